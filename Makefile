@@ -1,0 +1,37 @@
+# Two entry points: `make run` (the demo) and `make test` (suite, lint, types).
+# Both create the virtual environment when it is missing.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: run test lint typecheck pytest clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/streamscope run examples/mm1.py --out mm1.duckdb \
+	  --query 'occupancy(source -> server): mean, max, histogram(bins=0..16) every 500ms' \
+	  --query 'throughput(server -> sink): mean every 500ms' \
+	  --query 'state(server): duty every 500ms' \
+	  -- --rho 0.8 --items 4000
+	$(BIN)/streamscope show mm1.duckdb
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests examples benchmarks
+	$(BIN)/ruff format --check src tests examples benchmarks
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+pytest: $(STAMP)
+	$(BIN)/python -m pytest -q -p no:cacheprovider; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 1; fi; exit $$rc
+
+test: lint typecheck pytest
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,411 @@
+"""Stateful accumulators behind the aggregation specs: whole numpy batches (values, optional
+weights) flow in through ``add_batch``; frozen points flow out of ``collect``; ``merge`` combines
+two accumulators of one spec. State is bounded however many batches arrive.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Protocol, TypeVar, cast, runtime_checkable
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from streamscope.aggregate.points import (
+    DutyPoint,
+    HistogramPoint,
+    Point,
+    QuantilesPoint,
+    ScalarPoint,
+)
+
+__all__ = [
+    "EXACT_DISTINCT_LIMIT",
+    "SKETCH_RELATIVE_ACCURACY",
+    "Accumulator",
+    "CountAccumulator",
+    "DutyAccumulator",
+    "HistogramAccumulator",
+    "MaxAccumulator",
+    "MeanAccumulator",
+    "MinAccumulator",
+    "QuantilesAccumulator",
+    "SumAccumulator",
+]
+
+F64 = NDArray[np.float64]
+
+EXACT_DISTINCT_LIMIT = 4096
+"""Quantiles stay exact while at most this many distinct values have been seen."""
+
+SKETCH_RELATIVE_ACCURACY = 0.01
+"""Relative error bound of the log-bucket sketch used past ``EXACT_DISTINCT_LIMIT``."""
+
+
+@runtime_checkable
+class Accumulator(Protocol):
+    """Private running state of one aggregation spec over one frame."""
+
+    def add_batch(self, values: F64, weights: F64 | None = None) -> None:
+        """Add a whole batch; ``weights`` None means weight 1 each. NaN values are ignored."""
+
+    def collect(self) -> Point:
+        """The current result as a frozen point; the state is left as it was."""
+        ...
+
+    def merge(self, other: Accumulator) -> None:
+        """Fold ``other`` (same class and parameters, else ValueError) into this one."""
+
+
+def _prepare(values: ArrayLike, weights: ArrayLike | None) -> tuple[F64, F64 | None]:
+    """Flatten to float64, drop NaN values, and check weights are finite and non-negative."""
+    v = np.asarray(values, dtype=np.float64).reshape(-1)
+    w = None if weights is None else np.asarray(weights, dtype=np.float64).reshape(-1)
+    if w is not None and w.shape != v.shape:
+        raise ValueError(f"weights has {w.size} entries but values has {v.size}")
+    nan = np.isnan(v)
+    if nan.any():
+        keep = ~nan
+        v = v[keep]
+        w = None if w is None else w[keep]
+    if w is not None and not bool(np.all(np.isfinite(w) & (w >= 0.0))):
+        raise ValueError("weights must be finite and non-negative")
+    return v, w
+
+
+def _positive(values: ArrayLike, weights: ArrayLike | None) -> tuple[F64, F64]:
+    """Like ``_prepare`` but with explicit weights and zero-weight values removed."""
+    v, w = _prepare(values, weights)
+    if w is None:
+        return v, np.ones_like(v)
+    keep = w > 0.0
+    return v[keep], w[keep]
+
+
+def _total(v: F64, w: F64 | None) -> float:
+    return float(v.size) if w is None else float(w.sum())
+
+
+_A = TypeVar("_A")
+
+
+def _same_kind(acc: _A, other: object) -> _A:
+    if type(other) is not type(acc):
+        raise ValueError(f"cannot merge {type(other).__name__} into {type(acc).__name__}")
+    return other
+
+
+def _check_params(name: str, mine: object, theirs: object) -> None:
+    if mine != theirs:
+        raise ValueError(f"cannot merge accumulators with different {name}: {mine} != {theirs}")
+
+
+class CountAccumulator:
+    """Number of values; with weights, the total weight."""
+
+    __slots__ = ("_w",)
+
+    def __init__(self) -> None:
+        self._w = 0.0
+
+    def add_batch(self, values: F64, weights: F64 | None = None) -> None:
+        v, w = _prepare(values, weights)
+        self._w += _total(v, w)
+
+    def collect(self) -> Point:
+        return ScalarPoint("count", self._w)
+
+    def merge(self, other: Accumulator) -> None:
+        self._w += _same_kind(self, other)._w
+
+
+class SumAccumulator:
+    """Sum of weight × value."""
+
+    __slots__ = ("_s",)
+
+    def __init__(self) -> None:
+        self._s = 0.0
+
+    def add_batch(self, values: F64, weights: F64 | None = None) -> None:
+        v, w = _prepare(values, weights)
+        self._s += float(v.sum() if w is None else np.dot(v, w))
+
+    def collect(self) -> Point:
+        return ScalarPoint("sum", self._s)
+
+    def merge(self, other: Accumulator) -> None:
+        self._s += _same_kind(self, other)._s
+
+
+class MeanAccumulator:
+    """Weighted mean Σ w·v / Σ w; None while the total weight is zero."""
+
+    __slots__ = ("_s", "_w")
+
+    def __init__(self) -> None:
+        self._s = 0.0
+        self._w = 0.0
+
+    def add_batch(self, values: F64, weights: F64 | None = None) -> None:
+        v, w = _prepare(values, weights)
+        self._s += float(v.sum() if w is None else np.dot(v, w))
+        self._w += _total(v, w)
+
+    def collect(self) -> Point:
+        return ScalarPoint("mean", self._s / self._w if self._w > 0.0 else None)
+
+    def merge(self, other: Accumulator) -> None:
+        o = _same_kind(self, other)
+        self._s += o._s
+        self._w += o._w
+
+
+class MinAccumulator:
+    """Smallest value with a positive weight; None without one."""
+
+    __slots__ = ("_m",)
+
+    def __init__(self) -> None:
+        self._m: float | None = None
+
+    def add_batch(self, values: F64, weights: F64 | None = None) -> None:
+        v, w = _prepare(values, weights)
+        if w is not None:
+            v = v[w > 0.0]
+        if v.size:
+            m = float(v.min())
+            self._m = m if self._m is None else min(self._m, m)
+
+    def collect(self) -> Point:
+        return ScalarPoint("min", self._m)
+
+    def merge(self, other: Accumulator) -> None:
+        m = _same_kind(self, other)._m
+        if m is not None:
+            self._m = m if self._m is None else min(self._m, m)
+
+
+class MaxAccumulator:
+    """Largest value with a positive weight; None without one."""
+
+    __slots__ = ("_m",)
+
+    def __init__(self) -> None:
+        self._m: float | None = None
+
+    def add_batch(self, values: F64, weights: F64 | None = None) -> None:
+        v, w = _prepare(values, weights)
+        if w is not None:
+            v = v[w > 0.0]
+        if v.size:
+            m = float(v.max())
+            self._m = m if self._m is None else max(self._m, m)
+
+    def collect(self) -> Point:
+        return ScalarPoint("max", self._m)
+
+    def merge(self, other: Accumulator) -> None:
+        m = _same_kind(self, other)._m
+        if m is not None:
+            self._m = m if self._m is None else max(self._m, m)
+
+
+class HistogramAccumulator:
+    """Weight per bin ``[edges[i], edges[i+1])``; below the first edge goes to ``under``, at or
+    above the last edge to ``over``. Fixed size: ``len(edges) + 1`` floats."""
+
+    __slots__ = ("_edges", "_edges_arr", "_w")
+
+    def __init__(self, edges: tuple[float, ...]) -> None:
+        self._edges = tuple(float(e) for e in edges)
+        self._edges_arr = np.asarray(self._edges, dtype=np.float64)
+        if self._edges_arr.size < 2 or not bool(np.all(np.diff(self._edges_arr) > 0)):
+            raise ValueError("histogram edges must be at least two strictly increasing numbers")
+        # slot 0 is under, slots 1..n the bins, slot n+1 over
+        self._w: F64 = np.zeros(self._edges_arr.size + 1, dtype=np.float64)
+
+    def add_batch(self, values: F64, weights: F64 | None = None) -> None:
+        v, w = _prepare(values, weights)
+        slot = np.searchsorted(self._edges_arr, v, side="right")
+        self._w += np.bincount(slot, weights=w, minlength=self._w.size).astype(np.float64)
+
+    def collect(self) -> Point:
+        w = self._w.tolist()
+        return HistogramPoint(self._edges, tuple(w[1:-1]), w[0], w[-1])
+
+    def merge(self, other: Accumulator) -> None:
+        o = _same_kind(self, other)
+        _check_params("edges", self._edges, o._edges)
+        self._w += o._w
+
+
+class DutyAccumulator:
+    """Fraction of the total weight per integer code ``0..len(labels)-1``."""
+
+    __slots__ = ("_labels", "_w")
+
+    def __init__(self, labels: tuple[str, ...]) -> None:
+        if not labels:
+            raise ValueError("duty needs at least one label")
+        self._labels = tuple(labels)
+        self._w: F64 = np.zeros(len(labels), dtype=np.float64)
+
+    def add_batch(self, values: F64, weights: F64 | None = None) -> None:
+        v, w = _prepare(values, weights)
+        codes = v.astype(np.int64)
+        if codes.size and (
+            not bool(np.all(codes == v)) or int(codes.min()) < 0 or int(codes.max()) >= self._w.size
+        ):
+            raise ValueError(f"duty codes must be integers 0..{self._w.size - 1}")
+        self._w += np.bincount(codes, weights=w, minlength=self._w.size).astype(np.float64)
+
+    def collect(self) -> Point:
+        total = float(self._w.sum())
+        fractions = (self._w / total).tolist() if total > 0.0 else [0.0] * self._w.size
+        return DutyPoint(self._labels, tuple(fractions))
+
+    def merge(self, other: Accumulator) -> None:
+        o = _same_kind(self, other)
+        _check_params("labels", self._labels, o._labels)
+        self._w += o._w
+
+
+def _quantile_index(cum: F64, qs: F64) -> NDArray[np.intp]:
+    """Index of the first entry whose normalised cumulative weight reaches each q
+    (the inverted CDF, computed as numpy's weighted ``inverted_cdf`` does)."""
+    cdf = cum / cum[-1]
+    return np.minimum(np.searchsorted(cdf, qs, side="left"), cum.size - 1)
+
+
+# The sketch's buckets: key k holds magnitudes in (γ^(k-1), γ^k]; every value in a bucket is
+# within the relative accuracy of the bucket's representative 2γ^k / (γ + 1). Magnitudes below
+# _MIN_MAG count as zero; above _MAX_MAG they share the top bucket. One array, in value order:
+# negative keys (descending), zero, positive keys (ascending), so a cumsum over it is the CDF.
+_GAMMA = (1.0 + SKETCH_RELATIVE_ACCURACY) / (1.0 - SKETCH_RELATIVE_ACCURACY)
+_LOG_GAMMA = math.log(_GAMMA)
+_MIN_MAG = 2.0**-40
+_MAX_MAG = 2.0**60
+_KEY_LO = math.ceil(math.log(_MIN_MAG) / _LOG_GAMMA)
+_KEY_HI = math.ceil(math.log(_MAX_MAG) / _LOG_GAMMA)
+_NKEYS = _KEY_HI - _KEY_LO + 1
+_MAGS = 2.0 * _GAMMA ** np.arange(_KEY_LO, _KEY_HI + 1, dtype=np.float64) / (_GAMMA + 1.0)
+_REPRESENTATIVE: F64 = np.concatenate([-_MAGS[::-1], [0.0], _MAGS])
+
+
+class _LogSketch:
+    """Fixed-size log-bucket quantile sketch (DDSketch-style) with exact min and max."""
+
+    __slots__ = ("_counts", "_max", "_min")
+
+    def __init__(self) -> None:
+        self._counts: F64 = np.zeros(2 * _NKEYS + 1, dtype=np.float64)
+        self._min = math.inf
+        self._max = -math.inf
+
+    def copy(self) -> _LogSketch:
+        s = _LogSketch()
+        s._counts[:] = self._counts
+        s._min, s._max = self._min, self._max
+        return s
+
+    def add(self, v: F64, w: F64) -> None:
+        """Add values with positive weights."""
+        if not v.size:
+            return
+        mag = np.abs(v)
+        with np.errstate(divide="ignore"):
+            key = np.clip(np.ceil(np.log(mag) / _LOG_GAMMA), _KEY_LO, _KEY_HI).astype(np.int64)
+        pos = key - _KEY_LO
+        slot = np.where(mag < _MIN_MAG, _NKEYS, np.where(v > 0, _NKEYS + 1 + pos, _NKEYS - 1 - pos))
+        self._counts += np.bincount(slot, weights=w, minlength=self._counts.size).astype(np.float64)
+        self._min = min(self._min, float(v.min()))
+        self._max = max(self._max, float(v.max()))
+
+    def merge(self, other: _LogSketch) -> None:
+        self._counts += other._counts
+        self._min = min(self._min, other._min)
+        self._max = max(self._max, other._max)
+
+    def quantiles(self, qs: F64) -> list[float | None]:
+        nz = np.flatnonzero(self._counts)
+        if not nz.size:
+            return [None] * qs.size
+        est = _REPRESENTATIVE[nz[_quantile_index(np.cumsum(self._counts[nz]), qs)]]
+        est = np.clip(est, self._min, self._max)
+        est = np.where(qs == 0.0, self._min, np.where(qs == 1.0, self._max, est))
+        return cast(list[float | None], est.tolist())
+
+
+class QuantilesAccumulator:
+    """Weighted quantiles: for each q, the smallest value v whose cumulative weight reaches q·W
+    (the inverted CDF, so integer-valued data yields integers).
+
+    Exact while at most ``EXACT_DISTINCT_LIMIT`` distinct values have been seen (a compacted
+    table of unique values and summed weights). Past that it switches, once and for good, to a
+    fixed-size log-bucket sketch (DDSketch-style) whose answers are within
+    ``SKETCH_RELATIVE_ACCURACY`` (1 %) relative error; q = 0 and q = 1 stay exact (min, max).
+    The sketch handles zero and negative values; magnitudes below 2**-40 count as zero and
+    magnitudes above 2**60 lose the relative guarantee. Exact and sketch states merge freely.
+    """
+
+    __slots__ = ("_qs", "_qs_arr", "_sketch", "_vals", "_wts")
+
+    def __init__(self, qs: tuple[float, ...]) -> None:
+        self._qs = tuple(float(q) for q in qs)
+        self._qs_arr = np.asarray(self._qs, dtype=np.float64)
+        if not self._qs or not bool(np.all((self._qs_arr >= 0.0) & (self._qs_arr <= 1.0))):
+            raise ValueError("quantiles must be between 0 and 1")
+        self._vals: F64 = np.empty(0, dtype=np.float64)
+        self._wts: F64 = np.empty(0, dtype=np.float64)
+        self._sketch: _LogSketch | None = None
+
+    @property
+    def exact(self) -> bool:
+        """True while the answers are exact (the sketch has not been needed)."""
+        return self._sketch is None
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the state's arrays (bounded: the table is capped, the sketch fixed)."""
+        sketch = 0 if self._sketch is None else self._sketch._counts.nbytes
+        return self._vals.nbytes + self._wts.nbytes + sketch
+
+    def add_batch(self, values: F64, weights: F64 | None = None) -> None:
+        self._add(*_positive(values, weights))
+
+    def _add(self, v: F64, w: F64) -> None:
+        if self._sketch is not None:
+            self._sketch.add(v, w)
+            return
+        if not v.size:
+            return
+        vals, inverse = np.unique(np.concatenate([self._vals, v]), return_inverse=True)
+        wts = np.bincount(inverse, weights=np.concatenate([self._wts, w])).astype(np.float64)
+        if vals.size > EXACT_DISTINCT_LIMIT:
+            self._sketch = _LogSketch()
+            self._sketch.add(vals, wts)
+            vals, wts = np.empty(0, dtype=np.float64), np.empty(0, dtype=np.float64)
+        self._vals, self._wts = vals, wts
+
+    def collect(self) -> Point:
+        if self._sketch is not None:
+            values = self._sketch.quantiles(self._qs_arr)
+        elif self._vals.size:
+            idx = _quantile_index(np.cumsum(self._wts), self._qs_arr)
+            values = self._vals[idx].tolist()
+        else:
+            values = [None] * len(self._qs)
+        return QuantilesPoint(self._qs, tuple(values))
+
+    def merge(self, other: Accumulator) -> None:
+        o = _same_kind(self, other)
+        _check_params("quantiles", self._qs, o._qs)
+        if o._sketch is not None:
+            if self._sketch is None:
+                self._sketch = o._sketch.copy()
+                self._sketch.add(self._vals, self._wts)
+                self._vals, self._wts = np.empty(0, dtype=np.float64), np.empty(0, dtype=np.float64)
+            else:
+                self._sketch.merge(o._sketch)
+        self._add(o._vals, o._wts)

@@ -1,0 +1,51 @@
+"""The ``streamscope`` command: one module per subcommand, each a thin adapter over a library call."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from streamscope.cli import run as run_cmd
+from streamscope.cli import show as show_cmd
+from streamscope.cli import sql as sql_cmd
+from streamscope.cli.common import fail
+from streamscope.core.errors import StreamscopeError
+
+app = typer.Typer(
+    name="streamscope",
+    help="Monitor streaming pipelines: ask performance queries, run, and read per-frame results.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+app.command("run", context_settings={"ignore_unknown_options": False})(run_cmd.run)
+app.command("show")(show_cmd.show)
+app.command("sql")(sql_cmd.sql)
+
+__all__ = ["app", "main"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console entry point. Bad input never ends in a traceback."""
+    try:
+        result = app(args=argv, standalone_mode=False)
+    except StreamscopeError as exc:
+        return fail(str(exc), exc.exit_code)
+    except (KeyboardInterrupt, typer.Abort):
+        return fail("interrupted", 130)
+    except typer.Exit as exc:
+        return int(exc.exit_code or 0)
+    except typer.TyperException as exc:  # usage errors: the parser's own message and status
+        show = getattr(exc, "show", None)
+        if callable(show):
+            show()
+        else:
+            fail(exc.format_message())
+        return int(exc.exit_code)
+    return result if isinstance(result, int) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,63 @@
+"""Loading an application file: ``APP.py`` in, its ``Pipeline`` (and default queries) out.
+
+An app file defines ``pipeline(argv: list[str]) -> Pipeline`` (or a module-level ``pipeline``
+object) and may define ``QUERIES``, a list of query strings used when none are given.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from streamscope.core.errors import ConfigError, PipelineError
+from streamscope.pipeline.pipeline import Pipeline
+
+APP_MODULE = "__streamscope_app__"
+HINT = "define `def pipeline(argv: list[str]) -> streamscope.Pipeline` in it"
+
+
+def load_module(path: Path) -> ModuleType:
+    if not path.is_file():
+        raise ConfigError(f"app file {path} does not exist")
+    spec = importlib.util.spec_from_file_location(APP_MODULE, path)
+    if spec is None or spec.loader is None:
+        raise ConfigError(f"cannot load {path} as Python")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[APP_MODULE] = module
+    sys.path.insert(0, str(path.resolve().parent))
+    try:
+        spec.loader.exec_module(module)
+    except SyntaxError as exc:
+        raise ConfigError(f"{path}:{exc.lineno}: syntax error: {exc.msg}") from None
+    return module
+
+
+def build_pipeline(module: ModuleType, path: Path, argv: list[str]) -> Pipeline:
+    """Call the app's ``pipeline(argv)``. ``SystemExit`` from its argument parser passes through."""
+    obj: Any = getattr(module, "pipeline", None)
+    if obj is None:
+        raise PipelineError(f"{path} has no pipeline: {HINT}")
+    if isinstance(obj, Pipeline):
+        if argv:
+            raise ConfigError(
+                f"{path} defines a fixed pipeline object, which takes no arguments; {HINT}"
+            )
+        return obj
+    if not callable(obj):
+        raise PipelineError(f"{path}: `pipeline` is a {type(obj).__name__}; {HINT}")
+    result = obj(list(argv))
+    if not isinstance(result, Pipeline):
+        raise PipelineError(
+            f"{path}: pipeline(argv) returned {type(result).__name__}, not a streamscope.Pipeline"
+        )
+    return result
+
+
+def default_queries(module: ModuleType, path: Path) -> list[str]:
+    queries = getattr(module, "QUERIES", [])
+    if not isinstance(queries, list | tuple) or not all(isinstance(q, str) for q in queries):
+        raise ConfigError(f"{path}: QUERIES must be a list of query strings")
+    return list(queries)

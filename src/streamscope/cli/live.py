@@ -1,0 +1,107 @@
+"""What the terminal shows while a run goes on and when it ends.
+
+In: frame results as the monitor closes them. Out: a live table on a terminal (plain lines when
+output is piped), and a closing summary table over all frames.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from streamscope.aggregate.points import (
+    DropCount,
+    DutyPoint,
+    FrameResult,
+    HistogramPoint,
+    Point,
+    QuantilesPoint,
+    ScalarPoint,
+)
+from streamscope.cli.common import fmt_ns, fmt_value
+from streamscope.query.compile import Plan
+
+
+def describe_points(points: Sequence[Point], unit: str) -> str:
+    parts: list[str] = []
+    for p in points:
+        if isinstance(p, ScalarPoint):
+            parts.append(f"{p.stat}={fmt_value(p.value, 'items' if p.stat == 'count' else unit)}")
+        elif isinstance(p, QuantilesPoint):
+            parts.extend(
+                f"p{q * 100:g}={fmt_value(v, unit)}" for q, v in zip(p.qs, p.values, strict=True)
+            )
+        elif isinstance(p, DutyPoint):
+            parts.extend(
+                f"{label}={f * 100:.0f}%"
+                for label, f in zip(p.labels, p.fractions, strict=True)
+                if f > 0.005
+            )
+        elif isinstance(p, HistogramPoint):
+            total = p.total
+            if total > 0:
+                mode = max(range(len(p.weights)), key=lambda i: p.weights[i])
+                parts.append(f"hist[mode {p.edges[mode]:g}: {p.weights[mode] / total * 100:.0f}%]")
+    return "  ".join(parts) or "(no data)"
+
+
+class LiveView:
+    """Thread-safe sink for frames; renders them as they close."""
+
+    def __init__(self, plan: Plan, console: Console) -> None:
+        self.plan = plan
+        self.console = console
+        self.latest: dict[tuple[int, str], FrameResult] = {}
+        self.dropped = 0
+        self._lock = threading.Lock()
+        self._live: Live | None = None
+        self._units = {q.id: q.unit for q in plan.queries}
+        self._labels = {q.id: q.text for q in plan.queries}
+
+    def __enter__(self) -> LiveView:
+        if self.console.is_terminal:
+            self._live = Live(
+                self._table(), console=self.console, refresh_per_second=4, transient=False
+            )
+            self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._live is not None:
+            self._live.update(self._table())
+            self._live.__exit__(None, None, None)
+
+    def on_frames(self, results: Sequence[FrameResult], drops: Sequence[DropCount]) -> None:
+        with self._lock:
+            for r in results:
+                self.latest[(r.query_id, r.target)] = r
+                if self._live is None:
+                    t0 = fmt_ns(r.t_start_ns)
+                    text = describe_points(r.points, self._units.get(r.query_id, ""))
+                    self.console.print(
+                        f"[{t0:>7}] q{r.query_id} {r.target}: {text}", markup=False, highlight=False
+                    )
+            self.dropped += sum(d.dropped for d in drops)
+            if self._live is not None:
+                self._live.update(self._table())
+
+    def _table(self) -> Table:
+        table = Table(title="streamscope — latest frames", expand=False)
+        table.add_column("query")
+        table.add_column("target")
+        table.add_column("frame", justify="right")
+        table.add_column("values")
+        for (qid, target), r in sorted(self.latest.items()):
+            table.add_row(
+                self._labels.get(qid, str(qid)),
+                target,
+                f"{r.frame} @ {fmt_ns(r.t_start_ns)}",
+                describe_points(r.points, self._units.get(qid, "")),
+            )
+        if self.dropped:
+            table.caption = f"{self.dropped} probe records dropped (see `show`)"
+        return table

@@ -1,0 +1,97 @@
+"""``streamscope run APP.py``: load the app, check the queries, run it monitored, summarise."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from streamscope.cli.apploader import build_pipeline, default_queries, load_module
+from streamscope.cli.common import duration_option, err_console
+from streamscope.cli.live import LiveView
+from streamscope.cli.summary import print_summary
+from streamscope.core.errors import ConfigError
+from streamscope.monitor.session import RunOptions, prepare
+from streamscope.monitor.session import run as run_monitored
+from streamscope.query.parser import parse_queries
+
+
+def run(
+    app: Annotated[
+        Path,
+        typer.Argument(help="Python file that defines pipeline(argv) -> streamscope.Pipeline."),
+    ],
+    app_args: Annotated[
+        list[str] | None,
+        typer.Argument(help="Arguments for the app, after `--` (passed to pipeline(argv))."),
+    ] = None,
+    query: Annotated[
+        list[str] | None,
+        typer.Option("--query", "-q", help="A performance query; repeat for more."),
+    ] = None,
+    queries: Annotated[
+        Path | None, typer.Option(help="A file of queries, one per line (# comments).")
+    ] = None,
+    frame: Annotated[
+        str, typer.Option(help="Default frame for queries without `every` (e.g. 1s, 500ms).")
+    ] = "1s",
+    out: Annotated[Path, typer.Option("--out", "-o", help="Run file to write (DuckDB).")] = Path(
+        "run.duckdb"
+    ),
+    overwrite: Annotated[bool, typer.Option(help="Replace the run file if it exists.")] = False,
+    inline: Annotated[
+        bool, typer.Option(help="Run the monitor in a thread of this process instead of its own.")
+    ] = False,
+    quiet: Annotated[bool, typer.Option(help="No live view; only the summary.")] = False,
+) -> int:
+    """Run APP.py's pipeline under the monitor and write every frame to the run file.
+
+    Exit status: 0 completed, 1 a stage failed, 130 interrupted, 2 invalid input.
+    """
+    frame_ns = duration_option(frame, "--frame")
+    module = load_module(app)
+    argv = list(app_args or [])
+    try:
+        pipeline = build_pipeline(module, app, argv)
+    except SystemExit as exc:  # the app's own argument parser printed its message
+        raise typer.Exit(int(exc.code) if isinstance(exc.code, int) else 2) from None
+    texts: list[str | object] = []
+    if queries is not None:
+        if not queries.is_file():
+            raise ConfigError(f"query file {queries} does not exist")
+        texts.extend(parse_queries(queries.read_text(), source=str(queries)))
+    for i, q in enumerate(query or []):
+        texts.extend(parse_queries(q, source=f"--query #{i + 1}"))
+    if not texts:
+        texts.extend(default_queries(module, app))
+    if not texts:
+        raise ConfigError(
+            "no queries: pass --query, --queries FILE, or define QUERIES in the app file"
+        )
+    plan, _ = prepare(pipeline, texts, frame_ns)  # type: ignore[arg-type]
+    console = Console(highlight=False)
+    opts = RunOptions(
+        frame_ns=frame_ns,
+        out=out,
+        overwrite=overwrite,
+        mode="inline" if inline else "process",
+        app=str(app),
+        argv=tuple(argv),
+        command=shlex.join(["streamscope", *sys.argv[1:]]),
+    )
+    view = LiveView(plan, console)
+    if quiet:
+        result = run_monitored(pipeline, texts, opts)  # type: ignore[arg-type]
+    else:
+        with view:
+            result = run_monitored(pipeline, texts, opts, on_frames=view.on_frames)  # type: ignore[arg-type]
+    print_summary(out, console)
+    if result.status != "completed":
+        err_console.print(f"streamscope: run {result.status}: {result.error}", markup=False)
+    else:
+        console.print(f"run file: {out}")
+    return result.exit_code

@@ -1,0 +1,91 @@
+"""Run-level tables over a run file: the closing summary of ``run`` and the body of ``show``."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from streamscope.aggregate.points import DutyPoint, FrameResult, ScalarPoint
+from streamscope.cli.common import fmt_ns, fmt_value
+from streamscope.cli.live import describe_points
+from streamscope.store.reader import Run, load
+
+
+def _overall(frames: list[FrameResult], unit: str) -> str:
+    """Whole-run figures from the frames: covered-time-weighted mean, extremes, duty."""
+    parts: list[str] = []
+    w = [f.covered_ns for f in frames]
+    total_w = sum(w)
+    stats: dict[str, list[tuple[float, int]]] = {}
+    duty: dict[str, float] = {}
+    for f, wt in zip(frames, w, strict=True):
+        for p in f.points:
+            if isinstance(p, ScalarPoint) and p.value is not None and not math.isnan(p.value):
+                stats.setdefault(p.stat, []).append((p.value, wt))
+            elif isinstance(p, DutyPoint):
+                for label, frac in zip(p.labels, p.fractions, strict=True):
+                    duty[label] = duty.get(label, 0.0) + frac * wt
+    for stat, vals in stats.items():
+        if stat == "mean":
+            den = sum(wt for _, wt in vals)
+            v = sum(x * wt for x, wt in vals) / den if den else None
+        elif stat == "min":
+            v = min(x for x, _ in vals)
+        elif stat == "max":
+            v = max(x for x, _ in vals)
+        else:
+            v = sum(x for x, _ in vals)
+        parts.append(f"{stat}={fmt_value(v, 'items' if stat == 'count' else unit)}")
+    if duty and total_w:
+        parts.extend(
+            f"{k}={v / total_w * 100:.0f}%" for k, v in duty.items() if v / total_w > 0.005
+        )
+    return "  ".join(parts) or "(no data)"
+
+
+def summary_table(run: Run) -> Table:
+    table = Table(title=f"summary of {run.meta.name} ({run.status})")
+    table.add_column("query")
+    table.add_column("target")
+    table.add_column("frames", justify="right")
+    table.add_column("over the whole run")
+    for q in run.queries:
+        for target in q.targets:
+            frames = run.results(q.id, target)
+            table.add_row(q.text, target, str(len(frames)), _overall(frames, q.unit))
+    return table
+
+
+def print_summary(path: Path, console: Console) -> None:
+    with load(path) as run:
+        console.print(summary_table(run))
+        dropped = sum(d.dropped for d in run.drops())
+        if dropped:
+            console.print(
+                f"[yellow]{dropped} probe records were dropped; `streamscope show {path}` lists them[/]"
+            )
+
+
+def frames_table(run: Run, query_id: int, last: int | None) -> Table:
+    q = run.query(query_id)
+    table = Table(title=f"q{q.id}: {q.text}", title_justify="left")
+    table.add_column("frame", justify="right")
+    table.add_column("start", justify="right")
+    table.add_column("target")
+    table.add_column("values")
+    rows = run.results(query_id)
+    if last is not None:
+        keep = sorted({r.frame for r in rows})[-last:]
+        rows = [r for r in rows if r.frame in keep]
+    for r in rows:
+        partial = "" if r.covered_ns == r.t_end_ns - r.t_start_ns else f" ({fmt_ns(r.covered_ns)})"
+        table.add_row(
+            str(r.frame),
+            fmt_ns(r.t_start_ns) + partial,
+            r.target,
+            describe_points(r.points, q.unit),
+        )
+    return table

@@ -1,0 +1,65 @@
+"""Errors a user can cause. Each says what was wrong, where, and what would be valid."""
+
+from __future__ import annotations
+
+
+class StreamscopeError(Exception):
+    """Base of every error caused by input (queries, pipelines, files, options)."""
+
+    exit_code = 2
+
+
+class ConfigError(StreamscopeError):
+    """A bad option, duration, environment variable or path."""
+
+
+class QueryError(StreamscopeError):
+    """A query that does not parse or names something that does not exist.
+
+    ``line`` and ``column`` are 1-based positions in ``text`` when known.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        text: str = "",
+        line: int | None = None,
+        column: int | None = None,
+        source: str = "",
+    ) -> None:
+        self.text = text
+        self.line = line
+        self.column = column
+        self.source = source
+        where = ""
+        if line is not None and column is not None:
+            where = f"{source or 'query'}:{line}:{column}: "
+        elif source:
+            where = f"{source}: "
+        detail = message
+        if text and line is not None and column is not None:
+            lines = text.splitlines() or [""]
+            src_line = lines[line - 1] if 0 < line <= len(lines) else ""
+            detail = f"{message}\n  {src_line}\n  {' ' * (column - 1)}^"
+        super().__init__(f"{where}{detail}")
+        self.message = message
+
+
+class PipelineError(StreamscopeError):
+    """A pipeline that cannot be built or run as described (unknown stage, bad wiring...)."""
+
+
+class StageError(StreamscopeError):
+    """A stage raised while the pipeline ran. The run is recorded as ``failed``."""
+
+    exit_code = 1
+
+    def __init__(self, stage: str, error: str) -> None:
+        self.stage = stage
+        self.error = error
+        super().__init__(f"stage {stage!r} raised {error}")
+
+
+class RunFileError(StreamscopeError):
+    """A run file that is missing, not a streamscope run, or unreadable."""

@@ -1,0 +1,94 @@
+"""The static shape of a run: resources, stages, channels and the probes placed on them.
+
+Built by ``pipeline`` before a run starts, stored by ``store``, read back by everything after it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from streamscope.core.errors import PipelineError
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceInfo:
+    """Where stages run. ``kind`` is ``thread``, ``process`` or a device kind."""
+
+    name: str
+    kind: str
+    clock_domain: str = "host"
+    tick_period_ns: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class StageInfo:
+    """One stage. ``role`` is ``source`` (no inputs), ``sink`` (no outputs) or ``stage``."""
+
+    name: str
+    resource: str
+    role: str
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelInfo:
+    """A bounded FIFO from ``src`` to ``dst``; ``name`` is ``"src -> dst"`` unless given."""
+
+    name: str
+    src: str
+    dst: str
+    capacity: int
+    transport: str = "thread"
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeInfo:
+    """An active probe. ``kind``: ``tail``/``head`` (channel ends), ``state`` (stage tracker),
+    ``counter``/``sampler`` (user values). ``target`` is the channel or stage name."""
+
+    id: int
+    kind: str
+    target: str
+    domain: str = "host"
+
+
+@dataclass(frozen=True, slots=True)
+class Topology:
+    name: str
+    resources: tuple[ResourceInfo, ...] = ()
+    stages: tuple[StageInfo, ...] = ()
+    channels: tuple[ChannelInfo, ...] = ()
+    probes: tuple[ProbeInfo, ...] = field(default=())
+
+    def stage(self, name: str) -> StageInfo:
+        for s in self.stages:
+            if s.name == name:
+                return s
+        known = ", ".join(s.name for s in self.stages) or "(none)"
+        raise PipelineError(f"unknown stage {name!r}; known stages: {known}")
+
+    def channel(self, name: str) -> ChannelInfo:
+        for c in self.channels:
+            if c.name == name:
+                return c
+        known = ", ".join(c.name for c in self.channels) or "(none)"
+        raise PipelineError(f"unknown channel {name!r}; known channels: {known}")
+
+    def probe(self, probe_id: int) -> ProbeInfo:
+        for p in self.probes:
+            if p.id == probe_id:
+                return p
+        raise KeyError(probe_id)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Topology:
+        return cls(
+            name=d["name"],
+            resources=tuple(ResourceInfo(**r) for r in d.get("resources", ())),
+            stages=tuple(StageInfo(**s) for s in d.get("stages", ())),
+            channels=tuple(ChannelInfo(**c) for c in d.get("channels", ())),
+            probes=tuple(ProbeInfo(**p) for p in d.get("probes", ())),
+        )

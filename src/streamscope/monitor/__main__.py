@@ -1,0 +1,89 @@
+"""``python -m streamscope.monitor CONFIG.json``: the dedicated monitor process.
+
+In: a JSON config written by the session (topology, query texts, output file, socket path).
+Out: the run file, and JSON lines on stdout: ready, frames as they close, done with the status.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from streamscope.aggregate.points import DropCount, FrameResult
+from streamscope.core.errors import StreamscopeError
+from streamscope.core.topology import Topology
+from streamscope.monitor.service import MonitorService
+from streamscope.query.compile import compile_queries
+from streamscope.store.writer import DuckDBStore, RunMeta
+
+
+def _emit(obj: dict[str, object]) -> None:
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+def _on_frames(results: Sequence[FrameResult], drops: Sequence[DropCount]) -> None:
+    _emit(
+        {
+            "event": "frames",
+            "results": [r.to_dict() for r in results],
+            "drops": [
+                {
+                    "probe_id": d.probe_id,
+                    "frame": d.frame,
+                    "dropped": d.dropped,
+                    "recorded": d.recorded,
+                }
+                for d in drops
+            ],
+        }
+    )
+
+
+def main(argv: list[str]) -> int:
+    # Ctrl-C reaches the whole process group; the application decides and tells us how it ended.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if len(argv) != 1:
+        print("usage: python -m streamscope.monitor CONFIG.json", file=sys.stderr)
+        return 2
+    try:
+        cfg = json.loads(Path(argv[0]).read_text())
+        topology = Topology.from_dict(cfg["topology"])
+        from streamscope.monitor.session import query_records
+
+        plan = compile_queries(cfg["queries"], topology, cfg["frame_ns"])
+        m = cfg["meta"]
+        meta = RunMeta(**{**m, "argv": tuple(m["argv"])})
+        store = DuckDBStore(Path(cfg["out"]), overwrite=cfg["overwrite"])
+        store.begin(meta, topology, query_records(plan))
+        service = MonitorService(
+            plan,
+            topology,
+            store,
+            drop_frame_ns=cfg["frame_ns"],
+            socket_path=cfg["socket"],
+            on_frames=_on_frames,
+        )
+    except (StreamscopeError, OSError, KeyError, ValueError) as exc:
+        _emit({"event": "error", "error": str(exc)})
+        return 2
+    _emit({"event": "ready"})
+    final = service.serve()
+    store.close()
+    _emit(
+        {
+            "event": "done",
+            "status": final.status,
+            "error": final.error,
+            "events": final.events,
+            "late": final.late,
+        }
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,203 @@
+"""The monitor's reduction engine: messages in, frame results and drop counts out.
+
+In: decoded agent messages (records in raw ticks, watermarks). Out: ``FrameResult``s written to
+a store as soon as every live agent's watermark has passed a frame's end, and ``DropCount``s.
+Memory stays bounded: records wait only until the watermark passes them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from streamscope.aggregate.frames import frame_index
+from streamscope.aggregate.points import DropCount, FrameResult
+from streamscope.core.records import Kind
+from streamscope.core.topology import Topology
+from streamscope.monitor.reducers import TargetReducer
+from streamscope.monitor.streams import ChannelStream, StageStream
+from streamscope.query.compile import Plan
+from streamscope.timebase.clockmap import HostMap
+from streamscope.transport.wire import WATERMARK_END, Message, MsgType
+
+FrameSink = Callable[[Sequence[FrameResult], Sequence[DropCount]], None]
+
+
+@dataclass(slots=True)
+class _AgentState:
+    watermark_ns: int
+    ended: bool = False
+
+
+class Engine:
+    """Single-threaded: call ``handle`` for each message, then ``advance`` whenever convenient."""
+
+    def __init__(self, plan: Plan, topology: Topology, drop_frame_ns: int, sink: FrameSink) -> None:
+        self.plan = plan
+        self.topology = topology
+        self.drop_frame_ns = drop_frame_ns
+        self.sink = sink
+        self.timebase: HostMap | None = None
+        self.agents: dict[int, _AgentState] = {}
+        self.channels: dict[str, ChannelStream] = {}
+        self.stages: dict[str, StageStream] = {}
+        self.probe_kind: dict[int, tuple[str, str]] = {
+            p.id: (p.kind, p.target) for p in topology.probes
+        }
+        for p in topology.probes:
+            if p.kind in ("tail", "head"):
+                self.channels.setdefault(p.target, ChannelStream(p.target))
+            elif p.kind == "state":
+                self.stages.setdefault(p.target, StageStream(p.target))
+        self.reducers: list[TargetReducer] = [
+            TargetReducer(q.id, q.metric, t.name, t.specs, q.frame_ns)
+            for q in plan.queries
+            for t in q.targets
+        ]
+        self._by_target: dict[tuple[str, str], list[TargetReducer]] = {}
+        for r in self.reducers:
+            self._by_target.setdefault((r.metric, r.target), []).append(r)
+        self.watermark_ns = 0
+        self.recorded: dict[tuple[int, int], int] = {}
+        self.dropped: dict[tuple[int, int], int] = {}
+        self.next_drop_frame = 0
+        self.events_seen = 0
+        self.late = 0
+
+    # -- input ---------------------------------------------------------------------------------
+
+    def start(self, t0_ticks: int) -> None:
+        self.timebase = HostMap(t0_ticks)
+
+    def handle(self, msg: Message) -> None:
+        if msg.type == MsgType.START:
+            self.start(msg.watermark)
+            return
+        if self.timebase is None:
+            # Agents may say hello before the run starts; their clock starts counting at START.
+            if msg.type == MsgType.HELLO:
+                self.agents[msg.agent] = _AgentState(0)
+            return
+        state = self.agents.setdefault(msg.agent, _AgentState(0))
+        if msg.type == MsgType.BATCH and len(msg.records):
+            self._ingest(msg)
+        if msg.type in (MsgType.BATCH, MsgType.END):
+            wm = self.timebase.scalar_to_ns(msg.watermark)
+            state.watermark_ns = max(state.watermark_ns, wm)
+        if msg.type == MsgType.END:
+            state.ended = True
+
+    def disconnect(self, agent: int) -> None:
+        """The agent's link closed: it will send nothing more."""
+        if agent in self.agents:
+            self.agents[agent].ended = True
+
+    def _ingest(self, msg: Message) -> None:
+        assert self.timebase is not None
+        rec = msg.records
+        self.events_seen += len(rec)
+        t = self.timebase.to_ns(rec["ticks"].astype(np.int64))
+        kinds = rec["kind"]
+        probes = rec["probe"]
+        drops = kinds == Kind.DROPPED
+        if drops.any():
+            frames = frame_index(np.maximum(t[drops], 0), self.drop_frame_ns)
+            for p, f, v in zip(
+                probes[drops].tolist(), frames.tolist(), rec["value"][drops].tolist(), strict=True
+            ):
+                self.dropped[(p, f)] = self.dropped.get((p, f), 0) + v
+            keep = ~drops
+            rec, t, probes = rec[keep], t[keep], probes[keep]
+        if not len(rec):
+            return
+        order = np.argsort(probes, kind="stable")
+        probes_sorted = probes[order]
+        uniq, starts = np.unique(probes_sorted, return_index=True)
+        bounds = [*starts.tolist(), len(order)]
+        for i, pid in enumerate(uniq.tolist()):
+            sel = order[bounds[i] : bounds[i + 1]]
+            pt, pv = t[sel], rec["value"][sel].astype(np.int64)
+            self._count_recorded(pid, pt)
+            kind_target = self.probe_kind.get(pid)
+            if kind_target is None:
+                continue
+            kind, target = kind_target
+            if kind in ("tail", "head"):
+                late = self.channels[target].add(kind, pt, pv)
+            elif kind == "state":
+                late = self.stages[target].add(pt, pv)
+            else:
+                late = 0
+            if late:
+                self.late += late
+                f = max(int(pt.min()), 0) // self.drop_frame_ns
+                self.dropped[(pid, f)] = self.dropped.get((pid, f), 0) + late
+
+    def _count_recorded(self, pid: int, t: np.ndarray) -> None:
+        frames, counts = np.unique(
+            frame_index(np.maximum(t, 0), self.drop_frame_ns), return_counts=True
+        )
+        for f, c in zip(frames.tolist(), counts.tolist(), strict=True):
+            self.recorded[(pid, f)] = self.recorded.get((pid, f), 0) + c
+
+    # -- reduction -----------------------------------------------------------------------------
+
+    def live_watermark(self) -> int:
+        live = [a.watermark_ns for a in self.agents.values() if not a.ended]
+        if live:
+            return min(live)
+        done = [a.watermark_ns for a in self.agents.values() if a.watermark_ns < WATERMARK_END]
+        return max(done) if done else self.watermark_ns
+
+    def advance(self, until: int | None = None, *, end_ns: int | None = None) -> list[FrameResult]:
+        """Reduce everything before the watermark (or ``until``) and emit frames it completed."""
+        if self.timebase is None:
+            return []
+        wm = self.live_watermark() if until is None else until
+        if wm <= self.watermark_ns and end_ns is None:
+            return []
+        wm = max(wm, self.watermark_ns)
+        self.watermark_ns = wm
+        for name, stream in self.channels.items():
+            out = stream.advance(wm)
+            for r in self._by_target.get(("occupancy", name), ()):
+                r.add_segments(out.occupancy)
+            for r in self._by_target.get(("latency", name), ()):
+                r.add_events(out.latency)
+            for r in self._by_target.get(("interinsertion", name), ()):
+                r.add_events(out.interinsertion)
+            for r in self._by_target.get(("interdeparture", name), ()):
+                r.add_events(out.interdeparture)
+            for r in self._by_target.get(("count", name), ()):
+                r.add_times(out.insertions)
+            for r in self._by_target.get(("throughput", name), ()):
+                r.add_times(out.removals)
+        for name, sstream in self.stages.items():
+            seg = sstream.advance(wm)
+            for r in self._by_target.get(("state", name), ()):
+                r.add_segments(seg)
+        results: list[FrameResult] = []
+        for r in self.reducers:
+            results.extend(r.close_until(wm, end_ns))
+        drops = self._close_drops(wm, end_ns)
+        if results or drops:
+            self.sink(results, drops)
+        return results
+
+    def _close_drops(self, wm: int, end_ns: int | None) -> list[DropCount]:
+        last = wm // self.drop_frame_ns - 1 if end_ns is None else None
+        keys = sorted(set(self.recorded) | set(self.dropped), key=lambda k: (k[1], k[0]))
+        out = []
+        for key in keys:
+            if last is not None and key[1] > last:
+                continue
+            out.append(
+                DropCount(key[0], key[1], self.dropped.pop(key, 0), self.recorded.pop(key, 0))
+            )
+        return out
+
+    def finish(self, end_ns: int) -> list[FrameResult]:
+        """Reduce everything up to the end of the run and emit every frame, the last one partial."""
+        return self.advance(until=end_ns, end_ns=end_ns)

@@ -1,0 +1,204 @@
+"""The monitor service: receives agent messages, drives the engine, writes the run file.
+
+In: encoded messages from agents (a Unix socket for other processes, a queue for its own).
+Out: frames and drop counts in the store as frames close, and the run's final status — also when
+the application dies without saying goodbye.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from streamscope.aggregate.points import DropCount, FrameResult
+from streamscope.core.topology import Topology
+from streamscope.monitor.engine import Engine
+from streamscope.query.compile import Plan
+from streamscope.store.writer import RunStore
+from streamscope.transport.wire import (
+    HEADER_SIZE,
+    Message,
+    MsgType,
+    WireError,
+    decode,
+    decode_header,
+    decode_payload,
+)
+
+#: Main agent id: the process that runs the pipeline and reports its outcome.
+MAIN_AGENT = 0
+#: After FINISH, how long to wait for other agents' last batches.
+GRACE_S = 5.0
+#: How often the engine reduces when messages keep arriving.
+ADVANCE_EVERY_S = 0.05
+
+
+@dataclass(frozen=True, slots=True)
+class _Disconnect:
+    agent: int
+
+
+@dataclass(frozen=True, slots=True)
+class Final:
+    status: str
+    error: str | None
+    duration_ns: int
+    events: int
+    late: int
+
+
+class _TickType:
+    """Nothing arrived within the polling interval."""
+
+
+_Tick = _TickType()
+
+Inbox = queue.SimpleQueue[bytes | Message | _Disconnect | None]
+
+
+def _read_exact(conn: socket.socket, n: int) -> bytes | None:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = conn.recv(min(n - len(buf), 1 << 20))
+        if not chunk:
+            return None
+        buf += chunk
+    return bytes(buf)
+
+
+class MonitorService:
+    def __init__(
+        self,
+        plan: Plan,
+        topology: Topology,
+        store: RunStore,
+        *,
+        drop_frame_ns: int,
+        socket_path: str | None = None,
+        on_frames: Callable[[Sequence[FrameResult], Sequence[DropCount]], None] | None = None,
+    ) -> None:
+        self.store = store
+        self.inbox: Inbox = queue.SimpleQueue()
+        self._on_frames = on_frames
+        self.engine = Engine(plan, topology, drop_frame_ns, self._write)
+        self.socket_path = socket_path
+        self._server: socket.socket | None = None
+        self.bad_messages = 0
+        if socket_path is not None:
+            self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self._server.bind(socket_path)
+            os.chmod(socket_path, 0o600)
+            self._server.listen(64)
+            threading.Thread(target=self._accept, name="streamscope-accept", daemon=True).start()
+
+    def _write(self, results: Sequence[FrameResult], drops: Sequence[DropCount]) -> None:
+        if results:
+            self.store.write_frames(results)
+        if drops:
+            self.store.write_drops(drops)
+        if self._on_frames is not None:
+            self._on_frames(results, drops)
+
+    def _accept(self) -> None:
+        assert self._server is not None
+        while True:
+            try:
+                conn, _ = self._server.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._reader, args=(conn,), daemon=True).start()
+
+    def _reader(self, conn: socket.socket) -> None:
+        agent: int | None = None
+        try:
+            while True:
+                header = _read_exact(conn, HEADER_SIZE)
+                if header is None:
+                    break
+                kind, agent_id, pid, wm, length, count = decode_header(header)
+                payload = _read_exact(conn, length) if length else b""
+                if payload is None:
+                    break
+                agent = agent_id
+                self.inbox.put(decode_payload(kind, agent_id, pid, wm, count, payload))
+        except (WireError, OSError) as exc:
+            self.bad_messages += 1
+            print(f"streamscope monitor: dropped a connection: {exc}", file=sys.stderr)
+        finally:
+            conn.close()
+            if agent is not None:
+                self.inbox.put(_Disconnect(agent))
+
+    def serve(self) -> Final:
+        """Run until the run is over; returns its final status. Everything received is kept."""
+        finish: Message | None = None
+        finish_at = 0.0
+        last_advance = time.monotonic()
+        main_gone = False
+        while True:
+            timeout = ADVANCE_EVERY_S
+            got: bytes | Message | _Disconnect | _TickType | None
+            try:
+                got = self.inbox.get(timeout=timeout)
+            except queue.Empty:
+                got = _Tick
+            item = _Disconnect(MAIN_AGENT) if got is None else got
+            if isinstance(item, bytes):
+                item = decode(item)
+            if isinstance(item, Message):
+                if item.type == MsgType.FINISH:
+                    finish, finish_at = item, time.monotonic()
+                else:
+                    self.engine.handle(item)
+            elif isinstance(item, _Disconnect):
+                self.engine.disconnect(item.agent)
+                if item.agent == MAIN_AGENT:
+                    main_gone = True
+            now = time.monotonic()
+            if now - last_advance >= ADVANCE_EVERY_S:
+                self.engine.advance()
+                last_advance = now
+            others_live = any(not a.ended for k, a in self.engine.agents.items() if k != MAIN_AGENT)
+            if finish is not None and (not others_live or now - finish_at > GRACE_S):
+                return self._finish(
+                    finish.info.get("status", "completed"),
+                    finish.info.get("error"),
+                    finish.watermark,
+                )
+            if finish is None and main_gone and (not others_live or now - last_advance > GRACE_S):
+                return self._finish(
+                    "failed",
+                    "the application process ended without finishing the run (killed?)",
+                    None,
+                )
+
+    def _finish(self, status: str, error: str | None, end_ticks: int | None) -> Final:
+        eng = self.engine
+        if eng.timebase is None:
+            end_ns = 0
+        elif end_ticks is None:
+            end_ns = max(
+                eng.watermark_ns, max((a.watermark_ns for a in eng.agents.values()), default=0)
+            )
+        else:
+            end_ns = eng.timebase.scalar_to_ns(end_ticks)
+        eng.finish(end_ns)
+        self.store.finish(status, error, time.time_ns(), end_ns)
+        self.close()
+        return Final(status, error, end_ns, eng.events_seen, eng.late)
+
+    def close(self) -> None:
+        if self._server is not None:
+            with contextlib.suppress(OSError):
+                self._server.close()
+            if self.socket_path is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(self.socket_path)
+            self._server = None

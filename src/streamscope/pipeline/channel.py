@@ -1,0 +1,116 @@
+"""Channels between stages: a bounded in-process FIFO and its tap hooks.
+
+In: items from a producer stage. Out: the same items, in order, at the consumer; and, when a
+query needs it, one tail record per insertion and one head record per removal.
+"""
+
+from __future__ import annotations
+
+import queue
+from typing import Any
+
+from streamscope.core.clock import host_now_ticks
+from streamscope.core.records import State
+from streamscope.probes.taps import LockedTap, StateTracker
+
+
+class EndOfStream:
+    """The marker a finished producer leaves in each of its output channels."""
+
+    _instance: EndOfStream | None = None
+
+    def __new__(cls) -> EndOfStream:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "EOS"
+
+
+EOS = EndOfStream()
+
+
+class Aborted(Exception):
+    """Raised in a stage whose channel was aborted because the run is stopping."""
+
+
+class ThreadChannel(queue.Queue[Any]):
+    """A ``queue.Queue`` whose insertions and removals can be tapped.
+
+    The taps are written inside ``_put``/``_get``, which ``queue.Queue`` calls with its own mutex
+    held: the records are in the exact order of the operations, and cost no lock of their own.
+    The end-of-stream marker is not an item and is not recorded.
+    """
+
+    def __init__(self, maxsize: int = 0, *, name: str = "") -> None:
+        super().__init__(maxsize)
+        self.name = name
+        self.tail: LockedTap | None = None
+        self.head: LockedTap | None = None
+        self.aborted = False
+
+    def _put(self, item: Any) -> None:
+        self.queue.append(item)
+        tap = self.tail
+        if tap is not None and item is not EOS:
+            n = tap.n
+            if n < tap.cap:
+                tap.ticks[n] = host_now_ticks()
+                tap.n = n + 1
+            else:
+                tap.dropped += 1
+
+    def _get(self) -> Any:
+        item = self.queue.popleft()
+        tap = self.head
+        if tap is not None and item is not EOS:
+            n = tap.n
+            if n < tap.cap:
+                tap.ticks[n] = host_now_ticks()
+                tap.n = n + 1
+            else:
+                tap.dropped += 1
+        return item
+
+    def _qsize(self) -> int:
+        return len(self.queue)
+
+    def put_tracked(self, item: Any, tracker: StateTracker | None) -> None:
+        """``put`` that marks the stage blocked-on-output only while it really waits."""
+        if tracker is None:
+            self.put(item)
+        else:
+            try:
+                self.put(item, block=False)
+            except queue.Full:
+                prev = tracker.set(State.BLOCKED_OUT)
+                self.put(item)
+                tracker.set(prev)
+        if self.aborted:
+            raise Aborted(self.name)
+
+    def get_tracked(self, tracker: StateTracker | None) -> Any:
+        """``get`` that marks the stage blocked-on-input only while it really waits."""
+        if tracker is None:
+            item = self.get()
+        else:
+            try:
+                item = self.get(block=False)
+            except queue.Empty:
+                prev = tracker.set(State.BLOCKED_IN)
+                item = self.get()
+                tracker.set(prev)
+        if self.aborted:
+            raise Aborted(self.name)
+        return item
+
+    def abort(self) -> None:
+        """Wake every waiter for good: the run is stopping (a stage failed or Ctrl-C)."""
+        with self.mutex:
+            self.aborted = True
+            self.queue.clear()
+            self.queue.append(EOS)
+            self.not_empty.notify_all()
+            self.not_full.notify_all()
+            self.maxsize = 0

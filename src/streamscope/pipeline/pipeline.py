@@ -1,0 +1,194 @@
+"""Describing a pipeline: stages, the resources they run on, and the channels between them.
+
+In: user code and wiring. Out: a validated ``Pipeline`` and its static ``Topology``.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any
+
+from streamscope.core.errors import PipelineError
+from streamscope.core.topology import ChannelInfo, ProbeInfo, ResourceInfo, StageInfo, Topology
+from streamscope.pipeline.resources import Resource, resolve
+from streamscope.pipeline.shm import DEFAULT_SLOT_BYTES
+from streamscope.pipeline.stage import StageBody, as_source
+
+FANOUT = ("roundrobin", "broadcast")
+FANIN = ("roundrobin", "zip")
+
+
+@dataclass(frozen=True, slots=True)
+class StageSpec:
+    name: str
+    obj: Any
+    resource: Resource
+    fanout: str
+    fanin: str
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelSpec:
+    name: str
+    src: str
+    dst: str
+    capacity: int
+    slot_bytes: int
+
+
+class Pipeline:
+    """Stages connected by bounded FIFO channels.
+
+    >>> p = Pipeline("demo")
+    >>> p.add("numbers", range(10))
+    'numbers'
+    >>> p.add("square", lambda x: x * x)
+    'square'
+    >>> p.add("show", print)
+    'show'
+    >>> p.chain("numbers", "square", "show", capacity=4)
+
+    A stage with no inputs is a source: a generator function, a function returning an iterable,
+    or an iterable. A stage with no outputs is a sink. Every other stage maps one item to one
+    output (or none, if it returns None), or yields several when it is a generator function.
+    Objects with ``setup()``/``process(item)``/``teardown()`` (or ``generate()`` for a source)
+    work too. With several outputs, items go round-robin (``fanout="broadcast"``: to each);
+    with several inputs, items are taken round-robin (``fanin="zip"``: one from each, as a tuple).
+    """
+
+    def __init__(self, name: str = "pipeline") -> None:
+        self.name = name
+        self.stages: dict[str, StageSpec] = {}
+        self.channels: dict[str, ChannelSpec] = {}
+
+    def add(
+        self,
+        name: str,
+        fn: Any,
+        *,
+        resource: str | Resource = "thread",
+        fanout: str = "roundrobin",
+        fanin: str = "roundrobin",
+    ) -> str:
+        if not name or "->" in name or name.strip() != name:
+            raise PipelineError(
+                f"bad stage name {name!r}: use a non-empty name without '->' or surrounding spaces"
+            )
+        if name in self.stages:
+            raise PipelineError(f"stage {name!r} is defined twice")
+        if fanout not in FANOUT:
+            raise PipelineError(
+                f"stage {name!r}: fanout must be one of {', '.join(FANOUT)}, not {fanout!r}"
+            )
+        if fanin not in FANIN:
+            raise PipelineError(
+                f"stage {name!r}: fanin must be one of {', '.join(FANIN)}, not {fanin!r}"
+            )
+        obj = as_source(fn)
+        StageBody(name, obj)  # refuse what cannot be a stage now, not when the run starts
+        self.stages[name] = StageSpec(name, obj, resolve(resource, name), fanout, fanin)
+        return name
+
+    def connect(
+        self,
+        src: str,
+        dst: str,
+        *,
+        capacity: int = 64,
+        name: str | None = None,
+        slot_bytes: int = DEFAULT_SLOT_BYTES,
+    ) -> str:
+        for s in (src, dst):
+            if s not in self.stages:
+                known = ", ".join(self.stages) or "(none)"
+                raise PipelineError(
+                    f"cannot connect {src!r} -> {dst!r}: unknown stage {s!r}; known stages: {known}"
+                )
+        if capacity < 1:
+            raise PipelineError(
+                f"channel {src} -> {dst}: capacity must be at least 1, not {capacity}"
+            )
+        cname = name or f"{src} -> {dst}"
+        if cname in self.channels:
+            raise PipelineError(
+                f"channel {cname!r} exists already; pass name= to connect the same stages twice"
+            )
+        self.channels[cname] = ChannelSpec(cname, src, dst, capacity, slot_bytes)
+        return cname
+
+    def chain(self, *names: str, capacity: int = 64) -> None:
+        """Connect each stage to the next."""
+        for a, b in itertools.pairwise(names):
+            self.connect(a, b, capacity=capacity)
+
+    def inputs(self, stage: str) -> list[ChannelSpec]:
+        return [c for c in self.channels.values() if c.dst == stage]
+
+    def outputs(self, stage: str) -> list[ChannelSpec]:
+        return [c for c in self.channels.values() if c.src == stage]
+
+    def role(self, stage: str) -> str:
+        if not self.inputs(stage):
+            return "source"
+        if not self.outputs(stage):
+            return "sink"
+        return "stage"
+
+    def validate(self) -> None:
+        """Refuse pipelines that cannot run: no stages, a cycle, a disconnected stage."""
+        if not self.stages:
+            raise PipelineError(f"pipeline {self.name!r} has no stages")
+        if len(self.stages) > 1:
+            lonely = [s for s in self.stages if not self.inputs(s) and not self.outputs(s)]
+            if lonely:
+                raise PipelineError(f"stage {lonely[0]!r} is not connected to any other stage")
+        indeg = {s: len(self.inputs(s)) for s in self.stages}
+        ready = [s for s, d in indeg.items() if d == 0]
+        seen = 0
+        while ready:
+            s = ready.pop()
+            seen += 1
+            for c in self.outputs(s):
+                indeg[c.dst] -= 1
+                if indeg[c.dst] == 0:
+                    ready.append(c.dst)
+        if seen != len(self.stages):
+            raise PipelineError(
+                f"pipeline {self.name!r} has a cycle; channels must form a directed acyclic graph"
+            )
+
+    def channel_transport(self, ch: ChannelSpec) -> str:
+        """``thread`` when both ends share a process, else ``process``."""
+        a, b = self.stages[ch.src].resource, self.stages[ch.dst].resource
+        return "thread" if a == b or (a.in_main_process and b.in_main_process) else "process"
+
+    def topology(self, probes: tuple[ProbeInfo, ...] = ()) -> Topology:
+        resources: dict[str, ResourceInfo] = {}
+        for st in self.stages.values():
+            resources.setdefault(st.resource.name, ResourceInfo(st.resource.name, st.resource.kind))
+        return Topology(
+            name=self.name,
+            resources=tuple(resources.values()),
+            stages=tuple(
+                StageInfo(s.name, s.resource.name, self.role(s.name)) for s in self.stages.values()
+            ),
+            channels=tuple(
+                ChannelInfo(c.name, c.src, c.dst, c.capacity, self.channel_transport(c))
+                for c in self.channels.values()
+            ),
+            probes=probes,
+        )
+
+
+def plan_probes(topology: Topology, taps: frozenset[tuple[str, str]]) -> tuple[ProbeInfo, ...]:
+    """Give each needed tap an integer id, in a stable order (channels, then stages)."""
+    out: list[ProbeInfo] = []
+    for ch in topology.channels:
+        for end in ("tail", "head"):
+            if (end, ch.name) in taps:
+                out.append(ProbeInfo(len(out) + 1, end, ch.name))
+    for st in topology.stages:
+        if ("state", st.name) in taps:
+            out.append(ProbeInfo(len(out) + 1, "state", st.name))
+    return tuple(out)

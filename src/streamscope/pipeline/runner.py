@@ -1,0 +1,292 @@
+"""Running a pipeline: stage threads here, stage groups in forked child processes, one supervisor.
+
+In: a ``Pipeline``, the probes to activate and a way to reach the monitor. Out: an ``Outcome``
+(completed, failed with the stage and its error, or interrupted), with every probe flushed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import multiprocessing as mp
+import os
+import queue
+import signal
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from streamscope.core.clock import host_now_ticks
+from streamscope.core.records import Kind
+from streamscope.core.topology import ProbeInfo
+from streamscope.pipeline.channel import ThreadChannel
+from streamscope.pipeline.pipeline import Pipeline
+from streamscope.pipeline.shm import ProcessChannel
+from streamscope.pipeline.worker import Channel, run_stage
+from streamscope.probes.agent import Agent
+from streamscope.probes.taps import LockedTap, RingTap, StateTracker
+from streamscope.transport.channels import UnixSocketTransport
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    status: str  # completed | failed | interrupted
+    error: str | None = None
+    stage: str | None = None
+
+
+def describe_error(exc: BaseException) -> str:
+    """``Type: message (at file:line in function)`` for the innermost frame of the traceback."""
+    tb = traceback.extract_tb(exc.__traceback__)
+    where = (
+        f" (at {os.path.basename(tb[-1].filename)}:{tb[-1].lineno} in {tb[-1].name})" if tb else ""
+    )
+    return f"{type(exc).__name__}: {exc}{where}"
+
+
+class _Scope:
+    """The channels, taps and trackers of one process."""
+
+    def __init__(
+        self,
+        pipeline: Pipeline,
+        channels: dict[str, Channel],
+        probes: tuple[ProbeInfo, ...],
+        stages: list[str],
+    ) -> None:
+        self.trackers: dict[str, StateTracker] = {}
+        self.taps: list[LockedTap | RingTap] = []
+        mine = set(stages)
+        for p in probes:
+            if p.kind == "state" and p.target in mine:
+                tap = RingTap(p.id, Kind.STATE)
+                self.taps.append(tap)
+                self.trackers[p.target] = StateTracker(p.target, tap, host_now_ticks)
+            elif p.kind in ("tail", "head"):
+                spec = pipeline.channels[p.target]
+                owner = spec.src if p.kind == "tail" else spec.dst
+                if owner not in mine:
+                    continue
+                ch = channels[p.target]
+                kind = Kind.PUT if p.kind == "tail" else Kind.GET
+                if isinstance(ch, ThreadChannel):
+                    locked = LockedTap(p.id, kind, ch.mutex)
+                    setattr(ch, p.kind, locked)
+                    self.taps.append(locked)
+                else:
+                    ring = RingTap(p.id, kind)
+                    setattr(ch, p.kind, ring)
+                    self.taps.append(ring)
+
+
+def _start_threads(
+    pipeline: Pipeline,
+    channels: dict[str, Channel],
+    scope: _Scope,
+    stages: list[str],
+    on_error: Callable[[str, BaseException], None],
+) -> list[threading.Thread]:
+    threads = []
+    for name in stages:
+        spec = pipeline.stages[name]
+        ins = [channels[c.name] for c in pipeline.inputs(name)]
+        outs = [channels[c.name] for c in pipeline.outputs(name)]
+        t = threading.Thread(
+            target=run_stage,
+            args=(spec, ins, outs, scope.trackers.get(name), on_error),
+            name=f"stage-{name}",
+            daemon=True,
+        )
+        threads.append(t)
+    for t in threads:
+        t.start()
+    return threads
+
+
+def _die_with_parent() -> None:
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def _child_main(
+    pipeline: Pipeline,
+    channels: dict[str, Channel],
+    probes: tuple[ProbeInfo, ...],
+    stages: list[str],
+    socket_path: str | None,
+    agent_id: int,
+    status: Any,
+    flush_interval_s: float,
+) -> None:
+    """Entry point of a forked stage process. Never returns: exits with os._exit."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides what Ctrl-C means
+    _die_with_parent()
+    agent: Agent | None = None
+    code = 0
+    try:
+        if socket_path is not None:
+            agent = Agent(
+                agent_id, UnixSocketTransport(socket_path), flush_interval_s=flush_interval_s
+            )
+        scope = _Scope(pipeline, channels, probes, stages)
+        if agent is not None:
+            for tap in scope.taps:
+                agent.add(tap)
+
+        def on_term(signum: int, frame: object) -> None:
+            if agent is not None:
+                agent.close(final=False)
+            os._exit(128 + signum)
+
+        signal.signal(signal.SIGTERM, on_term)
+        errors: list[tuple[str, str]] = []
+
+        def on_error(stage: str, exc: BaseException) -> None:
+            errors.append((stage, describe_error(exc)))
+            status.put(("error", stage, describe_error(exc)))
+
+        threads = _start_threads(pipeline, channels, scope, stages, on_error)
+        if agent is not None:
+            agent.start()
+        while any(t.is_alive() for t in threads) and not errors:
+            for t in threads:
+                t.join(timeout=0.05)
+        code = 1 if errors else 0
+    except BaseException as exc:
+        status.put(("error", stages[0] if stages else "?", describe_error(exc)))
+        code = 1
+    finally:
+        if agent is not None:
+            agent.close(final=code == 0)
+        os._exit(code)
+
+
+class Runner:
+    """Runs one pipeline once. ``main_agent`` collects the main process's taps."""
+
+    def __init__(
+        self,
+        pipeline: Pipeline,
+        probes: tuple[ProbeInfo, ...],
+        main_agent: Agent | None,
+        socket_path: str | None,
+        *,
+        flush_interval_s: float = 0.05,
+    ) -> None:
+        pipeline.validate()
+        self.pipeline = pipeline
+        self.probes = probes
+        self.agent = main_agent
+        self.socket_path = socket_path
+        self.flush_interval_s = flush_interval_s
+        self._ctx = mp.get_context("fork")
+        self._errors: queue.SimpleQueue[tuple[str, str]] = queue.SimpleQueue()
+        self._status = self._ctx.SimpleQueue()
+        self.channels: dict[str, Channel] = {}
+        for ch in pipeline.channels.values():
+            if pipeline.channel_transport(ch) == "thread":
+                self.channels[ch.name] = ThreadChannel(ch.capacity, name=ch.name)
+            else:
+                self.channels[ch.name] = ProcessChannel(
+                    ch.name, ch.capacity, self._ctx, ch.slot_bytes
+                )
+        self.children: list[Any] = []
+        self._threads: list[threading.Thread] = []
+
+    def start(self) -> None:
+        groups: dict[str, list[str]] = {}
+        main: list[str] = []
+        for spec in self.pipeline.stages.values():
+            if spec.resource.in_main_process:
+                main.append(spec.name)
+            else:
+                groups.setdefault(spec.resource.name, []).append(spec.name)
+        # Fork every child before this process starts any thread of its own.
+        for i, (name, stages) in enumerate(groups.items(), start=1):
+            proc = self._ctx.Process(
+                target=_child_main,
+                args=(
+                    self.pipeline,
+                    self.channels,
+                    self.probes,
+                    stages,
+                    self.socket_path,
+                    i,
+                    self._status,
+                    self.flush_interval_s,
+                ),
+                name=f"streamscope-{name}",
+                daemon=False,
+            )
+            proc.start()
+            self.children.append(proc)
+        scope = _Scope(self.pipeline, self.channels, self.probes, main)
+        if self.agent is not None:
+            for tap in scope.taps:
+                self.agent.add(tap)
+        self._threads = _start_threads(self.pipeline, self.channels, scope, main, self._on_error)
+        if self.agent is not None:
+            self.agent.start()
+
+    def _on_error(self, stage: str, exc: BaseException) -> None:
+        self._errors.put((stage, describe_error(exc)))
+
+    def _failure(self) -> tuple[str, str] | None:
+        if not self._errors.empty():
+            return self._errors.get()
+        while not self._status.empty():
+            msg = self._status.get()
+            if msg[0] == "error":
+                return (msg[1], msg[2])
+        for proc in self.children:
+            if proc.exitcode not in (None, 0):
+                return (
+                    proc.name.removeprefix("streamscope-"),
+                    f"stage process exited with code {proc.exitcode}",
+                )
+        return None
+
+    def wait(self, poll_s: float = 0.02) -> Outcome:
+        """Supervise until every stage has finished, one failed, or Ctrl-C."""
+        try:
+            while True:
+                failure = self._failure()
+                if failure is not None:
+                    self.stop()
+                    return Outcome(
+                        "failed", f"stage {failure[0]!r} raised {failure[1]}", failure[0]
+                    )
+                if not any(t.is_alive() for t in self._threads) and all(
+                    p.exitcode is not None for p in self.children
+                ):
+                    failure = self._failure()
+                    if failure is not None:
+                        return Outcome(
+                            "failed", f"stage {failure[0]!r} raised {failure[1]}", failure[0]
+                        )
+                    return Outcome("completed")
+                time.sleep(poll_s)
+        except KeyboardInterrupt:
+            self.stop()
+            return Outcome("interrupted", "interrupted by the user (SIGINT)")
+
+    def stop(self) -> None:
+        """Stop everything still running; no child process is left behind."""
+        for ch in self.channels.values():
+            if isinstance(ch, ThreadChannel):
+                ch.abort()
+        for proc in self.children:
+            if proc.exitcode is None:
+                proc.terminate()
+        deadline = time.monotonic() + 3.0
+        for proc in self.children:
+            proc.join(timeout=max(0.0, deadline - time.monotonic()))
+            if proc.exitcode is None:
+                proc.kill()
+                proc.join(timeout=1.0)
+        for t in self._threads:
+            t.join(timeout=0.5)

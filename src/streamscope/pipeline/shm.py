@@ -1,0 +1,146 @@
+"""A bounded FIFO between processes: fixed-size slots in shared memory and two semaphores.
+
+In: items from a producer process (ints, floats, bytes, str and numpy arrays in a fixed binary
+layout; anything else pickled between the pipeline's own processes). Out: the same items at the
+consumer, with tail/head records taken in each end's own process.
+"""
+
+from __future__ import annotations
+
+import mmap
+import pickle
+import struct
+from multiprocessing.context import BaseContext
+from typing import Any
+
+import numpy as np
+
+from streamscope.core.clock import host_now_ticks
+from streamscope.core.errors import PipelineError
+from streamscope.core.records import State
+from streamscope.pipeline.channel import EOS, Aborted
+from streamscope.probes.taps import RingTap, StateTracker
+
+#: Slot header: payload length, payload type.
+_SLOT = struct.Struct("<IB3x")
+_T_EOS, _T_INT, _T_FLOAT, _T_BYTES, _T_STR, _T_ARRAY, _T_PICKLE, _T_ABORT = range(8)
+_ARRAY_HEAD = struct.Struct("<16sB")
+DEFAULT_SLOT_BYTES = 4096
+
+
+def encode_item(item: Any) -> tuple[int, bytes]:
+    """(type, payload) for one item; numbers, bytes, text and arrays avoid pickle."""
+    if item is EOS:
+        return _T_EOS, b""
+    if type(item) is int and -(1 << 63) <= item < (1 << 63):
+        return _T_INT, struct.pack("<q", item)
+    if type(item) is float:
+        return _T_FLOAT, struct.pack("<d", item)
+    if type(item) is bytes:
+        return _T_BYTES, item
+    if type(item) is str:
+        return _T_STR, item.encode()
+    if type(item) is np.ndarray and item.dtype.kind in "biufc" and item.ndim <= 8:
+        head = _ARRAY_HEAD.pack(item.dtype.str.encode(), item.ndim)
+        shape = struct.pack(f"<{item.ndim}q", *item.shape)
+        return _T_ARRAY, head + shape + np.ascontiguousarray(item).tobytes()
+    return _T_PICKLE, pickle.dumps(item, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def decode_item(kind: int, payload: bytes) -> Any:
+    if kind == _T_INT:
+        return struct.unpack("<q", payload)[0]
+    if kind == _T_FLOAT:
+        return struct.unpack("<d", payload)[0]
+    if kind == _T_BYTES:
+        return payload
+    if kind == _T_STR:
+        return payload.decode()
+    if kind == _T_ARRAY:
+        dtype, ndim = _ARRAY_HEAD.unpack_from(payload)
+        shape = struct.unpack_from(f"<{ndim}q", payload, _ARRAY_HEAD.size)
+        start = _ARRAY_HEAD.size + 8 * ndim
+        return (
+            np.frombuffer(payload[start:], dtype=np.dtype(dtype.rstrip(b"\0").decode()))
+            .reshape(shape)
+            .copy()
+        )
+    if kind == _T_PICKLE:
+        # Only ever written by this pipeline's own forked processes, never received from outside.
+        return pickle.loads(payload)  # noqa: S301
+    if kind == _T_ABORT:
+        raise Aborted("channel")
+    return EOS
+
+
+class ProcessChannel:
+    """Single-producer single-consumer bounded FIFO in an anonymous shared mapping.
+
+    Create it before forking. The producer stamps its tail record after writing the slot and
+    before releasing it, the consumer stamps its head record after reading and before freeing
+    the slot: so a removal is never recorded before its insertion, and the recorded occupancy
+    never exceeds the capacity.
+    """
+
+    def __init__(
+        self, name: str, capacity: int, ctx: BaseContext, slot_bytes: int = DEFAULT_SLOT_BYTES
+    ) -> None:
+        if capacity < 1:
+            raise PipelineError(f"channel {name!r}: capacity must be at least 1 between processes")
+        self.name = name
+        self.capacity = capacity
+        self.slot_bytes = slot_bytes
+        self._stride = _SLOT.size + slot_bytes
+        self._mem = mmap.mmap(-1, capacity * self._stride)
+        self._free = ctx.Semaphore(capacity)
+        self._used = ctx.Semaphore(0)
+        self._wpos = 0  # slots written (items and the end marker), producer side
+        self._rpos = 0  # slots read, consumer side
+        self.items_in = 0
+        self.items_out = 0
+        self.tail: RingTap | None = None
+        self.head: RingTap | None = None
+
+    def _write(self, kind: int, payload: bytes) -> None:
+        off = (self._wpos % self.capacity) * self._stride
+        _SLOT.pack_into(self._mem, off, len(payload), kind)
+        self._mem[off + _SLOT.size : off + _SLOT.size + len(payload)] = payload
+
+    def put_tracked(self, item: Any, tracker: StateTracker | None) -> None:
+        kind, payload = encode_item(item)
+        if len(payload) > self.slot_bytes:
+            raise PipelineError(
+                f"channel {self.name!r}: an item of {len(payload)} bytes does not fit its "
+                f"{self.slot_bytes}-byte slots; pass slot_bytes= to connect()"
+            )
+        if not self._free.acquire(False):
+            prev = tracker.set(State.BLOCKED_OUT) if tracker is not None else None
+            self._free.acquire()
+            if tracker is not None and prev is not None:
+                tracker.set(prev)
+        self._write(kind, payload)
+        self._wpos += 1
+        if kind != _T_EOS:
+            self.items_in += 1
+            tap = self.tail
+            if tap is not None:
+                tap.record(host_now_ticks(), self.items_in)
+        self._used.release()
+
+    def get_tracked(self, tracker: StateTracker | None) -> Any:
+        if not self._used.acquire(False):
+            prev = tracker.set(State.BLOCKED_IN) if tracker is not None else None
+            self._used.acquire()
+            if tracker is not None and prev is not None:
+                tracker.set(prev)
+        off = (self._rpos % self.capacity) * self._stride
+        length, kind = _SLOT.unpack_from(self._mem, off)
+        payload = bytes(self._mem[off + _SLOT.size : off + _SLOT.size + length])
+        self._rpos += 1
+        if kind != _T_EOS:
+            self.items_out += 1
+            tap = self.head
+            if tap is not None:
+                tap.record(host_now_ticks(), self.items_out)
+        self._free.release()
+        return decode_item(kind, payload)

@@ -1,0 +1,136 @@
+"""The per-process agent: owns this process's taps and ships their records to the monitor.
+
+In: tap buffers filled by application threads. Out: BATCH messages (records plus DROPPED counts)
+on a transport, every ``flush_interval_s``, from a background thread that never blocks a stage.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+
+import numpy as np
+
+from streamscope.core.clock import host_now_ticks
+from streamscope.core.records import Kind, Records, empty_records, make_records
+from streamscope.probes.taps import Tap
+from streamscope.transport.channels import Transport
+from streamscope.transport.wire import MsgType, encode
+
+#: How often an agent ships its records (seconds). Also bounds the monitor's frame-closing lag.
+DEFAULT_FLUSH_INTERVAL_S = 0.05
+
+
+class Agent:
+    """Collects the taps of one process and flushes them in batches.
+
+    The watermark sent with a batch promises that every record this agent will still send has
+    ticks at or after it: it is the start time of the *previous* flush, which leaves a whole
+    flush interval for a writer that read the clock but had not yet stored the record.
+    """
+
+    def __init__(
+        self,
+        agent_id: int,
+        transport: Transport,
+        *,
+        now: Callable[[], int] = host_now_ticks,
+        flush_interval_s: float = DEFAULT_FLUSH_INTERVAL_S,
+        domain: str = "host",
+    ) -> None:
+        self.agent_id = agent_id
+        self._transport = transport
+        self._now = now
+        self._interval = flush_interval_s
+        self._taps: list[Tap] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._pid = os.getpid()
+        self._prev_flush = now()
+        self._closed = False
+        self.sent_records = 0
+        self.sent_dropped = 0
+        self._send(MsgType.HELLO, self._prev_flush, info={"domain": domain, "pid": self._pid})
+
+    def add(self, tap: Tap) -> None:
+        with self._lock:
+            self._taps.append(tap)
+
+    def start(self) -> None:
+        """Start the background flusher (call after any fork of this process)."""
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._loop, name=f"streamscope-agent-{self.agent_id}", daemon=True
+            )
+            self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self._interval):
+            self.flush()
+
+    def _collect(self, now: int) -> Records:
+        parts: list[Records] = []
+        drops: list[tuple[int, int]] = []
+        for tap in self._taps:
+            records, dropped = tap.drain()
+            if len(records):
+                parts.append(records)
+            if dropped:
+                drops.append((tap.probe, dropped))
+        if drops:
+            probes = np.array([p for p, _ in drops], dtype=np.int64)
+            counts = np.array([d for _, d in drops], dtype=np.int64)
+            parts.append(
+                make_records(int(Kind.DROPPED), 0, np.full(len(drops), now, dtype=np.int64), counts)
+            )
+            parts[-1]["probe"] = probes
+            self.sent_dropped += int(counts.sum())
+        if not parts:
+            return empty_records()
+        return np.concatenate(parts) if len(parts) > 1 else parts[0]
+
+    def flush(self, *, final: bool = False) -> None:
+        """Drain every tap and send one batch. ``final``: no writer is still running."""
+        with self._lock:
+            if self._closed:
+                return
+            now = self._now()
+            records = self._collect(now)
+            watermark = now if final else self._prev_flush
+            self._prev_flush = now
+            self.sent_records += len(records)
+            self._send(MsgType.BATCH, watermark, records=records)
+
+    def close(self, *, final: bool = True) -> None:
+        """Stop the flusher, send what is left, then END. Safe to call twice."""
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=5.0)
+        self.flush(final=final)
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._send(MsgType.END, self._now())
+            self._transport.close()
+
+    def send_control(self, mtype: MsgType, watermark: int, info: dict[str, object]) -> None:
+        """START and FINISH messages from the process that runs the pipeline."""
+        with self._lock:
+            self._send(mtype, watermark, info=info)
+
+    def _send(
+        self,
+        mtype: MsgType,
+        watermark: int,
+        *,
+        records: Records | None = None,
+        info: dict[str, object] | None = None,
+    ) -> None:
+        try:
+            self._transport.send(encode(mtype, self.agent_id, self._pid, watermark, records, info))
+        except OSError:
+            # The monitor is gone: the application must not fail because monitoring did.
+            self._closed = True

@@ -1,0 +1,162 @@
+"""Tap buffers: where probes put their fixed-shape records on the application side.
+
+In: raw clock ticks (and a value) per event, written by the application's own thread.
+Out: ``drain()`` hands the agent a record array and the count of refused records.
+A full buffer never blocks: it refuses, and the refusal is counted.
+"""
+
+from __future__ import annotations
+
+import threading
+from array import array
+from collections.abc import Callable
+from typing import Protocol
+
+import numpy as np
+
+from streamscope.core.records import Kind, Records, State, make_records
+
+#: Default records per tap buffer between two flushes (power of two).
+DEFAULT_CAPACITY = 1 << 16
+
+
+class Tap(Protocol):
+    """What the agent needs from any tap."""
+
+    probe: int
+    kind: int
+
+    def drain(self) -> tuple[Records, int]:
+        """Records written since the last drain, and how many were refused meanwhile."""
+        ...
+
+
+class LockedTap:
+    """A channel-end tap written only while ``lock`` is held (the channel's own mutex).
+
+    The value of each record is the item's 1-based sequence number at this end, and it is
+    implicit: the buffer refuses every event from the moment it is full until the next drain,
+    so the records kept since a drain are always the first ones, and a drain knows their numbers.
+    The hot path is ``n = tap.n; if n < tap.cap: tap.ticks[n] = now(); tap.n = n + 1`` inline in
+    the channel (see ``pipeline.channel``): no allocation, no lock beyond the channel's.
+    """
+
+    __slots__ = ("_spare", "base", "cap", "dropped", "kind", "lock", "n", "probe", "ticks")
+
+    def __init__(
+        self, probe: int, kind: Kind, lock: threading.Lock, capacity: int = DEFAULT_CAPACITY
+    ) -> None:
+        self.probe = probe
+        self.kind = int(kind)
+        self.lock = lock
+        self.cap = capacity
+        self.ticks = array("q", bytes(8 * capacity))
+        self._spare = array("q", bytes(8 * capacity))
+        self.n = 0
+        self.dropped = 0
+        self.base = 0  # events (kept or refused) before the current buffer
+
+    def record(self, ticks: int) -> None:
+        """The same as the inlined hot path; for callers that are not performance critical.
+
+        Must be called with ``lock`` held.
+        """
+        n = self.n
+        if n < self.cap:
+            self.ticks[n] = ticks
+            self.n = n + 1
+        else:
+            self.dropped += 1
+
+    def drain(self) -> tuple[Records, int]:
+        with self.lock:
+            buf, n, dropped = self.ticks, self.n, self.dropped
+            self.ticks, self.n, self.dropped = self._spare, 0, 0
+        base = self.base
+        self.base = base + n + dropped
+        ticks = np.frombuffer(buf, dtype=np.int64, count=n).copy()
+        self._spare = buf
+        seq = np.arange(base + 1, base + n + 1, dtype=np.int64)
+        return make_records(self.kind, self.probe, ticks, seq), dropped
+
+
+class RingTap:
+    """A single-producer single-consumer ring with explicit values, safe without a lock.
+
+    The writer owns ``w`` and ``dropped``; the draining agent owns ``r``. Each index is written by
+    one side only, so under the interpreter lock no record is ever both kept and refused.
+    """
+
+    __slots__ = (
+        "_seen_dropped",
+        "cap",
+        "dropped",
+        "kind",
+        "mask",
+        "probe",
+        "r",
+        "ticks",
+        "values",
+        "w",
+    )
+
+    def __init__(self, probe: int, kind: Kind, capacity: int = DEFAULT_CAPACITY) -> None:
+        if capacity & (capacity - 1):
+            raise ValueError("ring capacity must be a power of two")
+        self.probe = probe
+        self.kind = int(kind)
+        self.cap = capacity
+        self.mask = capacity - 1
+        self.ticks = array("q", bytes(8 * capacity))
+        self.values = array("q", bytes(8 * capacity))
+        self.w = 0
+        self.r = 0
+        self.dropped = 0
+        self._seen_dropped = 0
+
+    def record(self, ticks: int, value: int) -> None:
+        w = self.w
+        if w - self.r < self.cap:
+            i = w & self.mask
+            self.ticks[i] = ticks
+            self.values[i] = value
+            self.w = w + 1
+        else:
+            self.dropped += 1
+
+    def drain(self) -> tuple[Records, int]:
+        w, r = self.w, self.r
+        dropped_total = self.dropped
+        n = w - r
+        idx = (np.arange(r, w, dtype=np.int64) & self.mask) if n else np.zeros(0, dtype=np.int64)
+        ticks_all = np.frombuffer(self.ticks, dtype=np.int64)
+        values_all = np.frombuffer(self.values, dtype=np.int64)
+        records = make_records(self.kind, self.probe, ticks_all[idx], values_all[idx])
+        self.r = w
+        dropped = dropped_total - self._seen_dropped
+        self._seen_dropped = dropped_total
+        return records, dropped
+
+
+class StateTracker:
+    """Records a stage's state changes (idle, busy, blocked_in, blocked_out).
+
+    Only real changes are recorded, and a stage records "blocked" only when it really blocks,
+    so a stage that never waits costs two records in its whole life.
+    """
+
+    __slots__ = ("clock_now", "name", "state", "tap")
+
+    def __init__(self, name: str, tap: RingTap, clock_now: Callable[[], int]) -> None:
+        self.name = name
+        self.tap = tap
+        self.clock_now = clock_now
+        self.state = State.IDLE
+
+    def set(self, state: State) -> State:
+        """Enter ``state``; returns the previous one so a caller can restore it."""
+        prev = self.state
+        if state != prev:
+            self.state = state
+            self.tap.record(self.clock_now(), int(state))
+        return prev

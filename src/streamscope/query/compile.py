@@ -1,0 +1,279 @@
+"""Queries (text or :class:`Query`) and a :class:`Topology` in; a :class:`Plan` out: the taps to
+activate and, per query and matched target, the aggregation specs. Everything is checked first.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
+from fnmatch import fnmatchcase
+from typing import Any
+
+from streamscope.aggregate.specs import (
+    AggregationSpec,
+    Count,
+    Duty,
+    Histogram,
+    Max,
+    Mean,
+    Min,
+    Quantiles,
+    Sum,
+)
+from streamscope.core.errors import ConfigError, QueryError
+from streamscope.core.records import STATE_LABELS
+from streamscope.core.topology import ChannelInfo, Topology
+from streamscope.query.ast import (
+    Agg,
+    Edge,
+    HistogramAgg,
+    Origin,
+    PercentileAgg,
+    QuantilesAgg,
+    Query,
+    StatAgg,
+)
+from streamscope.query.metrics import METRICS
+from streamscope.query.parser import parse_queries, parse_query
+
+__all__ = ["CompiledQuery", "Plan", "TargetPlan", "compile_queries"]
+
+_SIMPLE_SPECS: dict[str, AggregationSpec] = {
+    "count": Count(),
+    "sum": Sum(),
+    "min": Min(),
+    "max": Max(),
+    "mean": Mean(),
+    "duty": Duty(STATE_LABELS),
+}
+
+
+def _spec_dict(spec: AggregationSpec) -> dict[str, Any]:
+    out: dict[str, Any] = {"stat": spec.stat}
+    for f in fields(spec):
+        value = getattr(spec, f.name)
+        out[f.name] = list(value) if isinstance(value, tuple) else value
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class TargetPlan:
+    """One matched channel (by its name ``"src -> dst"``) or stage, and the specs to run on it."""
+
+    name: str
+    specs: tuple[AggregationSpec, ...]
+
+    @property
+    def stats(self) -> tuple[str, ...]:
+        return tuple(s.stat for s in self.specs)
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledQuery:
+    """A checked query: ``id`` is its 0-based position, ``text`` its canonical text, ``unit`` the
+    unit of its values (``items``, ``items/s``, ``ns`` or ``state``), ``frame_ns`` its frame."""
+
+    id: int
+    query: Query
+    text: str
+    metric: str
+    unit: str
+    frame_ns: int
+    targets: tuple[TargetPlan, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "text": self.text,
+            "metric": self.metric,
+            "unit": self.unit,
+            "frame_ns": self.frame_ns,
+            "targets": [
+                {
+                    "name": t.name,
+                    "stats": list(t.stats),
+                    "specs": [_spec_dict(s) for s in t.specs],
+                }
+                for t in self.targets
+            ],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """Every compiled query, and the probes they need: ``("tail" | "head", channel name)`` and
+    ``("state", stage name)``."""
+
+    queries: tuple[CompiledQuery, ...]
+    taps: frozenset[tuple[str, str]]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "queries": [q.to_dict() for q in self.queries],
+            "taps": sorted([kind, name] for kind, name in self.taps),
+        }
+
+
+def compile_queries(
+    queries: Sequence[Query | str] | str, topology: Topology, default_frame_ns: int
+) -> Plan:
+    """Check every query against ``topology`` and resolve its targets, frame and specs.
+
+    ``queries`` holds one query per item (text or :class:`Query`); a single string is read as
+    a queries file (one per line, ``#`` comments).
+
+    Raises :class:`QueryError` (with line and column) for the first bad query; nothing is
+    returned unless all are valid. ``default_frame_ns`` (> 0) applies where no ``every`` is given.
+    """
+    if default_frame_ns <= 0:
+        raise ConfigError(f"default frame must be greater than zero, got {default_frame_ns} ns")
+    if isinstance(queries, str):
+        queries = parse_queries(queries)
+    compiled = [_compile_one(i, q, topology, default_frame_ns) for i, q in enumerate(queries)]
+    taps = frozenset(
+        (kind, target.name)
+        for cq in compiled
+        for target in cq.targets
+        for kind in METRICS[cq.metric].taps
+    )
+    return Plan(tuple(compiled), taps)
+
+
+def _compile_one(
+    index: int, item: Query | str, topology: Topology, default_frame_ns: int
+) -> CompiledQuery:
+    source = f"query {index + 1}"
+    if isinstance(item, str):
+        query = parse_query(item, source=source)
+        origin = query.origin
+    else:
+        # Reading the canonical text back checks a hand-built query by the parser's rules.
+        reread = parse_query(str(item), source=source)
+        query = item if reread == item else reread
+        origin = item.origin if _origin_fits(item) else reread.origin
+    assert origin is not None
+    info = METRICS[query.metric]
+    resolver = _Resolver(topology, origin)
+    if isinstance(query.target, Edge):
+        channels = resolver.channels(query.target)
+        names = tuple(c.name for c in channels)
+    else:
+        channels = []
+        names = resolver.stages(query.target.name, 0)
+    specs = _specs(query, channels, origin)
+    return CompiledQuery(
+        id=index,
+        query=query,
+        text=str(query),
+        metric=query.metric,
+        unit=info.unit,
+        frame_ns=query.frame_ns if query.frame_ns is not None else default_frame_ns,
+        targets=tuple(TargetPlan(name, specs) for name in names),
+    )
+
+
+def _origin_fits(query: Query) -> bool:
+    return query.origin is not None and query.origin.target == query.target
+
+
+class _Resolver:
+    """Matches name patterns against the topology; errors point at the pattern in the query."""
+
+    def __init__(self, topology: Topology, origin: Origin) -> None:
+        self.topology = topology
+        self.origin = origin
+        known = [s.name for s in topology.stages]
+        for c in topology.channels:
+            known += [c.src, c.dst]
+        self.known = tuple(dict.fromkeys(known))
+
+    def error(self, message: str, which: int) -> QueryError:
+        o = self.origin
+        return QueryError(
+            message, text=o.text, line=o.line, column=o.columns[which], source=o.source
+        )
+
+    def stages(self, pattern: str, which: int) -> tuple[str, ...]:
+        matched = tuple(name for name in self.known if fnmatchcase(name, pattern))
+        if not matched:
+            known = ", ".join(self.known) or "(none)"
+            if any(ch in pattern for ch in "*?["):
+                message = f"no stage matches '{pattern}'; known stages: {known}"
+            else:
+                message = f"unknown stage '{pattern}'; known stages: {known}"
+                close = difflib.get_close_matches(pattern, self.known, n=1)
+                message += f"; did you mean '{close[0]}'?" if close else ""
+            raise self.error(message, which)
+        return matched
+
+    def channels(self, edge: Edge) -> list[ChannelInfo]:
+        self.stages(edge.src, 0)
+        self.stages(edge.dst, 1)
+        found = [
+            c
+            for c in self.topology.channels
+            if fnmatchcase(c.src, edge.src) and fnmatchcase(c.dst, edge.dst)
+        ]
+        if not found:
+            listed = ", ".join(c.name for c in self.topology.channels) or "(none)"
+            raise self.error(f"no channel from '{edge.src}' to '{edge.dst}'; channels: {listed}", 0)
+        return found
+
+
+def _specs(
+    query: Query, channels: list[ChannelInfo], origin: Origin
+) -> tuple[AggregationSpec, ...]:
+    """The query's specs in written order; all quantiles merge into one ``Quantiles`` spec at
+    the place of the first. A bare histogram gets levels ``0..capacity`` (largest matched)."""
+    written = bool(query.aggregations)
+    aggs = query.aggregations or _defaults(query.metric)
+    specs: list[AggregationSpec] = []
+    qs = tuple(q for a in aggs for q in _quantiles_of(a))
+    for agg in aggs:
+        if isinstance(agg, StatAgg):
+            specs.append(_SIMPLE_SPECS[agg.name])
+        elif isinstance(agg, PercentileAgg | QuantilesAgg):
+            if not any(isinstance(s, Quantiles) for s in specs):
+                specs.append(Quantiles(qs))
+        elif agg.levels is not None:
+            specs.append(Histogram.levels(*agg.levels))
+        elif agg.edges is not None:
+            specs.append(Histogram(tuple(float(e) for e in agg.edges)))
+        elif agg.span is not None and agg.width is not None:
+            lo, hi = agg.span
+            specs.append(Histogram.from_range(float(lo), float(hi), float(agg.width)))
+        else:
+            capacity = max((c.capacity for c in channels), default=0)
+            if capacity >= 1:
+                specs.append(Histogram.levels(0, capacity))
+            elif written:
+                raise QueryError(
+                    f"{channels[0].name if channels else 'this channel'} has no fixed capacity, "
+                    "so a bare histogram has no levels: give histogram(bins=LO..HI)",
+                    text=origin.text,
+                    line=origin.line,
+                    column=origin.columns[0],
+                    source=origin.source,
+                )
+    return tuple(specs)
+
+
+def _quantiles_of(agg: Agg) -> tuple[float, ...]:
+    if isinstance(agg, PercentileAgg):
+        return (agg.q,)
+    if isinstance(agg, QuantilesAgg):
+        return agg.qs
+    return ()
+
+
+def _defaults(metric: str) -> tuple[Agg, ...]:
+    out: list[Agg] = []
+    for name in METRICS[metric].defaults:
+        if name == "histogram":
+            out.append(HistogramAgg())
+        elif name.startswith("p"):
+            out.append(PercentileAgg(float(name[1:])))
+        else:
+            out.append(StatAgg(name))
+    return tuple(out)

@@ -1,0 +1,121 @@
+"""The metric vocabulary: what each metric measures, on what target, in what unit, with which taps.
+
+Pure data read by the parser (validation), the printer and the compiler.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class MetricInfo:
+    """One metric. ``on_edge``: the target is ``SRC -> DST`` (else a stage name).
+    ``taps``: probe kinds that must be active on the target (``tail``, ``head``, ``state``).
+    ``time_valued``: values are nanoseconds, so histogram arguments may carry duration units."""
+
+    name: str
+    unit: str
+    on_edge: bool
+    taps: tuple[str, ...]
+    time_valued: bool
+    levels: bool
+    defaults: tuple[str, ...]
+    about: str
+
+
+METRICS: dict[str, MetricInfo] = {
+    m.name: m
+    for m in (
+        MetricInfo(
+            "occupancy",
+            "items",
+            on_edge=True,
+            taps=("tail", "head"),
+            time_valued=False,
+            levels=True,
+            defaults=("mean", "max", "histogram"),
+            about="time-weighted items in the channel",
+        ),
+        MetricInfo(
+            "throughput",
+            "items/s",
+            on_edge=True,
+            taps=("head",),
+            time_valued=False,
+            levels=False,
+            defaults=("mean",),
+            about="items per second removed at the head, sampled over sub-windows of the frame",
+        ),
+        MetricInfo(
+            "count",
+            "items",
+            on_edge=True,
+            taps=("tail",),
+            time_valued=False,
+            levels=True,
+            defaults=("sum",),
+            about="items inserted at the tail, per frame",
+        ),
+        MetricInfo(
+            "interinsertion",
+            "ns",
+            on_edge=True,
+            taps=("tail",),
+            time_valued=True,
+            levels=False,
+            defaults=("mean", "p50", "p99"),
+            about="nanoseconds between successive insertions",
+        ),
+        MetricInfo(
+            "interdeparture",
+            "ns",
+            on_edge=True,
+            taps=("head",),
+            time_valued=True,
+            levels=False,
+            defaults=("mean", "p50", "p99"),
+            about="nanoseconds between successive removals",
+        ),
+        MetricInfo(
+            "latency",
+            "ns",
+            on_edge=True,
+            taps=("tail", "head"),
+            time_valued=True,
+            levels=False,
+            defaults=("mean", "p50", "p99"),
+            about="nanoseconds an item spent in the channel",
+        ),
+        MetricInfo(
+            "state",
+            "state",
+            on_edge=False,
+            taps=("state",),
+            time_valued=False,
+            levels=False,
+            defaults=("duty",),
+            about="fraction of time a stage is idle, busy, blocked_in or blocked_out",
+        ),
+    )
+}
+
+METRIC_NAMES: tuple[str, ...] = tuple(METRICS)
+
+#: Aggregations that take no arguments. ``duty`` applies to ``state`` only, and is all it takes.
+SIMPLE_AGGREGATIONS: tuple[str, ...] = ("count", "sum", "min", "max", "mean", "duty")
+
+#: How the language spells every aggregation, for "valid ..." hints.
+AGGREGATION_FORMS: tuple[str, ...] = (
+    "count",
+    "sum",
+    "min",
+    "max",
+    "mean",
+    "pNN (e.g. p99)",
+    "quantiles(q, ...)",
+    "histogram(...)",
+)
+
+#: Histogram bins beyond this are refused: a typo in a width should not allocate gigabytes.
+MAX_BINS = 100_000

@@ -1,0 +1,128 @@
+"""DuckDB statements shared by the writer and the reader: create, bulk insert, select rows.
+
+Table and column names only ever come from ``schema.TABLES``, never from input.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import duckdb
+import numpy as np
+
+from streamscope.store import _rows
+from streamscope.store.schema import FORMAT, SCHEMA_VERSION, TABLES, ddl
+
+if TYPE_CHECKING:
+    from streamscope.core.topology import Topology
+    from streamscope.store.writer import QueryRecord, RunMeta
+
+_TABLE = {t.name: t for t in TABLES}
+_DTYPES = {"INTEGER": np.int64, "BIGINT": np.int64, "DOUBLE": np.float64, "VARCHAR": object}
+_SELECT = {
+    "frame": _rows.FRAME_COLUMNS,
+    "stat": _rows.STAT_COLUMNS,
+    "histogram": _rows.HIST_COLUMNS,
+}
+
+
+def create(
+    con: duckdb.DuckDBPyConnection,
+    meta: RunMeta,
+    topology: Topology,
+    queries: Sequence[QueryRecord],
+) -> None:
+    """Create every table and write the header: meta, run (status 'running'), topology, queries."""
+    for stmt in ddl():
+        con.execute(stmt)
+    con.executemany(
+        "INSERT INTO streamscope_meta VALUES (?, ?)",
+        [["format", FORMAT], ["schema_version", str(SCHEMA_VERSION)]],
+    )
+    m = meta
+    con.execute(
+        "INSERT INTO run VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, ?, 'running', NULL, ?)",
+        [m.run_id, m.name, m.app, m.command, list(m.argv), m.host, topology.name,
+         m.started_unix_ns, m.frame_ns, m.version],
+    )  # fmt: skip
+    parts: list[tuple[str, Sequence[Any]]] = [
+        ("resource", topology.resources),
+        ("stage", topology.stages),
+        ("channel", topology.channels),
+        ("probe", topology.probes),
+        ("query", queries),
+    ]
+    for table, items in parts:
+        names = [c.name for c in _TABLE[table].columns]
+        rows = [[_sql_value(getattr(it, c)) for c in names] for it in items]
+        if rows:
+            marks = ", ".join("?" * len(names))
+            con.executemany(f"INSERT INTO {table} VALUES ({marks})", rows)  # noqa: S608
+
+
+def _sql_value(v: object) -> object:
+    return list(v) if isinstance(v, tuple) else v
+
+
+def set_status(
+    con: duckdb.DuckDBPyConnection,
+    status: str,
+    error: str | None,
+    ended_unix_ns: int | None,
+    duration_ns: int | None,
+) -> None:
+    con.execute(
+        "UPDATE run SET status = ?, error = ?, ended_unix_ns = ?, duration_ns = ?",
+        [status, error, ended_unix_ns, duration_ns],
+    )
+
+
+def insert(con: duckdb.DuckDBPyConnection, table: str, columns: Sequence[Sequence[Any]]) -> None:
+    """Bulk insert columns (in table order) through a registered dict of numpy arrays.
+
+    ``None`` in a DOUBLE column becomes NaN, which DuckDB's numpy scan stores as NULL.
+    """
+    if not columns or not columns[0]:
+        return
+    spec = _TABLE[table].columns
+    arrays = {
+        c.name: np.asarray(col, dtype=_DTYPES[c.sql.split()[0]])
+        for c, col in zip(spec, columns, strict=True)
+    }
+    view = f"_streamscope_new_{table}"
+    con.register(view, arrays)
+    try:
+        con.execute(f"INSERT INTO {table} SELECT * FROM {view}")  # noqa: S608
+    finally:
+        con.unregister(view)
+
+
+def _where(query_id: int | None, target: str | None) -> tuple[str, list[Any]]:
+    conds: list[str] = []
+    params: list[Any] = []
+    if query_id is not None:
+        conds.append("query_id = ?")
+        params.append(query_id)
+    if target is not None:
+        conds.append("target = ?")
+        params.append(target)
+    return (f" WHERE {' AND '.join(conds)}" if conds else ""), params
+
+
+def select(con: duckdb.DuckDBPyConnection, table: str) -> list[tuple[Any, ...]]:
+    """Every row of a table, in insertion order."""
+    rows: list[tuple[Any, ...]] = con.execute(f"SELECT * FROM {table} ORDER BY rowid").fetchall()  # noqa: S608
+    return rows
+
+
+def select_columns(
+    con: duckdb.DuckDBPyConnection, table: str, query_id: int | None, target: str | None
+) -> dict[str, Any]:
+    """A results table as numpy columns sorted by ``_rows.SORT_KEYS`` (ties: insertion order)."""
+    where, params = _where(query_id, target)
+    cols = ", ".join(_SELECT[table])
+    order = ", ".join((*_rows.SORT_KEYS[table], "rowid"))
+    sql = f"SELECT {cols} FROM {table}{where} ORDER BY {order}"  # noqa: S608
+    out: dict[str, Any] = con.execute(sql, params).fetchnumpy()
+    return out

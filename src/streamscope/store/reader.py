@@ -1,0 +1,295 @@
+"""Reads a run back: ``load(path)`` opens a run file read-only and returns a ``Run``.
+
+A ``Run`` rebuilds frame results as point objects, runs SQL, and renders ``show --json``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Protocol
+
+import duckdb
+
+from streamscope.aggregate.points import DropCount, FrameResult
+from streamscope.core.errors import QueryError, RunFileError
+from streamscope.core.topology import ChannelInfo, ProbeInfo, ResourceInfo, StageInfo, Topology
+from streamscope.store import _rows, _sqlio
+from streamscope.store._json import run_json
+from streamscope.store.schema import FORMAT, SCHEMA_VERSION, TABLE_NAMES
+from streamscope.store.writer import InMemoryStore, QueryRecord, RunMeta
+
+
+class _Source(Protocol):
+    """Where a ``Run`` reads its results tables from."""
+
+    def columns(self, table: str, query_id: int | None, target: str | None) -> _rows.Columns:
+        """``frame``, ``stat`` or ``histogram`` rows, filtered, sorted by ``_rows.SORT_KEYS``."""
+        ...
+
+    def drops(self) -> list[tuple[int, int, int, int]]: ...
+
+    def connection(self) -> duckdb.DuckDBPyConnection: ...
+
+    def close(self) -> None: ...
+
+
+class Run:
+    """One recorded run. ``status`` is as stored: ``running`` = still going, or the writer died.
+
+    ``path`` is ``None`` for a run read from an ``InMemoryStore``. A run loaded from a file holds
+    a read-only connection to it until ``close()`` (or the end of a ``with`` block).
+    """
+
+    def __init__(
+        self,
+        *,
+        meta: RunMeta,
+        status: str,
+        error: str | None,
+        ended_unix_ns: int | None,
+        duration_ns: int | None,
+        topology: Topology,
+        queries: tuple[QueryRecord, ...],
+        source: _Source,
+        path: Path | None = None,
+    ) -> None:
+        self.meta = meta
+        self.status = status
+        self.error = error
+        self.ended_unix_ns = ended_unix_ns
+        self.duration_ns = duration_ns
+        self.topology = topology
+        self.queries = queries
+        self.path = path
+        self._source = source
+
+    @classmethod
+    def from_memory(cls, store: InMemoryStore) -> Run:
+        """The run an ``InMemoryStore`` holds, read back exactly as from a file."""
+        if store.meta is None:
+            raise ValueError("the in-memory store has not begun a run")
+        return cls(
+            meta=store.meta,
+            status=store.status,
+            error=store.error,
+            ended_unix_ns=store.ended_unix_ns,
+            duration_ns=store.duration_ns,
+            topology=store.topology,
+            queries=store.queries,
+            source=_MemorySource(store),
+        )
+
+    def __enter__(self) -> Run:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._source.close()
+
+    def query(self, query_id: int) -> QueryRecord:
+        """The query with this id (``KeyError`` if none)."""
+        for q in self.queries:
+            if q.id == query_id:
+                return q
+        raise KeyError(query_id)
+
+    def results(self, query_id: int | None = None, target: str | None = None) -> list[FrameResult]:
+        """Frame results, ordered by query id, target, frame; ``None`` filters nothing."""
+        src = self._source
+        return _rows.rebuild(
+            src.columns("frame", query_id, target),
+            src.columns("stat", query_id, target),
+            src.columns("histogram", query_id, target),
+            {q.id: q.stats for q in self.queries},
+        )
+
+    def drops(self) -> list[DropCount]:
+        """Drop counts ordered by probe id and frame."""
+        return [DropCount(*r) for r in sorted(self._source.drops(), key=lambda r: (r[0], r[1]))]
+
+    def sql(self, query: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+        """Run SQL on the run's tables (read-only); returns column names and rows."""
+        con = self._source.connection()
+        try:
+            cur = con.execute(query)
+            columns = [d[0] for d in cur.description or ()]
+            return columns, cur.fetchall() if columns else []
+        except duckdb.Error as e:
+            raise QueryError(str(e), text=query, source=str(self.path or "sql")) from None
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``streamscope show --json`` document (see JSON.md); ``json.dumps``-able."""
+        return run_json(self)
+
+
+class _DuckDBSource:
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        self._con = con
+
+    def columns(self, table: str, query_id: int | None, target: str | None) -> _rows.Columns:
+        return _sqlio.select_columns(self._con, table, query_id, target)
+
+    def drops(self) -> list[tuple[int, int, int, int]]:
+        return _sqlio.select(self._con, "drops")
+
+    def connection(self) -> duckdb.DuckDBPyConnection:
+        return self._con
+
+    def close(self) -> None:
+        self._con.close()
+
+
+_COLUMNS = {
+    "frame": _rows.FRAME_COLUMNS,
+    "stat": _rows.STAT_COLUMNS,
+    "histogram": _rows.HIST_COLUMNS,
+}
+
+
+class _MemorySource:
+    def __init__(self, store: InMemoryStore) -> None:
+        self._store = store
+        self._con: duckdb.DuckDBPyConnection | None = None
+
+    def _table(self, table: str) -> Sequence[tuple[Any, ...]]:
+        s = self._store
+        tables: dict[str, Sequence[tuple[Any, ...]]] = {
+            "frame": s.frames,
+            "stat": s.stats,
+            "histogram": s.hists,
+            "drops": s.drops,
+        }
+        return tables[table]
+
+    def columns(self, table: str, query_id: int | None, target: str | None) -> _rows.Columns:
+        rows = [
+            r for r in self._table(table) if query_id in (None, r[0]) and target in (None, r[1])
+        ]
+        return _rows.columns(rows, _COLUMNS[table], table)
+
+    def drops(self) -> list[tuple[int, int, int, int]]:
+        return list(self._store.drops)
+
+    def connection(self) -> duckdb.DuckDBPyConnection:
+        """An in-memory DuckDB copy of the store, made on first use, so ``sql`` works in tests."""
+        if self._con is None:
+            s, con = self._store, duckdb.connect()
+            assert s.meta is not None
+            _sqlio.create(con, s.meta, s.topology, s.queries)
+            _sqlio.set_status(con, s.status, s.error, s.ended_unix_ns, s.duration_ns)
+            for table in ("frame", "stat", "histogram", "drops"):
+                _sqlio.insert(con, table, list(zip(*self._table(table), strict=True)))
+            self._con = con
+        return self._con
+
+    def close(self) -> None:
+        if self._con is not None:
+            self._con.close()
+            self._con = None
+
+
+def load(path: str | Path) -> Run:
+    """Open the run file at ``path`` read-only (several readers may share it).
+
+    Raises ``RunFileError`` naming the path when it is missing, not a DuckDB file, not a
+    streamscope run, written by a newer schema, or locked by a writer that is still running.
+    """
+    p = Path(path)
+    if not p.is_file():
+        what = "is a directory, not a run file" if p.is_dir() else "does not exist"
+        raise RunFileError(f"{p} {what}")
+    try:
+        con = duckdb.connect(str(p), read_only=True)
+    except duckdb.Error as e:
+        raise RunFileError(f"{p} cannot be opened: {_open_problem(str(e))}") from None
+    try:
+        return _read(p, con)
+    except duckdb.Error as e:
+        con.close()
+        raise RunFileError(f"{p} is damaged or not a streamscope run file: {e}") from None
+    except BaseException:
+        con.close()
+        raise
+
+
+def _open_problem(msg: str) -> str:
+    if "not a valid DuckDB database" in msg:
+        return "it is not a streamscope run file (not a DuckDB database)"
+    if "lock" in msg.lower():
+        return f"a process still writing it holds its lock (is the run still going?) [{msg}]"
+    return msg
+
+
+def _read(p: Path, con: duckdb.DuckDBPyConnection) -> Run:
+    def refuse(why: str) -> RunFileError:
+        return RunFileError(f"{p} is not a streamscope run file: {why}")
+
+    tables = {
+        r[0]
+        for r in con.execute(
+            "SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main'"
+        ).fetchall()
+    }
+    if "streamscope_meta" not in tables:
+        raise refuse("it has no streamscope_meta table")
+    meta = dict(con.execute("SELECT key, value FROM streamscope_meta").fetchall())
+    if meta.get("format") != FORMAT:
+        raise refuse(f"streamscope_meta has format {meta.get('format')!r}, expected {FORMAT!r}")
+    if meta.get("schema_version") != str(SCHEMA_VERSION):
+        version = meta.get("schema_version")
+        raise RunFileError(
+            f"{p} has schema_version {version!r}; this streamscope reads {SCHEMA_VERSION}"
+        )
+    missing = [t for t in TABLE_NAMES if t not in tables]
+    if missing:
+        raise refuse(f"it lacks the tables {', '.join(missing)}")
+    cur = con.execute("SELECT * FROM run")
+    runs = cur.fetchall()
+    if len(runs) != 1:
+        raise refuse(f"its run table has {len(runs)} rows, not 1")
+    run = dict(zip([d[0] for d in cur.description], runs[0], strict=True))
+
+    def fetch(table: str) -> list[tuple[Any, ...]]:
+        return _sqlio.select(con, table)
+
+    topology = Topology(
+        run["pipeline"],
+        tuple(ResourceInfo(*r) for r in fetch("resource")),
+        tuple(StageInfo(*r) for r in fetch("stage")),
+        tuple(ChannelInfo(*r) for r in fetch("channel")),
+        tuple(ProbeInfo(*r) for r in fetch("probe")),
+    )
+    queries = tuple(
+        QueryRecord(i, text, metric, unit, fns, tuple(targets), tuple(stats))
+        for i, text, metric, unit, fns, targets, stats in fetch("query")
+    )
+    return Run(
+        meta=RunMeta(
+            run["run_id"],
+            run["name"],
+            run["app"],
+            run["command"],
+            tuple(run["argv"]),
+            run["host"],
+            run["started_unix_ns"],
+            run["frame_ns"],
+            run["streamscope_version"],
+        ),
+        status=run["status"],
+        error=run["error"],
+        ended_unix_ns=run["ended_unix_ns"],
+        duration_ns=run["duration_ns"],
+        topology=topology,
+        queries=queries,
+        source=_DuckDBSource(con),
+        path=p,
+    )

@@ -1,0 +1,224 @@
+"""The run file's tables: one documented ``Table`` per table, rendered to DDL and to markdown.
+
+Column documentation is stored in the file too (``COMMENT ON``), so ``duckdb_columns()`` shows it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+FORMAT = "streamscope-run"
+SCHEMA_VERSION = 1
+STATUSES = ("running", "completed", "failed", "interrupted")
+UNDER_BIN = -1
+OVER_BIN = -2
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """One column: ``sql`` is its DuckDB type (with constraints), ``doc`` one line for users."""
+
+    name: str
+    sql: str
+    doc: str
+
+
+@dataclass(frozen=True, slots=True)
+class Table:
+    """One table of a run file, with what one row means."""
+
+    name: str
+    doc: str
+    columns: tuple[Column, ...]
+
+    def ddl(self) -> list[str]:
+        """CREATE TABLE followed by one COMMENT ON per column."""
+        cols = ",\n  ".join(f"{c.name} {c.sql}" for c in self.columns)
+        out = [f"CREATE TABLE {self.name} (\n  {cols}\n)", _comment("TABLE", self.name, self.doc)]
+        out += [_comment("COLUMN", f"{self.name}.{c.name}", c.doc) for c in self.columns]
+        return out
+
+
+def _comment(kind: str, what: str, doc: str) -> str:
+    return f"COMMENT ON {kind} {what} IS '{doc.replace(chr(39), chr(39) * 2)}'"
+
+
+_C = Column
+_QTF = (
+    _C("query_id", "INTEGER NOT NULL", "the query (query.id)"),
+    _C("target", "VARCHAR NOT NULL", "the channel or stage name the query measured"),
+    _C("frame", "BIGINT NOT NULL", "frame number, 0 at the run's start (frame.frame)"),
+)
+_STATUS_CHECK = ", ".join(f"'{s}'" for s in STATUSES)
+
+TABLES: tuple[Table, ...] = (
+    Table(
+        "streamscope_meta",
+        "Identifies the file: key 'format' is 'streamscope-run', 'schema_version' is '1'.",
+        (
+            _C("key", "VARCHAR PRIMARY KEY", "format or schema_version"),
+            _C("value", "VARCHAR NOT NULL", "its value"),
+        ),
+    ),
+    Table(
+        "run",
+        "One row: the monitored execution. Written at start, updated when it ends.",
+        (
+            _C("run_id", "VARCHAR NOT NULL", "unique id of the run"),
+            _C("name", "VARCHAR NOT NULL", "the run's name (given or derived from the app)"),
+            _C("app", "VARCHAR NOT NULL", "the application that ran (script or module)"),
+            _C("command", "VARCHAR NOT NULL", "the streamscope command line that started the run"),
+            _C("argv", "VARCHAR[] NOT NULL", "the application's arguments"),
+            _C("host", "VARCHAR NOT NULL", "host name of the monitor"),
+            _C("pipeline", "VARCHAR NOT NULL", "name of the pipeline (topology)"),
+            _C("started_unix_ns", "BIGINT NOT NULL", "wall-clock start, ns since the Unix epoch"),
+            _C(
+                "ended_unix_ns",
+                "BIGINT",
+                "wall-clock end, ns since the Unix epoch; NULL while running",
+            ),
+            _C("duration_ns", "BIGINT", "virtual-time length of the run in ns; NULL while running"),
+            _C("frame_ns", "BIGINT NOT NULL", "default frame length in ns"),
+            _C(
+                "status",
+                f"VARCHAR NOT NULL CHECK (status IN ({_STATUS_CHECK}))",
+                "running (also: the writer died), completed, failed or interrupted",
+            ),
+            _C("error", "VARCHAR", "why the run failed or was interrupted; NULL otherwise"),
+            _C(
+                "streamscope_version",
+                "VARCHAR NOT NULL",
+                "version of streamscope that wrote the file",
+            ),
+        ),
+    ),
+    Table(
+        "resource",
+        "Where stages run: threads, processes, devices, hosts.",
+        (
+            _C("name", "VARCHAR NOT NULL", "resource name"),
+            _C("kind", "VARCHAR NOT NULL", "thread, process or a device kind"),
+            _C("clock_domain", "VARCHAR NOT NULL", "the clock (timezone) its probes read"),
+            _C("tick_period_ns", "DOUBLE NOT NULL", "nominal tick period of that clock in ns"),
+        ),
+    ),
+    Table(
+        "stage",
+        "One compute block of the application.",
+        (
+            _C("name", "VARCHAR NOT NULL", "stage name"),
+            _C("resource", "VARCHAR NOT NULL", "where it runs (resource.name)"),
+            _C("role", "VARCHAR NOT NULL", "source (no inputs), sink (no outputs) or stage"),
+        ),
+    ),
+    Table(
+        "channel",
+        "A bounded FIFO between two stages.",
+        (
+            _C("name", "VARCHAR NOT NULL", "channel name, 'src -> dst' unless given"),
+            _C("src", "VARCHAR NOT NULL", "stage at the tail (inserts items)"),
+            _C("dst", "VARCHAR NOT NULL", "stage at the head (removes items)"),
+            _C("capacity", "BIGINT NOT NULL", "capacity in items"),
+            _C("transport", "VARCHAR NOT NULL", "how items cross: thread, process, device, ..."),
+        ),
+    ),
+    Table(
+        "probe",
+        "An active probe at a tap.",
+        (
+            _C("id", "INTEGER NOT NULL", "probe id (drops.probe_id)"),
+            _C("kind", "VARCHAR NOT NULL", "tail, head, state, counter or sampler"),
+            _C("target", "VARCHAR NOT NULL", "the channel or stage it observes"),
+            _C("domain", "VARCHAR NOT NULL", "clock domain of its timestamps"),
+        ),
+    ),
+    Table(
+        "query",
+        "One performance query: measure METRIC of TARGETS, reduce with STATS, every FRAME.",
+        (
+            _C("id", "INTEGER NOT NULL", "query id"),
+            _C("text", "VARCHAR NOT NULL", "the query as the user wrote it"),
+            _C("metric", "VARCHAR NOT NULL", "what is measured: occupancy, throughput, state, ..."),
+            _C("unit", "VARCHAR NOT NULL", "unit of the metric's values (items, items/s, ns, ...)"),
+            _C("frame_ns", "BIGINT NOT NULL", "frame length in ns"),
+            _C("targets", "VARCHAR[] NOT NULL", "channels or stages measured"),
+            _C(
+                "stats",
+                "VARCHAR[] NOT NULL",
+                "aggregations, in order: mean, max, quantiles, histogram, duty",
+            ),
+        ),
+    ),
+    Table(
+        "frame",
+        "One frame of one query for one target: the time it covers.",
+        (
+            *_QTF,
+            _C("t_start_ns", "BIGINT NOT NULL", "frame start, virtual ns since the run's start"),
+            _C(
+                "t_end_ns",
+                "BIGINT NOT NULL",
+                "frame end (exclusive), virtual ns since the run's start",
+            ),
+            _C("covered_ns", "BIGINT NOT NULL", "ns of the frame that were observed"),
+        ),
+    ),
+    Table(
+        "stat",
+        "Numbers of one frame: a row per scalar (mean, max...), per quantile (p50, p99.9) and "
+        "per duty state (duty.busy).",
+        (
+            *_QTF,
+            _C(
+                "point",
+                "VARCHAR NOT NULL",
+                "the aggregation that produced the row: mean, quantiles, duty, ...",
+            ),
+            _C("stat", "VARCHAR NOT NULL", "the number: mean, max, p50, p99.9, duty.busy, ..."),
+            _C(
+                "value",
+                "DOUBLE",
+                "its value (quantiles in the metric's unit, duty a fraction); NULL: no data",
+            ),
+        ),
+    ),
+    Table(
+        "histogram",
+        "Histogram bins of one frame: bins 0..n-1 cover [lo, hi); bin -1 is below the first "
+        "edge (lo NULL), bin -2 above the last (hi NULL).",
+        (
+            *_QTF,
+            _C("point", "VARCHAR NOT NULL", "the aggregation that produced the row (histogram)"),
+            _C("bin", "INTEGER NOT NULL", "bin index; -1 under, -2 over"),
+            _C("lo", "DOUBLE", "lower edge (inclusive); NULL for bin -1"),
+            _C("hi", "DOUBLE", "upper edge (exclusive); NULL for bin -2"),
+            _C("weight", "DOUBLE", "count for event metrics, ns for time-weighted ones; NULL: NaN"),
+        ),
+    ),
+    Table(
+        "drops",
+        "Records each probe refused and kept, per frame.",
+        (
+            _C("probe_id", "INTEGER NOT NULL", "the probe (probe.id)"),
+            _C("frame", "BIGINT NOT NULL", "frame number"),
+            _C("dropped", "BIGINT NOT NULL", "records lost (buffer full)"),
+            _C("recorded", "BIGINT NOT NULL", "records kept"),
+        ),
+    ),
+)
+TABLE_NAMES = tuple(t.name for t in TABLES)
+
+
+def ddl() -> list[str]:
+    """Every statement that creates an empty run file's tables, in order."""
+    return [stmt for t in TABLES for stmt in t.ddl()]
+
+
+def schema_markdown() -> str:
+    """The tables section of SCHEMA.md (a test keeps the file in step with ``TABLES``)."""
+    parts: list[str] = []
+    for t in TABLES:
+        parts += [f"### `{t.name}`", "", t.doc, "", "| column | type | meaning |", "|---|---|---|"]
+        parts += [f"| `{c.name}` | `{c.sql.split()[0]}` | {c.doc} |" for c in t.columns]
+        parts.append("")
+    return "\n".join(parts)

@@ -1,0 +1,253 @@
+"""The run store: what the monitor writes (run metadata, topology, queries, frames, drops).
+
+``DuckDBStore`` writes one run file, each call a durable transaction; ``InMemoryStore`` keeps lists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Protocol
+
+import duckdb
+
+from streamscope.aggregate.points import DropCount, FrameResult
+from streamscope.core.errors import RunFileError
+from streamscope.core.topology import Topology
+from streamscope.store import _rows, _sqlio
+from streamscope.store.schema import STATUSES
+
+ENDED_STATUSES = tuple(s for s in STATUSES if s != "running")
+
+
+@dataclass(frozen=True, slots=True)
+class RunMeta:
+    """What is known about a run when it starts. Times are ns since the Unix epoch."""
+
+    run_id: str
+    name: str
+    app: str
+    command: str
+    argv: tuple[str, ...]
+    host: str
+    started_unix_ns: int
+    frame_ns: int
+    version: str
+
+
+@dataclass(frozen=True, slots=True)
+class QueryRecord:
+    """One compiled query. ``stats`` names its aggregations in order; every frame's points
+    follow that order (``mean``, ``max``, ``quantiles``, ``histogram``, ``duty``...)."""
+
+    id: int
+    text: str
+    metric: str
+    unit: str
+    frame_ns: int
+    targets: tuple[str, ...]
+    stats: tuple[str, ...]
+
+
+class RunStore(Protocol):
+    """Where the monitor puts a run. Call order: begin, any writes, finish, close.
+
+    A writer that dies after ``begin`` leaves a run whose status stays ``running``.
+    """
+
+    def begin(self, meta: RunMeta, topology: Topology, queries: Sequence[QueryRecord]) -> None: ...
+
+    def write_frames(self, results: Sequence[FrameResult]) -> None: ...
+
+    def write_drops(self, drops: Sequence[DropCount]) -> None: ...
+
+    def finish(
+        self, status: str, error: str | None, ended_unix_ns: int, duration_ns: int
+    ) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class _Lifecycle:
+    """Checks the call order; subclasses do the storing in the ``_do_*`` hooks."""
+
+    _state = "new"
+
+    def begin(self, meta: RunMeta, topology: Topology, queries: Sequence[QueryRecord]) -> None:
+        self._expect("new", "begin")
+        self._do_begin(meta, topology, tuple(queries))
+        self._state = "open"
+
+    def write_frames(self, results: Sequence[FrameResult]) -> None:
+        self._expect("open", "write_frames")
+        if results:
+            self._do_write(_rows.flatten(results), [])
+
+    def write_drops(self, drops: Sequence[DropCount]) -> None:
+        self._expect("open", "write_drops")
+        if drops:
+            self._do_write(None, drops)
+
+    def finish(self, status: str, error: str | None, ended_unix_ns: int, duration_ns: int) -> None:
+        """``status``: ``completed``, ``failed`` or ``interrupted``; ``duration_ns``: virtual ns."""
+        self._expect("open", "finish")
+        if status not in ENDED_STATUSES:
+            raise ValueError(
+                f"finish status must be one of {', '.join(ENDED_STATUSES)}, not {status!r}"
+            )
+        self._do_finish(status, error, ended_unix_ns, duration_ns)
+        self._state = "finished"
+
+    def close(self) -> None:
+        self._state = "closed"
+
+    def _expect(self, state: str, call: str) -> None:
+        if self._state != state:
+            raise RuntimeError(f"{call}() called on a run store that is {self._state}")
+
+    def _do_begin(
+        self, meta: RunMeta, topology: Topology, queries: tuple[QueryRecord, ...]
+    ) -> None:
+        raise NotImplementedError
+
+    def _do_write(self, rows: _rows.Rows | None, drops: Sequence[DropCount]) -> None:
+        raise NotImplementedError
+
+    def _do_finish(
+        self, status: str, error: str | None, ended_unix_ns: int, duration_ns: int
+    ) -> None:
+        raise NotImplementedError
+
+
+class InMemoryStore(_Lifecycle):
+    """Keeps a run as row lists shaped like the file's tables; read it with ``Run.from_memory``."""
+
+    def __init__(self) -> None:
+        self.meta: RunMeta | None = None
+        self.topology = Topology("")
+        self.queries: tuple[QueryRecord, ...] = ()
+        self.status = "running"
+        self.error: str | None = None
+        self.ended_unix_ns: int | None = None
+        self.duration_ns: int | None = None
+        self.frames: list[_rows.FrameRow] = []
+        self.stats: list[_rows.StatRow] = []
+        self.hists: list[_rows.HistRow] = []
+        self.drops: list[tuple[int, int, int, int]] = []
+
+    def _do_begin(
+        self, meta: RunMeta, topology: Topology, queries: tuple[QueryRecord, ...]
+    ) -> None:
+        self.meta, self.topology, self.queries = meta, topology, queries
+
+    def _do_write(self, rows: _rows.Rows | None, drops: Sequence[DropCount]) -> None:
+        if rows is not None:
+            self.frames.extend(zip(*rows.frame, strict=True))
+            self.stats.extend(zip(*rows.stat, strict=True))
+            self.hists.extend(zip(*rows.hist, strict=True))
+        self.drops.extend((d.probe_id, d.frame, d.dropped, d.recorded) for d in drops)
+
+    def _do_finish(
+        self, status: str, error: str | None, ended_unix_ns: int, duration_ns: int
+    ) -> None:
+        self.status, self.error = status, error
+        self.ended_unix_ns, self.duration_ns = ended_unix_ns, duration_ns
+
+
+class DuckDBStore(_Lifecycle):
+    """Writes one run file at ``path``. Every ``begin``/``write_*``/``finish`` call is one
+    transaction, checkpointed before it returns, so a killed writer leaves a file holding every
+    call that returned. An existing file is refused unless ``overwrite`` (then replaced)."""
+
+    def __init__(self, path: str | Path, *, overwrite: bool = False) -> None:
+        self.path = Path(path)
+        self.overwrite = overwrite
+        self._con: duckdb.DuckDBPyConnection | None = None
+        self._refuse_existing()
+
+    def __enter__(self) -> DuckDBStore:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._con is not None:
+            self._con.close()
+            self._con = None
+        super().close()
+
+    def _refuse_existing(self) -> None:
+        if self.path.exists() and not self.overwrite:
+            raise RunFileError(f"{self.path} already exists; choose another path or overwrite it")
+
+    def _do_begin(
+        self, meta: RunMeta, topology: Topology, queries: tuple[QueryRecord, ...]
+    ) -> None:
+        self._refuse_existing()
+        for p in (self.path, _wal(self.path)):
+            p.unlink(missing_ok=True)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._con = duckdb.connect(str(self.path))
+            with self._transaction() as con:
+                _sqlio.create(con, meta, topology, queries)
+        except BaseException:
+            self.close()
+            self.path.unlink(missing_ok=True)
+            _wal(self.path).unlink(missing_ok=True)
+            raise
+
+    def _do_write(self, rows: _rows.Rows | None, drops: Sequence[DropCount]) -> None:
+        with self._transaction() as con:
+            if rows is not None:
+                _sqlio.insert(con, "frame", rows.frame)
+                _sqlio.insert(con, "stat", rows.stat)
+                _sqlio.insert(con, "histogram", rows.hist)
+            if drops:
+                cols = [[getattr(d, c) for d in drops] for c in _rows.DROP_COLUMNS]
+                _sqlio.insert(con, "drops", cols)
+
+    def _do_finish(
+        self, status: str, error: str | None, ended_unix_ns: int, duration_ns: int
+    ) -> None:
+        with self._transaction() as con:
+            _sqlio.set_status(con, status, error, ended_unix_ns, duration_ns)
+
+    def _transaction(self) -> _Transaction:
+        assert self._con is not None
+        return _Transaction(self._con)
+
+
+class _Transaction:
+    """BEGIN … COMMIT then CHECKPOINT (folds the WAL into the file); ROLLBACK on error."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        self.con = con
+
+    def __enter__(self) -> duckdb.DuckDBPyConnection:
+        self.con.execute("BEGIN TRANSACTION")
+        return self.con
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc_type is not None:
+            self.con.execute("ROLLBACK")
+            return
+        self.con.execute("COMMIT")
+        self.con.execute("CHECKPOINT")
+
+
+def _wal(path: Path) -> Path:
+    return path.with_name(path.name + ".wal")

@@ -1,0 +1,111 @@
+"""The agent → monitor wire format: a fixed 40-byte header followed by raw records.
+
+In: a message type, the sender's ids, a watermark in raw ticks and a record array (or UTF-8 JSON
+for control messages). Out: bytes, and back. Nothing received is ever unpickled.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any
+
+import numpy as np
+
+from streamscope.core.errors import StreamscopeError
+from streamscope.core.records import RECORD_DTYPE, Records, empty_records
+
+MAGIC = b"SSW1"
+#: magic, type, reserved, agent id, pid, watermark ticks, payload length (bytes), record count
+HEADER = struct.Struct("<4sB3xIIqQI4x")
+HEADER_SIZE = HEADER.size
+#: Refuse anything larger: a corrupt length must not make us allocate without bound.
+MAX_PAYLOAD = 1 << 30
+#: A watermark meaning "this sender will send nothing more".
+WATERMARK_END = np.iinfo(np.int64).max
+
+
+class WireError(StreamscopeError):
+    """Bytes that are not a well-formed streamscope message."""
+
+
+class MsgType(IntEnum):
+    HELLO = 1  # payload: JSON {"domain": ..., "role": ...}
+    BATCH = 2  # payload: records
+    END = 3  # sender is done; watermark = its last ticks
+    FINISH = 4  # the run is over; payload JSON {"status", "error", "end_ticks"}
+    START = 5  # the run starts; watermark = t0 in host ticks
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    type: MsgType
+    agent: int
+    pid: int
+    watermark: int
+    records: Records
+    info: dict[str, Any]
+
+
+def encode(
+    mtype: MsgType,
+    agent: int,
+    pid: int,
+    watermark: int,
+    records: Records | None = None,
+    info: dict[str, Any] | None = None,
+) -> bytes:
+    if records is not None and len(records):
+        payload = np.ascontiguousarray(records, dtype=RECORD_DTYPE).tobytes()
+        count = len(records)
+    elif info is not None:
+        payload = json.dumps(info).encode()
+        count = 0
+    else:
+        payload, count = b"", 0
+    return HEADER.pack(MAGIC, int(mtype), agent, pid, watermark, len(payload), count) + payload
+
+
+def decode_header(header: bytes) -> tuple[MsgType, int, int, int, int, int]:
+    """(type, agent, pid, watermark, payload length, record count) or WireError."""
+    if len(header) != HEADER_SIZE:
+        raise WireError(f"truncated header: {len(header)} of {HEADER_SIZE} bytes")
+    magic, mtype, agent, pid, watermark, length, count = HEADER.unpack(header)
+    if magic != MAGIC:
+        raise WireError(f"bad magic {magic!r}: not a streamscope message")
+    try:
+        kind = MsgType(mtype)
+    except ValueError:
+        raise WireError(f"unknown message type {mtype}") from None
+    if length > MAX_PAYLOAD or (count and length != count * RECORD_DTYPE.itemsize):
+        raise WireError(f"inconsistent payload: {length} bytes for {count} records")
+    return kind, agent, pid, watermark, length, count
+
+
+def decode(data: bytes) -> Message:
+    kind, agent, pid, watermark, length, count = decode_header(data[:HEADER_SIZE])
+    payload = data[HEADER_SIZE:]
+    if len(payload) != length:
+        raise WireError(f"payload of {len(payload)} bytes, header says {length}")
+    return decode_payload(kind, agent, pid, watermark, count, payload)
+
+
+def decode_payload(
+    kind: MsgType, agent: int, pid: int, watermark: int, count: int, payload: bytes
+) -> Message:
+    info: dict[str, Any] = {}
+    if count:
+        records = np.frombuffer(payload, dtype=RECORD_DTYPE).copy()
+    else:
+        records = empty_records()
+        if payload:
+            try:
+                loaded = json.loads(payload.decode())
+            except (UnicodeDecodeError, ValueError) as exc:
+                raise WireError(f"control payload is not UTF-8 JSON: {exc}") from None
+            if not isinstance(loaded, dict):
+                raise WireError("control payload must be a JSON object")
+            info = loaded
+    return Message(kind, agent, pid, watermark, records, info)
