@@ -1,6 +1,7 @@
 """streamscope: a low-impact performance monitor for streaming-data pipelines.
 
-Describe a ``Pipeline``, ask performance queries, run it monitored, read per-frame results.
+Describe a ``Pipeline`` (or instrument an existing program with ``Queue`` and ``stage``), ask
+performance queries, run it monitored, and read per-frame results back with ``load``.
 """
 
 from __future__ import annotations
@@ -13,19 +14,53 @@ from streamscope.core.errors import (
     StageError,
     StreamscopeError,
 )
+from streamscope.monitor.instrument import monitor
+from streamscope.monitor.session import RunOptions, RunResult
+from streamscope.monitor.session import run as run
+from streamscope.pipeline.dropin import MPQueue, Queue, stage
 from streamscope.pipeline.pipeline import Pipeline
 from streamscope.pipeline.resources import Process
+from streamscope.query import (
+    Query,
+    count,
+    interdeparture,
+    interinsertion,
+    latency,
+    occupancy,
+    parse_query,
+    state,
+    throughput,
+)
+from streamscope.store.reader import Run, load
 
 __version__ = "0.1.0"
 
 __all__ = [
     "ConfigError",
+    "MPQueue",
     "Pipeline",
     "PipelineError",
     "Process",
+    "Query",
     "QueryError",
+    "Queue",
+    "Run",
     "RunFileError",
+    "RunOptions",
+    "RunResult",
     "StageError",
     "StreamscopeError",
     "__version__",
+    "count",
+    "interdeparture",
+    "interinsertion",
+    "latency",
+    "load",
+    "monitor",
+    "occupancy",
+    "parse_query",
+    "run",
+    "stage",
+    "state",
+    "throughput",
 ]

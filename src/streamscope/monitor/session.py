@@ -31,6 +31,7 @@ from streamscope.monitor.service import MAIN_AGENT, MonitorService
 from streamscope.pipeline.pipeline import Pipeline, plan_probes
 from streamscope.pipeline.runner import Outcome, Runner
 from streamscope.probes.agent import DEFAULT_FLUSH_INTERVAL_S, Agent
+from streamscope.probes.taps import DEFAULT_CAPACITY
 from streamscope.query.ast import Query
 from streamscope.query.compile import Plan, compile_queries
 from streamscope.store.writer import DuckDBStore, InMemoryStore, QueryRecord, RunMeta, RunStore
@@ -48,6 +49,8 @@ class RunOptions:
     overwrite: bool = False
     mode: str = "process"  # process: a dedicated monitor process; inline: a thread here
     flush_interval_s: float = DEFAULT_FLUSH_INTERVAL_S
+    #: Records each tap buffer holds between two flushes (a power of two); more are refused.
+    tap_capacity: int = DEFAULT_CAPACITY
     app: str = ""
     argv: tuple[str, ...] = ()
     command: str = ""
@@ -152,7 +155,12 @@ def _drive(
     try:
         agent.send_control(MsgType.START, host_now_ticks(), {})
         runner = Runner(
-            pipeline, topology.probes, agent, sock_path, flush_interval_s=opts.flush_interval_s
+            pipeline,
+            topology.probes,
+            agent,
+            sock_path,
+            flush_interval_s=opts.flush_interval_s,
+            tap_capacity=opts.tap_capacity,
         )
         try:
             runner.start()
@@ -205,7 +213,7 @@ def _run_inline(
         target=lambda: finals.append(service.serve()), name="streamscope-monitor", daemon=True
     )
     thread.start()
-    transport = InMemoryTransport(service.inbox)  # type: ignore[arg-type]
+    transport = InMemoryTransport(service.inbox)
     outcome = _drive(pipeline, topology, transport, sock_path, opts)
     thread.join()
     final = finals[0]

@@ -27,7 +27,7 @@ from streamscope.pipeline.pipeline import Pipeline
 from streamscope.pipeline.shm import ProcessChannel
 from streamscope.pipeline.worker import Channel, run_stage
 from streamscope.probes.agent import Agent
-from streamscope.probes.taps import LockedTap, RingTap, StateTracker
+from streamscope.probes.taps import DEFAULT_CAPACITY, LockedTap, RingTap, StateTracker
 from streamscope.transport.channels import UnixSocketTransport
 
 
@@ -56,13 +56,14 @@ class _Scope:
         channels: dict[str, Channel],
         probes: tuple[ProbeInfo, ...],
         stages: list[str],
+        capacity: int = DEFAULT_CAPACITY,
     ) -> None:
         self.trackers: dict[str, StateTracker] = {}
         self.taps: list[LockedTap | RingTap] = []
         mine = set(stages)
         for p in probes:
             if p.kind == "state" and p.target in mine:
-                tap = RingTap(p.id, Kind.STATE)
+                tap = RingTap(p.id, Kind.STATE, capacity)
                 self.taps.append(tap)
                 self.trackers[p.target] = StateTracker(p.target, tap, host_now_ticks)
             elif p.kind in ("tail", "head"):
@@ -73,11 +74,11 @@ class _Scope:
                 ch = channels[p.target]
                 kind = Kind.PUT if p.kind == "tail" else Kind.GET
                 if isinstance(ch, ThreadChannel):
-                    locked = LockedTap(p.id, kind, ch.mutex)
+                    locked = LockedTap(p.id, kind, ch.mutex, capacity)
                     setattr(ch, p.kind, locked)
                     self.taps.append(locked)
                 else:
-                    ring = RingTap(p.id, kind)
+                    ring = RingTap(p.id, kind, capacity)
                     setattr(ch, p.kind, ring)
                     self.taps.append(ring)
 
@@ -121,6 +122,7 @@ def _child_main(
     agent_id: int,
     status: Any,
     flush_interval_s: float,
+    tap_capacity: int,
 ) -> None:
     """Entry point of a forked stage process. Never returns: exits with os._exit."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides what Ctrl-C means
@@ -132,7 +134,7 @@ def _child_main(
             agent = Agent(
                 agent_id, UnixSocketTransport(socket_path), flush_interval_s=flush_interval_s
             )
-        scope = _Scope(pipeline, channels, probes, stages)
+        scope = _Scope(pipeline, channels, probes, stages, tap_capacity)
         if agent is not None:
             for tap in scope.taps:
                 agent.add(tap)
@@ -176,8 +178,10 @@ class Runner:
         socket_path: str | None,
         *,
         flush_interval_s: float = 0.05,
+        tap_capacity: int = DEFAULT_CAPACITY,
     ) -> None:
         pipeline.validate()
+        self.tap_capacity = tap_capacity
         self.pipeline = pipeline
         self.probes = probes
         self.agent = main_agent
@@ -218,13 +222,14 @@ class Runner:
                     i,
                     self._status,
                     self.flush_interval_s,
+                    self.tap_capacity,
                 ),
                 name=f"streamscope-{name}",
                 daemon=False,
             )
             proc.start()
             self.children.append(proc)
-        scope = _Scope(self.pipeline, self.channels, self.probes, main)
+        scope = _Scope(self.pipeline, self.channels, self.probes, main, self.tap_capacity)
         if self.agent is not None:
             for tap in scope.taps:
                 self.agent.add(tap)

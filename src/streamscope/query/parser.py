@@ -119,6 +119,9 @@ def _describe(e: UnexpectedInput, seen: list[Token], text: str) -> tuple[str, in
         if before.type in ("COLON", "COMMA"):
             words = _expected_words({"NAME"}, before)
             return f"expected {words} after '{before.value}', found 'every'", *_start_of(prev)
+    if prev is not None and prev.type == "_NL" and "NAME" not in expected:
+        message = f"expected one query, found more from {found} on: use parse_queries for several"
+        return message, line, column
     message = f"expected {_expected_words(expected, prev)}{_after(seen, text)}, found {found}"
     if found == "end of line" and all(t.type == "_NL" for t in seen):
         message = "empty query: expected METRIC(TARGET), e.g. occupancy(source -> server)"

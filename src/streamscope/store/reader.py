@@ -224,6 +224,8 @@ def load(path: str | Path) -> Run:
 def _open_problem(msg: str) -> str:
     if "not a valid DuckDB database" in msg:
         return "it is not a streamscope run file (not a DuckDB database)"
+    if "different configuration" in msg:
+        return "this process still has it open for writing (close the store first)"
     if "lock" in msg.lower():
         return f"a process still writing it holds its lock (is the run still going?) [{msg}]"
     return msg

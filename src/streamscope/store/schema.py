@@ -145,7 +145,7 @@ TABLES: tuple[Table, ...] = (
             _C(
                 "stats",
                 "VARCHAR[] NOT NULL",
-                "aggregations, in order: mean, max, quantiles, histogram, duty",
+                "its aggregations in result order, e.g. [mean, max, quantiles, histogram, duty]",
             ),
         ),
     ),
@@ -178,7 +178,7 @@ TABLES: tuple[Table, ...] = (
             _C(
                 "value",
                 "DOUBLE",
-                "its value (quantiles in the metric's unit, duty a fraction); NULL: no data",
+                "the value (duty: a fraction of time); NULL when the frame had no data (or NaN)",
             ),
         ),
     ),

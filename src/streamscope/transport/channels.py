@@ -7,7 +7,6 @@ In: bytes from ``wire.encode``. Out: the same bytes at the monitor, in order per
 from __future__ import annotations
 
 import contextlib
-import queue
 import socket
 import threading
 from typing import Protocol
@@ -21,10 +20,16 @@ class Transport(Protocol):
     def close(self) -> None: ...
 
 
-class InMemoryTransport:
-    """Hands messages to a monitor in the same process through a queue."""
+class Sink(Protocol):
+    """Anything messages can be put into (a ``queue.SimpleQueue`` of the monitor's inbox)."""
 
-    def __init__(self, sink: queue.SimpleQueue[bytes | None]) -> None:
+    def put(self, item: bytes | None, /) -> None: ...
+
+
+class InMemoryTransport:
+    """Hands messages to a monitor in the same process through a queue (``None`` = closed)."""
+
+    def __init__(self, sink: Sink) -> None:
         self._sink = sink
 
     def send(self, data: bytes) -> None:
