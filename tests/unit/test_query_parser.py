@@ -130,9 +130,9 @@ def test_names_bare_quoted_and_globbed(text: str, target: Edge | StageRef) -> No
 
 
 def test_histogram_forms_keep_their_values() -> None:
-    query = parse_query("latency(a -> b): histogram(bins=[0, 1.5us, 1ms, 2])")
-    assert query.aggregations == (HistogramAgg(edges=(0, 1_500, MS, 2)),)
-    assert str(query) == "latency(a -> b): histogram(bins=[0, 1500ns, 1ms, 2ns])"
+    query = parse_query("latency(a -> b): histogram(bins=[0, 1.5us, 1ms, 2000000000])")
+    assert query.aggregations == (HistogramAgg(edges=(0, 1_500, MS, 2 * S)),)
+    assert str(query) == "latency(a -> b): histogram(bins=[0, 1500ns, 1ms, 2s])"
     query = parse_query("throughput(a -> b): histogram(range=0..1000, width=12.5)")
     assert query.aggregations == (HistogramAgg(span=(0, 1000), width=12.5),)
     assert parse_query("occupancy(a -> b): histogram()").aggregations == (HistogramAgg(),)
@@ -192,7 +192,12 @@ ERRORS = [
         30,
         "expected a duration such as 500ms or 1s after 'every', found end of line",
     ),
-    ("occupancy(a -> b) every 1s every 2s", 1, 28, "expected end of line after '1s', found 'every'"),
+    (
+        "occupancy(a -> b) every 1s every 2s",
+        1,
+        28,
+        "expected end of line after '1s', found 'every'",
+    ),
     (
         "latency(a -> b): histogram(range=0..1ms, width=1",
         1,
@@ -275,7 +280,12 @@ ERRORS = [
     ),
     ("occupancy(a -> b): histogram(bins=0.5..5)", 1, 35, "bins=LO..HI takes whole numbers"),
     ("occupancy(a -> b): histogram(bins=5..2)", 1, 35, "histogram levels 5..2 run backwards"),
-    ("occupancy(a -> b): histogram(range=0..5)", 1, 20, "histogram range=LO..HI needs width=W as well"),
+    (
+        "occupancy(a -> b): histogram(range=0..5)",
+        1,
+        20,
+        "histogram range=LO..HI needs width=W as well",
+    ),
     (
         "occupancy(a -> b): histogram(bins=[3, 2])",
         1,
@@ -288,7 +298,12 @@ ERRORS = [
         48,
         "histogram has more than 100000 bins; widen width=",
     ),
-    ("occupancy(a -> b): histogram(range=0..5, width=0)", 1, 48, "histogram width must be greater than zero"),
+    (
+        "occupancy(a -> b): histogram(range=0..5, width=0)",
+        1,
+        48,
+        "histogram width must be greater than zero",
+    ),
     (
         "occupancy(a -> b): histogram(bins=0..5, width=3)",
         1,
@@ -320,7 +335,7 @@ ERRORS = [
         "state(a)\nstate(b)",
         2,
         1,
-        "expected end of line after ')', found 'state'",
+        "expected one query, found more from 'state' on: use parse_queries for several",
     ),
 ]
 
@@ -370,7 +385,16 @@ def test_line_offset_shifts_the_reported_line_and_keeps_the_caret_right() -> Non
 
 @pytest.mark.parametrize(
     "text",
-    ["(", ")", "->", "occupancy(a -> b): mean every 1s extra", '"', "state(a) # ok\nx", "\x00", "ü"],
+    [
+        "(",
+        ")",
+        "->",
+        "occupancy(a -> b): mean every 1s extra",
+        '"',
+        "state(a) # ok\nx",
+        "\x00",
+        "ü",
+    ],
 )
 def test_no_lark_exception_escapes(text: str) -> None:
     with pytest.raises(QueryError):
@@ -383,9 +407,13 @@ def test_builders_make_the_same_queries_as_text() -> None:
     )
     assert state("server").duty() == parse_query("state(server): duty")
     assert throughput(("split", "walk*")).mean().max().every(500 * MS) == EXAMPLES[1][1]
-    assert latency(Edge("source", "server")).mean().p(50, 99).histogram(
-        range=("0", "10ms"), width="100us"
-    ) == EXAMPLES[3][1]
+    assert (
+        latency(Edge("source", "server"))
+        .mean()
+        .p(50, 99)
+        .histogram(range=("0", "10ms"), width="100us")
+        == EXAMPLES[3][1]
+    )
     assert interinsertion("source -> server").mean().quantiles(0.5, 0.9) == EXAMPLES[4][1]
     assert count("a -> b").sum().every("2s") == EXAMPLES[5][1]
     assert str(interdeparture("a -> b").min().count()) == "interdeparture(a -> b): min, count"
@@ -417,3 +445,41 @@ def test_origin_does_not_affect_equality_and_chaining_drops_it() -> None:
     assert parsed.origin is not None
     assert parsed == Query("state", StageRef("a"))
     assert parsed.duty().origin is None
+
+
+def test_the_public_surface_is_pinned() -> None:
+    import streamscope.query as query_package
+
+    assert sorted(query_package.__all__) == sorted(
+        [
+            "METRICS",
+            "Agg",
+            "CompiledQuery",
+            "Edge",
+            "HistogramAgg",
+            "MetricInfo",
+            "Origin",
+            "PercentileAgg",
+            "Plan",
+            "QuantilesAgg",
+            "Query",
+            "StageRef",
+            "StatAgg",
+            "Target",
+            "TargetPlan",
+            "as_query",
+            "compile_queries",
+            "count",
+            "format_duration",
+            "interdeparture",
+            "interinsertion",
+            "latency",
+            "occupancy",
+            "parse_duration",
+            "parse_queries",
+            "parse_query",
+            "state",
+            "throughput",
+        ]
+    )
+    assert all(hasattr(query_package, name) for name in query_package.__all__)

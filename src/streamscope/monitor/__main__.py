@@ -7,6 +7,7 @@ Out: the run file, and JSON lines on stdout: ready, frames as they close, done w
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -21,8 +22,12 @@ from streamscope.store.writer import DuckDBStore, RunMeta
 
 
 def _emit(obj: dict[str, object]) -> None:
-    sys.stdout.write(json.dumps(obj) + "\n")
-    sys.stdout.flush()
+    try:
+        sys.stdout.write(json.dumps(obj) + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The application is gone (killed): the run file must still be finished, so stop talking.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def _on_frames(results: Sequence[FrameResult], drops: Sequence[DropCount]) -> None:

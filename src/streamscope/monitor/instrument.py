@@ -65,7 +65,8 @@ def monitor(
     store: RunStore = (
         DuckDBStore(opts.out, overwrite=opts.overwrite) if opts.out else InMemoryStore()
     )
-    store.begin(_meta(Pipeline("program"), opts), topology, query_records(plan))
+    t0 = host_now_ticks()
+    store.begin(_meta(Pipeline("program"), opts, t0), topology, query_records(plan))
     tmp = tempfile.mkdtemp(prefix="streamscope-")
     sock = os.path.join(tmp, "monitor.sock")
     service = MonitorService(
@@ -94,7 +95,7 @@ def monitor(
         agent.add(tap)
 
     REGISTRY.activate(topology.probes, on_tap, opts.tap_capacity)
-    main.send_control(MsgType.START, host_now_ticks(), {})
+    main.send_control(MsgType.START, t0, {})
     main.start()
     status, error = "completed", None
     try:

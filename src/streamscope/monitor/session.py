@@ -92,7 +92,7 @@ def prepare(
     return plan, topology
 
 
-def _meta(pipeline: Pipeline, opts: RunOptions) -> RunMeta:
+def _meta(pipeline: Pipeline, opts: RunOptions, t0_host_ns: int = 0) -> RunMeta:
     return RunMeta(
         run_id=uuid.uuid4().hex,
         name=pipeline.name,
@@ -103,6 +103,7 @@ def _meta(pipeline: Pipeline, opts: RunOptions) -> RunMeta:
         started_unix_ns=time.time_ns(),
         frame_ns=opts.frame_ns,
         version=VERSION,
+        t0_host_ns=t0_host_ns,
     )
 
 
@@ -129,7 +130,7 @@ def run(
     opts = options or RunOptions()
     plan, topology = prepare(pipeline, queries, opts.frame_ns)
     _check_out(opts.out, opts.overwrite)
-    meta = _meta(pipeline, opts)
+    meta = _meta(pipeline, opts, host_now_ticks())
     tmp = tempfile.mkdtemp(prefix="streamscope-")
     sock_path = os.path.join(tmp, "monitor.sock")
     try:
@@ -143,7 +144,12 @@ def run(
 
 
 def _drive(
-    pipeline: Pipeline, topology: Topology, transport: Transport, sock_path: str, opts: RunOptions
+    pipeline: Pipeline,
+    topology: Topology,
+    transport: Transport,
+    sock_path: str,
+    opts: RunOptions,
+    t0_ticks: int,
 ) -> Outcome:
     """Run the pipeline with the main agent; always tells the monitor how it ended."""
     agent = Agent(MAIN_AGENT, transport, flush_interval_s=opts.flush_interval_s)
@@ -153,7 +159,7 @@ def _drive(
     if on_main:
         signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     try:
-        agent.send_control(MsgType.START, host_now_ticks(), {})
+        agent.send_control(MsgType.START, t0_ticks, {})
         runner = Runner(
             pipeline,
             topology.probes,
@@ -214,7 +220,7 @@ def _run_inline(
     )
     thread.start()
     transport = InMemoryTransport(service.inbox)
-    outcome = _drive(pipeline, topology, transport, sock_path, opts)
+    outcome = _drive(pipeline, topology, transport, sock_path, opts, meta.t0_host_ns)
     thread.join()
     final = finals[0]
     if opts.out:
@@ -263,7 +269,9 @@ def _run_process(
     done: list[dict[str, Any]] = []
     reader = threading.Thread(target=_read_events, args=(proc.stdout, on_frames, done), daemon=True)
     reader.start()
-    outcome = _drive(pipeline, topology, UnixSocketTransport(sock_path), sock_path, opts)
+    outcome = _drive(
+        pipeline, topology, UnixSocketTransport(sock_path), sock_path, opts, meta.t0_host_ns
+    )
     while True:
         try:
             proc.wait()

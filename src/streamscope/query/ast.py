@@ -196,11 +196,11 @@ class Query:
         range: tuple[ValueLike, ValueLike] | None = None,
         width: ValueLike | None = None,
     ) -> Query:
-        """``bins=(LO, HI)`` (a 2-tuple): integer levels; ``bins=[e0, e1, ...]`` (a list): edges;
+        """``bins=(LO, HI)`` (a 2-tuple of ints): integer levels; ``bins=[e0, e1, ...]``: edges;
         ``range=(LO, HI), width=W``: equal bins. Time metrics accept ``"10ms"`` or int ns."""
         time_valued = self.metric in METRICS and METRICS[self.metric].time_valued
         agg = HistogramAgg()
-        if isinstance(bins, tuple) and len(bins) == 2:
+        if isinstance(bins, tuple) and len(bins) == 2 and all(isinstance(b, int) for b in bins):
             agg = replace(agg, levels=(int(bins[0]), int(bins[1])))
         elif bins is not None:
             agg = replace(agg, edges=tuple(parse_value(e, time_valued) for e in bins))

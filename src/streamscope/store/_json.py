@@ -67,6 +67,7 @@ def _run(run: Run) -> dict[str, Any]:
         "status": run.status,
         "error": run.error,
         "streamscope_version": m.version,
+        "t0_host_ns": m.t0_host_ns,
     }
 
 

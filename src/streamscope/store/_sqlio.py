@@ -42,9 +42,9 @@ def create(
     )
     m = meta
     con.execute(
-        "INSERT INTO run VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, ?, 'running', NULL, ?)",
+        "INSERT INTO run VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, ?, 'running', NULL, ?, ?)",
         [m.run_id, m.name, m.app, m.command, list(m.argv), m.host, topology.name,
-         m.started_unix_ns, m.frame_ns, m.version],
+         m.started_unix_ns, m.frame_ns, m.version, m.t0_host_ns],
     )  # fmt: skip
     parts: list[tuple[str, Sequence[Any]]] = [
         ("resource", topology.resources),

@@ -285,6 +285,7 @@ def _read(p: Path, con: duckdb.DuckDBPyConnection) -> Run:
             run["started_unix_ns"],
             run["frame_ns"],
             run["streamscope_version"],
+            run["t0_host_ns"],
         ),
         status=run["status"],
         error=run["error"],

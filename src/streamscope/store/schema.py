@@ -90,6 +90,11 @@ TABLES: tuple[Table, ...] = (
                 "VARCHAR NOT NULL",
                 "version of streamscope that wrote the file",
             ),
+            _C(
+                "t0_host_ns",
+                "BIGINT NOT NULL",
+                "virtual time zero as a reading of the host's monotonic clock (ns)",
+            ),
         ),
     ),
     Table(

@@ -35,6 +35,9 @@ class RunMeta:
     started_unix_ns: int
     frame_ns: int
     version: str
+    #: The run's virtual time zero as a reading of the host's monotonic clock (ns): frame times
+    #: are relative to it, so an application's own monotonic timestamps can be aligned with them.
+    t0_host_ns: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,13 +160,21 @@ class InMemoryStore(_Lifecycle):
 
 
 class DuckDBStore(_Lifecycle):
-    """Writes one run file at ``path``. Every ``begin``/``write_*``/``finish`` call is one
-    transaction, checkpointed before it returns, so a killed writer leaves a file holding every
-    call that returned. An existing file is refused unless ``overwrite`` (then replaced)."""
+    """Writes one run file at ``path``; an existing file is refused unless ``overwrite``.
 
-    def __init__(self, path: str | Path, *, overwrite: bool = False) -> None:
+    Every ``begin``/``write_*``/``finish`` call is one transaction, committed (to the write-ahead
+    log, ``path.wal``) before it returns, so a killed writer leaves a file that opens with every
+    call that returned. Every ``checkpoint_every``-th write (0: none) and ``begin``/``finish``
+    also fold the log into the file itself (~15-35 ms each), so the file alone is complete.
+    """
+
+    def __init__(
+        self, path: str | Path, *, overwrite: bool = False, checkpoint_every: int = 1
+    ) -> None:
         self.path = Path(path)
         self.overwrite = overwrite
+        self.checkpoint_every = checkpoint_every
+        self._writes = 0
         self._con: duckdb.DuckDBPyConnection | None = None
         self._refuse_existing()
 
@@ -185,8 +196,12 @@ class DuckDBStore(_Lifecycle):
         super().close()
 
     def _refuse_existing(self) -> None:
+        if self.path.is_dir():
+            raise RunFileError(f"{self.path} is a directory; give a file path for the run")
         if self.path.exists() and not self.overwrite:
-            raise RunFileError(f"{self.path} already exists; choose another path or overwrite it")
+            raise RunFileError(
+                f"{self.path} already exists; choose another path, or pass overwrite=True to replace it"
+            )
 
     def _do_begin(
         self, meta: RunMeta, topology: Topology, queries: tuple[QueryRecord, ...]
@@ -206,7 +221,9 @@ class DuckDBStore(_Lifecycle):
             raise
 
     def _do_write(self, rows: _rows.Rows | None, drops: Sequence[DropCount]) -> None:
-        with self._transaction() as con:
+        self._writes += 1
+        every = self.checkpoint_every
+        with self._transaction(checkpoint=every > 0 and self._writes % every == 0) as con:
             if rows is not None:
                 _sqlio.insert(con, "frame", rows.frame)
                 _sqlio.insert(con, "stat", rows.stat)
@@ -221,16 +238,17 @@ class DuckDBStore(_Lifecycle):
         with self._transaction() as con:
             _sqlio.set_status(con, status, error, ended_unix_ns, duration_ns)
 
-    def _transaction(self) -> _Transaction:
+    def _transaction(self, *, checkpoint: bool = True) -> _Transaction:
         assert self._con is not None
-        return _Transaction(self._con)
+        return _Transaction(self._con, checkpoint)
 
 
 class _Transaction:
-    """BEGIN … COMMIT then CHECKPOINT (folds the WAL into the file); ROLLBACK on error."""
+    """BEGIN … COMMIT, then CHECKPOINT if asked (folds the WAL into the file); ROLLBACK on error."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+    def __init__(self, con: duckdb.DuckDBPyConnection, checkpoint: bool) -> None:
         self.con = con
+        self.checkpoint = checkpoint
 
     def __enter__(self) -> duckdb.DuckDBPyConnection:
         self.con.execute("BEGIN TRANSACTION")
@@ -246,7 +264,8 @@ class _Transaction:
             self.con.execute("ROLLBACK")
             return
         self.con.execute("COMMIT")
-        self.con.execute("CHECKPOINT")
+        if self.checkpoint:
+            self.con.execute("CHECKPOINT")
 
 
 def _wal(path: Path) -> Path:
