@@ -57,17 +57,15 @@ def main(argv: list[str]) -> int:
     try:
         cfg = json.loads(Path(argv[0]).read_text())
         topology = Topology.from_dict(cfg["topology"])
-        from streamscope.monitor.session import query_records
-
         plan = compile_queries(cfg["queries"], topology, cfg["frame_ns"])
         m = cfg["meta"]
         meta = RunMeta(**{**m, "argv": tuple(m["argv"])})
         store = DuckDBStore(Path(cfg["out"]), overwrite=cfg["overwrite"])
-        store.begin(meta, topology, query_records(plan))
         service = MonitorService(
             plan,
             topology,
             store,
+            meta=meta,
             drop_frame_ns=cfg["frame_ns"],
             socket_path=cfg["socket"],
             on_frames=_on_frames,

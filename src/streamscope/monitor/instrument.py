@@ -23,7 +23,6 @@ from streamscope.monitor.session import (
     RunResult,
     _check_out,
     _meta,
-    query_records,
 )
 from streamscope.pipeline.dropin import REGISTRY
 from streamscope.pipeline.pipeline import Pipeline, plan_probes
@@ -65,12 +64,16 @@ def monitor(
     store: RunStore = (
         DuckDBStore(opts.out, overwrite=opts.overwrite) if opts.out else InMemoryStore()
     )
-    t0 = host_now_ticks()
-    store.begin(_meta(Pipeline("program"), opts, t0), topology, query_records(plan))
     tmp = tempfile.mkdtemp(prefix="streamscope-")
     sock = os.path.join(tmp, "monitor.sock")
     service = MonitorService(
-        plan, topology, store, drop_frame_ns=opts.frame_ns, socket_path=sock, on_frames=on_frames
+        plan,
+        topology,
+        store,
+        meta=_meta(Pipeline("program"), opts),
+        drop_frame_ns=opts.frame_ns,
+        socket_path=sock,
+        on_frames=on_frames,
     )
     finals: list[object] = []
     thread = threading.Thread(
@@ -95,7 +98,7 @@ def monitor(
         agent.add(tap)
 
     REGISTRY.activate(topology.probes, on_tap, opts.tap_capacity)
-    main.send_control(MsgType.START, t0, {})
+    main.send_control(MsgType.START, host_now_ticks(), {})
     main.start()
     status, error = "completed", None
     try:

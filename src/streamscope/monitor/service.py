@@ -8,6 +8,7 @@ the application dies without saying goodbye.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import queue
 import socket
@@ -21,7 +22,7 @@ from streamscope.aggregate.points import DropCount, FrameResult
 from streamscope.core.topology import Topology
 from streamscope.monitor.engine import Engine
 from streamscope.query.compile import Plan
-from streamscope.store.writer import RunStore
+from streamscope.store.writer import QueryRecord, RunMeta, RunStore
 from streamscope.transport.wire import (
     HEADER_SIZE,
     Message,
@@ -60,6 +61,17 @@ class _TickType:
 
 _Tick = _TickType()
 
+
+def query_records(plan: Plan) -> list[QueryRecord]:
+    """What the run file says about each compiled query."""
+    out = []
+    for q in plan.queries:
+        stats = tuple(dict.fromkeys(s.stat for t in q.targets for s in t.specs))
+        targets = tuple(t.name for t in q.targets)
+        out.append(QueryRecord(q.id, q.text, q.metric, q.unit, q.frame_ns, targets, stats))
+    return out
+
+
 Inbox = queue.SimpleQueue[bytes | Message | _Disconnect | None]
 
 
@@ -80,11 +92,16 @@ class MonitorService:
         topology: Topology,
         store: RunStore,
         *,
+        meta: RunMeta,
         drop_frame_ns: int,
         socket_path: str | None = None,
         on_frames: Callable[[Sequence[FrameResult], Sequence[DropCount]], None] | None = None,
     ) -> None:
         self.store = store
+        self._meta = meta
+        self._records = query_records(plan)
+        self._topology = topology
+        self._begun = False
         self.inbox: Inbox = queue.SimpleQueue()
         self._on_frames = on_frames
         self.engine = Engine(plan, topology, drop_frame_ns, self._write)
@@ -153,6 +170,8 @@ class MonitorService:
             if isinstance(item, bytes):
                 item = decode(item)
             if isinstance(item, Message):
+                if item.type == MsgType.START:
+                    self._begin(item.watermark)
                 if item.type == MsgType.FINISH:
                     finish, finish_at = item, time.monotonic()
                 else:
@@ -179,7 +198,17 @@ class MonitorService:
                     None,
                 )
 
+    def _begin(self, t0_ticks: int) -> None:
+        """The run file starts when the run does, with its virtual time zero."""
+        if not self._begun:
+            meta = dataclasses.replace(
+                self._meta, t0_host_ns=t0_ticks, started_unix_ns=time.time_ns()
+            )
+            self.store.begin(meta, self._topology, self._records)
+            self._begun = True
+
     def _finish(self, status: str, error: str | None, end_ticks: int | None) -> Final:
+        self._begin(0)  # a run that never started still gets a file that says how it ended
         eng = self.engine
         if eng.timebase is None:
             end_ns = 0

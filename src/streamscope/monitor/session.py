@@ -34,7 +34,7 @@ from streamscope.probes.agent import DEFAULT_FLUSH_INTERVAL_S, Agent
 from streamscope.probes.taps import DEFAULT_CAPACITY
 from streamscope.query.ast import Query
 from streamscope.query.compile import Plan, compile_queries
-from streamscope.store.writer import DuckDBStore, InMemoryStore, QueryRecord, RunMeta, RunStore
+from streamscope.store.writer import DuckDBStore, InMemoryStore, RunMeta, RunStore
 from streamscope.transport.channels import InMemoryTransport, Transport, UnixSocketTransport
 from streamscope.transport.wire import MsgType
 
@@ -70,18 +70,6 @@ class RunResult:
         return {"completed": 0, "failed": 1, "interrupted": 130}.get(self.status, 1)
 
 
-def query_records(plan: Plan) -> list[QueryRecord]:
-    out = []
-    for q in plan.queries:
-        stats = tuple(dict.fromkeys(s.stat for t in q.targets for s in t.specs))
-        out.append(
-            QueryRecord(
-                q.id, q.text, q.metric, q.unit, q.frame_ns, tuple(t.name for t in q.targets), stats
-            )
-        )
-    return out
-
-
 def prepare(
     pipeline: Pipeline, queries: Sequence[Query | str], frame_ns: int
 ) -> tuple[Plan, Topology]:
@@ -92,7 +80,7 @@ def prepare(
     return plan, topology
 
 
-def _meta(pipeline: Pipeline, opts: RunOptions, t0_host_ns: int = 0) -> RunMeta:
+def _meta(pipeline: Pipeline, opts: RunOptions) -> RunMeta:
     return RunMeta(
         run_id=uuid.uuid4().hex,
         name=pipeline.name,
@@ -103,7 +91,6 @@ def _meta(pipeline: Pipeline, opts: RunOptions, t0_host_ns: int = 0) -> RunMeta:
         started_unix_ns=time.time_ns(),
         frame_ns=opts.frame_ns,
         version=VERSION,
-        t0_host_ns=t0_host_ns,
     )
 
 
@@ -130,7 +117,7 @@ def run(
     opts = options or RunOptions()
     plan, topology = prepare(pipeline, queries, opts.frame_ns)
     _check_out(opts.out, opts.overwrite)
-    meta = _meta(pipeline, opts, host_now_ticks())
+    meta = _meta(pipeline, opts)
     tmp = tempfile.mkdtemp(prefix="streamscope-")
     sock_path = os.path.join(tmp, "monitor.sock")
     try:
@@ -149,7 +136,6 @@ def _drive(
     transport: Transport,
     sock_path: str,
     opts: RunOptions,
-    t0_ticks: int,
 ) -> Outcome:
     """Run the pipeline with the main agent; always tells the monitor how it ended."""
     agent = Agent(MAIN_AGENT, transport, flush_interval_s=opts.flush_interval_s)
@@ -159,7 +145,7 @@ def _drive(
     if on_main:
         signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     try:
-        agent.send_control(MsgType.START, t0_ticks, {})
+        agent.send_control(MsgType.START, host_now_ticks(), {})
         runner = Runner(
             pipeline,
             topology.probes,
@@ -205,11 +191,11 @@ def _run_inline(
     store: RunStore = (
         DuckDBStore(opts.out, overwrite=opts.overwrite) if opts.out else InMemoryStore()
     )
-    store.begin(meta, topology, query_records(plan))
     service = MonitorService(
         plan,
         topology,
         store,
+        meta=meta,
         drop_frame_ns=opts.frame_ns,
         socket_path=sock_path,
         on_frames=on_frames,
@@ -220,7 +206,7 @@ def _run_inline(
     )
     thread.start()
     transport = InMemoryTransport(service.inbox)
-    outcome = _drive(pipeline, topology, transport, sock_path, opts, meta.t0_host_ns)
+    outcome = _drive(pipeline, topology, transport, sock_path, opts)
     thread.join()
     final = finals[0]
     if opts.out:
@@ -269,9 +255,7 @@ def _run_process(
     done: list[dict[str, Any]] = []
     reader = threading.Thread(target=_read_events, args=(proc.stdout, on_frames, done), daemon=True)
     reader.start()
-    outcome = _drive(
-        pipeline, topology, UnixSocketTransport(sock_path), sock_path, opts, meta.t0_host_ns
-    )
+    outcome = _drive(pipeline, topology, UnixSocketTransport(sock_path), sock_path, opts)
     while True:
         try:
             proc.wait()
