@@ -1,6 +1,6 @@
 """M/D/1 micro-benchmark (seed 002): as ``mm1.py`` but every service takes the same time.
 
-    streamscope run examples/md1.py -q 'occupancy(source -> server): mean, histogram' -- --rho 0.8
+streamscope run examples/md1.py -q 'occupancy(source -> server): mean, histogram' -- --rho 0.8
 """
 
 from __future__ import annotations

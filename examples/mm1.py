@@ -65,7 +65,9 @@ class Source:
 
 
 class Server:
-    def __init__(self, items: int, mean_service_ns: float, seed: int, dist: str, truth: Path | None) -> None:
+    def __init__(
+        self, items: int, mean_service_ns: float, seed: int, dist: str, truth: Path | None
+    ) -> None:
         self.items = items
         self.mean = mean_service_ns
         self.seed = seed
@@ -107,7 +109,9 @@ def build(argv: list[str], default_service: str = "exp") -> ss.Pipeline:
     ap.add_argument("--service", choices=("exp", "const"), default=default_service)
     ap.add_argument("--source-resource", choices=("thread", "process"), default="thread")
     ap.add_argument("--server-resource", choices=("thread", "process"), default="thread")
-    ap.add_argument("--truth", type=Path, help="directory for the ground-truth insertion/removal times")
+    ap.add_argument(
+        "--truth", type=Path, help="directory for the ground-truth insertion/removal times"
+    )
     a = ap.parse_args(argv)
     if not a.rho > 0:
         ap.error("--rho must be positive")
@@ -115,8 +119,14 @@ def build(argv: list[str], default_service: str = "exp") -> ss.Pipeline:
         a.truth.mkdir(parents=True, exist_ok=True)
     mean_service = a.service_ms * 1e6
     p = ss.Pipeline("mm1" if a.service == "exp" else "md1")
-    p.add("source", Source(a.items, mean_service / a.rho, a.seed, a.truth), resource=a.source_resource)
-    p.add("server", Server(a.items, mean_service, a.seed, a.service, a.truth), resource=a.server_resource)
+    p.add(
+        "source", Source(a.items, mean_service / a.rho, a.seed, a.truth), resource=a.source_resource
+    )
+    p.add(
+        "server",
+        Server(a.items, mean_service, a.seed, a.service, a.truth),
+        resource=a.server_resource,
+    )
     p.add("sink", lambda item: None)
     p.connect("source", "server", capacity=a.capacity)
     p.connect("server", "sink", capacity=a.capacity)

@@ -14,7 +14,9 @@ from hypothesis import strategies as st
 from streamscope.monitor.streams import ChannelStream, StageStream
 
 
-def history(ops: list[bool], gaps: list[int], capacity: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def history(
+    ops: list[bool], gaps: list[int], capacity: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """A valid FIFO history: (insert times, insert seqs, remove times, remove seqs)."""
     t, level, n_in, n_out = 0, 0, 0, 0
     it, iseq, rt, rseq = [], [], [], []
@@ -36,7 +38,9 @@ def history(ops: list[bool], gaps: list[int], capacity: int) -> tuple[np.ndarray
 
 def replay(it: np.ndarray, rt: np.ndarray, end: int) -> dict[int, int]:
     """Time at each level over [0, end), by walking events one by one (the oracle)."""
-    events = sorted([(t, 1) for t in it.tolist()] + [(t, -1) for t in rt.tolist()], key=lambda e: (e[0], -e[1]))
+    events = sorted(
+        [(t, 1) for t in it.tolist()] + [(t, -1) for t in rt.tolist()], key=lambda e: (e[0], -e[1])
+    )
     out: dict[int, int] = {}
     last, level = 0, 0
     for t, d in events:
@@ -69,7 +73,12 @@ def test_occupancy_and_latency_survive_any_batching(ops, gaps, capacity, cuts) -
         s.add("head", rt[fed_r:nr], rseq[fed_r:nr])
         fed_i, fed_r = max(fed_i, ni), max(fed_r, nr)
         out = s.advance(w)
-        for lv, a, b in zip(out.occupancy.level.tolist(), out.occupancy.start.tolist(), out.occupancy.end.tolist(), strict=True):
+        for lv, a, b in zip(
+            out.occupancy.level.tolist(),
+            out.occupancy.start.tolist(),
+            out.occupancy.end.tolist(),
+            strict=True,
+        ):
             got[lv] = got.get(lv, 0) + b - a
         lat.extend(out.latency.value.tolist())
     assert got == replay(it, rt, end)
@@ -111,3 +120,59 @@ def test_late_records_are_counted_not_merged() -> None:
     s.advance(100)
     late = s.add("tail", np.array([50], np.int64), np.array([2], np.int64))
     assert late == 1
+
+
+def truth_level_at(it: np.ndarray, rt: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """True occupancy just after time t (insertions first at equal times, as the stream merges)."""
+    return np.searchsorted(it, t, side="right") - np.searchsorted(rt, t, side="right")
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    ops=st.lists(st.booleans(), min_size=20, max_size=300),
+    gaps=st.lists(st.integers(1, 50), min_size=300, max_size=300),
+    capacity=st.integers(1, 6),
+    keep=st.integers(0, 5),
+    window=st.integers(50, 2000),
+    end_refusing=st.sampled_from(["tail", "head"]),
+)
+def test_refused_records_make_time_unknown_never_wrong(
+    ops, gaps, capacity, keep, window, end_refusing
+) -> None:  # type: ignore[no-untyped-def]
+    """One end keeps only the first ``keep`` records of each drain window (as a full tap does)
+    and reports the refusal with them. Every segment the stream calls known has the true level;
+    counts of items stay exact."""
+    it, iseq, rt, rseq = history(ops, gaps, capacity)
+    end = int(max(it.max(initial=0), rt.max(initial=0))) + 10
+    s = ChannelStream("a -> b")
+    known_ok = True
+    items = {"tail": 0, "head": 0}
+    cursor = {"tail": 0, "head": 0}
+    data = {"tail": (it, iseq), "head": (rt, rseq)}
+    for w_end in range(window, end + window, window):
+        for name in ("tail", "head"):
+            t, q = data[name]
+            n = int(np.searchsorted(t, w_end))
+            bt, bq = t[cursor[name] : n], q[cursor[name] : n]
+            cursor[name] = n
+            if name == end_refusing and len(bt) > keep:
+                s.add(name, bt[:keep], bq[:keep])
+                s.add_refusal(name, w_end)
+            else:
+                s.add(name, bt, bq)
+        out = s.advance(min(w_end, end))
+        occ = out.occupancy
+        known = occ.level >= 0
+        truth = truth_level_at(it, rt, occ.start[known])
+        known_ok &= bool(np.array_equal(truth, occ.level[known]))
+        assert occ.level.max(initial=0) <= capacity
+        items["tail"] += int(out.insertions.value.sum())
+        items["head"] += int(out.removals.value.sum())
+    assert known_ok
+    # Items before the last kept record of each end are all accounted for, never more.
+    assert items["tail"] <= len(it)
+    assert items["head"] <= len(rt)
+    if end_refusing == "head":
+        assert items["tail"] == len(it)
+    else:
+        assert items["head"] == len(rt)

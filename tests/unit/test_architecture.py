@@ -31,10 +31,16 @@ def _imports(path: Path) -> set[str]:
     tree = ast.parse(path.read_text())
     found: set[str] = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("streamscope."):
+        if (
+            isinstance(node, ast.ImportFrom)
+            and node.module
+            and node.module.startswith("streamscope.")
+        ):
             found.add(node.module.split(".")[1])
         elif isinstance(node, ast.Import):
-            found.update(a.name.split(".")[1] for a in node.names if a.name.startswith("streamscope."))
+            found.update(
+                a.name.split(".")[1] for a in node.names if a.name.startswith("streamscope.")
+            )
     return found
 
 
@@ -67,5 +73,9 @@ def test_public_surface_is_pinned() -> None:
 
 
 def test_every_module_says_what_it_is_for() -> None:
-    missing = [str(p.relative_to(SRC)) for p in SRC.rglob("*.py") if not ast.get_docstring(ast.parse(p.read_text()))]
+    missing = [
+        str(p.relative_to(SRC))
+        for p in SRC.rglob("*.py")
+        if not ast.get_docstring(ast.parse(p.read_text()))
+    ]
     assert not missing, missing

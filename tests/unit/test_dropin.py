@@ -58,16 +58,20 @@ def test_program_with_threads_gets_occupancy_states_and_throughput() -> None:
             t.start()
         for t in threads:
             t.join()
-    assert m.result is not None and m.result.status == "completed"
+    assert m.result is not None
+    assert m.result.status == "completed"
     run = ss.Run.from_memory(m.result.store)  # type: ignore[arg-type]
-    counted = sum(p.value or 0 for r in run.results(3) for p in r.points if isinstance(p, ScalarPoint))
+    counted = sum(
+        p.value or 0 for r in run.results(3) for p in r.points if isinstance(p, ScalarPoint)
+    )
     assert counted == n + 1  # the None that ends the program is an item too
     full = [r.point("max") for r in run.results(0)]
     assert max(p.value or 0 for p in full if isinstance(p, ScalarPoint)) == 4
     # The slow consumer is busy; the fast producer mostly waits on the full queue.
     cons = [r.point("duty") for r in run.results(1)][1]
     prod = [r.point("duty") for r in run.results(2)][1]
-    assert isinstance(cons, DutyPoint) and isinstance(prod, DutyPoint)
+    assert isinstance(cons, DutyPoint)
+    assert isinstance(prod, DutyPoint)
     assert dict(zip(cons.labels, cons.fractions, strict=True))["busy"] > 0.9
     assert dict(zip(prod.labels, prod.fractions, strict=True))["blocked_out"] > 0.9
 

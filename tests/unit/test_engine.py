@@ -16,7 +16,9 @@ from streamscope.transport.wire import Message, MsgType
 T0 = 1_000_000
 
 
-def _engine(queries: list[str], frame_ns: int = 100) -> tuple[Engine, list[FrameResult], list[DropCount]]:
+def _engine(
+    queries: list[str], frame_ns: int = 100
+) -> tuple[Engine, list[FrameResult], list[DropCount]]:
     p = Pipeline("t")
     p.add("a", range(3))
     p.add("b", lambda x: x)
@@ -30,7 +32,16 @@ def _engine(queries: list[str], frame_ns: int = 100) -> tuple[Engine, list[Frame
         drops.extend(d)
 
     eng = Engine(plan, topo, frame_ns, sink)
-    eng.handle(Message(MsgType.START, 0, 1, T0, make_records(0, 0, np.zeros(0, np.int64), np.zeros(0, np.int64)), {}))
+    eng.handle(
+        Message(
+            MsgType.START,
+            0,
+            1,
+            T0,
+            make_records(0, 0, np.zeros(0, np.int64), np.zeros(0, np.int64)),
+            {},
+        )
+    )
     return eng, got, drops
 
 
@@ -57,7 +68,9 @@ def test_frames_wait_for_the_slowest_agent() -> None:
 
 
 def test_finish_emits_every_frame_including_empty_and_partial_ones() -> None:
-    eng, got, _ = _engine(["occupancy(a -> b): histogram every 100ns", "count(a -> b): sum every 100ns"])
+    eng, got, _ = _engine(
+        ["occupancy(a -> b): histogram every 100ns", "count(a -> b): sum every 100ns"]
+    )
     tail = next(p.id for p in eng.topology.probes if p.kind == "tail")
     eng.handle(_batch(1, 0, Kind.PUT, tail, [5], [1]))
     eng.finish(350)

@@ -106,14 +106,26 @@ def test_stages_sharing_a_named_process() -> None:
     p.add("sink", out)
     p.chain("src", "inc", "sink")
     topo = p.topology()
-    assert {c.name: c.transport for c in topo.channels} == {"src -> inc": "thread", "inc -> sink": "process"}
+    assert {c.name: c.transport for c in topo.channels} == {
+        "src -> inc": "thread",
+        "inc -> sink": "process",
+    }
     assert _run(p).status == "completed"
     assert out.items == list(range(1, 21))
 
 
 @pytest.mark.parametrize(
     "item",
-    [0, -(1 << 62), 3.25, b"\x00raw", "text ✓", np.arange(6, dtype=np.float32).reshape(2, 3), {"a": [1, 2]}, None],
+    [
+        0,
+        -(1 << 62),
+        3.25,
+        b"\x00raw",
+        "text ✓",
+        np.arange(6, dtype=np.float32).reshape(2, 3),
+        {"a": [1, 2]},
+        None,
+    ],
 )
 def test_item_codec_round_trip(item: object) -> None:
     kind, payload = encode_item(item)
@@ -187,7 +199,8 @@ def test_a_raising_stage_fails_the_run_and_names_itself() -> None:
     p.chain("src", "boom", "sink", capacity=2)
     res = _run(p, ["state(boom): duty every 50ms"])
     assert res.status == "failed"
-    assert "'boom'" in (res.error or "") and "ValueError: bad item 3" in (res.error or "")
+    assert "'boom'" in (res.error or "")
+    assert "ValueError: bad item 3" in (res.error or "")
     assert "test_pipeline.py" in (res.error or "")
     assert res.store is not None
     assert Run.from_memory(res.store).status == "failed"

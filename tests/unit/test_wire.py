@@ -10,7 +10,9 @@ from streamscope.transport.wire import HEADER_SIZE, MsgType, WireError, decode, 
 
 
 def test_batch_round_trip() -> None:
-    rec = make_records(int(Kind.PUT), 5, np.arange(10, dtype=np.int64), np.arange(1, 11, dtype=np.int64))
+    rec = make_records(
+        int(Kind.PUT), 5, np.arange(10, dtype=np.int64), np.arange(1, 11, dtype=np.int64)
+    )
     msg = decode(encode(MsgType.BATCH, 3, 1234, 999, rec))
     assert msg.type == MsgType.BATCH
     assert (msg.agent, msg.pid, msg.watermark) == (3, 1234, 999)
@@ -34,7 +36,9 @@ def test_control_round_trip() -> None:
     ],
 )
 def test_malformed_bytes_are_refused(mangle, match) -> None:  # type: ignore[no-untyped-def]
-    good = encode(MsgType.BATCH, 1, 1, 1, make_records(1, 1, np.zeros(2, np.int64), np.ones(2, np.int64)))
+    good = encode(
+        MsgType.BATCH, 1, 1, 1, make_records(1, 1, np.zeros(2, np.int64), np.ones(2, np.int64))
+    )
     with pytest.raises(WireError, match=match):
         decode(mangle(good))
 

@@ -11,10 +11,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import NDArray
 
 from streamscope.aggregate.frames import frame_index
 from streamscope.aggregate.points import DropCount, FrameResult
-from streamscope.core.records import Kind
+from streamscope.core.records import Kind, Records
 from streamscope.core.topology import Topology
 from streamscope.monitor.reducers import TargetReducer
 from streamscope.monitor.streams import ChannelStream, StageStream
@@ -99,31 +100,38 @@ class Engine:
         rec = msg.records
         self.events_seen += len(rec)
         t = self.timebase.to_ns(rec["ticks"].astype(np.int64))
-        kinds = rec["kind"]
-        probes = rec["probe"]
-        drops = kinds == Kind.DROPPED
-        if drops.any():
-            frames = frame_index(np.maximum(t[drops], 0), self.drop_frame_ns)
-            for p, f, v in zip(
-                probes[drops].tolist(), frames.tolist(), rec["value"][drops].tolist(), strict=True
-            ):
-                self.dropped[(p, f)] = self.dropped.get((p, f), 0) + v
-            keep = ~drops
-            rec, t, probes = rec[keep], t[keep], probes[keep]
+        drops = rec["kind"] == Kind.DROPPED
+        keep = ~drops
+        self._route(rec[keep], t[keep])
+        # After this batch's records: a refusal's gap starts at the probe's last kept record.
+        for pid, t_report, n in zip(
+            rec["probe"][drops].tolist(),
+            t[drops].tolist(),
+            rec["value"][drops].tolist(),
+            strict=True,
+        ):
+            key = (pid, max(t_report, 0) // self.drop_frame_ns)
+            self.dropped[key] = self.dropped.get(key, 0) + n
+            kind, target = self.probe_kind.get(pid, ("", ""))
+            if kind in ("tail", "head"):
+                self.channels[target].add_refusal(kind, t_report)
+            elif kind == "state":
+                self.stages[target].add_refusal(t_report)
+
+    def _route(self, rec: Records, t: NDArray[np.int64]) -> None:
+        """Hand each probe's records to its stream (one slice per probe, no per-record loop)."""
         if not len(rec):
             return
+        probes = rec["probe"]
         order = np.argsort(probes, kind="stable")
-        probes_sorted = probes[order]
-        uniq, starts = np.unique(probes_sorted, return_index=True)
+        uniq, starts = np.unique(probes[order], return_index=True)
         bounds = [*starts.tolist(), len(order)]
+        values = rec["value"].astype(np.int64)
         for i, pid in enumerate(uniq.tolist()):
             sel = order[bounds[i] : bounds[i + 1]]
-            pt, pv = t[sel], rec["value"][sel].astype(np.int64)
+            pt, pv = t[sel], values[sel]
             self._count_recorded(pid, pt)
-            kind_target = self.probe_kind.get(pid)
-            if kind_target is None:
-                continue
-            kind, target = kind_target
+            kind, target = self.probe_kind.get(pid, ("", ""))
             if kind in ("tail", "head"):
                 late = self.channels[target].add(kind, pt, pv)
             elif kind == "state":
@@ -131,9 +139,10 @@ class Engine:
             else:
                 late = 0
             if late:
+                # Too late to place in time: counted as refused, and the gap is marked unknown.
                 self.late += late
-                f = max(int(pt.min()), 0) // self.drop_frame_ns
-                self.dropped[(pid, f)] = self.dropped.get((pid, f), 0) + late
+                key = (pid, max(int(pt.min()), 0) // self.drop_frame_ns)
+                self.dropped[key] = self.dropped.get(key, 0) + late
 
     def _count_recorded(self, pid: int, t: np.ndarray) -> None:
         frames, counts = np.unique(

@@ -47,10 +47,12 @@ class TargetReducer:
         return accs
 
     def add_segments(self, seg: Segments) -> None:
-        if not len(seg.start):
+        """Time-weighted levels; segments of unknown level (refused records) are left out."""
+        known = seg.level >= 0
+        if not known.any():
             return
-        idx, frames, dur = split_at_frames(seg.start, seg.end, self.frame_ns)
-        levels = seg.level[idx].astype(np.float64)
+        idx, frames, dur = split_at_frames(seg.start[known], seg.end[known], self.frame_ns)
+        levels = seg.level[known][idx].astype(np.float64)
         self._feed(frames, levels, dur.astype(np.float64))
 
     def add_events(self, ev: Events) -> None:
@@ -59,17 +61,23 @@ class TargetReducer:
         frames = frame_index(ev.t, self.frame_ns)
         self._feed(frames, ev.value.astype(np.float64), None)
 
-    def add_times(self, t: I64) -> None:
-        """Event counts (metric ``count``) or per-window rates (``throughput``)."""
-        if not len(t):
+    def add_times(self, ev: Events) -> None:
+        """Items per frame (``count``) or per tenth of a frame (``throughput``).
+
+        Each record accounts for ``ev.value`` items: more than one when records before it were
+        refused, so counts stay exact; the missing items are counted at the next record's time.
+        """
+        if not len(ev.t):
             return
+        t, items = ev.t, ev.value.astype(np.float64)
         frames = frame_index(t, self.frame_ns)
         if self.metric == "count":
-            self._feed(frames, np.ones(len(t)), None)
+            self._feed(frames, np.ones(len(t)), items)
             return
         win = ((t - frames * self.frame_ns) * THROUGHPUT_WINDOWS) // self.frame_ns
         key = frames * THROUGHPUT_WINDOWS + win
-        uniq, counts = np.unique(key, return_counts=True)
+        uniq, inverse = np.unique(key, return_inverse=True)
+        counts = np.bincount(inverse, weights=items)
         for k, c in zip(uniq.tolist(), counts.tolist(), strict=True):
             f, w = divmod(k, THROUGHPUT_WINDOWS)
             if f < self.next_frame:

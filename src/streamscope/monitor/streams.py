@@ -1,9 +1,10 @@
 """Per-channel and per-stage event streams, turned into segments and per-item values.
 
 In: tail/head (or state) records in virtual ns, in any batch order but each stream advanced only
-up to a watermark. Out: piecewise-constant segments (start, end, level) and event values
-(inter-insertion, inter-departure, latency), with the state that spans batches carried over.
-Every operation is on whole arrays.
+up to a watermark, and the times at which a probe reported refused records. Out: piecewise-
+constant segments (start, end, level; level -1 where refused records make it unknown) and event
+values (inter-insertion, inter-departure, latency, items per record), with the state that spans
+batches carried over. Every operation is on whole arrays.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from numpy.typing import NDArray
 
 I64 = NDArray[np.int64]
 _EMPTY = np.zeros(0, dtype=np.int64)
+#: Level of a segment whose value is unknown because records were refused during it.
+UNKNOWN = -1
 
 
 @dataclass(slots=True)
@@ -33,12 +36,11 @@ class Events:
 @dataclass(slots=True)
 class ChannelOutput:
     occupancy: Segments
-    insertions: I64  # times of insertions
-    removals: I64  # times of removals
+    insertions: Events  # time of each insertion record, and how many items it accounts for
+    removals: Events  # the same for removals
     interinsertion: Events
     interdeparture: Events
     latency: Events
-    late: int = 0
     unmatched: int = 0
 
 
@@ -50,6 +52,18 @@ def _segments(last_t: int, carry: int, t: I64, levels: I64, until: int) -> Segme
     return Segments(starts[keep], ends[keep], lv[keep])
 
 
+def _mask_unknown(seg: Segments, lo: I64, hi: I64) -> None:
+    """Set the level of every segment that starts inside some [lo, hi) to UNKNOWN."""
+    if not len(lo) or not len(seg.start):
+        return
+    order = np.argsort(lo, kind="stable")
+    lo, hi = lo[order], hi[order]
+    reach = np.maximum.accumulate(hi)  # intervals may overlap: how far any interval so far reaches
+    idx = np.searchsorted(lo, seg.start, side="right") - 1
+    inside = (idx >= 0) & (seg.start < reach[np.maximum(idx, 0)])
+    seg.level[inside] = UNKNOWN
+
+
 @dataclass(slots=True)
 class _Pending:
     t: list[I64] = field(default_factory=list)
@@ -59,33 +73,90 @@ class _Pending:
         self.t.append(t)
         self.seq.append(seq)
 
-    def take(self, until: int) -> tuple[I64, I64]:
-        """Remove and return (sorted by time) everything before ``until``."""
+    def merged(self) -> tuple[I64, I64]:
         if not self.t:
             return _EMPTY, _EMPTY
         t = np.concatenate(self.t)
         s = np.concatenate(self.seq)
         order = np.argsort(t, kind="stable")
         t, s = t[order], s[order]
+        self.t, self.seq = [t], [s]
+        return t, s
+
+    def take(self, until: int) -> tuple[I64, I64]:
+        """Remove and return (sorted by time) everything before ``until``."""
+        t, s = self.merged()
         cut = int(np.searchsorted(t, until, side="left"))
         self.t = [t[cut:]] if cut < len(t) else []
         self.seq = [s[cut:]] if cut < len(t) else []
         return t[:cut], s[:cut]
 
 
+class _Gaps:
+    """Spans of one probe's timeline where it refused records (so its values there are unknown).
+
+    A refusal is reported with the records kept before it, so its gap starts at the last record
+    at or before the report and ends at the probe's first record after the report.
+    """
+
+    def __init__(self) -> None:
+        self.open: list[tuple[int, int]] = []  # (gap start, report time)
+
+    def report(self, t_report: int, pending: _Pending, last_t: int, floor: int) -> None:
+        t, _ = pending.merged()
+        i = int(np.searchsorted(t, t_report, side="right")) - 1
+        start = int(t[i]) if i >= 0 else last_t
+        self.open.append((max(start, floor), t_report))
+
+    def close(self, t: I64, until: int) -> tuple[I64, I64]:
+        """Unknown intervals up to ``until``, given this advance's records ``t`` of the probe."""
+        lo: list[int] = []
+        hi: list[int] = []
+        still: list[tuple[int, int]] = []
+        for start, t_report in self.open:
+            j = int(np.searchsorted(t, t_report, side="right"))
+            if j < len(t):
+                lo.append(start)
+                hi.append(int(t[j]))
+            else:
+                lo.append(start)
+                hi.append(until)
+                still.append((until, t_report))
+        self.open = still
+        return np.array(lo, dtype=np.int64), np.array(hi, dtype=np.int64)
+
+
+class _End:
+    """One end of a channel: its pending records, carried last record and refusal gaps."""
+
+    def __init__(self) -> None:
+        self.pending = _Pending()
+        self.gaps = _Gaps()
+        self.last_t = 0  # time of the last record taken (the run's start before any)
+        self.last_seq = 0
+        self.last_event: int | None = None
+
+    def take(self, until: int) -> tuple[I64, I64, I64, I64]:
+        """(times, seqs, items each record accounts for, previous record time) before ``until``."""
+        t, s = self.pending.take(until)
+        prev_seq = np.concatenate(([self.last_seq], s[:-1])) if len(s) else _EMPTY
+        prev_t = np.concatenate(([self.last_t], t[:-1])) if len(t) else _EMPTY
+        items = s - prev_seq
+        if len(t):
+            self.last_seq = max(self.last_seq, int(s.max()))
+            self.last_t = int(t[-1])
+        return t, s, items, prev_t
+
+
 class ChannelStream:
     """One channel. Occupancy at time t is (items inserted by t) - (items removed by t), read
-    from the sequence numbers the taps record, so a refused record delays but never corrupts it."""
+    from the sequence numbers the taps record. Where one end refused records, the times of
+    some insertions or removals are lost: those spans are reported as unknown, never guessed."""
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self._tail = _Pending()
-        self._head = _Pending()
+        self.ends = {"tail": _End(), "head": _End()}
         self.last_t = 0
-        self.tail_seq = 0
-        self.head_seq = 0
-        self._last_insert: int | None = None
-        self._last_remove: int | None = None
         self._open_seq = _EMPTY  # inserted, not yet removed: sequence numbers ...
         self._open_t = _EMPTY  # ... and insertion times
 
@@ -95,44 +166,56 @@ class ChannelStream:
         n_late = int(late.sum())
         if n_late:
             t_ns, seq = t_ns[~late], seq[~late]
-        (self._tail if end == "tail" else self._head).add(t_ns, seq)
+        self.ends[end].pending.add(t_ns, seq)
         return n_late
+
+    def add_refusal(self, end: str, t_report: int) -> None:
+        """The probe at ``end`` refused records some time before ``t_report``."""
+        e = self.ends[end]
+        e.gaps.report(t_report, e.pending, e.last_t, self.last_t)
 
     def advance(self, until: int) -> ChannelOutput:
         until = max(until, self.last_t)
-        tt, ts = self._tail.take(until)
-        ht, hs = self._head.take(until)
+        tail, head = self.ends["tail"], self.ends["head"]
+        t_carry, h_carry = tail.last_seq, head.last_seq
+        tt, ts, t_items, t_prev = tail.take(until)
+        ht, hs, h_items, h_prev = head.take(until)
         # Merge both ends in time order; at equal times insertions go first.
         t = np.concatenate((tt, ht))
         is_tail = np.concatenate((np.ones(len(tt), bool), np.zeros(len(ht), bool)))
         order = np.lexsort((~is_tail, t))
         t, is_tail = t[order], is_tail[order]
         seqs = np.concatenate((ts, hs))[order]
-        tail_run = (
-            np.maximum.accumulate(np.where(is_tail, seqs, self.tail_seq)) if len(t) else _EMPTY
-        )
-        head_run = (
-            np.maximum.accumulate(np.where(~is_tail, seqs, self.head_seq)) if len(t) else _EMPTY
-        )
+        tail_run = np.maximum.accumulate(np.where(is_tail, seqs, t_carry)) if len(t) else _EMPTY
+        head_run = np.maximum.accumulate(np.where(~is_tail, seqs, h_carry)) if len(t) else _EMPTY
         levels = np.maximum(tail_run - head_run, 0)
-        occ = _segments(self.last_t, self.tail_seq - self.head_seq, t, levels, until)
-        if len(t):
-            self.tail_seq = int(tail_run[-1])
-            self.head_seq = int(head_run[-1])
+        occ = _segments(self.last_t, max(t_carry - h_carry, 0), t, levels, until)
+        # Unknown: between two records of one end whose sequence numbers jump, and refusal gaps.
+        lo_parts = [t_prev[t_items > 1], h_prev[h_items > 1]]
+        hi_parts = [tt[t_items > 1], ht[h_items > 1]]
+        for e, et in ((tail, tt), (head, ht)):
+            lo, hi = e.gaps.close(et, until)
+            lo_parts.append(lo)
+            hi_parts.append(hi)
+        _mask_unknown(occ, np.concatenate(lo_parts), np.concatenate(hi_parts))
         self.last_t = until
-        ii = self._diffs(tt, "_last_insert")
-        dd = self._diffs(ht, "_last_remove")
+        ii = self._diffs(tt, t_items, tail)
+        dd = self._diffs(ht, h_items, head)
         lat, unmatched = self._latency(tt, ts, ht, hs)
-        return ChannelOutput(occ, tt, ht, ii, dd, lat, 0, unmatched)
+        return ChannelOutput(occ, Events(tt, t_items), Events(ht, h_items), ii, dd, lat, unmatched)
 
-    def _diffs(self, t: I64, attr: str) -> Events:
+    @staticmethod
+    def _diffs(t: I64, items: I64, end: _End) -> Events:
+        """Time since the previous record of the same end, where no record between is missing."""
         if not len(t):
             return Events(_EMPTY, _EMPTY)
-        prev: int | None = getattr(self, attr)
-        setattr(self, attr, int(t[-1]))
+        prev = end.last_event
+        end.last_event = int(t[-1])
+        d = np.diff(t, prepend=t[0] if prev is None else prev)
+        ok = items == 1
         if prev is None:
-            return Events(t[1:], np.diff(t))
-        return Events(t, np.diff(t, prepend=prev))
+            ok[0] = False
+        return Events(t[ok], d[ok])
 
     def _latency(self, tt: I64, ts: I64, ht: I64, hs: I64) -> tuple[Events, int]:
         """Time in channel of each removed item: FIFO order pairs removal k with insertion k."""
@@ -141,13 +224,13 @@ class ChannelStream:
             self._open_t = np.concatenate((self._open_t, tt))
         if not len(hs):
             return Events(_EMPTY, _EMPTY), 0
+        n_open = len(self._open_seq)
         idx = np.searchsorted(self._open_seq, hs)
-        idx_c = np.minimum(idx, max(len(self._open_seq) - 1, 0))
-        found = (
-            (idx < len(self._open_seq)) & (self._open_seq[idx_c] == hs)
-            if len(self._open_seq)
-            else np.zeros(len(hs), bool)
-        )
+        idx_c = np.minimum(idx, max(n_open - 1, 0))
+        if n_open:
+            found = (idx < n_open) & (self._open_seq[idx_c] == hs)
+        else:
+            found = np.zeros(len(hs), bool)
         lat_t = ht[found]
         lat_v = ht[found] - self._open_t[idx_c[found]]
         keep = self._open_seq > hs.max()
@@ -156,12 +239,14 @@ class ChannelStream:
 
 
 class StageStream:
-    """One stage's state records → segments of constant state."""
+    """One stage's state records → segments of constant state (UNKNOWN where records were refused)."""
 
     def __init__(self, name: str) -> None:
         self.name = name
         self._pending = _Pending()
+        self._gaps = _Gaps()
         self.last_t = 0
+        self.last_record_t = 0
         self.state = 0  # idle until the first record
 
     def add(self, t_ns: I64, state: I64) -> int:
@@ -172,11 +257,17 @@ class StageStream:
         self._pending.add(t_ns, state)
         return n_late
 
+    def add_refusal(self, t_report: int) -> None:
+        self._gaps.report(t_report, self._pending, self.last_record_t, self.last_t)
+
     def advance(self, until: int) -> Segments:
         until = max(until, self.last_t)
         t, s = self._pending.take(until)
         seg = _segments(self.last_t, self.state, t, s, until)
+        lo, hi = self._gaps.close(t, until)
+        _mask_unknown(seg, lo, hi)
         if len(s):
             self.state = int(s[-1])
+            self.last_record_t = int(t[-1])
         self.last_t = until
         return seg
