@@ -31,6 +31,15 @@ def frame_index(t_ns: I64, frame_ns: int) -> I64:
     return np.floor_divide(_as_int64("t_ns", t_ns), np.int64(frame_ns))
 
 
+def runs(keys: I64) -> tuple[I64, I64]:
+    """``(values, starts)`` of the runs of equal values in ``keys`` (e.g. non-decreasing frames):
+    what ``np.unique(keys, return_index=True)`` gives for sorted keys, in one pass."""
+    if not len(keys):
+        return keys[:0], np.zeros(0, dtype=np.int64)
+    starts = np.concatenate(([0], np.flatnonzero(keys[1:] != keys[:-1]) + 1)).astype(np.int64)
+    return keys[starts], starts
+
+
 def frame_bounds(frame: int, frame_ns: int) -> tuple[int, int]:
     """``(t_start_ns, t_end_ns)`` of ``frame``, half-open."""
     _check_frame_ns(frame_ns)
@@ -57,6 +66,10 @@ def split_at_frames(start_ns: I64, end_ns: I64, frame_ns: int) -> tuple[I64, I64
     first = np.floor_divide(start, f)
     # end is exclusive, so the last nanosecond covered is end - 1
     last = np.floor_divide(np.where(nonempty, end - 1, start), f)
+    if bool(np.all(first == last)):
+        # The common case: no interval crosses a frame boundary, so nothing is split.
+        seg = np.flatnonzero(nonempty).astype(np.int64)
+        return seg, first[seg], end[seg] - start[seg]
     n_pieces = np.where(nonempty, last - first + 1, 0)
     seg = np.repeat(np.arange(start.size, dtype=np.int64), n_pieces)
     offset = np.arange(seg.size, dtype=np.int64) - np.repeat(

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from streamscope.aggregate.frames import frame_index
+from streamscope.aggregate.frames import frame_index, runs
 from streamscope.aggregate.points import DropCount, FrameResult
 from streamscope.core.records import Kind, Records
 from streamscope.core.topology import Topology
@@ -122,14 +122,17 @@ class Engine:
         """Hand each probe's records to its stream (one slice per probe, no per-record loop)."""
         if not len(rec):
             return
-        probes = rec["probe"]
-        order = np.argsort(probes, kind="stable")
-        uniq, starts = np.unique(probes[order], return_index=True)
-        bounds = [*starts.tolist(), len(order)]
+        probes = rec["probe"].astype(np.int64)
         values = rec["value"].astype(np.int64)
-        for i, pid in enumerate(uniq.tolist()):
-            sel = order[bounds[i] : bounds[i + 1]]
-            pt, pv = t[sel], values[sel]
+        ids, starts = runs(probes)
+        if len(set(ids.tolist())) != len(ids):
+            # An agent sends each tap's records together; only a mixed batch needs sorting.
+            order = np.argsort(probes, kind="stable")
+            probes, values, t = probes[order], values[order], t[order]
+            ids, starts = runs(probes)
+        bounds = [*starts.tolist(), len(probes)]
+        for i, pid in enumerate(ids.tolist()):
+            pt, pv = t[bounds[i] : bounds[i + 1]], values[bounds[i] : bounds[i + 1]]
             self._count_recorded(pid, pt)
             kind, target = self.probe_kind.get(pid, ("", ""))
             if kind in ("tail", "head"):
@@ -145,9 +148,8 @@ class Engine:
                 self.dropped[key] = self.dropped.get(key, 0) + late
 
     def _count_recorded(self, pid: int, t: np.ndarray) -> None:
-        frames, counts = np.unique(
-            frame_index(np.maximum(t, 0), self.drop_frame_ns), return_counts=True
-        )
+        frames, starts = runs(frame_index(np.maximum(t, 0), self.drop_frame_ns))
+        counts = np.diff(np.append(starts, len(t)))
         for f, c in zip(frames.tolist(), counts.tolist(), strict=True):
             self.recorded[(pid, f)] = self.recorded.get((pid, f), 0) + c
 

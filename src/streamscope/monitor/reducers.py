@@ -10,7 +10,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from streamscope.aggregate.accumulators import Accumulator
-from streamscope.aggregate.frames import frame_index, split_at_frames
+from streamscope.aggregate.frames import frame_index, runs, split_at_frames
 from streamscope.aggregate.points import FrameResult
 from streamscope.aggregate.specs import AggregationSpec
 from streamscope.monitor.streams import Events, Segments
@@ -76,8 +76,8 @@ class TargetReducer:
             return
         win = ((t - frames * self.frame_ns) * THROUGHPUT_WINDOWS) // self.frame_ns
         key = frames * THROUGHPUT_WINDOWS + win
-        uniq, inverse = np.unique(key, return_inverse=True)
-        counts = np.bincount(inverse, weights=items)
+        uniq, starts = runs(key)  # time-ordered, so keys are non-decreasing
+        counts = np.add.reduceat(items, starts)
         for k, c in zip(uniq.tolist(), counts.tolist(), strict=True):
             f, w = divmod(k, THROUGHPUT_WINDOWS)
             if f < self.next_frame:
@@ -91,7 +91,7 @@ class TargetReducer:
         self, frames: I64, values: NDArray[np.float64], weights: NDArray[np.float64] | None
     ) -> None:
         # Inputs are time-ordered, so frames are non-decreasing: one slice per frame.
-        uniq, starts = np.unique(frames, return_index=True)
+        uniq, starts = runs(frames)
         bounds = [*starts.tolist(), len(frames)]
         for i, f in enumerate(uniq.tolist()):
             if f < self.next_frame:

@@ -76,10 +76,13 @@ class _Pending:
     def merged(self) -> tuple[I64, I64]:
         if not self.t:
             return _EMPTY, _EMPTY
-        t = np.concatenate(self.t)
-        s = np.concatenate(self.seq)
-        order = np.argsort(t, kind="stable")
-        t, s = t[order], s[order]
+        t = np.concatenate(self.t) if len(self.t) > 1 else self.t[0]
+        s = np.concatenate(self.seq) if len(self.seq) > 1 else self.seq[0]
+        if len(t) > 1 and not bool(np.all(t[1:] >= t[:-1])):
+            # One tap writes in time order; only several writers of one end (a queue shared by
+            # processes) or late batches need sorting.
+            order = np.argsort(t, kind="stable")
+            t, s = t[order], s[order]
         self.t, self.seq = [t], [s]
         return t, s
 
