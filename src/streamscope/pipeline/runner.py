@@ -199,6 +199,7 @@ class Runner:
                     ch.name, ch.capacity, self._ctx, ch.slot_bytes
                 )
         self.children: list[Any] = []
+        self._child_stages: list[list[str]] = []
         self._threads: list[threading.Thread] = []
 
     def start(self) -> None:
@@ -229,6 +230,7 @@ class Runner:
             )
             proc.start()
             self.children.append(proc)
+            self._child_stages.append(stages)
         scope = _Scope(self.pipeline, self.channels, self.probes, main, self.tap_capacity)
         if self.agent is not None:
             for tap in scope.taps:
@@ -243,16 +245,26 @@ class Runner:
     def _failure(self) -> tuple[str, str] | None:
         if not self._errors.empty():
             return self._errors.get()
+        reported = self._reported()
+        if reported is not None:
+            return reported
+        for proc, stages in zip(self.children, self._child_stages, strict=True):
+            if proc.exitcode not in (None, 0):
+                # A child writes its error before it exits: read once more before guessing.
+                reported = self._reported()
+                if reported is not None:
+                    return reported
+                return (
+                    stages[0],
+                    f"its process ({', '.join(stages)}) exited with code {proc.exitcode}",
+                )
+        return None
+
+    def _reported(self) -> tuple[str, str] | None:
         while not self._status.empty():
             msg = self._status.get()
             if msg[0] == "error":
                 return (msg[1], msg[2])
-        for proc in self.children:
-            if proc.exitcode not in (None, 0):
-                return (
-                    proc.name.removeprefix("streamscope-"),
-                    f"stage process exited with code {proc.exitcode}",
-                )
         return None
 
     def wait(self, poll_s: float = 0.02) -> Outcome:
