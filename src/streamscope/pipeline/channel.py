@@ -54,10 +54,9 @@ class ThreadChannel(queue.Queue[Any]):
         self.queue.append(item)
         tap = self.tail
         if tap is not None and item is not EOS:
-            n = tap.n
-            if n < tap.cap:
-                tap.ticks[n] = host_now_ticks()
-                tap.n = n + 1
+            b = tap.buf
+            if len(b) < tap.cap:
+                b.append(host_now_ticks())
             else:
                 tap.dropped += 1
 
@@ -65,10 +64,9 @@ class ThreadChannel(queue.Queue[Any]):
         item = self.queue.popleft()
         tap = self.head
         if tap is not None and item is not EOS:
-            n = tap.n
-            if n < tap.cap:
-                tap.ticks[n] = host_now_ticks()
-                tap.n = n + 1
+            b = tap.buf
+            if len(b) < tap.cap:
+                b.append(host_now_ticks())
             else:
                 tap.dropped += 1
         return item

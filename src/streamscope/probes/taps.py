@@ -35,13 +35,14 @@ class LockedTap:
     """A channel-end tap written only while ``lock`` is held (the channel's own mutex).
 
     The value of each record is the item's 1-based sequence number at this end, and it is
-    implicit: the buffer refuses every event from the moment it is full until the next drain,
-    so the records kept since a drain are always the first ones, and a drain knows their numbers.
-    The hot path is ``n = tap.n; if n < tap.cap: tap.ticks[n] = now(); tap.n = n + 1`` inline in
-    the channel (see ``pipeline.channel``): no allocation, no lock beyond the channel's.
+    implicit: the buffer refuses every event from the moment it holds ``cap`` records until the
+    next drain, so the records kept since a drain are always the first ones, and a drain knows
+    their numbers. The hot path, inline in the channel (see ``pipeline.channel``), is
+    ``b = tap.buf; if len(b) < tap.cap: b.append(now())``: a list append measured cheaper than an
+    index store into a preallocated array, by about a tenth of a ``queue.Queue`` operation.
     """
 
-    __slots__ = ("_spare", "base", "cap", "dropped", "kind", "lock", "n", "probe", "ticks")
+    __slots__ = ("base", "buf", "cap", "dropped", "kind", "lock", "probe")
 
     def __init__(
         self, probe: int, kind: Kind, lock: threading.Lock, capacity: int = DEFAULT_CAPACITY
@@ -50,32 +51,28 @@ class LockedTap:
         self.kind = int(kind)
         self.lock = lock
         self.cap = capacity
-        self.ticks = array("q", bytes(8 * capacity))
-        self._spare = array("q", bytes(8 * capacity))
-        self.n = 0
+        self.buf: list[int] = []
         self.dropped = 0
         self.base = 0  # events (kept or refused) before the current buffer
 
     def record(self, ticks: int) -> None:
-        """The same as the inlined hot path; for callers that are not performance critical.
+        """The same as the inlined hot path, for callers that are not performance critical.
 
         Must be called with ``lock`` held.
         """
-        n = self.n
-        if n < self.cap:
-            self.ticks[n] = ticks
-            self.n = n + 1
+        if len(self.buf) < self.cap:
+            self.buf.append(ticks)
         else:
             self.dropped += 1
 
     def drain(self) -> tuple[Records, int]:
         with self.lock:
-            buf, n, dropped = self.ticks, self.n, self.dropped
-            self.ticks, self.n, self.dropped = self._spare, 0, 0
+            buf, dropped = self.buf, self.dropped
+            self.buf, self.dropped = [], 0
+        n = len(buf)
         base = self.base
         self.base = base + n + dropped
-        ticks = np.frombuffer(buf, dtype=np.int64, count=n).copy()
-        self._spare = buf
+        ticks = np.array(buf, dtype=np.int64) if n else np.zeros(0, dtype=np.int64)
         seq = np.arange(base + 1, base + n + 1, dtype=np.int64)
         return make_records(self.kind, self.probe, ticks, seq), dropped
 
