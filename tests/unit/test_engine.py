@@ -92,3 +92,35 @@ def test_drops_are_reported_per_probe_and_frame() -> None:
     by_frame = {d.frame: d for d in drops}
     assert by_frame[0] == DropCount(tail, 0, 0, 2)
     assert by_frame[1] == DropCount(tail, 1, 3, 0)
+
+
+def test_an_end_before_the_reduced_watermark_cannot_shrink_the_last_frame(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """However the end tick races with the last batch, frames never hold more time than the run."""
+    from streamscope.monitor import service
+    from streamscope.monitor.service import MonitorService
+
+    monkeypatch.setattr(service, "ADVANCE_EVERY_S", 0.0)  # reduce after every message
+    from streamscope.store.writer import InMemoryStore, RunMeta
+    from streamscope.transport.wire import encode
+
+    p = Pipeline("t")
+    p.add("a", range(3))
+    p.add("b", lambda x: x)
+    p.connect("a", "b", capacity=4)
+    plan, topo = prepare(p, ["occupancy(a -> b): histogram every 100ns"], 100)
+    store = InMemoryStore()
+    meta = RunMeta("id", "t", "", "", (), "h", 0, 100, "0")
+    svc = MonitorService(plan, topo, store, meta=meta, drop_frame_ns=100)
+    tail = next(p.id for p in topo.probes if p.kind == "tail")
+    rec = make_records(int(Kind.PUT), tail, np.array([T0 + 10], np.int64), np.array([1], np.int64))
+    svc.inbox.put(encode(MsgType.START, 0, 1, T0))
+    svc.inbox.put(encode(MsgType.BATCH, 0, 1, T0 + 260, rec))
+    svc.inbox.put(encode(MsgType.FINISH, 0, 1, T0 + 150, info={"status": "completed"}))
+    svc.inbox.put(None)
+    final = svc.serve()
+    from streamscope.store.reader import Run
+
+    run = Run.from_memory(store)
+    frames = run.results(0)
+    total = sum(sum(p.weights) for r in frames for p in r.points if isinstance(p, HistogramPoint))
+    assert total == sum(r.covered_ns for r in frames) == final.duration_ns == run.duration_ns

@@ -111,8 +111,8 @@ def monitor(
         raise
     finally:
         REGISTRY.deactivate()
-        end = host_now_ticks()
         main.flush(final=True)
+        end = host_now_ticks()  # after the last records, so none lies beyond the end
         main.send_control(MsgType.FINISH, end, {"status": status, "error": error})
         main.close(final=True)
         thread.join()

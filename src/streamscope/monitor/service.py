@@ -217,7 +217,8 @@ class MonitorService:
                 eng.watermark_ns, max((a.watermark_ns for a in eng.agents.values()), default=0)
             )
         else:
-            end_ns = eng.timebase.scalar_to_ns(end_ticks)
+            # Never end before what was already reduced: the last frame's time must add up.
+            end_ns = max(eng.timebase.scalar_to_ns(end_ticks), eng.watermark_ns)
         eng.finish(end_ns)
         self.store.finish(status, error, time.time_ns(), end_ns)
         self.close()

@@ -166,8 +166,8 @@ def _drive(
     except KeyboardInterrupt:
         outcome = Outcome("interrupted", "interrupted by the user (SIGINT)")
     finally:
-        end = host_now_ticks()
         agent.flush(final=True)
+        end = host_now_ticks()  # after the last records, so none lies beyond the end
         agent.send_control(MsgType.FINISH, end, {"status": outcome.status, "error": outcome.error})
         agent.close(final=True)
         if on_main:

@@ -139,7 +139,15 @@ def _child_main(
             for tap in scope.taps:
                 agent.add(tap)
 
+        closing = False
+
         def on_term(signum: int, frame: object) -> None:
+            # PR_SET_PDEATHSIG fires again for each exiting thread of a killed parent: a nested
+            # call would deadlock on the agent's lock held by the first one.
+            nonlocal closing
+            if closing:
+                return
+            closing = True
             if agent is not None:
                 agent.close(final=False)
             os._exit(128 + signum)

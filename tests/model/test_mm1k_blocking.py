@@ -1,0 +1,151 @@
+"""A small channel with a blocking producer is exactly M/M/1/(C+2).
+
+The system is the channel (capacity C) plus the item in service plus the item a blocked producer
+holds; the producer's exponential clock restarts when a blocked insertion completes
+(examples/mm1.py; a block shorter than 0.2 ms keeps the old deadline, a small bias), so arrivals
+are Poisson whenever the system is below K = C + 2. The channel holds no item in states 0 and 1,
+n - 1 items in state n (n = 2..C+1), and C in state C+2.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from functools import cache
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+import pytest
+from numpy.typing import NDArray
+from scipy.optimize import brentq
+
+from streamscope.aggregate.points import HistogramPoint
+from streamscope.monitor import RunOptions, run
+from streamscope.store.reader import Run
+from streamscope.store.writer import InMemoryStore
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EDGE = "source -> server"
+FRAME_NS = 500_000_000
+TOLERANCE = 0.10
+
+F64 = NDArray[np.float64]
+
+
+@cache
+def mm1() -> ModuleType:
+    if str(EXAMPLES) not in sys.path:
+        sys.path.insert(0, str(EXAMPLES))
+    spec = importlib.util.spec_from_file_location("mm1_example", EXAMPLES / "mm1.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def w1(p: F64, q: F64) -> float:
+    """Wasserstein-1 between two distributions on the same integer levels 0..n (items)."""
+    return float(np.abs(np.cumsum(p) - np.cumsum(q)).sum())
+
+
+def mm1k(rho: float, k: int) -> F64:
+    """Stationary distribution of M/M/1/K: p_n proportional to rho^n, n = 0..K."""
+    p = rho ** np.arange(k + 1, dtype=np.float64)
+    return p / p.sum()
+
+
+def channel_distribution(rho: float, capacity: int) -> F64:
+    """Occupancy of the channel, levels 0..C, from M/M/1/(C+2)."""
+    p = mm1k(rho, capacity + 2)
+    c = np.empty(capacity + 1)
+    c[0] = p[0] + p[1]
+    c[1:capacity] = p[2 : capacity + 1]
+    c[capacity] = p[capacity + 1] + p[capacity + 2]
+    return c
+
+
+def fit_rho(utilisation: float, capacity: int) -> float:
+    """The rho whose M/M/1/(C+2) keeps the server busy ``utilisation`` of the time (1 - p0)."""
+    return float(brentq(lambda r: 1 - mm1k(r, capacity + 2)[0] - utilisation, 1e-6, 1e3))
+
+
+def monitored_ns(r: Run, capacity: int) -> F64:
+    weights = np.zeros(capacity + 1)
+    frames = r.results(0, EDGE)
+    assert frames, "the monitor stored no occupancy frames"
+    for fr in frames:
+        h = fr.point("histogram")
+        assert isinstance(h, HistogramPoint)
+        assert h.over == 0 and h.under == 0, f"frame {fr.frame}: under={h.under} over={h.over}"
+        weights += np.asarray(h.weights)
+    return weights
+
+
+# (C, nominal rho, items). Small K relaxes within a few service times: simulating the chain with
+# the same estimator (rho fitted to the realised utilisation), the relative error of the mean has
+# sd 0.018 (C=2, rho 0.8) and 0.021 (C=4, rho 1.0) at 4000 items, so 10 % is about 5 sd.
+CASES = [(2, 0.8, 4000), (4, 1.0, 4000)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("capacity", "rho", "items"), CASES, ids=["C2-rho0.8", "C4-rho1.0"])
+def test_blocking_channel_is_mm1k(tmp_path: Path, capacity: int, rho: float, items: int) -> None:
+    truth = tmp_path / "truth"
+    argv = [
+        "--rho", str(rho),
+        "--items", str(items),
+        "--capacity", str(capacity),
+        "--seed", "21",
+        "--service-ms", "1",
+        "--source-resource", "process",
+        "--server-resource", "process",
+        "--truth", str(truth),
+    ]  # fmt: skip
+    res = run(
+        mm1().build(argv),
+        [f"occupancy({EDGE}): mean, histogram every 500ms"],
+        RunOptions(frame_ns=FRAME_NS, mode="inline"),
+    )
+    assert res.status == "completed", res.error
+    assert isinstance(res.store, InMemoryStore)
+    ns = monitored_ns(Run.from_memory(res.store), capacity)
+
+    inserted = np.load(truth / "inserted.npy")
+    removed = np.load(truth / "removed.npy")
+    served = np.load(truth / "served.npy").astype(np.float64)
+    n = len(inserted)
+    span = float(removed[-1] - inserted[0])
+    # Effective service: the sleep plus the server's per-item overhead outside process(), seen
+    # whenever the next item was already waiting when process() returned.
+    done = removed[:-1] + served[:-1]
+    waiting = inserted[1:] < done
+    overhead = float((removed[1:] - done)[waiting].mean())
+    s_mean = float(served.mean()) + overhead
+    # Realised rates: mu = 1 / E[S]. The producer's own rate is not observable from insertion
+    # times (its clock stops while it is blocked), so lambda is fixed by flow balance: the
+    # realised throughput X keeps the server busy X * E[S] of the time, and in M/M/1/K that is
+    # 1 - p0(rho). The mean and shape of the channel's distribution are then what is checked.
+    utilisation = n / span * s_mean
+    assert 0 < utilisation < 1, f"utilisation {utilisation}"
+    rho_r = fit_rho(utilisation, capacity)
+    theory = channel_distribution(rho_r, capacity)
+    # The same window as in test_mm1_theory: the truth's [first insertion, last removal].
+    p_mon = ns / span
+    p_mon[0] += 1 - p_mon.sum()
+    levels = np.arange(capacity + 1)
+    mean_mon, mean_theory = float(levels @ p_mon), float(levels @ theory)
+    mean_truth = float((removed - inserted).sum()) / span
+    nominal = float(levels @ channel_distribution(rho, capacity))
+    blocked = float(p_mon[capacity])
+    figures = (
+        f"C={capacity} rho {rho}: {n} items; monitored mean={mean_mon:.4f}, M/M/1/{capacity + 2} "
+        f"at realised rates mean={mean_theory:.4f} (ratio {mean_mon / mean_theory:.4f}), truth "
+        f"replay mean={mean_truth:.4f}, nominal rho mean={nominal:.4f}; W1={w1(p_mon, theory):.4f} "
+        f"items; P(channel full) monitored={blocked:.4f} theory={theory[capacity]:.4f}; realised "
+        f"rho={rho_r:.4f} utilisation={utilisation:.4f} E[S]={s_mean / 1e3:.1f}us "
+        f"(overhead {overhead / 1e3:.1f}us); monitored distribution {np.round(p_mon, 4).tolist()} "
+        f"theory {np.round(theory, 4).tolist()}"
+    )
+    print(figures)
+    assert mean_mon == pytest.approx(mean_theory, rel=TOLERANCE), figures
