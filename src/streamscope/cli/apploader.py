@@ -12,7 +12,13 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from streamscope.core.errors import ConfigError, PipelineError
+from streamscope.core.errors import (
+    AppError,
+    ConfigError,
+    PipelineError,
+    StreamscopeError,
+    describe_exception,
+)
 from streamscope.pipeline.pipeline import Pipeline
 
 APP_MODULE = "__streamscope_app__"
@@ -31,7 +37,9 @@ def load_module(path: Path) -> ModuleType:
     try:
         spec.loader.exec_module(module)
     except SyntaxError as exc:
-        raise ConfigError(f"{path}:{exc.lineno}: syntax error: {exc.msg}") from None
+        raise AppError(f"{path}:{exc.lineno}: syntax error: {exc.msg}") from None
+    except Exception as exc:
+        raise AppError(f"{path} could not be loaded: {describe_exception(exc)}") from None
     return module
 
 
@@ -48,7 +56,14 @@ def build_pipeline(module: ModuleType, path: Path, argv: list[str]) -> Pipeline:
         return obj
     if not callable(obj):
         raise PipelineError(f"{path}: `pipeline` is a {type(obj).__name__}; {HINT}")
-    result = obj(list(argv))
+    try:
+        result = obj(list(argv))
+    except (SystemExit, KeyboardInterrupt):
+        raise
+    except StreamscopeError:
+        raise
+    except Exception as exc:
+        raise AppError(f"{path}: pipeline(argv) raised {describe_exception(exc)}") from None
     if not isinstance(result, Pipeline):
         raise PipelineError(
             f"{path}: pipeline(argv) returned {type(result).__name__}, not a streamscope.Pipeline"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from streamscope.core.clock import Clock, FakeClock, HostClock
 from streamscope.core.errors import (
+    AppError,
     ConfigError,
     PipelineError,
     QueryError,
@@ -15,6 +16,7 @@ from streamscope.core.records import RECORD_DTYPE, Kind, State, empty_records
 
 __all__ = [
     "RECORD_DTYPE",
+    "AppError",
     "Clock",
     "ConfigError",
     "FakeClock",

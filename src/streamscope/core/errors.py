@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import traceback
+
 
 class StreamscopeError(Exception):
     """Base of every error caused by input (queries, pipelines, files, options)."""
@@ -63,3 +66,16 @@ class StageError(StreamscopeError):
 
 class RunFileError(StreamscopeError):
     """A run file that is missing, not a streamscope run, or unreadable."""
+
+
+class AppError(StreamscopeError):
+    """An application file that cannot be loaded, or whose ``pipeline(argv)`` raised."""
+
+
+def describe_exception(exc: BaseException) -> str:
+    """``Type: message (at file:line in function)`` for the innermost frame of the traceback."""
+    tb = traceback.extract_tb(exc.__traceback__)
+    where = (
+        f" (at {os.path.basename(tb[-1].filename)}:{tb[-1].lineno} in {tb[-1].name})" if tb else ""
+    )
+    return f"{type(exc).__name__}: {exc}{where}"

@@ -6,6 +6,7 @@ Out: the run file, and JSON lines on stdout: ready, frames as they close, done w
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -55,7 +56,9 @@ def main(argv: list[str]) -> int:
         print("usage: python -m streamscope.monitor CONFIG.json", file=sys.stderr)
         return 2
     try:
-        cfg = json.loads(Path(argv[0]).read_text())
+        cfg_path = Path(argv[0])
+        cfg = json.loads(cfg_path.read_text())
+        cfg_path.unlink()  # read once; nothing is left behind if the application is killed
         topology = Topology.from_dict(cfg["topology"])
         plan = compile_queries(cfg["queries"], topology, cfg["frame_ns"])
         m = cfg["meta"]
@@ -76,6 +79,8 @@ def main(argv: list[str]) -> int:
     _emit({"event": "ready"})
     final = service.serve()
     store.close()
+    with contextlib.suppress(OSError):
+        cfg_path.parent.rmdir()  # the run's private directory, now empty (socket removed)
     _emit(
         {
             "event": "done",

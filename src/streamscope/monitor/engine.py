@@ -133,19 +133,24 @@ class Engine:
         bounds = [*starts.tolist(), len(probes)]
         for i, pid in enumerate(ids.tolist()):
             pt, pv = t[bounds[i] : bounds[i + 1]], values[bounds[i] : bounds[i + 1]]
-            self._count_recorded(pid, pt)
             kind, target = self.probe_kind.get(pid, ("", ""))
-            if kind in ("tail", "head"):
-                late = self.channels[target].add(kind, pt, pv)
-            elif kind == "state":
-                late = self.stages[target].add(pt, pv)
-            else:
-                late = 0
-            if late:
-                # Too late to place in time: counted as refused, and the gap is marked unknown.
-                self.late += late
-                key = (pid, max(int(pt.min()), 0) // self.drop_frame_ns)
-                self.dropped[key] = self.dropped.get(key, 0) + late
+            stream: ChannelStream | StageStream | None = (
+                self.channels[target] if kind in ("tail", "head") else self.stages.get(target)
+            )
+            if stream is not None:
+                # Too late to place in time (its span is already reduced): dropped, not recorded.
+                late = pt < stream.last_t
+                n_late = int(late.sum())
+                if n_late:
+                    self.late += n_late
+                    key = (pid, max(int(pt[late].min()), 0) // self.drop_frame_ns)
+                    self.dropped[key] = self.dropped.get(key, 0) + n_late
+                    pt, pv = pt[~late], pv[~late]
+            self._count_recorded(pid, pt)
+            if isinstance(stream, ChannelStream):
+                stream.add(kind, pt, pv)
+            elif isinstance(stream, StageStream):
+                stream.add(pt, pv)
 
     def _count_recorded(self, pid: int, t: np.ndarray) -> None:
         frames, starts = runs(frame_index(np.maximum(t, 0), self.drop_frame_ns))

@@ -158,7 +158,7 @@ class MonitorService:
         finish: Message | None = None
         finish_at = 0.0
         last_advance = time.monotonic()
-        main_gone = False
+        main_gone_at: float | None = None
         while True:
             timeout = ADVANCE_EVERY_S
             got: bytes | Message | _Disconnect | _TickType | None
@@ -178,8 +178,8 @@ class MonitorService:
                     self.engine.handle(item)
             elif isinstance(item, _Disconnect):
                 self.engine.disconnect(item.agent)
-                if item.agent == MAIN_AGENT:
-                    main_gone = True
+                if item.agent == MAIN_AGENT and main_gone_at is None:
+                    main_gone_at = time.monotonic()
             now = time.monotonic()
             if now - last_advance >= ADVANCE_EVERY_S:
                 self.engine.advance()
@@ -191,7 +191,8 @@ class MonitorService:
                     finish.info.get("error"),
                     finish.watermark,
                 )
-            if finish is None and main_gone and (not others_live or now - last_advance > GRACE_S):
+            gone_long = main_gone_at is not None and now - main_gone_at > GRACE_S
+            if finish is None and main_gone_at is not None and (not others_live or gone_long):
                 return self._finish(
                     "failed",
                     "the application process ended without finishing the run (killed?)",

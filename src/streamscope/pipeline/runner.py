@@ -14,12 +14,12 @@ import queue
 import signal
 import threading
 import time
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from streamscope.core.clock import host_now_ticks
+from streamscope.core.errors import describe_exception
 from streamscope.core.records import Kind
 from streamscope.core.topology import ProbeInfo
 from streamscope.pipeline.channel import ThreadChannel
@@ -39,12 +39,8 @@ class Outcome:
 
 
 def describe_error(exc: BaseException) -> str:
-    """``Type: message (at file:line in function)`` for the innermost frame of the traceback."""
-    tb = traceback.extract_tb(exc.__traceback__)
-    where = (
-        f" (at {os.path.basename(tb[-1].filename)}:{tb[-1].lineno} in {tb[-1].name})" if tb else ""
-    )
-    return f"{type(exc).__name__}: {exc}{where}"
+    """How a stage's exception is reported (see ``core.errors.describe_exception``)."""
+    return describe_exception(exc)
 
 
 class _Scope:

@@ -1,0 +1,413 @@
+"""How runs end badly: a stage that raises, Ctrl-C, a killed application, overflowing tap buffers.
+
+Every test but the overflow ones runs the real ``streamscope run`` in a subprocess (in its own
+session, so a signal reaches exactly the processes it is meant for), watches the processes it
+starts, and then reads the run file back: whatever way a run ends, the file is finished, holds
+every frame up to the end, and no process of the run is left behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+import pytest
+
+import streamscope as ss
+from streamscope.aggregate.points import HistogramPoint, ScalarPoint
+from streamscope.monitor import RunOptions, run
+from streamscope.probes.taps import DEFAULT_CAPACITY
+from streamscope.store.reader import Run, load
+from streamscope.store.writer import InMemoryStore
+
+APP = Path(__file__).parent / "apps" / "steady.py"
+FRAME_NS = 100_000_000
+#: A line of the live view when stdout is not a terminal: ``[  300ms] q0 src -> work: ...``.
+FRAME_LINE = re.compile(r"^\[\s*[\d.]+\w*\] q0 src -> work: ")
+
+
+def cli() -> list[str]:
+    script = Path(sys.executable).with_name("streamscope")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "streamscope"]
+
+
+def failure_line() -> int:
+    """The line of steady.py that raises, as a stage error must report it."""
+    lines = APP.read_text().splitlines()
+    return next(i for i, text in enumerate(lines, start=1) if "# the planned failure" in text)
+
+
+@dataclass
+class Watched:
+    """A ``streamscope run`` in its own session, with every descendant it ever had."""
+
+    proc: subprocess.Popen[str]
+    seen: dict[int, psutil.Process] = field(default_factory=dict)
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def watch(self) -> None:
+        """Collect descendants until the CLI exits (a forked stage may live only briefly)."""
+        try:
+            root = psutil.Process(self.proc.pid)
+        except psutil.NoSuchProcess:
+            return
+        while not self._stop.is_set() and self.proc.poll() is None:
+            try:
+                for child in root.children(recursive=True):
+                    self.seen.setdefault(child.pid, child)
+            except psutil.NoSuchProcess:
+                return
+            time.sleep(0.01)
+
+    def stop_watching(self) -> None:
+        self._stop.set()
+
+    def monitor(self) -> psutil.Process:
+        for p in self.seen.values():
+            try:
+                if "streamscope.monitor" in " ".join(p.cmdline()):
+                    return p
+            except psutil.NoSuchProcess:
+                continue
+        raise AssertionError(f"no monitor process among {sorted(self.seen)}")
+
+    def alive_after(self, grace_s: float) -> list[str]:
+        """Descendants still running (zombies aside) once ``grace_s`` has passed."""
+        deadline = time.monotonic() + grace_s
+        while True:
+            alive = []
+            for p in self.seen.values():
+                try:
+                    if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                        alive.append(f"{p.pid} {' '.join(p.cmdline())}")
+                except psutil.NoSuchProcess:
+                    continue
+            if not alive or time.monotonic() > deadline:
+                return alive
+            time.sleep(0.05)
+
+
+@pytest.fixture
+def start() -> Iterator[Callable[..., Watched]]:
+    """``start(*args)`` launches ``streamscope run`` watched; whatever is left is killed after."""
+    started: list[Watched] = []
+
+    def _start(*args: str) -> Watched:
+        proc = subprocess.Popen(
+            [*cli(), "run", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            start_new_session=True,
+        )
+        w = Watched(proc)
+        threading.Thread(target=w.watch, daemon=True).start()
+        started.append(w)
+        return w
+
+    yield _start
+    for w in started:
+        w.stop_watching()
+        if w.proc.poll() is None:
+            w.proc.kill()
+        for p in w.seen.values():
+            with contextlib.suppress(psutil.NoSuchProcess):
+                p.kill()
+        w.proc.communicate(timeout=10)
+
+
+def wait_for_frames(w: Watched, n: int, timeout_s: float = 30.0) -> list[str]:
+    """Read the live view until ``n`` frames of q0 were printed; returns the lines read."""
+    assert w.proc.stdout is not None
+    lines: list[str] = []
+    seen = 0
+    deadline = time.monotonic() + timeout_s
+    for line in w.proc.stdout:
+        lines.append(line)
+        if FRAME_LINE.match(line):
+            seen += 1
+            if seen >= n:
+                return lines
+        assert time.monotonic() < deadline, f"only {seen} frames in {timeout_s}s: {lines}"
+    raise AssertionError(f"the run ended after {seen} frames: {''.join(lines)}")
+
+
+def check_frames_cover_the_run(run: Run, target: str = "src -> work") -> list[int]:
+    """Frames 0..n-1, back to back, exactly as many as the run lasted; returns their numbers."""
+    assert run.duration_ns is not None
+    frames = run.results(0, target)
+    numbers = [f.frame for f in frames]
+    assert numbers == list(range(len(frames)))
+    assert [f.t_start_ns for f in frames] == [k * FRAME_NS for k in numbers]
+    assert len(frames) == math.ceil(run.duration_ns / FRAME_NS)
+    assert sum(f.covered_ns for f in frames) == pytest.approx(run.duration_ns, abs=1_000)
+    return numbers
+
+
+# -- a stage raises -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("resource", ["thread", "process"])
+def test_a_failing_stage_fails_the_run_and_keeps_its_frames(
+    start: Callable[..., Watched], tmp_path: Path, resource: str
+) -> None:
+    out = tmp_path / "failed.duckdb"
+    fail_at, gap_ms = 40, 10  # the failure comes at least 400 ms (4 frames) into the run
+    w = start(
+        str(APP),
+        "--frame",
+        "100ms",
+        "--out",
+        str(out),
+        "--",
+        "--items",
+        "0",
+        "--gap-ms",
+        str(gap_ms),
+        "--fail-at",
+        str(fail_at),
+        "--work-resource",
+        resource,
+    )
+    _, stderr = w.proc.communicate(timeout=60)
+    assert w.proc.returncode == 1, stderr
+    assert "'work'" in stderr
+    assert "ZeroDivisionError" in stderr
+    assert f"steady.py:{failure_line()}" in stderr
+    assert "Traceback" not in stderr
+    assert not w.alive_after(grace_s=2.0)
+
+    with load(out) as run:
+        assert run.status == "failed"
+        assert run.error is not None
+        assert "'work'" in run.error
+        assert "ZeroDivisionError" in run.error
+        assert f"steady.py:{failure_line()}" in run.error
+        assert run.duration_ns is not None
+        assert run.duration_ns >= fail_at * gap_ms * 1_000_000
+        numbers = check_frames_cover_the_run(run)
+        assert len(numbers) >= fail_at * gap_ms * 1_000_000 // FRAME_NS
+    # The monitor, and for a process stage its process: all seen, all gone (checked above).
+    assert len(w.seen) >= (2 if resource == "process" else 1), w.seen
+
+
+# -- Ctrl-C ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("resource", ["thread", "process"])
+def test_sigint_to_the_process_group_interrupts_and_finishes_the_file(
+    start: Callable[..., Watched], tmp_path: Path, resource: str
+) -> None:
+    out = tmp_path / "interrupted.duckdb"
+    w = start(
+        str(APP),
+        "--frame",
+        "100ms",
+        "--out",
+        str(out),
+        "--",
+        "--items",
+        "0",
+        "--gap-ms",
+        "5",
+        "--work-resource",
+        resource,
+    )
+    printed = wait_for_frames(w, 3)
+    expected_children = 2 if resource == "process" else 1  # the monitor (+ the stage process)
+    deadline = time.monotonic() + 5
+    while len(w.seen) < expected_children and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(w.seen) >= expected_children, w.seen
+    os.killpg(w.proc.pid, signal.SIGINT)
+    stdout, stderr = w.proc.communicate(timeout=60)
+    assert w.proc.returncode == 130, stderr
+    assert "interrupted" in stderr
+    assert "Traceback" not in stderr
+    assert not w.alive_after(grace_s=2.0)
+
+    shown = sum(1 for line in [*printed, *stdout.splitlines()] if FRAME_LINE.match(line))
+    with load(out) as run:
+        assert run.status == "interrupted"
+        assert run.error is not None
+        assert "SIGINT" in run.error or "interrupted" in run.error
+        numbers = check_frames_cover_the_run(run)
+        assert len(numbers) >= max(shown, 3)
+
+
+# -- the application is killed --------------------------------------------------------------------
+
+
+def test_sigkill_of_the_cli_alone_lets_the_monitor_finish_the_file(
+    start: Callable[..., Watched], tmp_path: Path
+) -> None:
+    out = tmp_path / "killed.duckdb"
+    w = start(
+        str(APP),
+        "--frame",
+        "100ms",
+        "--out",
+        str(out),
+        "--",
+        "--items",
+        "0",
+        "--gap-ms",
+        "5",
+        "--work-resource",
+        "process",
+    )
+    wait_for_frames(w, 3)
+    deadline = time.monotonic() + 5
+    while len(w.seen) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    monitor = w.monitor()
+    stages = [p for p in w.seen.values() if p.pid != monitor.pid]
+    assert stages, "the stage process was never seen"
+    os.kill(w.proc.pid, signal.SIGKILL)  # the CLI only: not its process group
+    assert w.proc.wait(timeout=10) == -signal.SIGKILL
+
+    # Stage processes die with their parent; the monitor finishes the file and exits.
+    _, alive = psutil.wait_procs([monitor, *stages], timeout=20)
+    assert not alive, f"still running after the application was killed: {alive}"
+    assert not w.alive_after(grace_s=2.0)
+    _, stderr = w.proc.communicate(timeout=10)  # the children held the pipes until now
+    assert "Traceback" not in stderr, stderr
+
+    with load(out) as run:
+        assert run.status == "failed"
+        assert run.error is not None
+        assert "application" in run.error
+        assert "ended" in run.error
+        numbers = check_frames_cover_the_run(run)
+        assert len(numbers) >= 3
+
+
+# -- tap buffers overflow -------------------------------------------------------------------------
+
+#: Records per tap between two flushes for the small-buffer runs (a power of two, as rings need).
+SMALL_CAPACITY = 256
+CHANNEL_CAPACITY = 8
+OVERFLOW_QUERY = (
+    f"occupancy(src -> sink): mean, min, max, histogram(bins=0..{CHANNEL_CAPACITY}) every 100ms"
+)
+
+
+@dataclass
+class Counted:
+    """What really happened in an overflow run, counted by the application itself."""
+
+    items: int
+    puts: int = 0
+    gets: int = 0
+
+
+def flood(counted: Counted, spin: int) -> ss.Pipeline:
+    """``src -> sink`` as fast as Python goes; ``spin`` slows the source so the channel is often
+    empty and the sink waits (a flush then often falls between an insertion and its removal)."""
+
+    def src():  # type: ignore[no-untyped-def]
+        for k in range(counted.items):
+            for _ in range(spin):
+                pass
+            yield k
+            counted.puts += 1  # the runner resumes the source once the insertion is done
+
+    def sink(item: int) -> None:
+        counted.gets += 1
+
+    p = ss.Pipeline("flood")
+    p.add("src", src)
+    p.add("sink", sink)
+    p.connect("src", "sink", capacity=CHANNEL_CAPACITY)
+    return p
+
+
+def drops_by_end(run: Run) -> dict[str, tuple[int, int]]:
+    """(dropped, recorded) over the whole run, by probe kind (tail, head)."""
+    kinds = {p.id: p.kind for p in run.topology.probes}
+    out: dict[str, tuple[int, int]] = {}
+    for d in run.drops():
+        dropped, recorded = out.get(kinds[d.probe_id], (0, 0))
+        out[kinds[d.probe_id]] = (dropped + d.dropped, recorded + d.recorded)
+    return out
+
+
+@pytest.fixture(scope="module")
+def small_taps_run() -> Iterator[tuple[Run, Counted]]:
+    """One inline run whose tap buffers overflow between almost every pair of flushes."""
+    counted = Counted(items=60_000)
+    result = run(
+        flood(counted, spin=20),
+        [OVERFLOW_QUERY],
+        RunOptions(frame_ns=FRAME_NS, mode="inline", tap_capacity=SMALL_CAPACITY),
+    )
+    assert result.status == "completed", result.error
+    assert isinstance(result.store, InMemoryStore)
+    with Run.from_memory(result.store) as r:
+        yield r, counted
+
+
+def test_overflowing_taps_count_every_refused_record(small_taps_run: tuple[Run, Counted]) -> None:
+    run, counted = small_taps_run
+    assert run.status == "completed"
+    assert counted.puts == counted.gets == counted.items
+    by_end = drops_by_end(run)
+    assert set(by_end) == {"tail", "head"}
+    for end, really in (("tail", counted.puts), ("head", counted.gets)):
+        dropped, recorded = by_end[end]
+        assert dropped > 0, f"{end}: nothing dropped; the test did not overflow the taps"
+        assert dropped + recorded == really, (end, dropped, recorded, really)
+    assert all(d.dropped >= 0 and d.recorded >= 0 for d in run.drops())
+
+
+def test_occupancy_stays_within_the_channel_when_records_are_dropped(
+    small_taps_run: tuple[Run, Counted],
+) -> None:
+    run, _ = small_taps_run
+    frames = run.results(0, "src -> sink")
+    assert frames
+    bad = []
+    for f in frames:
+        for p in f.points:
+            if isinstance(p, ScalarPoint) and p.value is not None:
+                if not 0 <= p.value <= CHANNEL_CAPACITY:
+                    bad.append((f.frame, p.stat, p.value))
+            elif isinstance(p, HistogramPoint) and (p.under or p.over):
+                bad.append((f.frame, "histogram under/over", (p.under, p.over)))
+    assert not bad, f"occupancy outside [0, {CHANNEL_CAPACITY}] in frames: {bad}"
+
+
+def test_default_taps_keep_the_first_records_and_count_the_rest(tmp_path: Path) -> None:
+    """The real default capacity: with no flush before the end, exactly the first
+    ``DEFAULT_CAPACITY`` events of each end are kept and every later one is counted as dropped."""
+    counted = Counted(items=DEFAULT_CAPACITY + 30_000)
+    out = tmp_path / "flood.duckdb"
+    result = run(
+        flood(counted, spin=0),
+        [OVERFLOW_QUERY],
+        RunOptions(frame_ns=FRAME_NS, mode="inline", out=out, flush_interval_s=120.0),
+    )
+    assert result.status == "completed", result.error
+    assert counted.puts == counted.gets == counted.items
+    with load(out) as r:
+        by_end = drops_by_end(r)
+        assert by_end == {
+            "tail": (counted.items - DEFAULT_CAPACITY, DEFAULT_CAPACITY),
+            "head": (counted.items - DEFAULT_CAPACITY, DEFAULT_CAPACITY),
+        }
+        for f in r.results(0, "src -> sink"):
+            for p in f.points:
+                if isinstance(p, ScalarPoint) and p.value is not None:
+                    assert 0 <= p.value <= CHANNEL_CAPACITY, (f.frame, p.stat, p.value)
