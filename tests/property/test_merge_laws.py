@@ -160,3 +160,30 @@ def test_sketch_merges_like_one_batch(seed: int, cuts: list[int], order: list[in
     assert build(spec, *parts).collect() == whole.collect()
     accs = [build(spec, parts[i]) for i in order if i < len(parts)]
     assert merged(*accs).collect() == whole.collect()
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    e0=st.integers(-1000, 1000),
+    width=st.integers(1, 10_000),
+    n=st.integers(1, 80),
+    offsets=st.lists(st.floats(-5, 90, allow_nan=False), max_size=60),
+)
+def test_equal_width_histogram_bins_like_a_binary_search(
+    e0: int, width: int, n: int, offsets: list[float]
+) -> None:
+    """The arithmetic fast path for equal-width integer bins agrees with the general search,
+    including values exactly on an edge and outside the range."""
+    from streamscope.aggregate.specs import Histogram
+
+    edges = tuple(float(e0 + i * width) for i in range(n + 1))
+    on_edges = [e0 + k * width for k in range(-1, n + 2)]
+    values = np.array([e0 + o * width for o in offsets] + on_edges, dtype=np.float64)
+    fast = Histogram(edges).create()
+    fast.add_batch(values)
+    slow_edges = np.asarray(edges)
+    slot = np.searchsorted(slow_edges, values, side="right")
+    counts = np.bincount(slot, minlength=n + 2)
+    p = fast.collect()
+    assert list(p.weights) == counts[1:-1].tolist()  # type: ignore[union-attr]
+    assert (p.under, p.over) == (counts[0], counts[-1])  # type: ignore[union-attr]

@@ -222,7 +222,7 @@ class HistogramAccumulator:
     """Weight per bin ``[edges[i], edges[i+1])``; below the first edge goes to ``under``, at or
     above the last edge to ``over``. Fixed size: ``len(edges) + 1`` floats."""
 
-    __slots__ = ("_edges", "_edges_arr", "_w")
+    __slots__ = ("_edges", "_edges_arr", "_uniform", "_w")
 
     def __init__(self, edges: tuple[float, ...]) -> None:
         self._edges = tuple(float(e) for e in edges)
@@ -231,10 +231,26 @@ class HistogramAccumulator:
             raise ValueError("histogram edges must be at least two strictly increasing numbers")
         # slot 0 is under, slots 1..n the bins, slot n+1 over
         self._w: F64 = np.zeros(self._edges_arr.size + 1, dtype=np.float64)
+        # Equal-width bins on integers (occupancy levels, nanosecond ranges) are found by
+        # arithmetic instead of a binary search per value; there (v - e0) / width is exact at
+        # every edge. Other edges keep the search, which is exact everywhere.
+        e0, width = float(self._edges_arr[0]), float(self._edges_arr[1] - self._edges_arr[0])
+        exact = (
+            e0.is_integer()
+            and width.is_integer()
+            and abs(float(self._edges_arr[-1])) < 2.0**52
+            and np.array_equal(e0 + width * np.arange(self._edges_arr.size), self._edges_arr)
+        )
+        self._uniform = (e0, width) if exact else None
 
     def add_batch(self, values: F64, weights: F64 | None = None) -> None:
         v, w = _prepare(values, weights)
-        slot = np.searchsorted(self._edges_arr, v, side="right")
+        if self._uniform is not None:
+            e0, width = self._uniform
+            # floor((v - e0) / width) + 1, clipped into [under, over]; NaN were removed already.
+            slot = np.clip(np.floor((v - e0) / width) + 1, 0, self._w.size - 1).astype(np.int64)
+        else:
+            slot = np.searchsorted(self._edges_arr, v, side="right")
         self._w += np.bincount(slot, weights=w, minlength=self._w.size).astype(np.float64)
 
     def collect(self) -> Point:

@@ -52,6 +52,24 @@ def _segments(last_t: int, carry: int, t: I64, levels: I64, until: int) -> Segme
     return Segments(starts[keep], ends[keep], lv[keep])
 
 
+def _merge(tt: I64, ts: I64, ht: I64, hs: I64) -> tuple[I64, NDArray[np.bool_], I64]:
+    """Merge two time-sorted record streams; at equal times the tail's (insertions) go first.
+
+    Each stream is sorted already, so each record's place is its index plus the number of the
+    other stream's records before it: two binary searches instead of a sort.
+    """
+    n = len(tt) + len(ht)
+    pos_t = np.arange(len(tt)) + np.searchsorted(ht, tt, side="left")
+    pos_h = np.arange(len(ht)) + np.searchsorted(tt, ht, side="right")
+    t = np.empty(n, dtype=np.int64)
+    seqs = np.empty(n, dtype=np.int64)
+    is_tail = np.zeros(n, dtype=bool)
+    t[pos_t], t[pos_h] = tt, ht
+    seqs[pos_t], seqs[pos_h] = ts, hs
+    is_tail[pos_t] = True
+    return t, is_tail, seqs
+
+
 def _mask_unknown(seg: Segments, lo: I64, hi: I64) -> None:
     """Set the level of every segment that starts inside some [lo, hi) to UNKNOWN."""
     if not len(lo) or not len(seg.start):
@@ -183,12 +201,7 @@ class ChannelStream:
         t_carry, h_carry = tail.last_seq, head.last_seq
         tt, ts, t_items, t_prev = tail.take(until)
         ht, hs, h_items, h_prev = head.take(until)
-        # Merge both ends in time order; at equal times insertions go first.
-        t = np.concatenate((tt, ht))
-        is_tail = np.concatenate((np.ones(len(tt), bool), np.zeros(len(ht), bool)))
-        order = np.lexsort((~is_tail, t))
-        t, is_tail = t[order], is_tail[order]
-        seqs = np.concatenate((ts, hs))[order]
+        t, is_tail, seqs = _merge(tt, ts, ht, hs)
         tail_run = np.maximum.accumulate(np.where(is_tail, seqs, t_carry)) if len(t) else _EMPTY
         head_run = np.maximum.accumulate(np.where(~is_tail, seqs, h_carry)) if len(t) else _EMPTY
         levels = np.maximum(tail_run - head_run, 0)
