@@ -5,17 +5,13 @@ time-weighted occupancy of ``source -> server``, which the monitored histogram m
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from functools import cache
 from pathlib import Path
-from types import ModuleType
 
 import numpy as np
 import pytest
 from numpy.typing import NDArray
 
-from streamscope.aggregate.points import HistogramPoint
+from oracles import example, occupancy_ns, w1
 from streamscope.monitor import RunOptions, run
 from streamscope.store.reader import Run, load
 from streamscope.store.writer import InMemoryStore
@@ -29,17 +25,6 @@ W1_LIMIT = 0.05
 
 F64 = NDArray[np.float64]
 I64 = NDArray[np.int64]
-
-
-@cache
-def mm1() -> ModuleType:
-    if str(EXAMPLES) not in sys.path:
-        sys.path.insert(0, str(EXAMPLES))
-    spec = importlib.util.spec_from_file_location("mm1_example", EXAMPLES / "mm1.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def replay(inserted: I64, removed: I64) -> tuple[F64, int, int]:
@@ -60,30 +45,12 @@ def replay(inserted: I64, removed: I64) -> tuple[F64, int, int]:
     return np.bincount(level - lo, weights=dur), lo, int(t[-1] - t[0])
 
 
-def monitored(r: Run) -> tuple[F64, int]:
-    """ns at each level 0..capacity, summed over every frame, and the run's covered time."""
-    frames = r.results(0, EDGE)
-    assert frames, "the monitor stored no occupancy frames"
-    weights = np.zeros(CAPACITY + 1)
-    for fr in frames:
-        h = fr.point("histogram")
-        assert isinstance(h, HistogramPoint)
-        assert h.under == 0 and h.over == 0, f"frame {fr.frame}: under={h.under} over={h.over}"
-        weights += np.asarray(h.weights)
-    return weights, sum(fr.covered_ns for fr in frames)
-
-
-def w1(p: F64, q: F64) -> float:
-    """Wasserstein-1 between two distributions on the same consecutive integer levels (items)."""
-    return float(np.abs(np.cumsum(p) - np.cumsum(q)).sum())
-
-
 def check_against_truth(r: Run, truth: Path, label: str) -> None:
     inserted = np.load(truth / "inserted.npy")
     removed = np.load(truth / "removed.npy")
     assert len(inserted) == len(removed), f"{len(inserted)} inserted, {len(removed)} removed"
     true_ns, lo, span = replay(inserted, removed)
-    mon_ns, covered = monitored(r)
+    mon_ns, covered = occupancy_ns(r, 0, EDGE, CAPACITY)
     # The Run does not expose the run's start in host monotonic ticks (only started_unix_ns, a
     # wall-clock reading), so the truth cannot be cut at the monitor's frame boundaries. It does
     # not need to be for the whole-run distribution: before the first insertion and after the
@@ -138,7 +105,7 @@ QUERIES = [f"occupancy({EDGE}): mean, histogram every 500ms"]
 def test_thread_stages_match_the_truth(tmp_path: Path) -> None:
     truth = tmp_path / "truth"
     res = run(
-        mm1().build(argv(truth, "thread")),
+        example("mm1").build(argv(truth, "thread")),
         QUERIES,
         RunOptions(frame_ns=FRAME_NS, mode="inline"),
     )
@@ -152,7 +119,7 @@ def test_process_stages_match_the_truth(tmp_path: Path) -> None:
     truth = tmp_path / "truth"
     out = tmp_path / "r.duckdb"
     res = run(
-        mm1().build(argv(truth, "process")),
+        example("mm1").build(argv(truth, "process")),
         QUERIES,
         RunOptions(frame_ns=FRAME_NS, mode="process", out=out),
     )

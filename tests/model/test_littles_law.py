@@ -7,14 +7,11 @@ occupancy, latency and throughput agree with one another, frame splitting includ
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from functools import cache
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
+from oracles import example
 from streamscope.aggregate.points import FrameResult, ScalarPoint
 from streamscope.monitor import RunOptions, run
 from streamscope.store.reader import Run, load
@@ -25,17 +22,6 @@ EDGES = ("source -> server", "server -> sink")
 FRAME_NS = 500_000_000
 ITEMS = 2000
 TOLERANCE = 0.02
-
-
-@cache
-def mm1() -> ModuleType:
-    if str(EXAMPLES) not in sys.path:
-        sys.path.insert(0, str(EXAMPLES))
-    spec = importlib.util.spec_from_file_location("mm1_example", EXAMPLES / "mm1.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def queries() -> list[str]:
@@ -94,7 +80,11 @@ def argv(resource: str) -> list[str]:
 
 @pytest.mark.slow
 def test_little_threads_inline_monitor() -> None:
-    res = run(mm1().build(argv("thread")), queries(), RunOptions(frame_ns=FRAME_NS, mode="inline"))
+    res = run(
+        example("mm1").build(argv("thread")),
+        queries(),
+        RunOptions(frame_ns=FRAME_NS, mode="inline"),
+    )
     assert res.status == "completed", res.error
     assert isinstance(res.store, InMemoryStore)
     check_little(Run.from_memory(res.store), "threads, inline monitor")
@@ -104,7 +94,7 @@ def test_little_threads_inline_monitor() -> None:
 def test_little_threads_monitor_process(tmp_path: Path) -> None:
     out = tmp_path / "r.duckdb"
     res = run(
-        mm1().build(argv("thread")),
+        example("mm1").build(argv("thread")),
         queries(),
         RunOptions(frame_ns=FRAME_NS, mode="process", out=out),
     )
@@ -115,7 +105,11 @@ def test_little_threads_monitor_process(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_little_process_stages() -> None:
-    res = run(mm1().build(argv("process")), queries(), RunOptions(frame_ns=FRAME_NS, mode="inline"))
+    res = run(
+        example("mm1").build(argv("process")),
+        queries(),
+        RunOptions(frame_ns=FRAME_NS, mode="inline"),
+    )
     assert res.status == "completed", res.error
     assert isinstance(res.store, InMemoryStore)
     check_little(Run.from_memory(res.store), "processes, inline monitor")

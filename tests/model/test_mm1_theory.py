@@ -8,20 +8,16 @@ overshoot and per-item overhead, and Lq is very sensitive to rho (d ln Lq / d ln
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
-from types import ModuleType
 
 import numpy as np
 import pytest
 from numpy.typing import NDArray
 
-from streamscope.aggregate.points import HistogramPoint
+from oracles import example, occupancy_ns, w1
 from streamscope.monitor import RunOptions, run
-from streamscope.store.reader import Run, load
+from streamscope.store.reader import load
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 EDGE = "source -> server"
@@ -30,22 +26,6 @@ FRAME_NS = 500_000_000
 TOLERANCE = 0.10
 
 F64 = NDArray[np.float64]
-
-
-@cache
-def mm1() -> ModuleType:
-    if str(EXAMPLES) not in sys.path:
-        sys.path.insert(0, str(EXAMPLES))
-    spec = importlib.util.spec_from_file_location("mm1_example", EXAMPLES / "mm1.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def w1(p: F64, q: F64) -> float:
-    """Wasserstein-1 between two distributions on the same integer levels 0..n (items)."""
-    return float(np.abs(np.cumsum(p) - np.cumsum(q)).sum())
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,19 +80,6 @@ def realised(truth: Path) -> Realised:
     )
 
 
-def monitored_ns(r: Run) -> F64:
-    """ns the channel held each level 0..CAPACITY, summed over every frame of the run."""
-    weights = np.zeros(CAPACITY + 1)
-    frames = r.results(0, EDGE)
-    assert frames, "the monitor stored no occupancy frames"
-    for fr in frames:
-        h = fr.point("histogram")
-        assert isinstance(h, HistogramPoint)
-        assert h.over == 0 and h.under == 0, f"frame {fr.frame}: under={h.under} over={h.over}"
-        weights += np.asarray(h.weights)
-    return weights
-
-
 def mm1_lq_distribution(rho: float, n: int) -> F64:
     """P(Lq = k), k = 0..n-1 (the tail folded into the last level): 1 - rho^2, (1-rho) rho^(k+1)."""
     k = np.arange(n, dtype=np.float64)
@@ -147,13 +114,13 @@ def test_mm1_mean_occupancy_is_lq(tmp_path: Path, rho: float, items: int, seed: 
         "--truth", str(truth),
     ]  # fmt: skip
     res = run(
-        mm1().build(argv),
+        example("mm1").build(argv),
         [f"occupancy({EDGE}): mean, histogram every 500ms"],
         RunOptions(frame_ns=FRAME_NS, mode="process", out=out),
     )
     assert res.status == "completed", res.error
     with load(out) as r:
-        ns = monitored_ns(r)
+        ns = occupancy_ns(r, 0, EDGE, CAPACITY)[0]
     t = realised(truth)
     # The time average is over the truth's [first insertion, last removal]: the monitored window
     # also holds the pipeline's start-up and shut-down (tens of ms of an empty channel, 1-3 % of

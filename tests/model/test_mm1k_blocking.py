@@ -9,18 +9,14 @@ n - 1 items in state n (n = 2..C+1), and C in state C+2.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from functools import cache
 from pathlib import Path
-from types import ModuleType
 
 import numpy as np
 import pytest
 from numpy.typing import NDArray
 from scipy.optimize import brentq
 
-from streamscope.aggregate.points import HistogramPoint
+from oracles import example, occupancy_ns, w1
 from streamscope.monitor import RunOptions, run
 from streamscope.store.reader import Run
 from streamscope.store.writer import InMemoryStore
@@ -31,22 +27,6 @@ FRAME_NS = 500_000_000
 TOLERANCE = 0.10
 
 F64 = NDArray[np.float64]
-
-
-@cache
-def mm1() -> ModuleType:
-    if str(EXAMPLES) not in sys.path:
-        sys.path.insert(0, str(EXAMPLES))
-    spec = importlib.util.spec_from_file_location("mm1_example", EXAMPLES / "mm1.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def w1(p: F64, q: F64) -> float:
-    """Wasserstein-1 between two distributions on the same integer levels 0..n (items)."""
-    return float(np.abs(np.cumsum(p) - np.cumsum(q)).sum())
 
 
 def mm1k(rho: float, k: int) -> F64:
@@ -70,18 +50,6 @@ def fit_rho(utilisation: float, capacity: int) -> float:
     return float(brentq(lambda r: 1 - mm1k(r, capacity + 2)[0] - utilisation, 1e-6, 1e3))
 
 
-def monitored_ns(r: Run, capacity: int) -> F64:
-    weights = np.zeros(capacity + 1)
-    frames = r.results(0, EDGE)
-    assert frames, "the monitor stored no occupancy frames"
-    for fr in frames:
-        h = fr.point("histogram")
-        assert isinstance(h, HistogramPoint)
-        assert h.over == 0 and h.under == 0, f"frame {fr.frame}: under={h.under} over={h.over}"
-        weights += np.asarray(h.weights)
-    return weights
-
-
 # (C, nominal rho, items). Small K relaxes within a few service times: simulating the chain with
 # the same estimator (rho fitted to the realised utilisation), the relative error of the mean has
 # sd 0.018 (C=2, rho 0.8) and 0.021 (C=4, rho 1.0) at 4000 items, so 10 % is about 5 sd.
@@ -103,13 +71,13 @@ def test_blocking_channel_is_mm1k(tmp_path: Path, capacity: int, rho: float, ite
         "--truth", str(truth),
     ]  # fmt: skip
     res = run(
-        mm1().build(argv),
+        example("mm1").build(argv),
         [f"occupancy({EDGE}): mean, histogram every 500ms"],
         RunOptions(frame_ns=FRAME_NS, mode="inline"),
     )
     assert res.status == "completed", res.error
     assert isinstance(res.store, InMemoryStore)
-    ns = monitored_ns(Run.from_memory(res.store), capacity)
+    ns = occupancy_ns(Run.from_memory(res.store), 0, EDGE, capacity)[0]
 
     inserted = np.load(truth / "inserted.npy")
     removed = np.load(truth / "removed.npy")

@@ -1,0 +1,55 @@
+"""Shared helpers of the oracle tests: the examples as modules, W1, monitored histograms.
+
+In: an example's name, or a run and the query/channel to read. Out: the module, or the
+time-weighted occupancy summed over the run's frames.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from functools import cache
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+from numpy.typing import NDArray
+
+from streamscope.aggregate.points import HistogramPoint
+from streamscope.store.reader import Run
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+F64 = NDArray[np.float64]
+
+
+@cache
+def example(name: str) -> ModuleType:
+    """``examples/NAME.py`` imported as a module (its directory on the path for its imports)."""
+    if str(EXAMPLES) not in sys.path:
+        sys.path.insert(0, str(EXAMPLES))
+    spec = importlib.util.spec_from_file_location(f"{name}_example", EXAMPLES / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def w1(p: F64, q: F64) -> float:
+    """Wasserstein-1 between two distributions on the same consecutive integer levels (items)."""
+    return float(np.abs(np.cumsum(p) - np.cumsum(q)).sum())
+
+
+def occupancy_ns(r: Run, query_id: int, edge: str, capacity: int) -> tuple[F64, int]:
+    """ns the channel held each level 0..capacity, summed over every frame, and the covered time.
+
+    The query's histogram must have one bin per level: nothing may fall outside it.
+    """
+    frames = r.results(query_id, edge)
+    assert frames, "the monitor stored no occupancy frames"
+    weights = np.zeros(capacity + 1)
+    for fr in frames:
+        h = fr.point("histogram")
+        assert isinstance(h, HistogramPoint)
+        assert h.under == 0 and h.over == 0, f"frame {fr.frame}: under={h.under} over={h.over}"
+        weights += np.asarray(h.weights)
+    return weights, sum(fr.covered_ns for fr in frames)
