@@ -128,6 +128,16 @@ def start() -> Iterator[Callable[..., Watched]]:
         w.proc.communicate(timeout=10)
 
 
+def start_steady(
+    start: Callable[..., Watched], out: Path, resource: str, gap_ms: int = 5, *extra: str
+) -> Watched:
+    """``streamscope run`` of the endless steady app with 100 ms frames into ``out``."""
+    return start(
+        str(APP), "--frame", "100ms", "--out", str(out), "--",
+        "--items", "0", "--gap-ms", str(gap_ms), "--work-resource", resource, *extra,
+    )  # fmt: skip
+
+
 def wait_for_frames(w: Watched, n: int, timeout_s: float = 30.0) -> list[str]:
     """Read the live view until ``n`` frames of q0 were printed; returns the lines read."""
     assert w.proc.stdout is not None
@@ -165,22 +175,7 @@ def test_a_failing_stage_fails_the_run_and_keeps_its_frames(
 ) -> None:
     out = tmp_path / "failed.duckdb"
     fail_at, gap_ms = 40, 10  # the failure comes at least 400 ms (4 frames) into the run
-    w = start(
-        str(APP),
-        "--frame",
-        "100ms",
-        "--out",
-        str(out),
-        "--",
-        "--items",
-        "0",
-        "--gap-ms",
-        str(gap_ms),
-        "--fail-at",
-        str(fail_at),
-        "--work-resource",
-        resource,
-    )
+    w = start_steady(start, out, resource, gap_ms, "--fail-at", str(fail_at))
     _, stderr = w.proc.communicate(timeout=60)
     assert w.proc.returncode == 1, stderr
     assert "'work'" in stderr
@@ -211,20 +206,7 @@ def test_sigint_to_the_process_group_interrupts_and_finishes_the_file(
     start: Callable[..., Watched], tmp_path: Path, resource: str
 ) -> None:
     out = tmp_path / "interrupted.duckdb"
-    w = start(
-        str(APP),
-        "--frame",
-        "100ms",
-        "--out",
-        str(out),
-        "--",
-        "--items",
-        "0",
-        "--gap-ms",
-        "5",
-        "--work-resource",
-        resource,
-    )
+    w = start_steady(start, out, resource)
     printed = wait_for_frames(w, 3)
     expected_children = 2 if resource == "process" else 1  # the monitor (+ the stage process)
     deadline = time.monotonic() + 5
@@ -254,20 +236,7 @@ def test_sigkill_of_the_cli_alone_lets_the_monitor_finish_the_file(
     start: Callable[..., Watched], tmp_path: Path
 ) -> None:
     out = tmp_path / "killed.duckdb"
-    w = start(
-        str(APP),
-        "--frame",
-        "100ms",
-        "--out",
-        str(out),
-        "--",
-        "--items",
-        "0",
-        "--gap-ms",
-        "5",
-        "--work-resource",
-        "process",
-    )
+    w = start_steady(start, out, "process")
     wait_for_frames(w, 3)
     deadline = time.monotonic() + 5
     while len(w.seen) < 2 and time.monotonic() < deadline:

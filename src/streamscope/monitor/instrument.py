@@ -10,13 +10,12 @@ import multiprocessing.util
 import os
 import shutil
 import tempfile
-import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from streamscope.core.clock import host_now_ticks
-from streamscope.monitor.service import MAIN_AGENT, MonitorService
+from streamscope.monitor.service import MAIN_AGENT, InlineMonitor, MonitorService
 from streamscope.monitor.session import (
     FramesCallback,
     RunOptions,
@@ -75,11 +74,7 @@ def monitor(
         socket_path=sock,
         on_frames=on_frames,
     )
-    finals: list[object] = []
-    thread = threading.Thread(
-        target=lambda: finals.append(service.serve()), name="streamscope-monitor", daemon=True
-    )
-    thread.start()
+    monitor = InlineMonitor(service)
     session = Session(opts)
     main_pid = os.getpid()
     main = Agent(
@@ -115,14 +110,14 @@ def monitor(
         end = host_now_ticks()  # after the last records, so none lies beyond the end
         main.send_control(MsgType.FINISH, end, {"status": status, "error": error})
         main.close(final=True)
-        thread.join()
+        final = monitor.join()
         if opts.out:
             store.close()
         shutil.rmtree(tmp, ignore_errors=True)
-        final = finals[0] if finals else None
-        session.result = RunResult(
-            getattr(final, "status", status), getattr(final, "error", error), opts.out, store
-        )
+        if final is None:
+            session.result = RunResult("failed", "the monitor thread broke", opts.out, store)
+        else:
+            session.result = RunResult(final.status, final.error, opts.out, store)
 
 
 __all__ = ["Session", "monitor"]

@@ -233,3 +233,22 @@ class MonitorService:
                 with contextlib.suppress(OSError):
                     os.unlink(self.socket_path)
             self._server = None
+
+
+class InlineMonitor:
+    """A ``MonitorService`` serving in a thread of this process (tests, drop-in sessions)."""
+
+    def __init__(self, service: MonitorService) -> None:
+        self.service = service
+        self._finals: list[Final] = []
+        self._thread = threading.Thread(
+            target=lambda: self._finals.append(service.serve()),
+            name="streamscope-monitor",
+            daemon=True,
+        )
+        self._thread.start()
+
+    def join(self) -> Final | None:
+        """Wait until the run is finished and written; None if the service itself broke."""
+        self._thread.join()
+        return self._finals[0] if self._finals else None

@@ -27,7 +27,7 @@ from streamscope.aggregate.points import DropCount, FrameResult
 from streamscope.core.clock import host_now_ticks
 from streamscope.core.errors import ConfigError, StreamscopeError
 from streamscope.core.topology import Topology
-from streamscope.monitor.service import MAIN_AGENT, MonitorService
+from streamscope.monitor.service import MAIN_AGENT, InlineMonitor, MonitorService
 from streamscope.pipeline.pipeline import Pipeline, plan_probes
 from streamscope.pipeline.runner import Outcome, Runner
 from streamscope.probes.agent import DEFAULT_FLUSH_INTERVAL_S, Agent
@@ -200,17 +200,13 @@ def _run_inline(
         socket_path=sock_path,
         on_frames=on_frames,
     )
-    finals: list[Any] = []
-    thread = threading.Thread(
-        target=lambda: finals.append(service.serve()), name="streamscope-monitor", daemon=True
-    )
-    thread.start()
-    transport = InMemoryTransport(service.inbox)
-    outcome = _drive(pipeline, topology, transport, sock_path, opts)
-    thread.join()
-    final = finals[0]
+    monitor = InlineMonitor(service)
+    outcome = _drive(pipeline, topology, InMemoryTransport(service.inbox), sock_path, opts)
+    final = monitor.join()
     if opts.out:
         store.close()
+    if final is None:
+        return RunResult("failed", "the monitor thread broke", opts.out, store, outcome.stage)
     return RunResult(
         final.status, final.error, opts.out, store, outcome.stage, {"events": final.events}
     )
