@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/streamscope run examples/mm1.py --out mm1.duckdb \
+	$(BIN)/streamscope run examples/mm1.py --out mm1.duckdb --overwrite \
 	  --query 'occupancy(source -> server): mean, max, histogram(bins=0..16) every 500ms' \
 	  --query 'throughput(server -> sink): mean every 500ms' \
 	  --query 'state(server): duty every 500ms' \
