@@ -455,3 +455,35 @@ def test_any_results_round_trip_through_memory_and_file(
         store.close()
         with load(Path(tmp) / "r.duckdb") as loaded:
             assert loaded.results() == _sorted(results)
+
+
+@pytest.mark.parametrize("where", ["file", "memory"])
+def test_calibrations_fits_and_raw_records_round_trip(tmp_path: Path, where: str) -> None:
+    import numpy as np
+
+    from streamscope.store.writer import DuckDBStore, InMemoryStore
+
+    store = DuckDBStore(tmp_path / "c.duckdb") if where == "file" else InMemoryStore()
+    store.begin(META, TOPOLOGY, QUERIES)
+    store.write_table(
+        "calibration",
+        {"domain": ["dev"] * 3, "burst": [0, 0, 0], "t1_ns": np.array([1, 2, 3]),
+         "t2_ticks": np.array([10, 20, 30]), "t3_ns": np.array([4, 5, 6])},
+    )  # fmt: skip
+    store.write_table(
+        "record",
+        {"probe_id": np.array([1, 2]), "kind": np.array([1, 2]), "ticks": np.array([7, 8]),
+         "value": np.array([1, 1])},
+    )  # fmt: skip
+    with pytest.raises(ValueError, match="needs columns"):
+        store.write_table("record", {"probe_id": [1]})
+    store.finish("completed", None, 1, 1)
+    if where == "file":
+        store.close()
+        run = load(tmp_path / "c.duckdb")
+    else:
+        run = Run.from_memory(store)  # type: ignore[arg-type]
+    cal = run.table("calibration")
+    assert cal["t2_ticks"].tolist() == [10, 20, 30]
+    assert run.table("record")["ticks"].tolist() == [7, 8]
+    assert len(run.table("clock_fit")["domain"]) == 0

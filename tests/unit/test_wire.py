@@ -48,3 +48,14 @@ def test_control_payload_must_be_json_object() -> None:
     data[HEADER_SIZE:] = b"[1, 2]" + b" " * (len(data) - HEADER_SIZE - 6)
     with pytest.raises(WireError, match="JSON object"):
         decode(bytes(data))
+
+
+def test_calibration_burst_round_trip() -> None:
+    from streamscope.transport.wire import EXCHANGE_DTYPE
+
+    ex = np.zeros(3, dtype=EXCHANGE_DTYPE)
+    ex["t1_ns"], ex["t2_ticks"], ex["t3_ns"] = [1, 2, 3], [10, 20, 30], [4, 5, 6]
+    msg = decode(encode(MsgType.CALIBRATION, 2, 99, 0, ex))
+    assert msg.agent == 2
+    assert msg.records.dtype == EXCHANGE_DTYPE
+    assert msg.records["t2_ticks"].tolist() == [10, 20, 30]

@@ -19,7 +19,13 @@ if TYPE_CHECKING:
     from streamscope.store.writer import QueryRecord, RunMeta
 
 _TABLE = {t.name: t for t in TABLES}
-_DTYPES = {"INTEGER": np.int64, "BIGINT": np.int64, "DOUBLE": np.float64, "VARCHAR": object}
+_DTYPES = {
+    "INTEGER": np.int64,
+    "BIGINT": np.int64,
+    "DOUBLE": np.float64,
+    "VARCHAR": object,
+    "BOOLEAN": np.bool_,
+}
 _SELECT = {
     "frame": _rows.FRAME_COLUMNS,
     "stat": _rows.STAT_COLUMNS,
@@ -78,15 +84,15 @@ def set_status(
     )
 
 
-def insert(con: duckdb.DuckDBPyConnection, table: str, columns: Sequence[Sequence[Any]]) -> None:
+def insert(con: duckdb.DuckDBPyConnection, table: str, columns: Sequence[Any]) -> None:
     """Bulk insert columns (in table order) through a registered dict of numpy arrays.
 
     ``None`` in a DOUBLE column becomes NaN, which DuckDB's numpy scan stores as NULL.
     """
-    if not columns or not columns[0]:
+    if not columns or len(columns[0]) == 0:
         return
     spec = _TABLE[table].columns
-    arrays = {
+    arrays: dict[str, Any] = {
         c.name: np.asarray(col, dtype=_DTYPES[c.sql.split()[0]])
         for c, col in zip(spec, columns, strict=True)
     }

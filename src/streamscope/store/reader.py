@@ -11,6 +11,8 @@ from types import TracebackType
 from typing import Any, Protocol
 
 import duckdb
+import numpy as np
+from numpy.typing import NDArray
 
 from streamscope.aggregate.points import DropCount, FrameResult
 from streamscope.core.errors import QueryError, RunFileError
@@ -126,6 +128,13 @@ class Run:
         except duckdb.Error as e:
             raise QueryError(str(e), text=query, source=str(self.path or "sql")) from None
 
+    def table(self, name: str) -> dict[str, NDArray[Any]]:
+        """A whole table as numpy columns (``calibration``, ``clock_fit``, ``record``, ...)."""
+        columns, rows = self.sql(f"SELECT * FROM {name}")  # noqa: S608 - names come from code
+        if not rows:
+            return {c: np.zeros(0) for c in columns}
+        return {c: np.asarray(v) for c, v in zip(columns, zip(*rows, strict=True), strict=True)}
+
     def to_json(self) -> dict[str, Any]:
         """The ``streamscope show --json`` document (see JSON.md); ``json.dumps``-able."""
         return run_json(self)
@@ -167,6 +176,7 @@ class _MemorySource:
             "stat": s.stats,
             "histogram": s.hists,
             "drops": s.drops,
+            **s.tables,
         }
         return tables[table]
 
@@ -186,7 +196,7 @@ class _MemorySource:
             assert s.meta is not None
             _sqlio.create(con, s.meta, s.topology, s.queries)
             _sqlio.set_status(con, s.status, s.error, s.ended_unix_ns, s.duration_ns)
-            for table in ("frame", "stat", "histogram", "drops"):
+            for table in ("frame", "stat", "histogram", "drops", *s.tables):
                 _sqlio.insert(con, table, list(zip(*self._table(table), strict=True)))
             self._con = con
         return self._con

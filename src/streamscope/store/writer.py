@@ -9,15 +9,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Protocol
+from typing import Any, Protocol
 
 import duckdb
+import numpy as np
+from numpy.typing import NDArray
 
 from streamscope.aggregate.points import DropCount, FrameResult
 from streamscope.core.errors import RunFileError
 from streamscope.core.topology import Topology
 from streamscope.store import _rows, _sqlio
-from streamscope.store.schema import STATUSES
+from streamscope.store.schema import STATUSES, TABLES
+
+#: Tables a run appends to besides frames: calibrations, fits and raw records of clock domains.
+APPEND_TABLES = {t.name: t for t in TABLES if t.name in ("calibration", "clock_fit", "record")}
 
 ENDED_STATUSES = tuple(s for s in STATUSES if s != "running")
 
@@ -66,6 +71,10 @@ class RunStore(Protocol):
 
     def write_drops(self, drops: Sequence[DropCount]) -> None: ...
 
+    def write_table(self, table: str, columns: dict[str, NDArray[Any] | list[Any]]) -> None:
+        """Append rows to ``calibration``, ``clock_fit`` or ``record`` (equal-length columns)."""
+        ...
+
     def finish(
         self, status: str, error: str | None, ended_unix_ns: int, duration_ns: int
     ) -> None: ...
@@ -92,6 +101,19 @@ class _Lifecycle:
         self._expect("open", "write_drops")
         if drops:
             self._do_write(None, drops)
+
+    def write_table(self, table: str, columns: dict[str, NDArray[Any] | list[Any]]) -> None:
+        self._expect("open", "write_table")
+        if table not in APPEND_TABLES:
+            raise ValueError(f"write_table appends to {', '.join(APPEND_TABLES)}, not {table!r}")
+        names = [c.name for c in APPEND_TABLES[table].columns]
+        if sorted(columns) != sorted(names):
+            raise ValueError(f"{table} needs columns {names}, got {sorted(columns)}")
+        if len(columns[names[0]]):
+            self._do_table(table, [columns[n] for n in names])
+
+    def _do_table(self, table: str, columns: list[NDArray[Any] | list[Any]]) -> None:
+        raise NotImplementedError
 
     def finish(self, status: str, error: str | None, ended_unix_ns: int, duration_ns: int) -> None:
         """``status``: ``completed``, ``failed`` or ``interrupted``; ``duration_ns``: virtual ns."""
@@ -139,6 +161,7 @@ class InMemoryStore(_Lifecycle):
         self.stats: list[_rows.StatRow] = []
         self.hists: list[_rows.HistRow] = []
         self.drops: list[tuple[int, int, int, int]] = []
+        self.tables: dict[str, list[tuple[Any, ...]]] = {t: [] for t in APPEND_TABLES}
 
     def _do_begin(
         self, meta: RunMeta, topology: Topology, queries: tuple[QueryRecord, ...]
@@ -151,6 +174,10 @@ class InMemoryStore(_Lifecycle):
             self.stats.extend(zip(*rows.stat, strict=True))
             self.hists.extend(zip(*rows.hist, strict=True))
         self.drops.extend((d.probe_id, d.frame, d.dropped, d.recorded) for d in drops)
+
+    def _do_table(self, table: str, columns: list[NDArray[Any] | list[Any]]) -> None:
+        cols = [c.tolist() if isinstance(c, np.ndarray) else list(c) for c in columns]
+        self.tables[table].extend(zip(*cols, strict=True))
 
     def _do_finish(
         self, status: str, error: str | None, ended_unix_ns: int, duration_ns: int
@@ -231,6 +258,10 @@ class DuckDBStore(_Lifecycle):
             if drops:
                 cols = [[getattr(d, c) for d in drops] for c in _rows.DROP_COLUMNS]
                 _sqlio.insert(con, "drops", cols)
+
+    def _do_table(self, table: str, columns: list[NDArray[Any] | list[Any]]) -> None:
+        with self._transaction(checkpoint=False) as con:
+            _sqlio.insert(con, table, columns)
 
     def _do_finish(
         self, status: str, error: str | None, ended_unix_ns: int, duration_ns: int

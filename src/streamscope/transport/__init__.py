@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from streamscope.transport.channels import InMemoryTransport, Transport, UnixSocketTransport
 from streamscope.transport.wire import (
+    EXCHANGE_DTYPE,
     HEADER_SIZE,
     WATERMARK_END,
     Message,
@@ -16,6 +17,7 @@ from streamscope.transport.wire import (
 )
 
 __all__ = [
+    "EXCHANGE_DTYPE",
     "HEADER_SIZE",
     "WATERMARK_END",
     "InMemoryTransport",

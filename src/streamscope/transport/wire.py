@@ -37,6 +37,14 @@ class MsgType(IntEnum):
     END = 3  # sender is done; watermark = its last ticks
     FINISH = 4  # the run is over; payload JSON {"status", "error", "end_ticks"}
     START = 5  # the run starts; watermark = t0 in host ticks
+    #: One calibration burst of a clock domain: rows of EXCHANGE_DTYPE; ``agent`` carries the
+    #: domain's index among the topology's resources.
+    CALIBRATION = 6
+
+
+#: One round trip: host ns before the request, the device's counter, host ns after the reply.
+#: The same 24 bytes as a record, so the header's length check serves both.
+EXCHANGE_DTYPE = np.dtype([("t1_ns", "<i8"), ("t2_ticks", "<i8"), ("t3_ns", "<i8")])
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +66,8 @@ def encode(
     info: dict[str, Any] | None = None,
 ) -> bytes:
     if records is not None and len(records):
-        payload = np.ascontiguousarray(records, dtype=RECORD_DTYPE).tobytes()
+        dtype = EXCHANGE_DTYPE if mtype == MsgType.CALIBRATION else RECORD_DTYPE
+        payload = np.ascontiguousarray(records, dtype=dtype).tobytes()
         count = len(records)
     elif info is not None:
         payload = json.dumps(info).encode()
@@ -97,7 +106,8 @@ def decode_payload(
 ) -> Message:
     info: dict[str, Any] = {}
     if count:
-        records = np.frombuffer(payload, dtype=RECORD_DTYPE).copy()
+        dtype = EXCHANGE_DTYPE if kind == MsgType.CALIBRATION else RECORD_DTYPE
+        records = np.frombuffer(payload, dtype=dtype).copy()
     else:
         records = empty_records()
         if payload:

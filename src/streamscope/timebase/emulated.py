@@ -1,0 +1,263 @@
+"""An emulated device clock with a known rate error, offset, drift, tick and step.
+
+In: a spec (text or random) and the host epoch. Out: device tick readings, and for validation only
+the truth (host ns at any tick position) and how far a fit's bounds sit from it.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from streamscope.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from streamscope.timebase.calibration import Fit
+
+__all__ = ["EmulatedClock", "EmulatedClockSpec", "TruthCheck", "check_truth"]
+
+_VALID_KEYS = ("rate_ppm", "offset_s", "drift_ppb_s", "tick_ns", "step_at_s", "step_ns")
+_VALID = ", ".join(_VALID_KEYS)
+_DEFAULTS: dict[str, float | None] = {
+    "rate_ppm": 0.0,
+    "offset_s": 0.0,
+    "drift_ppb_s": 0.0,
+    "tick_ns": 1.0,
+    "step_at_s": None,
+    "step_ns": 0.0,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class EmulatedClockSpec:
+    """How an emulated device clock departs from the host's: d(τ) = offset + τ(1 + rate) + ½drift·τ².
+
+    ``rate_ppm``: frequency error (parts per million); ``offset_s``: device time at the epoch;
+    ``drift_ppb_s``: change of the rate per second of host time (ppb/s); ``tick_ns``: the counter's
+    period (nominal: the device believes its counter runs at exactly this); ``step_at_s``: host
+    seconds after the epoch at which device time jumps forward by ``step_ns`` (None: never).
+    """
+
+    rate_ppm: float = 0.0
+    offset_s: float = 0.0
+    drift_ppb_s: float = 0.0
+    tick_ns: float = 1.0
+    step_at_s: float | None = None
+    step_ns: float = 0.0
+
+    def __post_init__(self) -> None:
+        problem = _problem(self)
+        if problem:
+            raise ConfigError(f"emulated clock: {problem}; valid keys: {_VALID}")
+
+    @classmethod
+    def parse(cls, text: str) -> EmulatedClockSpec:
+        """``"rate_ppm=37,offset_s=12.5,drift_ppb_s=1,tick_ns=7.5"``; missing keys take defaults.
+
+        ``step_at_s=none`` means no step. Raises ConfigError naming the bad key and the valid ones.
+        """
+        values: dict[str, float | None] = {}
+        where = f"emulated clock spec {text!r}"
+        for raw in text.split(","):
+            item = raw.strip()
+            if not item:
+                continue
+            key, eq, value = (s.strip() for s in item.partition("="))
+            problem = ""
+            if key not in _VALID_KEYS:
+                problem = f"unknown key {key!r}"
+            elif not eq or not value:
+                problem = f"{key} needs a value ({key}=NUMBER)"
+            elif key in values:
+                problem = f"{key} is given twice"
+            elif key == "step_at_s" and value.lower() == "none":
+                values[key] = None
+                continue
+            else:
+                try:
+                    values[key] = float(value)
+                except ValueError:
+                    problem = f"{key}={value!r} is not a number"
+            if problem:
+                raise ConfigError(f"{where}: {problem}; valid keys: {_VALID}")
+        spec = cls.__new__(cls)
+        for key in _VALID_KEYS:  # defaults first, then what the text set
+            object.__setattr__(spec, key, values.get(key, _DEFAULTS[key]))
+        problem = _problem(spec)
+        if problem:
+            raise ConfigError(f"{where}: {problem}; valid keys: {_VALID}")
+        return spec
+
+    def __str__(self) -> str:
+        parts = [
+            f"rate_ppm={self.rate_ppm!r}",
+            f"offset_s={self.offset_s!r}",
+            f"drift_ppb_s={self.drift_ppb_s!r}",
+            f"tick_ns={self.tick_ns!r}",
+        ]
+        if self.step_at_s is not None or self.step_ns:
+            parts.append(f"step_at_s={'none' if self.step_at_s is None else repr(self.step_at_s)}")
+            parts.append(f"step_ns={self.step_ns!r}")
+        return ",".join(parts)
+
+    @classmethod
+    def random(cls, rng: np.random.Generator) -> EmulatedClockSpec:
+        """A spec for randomised trials: rate ±100 ppm, offset ±1000 s, drift ±10 ppb/s, tick
+        1 ns – 2 µs (log-uniform), and one time in four a forward step of up to 1 ms."""
+        step_at_s: float | None = None
+        step_ns = 0.0
+        if rng.random() < 0.25:
+            step_at_s = float(rng.uniform(0.0, 10.0))
+            step_ns = float(rng.uniform(0.0, 1e6))
+        return cls(
+            rate_ppm=float(rng.uniform(-100.0, 100.0)),
+            offset_s=float(rng.uniform(-1000.0, 1000.0)),
+            drift_ppb_s=float(rng.uniform(-10.0, 10.0)),
+            tick_ns=float(np.exp(rng.uniform(0.0, math.log(2000.0)))),
+            step_at_s=step_at_s,
+            step_ns=step_ns,
+        )
+
+
+def _problem(spec: EmulatedClockSpec) -> str:
+    """What is wrong with a spec's values (naming the key), or ""."""
+    for key in _VALID_KEYS:
+        value = getattr(spec, key)
+        if value is None and key == "step_at_s":
+            continue
+        if not isinstance(value, (int, float)) or not math.isfinite(value):
+            return f"{key} must be a finite number, got {value!r}"
+    if spec.tick_ns <= 0:
+        return f"tick_ns must be > 0, got {spec.tick_ns!r}"
+    if spec.rate_ppm <= -1e6:
+        return f"rate_ppm must be > -1000000 (the clock runs forwards), got {spec.rate_ppm!r}"
+    if spec.step_ns < 0:
+        return f"step_ns must be >= 0 (a counter never runs backwards), got {spec.step_ns!r}"
+    return ""
+
+
+class EmulatedClock:
+    """A device counter driven by the host's monotonic clock through an ``EmulatedClockSpec``.
+
+    Device ns: d(τ) = c0 + c1·τ + c2·τ² (+ step_ns once τ ≥ step_at), τ = host ns − epoch;
+    ticks = floor(d / tick_ns). The truth methods are for validation: calibration never sees them.
+    """
+
+    __slots__ = ("_c0", "_c1", "_c2", "_epoch", "_step", "_step_at", "domain", "spec", "tick_period_ns")
+
+    def __init__(
+        self, spec: EmulatedClockSpec, epoch_host_ns: int, *, domain: str = "emulated"
+    ) -> None:
+        self.spec = spec
+        self.domain = domain
+        self.tick_period_ns = spec.tick_ns
+        self._epoch = int(epoch_host_ns)
+        self._c0 = spec.offset_s * 1e9
+        self._c1 = 1.0 + spec.rate_ppm * 1e-6
+        self._c2 = 0.5 * spec.drift_ppb_s * 1e-18  # ppb/s → 1/ns, halved by the integral
+        self._step_at = math.inf if spec.step_at_s is None else spec.step_at_s * 1e9
+        self._step = spec.step_ns
+
+    @property
+    def epoch_host_ns(self) -> int:
+        return self._epoch
+
+    def now_ticks(self) -> int:
+        """The counter now: one host clock read and a few float operations."""
+        tau = time.monotonic_ns() - self._epoch
+        d = self._c0 + tau * (self._c1 + tau * self._c2)
+        if tau >= self._step_at:
+            d += self._step
+        return math.floor(d / self.tick_period_ns)
+
+    def ticks_at(self, host_ns: ArrayLike) -> NDArray[np.int64]:
+        """The counter reading at integer host times (what ``now_ticks`` would have returned)."""
+        tau = np.asarray(host_ns, dtype=np.int64) - np.int64(self._epoch)
+        tau_f = tau.astype(np.float64)
+        d = self._c0 + tau_f * (self._c1 + tau_f * self._c2)
+        d = np.where(tau >= self._step_at, d + self._step, d)
+        return np.floor(d / self.tick_period_ns).astype(np.int64)
+
+    def _tau_for(self, d_ns: NDArray[np.float64], c0: float) -> NDArray[np.float64]:
+        # The root of c2·τ² + c1·τ + (c0 − d) = 0 near (d − c0)/c1, in the form that stays exact
+        # as c2 → 0 (no cancellation between c1 and the square root).
+        u = d_ns - c0
+        disc = np.sqrt(np.maximum(self._c1 * self._c1 + 4.0 * self._c2 * u, 0.0))
+        return 2.0 * u / (self._c1 + disc)
+
+    def true_host_ns(self, x_ticks: ArrayLike) -> NDArray[np.float64]:
+        """Host ns at which the device was at tick position ``x_ticks`` (continuous; a reading k
+        means the position was in [k, k+1)). Exact to float rounding. Positions skipped by a
+        forward step map to the step's host time."""
+        d = np.asarray(x_ticks, dtype=np.float64) * self.tick_period_ns
+        tau = self._tau_for(d, self._c0)
+        if math.isfinite(self._step_at) and self._step:
+            s = self._step_at
+            d_step = self._c0 + s * (self._c1 + s * self._c2)  # device ns just before the step
+            after = self._tau_for(d, self._c0 + self._step)
+            tau = np.where(d < d_step, tau, np.where(d < d_step + self._step, s, after))
+        return tau + float(self._epoch)
+
+    def true_s_ns_per_tick(self, x_ticks: ArrayLike) -> NDArray[np.float64]:
+        """The true local slope dt_host/dx (host ns per device tick) at tick position ``x_ticks``."""
+        tau = self.true_host_ns(x_ticks) - float(self._epoch)
+        return self.tick_period_ns / (self._c1 + 2.0 * self._c2 * tau)
+
+
+@dataclass(frozen=True, slots=True)
+class TruthCheck:
+    """A fit compared with the emulated truth over a span of tick positions (all ns are host ns).
+
+    ``margin_ns`` is the smallest distance from the truth to the nearer hard bound over the checked
+    positions: negative means the truth fell outside. Offsets are estimate − truth at ``x_centre``.
+    """
+
+    x_centre: float
+    true_s_ns_per_tick: float
+    true_b_ns: float
+    offset_error_ns: float
+    margin_ns: float
+    n_checked: int
+
+    @property
+    def inside(self) -> bool:
+        return self.margin_ns >= 0.0
+
+    def to_dict(self) -> dict[str, float | int | bool]:
+        return {
+            "x_centre": self.x_centre,
+            "true_s_ns_per_tick": self.true_s_ns_per_tick,
+            "true_b_ns": self.true_b_ns,
+            "offset_error_ns": self.offset_error_ns,
+            "truth_margin_ns": self.margin_ns,
+            "truth_inside_bounds": self.inside,
+            "n_checked": self.n_checked,
+        }
+
+
+def check_truth(
+    fit: Fit, clock: EmulatedClock, x_lo: float, x_hi: float, *, n_points: int = 1001
+) -> TruthCheck:
+    """Compare ``fit`` with ``clock``'s truth at ``n_points`` positions across [x_lo, x_hi].
+
+    ``true_b_ns`` is the true host ns at the span's centre, the point the offset error is taken at.
+    """
+    x = np.linspace(x_lo, x_hi, n_points)
+    truth = clock.true_host_ns(x)
+    lo, hi = fit.bounds(x)
+    margin = float(np.min(np.minimum(truth - lo, hi - truth)))
+    xc = 0.5 * (x_lo + x_hi)
+    true_b = float(clock.true_host_ns(xc))
+    return TruthCheck(
+        x_centre=xc,
+        true_s_ns_per_tick=float(clock.true_s_ns_per_tick(xc)),
+        true_b_ns=true_b,
+        offset_error_ns=float(fit.to_ns(xc)) - true_b,
+        margin_ns=margin,
+        n_checked=n_points,
+    )
