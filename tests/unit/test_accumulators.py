@@ -290,3 +290,21 @@ def test_every_spec_creates_a_matching_accumulator() -> None:
         acc = spec.create()
         assert isinstance(acc, Accumulator)
         assert acc.collect().stat == spec.stat
+
+
+def test_first_and_last_follow_time_not_arrival_order() -> None:
+    from streamscope.aggregate.specs import First, Last
+
+    first, last = First().create(), Last().create()
+    for acc in (first, last):
+        acc.add_timed(np.array([5.0, 7.0]), np.array([20, 30]))  # type: ignore[attr-defined]
+        acc.add_timed(np.array([1.0, 9.0]), np.array([10, 40]))  # type: ignore[attr-defined]
+    assert first.collect().value == 1.0  # type: ignore[union-attr]
+    assert last.collect().value == 9.0  # type: ignore[union-attr]
+    a, b = First().create(), First().create()
+    a.add_timed(np.array([3.0]), np.array([50]))  # type: ignore[attr-defined]
+    b.add_timed(np.array([4.0]), np.array([5]))  # type: ignore[attr-defined]
+    a.merge(b)
+    assert a.collect().value == 4.0  # type: ignore[union-attr]
+    with pytest.raises(TypeError, match="times"):
+        First().create().add_batch(np.array([1.0]))

@@ -266,3 +266,20 @@ def test_channels_without_capacity_get_no_default_histogram() -> None:
 def test_stages_named_only_by_channels_still_resolve() -> None:
     bare = Topology("t", channels=(ChannelInfo("x -> y", "x", "y", 3),))
     assert _one("occupancy(x -> y)", bare)[0] == "x -> y"
+
+
+def test_first_last_and_box_for_the_seed_latency_measurements() -> None:
+    """Seed 000 measures the first and the last datum's latency and draws box-whisker plots."""
+    from streamscope.aggregate.specs import First, Last, Quantiles
+    from streamscope.core.topology import ChannelInfo, StageInfo, Topology
+
+    topo = Topology(
+        "t",
+        stages=(StageInfo("a", "main", "source"), StageInfo("b", "main", "sink")),
+        channels=(ChannelInfo("a -> b", "a", "b", 4),),
+    )
+    plan = compile_queries(["latency(a -> b): first, last, box, p50 every 1s"], topo, 10**9)
+    specs = plan.queries[0].targets[0].specs
+    assert specs[:2] == (First(), Last())
+    assert specs[2] == Quantiles((0.0, 0.25, 0.5, 0.75, 1.0))  # box, with p50 merged in once
+    assert str(plan.queries[0].query) == "latency(a -> b): first, last, box, p50 every 1s"

@@ -238,8 +238,8 @@ ERRORS = [
         "latency(a -> b): avg",
         1,
         18,
-        "unknown aggregation 'avg'; valid for latency: count, sum, min, max, mean, pNN (e.g. p99), "
-        "quantiles(q, ...), histogram(...)",
+        "unknown aggregation 'avg'; valid for latency: count, sum, min, max, mean, first, last, box, "
+        "pNN (e.g. p99), quantiles(q, ...), histogram(...)",
     ),
     ("latency(a -> b): mean, mean", 1, 24, "'mean' appears twice in this query"),
     ("latency(a -> b): p50, quantiles(0.5)", 1, 23, "the quantile 0.5 is asked for twice"),

@@ -136,4 +136,28 @@ class Duty:
         return DutyAccumulator(self.labels)
 
 
-AggregationSpec = Count | Sum | Min | Max | Mean | Histogram | Quantiles | Duty
+@dataclass(frozen=True, slots=True)
+class First:
+    """The value with the earliest time in the frame (e.g. the first item's latency)."""
+
+    stat = "first"
+
+    def create(self) -> Accumulator:
+        from streamscope.aggregate.timed import FirstAccumulator
+
+        return FirstAccumulator()
+
+
+@dataclass(frozen=True, slots=True)
+class Last:
+    """The value with the latest time in the frame (e.g. the last item's latency)."""
+
+    stat = "last"
+
+    def create(self) -> Accumulator:
+        from streamscope.aggregate.timed import LastAccumulator
+
+        return LastAccumulator()
+
+
+AggregationSpec = Count | Sum | Min | Max | Mean | Histogram | Quantiles | Duty | First | Last

@@ -6,6 +6,8 @@ import sys
 
 import typer
 
+from streamscope.cli import calibrate as calibrate_cmd
+from streamscope.cli import retime as retime_cmd
 from streamscope.cli import run as run_cmd
 from streamscope.cli import show as show_cmd
 from streamscope.cli import sql as sql_cmd
@@ -23,6 +25,8 @@ app = typer.Typer(
 app.command("run", context_settings={"ignore_unknown_options": False})(run_cmd.run)
 app.command("show")(show_cmd.show)
 app.command("sql")(sql_cmd.sql)
+app.command("calibrate")(calibrate_cmd.calibrate)
+app.command("retime")(retime_cmd.retime)
 
 __all__ = ["app", "main"]
 

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from streamscope.cli.common import fmt_ns
-from streamscope.cli.summary import frames_table, summary_table
+from streamscope.cli.summary import clock_table, frames_table, summary_table
 from streamscope.store.reader import load
 
 
@@ -45,6 +45,9 @@ def show(
         for c in run.topology.channels:
             topo.add_row(c.name, str(c.capacity), c.transport)
         console.print(topo)
+        clocks = clock_table(run)
+        if clocks is not None:
+            console.print(clocks)
         for q in run.queries:
             console.print(frames_table(run, q.id, last))
         console.print(summary_table(run))

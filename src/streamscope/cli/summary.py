@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import numpy as np
 from rich.console import Console
 from rich.table import Table
 
@@ -87,5 +88,29 @@ def frames_table(run: Run, query_id: int, last: int | None) -> Table:
             fmt_ns(r.t_start_ns) + partial,
             r.target,
             describe_points(r.points, q.unit),
+        )
+    return table
+
+
+def clock_table(run: Run) -> Table | None:
+    """Each calibrated clock domain: its bursts, last fit and the width of its hard bounds."""
+    fits = run.table("clock_fit")
+    if not len(fits.get("domain", [])):
+        return None
+    table = Table(title="clock domains (host ns = s * (ticks - x0) + b)", title_justify="left")
+    for col in ("domain", "bursts", "method", "s (ns/tick)", "bound width", "rtt min", "steps"):
+        table.add_column(col)
+    for domain in sorted({str(d) for d in fits["domain"].tolist()}):
+        sel = fits["domain"] == domain
+        last = int(np.flatnonzero(sel)[-1])
+        widths = fits["bound_width_ns"][sel]
+        table.add_row(
+            domain,
+            str(int(sel.sum())),
+            str(fits["method"][last]),
+            f"{float(fits['s_ns_per_tick'][last]):.9f}",
+            f"{fmt_ns(float(np.median(widths)))} median, {fmt_ns(float(widths.max()))} max",
+            fmt_ns(float(fits["rtt_min_ns"][sel].min())),
+            str(int((~fits["feasible"][sel].astype(bool)).sum())),
         )
     return table

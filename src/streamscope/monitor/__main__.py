@@ -70,6 +70,7 @@ def main(argv: list[str]) -> int:
             store,
             meta=meta,
             drop_frame_ns=cfg["frame_ns"],
+            clock_method=cfg.get("clock_method", "hull"),
             socket_path=cfg["socket"],
             on_frames=_on_frames,
         )

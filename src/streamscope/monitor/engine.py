@@ -17,6 +17,7 @@ from streamscope.aggregate.frames import frame_index, runs
 from streamscope.aggregate.points import DropCount, FrameResult
 from streamscope.core.records import Kind, Records
 from streamscope.core.topology import Topology
+from streamscope.monitor.clocks import HOST, Domains, TableSink
 from streamscope.monitor.reducers import TargetReducer
 from streamscope.monitor.streams import ChannelStream, StageStream
 from streamscope.query.compile import Plan
@@ -30,17 +31,36 @@ FrameSink = Callable[[Sequence[FrameResult], Sequence[DropCount]], None]
 class _AgentState:
     watermark_ns: int
     ended: bool = False
+    domain: str = HOST
 
 
 class Engine:
     """Single-threaded: call ``handle`` for each message, then ``advance`` whenever convenient."""
 
-    def __init__(self, plan: Plan, topology: Topology, drop_frame_ns: int, sink: FrameSink) -> None:
+    def __init__(
+        self,
+        plan: Plan,
+        topology: Topology,
+        drop_frame_ns: int,
+        sink: FrameSink,
+        on_table: TableSink | None = None,
+        *,
+        method: str = "hull",
+    ) -> None:
         self.plan = plan
         self.topology = topology
         self.drop_frame_ns = drop_frame_ns
         self.sink = sink
+        self.on_table = on_table
+        self.domains = Domains(topology, on_table, method=method)
         self.timebase: HostMap | None = None
+        self._waiting: dict[str, list[Message]] = {}  # batches of domains not yet calibrated
+        #: Probes whose raw records are kept for ``retime``: those of clock domains, and both
+        #: ends of every channel whose ends are in different domains.
+        self.crossing = crossing_channels(topology)
+        self.keep_raw = {
+            p.id for p in topology.probes if p.domain != HOST or p.target in self.crossing
+        }
         self.agents: dict[int, _AgentState] = {}
         self.channels: dict[str, ChannelStream] = {}
         self.stages: dict[str, StageStream] = {}
@@ -53,7 +73,7 @@ class Engine:
             elif p.kind == "state":
                 self.stages.setdefault(p.target, StageStream(p.target))
         self.reducers: list[TargetReducer] = [
-            TargetReducer(q.id, q.metric, t.name, t.specs, q.frame_ns)
+            TargetReducer(q.id, q.metric, t.name, t.specs, q.frame_ns, t.name in self.crossing)
             for q in plan.queries
             for t in q.targets
         ]
@@ -71,21 +91,32 @@ class Engine:
 
     def start(self, t0_ticks: int) -> None:
         self.timebase = HostMap(t0_ticks)
+        self.domains.start(t0_ticks)
 
     def handle(self, msg: Message) -> None:
         if msg.type == MsgType.START:
             self.start(msg.watermark)
             return
+        if msg.type == MsgType.HELLO:
+            state = self.agents.setdefault(msg.agent, _AgentState(0))
+            state.domain = str(msg.info.get("domain", HOST))
+            return
+        if msg.type == MsgType.CALIBRATION:
+            domain = self.domains.calibrate(msg.agent, msg.records)
+            for held in self._waiting.pop(domain, []):
+                self.handle(held)
+            return
         if self.timebase is None:
-            # Agents may say hello before the run starts; their clock starts counting at START.
-            if msg.type == MsgType.HELLO:
-                self.agents[msg.agent] = _AgentState(0)
             return
         state = self.agents.setdefault(msg.agent, _AgentState(0))
+        if not self.domains.ready(state.domain):
+            # A device's records wait for its first calibration (its start burst, milliseconds).
+            self._waiting.setdefault(state.domain, []).append(msg)
+            return
         if msg.type == MsgType.BATCH and len(msg.records):
-            self._ingest(msg)
+            self._ingest(msg, state.domain)
         if msg.type in (MsgType.BATCH, MsgType.END):
-            wm = self.timebase.scalar_to_ns(msg.watermark)
+            wm = self.domains.scalar_to_ns(state.domain, msg.watermark)
             state.watermark_ns = max(state.watermark_ns, wm)
         if msg.type == MsgType.END:
             state.ended = True
@@ -95,14 +126,14 @@ class Engine:
         if agent in self.agents:
             self.agents[agent].ended = True
 
-    def _ingest(self, msg: Message) -> None:
-        assert self.timebase is not None
+    def _ingest(self, msg: Message, domain: str) -> None:
         rec = msg.records
         self.events_seen += len(rec)
-        t = self.timebase.to_ns(rec["ticks"].astype(np.int64))
+        t, halfwidth = self.domains.to_ns(domain, rec["ticks"].astype(np.int64))
         drops = rec["kind"] == Kind.DROPPED
         keep = ~drops
-        self._route(rec[keep], t[keep])
+        self._keep_raw(rec[keep])
+        self._route(rec[keep], t[keep], halfwidth)
         # After this batch's records: a refusal's gap starts at the probe's last kept record.
         for pid, t_report, n in zip(
             rec["probe"][drops].tolist(),
@@ -118,7 +149,19 @@ class Engine:
             elif kind == "state":
                 self.stages[target].add_refusal(t_report)
 
-    def _route(self, rec: Records, t: NDArray[np.int64]) -> None:
+    def _keep_raw(self, rec: Records) -> None:
+        if self.on_table is None or not self.keep_raw or not len(rec):
+            return
+        mask = np.isin(rec["probe"], np.fromiter(self.keep_raw, dtype=np.int64))
+        if mask.any():
+            r = rec[mask]
+            self.on_table(
+                "record",
+                {"probe_id": r["probe"].astype(np.int64), "kind": r["kind"].astype(np.int64),
+                 "ticks": r["ticks"], "value": r["value"]},
+            )  # fmt: skip
+
+    def _route(self, rec: Records, t: NDArray[np.int64], halfwidth: float = 0.0) -> None:
         """Hand each probe's records to its stream (one slice per probe, no per-record loop)."""
         if not len(rec):
             return
@@ -149,6 +192,7 @@ class Engine:
             self._count_recorded(pid, pt)
             if isinstance(stream, ChannelStream):
                 stream.add(kind, pt, pv)
+                stream.note_uncertainty(kind, halfwidth)
             elif isinstance(stream, StageStream):
                 stream.add(pt, pv)
 
@@ -177,7 +221,11 @@ class Engine:
         wm = max(wm, self.watermark_ns)
         self.watermark_ns = wm
         for name, stream in self.channels.items():
+            before = stream.last_t
             out = stream.advance(wm)
+            for metric in ("occupancy", "latency", "throughput", "count"):
+                for r in self._by_target.get((metric, name), ()):
+                    r.add_quality(out.violations, out.uncertainty_ns, before, wm)
             for r in self._by_target.get(("occupancy", name), ()):
                 r.add_segments(out.occupancy)
             for r in self._by_target.get(("latency", name), ()):
@@ -217,3 +265,12 @@ class Engine:
     def finish(self, end_ns: int) -> list[FrameResult]:
         """Reduce everything up to the end of the run and emit every frame, the last one partial."""
         return self.advance(until=end_ns, end_ns=end_ns)
+
+
+def crossing_channels(topology: Topology) -> frozenset[str]:
+    """Channels whose two ends are in different clock domains (their figures carry uncertainty)."""
+    domain = {r.name: r.clock_domain for r in topology.resources}
+    stage = {s.name: domain.get(s.resource, HOST) for s in topology.stages}
+    return frozenset(
+        c.name for c in topology.channels if stage.get(c.src, HOST) != stage.get(c.dst, HOST)
+    )

@@ -11,8 +11,9 @@ from numpy.typing import NDArray
 
 from streamscope.aggregate.accumulators import Accumulator
 from streamscope.aggregate.frames import frame_index, runs, split_at_frames
-from streamscope.aggregate.points import FrameResult
+from streamscope.aggregate.points import FrameResult, Point, ScalarPoint
 from streamscope.aggregate.specs import AggregationSpec
+from streamscope.aggregate.timed import Extreme
 from streamscope.monitor.streams import Events, Segments
 
 I64 = NDArray[np.int64]
@@ -30,15 +31,36 @@ class TargetReducer:
         target: str,
         specs: tuple[AggregationSpec, ...],
         frame_ns: int,
+        crossing: bool = False,
     ) -> None:
         self.query_id = query_id
         self.metric = metric
         self.target = target
         self.specs = specs
         self.frame_ns = frame_ns
+        #: The target crosses clock domains: its frames also say how uncertain their times are
+        #: (``uncertainty_ns``) and how often the timeline broke causality (``violations``).
+        self.crossing = crossing
         self.next_frame = 0  # every frame before this one has been emitted
         self._open: dict[int, list[Accumulator]] = {}
         self._windows: dict[int, NDArray[np.float64]] = {}
+        self._violations: dict[int, int] = {}
+        self._uncertainty: dict[int, float] = {}
+
+    def add_quality(
+        self, violations: I64, uncertainty_ns: float, start_ns: int, end_ns: int
+    ) -> None:
+        """Causality violations (their times) and the time uncertainty over [start_ns, end_ns)."""
+        if not self.crossing:
+            return
+        if len(violations):
+            frames, starts = runs(frame_index(violations, self.frame_ns))
+            counts = np.diff(np.append(starts, len(violations)))
+            for f, c in zip(frames.tolist(), counts.tolist(), strict=True):
+                self._violations[f] = self._violations.get(f, 0) + c
+        if end_ns > start_ns:
+            for f in range(start_ns // self.frame_ns, (end_ns - 1) // self.frame_ns + 1):
+                self._uncertainty[f] = max(self._uncertainty.get(f, 0.0), uncertainty_ns)
 
     def _accs(self, frame: int) -> list[Accumulator]:
         accs = self._open.get(frame)
@@ -51,15 +73,17 @@ class TargetReducer:
         known = seg.level >= 0
         if not known.any():
             return
-        idx, frames, dur = split_at_frames(seg.start[known], seg.end[known], self.frame_ns)
+        start, end = seg.start[known], seg.end[known]
+        idx, frames, dur = split_at_frames(start, end, self.frame_ns)
         levels = seg.level[known][idx].astype(np.float64)
-        self._feed(frames, levels, dur.astype(np.float64))
+        piece_start = np.maximum(start[idx], frames * self.frame_ns)
+        self._feed(frames, levels, dur.astype(np.float64), piece_start)
 
     def add_events(self, ev: Events) -> None:
         if not len(ev.t):
             return
         frames = frame_index(ev.t, self.frame_ns)
-        self._feed(frames, ev.value.astype(np.float64), None)
+        self._feed(frames, ev.value.astype(np.float64), None, ev.t)
 
     def add_times(self, ev: Events) -> None:
         """Items per frame (``count``) or per tenth of a frame (``throughput``).
@@ -88,7 +112,11 @@ class TargetReducer:
             arr[w] += c
 
     def _feed(
-        self, frames: I64, values: NDArray[np.float64], weights: NDArray[np.float64] | None
+        self,
+        frames: I64,
+        values: NDArray[np.float64],
+        weights: NDArray[np.float64] | None,
+        times: I64 | None = None,
     ) -> None:
         # Inputs are time-ordered, so frames are non-decreasing: one slice per frame.
         uniq, starts = runs(frames)
@@ -99,7 +127,11 @@ class TargetReducer:
             lo, hi = bounds[i], bounds[i + 1]
             w = None if weights is None else weights[lo:hi]
             for acc in self._accs(f):
-                acc.add_batch(values[lo:hi], w)
+                if isinstance(acc, Extreme):
+                    if times is not None:
+                        acc.add_timed(values[lo:hi], times[lo:hi])
+                else:
+                    acc.add_batch(values[lo:hi], w)
 
     def close_until(self, t_ns: int, end_ns: int | None = None) -> list[FrameResult]:
         """Emit every frame that ends at or before ``t_ns`` (all frames up to ``end_ns`` at the end)."""
@@ -114,11 +146,13 @@ class TargetReducer:
             if self.metric == "throughput":
                 self._throughput(f, covered)
             accs = self._open.pop(f, None) or [s.create() for s in self.specs]
-            out.append(
-                FrameResult(
-                    self.query_id, self.target, f, lo, hi, covered, tuple(a.collect() for a in accs)
+            points: tuple[Point, ...] = tuple(a.collect() for a in accs)
+            if self.crossing:
+                points += (
+                    ScalarPoint("violations", float(self._violations.pop(f, 0))),
+                    ScalarPoint("uncertainty_ns", self._uncertainty.pop(f, 0.0)),
                 )
-            )
+            out.append(FrameResult(self.query_id, self.target, f, lo, hi, covered, points))
             self.next_frame += 1
         return out
 

@@ -17,10 +17,11 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from streamscope.aggregate.points import DropCount, FrameResult
 from streamscope.core.topology import Topology
-from streamscope.monitor.engine import Engine
+from streamscope.monitor.engine import Engine, crossing_channels
 from streamscope.query.compile import Plan
 from streamscope.store.writer import QueryRecord, RunMeta, RunStore
 from streamscope.transport.wire import (
@@ -62,11 +63,14 @@ class _TickType:
 _Tick = _TickType()
 
 
-def query_records(plan: Plan) -> list[QueryRecord]:
+def query_records(plan: Plan, topology: Topology | None = None) -> list[QueryRecord]:
     """What the run file says about each compiled query."""
+    crossing = crossing_channels(topology) if topology is not None else frozenset()
     out = []
     for q in plan.queries:
         stats = tuple(dict.fromkeys(s.stat for t in q.targets for s in t.specs))
+        if any(t.name in crossing for t in q.targets):
+            stats += ("violations", "uncertainty_ns")
         targets = tuple(t.name for t in q.targets)
         out.append(QueryRecord(q.id, q.text, q.metric, q.unit, q.frame_ns, targets, stats))
     return out
@@ -94,17 +98,20 @@ class MonitorService:
         *,
         meta: RunMeta,
         drop_frame_ns: int,
+        clock_method: str = "hull",
         socket_path: str | None = None,
         on_frames: Callable[[Sequence[FrameResult], Sequence[DropCount]], None] | None = None,
     ) -> None:
         self.store = store
         self._meta = meta
-        self._records = query_records(plan)
+        self._records = query_records(plan, topology)
         self._topology = topology
         self._begun = False
         self.inbox: Inbox = queue.SimpleQueue()
         self._on_frames = on_frames
-        self.engine = Engine(plan, topology, drop_frame_ns, self._write)
+        self.engine = Engine(
+            plan, topology, drop_frame_ns, self._write, self._write_table, method=clock_method
+        )
         self.socket_path = socket_path
         self._server: socket.socket | None = None
         self.bad_messages = 0
@@ -122,6 +129,10 @@ class MonitorService:
             self.store.write_drops(drops)
         if self._on_frames is not None:
             self._on_frames(results, drops)
+
+    def _write_table(self, table: str, columns: dict[str, Any]) -> None:
+        if self._begun:
+            self.store.write_table(table, columns)
 
     def _accept(self) -> None:
         assert self._server is not None

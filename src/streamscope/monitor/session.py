@@ -51,6 +51,10 @@ class RunOptions:
     flush_interval_s: float = DEFAULT_FLUSH_INTERVAL_S
     #: Records each tap buffer holds between two flushes (a power of two); more are refused.
     tap_capacity: int = DEFAULT_CAPACITY
+    #: Seconds between short calibration bursts of each clock domain (0: start and end only).
+    calibrate_every_s: float = 2.0
+    #: How each burst is fitted: hull (robust, tick-aware) or timetrial (seed 000).
+    clock_method: str = "hull"
     app: str = ""
     argv: tuple[str, ...] = ()
     command: str = ""
@@ -153,6 +157,7 @@ def _drive(
             sock_path,
             flush_interval_s=opts.flush_interval_s,
             tap_capacity=opts.tap_capacity,
+            calibrate_every_s=opts.calibrate_every_s,
         )
         try:
             runner.start()
@@ -197,6 +202,7 @@ def _run_inline(
         store,
         meta=meta,
         drop_frame_ns=opts.frame_ns,
+        clock_method=opts.clock_method,
         socket_path=sock_path,
         on_frames=on_frames,
     )
@@ -230,6 +236,7 @@ def _run_process(
         "topology": topology.to_dict(),
         "queries": [q.text for q in plan.queries],
         "frame_ns": opts.frame_ns,
+        "clock_method": opts.clock_method,
         "meta": _meta_dict(meta),
     }
     cfg_path = os.path.join(os.path.dirname(sock_path), "config.json")

@@ -42,6 +42,11 @@ class ChannelOutput:
     interdeparture: Events
     latency: Events
     unmatched: int = 0
+    #: Times at which the timeline broke causality: a removal before its insertion (a negative
+    #: latency, or more items removed than inserted). Only clocks can cause it; it is counted.
+    violations: I64 = field(default_factory=lambda: _EMPTY)
+    #: Half-widths of the time bounds of both ends' records, added: a latency's uncertainty.
+    uncertainty_ns: float = 0.0
 
 
 def _segments(last_t: int, carry: int, t: I64, levels: I64, until: int) -> Segments:
@@ -178,6 +183,7 @@ class ChannelStream:
         self.name = name
         self.ends = {"tail": _End(), "head": _End()}
         self.last_t = 0
+        self._halfwidth = {"tail": 0.0, "head": 0.0}
         self._open_seq = _EMPTY  # inserted, not yet removed: sequence numbers ...
         self._open_t = _EMPTY  # ... and insertion times
 
@@ -189,6 +195,10 @@ class ChannelStream:
             t_ns, seq = t_ns[~late], seq[~late]
         self.ends[end].pending.add(t_ns, seq)
         return n_late
+
+    def note_uncertainty(self, end: str, halfwidth_ns: float) -> None:
+        """The records just added at ``end`` are placed in time within ± ``halfwidth_ns``."""
+        self._halfwidth[end] = max(self._halfwidth[end], halfwidth_ns)
 
     def add_refusal(self, end: str, t_report: int) -> None:
         """The probe at ``end`` refused records some time before ``t_report``."""
@@ -204,7 +214,8 @@ class ChannelStream:
         t, is_tail, seqs = _merge(tt, ts, ht, hs)
         tail_run = np.maximum.accumulate(np.where(is_tail, seqs, t_carry)) if len(t) else _EMPTY
         head_run = np.maximum.accumulate(np.where(~is_tail, seqs, h_carry)) if len(t) else _EMPTY
-        levels = np.maximum(tail_run - head_run, 0)
+        raw_levels = tail_run - head_run
+        levels = np.maximum(raw_levels, 0)
         occ = _segments(self.last_t, max(t_carry - h_carry, 0), t, levels, until)
         # Unknown: between two records of one end whose sequence numbers jump, and refusal gaps.
         lo_parts = [t_prev[t_items > 1], h_prev[h_items > 1]]
@@ -218,7 +229,13 @@ class ChannelStream:
         ii = self._diffs(tt, t_items, tail)
         dd = self._diffs(ht, h_items, head)
         lat, unmatched = self._latency(tt, ts, ht, hs)
-        return ChannelOutput(occ, Events(tt, t_items), Events(ht, h_items), ii, dd, lat, unmatched)
+        violations = np.concatenate((t[raw_levels < 0], lat.t[lat.value < 0]))
+        uncertainty = self._halfwidth["tail"] + self._halfwidth["head"]
+        self._halfwidth = {"tail": 0.0, "head": 0.0}
+        return ChannelOutput(
+            occ, Events(tt, t_items), Events(ht, h_items), ii, dd, lat, unmatched,
+            np.sort(violations), uncertainty,
+        )  # fmt: skip
 
     @staticmethod
     def _diffs(t: I64, items: I64, end: _End) -> Events:

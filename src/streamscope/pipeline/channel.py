@@ -7,11 +7,25 @@ query needs it, one tail record per insertion and one head record per removal.
 from __future__ import annotations
 
 import queue
+from collections.abc import Callable
 from typing import Any
 
 from streamscope.core.clock import host_now_ticks
 from streamscope.core.records import State
 from streamscope.probes.taps import LockedTap, StateTracker
+
+#: This process's clock, read by every tap in it. A process with a clock of its own (an emulated
+#: device) rebinds it once, right after it starts, with ``use_clock``.
+now_ticks: Callable[[], int] = host_now_ticks
+
+
+def use_clock(now: Callable[[], int]) -> None:
+    """Make every channel tap of this process read ``now`` (in a freshly forked stage process)."""
+    global now_ticks
+    now_ticks = now
+    from streamscope.pipeline import shm
+
+    shm.now_ticks = now
 
 
 class EndOfStream:
@@ -56,7 +70,7 @@ class ThreadChannel(queue.Queue[Any]):
         if tap is not None and item is not EOS:
             b = tap.buf
             if len(b) < tap.cap:
-                b.append(host_now_ticks())
+                b.append(now_ticks())
             else:
                 tap.dropped += 1
 
@@ -66,7 +80,7 @@ class ThreadChannel(queue.Queue[Any]):
         if tap is not None and item is not EOS:
             b = tap.buf
             if len(b) < tap.cap:
-                b.append(host_now_ticks())
+                b.append(now_ticks())
             else:
                 tap.dropped += 1
         return item

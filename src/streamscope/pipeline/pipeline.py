@@ -14,6 +14,7 @@ from streamscope.core.topology import ChannelInfo, ProbeInfo, ResourceInfo, Stag
 from streamscope.pipeline.resources import Resource, resolve
 from streamscope.pipeline.shm import DEFAULT_SLOT_BYTES
 from streamscope.pipeline.stage import StageBody, as_source
+from streamscope.timebase.emulated import EmulatedClockSpec
 
 FANOUT = ("roundrobin", "broadcast")
 FANIN = ("roundrobin", "zip")
@@ -166,7 +167,9 @@ class Pipeline:
     def topology(self, probes: tuple[ProbeInfo, ...] = ()) -> Topology:
         resources: dict[str, ResourceInfo] = {}
         for st in self.stages.values():
-            resources.setdefault(st.resource.name, ResourceInfo(st.resource.name, st.resource.kind))
+            r = st.resource
+            tick = EmulatedClockSpec.parse(r.clock).tick_ns if r.clock else 1.0
+            resources.setdefault(r.name, ResourceInfo(r.name, r.kind, r.domain, tick))
         return Topology(
             name=self.name,
             resources=tuple(resources.values()),
@@ -183,12 +186,15 @@ class Pipeline:
 
 def plan_probes(topology: Topology, taps: frozenset[tuple[str, str]]) -> tuple[ProbeInfo, ...]:
     """Give each needed tap an integer id, in a stable order (channels, then stages)."""
+    domain = {r.name: r.clock_domain for r in topology.resources}
+    stage_domain = {s.name: domain.get(s.resource, "host") for s in topology.stages}
     out: list[ProbeInfo] = []
     for ch in topology.channels:
         for end in ("tail", "head"):
             if (end, ch.name) in taps:
-                out.append(ProbeInfo(len(out) + 1, end, ch.name))
+                owner = ch.src if end == "tail" else ch.dst
+                out.append(ProbeInfo(len(out) + 1, end, ch.name, stage_domain[owner]))
     for st in topology.stages:
         if ("state", st.name) in taps:
-            out.append(ProbeInfo(len(out) + 1, "state", st.name))
+            out.append(ProbeInfo(len(out) + 1, "state", st.name, stage_domain[st.name]))
     return tuple(out)

@@ -12,6 +12,7 @@ import multiprocessing as mp
 import os
 import queue
 import signal
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -22,12 +23,15 @@ from streamscope.core.clock import host_now_ticks
 from streamscope.core.errors import describe_exception
 from streamscope.core.records import Kind
 from streamscope.core.topology import ProbeInfo
-from streamscope.pipeline.channel import ThreadChannel
+from streamscope.pipeline.calibrator import EVERY_S, Calibrator
+from streamscope.pipeline.channel import ThreadChannel, use_clock
 from streamscope.pipeline.pipeline import Pipeline
 from streamscope.pipeline.shm import ProcessChannel
 from streamscope.pipeline.worker import Channel, run_stage
 from streamscope.probes.agent import Agent
 from streamscope.probes.taps import DEFAULT_CAPACITY, LockedTap, RingTap, StateTracker
+from streamscope.timebase.emulated import EmulatedClock, EmulatedClockSpec
+from streamscope.timebase.roundtrip import clock_socketpair, serve_clock
 from streamscope.transport.channels import UnixSocketTransport
 
 
@@ -53,6 +57,7 @@ class _Scope:
         probes: tuple[ProbeInfo, ...],
         stages: list[str],
         capacity: int = DEFAULT_CAPACITY,
+        now: Callable[[], int] = host_now_ticks,
     ) -> None:
         self.trackers: dict[str, StateTracker] = {}
         self.taps: list[LockedTap | RingTap] = []
@@ -61,7 +66,7 @@ class _Scope:
             if p.kind == "state" and p.target in mine:
                 tap = RingTap(p.id, Kind.STATE, capacity)
                 self.taps.append(tap)
-                self.trackers[p.target] = StateTracker(p.target, tap, host_now_ticks)
+                self.trackers[p.target] = StateTracker(p.target, tap, now)
             elif p.kind in ("tail", "head"):
                 spec = pipeline.channels[p.target]
                 owner = spec.src if p.kind == "tail" else spec.dst
@@ -109,28 +114,57 @@ def _die_with_parent() -> None:
         libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
+@dataclass(frozen=True, slots=True)
+class _Child:
+    """What a forked stage process needs besides the pipeline and its channels."""
+
+    name: str
+    stages: list[str]
+    agent_id: int
+    socket_path: str | None
+    flush_interval_s: float
+    tap_capacity: int
+    clock: str = ""  # an emulated clock spec: this process has a clock domain of its own
+    clock_sock: socket.socket | None = None
+    epoch_ns: int = 0
+
+
 def _child_main(
     pipeline: Pipeline,
     channels: dict[str, Channel],
     probes: tuple[ProbeInfo, ...],
-    stages: list[str],
-    socket_path: str | None,
-    agent_id: int,
+    spec: _Child,
     status: Any,
-    flush_interval_s: float,
-    tap_capacity: int,
 ) -> None:
     """Entry point of a forked stage process. Never returns: exits with os._exit."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides what Ctrl-C means
     _die_with_parent()
     agent: Agent | None = None
+    clock_thread: threading.Thread | None = None
     code = 0
     try:
-        if socket_path is not None:
-            agent = Agent(
-                agent_id, UnixSocketTransport(socket_path), flush_interval_s=flush_interval_s
+        now: Callable[[], int] = host_now_ticks
+        domain = "host"
+        if spec.clock:
+            clock = EmulatedClock(
+                EmulatedClockSpec.parse(spec.clock), spec.epoch_ns, domain=spec.name
             )
-        scope = _Scope(pipeline, channels, probes, stages, tap_capacity)
+            now, domain = clock.now_ticks, spec.name
+            use_clock(now)  # every tap of this process now reads the device's clock
+            assert spec.clock_sock is not None
+            clock_thread = threading.Thread(
+                target=serve_clock, args=(spec.clock_sock, clock), name="clock", daemon=True
+            )
+            clock_thread.start()
+        if spec.socket_path is not None:
+            agent = Agent(
+                spec.agent_id,
+                UnixSocketTransport(spec.socket_path),
+                now=now,
+                flush_interval_s=spec.flush_interval_s,
+                domain=domain,
+            )
+        scope = _Scope(pipeline, channels, probes, spec.stages, spec.tap_capacity, now)
         if agent is not None:
             for tap in scope.taps:
                 agent.add(tap)
@@ -155,15 +189,19 @@ def _child_main(
             errors.append((stage, describe_error(exc)))
             status.put(("error", stage, describe_error(exc)))
 
-        threads = _start_threads(pipeline, channels, scope, stages, on_error)
+        threads = _start_threads(pipeline, channels, scope, spec.stages, on_error)
         if agent is not None:
             agent.start()
         while any(t.is_alive() for t in threads) and not errors:
             for t in threads:
                 t.join(timeout=0.05)
         code = 1 if errors else 0
+        if code == 0 and clock_thread is not None:
+            # Stay until the host's last calibration burst is done (it stops the responder).
+            status.put(("done", spec.name, ""))
+            clock_thread.join(timeout=30.0)
     except BaseException as exc:
-        status.put(("error", stages[0] if stages else "?", describe_error(exc)))
+        status.put(("error", spec.stages[0] if spec.stages else "?", describe_error(exc)))
         code = 1
     finally:
         if agent is not None:
@@ -183,9 +221,14 @@ class Runner:
         *,
         flush_interval_s: float = 0.05,
         tap_capacity: int = DEFAULT_CAPACITY,
+        calibrate_every_s: float = EVERY_S,
     ) -> None:
         pipeline.validate()
         self.tap_capacity = tap_capacity
+        self.calibrate_every_s = calibrate_every_s
+        self.calibrator: Calibrator | None = None
+        #: Every emulated clock counts from here (host monotonic ns); the monitor is not told.
+        self.epoch_ns = host_now_ticks()
         self.pipeline = pipeline
         self.probes = probes
         self.agent = main_agent
@@ -214,27 +257,34 @@ class Runner:
                 main.append(spec.name)
             else:
                 groups.setdefault(spec.resource.name, []).append(spec.name)
+        resources = {s.resource.name: s.resource for s in self.pipeline.stages.values()}
+        index = {r.name: i for i, r in enumerate(self.pipeline.topology().resources)}
+        domains: list[tuple[int, str, socket.socket]] = []
         # Fork every child before this process starts any thread of its own.
         for i, (name, stages) in enumerate(groups.items(), start=1):
+            res = resources[name]
+            host_end = device_end = None
+            if res.clock:
+                host_end, device_end = clock_socketpair()
+                domains.append((index[name], name, host_end))
+            child = _Child(
+                name, stages, i, self.socket_path, self.flush_interval_s, self.tap_capacity,
+                res.clock, device_end, self.epoch_ns,
+            )  # fmt: skip
             proc = self._ctx.Process(
                 target=_child_main,
-                args=(
-                    self.pipeline,
-                    self.channels,
-                    self.probes,
-                    stages,
-                    self.socket_path,
-                    i,
-                    self._status,
-                    self.flush_interval_s,
-                    self.tap_capacity,
-                ),
+                args=(self.pipeline, self.channels, self.probes, child, self._status),
                 name=f"streamscope-{name}",
                 daemon=False,
             )
             proc.start()
+            if device_end is not None:
+                device_end.close()
             self.children.append(proc)
             self._child_stages.append(stages)
+        if domains and self.agent is not None:
+            self.calibrator = Calibrator(self.agent, domains, every_s=self.calibrate_every_s)
+            self.calibrator.start()
         scope = _Scope(self.pipeline, self.channels, self.probes, main, self.tap_capacity)
         if self.agent is not None:
             for tap in scope.taps:
@@ -269,6 +319,8 @@ class Runner:
             msg = self._status.get()
             if msg[0] == "error":
                 return (msg[1], msg[2])
+            if msg[0] == "done" and self.calibrator is not None:
+                self.calibrator.finish(msg[1])  # its last burst; then the process may exit
         return None
 
     def wait(self, poll_s: float = 0.02) -> Outcome:
@@ -289,14 +341,20 @@ class Runner:
                         return Outcome(
                             "failed", f"stage {failure[0]!r} raised {failure[1]}", failure[0]
                         )
+                    self.stop_calibration()
                     return Outcome("completed")
                 time.sleep(poll_s)
         except KeyboardInterrupt:
             self.stop()
             return Outcome("interrupted", "interrupted by the user (SIGINT)")
 
+    def stop_calibration(self) -> None:
+        if self.calibrator is not None:
+            self.calibrator.stop()
+
     def stop(self) -> None:
         """Stop everything still running; no child process is left behind."""
+        self.stop_calibration()
         for ch in self.channels.values():
             if isinstance(ch, ThreadChannel):
                 ch.abort()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import mmap
 import pickle
 import struct
+from collections.abc import Callable
 from multiprocessing.context import BaseContext
 from typing import Any
 
@@ -22,6 +23,9 @@ from streamscope.pipeline.channel import EOS, Aborted
 from streamscope.probes.taps import RingTap, StateTracker
 
 #: Slot header: payload length, payload type.
+#: This process's clock (see ``channel.use_clock``).
+now_ticks: Callable[[], int] = host_now_ticks
+
 _SLOT = struct.Struct("<IB3x")
 _T_EOS, _T_INT, _T_FLOAT, _T_BYTES, _T_STR, _T_ARRAY, _T_PICKLE, _T_ABORT = range(8)
 _ARRAY_HEAD = struct.Struct("<16sB")
@@ -124,7 +128,7 @@ class ProcessChannel:
             self.items_in += 1
             tap = self.tail
             if tap is not None:
-                tap.record(host_now_ticks(), self.items_in)
+                tap.record(now_ticks(), self.items_in)
         self._used.release()
 
     def get_tracked(self, tracker: StateTracker | None) -> Any:
@@ -141,6 +145,6 @@ class ProcessChannel:
             self.items_out += 1
             tap = self.head
             if tap is not None:
-                tap.record(host_now_ticks(), self.items_out)
+                tap.record(now_ticks(), self.items_out)
         self._free.release()
         return decode_item(kind, payload)

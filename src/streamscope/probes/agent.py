@@ -11,12 +11,13 @@ import threading
 from collections.abc import Callable
 
 import numpy as np
+from numpy.typing import NDArray
 
 from streamscope.core.clock import host_now_ticks
 from streamscope.core.records import Kind, Records, empty_records, make_records
 from streamscope.probes.taps import Tap
 from streamscope.transport.channels import Transport
-from streamscope.transport.wire import MsgType, encode
+from streamscope.transport.wire import EXCHANGE_DTYPE, MsgType, encode
 
 #: How often an agent ships its records (seconds). Also bounds the monitor's frame-closing lag.
 DEFAULT_FLUSH_INTERVAL_S = 0.05
@@ -115,6 +116,25 @@ class Agent:
             self._closed = True
             self._send(MsgType.END, self._now())
             self._transport.close()
+
+    def send_calibration(
+        self,
+        domain_index: int,
+        t1_ns: NDArray[np.int64],
+        t2_ticks: NDArray[np.int64],
+        t3_ns: NDArray[np.int64],
+    ) -> None:
+        """One calibration burst of the domain at ``domain_index`` among the run's resources."""
+        rows = np.empty(len(t1_ns), dtype=EXCHANGE_DTYPE)
+        rows["t1_ns"], rows["t2_ticks"], rows["t3_ns"] = t1_ns, t2_ticks, t3_ns
+        with self._lock:
+            if self._closed:
+                return
+            try:
+                data = encode(MsgType.CALIBRATION, domain_index, self._pid, 0, rows)
+                self._transport.send(data)
+            except OSError:
+                self._closed = True
 
     def send_control(self, mtype: MsgType, watermark: int, info: dict[str, object]) -> None:
         """START and FINISH messages from the process that runs the pipeline."""

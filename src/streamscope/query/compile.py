@@ -14,7 +14,9 @@ from streamscope.aggregate.specs import (
     AggregationSpec,
     Count,
     Duty,
+    First,
     Histogram,
+    Last,
     Max,
     Mean,
     Min,
@@ -34,7 +36,7 @@ from streamscope.query.ast import (
     Query,
     StatAgg,
 )
-from streamscope.query.metrics import METRICS
+from streamscope.query.metrics import BOX_QUANTILES, METRICS
 from streamscope.query.parser import parse_queries, parse_query
 
 __all__ = ["CompiledQuery", "Plan", "TargetPlan", "compile_queries"]
@@ -45,6 +47,8 @@ _SIMPLE_SPECS: dict[str, AggregationSpec] = {
     "min": Min(),
     "max": Max(),
     "mean": Mean(),
+    "first": First(),
+    "last": Last(),
     "duty": Duty(STATE_LABELS),
 }
 
@@ -229,11 +233,11 @@ def _specs(
     written = bool(query.aggregations)
     aggs = query.aggregations or _defaults(query.metric)
     specs: list[AggregationSpec] = []
-    qs = tuple(q for a in aggs for q in _quantiles_of(a))
+    qs = tuple(dict.fromkeys(q for a in aggs for q in _quantiles_of(a)))
     for agg in aggs:
-        if isinstance(agg, StatAgg):
+        if isinstance(agg, StatAgg) and agg.name != "box":
             specs.append(_SIMPLE_SPECS[agg.name])
-        elif isinstance(agg, PercentileAgg | QuantilesAgg):
+        elif isinstance(agg, PercentileAgg | QuantilesAgg | StatAgg):
             if not any(isinstance(s, Quantiles) for s in specs):
                 specs.append(Quantiles(qs))
         elif agg.levels is not None:
@@ -264,6 +268,8 @@ def _quantiles_of(agg: Agg) -> tuple[float, ...]:
         return (agg.q,)
     if isinstance(agg, QuantilesAgg):
         return agg.qs
+    if isinstance(agg, StatAgg) and agg.name == "box":
+        return BOX_QUANTILES
     return ()
 
 

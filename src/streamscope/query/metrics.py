@@ -103,7 +103,11 @@ METRICS: dict[str, MetricInfo] = {
 METRIC_NAMES: tuple[str, ...] = tuple(METRICS)
 
 #: Aggregations that take no arguments. ``duty`` applies to ``state`` only, and is all it takes.
-SIMPLE_AGGREGATIONS: tuple[str, ...] = ("count", "sum", "min", "max", "mean", "duty")
+SIMPLE_AGGREGATIONS: tuple[str, ...] = (
+    "count", "sum", "min", "max", "mean", "first", "last", "box", "duty",
+)  # fmt: skip
+#: ``box``: a box-whisker summary, the quantiles 0, 0.25, 0.5, 0.75 and 1.
+BOX_QUANTILES: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0)
 
 #: How the language spells every aggregation, for "valid ..." hints.
 AGGREGATION_FORMS: tuple[str, ...] = (
@@ -112,6 +116,9 @@ AGGREGATION_FORMS: tuple[str, ...] = (
     "min",
     "max",
     "mean",
+    "first",
+    "last",
+    "box",
     "pNN (e.g. p99)",
     "quantiles(q, ...)",
     "histogram(...)",

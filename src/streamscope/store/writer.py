@@ -301,3 +301,27 @@ class _Transaction:
 
 def _wal(path: Path) -> Path:
     return path.with_name(path.name + ".wal")
+
+
+def replace_results(
+    path: str | Path, keys: Sequence[tuple[int, str]], results: Sequence[FrameResult]
+) -> None:
+    """Swap the frames of the ``(query_id, target)`` pairs in ``keys`` for ``results``, in one
+    transaction (``retime`` does this after re-converting a run's times)."""
+    p = Path(path)
+    if not p.is_file():
+        raise RunFileError(f"{p} does not exist")
+    con = duckdb.connect(str(p))
+    try:
+        with _Transaction(con, True) as c:
+            for qid, target in keys:
+                for table in ("frame", "stat", "histogram"):
+                    sql = f"DELETE FROM {table} WHERE query_id = ? AND target = ?"  # noqa: S608
+                    c.execute(sql, [qid, target])
+            if results:
+                rows = _rows.flatten(results)
+                _sqlio.insert(c, "frame", rows.frame)
+                _sqlio.insert(c, "stat", rows.stat)
+                _sqlio.insert(c, "histogram", rows.hist)
+    finally:
+        con.close()

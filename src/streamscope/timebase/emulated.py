@@ -19,6 +19,9 @@ from streamscope.core.errors import ConfigError
 if TYPE_CHECKING:
     from streamscope.timebase.calibration import Fit
 
+_monotonic_ns = time.monotonic_ns  # bound once: now_ticks runs on device processes' hot paths
+_floor = math.floor
+
 __all__ = ["EmulatedClock", "EmulatedClockSpec", "TruthCheck", "check_truth"]
 
 _VALID_KEYS = ("rate_ppm", "offset_s", "drift_ppb_s", "tick_ns", "step_at_s", "step_ns")
@@ -51,7 +54,7 @@ class EmulatedClockSpec:
     step_ns: float = 0.0
 
     def __post_init__(self) -> None:
-        problem = _problem(self)
+        problem = _problem({key: getattr(self, key) for key in _VALID_KEYS})
         if problem:
             raise ConfigError(f"emulated clock: {problem}; valid keys: {_VALID}")
 
@@ -85,13 +88,10 @@ class EmulatedClockSpec:
                     problem = f"{key}={value!r} is not a number"
             if problem:
                 raise ConfigError(f"{where}: {problem}; valid keys: {_VALID}")
-        spec = cls.__new__(cls)
-        for key in _VALID_KEYS:  # defaults first, then what the text set
-            object.__setattr__(spec, key, values.get(key, _DEFAULTS[key]))
-        problem = _problem(spec)
+        problem = _problem({**_DEFAULTS, **values})
         if problem:
             raise ConfigError(f"{where}: {problem}; valid keys: {_VALID}")
-        return spec
+        return cls(**values)  # type: ignore[arg-type]
 
     def __str__(self) -> str:
         parts = [
@@ -124,20 +124,21 @@ class EmulatedClockSpec:
         )
 
 
-def _problem(spec: EmulatedClockSpec) -> str:
+def _problem(values: dict[str, float | None]) -> str:
     """What is wrong with a spec's values (naming the key), or ""."""
-    for key in _VALID_KEYS:
-        value = getattr(spec, key)
+    for key, value in values.items():
         if value is None and key == "step_at_s":
             continue
         if not isinstance(value, (int, float)) or not math.isfinite(value):
             return f"{key} must be a finite number, got {value!r}"
-    if spec.tick_ns <= 0:
-        return f"tick_ns must be > 0, got {spec.tick_ns!r}"
-    if spec.rate_ppm <= -1e6:
-        return f"rate_ppm must be > -1000000 (the clock runs forwards), got {spec.rate_ppm!r}"
-    if spec.step_ns < 0:
-        return f"step_ns must be >= 0 (a counter never runs backwards), got {spec.step_ns!r}"
+    # None was refused above for every key but step_at_s, so `or 0.0` only satisfies the types.
+    tick, rate, step = (float(values[k] or 0.0) for k in ("tick_ns", "rate_ppm", "step_ns"))
+    if tick <= 0:
+        return f"tick_ns must be > 0, got {tick!r}"
+    if rate <= -1e6:
+        return f"rate_ppm must be > -1000000 (the clock runs forwards), got {rate!r}"
+    if step < 0:
+        return f"step_ns must be >= 0 (a counter never runs backwards), got {step!r}"
     return ""
 
 
@@ -148,7 +149,17 @@ class EmulatedClock:
     ticks = floor(d / tick_ns). The truth methods are for validation: calibration never sees them.
     """
 
-    __slots__ = ("_c0", "_c1", "_c2", "_epoch", "_step", "_step_at", "domain", "spec", "tick_period_ns")
+    __slots__ = (
+        "_c0",
+        "_c1",
+        "_c2",
+        "_epoch",
+        "_step",
+        "_step_at",
+        "domain",
+        "spec",
+        "tick_period_ns",
+    )
 
     def __init__(
         self, spec: EmulatedClockSpec, epoch_host_ns: int, *, domain: str = "emulated"
@@ -168,18 +179,18 @@ class EmulatedClock:
         return self._epoch
 
     def now_ticks(self) -> int:
-        """The counter now: one host clock read and a few float operations."""
-        tau = time.monotonic_ns() - self._epoch
+        """The counter now: one host clock read and a few float operations (~200 ns over the read)."""
+        # int − int stays exact at any uptime; `* 1.0` converts to float once, not in every product.
+        tau = (_monotonic_ns() - self._epoch) * 1.0
         d = self._c0 + tau * (self._c1 + tau * self._c2)
         if tau >= self._step_at:
             d += self._step
-        return math.floor(d / self.tick_period_ns)
+        return _floor(d / self.tick_period_ns)
 
     def ticks_at(self, host_ns: ArrayLike) -> NDArray[np.int64]:
-        """The counter reading at integer host times (what ``now_ticks`` would have returned)."""
-        tau = np.asarray(host_ns, dtype=np.int64) - np.int64(self._epoch)
-        tau_f = tau.astype(np.float64)
-        d = self._c0 + tau_f * (self._c1 + tau_f * self._c2)
+        """The counter reading at integer host times: exactly what ``now_ticks`` returns then."""
+        tau = (np.asarray(host_ns, dtype=np.int64) - np.int64(self._epoch)).astype(np.float64)
+        d = self._c0 + tau * (self._c1 + tau * self._c2)
         d = np.where(tau >= self._step_at, d + self._step, d)
         return np.floor(d / self.tick_period_ns).astype(np.int64)
 
@@ -214,10 +225,11 @@ class TruthCheck:
     """A fit compared with the emulated truth over a span of tick positions (all ns are host ns).
 
     ``margin_ns`` is the smallest distance from the truth to the nearer hard bound over the checked
-    positions: negative means the truth fell outside. Offsets are estimate − truth at ``x_centre``.
+    positions: negative means the truth fell outside. ``x_centre`` is the fit's x0_ticks, where
+    ``true_b_ns`` (true host ns) and ``offset_error_ns`` (estimate − truth) are taken.
     """
 
-    x_centre: float
+    x_centre: int
     true_s_ns_per_tick: float
     true_b_ns: float
     offset_error_ns: float
@@ -240,24 +252,19 @@ class TruthCheck:
         }
 
 
-def check_truth(
-    fit: Fit, clock: EmulatedClock, x_lo: float, x_hi: float, *, n_points: int = 1001
-) -> TruthCheck:
-    """Compare ``fit`` with ``clock``'s truth at ``n_points`` positions across [x_lo, x_hi].
-
-    ``true_b_ns`` is the true host ns at the span's centre, the point the offset error is taken at.
-    """
-    x = np.linspace(x_lo, x_hi, n_points)
+def check_truth(fit: Fit, clock: EmulatedClock, *, n_points: int = 1001) -> TruthCheck:
+    """Compare ``fit`` with ``clock``'s truth at ``n_points`` positions across the burst's span
+    [x_lo_ticks, x_hi_ticks]; offsets and the true map are taken at the fit's centre x0_ticks."""
+    x = np.linspace(float(fit.x_lo_ticks), float(fit.x_hi_ticks), n_points)
     truth = clock.true_host_ns(x)
     lo, hi = fit.bounds(x)
     margin = float(np.min(np.minimum(truth - lo, hi - truth)))
-    xc = 0.5 * (x_lo + x_hi)
-    true_b = float(clock.true_host_ns(xc))
+    true_b = float(clock.true_host_ns(fit.x0_ticks))
     return TruthCheck(
-        x_centre=xc,
-        true_s_ns_per_tick=float(clock.true_s_ns_per_tick(xc)),
+        x_centre=fit.x0_ticks,
+        true_s_ns_per_tick=float(clock.true_s_ns_per_tick(fit.x0_ticks)),
         true_b_ns=true_b,
-        offset_error_ns=float(fit.to_ns(xc)) - true_b,
+        offset_error_ns=fit.b_ns - true_b,
         margin_ns=margin,
         n_checked=n_points,
     )

@@ -1,0 +1,98 @@
+"""Calibration bursts between the host and each clock domain of a run.
+
+In: the host end of each domain's round-trip socket. Out: CALIBRATION messages (one burst of
+exchanges each) through the main agent: a full burst when the domain starts, short bursts every
+``every_s`` while it runs, and a full burst when its stages are done, before it exits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+from dataclasses import dataclass, field
+
+from streamscope.probes.agent import Agent
+from streamscope.timebase.roundtrip import exchange
+
+#: Exchanges in the bursts at a domain's start and end, and in the short periodic ones.
+FULL_BURST = 1000
+SHORT_BURST = 100
+#: Seconds between short bursts (0: none while the run goes on).
+EVERY_S = 2.0
+_STOP = b"q"
+
+
+@dataclass(slots=True)
+class _Domain:
+    index: int  # the domain's resource index in the topology (sent as the message's agent field)
+    name: str
+    sock: socket.socket
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    closed: bool = False
+
+
+class Calibrator:
+    """Runs bursts for every clock domain; ``finish(name)`` does the last one and lets it go."""
+
+    def __init__(
+        self,
+        agent: Agent,
+        domains: list[tuple[int, str, socket.socket]],
+        *,
+        every_s: float = EVERY_S,
+        full: int = FULL_BURST,
+        short: int = SHORT_BURST,
+    ) -> None:
+        self.agent = agent
+        self.domains = {name: _Domain(i, name, sock) for i, name, sock in domains}
+        self.every_s = every_s
+        self.full = full
+        self.short = short
+        self.bursts = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(
+            target=self._loop, name="streamscope-calibrator", daemon=True
+        )
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _burst(self, d: _Domain, n: int) -> None:
+        with d.lock:
+            if d.closed:
+                return
+            try:
+                ex = exchange(d.sock, n)
+            except OSError:
+                d.closed = True  # the domain's process is gone (stopped or failed)
+                return
+        self.agent.send_calibration(d.index, ex.t1_ns, ex.t2_ticks, ex.t3_ns)
+        self.bursts += 1
+
+    def _loop(self) -> None:
+        for d in list(self.domains.values()):
+            self._burst(d, self.full)
+        while self.every_s > 0 and not self._stop.wait(self.every_s):
+            for d in list(self.domains.values()):
+                self._burst(d, self.short)
+
+    def finish(self, name: str) -> None:
+        """The domain's stages are done: a last full burst, then release its clock responder."""
+        d = self.domains.get(name)
+        if d is None:
+            return
+        self._burst(d, self.full)
+        with d.lock:
+            if not d.closed:
+                with contextlib.suppress(OSError):
+                    d.sock.send(_STOP)
+                d.closed = True
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5.0)
+        for d in self.domains.values():
+            with contextlib.suppress(OSError):
+                d.sock.close()

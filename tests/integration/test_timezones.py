@@ -1,0 +1,124 @@
+"""Virtual time across a process with its own (emulated, unknown) clock, end to end.
+
+The application records, with the host clock, when each item entered the channel into the device
+process and when the device removed it: the true latencies. The monitor only sees the device's
+raw ticks and its calibration bursts. Its per-frame latency must match the truth within the
+uncertainty it reports, and ``retime`` (interpolating between bursts) must not make it worse.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import streamscope as ss
+from streamscope.aggregate.points import ScalarPoint
+from streamscope.monitor.retime import retime
+
+CLOCK = "rate_ppm=37,offset_s=12.5,drift_ppb_s=1,tick_ns=7.5"
+ITEMS = 1500
+FRAME_NS = 250_000_000
+
+
+class Source:
+    def __init__(self, truth: Path) -> None:
+        self.truth = truth
+
+    def generate(self):  # type: ignore[no-untyped-def]
+        inserted = np.zeros(ITEMS, dtype=np.int64)
+        for k in range(ITEMS):
+            time.sleep(0.0003)
+            yield k
+            inserted[k] = time.monotonic_ns()  # resumed right after the insertion completed
+        np.save(self.truth / "inserted.npy", inserted)
+
+
+class Work:
+    def __init__(self, truth: Path) -> None:
+        self.truth = truth
+        self.removed: list[int] = []
+
+    def process(self, item: int) -> int:
+        self.removed.append(time.monotonic_ns())  # the host clock: truth, not the device's
+        time.sleep(0.0004)
+        return item
+
+    def teardown(self) -> None:
+        np.save(self.truth / "removed.npy", np.array(self.removed, dtype=np.int64))
+
+
+def pipeline(truth: Path, clock: str | None) -> ss.Pipeline:
+    p = ss.Pipeline("timezones")
+    p.add("src", Source(truth))
+    p.add("work", Work(truth), resource=ss.Process("dev", clock=clock))
+    p.add("sink", lambda x: None)
+    p.chain("src", "work", "sink", capacity=8)
+    return p
+
+
+def errors(out: Path, truth: Path) -> list[tuple[int, float, float, float]]:
+    """Per frame with enough items: (frame, monitored mean - true mean, uncertainty, violations)."""
+    inserted = np.load(truth / "inserted.npy")
+    removed = np.load(truth / "removed.npy")
+    rows = []
+    with ss.load(out) as run:
+        frame_of = (removed - run.meta.t0_host_ns) // FRAME_NS
+        for fr in run.results(0, "src -> work"):
+            sel = frame_of == fr.frame
+            if sel.sum() < 20:
+                continue  # a handful of items: the mean is dominated by the frame's edges
+            stats = {p.stat: p.value for p in fr.points if isinstance(p, ScalarPoint)}
+            err = float(stats["mean"] or 0.0) - float((removed - inserted)[sel].mean())
+            rows.append(
+                (
+                    fr.frame,
+                    err,
+                    float(stats.get("uncertainty_ns") or 0.0),
+                    float(stats.get("violations") or 0.0),
+                )
+            )
+    return rows
+
+
+def run_once(tmp: Path, clock: str | None) -> Path:
+    tmp.mkdir()
+    res = ss.run(
+        pipeline(tmp, clock),
+        ["latency(src -> work): mean, first, last, box every 250ms"],
+        ss.RunOptions(
+            frame_ns=FRAME_NS, out=tmp / "run.duckdb", mode="inline", calibrate_every_s=0.3
+        ),
+    )
+    assert res.status == "completed", res.error
+    return tmp / "run.duckdb"
+
+
+@pytest.mark.slow
+def test_latency_into_a_device_matches_the_truth_within_its_uncertainty(tmp_path: Path) -> None:
+    """The application stamps its truth a few µs away from the taps (after put returns, when
+    process starts), so the same pipeline on the host clock gives the baseline error; on the
+    emulated clock the error may differ from it only by the reported uncertainty."""
+    host = errors(run_once(tmp_path / "host", None), tmp_path / "host")
+    baseline = float(np.median([e for _, e, _, _ in host]))
+    out = run_once(tmp_path / "dev", CLOCK)
+    with ss.load(out) as run:
+        assert len(run.table("clock_fit")["domain"]) >= 3, "start, periodic and end bursts"
+    # Frame-to-frame the application's own stamping distance varies by some µs (see the host run).
+    noise = max(abs(e - baseline) for _, e, _, _ in host) + 5_000.0
+    live = errors(out, tmp_path / "dev")
+    retime(out)
+    retimed = errors(out, tmp_path / "dev")
+    for label, rows in (("live", live), ("retimed", retimed)):
+        for f, err, unc, viol in rows:
+            print(
+                f"{label} frame {f}: error {err / 1e3:+.2f}us (host baseline {baseline / 1e3:+.2f}us) "
+                f"uncertainty {unc / 1e3:.1f}us violations {viol:.0f}"
+            )
+            assert abs(err - baseline) <= unc + noise, f"{label} frame {f}"
+            assert viol == 0
+    assert max(u for *_, u, _ in retimed) <= max(u for *_, u, _ in live)
+    mid = float(np.median([e for _, e, _, _ in retimed]))
+    assert abs(mid - baseline) <= max(u for *_, u, _ in retimed) + 5_000.0
