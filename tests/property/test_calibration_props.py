@@ -120,10 +120,10 @@ def test_a_steady_clock_is_one_segment_bounded_everywhere(
     link: Link, gaps_s: list[float], drift_ppb_per_s: float, seed: int
 ) -> None:
     """Without drift or steps the bursts are never split (even with a zero drift allowance),
-    and the model's bounds hold between, before and after the bursts. The estimate is each
-    fit's line outside the bursts (so inside the bounds); between them it is the straight join
-    of the fits' estimates, which lies within the join of their bounds, not always within the
-    tighter intersection with each fit's own cone."""
+    and the model's bounds hold between, before and after the bursts. The estimate (a straight
+    join of the fits' estimates, or a line through the nearest one) is not always inside the
+    bounds, which intersect several cones, but it strays from the truth by no more than the
+    bounds' width plus the widest fit's (the fits' own estimates lie in their own bounds)."""
     rng = np.random.default_rng(seed)
     starts = np.concatenate([[0.0], np.cumsum(gaps_s) * 1e9])
     dur = max(2e7, 50 * link.q)
@@ -135,11 +135,10 @@ def test_a_steady_clock_is_one_segment_bounded_everywhere(
     truth = link.host_ns(x)
     assert np.all(lo - TOL_NS <= truth) and np.all(truth <= hi + TOL_NS)
     est = model.to_ns(x)
-    out = (x <= fits[0].x0_ticks) | (x >= fits[-1].x0_ticks)
-    assert np.all(lo[out] - TOL_NS <= est[out]) and np.all(est[out] <= hi[out] + TOL_NS)
     widest = max(f.bound_width_ns() for f in fits)
-    allowance = drift_ppb_per_s * 1e-18 * (link.s * max(gaps_s) * 1e9 / link.q) ** 2 / 8
-    assert np.all(np.abs(est - truth)[~out] <= widest + allowance + TOL_NS)
+    assert np.all(np.abs(est - truth) <= (hi - lo) + widest + TOL_NS)
+    centres = np.array([f.x0_ticks for f in fits])
+    assert np.allclose(model.to_ns(centres), [f.b_ns for f in fits], rtol=0, atol=TOL_NS)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

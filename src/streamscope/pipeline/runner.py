@@ -125,8 +125,19 @@ class _Child:
     flush_interval_s: float
     tap_capacity: int
     clock: str = ""  # an emulated clock spec: this process has a clock domain of its own
-    clock_sock: socket.socket | None = None
     epoch_ns: int = 0
+
+
+def _clock_main(name: str, spec: str, epoch_ns: int, sock: socket.socket) -> None:
+    """A clock domain's counter, answering round trips in a process of its own: like a device's
+    hardware counter, it answers at once however busy the domain's stages are (a thread beside
+    them would wait for the interpreter lock, and widen every bound when they compute)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with_parent()
+    clock = EmulatedClock(EmulatedClockSpec.parse(spec), epoch_ns, domain=name)
+    with contextlib.suppress(OSError):
+        serve_clock(sock, clock)
+    os._exit(0)
 
 
 def _child_main(
@@ -140,7 +151,6 @@ def _child_main(
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides what Ctrl-C means
     _die_with_parent()
     agent: Agent | None = None
-    clock_thread: threading.Thread | None = None
     code = 0
     try:
         now: Callable[[], int] = host_now_ticks
@@ -151,11 +161,6 @@ def _child_main(
             )
             now, domain = clock.now_ticks, spec.name
             use_clock(now)  # every tap of this process now reads the device's clock
-            assert spec.clock_sock is not None
-            clock_thread = threading.Thread(
-                target=serve_clock, args=(spec.clock_sock, clock), name="clock", daemon=True
-            )
-            clock_thread.start()
         if spec.socket_path is not None:
             agent = Agent(
                 spec.agent_id,
@@ -196,10 +201,8 @@ def _child_main(
             for t in threads:
                 t.join(timeout=0.05)
         code = 1 if errors else 0
-        if code == 0 and clock_thread is not None:
-            # Stay until the host's last calibration burst is done (it stops the responder).
-            status.put(("done", spec.name, ""))
-            clock_thread.join(timeout=30.0)
+        if code == 0 and spec.clock:
+            status.put(("done", spec.name, ""))  # the host takes the domain's last burst now
     except BaseException as exc:
         status.put(("error", spec.stages[0] if spec.stages else "?", describe_error(exc)))
         code = 1
@@ -246,6 +249,7 @@ class Runner:
                     ch.name, ch.capacity, self._ctx, ch.slot_bytes
                 )
         self.children: list[Any] = []
+        self.responders: list[Any] = []  # one clock-counter process per clock domain
         self._child_stages: list[list[str]] = []
         self._threads: list[threading.Thread] = []
 
@@ -263,13 +267,21 @@ class Runner:
         # Fork every child before this process starts any thread of its own.
         for i, (name, stages) in enumerate(groups.items(), start=1):
             res = resources[name]
-            host_end = device_end = None
             if res.clock:
                 host_end, device_end = clock_socketpair()
+                responder = self._ctx.Process(
+                    target=_clock_main,
+                    args=(name, res.clock, self.epoch_ns, device_end),
+                    name=f"streamscope-clock-{name}",
+                    daemon=True,
+                )
+                responder.start()
+                device_end.close()
+                self.responders.append(responder)
                 domains.append((index[name], name, host_end))
             child = _Child(
                 name, stages, i, self.socket_path, self.flush_interval_s, self.tap_capacity,
-                res.clock, device_end, self.epoch_ns,
+                res.clock, self.epoch_ns,
             )  # fmt: skip
             proc = self._ctx.Process(
                 target=_child_main,
@@ -278,8 +290,6 @@ class Runner:
                 daemon=False,
             )
             proc.start()
-            if device_end is not None:
-                device_end.close()
             self.children.append(proc)
             self._child_stages.append(stages)
         if domains and self.agent is not None:
@@ -351,6 +361,11 @@ class Runner:
     def stop_calibration(self) -> None:
         if self.calibrator is not None:
             self.calibrator.stop()
+        for proc in self.responders:
+            proc.join(timeout=1.0)
+            if proc.exitcode is None:
+                proc.kill()
+                proc.join(timeout=1.0)
 
     def stop(self) -> None:
         """Stop everything still running; no child process is left behind."""

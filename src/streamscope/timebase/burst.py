@@ -90,10 +90,11 @@ class Fit:
     [x_lo_ticks, x_hi_ticks). ``feasible`` is False when no line meets every round trip (a clock
     step inside the burst, a broken link); the estimate is then the least-violating line and the
     bounds are infinite. The feasible lines form a convex polygon in (s, b), kept as its vertices
-    relative to the estimate (``region_ds_ns_per_tick``, ``region_db_ns``); hard bounds are the
-    min/max of those lines. ``n_used`` counts the exchanges the estimate rests on (the smallest
-    round trips for "timetrial", the binding constraints for "hull"), ``residual_rms_ns`` is the
-    RMS of their midpoints (t1 + t3) / 2 about the line.
+    relative to the estimate (``region_ds_ns_per_tick``, ``region_db_ns``; lower chain by rising
+    slope, then upper chain by falling slope); hard bounds are the min/max of those lines.
+    ``n_used`` counts the exchanges the estimate rests on (the smallest round trips for
+    "timetrial", the binding constraints for "hull"); ``residual_rms_ns`` is the RMS of their
+    midpoints (t1 + t3) / 2 about the line.
     """
 
     method: str
@@ -291,10 +292,10 @@ def fit_timetrial(ex: Exchanges, *, keep_fraction: float = 0.1) -> Fit:
     """TimeTrial's calibration (Lancaster & Chamberlain 2010, eqs. 9-10, then least squares).
 
     Keeps the ``keep_fraction`` of exchanges with the smallest round trips (at least 2, and more
-    if needed to include two distinct readings), assumes
-    the device read t2 midway, at (t1 + t3) / 2, and fits midpoint on t2 by least squares for s
-    and b. Its bounds are the hull's hard bounds from every exchange (the estimate itself may lie
-    outside them: it ignores the tick, so it is late by half a tick).
+    if needed to include two distinct readings), assumes the device read t2 midway, at
+    (t1 + t3) / 2, and fits midpoint on t2 by least squares for s and b. Its bounds are the
+    hull's hard bounds from every exchange (the estimate itself may lie outside them: it ignores
+    the tick, so it is late by half a tick).
     """
     if not 0.0 < keep_fraction <= 1.0:
         raise CalibrationError(f"keep_fraction must be in (0, 1]; got {keep_fraction}")

@@ -1,8 +1,6 @@
-"""The lines a calibration burst allows: constraint points in, a convex polygon in (slope, offset) out.
-
-In: centred lower points (u, L) that a feasible line passes on or above, and upper points (v, U)
-that it passes on or below. Out: a :class:`Region`: the polygon's vertices, its slope interval and
-the widest-band line (the point estimate), or the least-violating line where no line fits.
+"""Feasible lines: points a line must pass above and points it must pass below in, out the convex
+polygon of those lines in (slope, offset), its slope interval and its widest-corridor line (the
+point estimate; the least-violating line where no line fits).
 """
 
 from __future__ import annotations
@@ -25,8 +23,10 @@ class Region:
 
     ``width`` is the vertical gap between the two hulls at ``s_est``: >= 0 when the constraints
     are feasible, otherwise minus the overlap the least-violating line cannot avoid.
-    ``vert_s``/``vert_b`` are the polygon's vertices (empty when infeasible); ``support`` are the
-    indices of the lower and upper points whose constraints bound the polygon.
+    ``vert_s``/``vert_b`` are the polygon's vertices (empty when infeasible), in order: the lower
+    chain (rising slope, offsets on g) then the upper chain (falling slope, offsets on h), so each
+    edge is one point's constraint; ``support_*`` are the indices of the lower and upper points
+    whose constraints bound the polygon.
     """
 
     s_est: float
