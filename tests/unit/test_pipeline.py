@@ -204,3 +204,18 @@ def test_a_raising_stage_fails_the_run_and_names_itself() -> None:
     assert "test_pipeline.py" in (res.error or "")
     assert res.store is not None
     assert Run.from_memory(res.store).status == "failed"
+
+
+def test_terminal_values_say_counts_as_counts_and_bounds_as_plus_minus() -> None:
+    from streamscope.aggregate.points import ScalarPoint
+    from streamscope.cli.live import describe_points
+
+    text = describe_points(
+        [
+            ScalarPoint("mean", 4_250_000.0),
+            ScalarPoint("violations", 3.0),
+            ScalarPoint("uncertainty_ns", 8280.0),
+        ],
+        "ns",
+    )
+    assert text == "mean=4.25ms  violations=3  uncertainty=±8.28us"

@@ -30,7 +30,11 @@ def describe_points(points: Sequence[Point], unit: str) -> str:
     parts: list[str] = []
     for p in points:
         if isinstance(p, ScalarPoint):
-            parts.append(f"{p.stat}={fmt_value(p.value, 'items' if p.stat == 'count' else unit)}")
+            if p.stat == "uncertainty_ns":
+                parts.append(f"uncertainty=±{fmt_value(p.value, 'ns')}")
+                continue
+            counted = p.stat in ("count", "violations")
+            parts.append(f"{p.stat}={fmt_value(p.value, 'items' if counted else unit)}")
         elif isinstance(p, QuantilesPoint):
             parts.extend(
                 f"p{q * 100:g}={fmt_value(v, unit)}" for q, v in zip(p.qs, p.values, strict=True)
