@@ -7,7 +7,6 @@ In: a ``Pipeline``, the probes to activate and a way to reach the monitor. Out: 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import multiprocessing as mp
 import os
 import queue
@@ -21,6 +20,7 @@ from typing import Any
 
 from streamscope.core.clock import host_now_ticks
 from streamscope.core.errors import describe_exception
+from streamscope.core.process import die_with_parent
 from streamscope.core.records import Kind
 from streamscope.core.topology import ProbeInfo
 from streamscope.pipeline.calibrator import EVERY_S, Calibrator
@@ -108,12 +108,6 @@ def _start_threads(
     return threads
 
 
-def _die_with_parent() -> None:
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
-
 @dataclass(frozen=True, slots=True)
 class _Child:
     """What a forked stage process needs besides the pipeline and its channels."""
@@ -126,14 +120,15 @@ class _Child:
     tap_capacity: int
     clock: str = ""  # an emulated clock spec: this process has a clock domain of its own
     epoch_ns: int = 0
+    parent_pid: int = 0
 
 
-def _clock_main(name: str, spec: str, epoch_ns: int, sock: socket.socket) -> None:
+def _clock_main(name: str, spec: str, epoch_ns: int, sock: socket.socket, parent_pid: int) -> None:
     """A clock domain's counter, answering round trips in a process of its own: like a device's
     hardware counter, it answers at once however busy the domain's stages are (a thread beside
     them would wait for the interpreter lock, and widen every bound when they compute)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _die_with_parent()
+    die_with_parent(parent_pid)
     clock = EmulatedClock(EmulatedClockSpec.parse(spec), epoch_ns, domain=name)
     with contextlib.suppress(OSError):
         serve_clock(sock, clock)
@@ -149,7 +144,7 @@ def _child_main(
 ) -> None:
     """Entry point of a forked stage process. Never returns: exits with os._exit."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides what Ctrl-C means
-    _die_with_parent()
+    die_with_parent(spec.parent_pid)
     agent: Agent | None = None
     code = 0
     try:
@@ -271,7 +266,7 @@ class Runner:
                 host_end, device_end = clock_socketpair()
                 responder = self._ctx.Process(
                     target=_clock_main,
-                    args=(name, res.clock, self.epoch_ns, device_end),
+                    args=(name, res.clock, self.epoch_ns, device_end, os.getpid()),
                     name=f"streamscope-clock-{name}",
                     daemon=True,
                 )
@@ -281,7 +276,7 @@ class Runner:
                 domains.append((index[name], name, host_end))
             child = _Child(
                 name, stages, i, self.socket_path, self.flush_interval_s, self.tap_capacity,
-                res.clock, self.epoch_ns,
+                res.clock, self.epoch_ns, os.getpid(),
             )  # fmt: skip
             proc = self._ctx.Process(
                 target=_child_main,

@@ -7,7 +7,6 @@ In: a socket whose other end runs ``serve_clock``. Out: ``Exchanges`` (t1 ns, de
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import multiprocessing as mp
 import os
 import signal
@@ -24,6 +23,7 @@ import numpy as np
 
 from streamscope.core.clock import Clock
 from streamscope.core.errors import ConfigError
+from streamscope.core.process import die_with_parent
 from streamscope.timebase.calibration import Exchanges, Fit, fit
 from streamscope.timebase.emulated import EmulatedClock, EmulatedClockSpec, TruthCheck, check_truth
 
@@ -127,11 +127,7 @@ def _lost(got: int) -> ConnectionError:
 def _die_with_parent(parent_pid: int) -> None:
     # EOF on the socket already ends the child when the parent exits; PR_SET_PDEATHSIG also covers
     # a parent killed while some other forked process still holds the host end open.
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    if os.getppid() != parent_pid:  # the parent died before prctl took effect
-        os._exit(0)
+    die_with_parent(parent_pid, signal.SIGKILL)
 
 
 def _device_main(
