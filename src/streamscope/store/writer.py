@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,7 +83,7 @@ class RunStore(Protocol):
     def close(self) -> None: ...
 
 
-class _Lifecycle:
+class _Lifecycle(ABC):
     """Checks the call order; subclasses do the storing in the ``_do_*`` hooks."""
 
     _state = "new"
@@ -112,8 +113,9 @@ class _Lifecycle:
         if len(columns[names[0]]):
             self._do_table(table, [columns[n] for n in names])
 
+    @abstractmethod
     def _do_table(self, table: str, columns: list[NDArray[Any] | list[Any]]) -> None:
-        raise NotImplementedError
+        """Store it (the subclass's part of the call)."""
 
     def finish(self, status: str, error: str | None, ended_unix_ns: int, duration_ns: int) -> None:
         """``status``: ``completed``, ``failed`` or ``interrupted``; ``duration_ns``: virtual ns."""
@@ -132,18 +134,21 @@ class _Lifecycle:
         if self._state != state:
             raise RuntimeError(f"{call}() called on a run store that is {self._state}")
 
+    @abstractmethod
     def _do_begin(
         self, meta: RunMeta, topology: Topology, queries: tuple[QueryRecord, ...]
     ) -> None:
-        raise NotImplementedError
+        """Store it (the subclass's part of the call)."""
 
+    @abstractmethod
     def _do_write(self, rows: _rows.Rows | None, drops: Sequence[DropCount]) -> None:
-        raise NotImplementedError
+        """Store it (the subclass's part of the call)."""
 
+    @abstractmethod
     def _do_finish(
         self, status: str, error: str | None, ended_unix_ns: int, duration_ns: int
     ) -> None:
-        raise NotImplementedError
+        """Store it (the subclass's part of the call)."""
 
 
 class InMemoryStore(_Lifecycle):
