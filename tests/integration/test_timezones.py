@@ -122,3 +122,32 @@ def test_latency_into_a_device_matches_the_truth_within_its_uncertainty(tmp_path
     assert max(u for *_, u, _ in retimed) <= max(u for *_, u, _ in live)
     mid = float(np.median([e for _, e, _, _ in retimed]))
     assert abs(mid - baseline) <= max(u for *_, u, _ in retimed) + 5_000.0
+
+
+def test_cli_sets_the_calibration_cadence_and_method(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    app = tmp_path / "app.py"
+    app.write_text(
+        "import time\nimport streamscope as ss\n"
+        "def pipeline(argv):\n"
+        "    p = ss.Pipeline('c')\n"
+        "    p.add('src', range(400))\n"
+        f"    p.add('work', lambda x: (time.sleep(0.001), x)[1], resource=ss.Process('dev', clock={CLOCK!r}))\n"
+        "    p.add('sink', lambda x: None)\n"
+        "    p.chain('src', 'work', 'sink', capacity=4)\n"
+        "    return p\n"
+    )
+    out = tmp_path / "c.duckdb"
+    cli = Path(sys.executable).with_name("streamscope")
+    proc = subprocess.run(
+        [str(cli), "run", str(app), "-q", "latency(src -> work): mean every 100ms", "-o", str(out),
+         "--quiet", "--calibrate-every", "100ms", "--clock-method", "timetrial"],
+        capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    with ss.load(out) as run:
+        fits = run.table("clock_fit")
+    assert set(fits["method"].tolist()) == {"timetrial"}
+    assert len(fits["method"]) >= 4  # start, several short bursts in ~0.4 s, end

@@ -47,12 +47,31 @@ def run(
         bool, typer.Option(help="Run the monitor in a thread of this process instead of its own.")
     ] = False,
     quiet: Annotated[bool, typer.Option(help="No live view; only the summary.")] = False,
+    calibrate_every: Annotated[
+        str,
+        typer.Option(
+            help="Time between short calibration bursts of each clock domain (0: start and end only)."
+        ),
+    ] = "2s",
+    clock_method: Annotated[
+        str,
+        typer.Option(
+            help="How bursts are fitted: hull (robust, tick-aware) or timetrial (seed 000)."
+        ),
+    ] = "hull",
 ) -> int:
     """Run APP.py's pipeline under the monitor and write every frame to the run file.
 
     Exit status: 0 completed, 1 a stage failed, 130 interrupted, 2 invalid input.
     """
     frame_ns = duration_option(frame, "--frame")
+    every_s = (
+        0.0
+        if calibrate_every.strip() == "0"
+        else duration_option(calibrate_every, "--calibrate-every") / 1e9
+    )
+    if clock_method not in ("hull", "timetrial"):
+        raise ConfigError(f"unknown --clock-method {clock_method!r}; valid: hull, timetrial")
     module = load_module(app)
     argv = list(app_args or [])
     try:
@@ -82,6 +101,8 @@ def run(
         app=str(app),
         argv=tuple(argv),
         command=shlex.join(["streamscope", *sys.argv[1:]]),
+        calibrate_every_s=every_s,
+        clock_method=clock_method,
     )
     view = LiveView(plan, console)
     if quiet:

@@ -1,0 +1,158 @@
+"""Single-server and tandem FIFO queues as max-plus recursions: per-customer arrival (or
+production) and service times in ns in, per-customer insertion/removal/departure times out.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from streamscope.model._inputs import (
+    F64,
+    as_durations,
+    as_times,
+    check_capacity,
+    check_sorted,
+)
+
+__all__ = ["TandemTimes", "blocking_fifo", "lindley_fifo", "tandem_blocking"]
+
+#: Sweeps of the vectorised fixed-point iteration before falling back to the exact loop.
+MAX_SWEEPS = 64
+
+
+def lindley_fifo(arrive: ArrayLike, service: ArrayLike) -> F64:
+    """Departure times (ns) of a single-server FIFO queue with an unbounded buffer.
+
+    ``d_k = max(a_k, d_{k-1}) + s_k``. Unrolled with ``S_k = s_0 + ... + s_k``:
+    ``d_k = S_k + max_{j<=k} (a_j - S_{j-1})`` (induction: ``d_k - S_k = max(a_k - S_{k-1},
+    d_{k-1} - S_{k-1})``), i.e. one cumulative sum and one running maximum. Absolute rounding
+    is about ``eps * S_n``.
+    """
+    a = as_times("arrive", arrive)
+    check_sorted("arrive", a)
+    s = as_durations("service", service, a.size)
+    return _lindley(a, s)
+
+
+def _lindley(a: F64, s: F64) -> F64:
+    total = np.cumsum(s)
+    out: F64 = total + np.maximum.accumulate(a - (total - s))
+    return out
+
+
+def _shift(x: F64, by: int) -> F64:
+    """``y_k = x_{k-by}``, and ``-inf`` where ``k < by``."""
+    y = np.full(x.size, -np.inf)
+    if by < x.size:
+        y[by:] = x[: x.size - by]
+    return y
+
+
+def _tandem_sweeps(a: F64, s1: F64, s2: F64, cap: int, max_sweeps: int) -> tuple[F64, F64] | None:
+    """Least fixed point of the tandem recursion by monotone vectorised sweeps, or None.
+
+    Given a guess of the station-2 departures ``D``, both stations are scalar Lindley-type
+    recursions (a cumulative sum and a running maximum each). Starting from ``D = -inf`` (no
+    blocking) every sweep can only raise the times (max and + are monotone, in floats too), so
+    the sequence is non-decreasing and stops at the exact solution; each sweep carries the
+    effect of one more blocking event along any chain, hence the cap and the loop fallback.
+    """
+    total1 = np.cumsum(s1)
+    d2 = np.full(a.size, -np.inf)
+    own = a + s1
+    for _ in range(max_sweeps):
+        c = np.maximum(own, _shift(d2, cap + 1))
+        leave1 = total1 + np.maximum.accumulate(c - total1)
+        new = _lindley(leave1, s2)
+        if np.array_equal(new, d2):
+            return leave1, new
+        d2 = new
+    return None
+
+
+def _tandem_loop(a: F64, s1: F64, s2: F64, cap: int) -> tuple[F64, F64]:
+    """The same recursion, one customer at a time.
+
+    A per-customer loop because the recursion has order ``cap + 1`` in max-plus algebra: it
+    does not reduce to one running maximum, and a parallel prefix of (cap+2)-square max-plus
+    matrices costs O(n cap^3 log n), more than this loop for every size that matters here.
+    """
+    n = a.size
+    av, s1v, s2v = a.tolist(), s1.tolist(), s2.tolist()
+    leave1 = [0.0] * n
+    d2 = [0.0] * n
+    e_prev = d_prev = -np.inf
+    for k in range(n):
+        e = max(av[k], e_prev) + s1v[k]
+        j = k - cap - 1
+        if j >= 0 and d2[j] > e:
+            e = d2[j]
+        d = max(e, d_prev) + s2v[k]
+        leave1[k], d2[k] = e, d
+        e_prev, d_prev = e, d
+    return np.asarray(leave1, dtype=np.float64), np.asarray(d2, dtype=np.float64)
+
+
+def _tandem(a: F64, s1: F64, s2: F64, cap: int, max_sweeps: int) -> tuple[F64, F64]:
+    swept = _tandem_sweeps(a, s1, s2, cap, max_sweeps)
+    return swept if swept is not None else _tandem_loop(a, s1, s2, cap)
+
+
+class TandemTimes(NamedTuple):
+    """Per-customer times (ns) through a two-station tandem with blocking after service."""
+
+    start1: F64  #: service starts at station 1
+    leave1: F64  #: enters the intermediate buffer (>= start1 + s1; later while blocked)
+    start2: F64  #: leaves the buffer, service starts at station 2
+    depart: F64  #: leaves station 2
+
+
+def tandem_blocking(
+    arrive: ArrayLike,
+    s1: ArrayLike,
+    s2: ArrayLike,
+    capacity: int,
+    *,
+    max_sweeps: int = MAX_SWEEPS,
+) -> TandemTimes:
+    """Two FIFO single-server stations, an unbounded queue before station 1 and a buffer of
+    ``capacity`` places (not counting station 2's server) between them.
+
+    Blocking after service: station 1 holds a finished customer while the buffer is full and
+    starts nobody else meanwhile. Customer ``k`` fits once customer ``k - capacity - 1`` has
+    left station 2, so ``leave1_k = max(start1_k + s1_k, depart_{k-capacity-1})``,
+    ``start1_k = max(a_k, leave1_{k-1})``, ``depart_k = max(leave1_k, depart_{k-1}) + s2_k``.
+    """
+    a = as_times("arrive", arrive)
+    check_sorted("arrive", a)
+    d1 = as_durations("s1", s1, a.size)
+    d2s = as_durations("s2", s2, a.size)
+    cap = check_capacity("capacity", capacity)
+    leave1, depart = _tandem(a, d1, d2s, cap, max_sweeps)
+    start1 = np.maximum(a, _shift(leave1, 1))
+    start2 = np.maximum(leave1, _shift(depart, 1))
+    return TandemTimes(start1, leave1, start2, depart)
+
+
+def blocking_fifo(
+    gaps: ArrayLike, service: ArrayLike, capacity: int, *, max_sweeps: int = MAX_SWEEPS
+) -> tuple[F64, F64, F64]:
+    """A producer that blocks on a full buffer of ``capacity`` places feeding one server:
+    ``(insert, remove, depart)`` per item, in ns from the producer's start at 0.
+
+    The producer makes item ``k`` in ``gaps[k]`` ns once item ``k-1`` is inserted, so it is
+    ready at ``ready_k = insert_{k-1} + gaps_k`` (``insert_{-1} = 0``) and, while the buffer is
+    full, waits holding it: ``insert_k = max(ready_k, remove_{k-capacity})``. The server takes
+    items at ``remove_k = max(insert_k, depart_{k-1})``. Counting buffer + server + the held
+    item, with exponential gaps and service this system is exactly M/M/1/(capacity + 2).
+    """
+    g = as_durations("gaps", gaps, np.asarray(gaps).size)
+    s = as_durations("service", service, g.size)
+    cap = check_capacity("capacity", capacity)
+    # A saturated station 1 (all items present at 0) is exactly the blocking producer.
+    insert, depart = _tandem(np.zeros(g.size), g, s, cap, max_sweeps)
+    remove = np.maximum(insert, _shift(depart, 1))
+    return insert, remove, depart
