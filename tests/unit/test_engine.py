@@ -124,3 +124,34 @@ def test_an_end_before_the_reduced_watermark_cannot_shrink_the_last_frame(monkey
     frames = run.results(0)
     total = sum(sum(p.weights) for r in frames for p in r.points if isinstance(p, HistogramPoint))
     assert total == sum(r.covered_ns for r in frames) == final.duration_ns == run.duration_ns
+
+
+def test_records_of_a_domain_never_calibrated_are_counted_as_dropped() -> None:
+    from streamscope.core.topology import ChannelInfo, ProbeInfo, ResourceInfo, StageInfo, Topology
+    from streamscope.query.compile import compile_queries
+
+    topo = Topology(
+        "t",
+        resources=(ResourceInfo("main", "thread"), ResourceInfo("dev", "process", "dev", 7.5)),
+        stages=(StageInfo("a", "main", "source"), StageInfo("b", "dev", "sink")),
+        channels=(ChannelInfo("a -> b", "a", "b", 4, "process"),),
+        probes=(ProbeInfo(1, "tail", "a -> b", "host"), ProbeInfo(2, "head", "a -> b", "dev")),
+    )
+    plan = compile_queries(["count(a -> b): sum every 100ns"], topo, 100)
+    drops: list[DropCount] = []
+    eng = Engine(plan, topo, 100, lambda r, d: drops.extend(d))
+    empty = make_records(0, 0, np.zeros(0, np.int64), np.zeros(0, np.int64))
+    eng.handle(Message(MsgType.START, 0, 1, T0, empty, {}))
+    eng.handle(Message(MsgType.HELLO, 5, 2, 0, empty, {"domain": "dev"}))
+    eng.handle(
+        Message(
+            MsgType.BATCH,
+            5,
+            2,
+            10,
+            make_records(int(Kind.GET), 2, np.array([1, 2, 3]), np.array([1, 2, 3])),
+            {},
+        )
+    )
+    eng.finish(250)
+    assert sum(d.dropped for d in drops if d.probe_id == 2) == 3

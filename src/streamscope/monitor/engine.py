@@ -263,7 +263,21 @@ class Engine:
         return out
 
     def finish(self, end_ns: int) -> list[FrameResult]:
-        """Reduce everything up to the end of the run and emit every frame, the last one partial."""
+        """Reduce everything up to the end of the run and emit every frame, the last one partial.
+
+        Records of a clock domain that was never calibrated cannot be placed in time: they are
+        counted as dropped (in the run's last frame), never silently lost.
+        """
+        last = max(end_ns - 1, 0) // self.drop_frame_ns
+        for held in self._waiting.values():
+            for msg in held:
+                probes = msg.records["probe"][msg.records["kind"] != Kind.DROPPED]
+                for pid in np.unique(probes).tolist():
+                    n = int((probes == pid).sum())
+                    key = (int(pid), last)
+                    self.dropped[key] = self.dropped.get(key, 0) + n
+                    self.late += n
+        self._waiting.clear()
         return self.advance(until=end_ns, end_ns=end_ns)
 
 
