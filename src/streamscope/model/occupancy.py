@@ -21,15 +21,20 @@ def occupancy_from_events(
 
     Customer ``k`` is in the queue over ``[arrive_ns[k], depart_ns[k])``; the queue is taken to
     hold nobody else (customers present before ``t0`` must be among those passed).
-    ``levels`` is ``0..max`` and ``ns_at_level.sum() == t1 - t0`` (to float rounding).
+    ``levels`` is ``0..max`` (max: the highest level held for a positive time) and
+    ``ns_at_level.sum() == t1 - t0`` (to float rounding).
     """
     a = as_times("arrive_ns", arrive_ns)
     d = as_times("depart_ns", depart_ns)
     if a.shape != d.shape:
         raise ModelInputError(f"arrive_ns and depart_ns differ in length: {a.size} vs {d.size}")
-    if a.size and bool(np.any(d < a)):
-        k = int(np.argmax(d < a))
+    # Times built from different cumulative sums may disagree by a few ulps; only a real
+    # negative stay is an error, a rounding one is read as zero.
+    bad = d < a - 1e-12 * np.maximum(1.0, np.abs(a))
+    if bool(bad.any()):
+        k = int(np.argmax(bad))
         raise ModelInputError(f"customer {k} departs ({d[k]}) before it arrives ({a[k]})")
+    d = np.maximum(d, a)
     if not t1 >= t0:
         raise ModelInputError(f"window must have t1 >= t0, got [{t0}, {t1})")
     # Clipping to the window turns out-of-window stays into zero-width ones (no weight).
@@ -43,6 +48,10 @@ def occupancy_from_events(
     level = np.cumsum(step[order])
     dur = np.diff(np.append(times, t1))
     ns = np.bincount(level, weights=dur).astype(np.float64)
+    # Tied events (e.g. every stay clipped to t0) can spike the level for zero ns: drop the
+    # zero-weight levels above the highest level actually held.
+    held = np.flatnonzero(ns > 0.0)
+    ns = ns[: int(held[-1]) + 1] if held.size else ns[:1]
     return np.arange(ns.size, dtype=np.int64), ns
 
 
