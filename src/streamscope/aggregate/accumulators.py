@@ -5,8 +5,7 @@ two accumulators of one spec. State is bounded however many batches arrive.
 
 from __future__ import annotations
 
-import math
-from typing import Protocol, TypeVar, cast, runtime_checkable
+from typing import Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -18,6 +17,7 @@ from streamscope.aggregate.points import (
     QuantilesPoint,
     ScalarPoint,
 )
+from streamscope.aggregate.sketch import SKETCH_RELATIVE_ACCURACY, LogSketch, quantile_index
 
 
 def _dot(v: NDArray[np.float64], w: NDArray[np.float64]) -> float:
@@ -45,8 +45,8 @@ F64 = NDArray[np.float64]
 EXACT_DISTINCT_LIMIT = 4096
 """Quantiles stay exact while at most this many distinct values have been seen."""
 
-SKETCH_RELATIVE_ACCURACY = 0.01
-"""Relative error bound of the log-bucket sketch used past ``EXACT_DISTINCT_LIMIT``."""
+#: ``SKETCH_RELATIVE_ACCURACY`` (from ``sketch``): the relative error bound of the log-bucket
+#: sketch used past ``EXACT_DISTINCT_LIMIT``.
 
 
 @runtime_checkable
@@ -294,72 +294,6 @@ class DutyAccumulator:
         self._w += o._w
 
 
-def _quantile_index(cum: F64, qs: F64) -> NDArray[np.intp]:
-    """Index of the first entry whose normalised cumulative weight reaches each q
-    (the inverted CDF, computed as numpy's weighted ``inverted_cdf`` does)."""
-    cdf = cum / cum[-1]
-    return np.minimum(np.searchsorted(cdf, qs, side="left"), cum.size - 1)
-
-
-# The sketch's buckets: key k holds magnitudes in (γ^(k-1), γ^k]; every value in a bucket is
-# within the relative accuracy of the bucket's representative 2γ^k / (γ + 1). Magnitudes below
-# _MIN_MAG count as zero; above _MAX_MAG they share the top bucket. One array, in value order:
-# negative keys (descending), zero, positive keys (ascending), so a cumsum over it is the CDF.
-_GAMMA = (1.0 + SKETCH_RELATIVE_ACCURACY) / (1.0 - SKETCH_RELATIVE_ACCURACY)
-_LOG_GAMMA = math.log(_GAMMA)
-_MIN_MAG = 2.0**-40
-_MAX_MAG = 2.0**60
-_KEY_LO = math.ceil(math.log(_MIN_MAG) / _LOG_GAMMA)
-_KEY_HI = math.ceil(math.log(_MAX_MAG) / _LOG_GAMMA)
-_NKEYS = _KEY_HI - _KEY_LO + 1
-_MAGS = 2.0 * _GAMMA ** np.arange(_KEY_LO, _KEY_HI + 1, dtype=np.float64) / (_GAMMA + 1.0)
-_REPRESENTATIVE: F64 = np.concatenate([-_MAGS[::-1], [0.0], _MAGS])
-
-
-class _LogSketch:
-    """Fixed-size log-bucket quantile sketch (DDSketch-style) with exact min and max."""
-
-    __slots__ = ("_counts", "_max", "_min")
-
-    def __init__(self) -> None:
-        self._counts: F64 = np.zeros(2 * _NKEYS + 1, dtype=np.float64)
-        self._min = math.inf
-        self._max = -math.inf
-
-    def copy(self) -> _LogSketch:
-        s = _LogSketch()
-        s._counts[:] = self._counts
-        s._min, s._max = self._min, self._max
-        return s
-
-    def add(self, v: F64, w: F64) -> None:
-        """Add values with positive weights."""
-        if not v.size:
-            return
-        mag = np.abs(v)
-        with np.errstate(divide="ignore"):
-            key = np.clip(np.ceil(np.log(mag) / _LOG_GAMMA), _KEY_LO, _KEY_HI).astype(np.int64)
-        pos = key - _KEY_LO
-        slot = np.where(mag < _MIN_MAG, _NKEYS, np.where(v > 0, _NKEYS + 1 + pos, _NKEYS - 1 - pos))
-        self._counts += np.bincount(slot, weights=w, minlength=self._counts.size).astype(np.float64)
-        self._min = min(self._min, float(v.min()))
-        self._max = max(self._max, float(v.max()))
-
-    def merge(self, other: _LogSketch) -> None:
-        self._counts += other._counts
-        self._min = min(self._min, other._min)
-        self._max = max(self._max, other._max)
-
-    def quantiles(self, qs: F64) -> list[float | None]:
-        nz = np.flatnonzero(self._counts)
-        if not nz.size:
-            return [None] * qs.size
-        est = _REPRESENTATIVE[nz[_quantile_index(np.cumsum(self._counts[nz]), qs)]]
-        est = np.clip(est, self._min, self._max)
-        est = np.where(qs == 0.0, self._min, np.where(qs == 1.0, self._max, est))
-        return cast(list[float | None], est.tolist())
-
-
 class QuantilesAccumulator:
     """Weighted quantiles: for each q, the smallest value v whose cumulative weight reaches q·W
     (the inverted CDF, so integer-valued data yields integers).
@@ -381,7 +315,7 @@ class QuantilesAccumulator:
             raise ValueError("quantiles must be between 0 and 1")
         self._vals: F64 = np.empty(0, dtype=np.float64)
         self._wts: F64 = np.empty(0, dtype=np.float64)
-        self._sketch: _LogSketch | None = None
+        self._sketch: LogSketch | None = None
 
     @property
     def exact(self) -> bool:
@@ -406,7 +340,7 @@ class QuantilesAccumulator:
         vals, inverse = np.unique(np.concatenate([self._vals, v]), return_inverse=True)
         wts = np.bincount(inverse, weights=np.concatenate([self._wts, w])).astype(np.float64)
         if vals.size > EXACT_DISTINCT_LIMIT:
-            self._sketch = _LogSketch()
+            self._sketch = LogSketch()
             self._sketch.add(vals, wts)
             vals, wts = np.empty(0, dtype=np.float64), np.empty(0, dtype=np.float64)
         self._vals, self._wts = vals, wts
@@ -415,7 +349,7 @@ class QuantilesAccumulator:
         if self._sketch is not None:
             values = self._sketch.quantiles(self._qs_arr)
         elif self._vals.size:
-            idx = _quantile_index(np.cumsum(self._wts), self._qs_arr)
+            idx = quantile_index(np.cumsum(self._wts), self._qs_arr)
             values = self._vals[idx].tolist()
         else:
             values = [None] * len(self._qs)

@@ -1,0 +1,127 @@
+"""Entry points of the processes a run forks: stage processes and clock-counter processes.
+
+In: the pipeline, its channels and probes, and what one child runs. Out: the child's stages
+running with their own agent (and clock), or a domain's counter answering round trips.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from streamscope.core.clock import host_now_ticks
+from streamscope.core.errors import describe_exception
+from streamscope.core.process import die_with_parent
+from streamscope.core.topology import ProbeInfo
+from streamscope.pipeline.channel import use_clock
+from streamscope.pipeline.pipeline import Pipeline
+from streamscope.pipeline.scope import Scope, start_threads
+from streamscope.pipeline.worker import Channel
+from streamscope.probes.agent import Agent
+from streamscope.timebase.emulated import EmulatedClock, EmulatedClockSpec
+from streamscope.timebase.roundtrip import serve_clock
+from streamscope.transport.channels import UnixSocketTransport
+
+
+@dataclass(frozen=True, slots=True)
+class ChildSpec:
+    """What a forked stage process needs besides the pipeline and its channels."""
+
+    name: str
+    stages: list[str]
+    agent_id: int
+    socket_path: str | None
+    flush_interval_s: float
+    tap_capacity: int
+    clock: str = ""  # an emulated clock spec: this process has a clock domain of its own
+    epoch_ns: int = 0
+    parent_pid: int = 0
+
+
+def clock_main(name: str, spec: str, epoch_ns: int, sock: socket.socket, parent_pid: int) -> None:
+    """A clock domain's counter, answering round trips in a process of its own: like a device's
+    hardware counter, it answers at once however busy the domain's stages are (a thread beside
+    them would wait for the interpreter lock, and widen every bound when they compute)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    die_with_parent(parent_pid)
+    clock = EmulatedClock(EmulatedClockSpec.parse(spec), epoch_ns, domain=name)
+    with contextlib.suppress(OSError):
+        serve_clock(sock, clock)
+    os._exit(0)
+
+
+def child_main(
+    pipeline: Pipeline,
+    channels: dict[str, Channel],
+    probes: tuple[ProbeInfo, ...],
+    spec: ChildSpec,
+    status: Any,
+) -> None:
+    """Entry point of a forked stage process. Never returns: exits with os._exit."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides what Ctrl-C means
+    die_with_parent(spec.parent_pid)
+    agent: Agent | None = None
+    code = 0
+    try:
+        now: Callable[[], int] = host_now_ticks
+        domain = "host"
+        if spec.clock:
+            clock = EmulatedClock(
+                EmulatedClockSpec.parse(spec.clock), spec.epoch_ns, domain=spec.name
+            )
+            now, domain = clock.now_ticks, spec.name
+            use_clock(now)  # every tap of this process now reads the device's clock
+        if spec.socket_path is not None:
+            agent = Agent(
+                spec.agent_id,
+                UnixSocketTransport(spec.socket_path),
+                now=now,
+                flush_interval_s=spec.flush_interval_s,
+                domain=domain,
+            )
+        scope = Scope(pipeline, channels, probes, spec.stages, spec.tap_capacity, now)
+        if agent is not None:
+            for tap in scope.taps:
+                agent.add(tap)
+
+        closing = False
+
+        def on_term(signum: int, frame: object) -> None:
+            # PR_SET_PDEATHSIG fires again for each exiting thread of a killed parent: a nested
+            # call would deadlock on the agent's lock held by the first one.
+            nonlocal closing
+            if closing:
+                return
+            closing = True
+            if agent is not None:
+                agent.close(final=False)
+            os._exit(128 + signum)
+
+        signal.signal(signal.SIGTERM, on_term)
+        errors: list[tuple[str, str]] = []
+
+        def on_error(stage: str, exc: BaseException) -> None:
+            errors.append((stage, describe_exception(exc)))
+            status.put(("error", stage, describe_exception(exc)))
+
+        threads = start_threads(pipeline, channels, scope, spec.stages, on_error)
+        if agent is not None:
+            agent.start()
+        while any(t.is_alive() for t in threads) and not errors:
+            for t in threads:
+                t.join(timeout=0.05)
+        code = 1 if errors else 0
+        if code == 0 and spec.clock:
+            status.put(("done", spec.name, ""))  # the host takes the domain's last burst now
+    except BaseException as exc:
+        status.put(("error", spec.stages[0] if spec.stages else "?", describe_exception(exc)))
+        code = 1
+    finally:
+        if agent is not None:
+            agent.close(final=code == 0)
+        os._exit(code)
