@@ -4,6 +4,14 @@ time-weighted occupancy distributions out (the stochastic replay behind virtual 
 from __future__ import annotations
 
 from streamscope.model.bulk import BulkTandemTimes, bulk_transfer, tandem_bulk
+from streamscope.model.estimator import (
+    Bus,
+    Prediction,
+    SubQueues,
+    predict,
+    sample_histogram,
+    simulate_frame,
+)
 from streamscope.model.occupancy import occupancy_from_events, tv, w1_items
 from streamscope.model.recursions import (
     TandemTimes,
@@ -11,14 +19,25 @@ from streamscope.model.recursions import (
     lindley_fifo,
     tandem_blocking,
 )
+from streamscope.model.selfcheck import FrameVerdict, RunVerdict, combine_frames, self_check
 
 __all__ = [
     "BulkTandemTimes",
+    "Bus",
+    "FrameVerdict",
+    "Prediction",
+    "RunVerdict",
+    "SubQueues",
     "TandemTimes",
     "blocking_fifo",
     "bulk_transfer",
+    "combine_frames",
     "lindley_fifo",
     "occupancy_from_events",
+    "predict",
+    "sample_histogram",
+    "self_check",
+    "simulate_frame",
     "tandem_blocking",
     "tandem_bulk",
     "tv",
