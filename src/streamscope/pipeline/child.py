@@ -106,8 +106,11 @@ def child_main(
         errors: list[tuple[str, str]] = []
 
         def on_error(stage: str, exc: BaseException) -> None:
-            errors.append((stage, describe_exception(exc)))
-            status.put(("error", stage, describe_exception(exc)))
+            # Report before the main thread can see the error and exit: os._exit would cut a
+            # put that is still writing, and the host would only see an exit code.
+            message = describe_exception(exc)
+            status.put(("error", stage, message))
+            errors.append((stage, message))
 
         threads = start_threads(pipeline, channels, scope, spec.stages, on_error)
         if agent is not None:
