@@ -19,7 +19,7 @@ from streamscope.monitor.session import RunOptions, RunResult
 from streamscope.monitor.session import run as run
 from streamscope.pipeline.dropin import MPQueue, Queue, stage
 from streamscope.pipeline.pipeline import Pipeline
-from streamscope.pipeline.resources import Process
+from streamscope.pipeline.resources import EmulatedDevice, Process
 from streamscope.query import (
     Query,
     count,
@@ -37,6 +37,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ConfigError",
+    "EmulatedDevice",
     "MPQueue",
     "Pipeline",
     "PipelineError",

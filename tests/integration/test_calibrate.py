@@ -22,7 +22,7 @@ from streamscope.core.clock import FakeClock
 from streamscope.timebase.calibration import fit
 from streamscope.timebase.emulated import EmulatedClock, EmulatedClockSpec
 from streamscope.timebase.roundtrip import (
-    EmulatedDevice,
+    EmulatedCounter,
     assess,
     clock_socketpair,
     exchange,
@@ -63,7 +63,7 @@ def test_truth_inside_bounds_in_every_randomised_trial() -> None:
     rtt_min: list[float] = []
     rtt_median: list[float] = []
     start = time.perf_counter()
-    with EmulatedDevice() as device:
+    with EmulatedCounter() as device:
         for trial in range(TRIALS):
             spec = EmulatedClockSpec.random(rng)
             # The device has been running for up to 1000 s; a step stays ≥ 1 s from the burst,
@@ -106,7 +106,7 @@ def test_a_wrong_truth_is_caught() -> None:
     """The check has teeth: the same exchanges judged against a clock shifted by twice the bound
     width (or a rate 1000 ppm off) fall outside the bounds."""
     spec = EmulatedClockSpec.parse("rate_ppm=37,offset_s=12.5,drift_ppb_s=1,tick_ns=7.5")
-    with EmulatedDevice(spec) as device:
+    with EmulatedCounter(spec) as device:
         ex = device.exchange(EXCHANGES)
         truth = device.clock
     f = fit(ex, "hull")
@@ -118,7 +118,7 @@ def test_a_wrong_truth_is_caught() -> None:
 
 
 def test_set_spec_switches_the_clock_in_the_child() -> None:
-    with EmulatedDevice(EmulatedClockSpec(tick_ns=1.0)) as device:
+    with EmulatedCounter(EmulatedClockSpec(tick_ns=1.0)) as device:
         first = device.exchange(20)
         device.set_spec(EmulatedClockSpec(offset_s=-500.0, tick_ns=1000.0))
         second = device.exchange(20)
@@ -132,7 +132,7 @@ def test_set_spec_switches_the_clock_in_the_child() -> None:
 
 def test_no_child_survives_the_block_even_on_error() -> None:
     pid = None
-    with pytest.raises(ZeroDivisionError), EmulatedDevice() as device:
+    with pytest.raises(ZeroDivisionError), EmulatedCounter() as device:
         pid = device.pid
         assert pid is not None and _alive(pid)
         _ = 1 / 0
@@ -143,7 +143,7 @@ def test_no_child_survives_the_block_even_on_error() -> None:
 
 
 def test_a_silent_device_times_out_and_is_closed() -> None:
-    device = EmulatedDevice(timeout_s=0.2).start()
+    device = EmulatedCounter(timeout_s=0.2).start()
     pid = device.pid
     assert pid is not None
     os.kill(pid, signal.SIGSTOP)
@@ -164,8 +164,8 @@ def test_child_dies_with_a_killed_parent() -> None:
             textwrap.dedent(
                 """
                 import sys, time
-                from streamscope.timebase.roundtrip import EmulatedDevice
-                d = EmulatedDevice().start()
+                from streamscope.timebase.roundtrip import EmulatedCounter
+                d = EmulatedCounter().start()
                 d.exchange(5)
                 print(d.pid, flush=True)
                 time.sleep(60)

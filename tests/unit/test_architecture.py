@@ -61,7 +61,7 @@ def test_layers_import_only_downwards() -> None:
 def test_public_surface_is_pinned() -> None:
     assert sorted(streamscope.__all__) == sorted(
         [
-            "ConfigError", "MPQueue", "Pipeline", "PipelineError", "Process", "Query", "QueryError",
+            "ConfigError", "EmulatedDevice", "MPQueue", "Pipeline", "PipelineError", "Process", "Query", "QueryError",
             "Queue", "Run", "RunFileError", "RunOptions", "RunResult", "StageError",
             "StreamscopeError", "__version__", "count", "interdeparture", "interinsertion",
             "latency", "load", "monitor", "occupancy", "parse_query", "run", "stage", "state",

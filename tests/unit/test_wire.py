@@ -59,3 +59,42 @@ def test_calibration_burst_round_trip() -> None:
     assert msg.agent == 2
     assert msg.records.dtype == EXCHANGE_DTYPE
     assert msg.records["t2_ticks"].tolist() == [10, 20, 30]
+
+
+def test_summary_payload_is_kept_as_opaque_bytes() -> None:
+    body = b"\x00\x01not json\xff" * 3
+    msg = decode(encode(MsgType.SUMMARY, 4, 77, 123, payload=body))
+    assert msg.type == MsgType.SUMMARY == 7
+    assert (msg.agent, msg.pid, msg.watermark) == (4, 77, 123)
+    assert msg.payload == body
+    assert msg.info == {}
+    assert len(msg.records) == 0
+    assert decode(encode(MsgType.SUMMARY, 4, 77, 123)).payload == b""
+
+
+def test_summary_carries_encoded_summaries() -> None:
+    from streamscope.aggregate.subqueue import SubQueueFrames, decode_summaries, encode_summaries
+
+    sq = SubQueueFrames(tick_ns=0.5)
+    sq.set_grid(0, 100)
+    sq.add_insertions(np.array([1, 5], np.int64), np.array([1, 2], np.int64))
+    summaries = sq.finish(250)
+    msg = decode(encode(MsgType.SUMMARY, 1, 2, 250, payload=encode_summaries(9, summaries)))
+    assert decode_summaries(msg.payload) == (9, summaries)
+
+
+def test_other_messages_keep_an_empty_payload() -> None:
+    assert decode(encode(MsgType.FINISH, 0, 1, 5, info={"a": 1})).payload == b""
+    with pytest.raises(ValueError, match="only SUMMARY"):
+        encode(MsgType.BATCH, 0, 1, 5, payload=b"x")
+    with pytest.raises(ValueError, match="only its opaque payload"):
+        encode(MsgType.SUMMARY, 0, 1, 5, info={"a": 1}, payload=b"x")
+
+
+def test_summary_with_a_record_count_is_refused() -> None:
+    from streamscope.core.records import RECORD_DTYPE as R
+    from streamscope.transport.wire import HEADER, MAGIC
+
+    data = HEADER.pack(MAGIC, int(MsgType.SUMMARY), 0, 0, 0, R.itemsize, 1) + bytes(R.itemsize)
+    with pytest.raises(WireError, match="SUMMARY"):
+        decode(data)

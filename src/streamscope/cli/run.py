@@ -59,6 +59,17 @@ def run(
             help="How bursts are fitted: hull (robust, tick-aware) or timetrial (seed 000)."
         ),
     ] = "hull",
+    ground_truth: Annotated[
+        bool,
+        typer.Option(
+            help="Validation: record every item's true times on link channels and report each "
+            "virtual queue's distance to its true occupancy (the estimate never reads them)."
+        ),
+    ] = False,
+    device_trace: Annotated[
+        bool,
+        typer.Option(help="Also ship devices' raw link-buffer records (normally frame summaries)."),
+    ] = False,
 ) -> int:
     """Run APP.py's pipeline under the monitor and write every frame to the run file.
 
@@ -103,6 +114,8 @@ def run(
         command=shlex.join(["streamscope", *sys.argv[1:]]),
         calibrate_every_s=every_s,
         clock_method=clock_method,
+        ground_truth=ground_truth,
+        device_trace=device_trace,
     )
     view = LiveView(plan, console)
     if quiet:

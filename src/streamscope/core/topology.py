@@ -32,19 +32,34 @@ class StageInfo:
 
 @dataclass(frozen=True, slots=True)
 class ChannelInfo:
-    """A bounded FIFO from ``src`` to ``dst``; ``name`` is ``"src -> dst"`` unless given."""
+    """A bounded FIFO from ``src`` to ``dst``; ``name`` is ``"src -> dst"`` unless given.
+
+    ``transport``: ``thread`` (one process), ``process`` (shared memory between processes) or
+    ``link`` (across a device boundary: a buffer of ``capacity`` at each end and a bulk-transfer
+    bus between them, described by the ``bulk_size``.. ``timeout_ns`` fields; None: no timeout).
+    """
 
     name: str
     src: str
     dst: str
     capacity: int
     transport: str = "thread"
+    bulk_size: int = 0
+    transfer_ns: float = 0.0
+    latency_ns: float = 0.0
+    timeout_ns: float | None = None
+
+    @property
+    def is_link(self) -> bool:
+        return self.transport == "link"
 
 
 @dataclass(frozen=True, slots=True)
 class ProbeInfo:
-    """An active probe. ``kind``: ``tail``/``head`` (channel ends), ``state`` (stage tracker),
-    ``counter``/``sampler`` (user values). ``target`` is the channel or stage name."""
+    """An active probe. ``kind``: ``tail``/``head`` (channel ends), ``send``/``deliver`` (the
+    two inner ends of a link channel: items leaving the tail buffer for the bus, and items
+    entering the head buffer from it), ``state`` (stage tracker), ``counter``/``sampler`` (user
+    values). ``target`` is the channel or stage name."""
 
     id: int
     kind: str

@@ -73,6 +73,7 @@ def main(argv: list[str]) -> int:
             clock_method=cfg.get("clock_method", "hull"),
             socket_path=cfg["socket"],
             on_frames=_on_frames,
+            truth_dir=cfg.get("truth_dir"),
         )
     except (StreamscopeError, OSError, KeyError, ValueError) as exc:
         _emit({"event": "error", "error": str(exc)})

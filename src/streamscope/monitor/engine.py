@@ -15,11 +15,13 @@ from numpy.typing import NDArray
 
 from streamscope.aggregate.frames import frame_index, runs
 from streamscope.aggregate.points import DropCount, FrameResult
+from streamscope.aggregate.subqueue import decode_summaries
 from streamscope.core.records import Kind, Records
 from streamscope.core.topology import Topology
 from streamscope.monitor.clocks import HOST, Domains, TableSink
 from streamscope.monitor.reducers import TargetReducer
 from streamscope.monitor.streams import ChannelStream, StageStream
+from streamscope.monitor.virtual import SIDES, virtual_queues
 from streamscope.query.compile import Plan
 from streamscope.timebase.clockmap import HostMap
 from streamscope.transport.wire import WATERMARK_END, Message, MsgType
@@ -46,8 +48,10 @@ class Engine:
         on_table: TableSink | None = None,
         *,
         method: str = "hull",
+        truth_dir: str | None = None,
     ) -> None:
         self.plan = plan
+        self.truth_dir = truth_dir
         self.topology = topology
         self.drop_frame_ns = drop_frame_ns
         self.sink = sink
@@ -67,8 +71,19 @@ class Engine:
         self.probe_kind: dict[int, tuple[str, str]] = {
             p.id: (p.kind, p.target) for p in topology.probes
         }
+        links = {c.name for c in topology.channels if c.is_link}
+        #: Link channels whose occupancy is estimated (virtual queues), by channel name.
+        self.virtual = virtual_queues(topology, plan, on_table, truth_dir is not None)
+        self._vq_key = {vq.key + i: (vq, side) for vq in self.virtual.values()
+                        for i, side in enumerate(SIDES)}  # fmt: skip
+        self._vq_probe = {pid: (vq, side, role) for vq in self.virtual.values()
+                          for pid, (side, role) in vq.probes().items()}  # fmt: skip
+        measured = {
+            t.name for q in plan.queries for t in q.targets
+            if not (q.metric == "occupancy" and t.name in self.virtual)
+        }  # fmt: skip
         for p in topology.probes:
-            if p.kind in ("tail", "head"):
+            if p.kind in ("tail", "head") and (p.target not in links or p.target in measured):
                 self.channels.setdefault(p.target, ChannelStream(p.target))
             elif p.kind == "state":
                 self.stages.setdefault(p.target, StageStream(p.target))
@@ -76,6 +91,7 @@ class Engine:
             TargetReducer(q.id, q.metric, t.name, t.specs, q.frame_ns, t.name in self.crossing)
             for q in plan.queries
             for t in q.targets
+            if not (q.metric == "occupancy" and t.name in self.virtual)
         ]
         self._by_target: dict[tuple[str, str], list[TargetReducer]] = {}
         for r in self.reducers:
@@ -115,6 +131,8 @@ class Engine:
             return
         if msg.type == MsgType.BATCH and len(msg.records):
             self._ingest(msg, state.domain)
+        if msg.type == MsgType.SUMMARY:
+            self._summaries(msg)
         if msg.type in (MsgType.BATCH, MsgType.END):
             wm = self.domains.scalar_to_ns(state.domain, msg.watermark)
             state.watermark_ns = max(state.watermark_ns, wm)
@@ -149,6 +167,13 @@ class Engine:
             elif kind == "state":
                 self.stages[target].add_refusal(t_report)
 
+    def _summaries(self, msg: Message) -> None:
+        """A device's per-frame summaries of one of its virtual queues' sub-queues."""
+        key, summaries = decode_summaries(msg.payload)
+        found = self._vq_key.get(key)
+        if found is not None:
+            found[0].add_summaries(found[1], summaries)
+
     def _keep_raw(self, rec: Records) -> None:
         if self.on_table is None or not self.keep_raw or not len(rec):
             return
@@ -177,8 +202,11 @@ class Engine:
         for i, pid in enumerate(ids.tolist()):
             pt, pv = t[bounds[i] : bounds[i + 1]], values[bounds[i] : bounds[i + 1]]
             kind, target = self.probe_kind.get(pid, ("", ""))
+            found = self._vq_probe.get(pid)
+            if found is not None:
+                found[0].add_records(found[1], found[2], pt, pv)
             stream: ChannelStream | StageStream | None = (
-                self.channels[target] if kind in ("tail", "head") else self.stages.get(target)
+                self.channels.get(target) if kind in ("tail", "head") else self.stages.get(target)
             )
             if stream is not None:
                 # Too late to place in time (its span is already reduced): dropped, not recorded.
@@ -245,6 +273,11 @@ class Engine:
         results: list[FrameResult] = []
         for r in self.reducers:
             results.extend(r.close_until(wm, end_ns))
+        for vq in self.virtual.values():
+            if end_ns is None:
+                results.extend(vq.advance(wm, self.domains))
+            else:
+                results.extend(vq.finish(end_ns, self.domains, self.truth_dir))
         drops = self._close_drops(wm, end_ns)
         if results or drops:
             self.sink(results, drops)

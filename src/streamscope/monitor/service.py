@@ -101,6 +101,7 @@ class MonitorService:
         clock_method: str = "hull",
         socket_path: str | None = None,
         on_frames: Callable[[Sequence[FrameResult], Sequence[DropCount]], None] | None = None,
+        truth_dir: str | None = None,
     ) -> None:
         self.store = store
         self._meta = meta
@@ -110,8 +111,9 @@ class MonitorService:
         self.inbox: Inbox = queue.SimpleQueue()
         self._on_frames = on_frames
         self.engine = Engine(
-            plan, topology, drop_frame_ns, self._write, self._write_table, method=clock_method
-        )
+            plan, topology, drop_frame_ns, self._write, self._write_table, method=clock_method,
+            truth_dir=truth_dir,
+        )  # fmt: skip
         self.socket_path = socket_path
         self._server: socket.socket | None = None
         self.bad_messages = 0

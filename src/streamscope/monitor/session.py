@@ -55,6 +55,13 @@ class RunOptions:
     calibrate_every_s: float = 2.0
     #: How each burst is fitted: hull (robust, tick-aware) or timetrial (seed 000).
     clock_method: str = "hull"
+    #: Validation only: record the true insertion and removal time of every item of each link
+    #: channel, and report each virtual queue's distance to its true occupancy (the estimate
+    #: never reads them).
+    ground_truth: bool = False
+    #: Ship a device's raw records of its link buffers to the monitor too (normally only
+    #: per-frame summaries cross the link, unless another query needs the records).
+    device_trace: bool = False
     app: str = ""
     argv: tuple[str, ...] = ()
     command: str = ""
@@ -81,7 +88,37 @@ def prepare(
     pipeline.validate()
     plan = compile_queries(list(queries), pipeline.topology(), frame_ns)
     topology = pipeline.topology(plan_probes(pipeline.topology(), plan.taps))
+    vq_frames(plan, topology)
     return plan, topology
+
+
+def vq_frames(plan: Plan, topology: Topology) -> dict[str, int]:
+    """Link channel -> the frame of its occupancy queries (a device reduces on one grid)."""
+    links = {c.name for c in topology.channels if c.is_link}
+    out: dict[str, int] = {}
+    for q in plan.queries:
+        if q.metric != "occupancy":
+            continue
+        for t in q.targets:
+            if t.name in links and out.setdefault(t.name, q.frame_ns) != q.frame_ns:
+                raise ConfigError(
+                    f"query {q.text!r}: every occupancy query on the link channel "
+                    f"{t.name!r} must use the same frame (the device reduces its buffer on "
+                    f"one frame grid); found {out[t.name]} ns and {q.frame_ns} ns"
+                )
+    return out
+
+
+def raw_channels(plan: Plan, topology: Topology, trace: bool) -> frozenset[str] | None:
+    """Link channels whose device-side records must cross raw: all with ``trace``, else those
+    that a query other than occupancy measures directly."""
+    if trace:
+        return None
+    links = {c.name for c in topology.channels if c.is_link}
+    return frozenset(
+        t.name for q in plan.queries for t in q.targets
+        if t.name in links and q.metric != "occupancy"
+    )  # fmt: skip
 
 
 def _meta(pipeline: Pipeline, opts: RunOptions) -> RunMeta:
@@ -136,6 +173,7 @@ def run(
 
 def _drive(
     pipeline: Pipeline,
+    plan: Plan,
     topology: Topology,
     transport: Transport,
     sock_path: str,
@@ -149,7 +187,8 @@ def _drive(
     if on_main:
         signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     try:
-        agent.send_control(MsgType.START, host_now_ticks(), {})
+        t0 = host_now_ticks()
+        agent.send_control(MsgType.START, t0, {})
         runner = Runner(
             pipeline,
             topology.probes,
@@ -158,6 +197,10 @@ def _drive(
             flush_interval_s=opts.flush_interval_s,
             tap_capacity=opts.tap_capacity,
             calibrate_every_s=opts.calibrate_every_s,
+            t0_ticks=t0,
+            ground_truth_dir=_truth_dir(sock_path, opts),
+            vq_frames=vq_frames(plan, topology),
+            raw_channels=raw_channels(plan, topology, opts.device_trace),
         )
         try:
             runner.start()
@@ -178,6 +221,15 @@ def _drive(
         if on_main:
             signal.signal(signal.SIGTERM, previous)
     return outcome
+
+
+def _truth_dir(sock_path: str, opts: RunOptions) -> str | None:
+    """Where the run's processes leave ground truth (beside the monitor's socket)."""
+    if not opts.ground_truth:
+        return None
+    path = os.path.join(os.path.dirname(sock_path), "truth")
+    os.makedirs(path, exist_ok=True)
+    return path
 
 
 def _sigterm_as_interrupt(signum: int, frame: object) -> None:
@@ -205,9 +257,10 @@ def _run_inline(
         clock_method=opts.clock_method,
         socket_path=sock_path,
         on_frames=on_frames,
+        truth_dir=_truth_dir(sock_path, opts),
     )
     monitor = InlineMonitor(service)
-    outcome = _drive(pipeline, topology, InMemoryTransport(service.inbox), sock_path, opts)
+    outcome = _drive(pipeline, plan, topology, InMemoryTransport(service.inbox), sock_path, opts)
     final = monitor.join()
     if opts.out:
         store.close()
@@ -238,6 +291,7 @@ def _run_process(
         "frame_ns": opts.frame_ns,
         "clock_method": opts.clock_method,
         "meta": _meta_dict(meta),
+        "truth_dir": _truth_dir(sock_path, opts),
     }
     cfg_path = os.path.join(os.path.dirname(sock_path), "config.json")
     with open(cfg_path, "w") as f:
@@ -258,7 +312,7 @@ def _run_process(
     done: list[dict[str, Any]] = []
     reader = threading.Thread(target=_read_events, args=(proc.stdout, on_frames, done), daemon=True)
     reader.start()
-    outcome = _drive(pipeline, topology, UnixSocketTransport(sock_path), sock_path, opts)
+    outcome = _drive(pipeline, plan, topology, UnixSocketTransport(sock_path), sock_path, opts)
     while True:
         try:
             proc.wait()

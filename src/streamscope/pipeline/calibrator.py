@@ -10,9 +10,11 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from streamscope.probes.agent import Agent
+from streamscope.timebase.burst import Exchanges
 from streamscope.timebase.roundtrip import exchange
 
 #: Exchanges in the bursts at a domain's start and end, and in the short periodic ones.
@@ -20,6 +22,8 @@ FULL_BURST = 1000
 SHORT_BURST = 100
 #: Seconds between short bursts (0: none while the run goes on).
 EVERY_S = 2.0
+#: Seconds after the start of the first extra short bursts (those before ``every_s``).
+EARLY_S = (0.25, 1.0)
 _STOP = b"q"
 
 
@@ -43,6 +47,7 @@ class Calibrator:
         every_s: float = EVERY_S,
         full: int = FULL_BURST,
         short: int = SHORT_BURST,
+        on_burst: Callable[[str, Exchanges], None] | None = None,
     ) -> None:
         self.agent = agent
         self.domains = {name: _Domain(i, name, sock) for i, name, sock in domains}
@@ -50,6 +55,7 @@ class Calibrator:
         self.full = full
         self.short = short
         self.bursts = 0
+        self.on_burst = on_burst  #: sees each burst too (the runner's frame grid for devices)
         self._stop = threading.Event()
         self._thread = threading.Thread(
             target=self._loop, name="streamscope-calibrator", daemon=True
@@ -69,10 +75,23 @@ class Calibrator:
                 return
         self.agent.send_calibration(d.index, ex.t1_ns, ex.t2_ticks, ex.t3_ns)
         self.bursts += 1
+        if self.on_burst is not None:
+            self.on_burst(d.name, ex)
 
     def _loop(self) -> None:
         for d in list(self.domains.values()):
             self._burst(d, self.full)
+        # Two early short bursts fix each domain's rate soon (a device reducing its own frames
+        # places them with it); then the regular ones.
+        waited = 0.0
+        for at in EARLY_S:
+            if self.every_s <= 0 or at >= self.every_s or self._stop.wait(at - waited):
+                break
+            waited = at
+            for d in list(self.domains.values()):
+                self._burst(d, self.short)
+        if waited and self._stop.wait(self.every_s - waited):
+            return
         while self.every_s > 0 and not self._stop.wait(self.every_s):
             for d in list(self.domains.values()):
                 self._burst(d, self.short)

@@ -11,7 +11,7 @@ import os
 import signal
 import socket
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from streamscope.core.clock import host_now_ticks
@@ -19,8 +19,10 @@ from streamscope.core.errors import describe_exception
 from streamscope.core.process import die_with_parent
 from streamscope.core.topology import ProbeInfo
 from streamscope.pipeline.channel import use_clock
+from streamscope.pipeline.link import LinkChannel
+from streamscope.pipeline.local import LocalQueue, LocalReduction
 from streamscope.pipeline.pipeline import Pipeline
-from streamscope.pipeline.scope import Scope, start_threads
+from streamscope.pipeline.scope import Scope, start_links, start_threads
 from streamscope.pipeline.worker import Channel
 from streamscope.probes.agent import Agent
 from streamscope.timebase.emulated import EmulatedClock, EmulatedClockSpec
@@ -41,6 +43,9 @@ class ChildSpec:
     clock: str = ""  # an emulated clock spec: this process has a clock domain of its own
     epoch_ns: int = 0
     parent_pid: int = 0
+    local: tuple[LocalQueue, ...] = ()  #: sub-queues this device reduces itself
+    truth_dir: str | None = None  #: where to leave ground truth (validation runs only)
+    truth_index: dict[str, int] = field(default_factory=dict)
 
 
 def clock_main(name: str, spec: str, epoch_ns: int, sock: socket.socket, parent_pid: int) -> None:
@@ -61,6 +66,7 @@ def child_main(
     probes: tuple[ProbeInfo, ...],
     spec: ChildSpec,
     status: Any,
+    grid: Any = None,
 ) -> None:
     """Entry point of a forked stage process. Never returns: exits with os._exit."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides what Ctrl-C means
@@ -70,11 +76,13 @@ def child_main(
     try:
         now: Callable[[], int] = host_now_ticks
         domain = "host"
+        tick_ns = 1.0
         if spec.clock:
             clock = EmulatedClock(
                 EmulatedClockSpec.parse(spec.clock), spec.epoch_ns, domain=spec.name
             )
             now, domain = clock.now_ticks, spec.name
+            tick_ns = EmulatedClockSpec.parse(spec.clock).tick_ns
             use_clock(now)  # every tap of this process now reads the device's clock
         if spec.socket_path is not None:
             agent = Agent(
@@ -83,6 +91,7 @@ def child_main(
                 now=now,
                 flush_interval_s=spec.flush_interval_s,
                 domain=domain,
+                local=LocalReduction(spec.local, tick_ns, grid) if spec.local else None,
             )
         scope = Scope(pipeline, channels, probes, spec.stages, spec.tap_capacity, now)
         if agent is not None:
@@ -113,12 +122,15 @@ def child_main(
             errors.append((stage, message))
 
         threads = start_threads(pipeline, channels, scope, spec.stages, on_error)
+        threads += start_links(pipeline, channels, spec.stages, on_error)
         if agent is not None:
             agent.start()
         while any(t.is_alive() for t in threads) and not errors:
             for t in threads:
                 t.join(timeout=0.05)
         code = 1 if errors else 0
+        if code == 0 and spec.truth_dir is not None:
+            _save_truth(pipeline, channels, spec)
         if code == 0 and spec.clock:
             status.put(("done", spec.name, ""))  # the host takes the domain's last burst now
     except BaseException as exc:
@@ -128,3 +140,15 @@ def child_main(
         if agent is not None:
             agent.close(final=code == 0)
         os._exit(code)
+
+
+def _save_truth(pipeline: Pipeline, channels: dict[str, Channel], spec: ChildSpec) -> None:
+    assert spec.truth_dir is not None
+    mine = set(spec.stages)
+    for c in pipeline.channels.values():
+        ch = channels[c.name]
+        if isinstance(ch, LinkChannel):
+            if c.src in mine:
+                ch.save_truth(spec.truth_dir, spec.truth_index[c.name], "in")
+            if c.dst in mine:
+                ch.save_truth(spec.truth_dir, spec.truth_index[c.name], "out")

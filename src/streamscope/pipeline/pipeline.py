@@ -6,12 +6,13 @@ In: user code and wiring. Out: a validated ``Pipeline`` and its static ``Topolog
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
 from typing import Any
 
 from streamscope.core.errors import PipelineError
 from streamscope.core.topology import ChannelInfo, ProbeInfo, ResourceInfo, StageInfo, Topology
-from streamscope.pipeline.resources import Resource, resolve
+from streamscope.pipeline.resources import LinkSpec, Resource, resolve
 from streamscope.pipeline.shm import DEFAULT_SLOT_BYTES
 from streamscope.pipeline.stage import StageBody, as_source
 from streamscope.timebase.emulated import EmulatedClockSpec
@@ -160,9 +161,24 @@ class Pipeline:
             )
 
     def channel_transport(self, ch: ChannelSpec) -> str:
-        """``thread`` when both ends share a process, else ``process``."""
+        """``thread`` when both ends share a process, ``link`` across a device boundary, else
+        ``process``."""
         a, b = self.stages[ch.src].resource, self.stages[ch.dst].resource
-        return "thread" if a == b or (a.in_main_process and b.in_main_process) else "process"
+        if a == b or (a.in_main_process and b.in_main_process):
+            return "thread"
+        return "link" if "device" in (a.kind, b.kind) else "process"
+
+    def link_of(self, ch: ChannelSpec) -> LinkSpec | None:
+        """The bus a link channel crosses (the device's), None for any other channel."""
+        a, b = self.stages[ch.src].resource, self.stages[ch.dst].resource
+        if self.channel_transport(ch) != "link":
+            return None
+        if a.kind == "device" and b.kind == "device":
+            raise PipelineError(
+                f"channel {ch.name!r} joins two devices ({a.name}, {b.name}); only host <-> "
+                "device channels are supported"
+            )
+        return a.link if a.kind == "device" else b.link
 
     def topology(self, probes: tuple[ProbeInfo, ...] = ()) -> Topology:
         resources: dict[str, ResourceInfo] = {}
@@ -176,12 +192,18 @@ class Pipeline:
             stages=tuple(
                 StageInfo(s.name, s.resource.name, self.role(s.name)) for s in self.stages.values()
             ),
-            channels=tuple(
-                ChannelInfo(c.name, c.src, c.dst, c.capacity, self.channel_transport(c))
-                for c in self.channels.values()
-            ),
+            channels=tuple(self._channel_info(c) for c in self.channels.values()),
             probes=probes,
         )
+
+    def _channel_info(self, c: ChannelSpec) -> ChannelInfo:
+        link = self.link_of(c)
+        if link is None:
+            return ChannelInfo(c.name, c.src, c.dst, c.capacity, self.channel_transport(c))
+        return ChannelInfo(
+            c.name, c.src, c.dst, c.capacity, "link", link.bulk_size, link.transfer_ns,
+            link.latency_ns, None if math.isinf(link.timeout_ns) else link.timeout_ns,
+        )  # fmt: skip
 
 
 def plan_probes(topology: Topology, taps: frozenset[tuple[str, str]]) -> tuple[ProbeInfo, ...]:
@@ -190,9 +212,14 @@ def plan_probes(topology: Topology, taps: frozenset[tuple[str, str]]) -> tuple[P
     stage_domain = {s.name: domain.get(s.resource, "host") for s in topology.stages}
     out: list[ProbeInfo] = []
     for ch in topology.channels:
-        for end in ("tail", "head"):
+        ends: tuple[str, ...] = ("tail", "head")
+        if ch.is_link and (("tail", ch.name) in taps or ("head", ch.name) in taps):
+            # A link's sub-queues are watched whole: each needs both of its ends.
+            ends = ("tail", "send", "deliver", "head")
+            taps = taps | {(e, ch.name) for e in ends}
+        for end in ends:
             if (end, ch.name) in taps:
-                owner = ch.src if end == "tail" else ch.dst
+                owner = ch.src if end in ("tail", "send") else ch.dst
                 out.append(ProbeInfo(len(out) + 1, end, ch.name, stage_domain[owner]))
     for st in topology.stages:
         if ("state", st.name) in taps:

@@ -1,15 +1,45 @@
-"""Resources: where stages run. ``thread`` (the pipeline's own process) and ``process``.
+"""Resources: where stages run. ``thread`` (the pipeline's own process), ``process`` and
+``device`` (an emulated accelerator: a process with a clock of its own behind a DMA-like link).
 
-A resource is a name plus a kind; stages on the same ``Process`` resource share one child process.
-Devices and remote hosts will add kinds here.
+A resource is a name plus a kind; stages on the same ``Process`` or ``EmulatedDevice`` resource
+share one child process. Remote hosts will add a kind here.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from streamscope.core.errors import PipelineError
 from streamscope.timebase.emulated import EmulatedClockSpec
+
+
+@dataclass(frozen=True, slots=True)
+class LinkSpec:
+    """The bus between the host and a device, as a DMA engine sees it.
+
+    Items wait in a buffer at the sending side until ``bulk_size`` of them are there (or no item
+    has arrived for ``timeout_ns``, or the stream ends); one transfer then moves them, occupying
+    the bus for ``transfer_ns``, and they reach the buffer at the receiving side ``latency_ns``
+    after the transfer ends (latency is pipelined: the next transfer may start meanwhile).
+    """
+
+    bulk_size: int = 16
+    transfer_ns: float = 500_000.0
+    latency_ns: float = 0.0
+    timeout_ns: float = math.inf
+
+    def __post_init__(self) -> None:
+        if int(self.bulk_size) != self.bulk_size or self.bulk_size < 1:
+            raise PipelineError(f"link: bulk_size must be an integer >= 1, not {self.bulk_size!r}")
+        for key in ("transfer_ns", "latency_ns"):
+            v = getattr(self, key)
+            if not (math.isfinite(v) and v >= 0.0):
+                raise PipelineError(f"link: {key} must be finite and >= 0, not {v!r}")
+        if not self.timeout_ns > 0.0:
+            raise PipelineError(
+                f"link: timeout_ns must be > 0 (inf: none), not {self.timeout_ns!r}"
+            )
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,6 +50,7 @@ class Resource:
     name: str
     kind: str
     clock: str = ""
+    link: LinkSpec | None = None  #: a device's bus (kind ``device`` only)
 
     @property
     def in_main_process(self) -> bool:
@@ -31,7 +62,7 @@ class Resource:
 
 
 THREAD = Resource("main", "thread")
-KINDS = ("thread", "process")
+KINDS = ("thread", "process", "device")
 
 
 def Process(name: str, *, clock: str | None = None) -> Resource:  # noqa: N802 - a constructor
@@ -43,6 +74,36 @@ def Process(name: str, *, clock: str | None = None) -> Resource:  # noqa: N802 -
     if clock:
         EmulatedClockSpec.parse(clock)  # refuse a bad spec now, with the key that is wrong
     return Resource(name, "process", str(EmulatedClockSpec.parse(clock)) if clock else "")
+
+
+def EmulatedDevice(  # noqa: N802 - a constructor
+    name: str,
+    *,
+    clock: str = "rate_ppm=25,offset_s=3.5,drift_ppb_s=10,tick_ns=7.5",
+    bulk_size: int = 16,
+    transfer_us: float = 500.0,
+    latency_us: float = 0.0,
+    timeout_us: float | None = None,
+) -> Resource:
+    """An emulated accelerator: its stages run in a process of their own, with a clock of their
+    own (``clock``, an emulated clock spec; the monitor is never told it and calibrates it), and
+    every channel between it and the host crosses a DMA-like link (see :class:`LinkSpec`):
+    ``bulk_size`` items per transfer of ``transfer_us``, ``latency_us`` in flight, and a flush
+    after ``timeout_us`` without a new item (None: only full transfers and the end of stream).
+
+    Only the two buffers at the ends of such a channel are visible; its occupancy is estimated
+    by simulation and checked against them (a *virtual queue*).
+    """
+    if not clock:
+        raise PipelineError(f"device {name!r}: an emulated device needs a clock spec")
+    parsed = EmulatedClockSpec.parse(clock)
+    link = LinkSpec(
+        bulk_size,
+        transfer_us * 1e3,
+        latency_us * 1e3,
+        math.inf if timeout_us is None else timeout_us * 1e3,
+    )
+    return Resource(name, "device", str(parsed), link)
 
 
 def resolve(resource: str | Resource, stage: str) -> Resource:

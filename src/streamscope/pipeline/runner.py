@@ -15,18 +15,23 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from streamscope.core.clock import host_now_ticks
 from streamscope.core.errors import describe_exception
 from streamscope.core.topology import ProbeInfo
 from streamscope.pipeline.calibrator import EVERY_S, Calibrator
 from streamscope.pipeline.channel import ThreadChannel
 from streamscope.pipeline.child import ChildSpec, child_main, clock_main
+from streamscope.pipeline.link import LinkChannel
+from streamscope.pipeline.local import local_queues
 from streamscope.pipeline.pipeline import Pipeline
-from streamscope.pipeline.scope import Scope, start_threads
+from streamscope.pipeline.scope import Scope, start_links, start_threads
 from streamscope.pipeline.shm import ProcessChannel
 from streamscope.pipeline.worker import Channel
 from streamscope.probes.agent import Agent
 from streamscope.probes.taps import DEFAULT_CAPACITY
+from streamscope.timebase.burst import CalibrationError, Exchanges, fit
 from streamscope.timebase.roundtrip import clock_socketpair
 
 
@@ -55,6 +60,10 @@ class Runner:
         flush_interval_s: float = 0.05,
         tap_capacity: int = DEFAULT_CAPACITY,
         calibrate_every_s: float = EVERY_S,
+        t0_ticks: int = 0,
+        ground_truth_dir: str | None = None,
+        vq_frames: dict[str, int] | None = None,
+        raw_channels: frozenset[str] | None = frozenset(),
     ) -> None:
         pipeline.validate()
         self.tap_capacity = tap_capacity
@@ -70,10 +79,23 @@ class Runner:
         self._ctx = mp.get_context("fork")
         self._errors: queue.SimpleQueue[tuple[str, str]] = queue.SimpleQueue()
         self._status = self._ctx.SimpleQueue()
+        #: Device frames are reduced on the device, on the host's frame grid mapped to its ticks.
+        self.t0_ticks = t0_ticks
+        self.truth_dir = ground_truth_dir
+        self.local = local_queues(pipeline.topology(probes), vq_frames or {}, raw_channels)
+        self._grids: dict[str, Any] = {}  # device name -> the host end of its grid pipe
+        self._first_burst: dict[str, Exchanges] = {}
         self.channels: dict[str, Channel] = {}
         for ch in pipeline.channels.values():
-            if pipeline.channel_transport(ch) == "thread":
+            transport = pipeline.channel_transport(ch)
+            link = pipeline.link_of(ch)
+            if transport == "thread":
                 self.channels[ch.name] = ThreadChannel(ch.capacity, name=ch.name)
+            elif link is not None:
+                self.channels[ch.name] = LinkChannel(
+                    ch.name, ch.capacity, self._ctx, link, ch.slot_bytes,
+                    ground_truth=ground_truth_dir is not None,
+                )  # fmt: skip
             else:
                 self.channels[ch.name] = ProcessChannel(
                     ch.name, ch.capacity, self._ctx, ch.slot_bytes
@@ -109,29 +131,78 @@ class Runner:
                 device_end.close()
                 self.responders.append(responder)
                 domains.append((index[name], name, host_end))
+            grid_end = None
+            if res.kind == "device":
+                grid_end, self._grids[name] = self._ctx.Pipe(duplex=False)
             child = ChildSpec(
                 name, stages, i, self.socket_path, self.flush_interval_s, self.tap_capacity,
-                res.clock, self.epoch_ns, os.getpid(),
+                res.clock, self.epoch_ns, os.getpid(), self.local.get(name, ()), self.truth_dir,
+                self._truth_index(),
             )  # fmt: skip
             proc = self._ctx.Process(
                 target=child_main,
-                args=(self.pipeline, self.channels, self.probes, child, self._status),
+                args=(self.pipeline, self.channels, self.probes, child, self._status, grid_end),
                 name=f"streamscope-{name}",
                 daemon=False,
             )
             proc.start()
+            if grid_end is not None:
+                grid_end.close()
             self.children.append(proc)
             self._child_stages.append(stages)
         if domains and self.agent is not None:
-            self.calibrator = Calibrator(self.agent, domains, every_s=self.calibrate_every_s)
+            self.calibrator = Calibrator(
+                self.agent, domains, every_s=self.calibrate_every_s, on_burst=self._send_grid
+            )
             self.calibrator.start()
         scope = Scope(self.pipeline, self.channels, self.probes, main, self.tap_capacity)
         if self.agent is not None:
             for tap in scope.taps:
                 self.agent.add(tap)
+        self._main_stages = main
         self._threads = start_threads(self.pipeline, self.channels, scope, main, self._on_error)
+        self._threads += start_links(self.pipeline, self.channels, main, self._on_error)
         if self.agent is not None:
             self.agent.start()
+
+    def _truth_index(self) -> dict[str, int]:
+        return {name: i for i, name in enumerate(self.pipeline.channels)}
+
+    def _send_grid(self, name: str, ex: Exchanges) -> None:
+        """After each burst of a device: the run's start in its ticks and its ticks per ns, so
+        that it can reduce its records on the host's frames. The first burst alone fixes the
+        rate poorly (it spans milliseconds); later ones are fitted together with it, and the
+        device moves its grid on from the frames it has not closed yet. The monitor reports
+        the alignment achieved either way."""
+        conn = self._grids.get(name)
+        if conn is None:
+            return
+        first = self._first_burst.setdefault(name, ex)
+        both = ex if first is ex else Exchanges(
+            t1_ns=np.concatenate((first.t1_ns, ex.t1_ns)),
+            t2_ticks=np.concatenate((first.t2_ticks, ex.t2_ticks)),
+            t3_ns=np.concatenate((first.t3_ns, ex.t3_ns)),
+        )  # fmt: skip
+        try:
+            f = fit(both)
+            origin = f.x0_ticks + (self.t0_ticks - f.b_ns) / f.s_ns_per_tick
+            conn.send((origin, 1.0 / f.s_ns_per_tick))
+        except (CalibrationError, OSError, ValueError, ZeroDivisionError):
+            pass  # the device keeps its last grid (or, with none, its records: see local.py)
+
+    def save_truth(self) -> None:
+        """The main process's side of the ground truth (its stages are done)."""
+        if self.truth_dir is None:
+            return
+        index = self._truth_index()
+        mine = set(getattr(self, "_main_stages", ()))
+        for spec in self.pipeline.channels.values():
+            ch = self.channels[spec.name]
+            if isinstance(ch, LinkChannel):
+                if spec.src in mine:
+                    ch.save_truth(self.truth_dir, index[spec.name], "in")
+                if spec.dst in mine:
+                    ch.save_truth(self.truth_dir, index[spec.name], "out")
 
     def _on_error(self, stage: str, exc: BaseException) -> None:
         self._errors.put((stage, describe_error(exc)))
@@ -182,6 +253,7 @@ class Runner:
                             "failed", f"stage {failure[0]!r} raised {failure[1]}", failure[0]
                         )
                     self.stop_calibration()
+                    self.save_truth()
                     return Outcome("completed")
                 time.sleep(poll_s)
         except KeyboardInterrupt:
@@ -191,6 +263,9 @@ class Runner:
     def stop_calibration(self) -> None:
         if self.calibrator is not None:
             self.calibrator.stop()
+        for conn in self._grids.values():
+            conn.close()
+        self._grids.clear()
         for proc in self.responders:
             proc.join(timeout=1.0)
             if proc.exitcode is None:
@@ -201,7 +276,7 @@ class Runner:
         """Stop everything still running; no child process is left behind."""
         self.stop_calibration()
         for ch in self.channels.values():
-            if isinstance(ch, ThreadChannel):
+            if isinstance(ch, ThreadChannel | LinkChannel):
                 ch.abort()
         for proc in self.children:
             if proc.exitcode is None:

@@ -12,7 +12,8 @@ from collections.abc import Callable
 from streamscope.core.clock import host_now_ticks
 from streamscope.core.records import Kind
 from streamscope.core.topology import ProbeInfo
-from streamscope.pipeline.channel import ThreadChannel
+from streamscope.pipeline.channel import Aborted, ThreadChannel
+from streamscope.pipeline.link import LinkChannel
 from streamscope.pipeline.pipeline import Pipeline
 from streamscope.pipeline.worker import Channel, run_stage
 from streamscope.probes.taps import DEFAULT_CAPACITY, LockedTap, RingTap, StateTracker
@@ -38,14 +39,19 @@ class Scope:
                 tap = RingTap(p.id, Kind.STATE, capacity)
                 self.taps.append(tap)
                 self.trackers[p.target] = StateTracker(p.target, tap, now)
-            elif p.kind in ("tail", "head"):
+            elif p.kind in ("tail", "head", "send", "deliver"):
                 spec = pipeline.channels[p.target]
-                owner = spec.src if p.kind == "tail" else spec.dst
+                owner = spec.src if p.kind in ("tail", "send") else spec.dst
                 if owner not in mine:
                     continue
                 ch = channels[p.target]
-                kind = Kind.PUT if p.kind == "tail" else Kind.GET
-                if isinstance(ch, ThreadChannel):
+                kind = Kind.PUT if p.kind in ("tail", "deliver") else Kind.GET
+                if isinstance(ch, LinkChannel):
+                    buf = ch.tail_buf if p.kind in ("tail", "send") else ch.head_buf
+                    locked = LockedTap(p.id, kind, buf.mutex, capacity)
+                    setattr(buf, "tail" if kind == Kind.PUT else "head", locked)
+                    self.taps.append(locked)
+                elif isinstance(ch, ThreadChannel):
                     locked = LockedTap(p.id, kind, ch.mutex, capacity)
                     setattr(ch, p.kind, locked)
                     self.taps.append(locked)
@@ -77,3 +83,46 @@ def start_threads(
     for t in threads:
         t.start()
     return threads
+
+
+def start_links(
+    pipeline: Pipeline,
+    channels: dict[str, Channel],
+    stages: list[str],
+    on_error: Callable[[str, BaseException], None],
+) -> list[threading.Thread]:
+    """Start this process's side of every link channel: the mover where the producer runs,
+    the receiver where the consumer runs. Their errors are reported as the stage's."""
+    mine = set(stages)
+    threads = []
+    for spec in pipeline.channels.values():
+        ch = channels[spec.name]
+        if not isinstance(ch, LinkChannel):
+            continue
+        for stage, body, role in (
+            (spec.src, ch.mover, "mover"),
+            (spec.dst, ch.receiver, "receiver"),
+        ):
+            if stage in mine:
+                threads.append(
+                    threading.Thread(
+                        target=_link_thread,
+                        args=(stage, body, on_error),
+                        name=f"link-{role}-{spec.name}",
+                        daemon=True,
+                    )
+                )
+    for t in threads:
+        t.start()
+    return threads
+
+
+def _link_thread(
+    stage: str, body: Callable[[], None], on_error: Callable[[str, BaseException], None]
+) -> None:
+    try:
+        body()
+    except Aborted:
+        pass
+    except BaseException as exc:
+        on_error(stage, exc)

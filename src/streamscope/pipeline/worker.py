@@ -11,11 +11,12 @@ from typing import Any
 
 from streamscope.core.records import State
 from streamscope.pipeline.channel import EOS, Aborted, ThreadChannel
+from streamscope.pipeline.link import LinkChannel
 from streamscope.pipeline.shm import ProcessChannel
 from streamscope.pipeline.stage import StageBody
 from streamscope.probes.taps import StateTracker
 
-Channel = ThreadChannel | ProcessChannel
+Channel = ThreadChannel | ProcessChannel | LinkChannel
 
 
 def _emitter(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
+from typing import Protocol
 
 import numpy as np
 from numpy.typing import NDArray
@@ -21,6 +22,15 @@ from streamscope.transport.wire import EXCHANGE_DTYPE, MsgType, encode
 
 #: How often an agent ships its records (seconds). Also bounds the monitor's frame-closing lag.
 DEFAULT_FLUSH_INTERVAL_S = 0.05
+
+
+class LocalReducer(Protocol):
+    """Reduces some taps' records where they are taken (a device, as in seed 002): it keeps the
+    records it reduces and returns encoded per-frame summaries for SUMMARY messages."""
+
+    def take(self, records: Records, watermark: int) -> tuple[Records, list[bytes]]: ...
+
+    def finish(self, end: int) -> list[bytes]: ...
 
 
 class Agent:
@@ -39,8 +49,10 @@ class Agent:
         now: Callable[[], int] = host_now_ticks,
         flush_interval_s: float = DEFAULT_FLUSH_INTERVAL_S,
         domain: str = "host",
+        local: LocalReducer | None = None,
     ) -> None:
         self.agent_id = agent_id
+        self._local = local
         self._transport = transport
         self._now = now
         self._interval = flush_interval_s
@@ -101,8 +113,15 @@ class Agent:
             records = self._collect(now)
             watermark = now if final else self._prev_flush
             self._prev_flush = now
+            summaries: list[bytes] = []
+            if self._local is not None:
+                records, summaries = self._local.take(records, watermark)
+                if final:
+                    summaries += self._local.finish(now)
             self.sent_records += len(records)
             self._send(MsgType.BATCH, watermark, records=records)
+            for payload in summaries:
+                self._send(MsgType.SUMMARY, watermark, payload=payload)
 
     def close(self, *, final: bool = True) -> None:
         """Stop the flusher, send what is left, then END. Safe to call twice."""
@@ -148,9 +167,12 @@ class Agent:
         *,
         records: Records | None = None,
         info: dict[str, object] | None = None,
+        payload: bytes | None = None,
     ) -> None:
         try:
-            self._transport.send(encode(mtype, self.agent_id, self._pid, watermark, records, info))
+            self._transport.send(
+                encode(mtype, self.agent_id, self._pid, watermark, records, info, payload=payload)
+            )
         except OSError:
             # The monitor is gone: the application must not fail because monitoring did.
             self._closed = True

@@ -46,8 +46,18 @@ def run_json(run: Run) -> dict[str, Any]:
         "channels": [asdict(x) for x in run.topology.channels],
         "probes": [asdict(x) for x in run.topology.probes],
         "queries": queries,
+        "virtual_queues": [_vq(v) for v in run.virtual_queues()],
         "drops": [_drop(run, d) for d in run.drops()],
     }
+
+
+def _vq(v: dict[str, Any]) -> dict[str, Any]:
+    v = {**v, "frames_checked": v.pop("frames")}
+    frames = [
+        {k: (_j(x) if isinstance(x, float) else x) for k, x in f.items()}
+        for f in v.pop("frames_detail")
+    ]
+    return {**{k: (_j(x) if isinstance(x, float) else x) for k, x in v.items()}, "frames": frames}
 
 
 def _run(run: Run) -> dict[str, Any]:

@@ -128,6 +128,23 @@ class Run:
         except duckdb.Error as e:
             raise QueryError(str(e), text=query, source=str(self.path or "sql")) from None
 
+    def virtual_queues(self) -> list[dict[str, Any]]:
+        """One dict per virtual queue (link channel with an occupancy query): the run's
+        verdict and distances (``virtual_queue``), with its per-frame rows (``vq_frame``)."""
+        cols, rows = self.sql("SELECT * FROM virtual_queue ORDER BY query_id, target")
+        fcols, frows = self.sql("SELECT * FROM vq_frame ORDER BY query_id, target, frame")
+        frames: dict[tuple[int, str], list[dict[str, Any]]] = {}
+        for r in frows:
+            d = dict(zip(fcols, r, strict=True))
+            key = (d.pop("query_id"), d.pop("target"))
+            frames.setdefault(key, []).append(d)
+        out = []
+        for r in rows:
+            d = dict(zip(cols, r, strict=True))
+            d["frames_detail"] = frames.get((d["query_id"], d["target"]), [])
+            out.append(d)
+        return out
+
     def table(self, name: str) -> dict[str, NDArray[Any]]:
         """A whole table as numpy columns (``calibration``, ``clock_fit``, ``record``, ...)."""
         columns, rows = self.sql(f"SELECT * FROM {name}")  # noqa: S608 - names come from code

@@ -1,7 +1,7 @@
 """Round trips to a device clock over a real process boundary (a Unix SEQPACKET socket pair).
 
 In: a socket whose other end runs ``serve_clock``. Out: ``Exchanges`` (t1 ns, device ticks, t3 ns);
-``EmulatedDevice`` runs an emulated clock in a forked child and checks fits against its truth.
+``EmulatedCounter`` runs an emulated clock in a forked child and checks fits against its truth.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from streamscope.timebase.emulated import EmulatedClock, EmulatedClockSpec, Trut
 
 __all__ = [
     "EmulatedCalibration",
-    "EmulatedDevice",
+    "EmulatedCounter",
     "assess",
     "calibrate_emulated",
     "clock_socketpair",
@@ -140,7 +140,7 @@ def _device_main(
     serve_clock(device_end, clock)
 
 
-class EmulatedDevice:
+class EmulatedCounter:
     """An emulated device clock answering round trips from a forked child process.
 
     ``clock`` is the host's copy of the child's clock (same spec and epoch): the truth, for
@@ -172,7 +172,7 @@ class EmulatedDevice:
     def pid(self) -> int | None:
         return None if self._proc is None else self._proc.pid
 
-    def start(self) -> EmulatedDevice:
+    def start(self) -> EmulatedCounter:
         if self._proc is not None:
             return self
         host_end, device_end = clock_socketpair()
@@ -256,7 +256,7 @@ class EmulatedDevice:
                 proc.join()
             proc.close()
 
-    def __enter__(self) -> EmulatedDevice:
+    def __enter__(self) -> EmulatedCounter:
         return self.start()
 
     def __exit__(
@@ -293,7 +293,7 @@ def calibrate_emulated(
 ) -> EmulatedCalibration:
     """Start an emulated device with ``spec``, do ``n`` round trips, fit with ``method``, and check
     the truth at 1001 positions across the burst's tick span."""
-    with EmulatedDevice(spec) as device:
+    with EmulatedCounter(spec) as device:
         ex = device.exchange(n)
         truth_clock = device.clock
     return assess(ex, fit(ex, method), truth_clock)

@@ -1,7 +1,8 @@
 """The agent → monitor wire format: a fixed 40-byte header followed by raw records.
 
 In: a message type, the sender's ids, a watermark in raw ticks and a record array (or UTF-8 JSON
-for control messages). Out: bytes, and back. Nothing received is ever unpickled.
+for control messages, or opaque bytes for SUMMARY). Out: bytes, and back. Nothing received is
+ever unpickled.
 """
 
 from __future__ import annotations
@@ -40,6 +41,9 @@ class MsgType(IntEnum):
     #: One calibration burst of a clock domain: rows of EXCHANGE_DTYPE; ``agent`` carries the
     #: domain's index among the topology's resources.
     CALIBRATION = 6
+    #: Per-frame sub-queue summaries reduced where the records were made; the payload is opaque
+    #: bytes here (``aggregate.subqueue.encode_summaries`` writes them), kept in ``Message.payload``.
+    SUMMARY = 7
 
 
 #: One round trip: host ns before the request, the device's counter, host ns after the reply.
@@ -55,6 +59,8 @@ class Message:
     watermark: int
     records: Records
     info: dict[str, Any]
+    #: The raw payload of a SUMMARY message (empty for every other type).
+    payload: bytes = b""
 
 
 def encode(
@@ -64,7 +70,16 @@ def encode(
     watermark: int,
     records: Records | None = None,
     info: dict[str, Any] | None = None,
+    *,
+    payload: bytes | None = None,
 ) -> bytes:
+    if mtype == MsgType.SUMMARY:
+        if (records is not None and len(records)) or info is not None:
+            raise ValueError("a SUMMARY message carries only its opaque payload")
+        body = bytes(payload or b"")
+        return HEADER.pack(MAGIC, int(mtype), agent, pid, watermark, len(body), 0) + body
+    if payload is not None:
+        raise ValueError(f"only SUMMARY messages carry an opaque payload, not {mtype.name}")
     if records is not None and len(records):
         dtype = EXCHANGE_DTYPE if mtype == MsgType.CALIBRATION else RECORD_DTYPE
         payload = np.ascontiguousarray(records, dtype=dtype).tobytes()
@@ -105,6 +120,10 @@ def decode_payload(
     kind: MsgType, agent: int, pid: int, watermark: int, count: int, payload: bytes
 ) -> Message:
     info: dict[str, Any] = {}
+    if kind == MsgType.SUMMARY:
+        if count:
+            raise WireError(f"a SUMMARY message holds no records, header says {count}")
+        return Message(kind, agent, pid, watermark, empty_records(), info, bytes(payload))
     if count:
         dtype = EXCHANGE_DTYPE if kind == MsgType.CALIBRATION else RECORD_DTYPE
         records = np.frombuffer(payload, dtype=dtype).copy()
