@@ -1,8 +1,11 @@
 """Queue-model speed: customers per second through the vectorised models against SimPy.
 
 In: one seeded M/M/1 input (inter-arrival and service times, ns) shared by ``lindley_fifo`` and
-a SimPy model of the same queue; seeded inputs for ``tandem_bulk`` (bus + device server). Out:
-whether both M/M/1 peers give the same departures, a table of customers/s and the ratios.
+a SimPy model of the same queue; seeded inputs for ``tandem_bulk`` (bus + device server; the
+seed's bus: bulk 16, exponential arrivals, device server at rho = 0.8, a finite inactivity
+timeout, the device buffer unbounded, of 64 places, or of 16 places with a 2 us latency). Out:
+whether both M/M/1 peers give the same departures, whether ``tandem_bulk`` matches the reference
+event loop, a table of customers/s and the ratios (to SimPy; to the reference event loop).
 
     python benchmarks/bench_sim.py [--quick] [--reps N]
 """
@@ -19,10 +22,17 @@ from numpy.typing import NDArray
 
 from _harness import Summary, fmt_spread, interleave, machine, paired_ratios, parse_args, table
 from streamscope.model import blocking_fifo, lindley_fifo, tandem_bulk
+from streamscope.model.bulk import _event_loop_reference
+from streamscope.model.recursions import _lindley
 
 F64 = NDArray[np.float64]
 TARGET_VS_SIMPY = 100.0
 TARGET_BULK_PER_S = 2e6
+BULK = "tandem_bulk b=16 timeout"
+BULK_C2 = "tandem_bulk b=16 timeout C2=64"
+BULK_LAT = "tandem_bulk b=16 timeout C2=16 latency"
+REFERENCE = "reference event loop b=16 timeout"
+REFERENCE_C2 = "reference event loop b=16 timeout C2=64"
 
 
 def simpy_mm1(gaps: F64, service: F64) -> F64:
@@ -57,6 +67,11 @@ def rate(fn: Callable[[], object], n: int) -> Callable[[], tuple[float]]:
     return measure
 
 
+def bus_inputs(rng: np.random.Generator, n: int) -> tuple[F64, F64]:
+    """Exponential arrivals (mean gap 1000 ns) and device service times at rho = 0.8."""
+    return np.cumsum(rng.exponential(1000.0, n)), rng.exponential(800.0, n)
+
+
 def main() -> None:
     args = parse_args(__doc__ or "")
     reps = args.reps or (3 if args.quick else 5)
@@ -74,25 +89,47 @@ def main() -> None:
     print(f"M/M/1 departures, n={n_simpy}: max |lindley - simpy| = {err:.3g} ns")
     print(f"  (relative to the horizon {err / scale:.2g}) -> {'same' if same else 'DIFFERENT'}")
 
-    big_a = np.cumsum(rng.exponential(1000.0, n_fast))
-    big_s = rng.exponential(800.0, n_fast)
+    big_a, big_s = bus_inputs(rng, n_fast)
     tr = np.full(n_fast, 3200.0)
     s2 = rng.exponential(800.0, n_fast)
+    # The seed's bus: bulk 16, 6 us per transfer (bus load ~0.4), 5 us inactivity flush.
+    bus_a, bus_s2 = bus_inputs(rng, n_fast)
+    bus = {"bulk_size": 16, "transfer_ns": 6000.0, "timeout_ns": 5000.0}
+    small_a, small_s2 = bus_a[:n_simpy], bus_s2[:n_simpy]
+    small_tr, end = np.full(n_simpy, 6000.0), float(small_a[-1])
+
+    def reference(cap2: int | None) -> tuple[F64, ...]:
+        """The item-by-item event loop the per-transfer loop replaced, on the first n_simpy."""
+        s2_ref = None if cap2 is None else small_s2
+        out = _event_loop_reference(small_a, 16, 16, small_tr, 0.0, 5000.0, end, s2_ref, cap2 or 0)
+        return out if cap2 is not None else (*out[:3], _lindley(out[2], small_s2))
+
+    for cap2 in (None, 64):
+        got = tandem_bulk(small_a, s2=small_s2, capacity2=cap2, **bus)
+        mine = (got.start1, got.done1, got.deliver, got.depart)
+        if not all(np.array_equal(x, y) for x, y in zip(mine, reference(cap2), strict=True)):
+            raise SystemExit(f"tandem_bulk C2={cap2} differs from the reference event loop")
+    print(f"tandem_bulk b=16 timeout, n={n_simpy}, C2=inf and 64: identical to the reference loop")
+
     variants: list[tuple[str, Callable[[], tuple[float]]]] = [
         ("simpy M/M/1", rate(lambda: simpy_mm1(gaps, service), n_simpy)),
         ("lindley_fifo M/M/1", rate(lambda: lindley_fifo(big_a, big_s), n_fast)),
+        ("blocking_fifo C=4 (loop)", rate(lambda: blocking_fifo(gaps, service, 4), n_simpy)),
         (
-            "blocking_fifo C=4 (loop)",
-            rate(lambda: blocking_fifo(gaps, service, 4), n_simpy),
-        ),
-        (
-            "tandem_bulk b=4 (vectorised)",
+            "tandem_bulk b=4 no timeout",
             rate(lambda: tandem_bulk(big_a, 4, tr, math.inf, s2), n_fast),
         ),
+        (BULK, rate(lambda: tandem_bulk(bus_a, s2=bus_s2, **bus), n_fast)),
+        (BULK_C2, rate(lambda: tandem_bulk(bus_a, s2=bus_s2, capacity2=64, **bus), n_fast)),
         (
-            "tandem_bulk b=4 C2=8 timeout (loop)",
-            rate(lambda: tandem_bulk(big_a[:n_simpy], 4, 3200.0, 5000.0, s2[:n_simpy], 8), n_simpy),
+            BULK_LAT,
+            rate(
+                lambda: tandem_bulk(bus_a, s2=bus_s2, capacity2=16, latency_ns=2000.0, **bus),
+                n_fast,
+            ),
         ),
+        (REFERENCE, rate(lambda: reference(None), n_simpy)),
+        (REFERENCE_C2, rate(lambda: reference(64), n_simpy)),
     ]
     (summaries,) = interleave(variants, reps)
     by = {s.name: s for s in summaries}
@@ -106,7 +143,10 @@ def main() -> None:
     ]
     for r in ratios:
         print(f"{r.name}: {r.median:,.0f}x (target >= {TARGET_VS_SIMPY:.0f}x for lindley)")
-    for name in ("tandem_bulk b=4 (vectorised)", "tandem_bulk b=4 C2=8 timeout (loop)"):
+    for name, old in ((BULK, REFERENCE), (BULK_C2, REFERENCE_C2)):
+        r = paired_ratios(by[name], by[old])
+        print(f"{r.name}: {r.median:.1f}x")
+    for name in ("tandem_bulk b=4 no timeout", BULK, BULK_C2, BULK_LAT):
         m = by[name].median
         verdict = "meets" if m >= TARGET_BULK_PER_S else "MISSES"
         print(f"{name}: {m / 1e6:.2f} M customers/s, {verdict} the 2 M/s target")

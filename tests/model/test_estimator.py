@@ -10,6 +10,7 @@ from numpy.typing import NDArray
 from streamscope.model import (
     Bus,
     FrameVerdict,
+    ModelInputError,
     combine_frames,
     predict,
     sample_histogram,
@@ -61,12 +62,14 @@ def test_ideal_prediction_matches_mm1_theory() -> None:
     rng = np.random.default_rng(7)
     gaps, service = source(rng, 600.0, 400_000)
     rho = float(service.mean() / gaps.mean())
-    theory = rho / (1 - rho)
+    theory = rho * rho / (1 - rho)  # Lq: the item in service has left the channel
     pred = predict(hist(gaps), hist(service), 1.0e8, rng, model="ideal", replications=4)
     err = pred.mean_occupancy / theory - 1
-    print(f"rho={rho:.4f} L theory={theory:.4f} predicted={pred.mean_occupancy:.4f} err={err:+.2%}")
+    print(
+        f"rho={rho:.4f} Lq theory={theory:.4f} predicted={pred.mean_occupancy:.4f} err={err:+.2%}"
+    )
     assert pred.items_simulated > 350_000
-    assert pred.host == (1.0,)
+    assert pred.tail == (1.0,)
     assert abs(err) < 0.05
 
 
@@ -88,8 +91,8 @@ def _frame(
         hist(gaps),
         hist(service),
         FRAME_NS,
-        truth.host,
-        truth.device,
+        truth.tail,
+        truth.head,
         rng,
         model=model,
         bus=bus,
@@ -137,7 +140,7 @@ def test_ideal_model_fails_where_the_bus_dominates() -> None:
         f"tandem mean={tandem.mean_occupancy:.2f} W1={w_tandem:.3f}"
     )
     assert w_ideal > 5 * w_tandem
-    verdict = self_check(h_in, h_out, FRAME_NS, truth.host, truth.device, rng, model="ideal")
+    verdict = self_check(h_in, h_out, FRAME_NS, truth.tail, truth.head, rng, model="ideal")
     print(verdict.to_dict())
     assert verdict.verdict == "rejected"
 
@@ -159,3 +162,161 @@ def test_clock_bias_widens_threshold_and_run_rule() -> None:
     print(four.to_dict())
     assert four.verdict == "rejected"
     assert four.p_value == pytest.approx(0.01590, abs=1e-4)
+
+
+# --- frame start levels ----------------------------------------------------------------------
+
+GOLDEN_BUS = Bus(bulk_size=8, transfer_ns=4000.0, timeout_ns=3000.0)
+
+
+def _golden_inputs() -> tuple[tuple[F64, F64], tuple[F64, F64]]:
+    rng = np.random.default_rng(5)
+    gaps, service = rng.exponential(1000.0, 5000), rng.exponential(700.0, 5000)
+    return hist(gaps, 64), hist(service, 64)
+
+
+@pytest.mark.parametrize(
+    ("model", "mean", "levels"),
+    [("ideal", 1.8050684990633223, 18), ("tandem", 10.620683474783725, 33)],
+)
+def test_start_levels_zero_reproduce_the_empty_start(
+    model: Model, mean: float, levels: int
+) -> None:
+    """Figures recorded from the estimator (same seed; occupancy counts an item until its
+    removal, i.e. its service start): starting with 0 items reproduces them, and passing the
+    zeros explicitly changes nothing."""
+    h_in, h_out = _golden_inputs()
+    bus = GOLDEN_BUS if model == "tandem" else None
+    runs = [
+        predict(
+            h_in,
+            h_out,
+            2.0e6,
+            np.random.default_rng(99),
+            model=model,
+            bus=bus,
+            replications=3,
+            **kw,
+        )
+        for kw in ({}, {"start_tail": 0, "start_head": 0})
+    ]
+    assert runs[0] == runs[1]
+    assert runs[0].items_simulated == 6050
+    assert len(runs[0].whole) == levels
+    assert runs[0].mean_occupancy == pytest.approx(mean, rel=1e-12)
+
+
+def test_simulate_frame_drains_the_start_items() -> None:
+    """No insertions in the frame; service 100 ns each; an item leaves the queue when its
+    service starts. "ideal": the 2 + 1 start items are removed at 0, 100, 200. "tandem": the
+    head item is removed at once (served 0..100); the 2 tail items wait for the inactivity flush
+    at 10 ns (quorum 4 never met), ride 10..60, then are removed at 100 and 200."""
+    gaps, service = np.array([1e9]), np.full(4, 100.0)
+    ideal = simulate_frame(gaps, service, 1000.0, "ideal", start_tail=2, start_head=1)
+    np.testing.assert_allclose(ideal.whole, [800.0, 100.0, 100.0])
+    np.testing.assert_allclose(ideal.tail, [1000.0])
+    bus = Bus(bulk_size=4, transfer_ns=50.0, timeout_ns=10.0)
+    t = simulate_frame(gaps, service, 1000.0, "tandem", bus, start_tail=2, start_head=1)
+    np.testing.assert_allclose(t.whole, [800.0, 100.0, 100.0])
+    np.testing.assert_allclose(t.tail, [990.0, 0.0, 10.0])
+    # head: empty until 60, 2 items over [60, 100), 1 over [100, 200), empty again from 200
+    np.testing.assert_allclose(t.head, [860.0, 100.0, 40.0])
+
+
+def test_start_levels_raise_early_occupancy() -> None:
+    """A frame that starts with a backlog is predicted fuller early on than one from empty."""
+    rng = np.random.default_rng(8)
+    gaps, service = source(rng, 600.0, 5000)
+    h_in, h_out = hist(gaps), hist(service)
+    bus = Bus(bulk_size=8, transfer_ns=4000.0, timeout_ns=5000.0, capacity2=64)
+    short = 3.0e5  # early in the frame: ~300 insertions, the backlog drains over ~1e5 ns
+    for model, b in (("ideal", None), ("tandem", bus)):
+        empty = predict(h_in, h_out, short, rng, model=model, bus=b)
+        full = predict(h_in, h_out, short, rng, model=model, bus=b, start_tail=30, start_head=30)
+        m_tail = [float(np.arange(len(p.tail)) @ np.asarray(p.tail)) for p in (empty, full)]
+        m_head = [float(np.arange(len(p.head)) @ np.asarray(p.head)) for p in (empty, full)]
+        print(
+            f"{model}: mean from empty {empty.mean_occupancy:.2f}, from 30+30 "
+            f"{full.mean_occupancy:.2f}; tail {m_tail}; head {m_head}"
+        )
+        assert full.mean_occupancy > empty.mean_occupancy + 5.0
+        assert m_head[1] > m_head[0] + 2.0
+        if model == "tandem":  # the tail's backlog leaves in a few transfers: a smaller rise
+            assert m_tail[1] > m_tail[0] + 0.3
+
+
+@pytest.mark.parametrize("model", ["ideal", "tandem"])
+def test_self_check_needs_the_start_levels(model: Model) -> None:
+    """Frames that start with 30 + 30 items: consistent when the check is told so, rejected
+    when they are modelled as starting empty."""
+    bus = Bus(bulk_size=8, transfer_ns=4000.0, timeout_ns=5000.0, capacity2=64)
+    b = bus if model == "tandem" else None
+    frame = 3.0e5
+    given, empty = 0, 0
+    for seed in range(10):
+        rng = np.random.default_rng(300 + seed)
+        gaps, service = source(rng, 600.0, 700)
+        truth = simulate_frame(gaps, service, frame, model, b, start_tail=30, start_head=30)
+        args = (hist(gaps), hist(service), frame, truth.tail, truth.head, rng)
+        v = self_check(*args, model=model, bus=b, start_tail=30, start_head=30)
+        given += v.verdict == "consistent"
+        empty += self_check(*args, model=model, bus=b).verdict == "rejected"
+    print(
+        f"{model}: start levels given: {given}/10 consistent; modelled empty: {empty}/10 rejected"
+    )
+    assert given >= 8
+    assert empty >= 9
+
+
+def test_start_levels_and_service_checked() -> None:
+    gaps, service = np.full(10, 100.0), np.full(10, 50.0)
+    with pytest.raises(ModelInputError, match="start_tail"):
+        simulate_frame(gaps, service, 500.0, "ideal", start_tail=-1)
+    with pytest.raises(ModelInputError, match="service: need"):
+        simulate_frame(gaps, service, 2000.0, "ideal", start_head=3)
+
+
+# --- bus latency and head-side capacity ------------------------------------------------------
+
+
+def test_bus_latency_adds_latency_times_throughput() -> None:
+    """Pipelined latency with an unbounded head buffer delays every item by exactly the
+    latency (the bus is unaffected), so the whole queue's mean grows by lambda * latency."""
+    rng = np.random.default_rng(21)
+    gaps, service = source(rng, 500.0, int(FRAME_NS / GAP_NS * 1.3))
+    lat = 5000.0
+    base = simulate_frame(gaps, service, FRAME_NS, "tandem", BUS)
+    late = simulate_frame(
+        gaps, service, FRAME_NS, "tandem", Bus(32, 20_000.0, 100_000.0, latency_ns=lat)
+    )
+    n = int(np.searchsorted(np.cumsum(gaps), FRAME_NS))
+
+    def mean(x: F64) -> float:
+        return float(np.arange(x.size) @ x / x.sum())
+
+    np.testing.assert_allclose(late.tail, base.tail)
+    grow = mean(late.whole) - mean(base.whole)
+    print(f"mean whole grows by {grow:.4f}, lambda * latency = {n * lat / FRAME_NS:.4f}")
+    assert grow == pytest.approx(n * lat / FRAME_NS, rel=0.01)
+
+
+def test_bus_capacity2_bounds_the_head_and_backs_up_the_tail() -> None:
+    rng = np.random.default_rng(22)
+    gaps, service = source(rng, 900.0, int(FRAME_NS / GAP_NS * 1.3))  # head server at 0.9
+    small = Bus(bulk_size=8, transfer_ns=2000.0, timeout_ns=5000.0, latency_ns=3000.0, capacity2=8)
+    free = Bus(bulk_size=8, transfer_ns=2000.0, timeout_ns=5000.0, latency_ns=3000.0)
+    held = simulate_frame(gaps, service, FRAME_NS, "tandem", small)
+    loose = simulate_frame(gaps, service, FRAME_NS, "tandem", free)
+
+    def mean(x: F64) -> float:
+        return float(np.arange(x.size) @ x / x.sum())
+
+    print(
+        f"capacity2=8: tail mean {mean(held.tail):.2f} head max {held.head.size - 1}; "
+        f"unbounded: tail mean {mean(loose.tail):.2f} head max {loose.head.size - 1}"
+    )
+    assert held.head.size - 1 <= 8 + 1
+    assert loose.head.size - 1 > 8 + 1
+    assert mean(held.tail) > mean(loose.tail)
+    with pytest.raises(ModelInputError, match="capacity2"):
+        simulate_frame(gaps, service, FRAME_NS, "tandem", Bus(8, 2000.0, capacity2=4))

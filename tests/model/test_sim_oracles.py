@@ -277,9 +277,9 @@ def _queues() -> dict[str, Callable[[], tuple[F64, F64]]]:
     def tandem() -> tuple[F64, F64]:
         return arrive, tandem_blocking(arrive, s * 0.7, s, 1).depart
 
-    def bulk_stage(stage: str) -> Callable[[], tuple[F64, F64]]:
+    def bulk_stage(stage: str, latency: float = 0.0) -> Callable[[], tuple[F64, F64]]:
         def run() -> tuple[F64, F64]:
-            t = tandem_bulk(arrive, 4, 2.5, 40.0, s * 0.9, 6, min_batch=2)
+            t = tandem_bulk(arrive, 4, 2.5, 40.0, s * 0.9, 6, min_batch=2, latency_ns=latency)
             pairs = {
                 "host": (arrive, t.start1),
                 "bus": (t.start1, t.deliver),
@@ -298,6 +298,8 @@ def _queues() -> dict[str, Callable[[], tuple[F64, F64]]]:
     }
     for stage in ("host", "bus", "device", "virtual"):
         queues[f"tandem_bulk {stage}"] = bulk_stage(stage)
+        # Latency 3 ns against a device buffer of 6: items in flight, and held transfers.
+        queues[f"tandem_bulk latency {stage}"] = bulk_stage(stage, 3.0)
     return queues
 
 

@@ -3,6 +3,7 @@ time-weighted occupancy distributions out (the stochastic replay behind virtual 
 
 from __future__ import annotations
 
+from streamscope.model._inputs import ModelInputError
 from streamscope.model.bulk import BulkTandemTimes, bulk_transfer, tandem_bulk
 from streamscope.model.estimator import (
     Bus,
@@ -25,6 +26,7 @@ __all__ = [
     "BulkTandemTimes",
     "Bus",
     "FrameVerdict",
+    "ModelInputError",
     "Prediction",
     "RunVerdict",
     "SubQueues",

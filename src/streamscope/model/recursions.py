@@ -68,7 +68,9 @@ def _tandem_sweeps(a: F64, s1: F64, s2: F64, cap: int, max_sweeps: int) -> tuple
     own = a + s1
     for _ in range(max_sweeps):
         c = np.maximum(own, _shift(d2, cap + 1))
-        leave1 = total1 + np.maximum.accumulate(c - total1)
+        # As in _lindley: the unrolled sums can land an ulp below c_k (own time, or the
+        # departure that unblocks k), which would show as a zero-length overfull buffer.
+        leave1 = np.maximum(total1 + np.maximum.accumulate(c - total1), c)
         new = _lindley(leave1, s2)
         if np.array_equal(new, d2):
             return leave1, new

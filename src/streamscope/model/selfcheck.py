@@ -23,7 +23,7 @@ Verdict = Literal["consistent", "rejected"]
 
 @dataclass(frozen=True, slots=True)
 class FrameVerdict:
-    """``w1_items``: W1(host) + W1(device) between measured and predicted level distributions;
+    """``w1_items``: W1(tail) + W1(head) between measured and predicted level distributions;
     ``tv``: the larger of the two TVs (reported, not tested); ``threshold_items``: the null's
     (1 - alpha) quantile plus ``clock_bias_items``."""
 
@@ -73,17 +73,17 @@ def _check_alpha(alpha: float) -> None:
         raise ModelInputError(f"alpha must be in (0, 1), got {alpha}")
 
 
-def _stat(host: ArrayLike, device: ArrayLike, pred: Prediction) -> tuple[float, float]:
-    w1 = w1_items(host, pred.host) + w1_items(device, pred.device)
-    return w1, max(tv(host, pred.host), tv(device, pred.device))
+def _stat(tail: ArrayLike, head: ArrayLike, pred: Prediction) -> tuple[float, float]:
+    w1 = w1_items(tail, pred.tail) + w1_items(head, pred.head)
+    return w1, max(tv(tail, pred.tail), tv(head, pred.head))
 
 
 def self_check(
     inter_insert: HistogramLike,
     inter_depart: HistogramLike,
     frame_ns: float,
-    measured_host: ArrayLike,
-    measured_device: ArrayLike,
+    measured_tail: ArrayLike,
+    measured_head: ArrayLike,
     rng: np.random.Generator,
     *,
     model: Model = "ideal",
@@ -93,10 +93,16 @@ def self_check(
     null_replications: int = 39,
     alpha: float = 0.05,
     clock_bias_items: float = 0.0,
+    start_tail: int = 0,
+    start_head: int = 0,
 ) -> FrameVerdict:
-    """Measured sub-queue level weights (ns or fractions, index = level) against the model.
+    """Measured sub-queue level weights (ns or fractions, index = level) against the model:
+    the frame's histograms (as for :func:`~streamscope.model.predict`), the measured tail
+    (producer's side) and head (consumer's side) level weights and the levels at the frame
+    start in, a :class:`FrameVerdict` out.
 
-    The statistic is taken against ``prediction`` (made here with ``replications`` if None).
+    The statistic is taken against ``prediction`` (made here with ``replications`` if None;
+    a given one should have been made with the same ``start_tail``/``start_head``).
     Its null distribution: ``null_replications`` further, independent model replications of the
     same frame length, each scored against the same prediction exactly as the measurement is.
     ``clock_bias_items`` (throughput x timing uncertainty, from the caller) widens the threshold.
@@ -114,12 +120,23 @@ def self_check(
             model=model,
             bus=bus,
             replications=replications,
+            start_tail=start_tail,
+            start_head=start_head,
         )
-    w1, tv_max = _stat(measured_host, measured_device, pred)
+    w1, tv_max = _stat(measured_tail, measured_head, pred)
     null = np.empty(null_replications)
     for i in range(null_replications):
-        occ, _ = replicate(inter_insert, inter_depart, frame_ns, model, bus, rng)
-        null[i] = _stat(occ.host, occ.device, pred)[0]
+        occ, _ = replicate(
+            inter_insert,
+            inter_depart,
+            frame_ns,
+            model,
+            bus,
+            rng,
+            start_tail=start_tail,
+            start_head=start_head,
+        )
+        null[i] = _stat(occ.tail, occ.head, pred)[0]
     q = float(np.quantile(null, 1.0 - alpha, method="higher"))
     threshold = q + clock_bias_items
     return FrameVerdict(

@@ -148,7 +148,11 @@ class LinkChannel:
     def receiver(self) -> None:
         """The consumer's side of the bus: until the end marker has arrived."""
         while True:
-            msg = self.bus.get_tracked(None)
+            got, msg = self.bus.get_within(0.1)
+            if not got:
+                if self.head_buf.aborted:
+                    raise Aborted(self.name)
+                continue
             if msg is EOS:
                 self.head_buf.put(EOS)
                 return

@@ -131,12 +131,21 @@ class ProcessChannel:
                 tap.record(now_ticks(), self.items_in)
         self._used.release()
 
+    def get_within(self, timeout_s: float) -> tuple[bool, Any]:
+        """``(True, item)``, or ``(False, None)`` when nothing came within ``timeout_s``."""
+        if not self._used.acquire(True, timeout_s):
+            return False, None
+        return True, self._read()
+
     def get_tracked(self, tracker: StateTracker | None) -> Any:
         if not self._used.acquire(False):
             prev = tracker.set(State.BLOCKED_IN) if tracker is not None else None
             self._used.acquire()
             if tracker is not None and prev is not None:
                 tracker.set(prev)
+        return self._read()
+
+    def _read(self) -> Any:
         off = (self._rpos % self.capacity) * self._stride
         length, kind = _SLOT.unpack_from(self._mem, off)
         payload = bytes(self._mem[off + _SLOT.size : off + _SLOT.size + length])

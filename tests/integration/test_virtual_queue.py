@@ -1,0 +1,97 @@
+"""Virtual queues end to end: an emulated device, its link, on-device reduction, the model and
+its self-check, against the ground truth each run records (real processes, real run files)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import streamscope as ss
+from oracles import example
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _run(name: str, tmp: Path, *args: str, mode: str = "inline") -> ss.Run:
+    mod = example(name)
+    out = tmp / f"{name}.duckdb"
+    res = ss.run(
+        mod.pipeline(["--items", "1200", *args]),
+        mod.QUERIES,
+        ss.RunOptions(out=out, overwrite=True, ground_truth=True, mode=mode),
+    )
+    assert res.status == "completed", res.error
+    return ss.load(out)
+
+
+def test_sw2hw_tandem_model_follows_the_truth_where_the_ideal_queue_fails(tmp_path: Path) -> None:
+    with _run("vq_mm1_sw2hw", tmp_path, mode="process") as run:
+        (vq,) = run.virtual_queues()
+        assert vq["target"] == "source -> server" and vq["model"] == "tandem"
+        assert vq["verdict"] in ("consistent", "rejected") and vq["frames"] >= 1
+        # Seed Fig. 6 against Fig. 7: the bulk bus makes the ideal queue far too short.
+        assert vq["w1_truth_items"] < vq["w1_truth_ideal_items"]
+        frames = [f for f in vq["frames_detail"] if f["verdict"] is not None]
+        assert frames and all(f["threshold_items"] > f["clock_bias_items"] >= 0 for f in frames)
+        # Only summaries crossed the link: no raw record of the device-side taps was kept.
+        device_probes = [p.id for p in run.topology.probes if p.domain != "host"]
+        assert device_probes
+        ids = ", ".join(map(str, device_probes))
+        _, rows = run.sql(f"SELECT count(*) FROM record WHERE probe_id IN ({ids})")
+        assert rows[0][0] == 0
+        # The query's own aggregations are answered from the predicted occupancy.
+        results = run.results(vq["query_id"], "source -> server")
+        means = [p.value for r in results for p in r.points if getattr(p, "stat", "") == "mean"]
+        predicted = [f["predicted_mean"] for f in vq["frames_detail"]]
+        assert means and np.allclose(
+            [m for m, p in zip(means, predicted, strict=True) if p is not None],
+            [p for p in predicted if p is not None],
+        )
+
+
+def test_hw2sw_runs_with_the_device_as_producer(tmp_path: Path) -> None:
+    with _run("vq_mm1_hw2sw", tmp_path) as run:
+        (vq,) = run.virtual_queues()
+        assert vq["w1_truth_items"] < vq["w1_truth_ideal_items"]
+        _, rows = run.sql("SELECT DISTINCT series FROM vq_level ORDER BY series")
+        assert [r[0] for r in rows] == [
+            "head", "head_predicted", "ideal", "predicted", "tail", "tail_predicted", "truth",
+        ]  # fmt: skip
+
+
+def test_cli_show_json_carries_verdict_and_distances(tmp_path: Path) -> None:
+    out = tmp_path / "vq.duckdb"
+    app = ROOT / "examples" / "vq_md1_sw2hw.py"
+    cmd = [sys.executable, "-m", "streamscope", "run", str(app), "--out", str(out), "--quiet",
+           "--ground-truth", "--", "--items", "800"]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    show = subprocess.run(
+        [sys.executable, "-m", "streamscope", "show", str(out), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    doc = json.loads(show.stdout)
+    (vq,) = doc["virtual_queues"]
+    assert vq["verdict"] in ("consistent", "rejected")
+    assert isinstance(vq["w1_items"], float) and isinstance(vq["w1_truth_items"], float)
+    assert vq["frames"] and {"verdict", "w1_items", "w1_truth_items"} <= set(vq["frames"][0])
+    link = next(c for c in doc["channels"] if c["name"] == "source -> server")
+    assert link["transport"] == "link" and link["bulk_size"] == 16
+
+
+def test_occupancy_queries_on_one_link_must_share_a_frame() -> None:
+    p = example("vq_mm1_sw2hw").pipeline(["--items", "10"])
+    queries = [
+        "occupancy(source -> server): mean every 1s",
+        "occupancy(source -> server): max every 2s",
+    ]
+    with pytest.raises(ss.ConfigError, match="same frame"):
+        ss.run(p, queries)

@@ -1,0 +1,143 @@
+"""The emulated device's link: bulk transfers, timeout and end-of-stream flushes, order, taps."""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing as mp
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+
+import streamscope as ss
+from streamscope.core.errors import PipelineError
+from streamscope.core.records import Kind
+from streamscope.monitor.session import prepare
+from streamscope.pipeline.channel import EOS, Aborted
+from streamscope.pipeline.link import LinkChannel
+from streamscope.pipeline.resources import LinkSpec
+from streamscope.probes.taps import LockedTap
+
+CTX = mp.get_context("fork")
+
+
+def _link(bulk: int, transfer_ns: float = 0.0, timeout_ns: float = float("inf")) -> LinkChannel:
+    ch = LinkChannel("a -> b", 64, CTX, LinkSpec(bulk, transfer_ns, 0.0, timeout_ns), 64)
+    ch.tail_buf.head = LockedTap(1, Kind.GET, ch.tail_buf.mutex)  # ``send``
+    ch.head_buf.tail = LockedTap(2, Kind.PUT, ch.head_buf.mutex)  # ``deliver``
+    return ch
+
+
+def _quietly(body: Callable[[], None]) -> Callable[[], None]:
+    def run() -> None:
+        with contextlib.suppress(Aborted):
+            body()
+
+    return run
+
+
+def _run(ch: LinkChannel) -> list[threading.Thread]:
+    threads = [threading.Thread(target=_quietly(f), daemon=True) for f in (ch.mover, ch.receiver)]
+    for t in threads:
+        t.start()
+    return threads
+
+
+def _drain(ch: LinkChannel) -> list[object]:
+    out = []
+    while (item := ch.get_tracked(None)) is not EOS:
+        out.append(item)
+    return out
+
+
+def test_items_cross_in_order_in_full_transfers_and_a_final_flush() -> None:
+    ch = _link(4)
+    threads = _run(ch)
+    for i in range(10):
+        ch.put_tracked(i, None)
+    ch.put_tracked(EOS, None)
+    assert _drain(ch) == list(range(10))
+    for t in threads:
+        t.join(timeout=5)
+    assert ch.transfers == 3  # 4 + 4 + the 2 flushed at the end of stream
+    assert ch.tail_buf.head is not None and ch.head_buf.tail is not None
+    sends, _ = ch.tail_buf.head.drain()
+    assert len(sends) == 10
+
+
+def test_a_partial_transfer_waits_for_the_timeout() -> None:
+    ch = _link(8, timeout_ns=30e6)
+    threads = _run(ch)
+    t0 = time.monotonic()
+    for i in range(3):
+        ch.put_tracked(i, None)
+    got = [ch.get_tracked(None) for _ in range(3)]
+    waited = time.monotonic() - t0
+    assert got == [0, 1, 2]
+    assert waited >= 0.025  # not before the timeout (never an upper bound: machines are noisy)
+    ch.put_tracked(EOS, None)
+    assert ch.get_tracked(None) is EOS
+    for t in threads:
+        t.join(timeout=5)
+
+
+def test_without_a_timeout_a_partial_transfer_waits_for_more_items() -> None:
+    ch = _link(4)
+    threads = _run(ch)
+    ch.put_tracked(1, None)
+    time.sleep(0.05)
+    assert ch.head_buf.qsize() == 0  # still in the tail buffer: no transfer yet
+    for i in (2, 3, 4):
+        ch.put_tracked(i, None)
+    assert [ch.get_tracked(None) for _ in range(4)] == [1, 2, 3, 4]
+    ch.abort()
+    for t in threads:
+        t.join(timeout=5)
+        assert not t.is_alive()
+
+
+def test_abort_releases_a_waiting_mover() -> None:
+    ch = _link(4)
+    threads = _run(ch)
+    ch.put_tracked(1, None)
+    ch.abort()
+    threads[0].join(timeout=5)
+    assert not threads[0].is_alive()
+
+
+def test_link_spec_and_device_are_checked() -> None:
+    with pytest.raises(PipelineError, match="bulk_size"):
+        LinkSpec(0)
+    with pytest.raises(PipelineError, match="transfer_ns"):
+        LinkSpec(4, -1.0)
+    with pytest.raises(PipelineError, match="timeout_ns"):
+        LinkSpec(4, 1.0, 0.0, 0.0)
+    dev = ss.EmulatedDevice("gpu", bulk_size=8, transfer_us=20, latency_us=5, timeout_us=100)
+    assert dev.kind == "device" and dev.link == LinkSpec(8, 20e3, 5e3, 100e3)
+
+
+def test_a_channel_to_a_device_is_a_link_with_four_taps() -> None:
+    dev = ss.EmulatedDevice("gpu", bulk_size=8)
+    p = ss.Pipeline()
+    p.add("src", range(3))
+    p.add("work", lambda x: x, resource=dev)
+    p.add("sink", lambda x: None)
+    p.chain("src", "work", "sink")
+    _, topo = prepare(p, ["occupancy(src -> work): mean"], 10**9)
+    ch = topo.channel("src -> work")
+    assert ch.is_link and ch.bulk_size == 8 and ch.timeout_ns is None
+    kinds = sorted(pr.kind for pr in topo.probes if pr.target == "src -> work")
+    assert kinds == ["deliver", "head", "send", "tail"]
+    domains = {pr.kind: pr.domain for pr in topo.probes if pr.target == "src -> work"}
+    assert domains == {"tail": "host", "send": "host", "deliver": "gpu", "head": "gpu"}
+    assert topo.channel("work -> sink").is_link  # back to the host: a link too
+
+
+def test_two_devices_cannot_be_joined() -> None:
+    p = ss.Pipeline()
+    p.add("a", range(3), resource=ss.EmulatedDevice("d1"))
+    p.add("b", print, resource=ss.EmulatedDevice("d2"))
+    p.connect("a", "b")
+    with pytest.raises(PipelineError, match="two devices"):
+        p.topology()
