@@ -110,7 +110,7 @@ def test_show_json_is_the_documented_document(run_file: Path) -> None:
         "drops",
     }
     assert doc["format"] == "streamscope-run"
-    assert doc["schema_version"] == 1
+    assert doc["schema_version"] == 2
     run = doc["run"]
     assert run["status"] == "completed"
     assert run["error"] is None

@@ -78,6 +78,14 @@ def test_cli_show_json_carries_verdict_and_distances(tmp_path: Path) -> None:
         timeout=60,
         check=True,
     )
+    text = subprocess.run(
+        [sys.executable, "-m", "streamscope", "show", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    assert "virtual queues" in text and "source -> server" in text and "ideal queue" in text
     doc = json.loads(show.stdout)
     (vq,) = doc["virtual_queues"]
     assert vq["verdict"] in ("consistent", "rejected")

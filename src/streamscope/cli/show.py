@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from streamscope.cli.common import fmt_ns
-from streamscope.cli.summary import clock_table, frames_table, summary_table
+from streamscope.cli.summary import clock_table, frames_table, summary_table, vq_table
 from streamscope.store.reader import load
 
 
@@ -50,6 +50,9 @@ def show(
             console.print(clocks)
         for q in run.queries:
             console.print(frames_table(run, q.id, last))
+        vqs = vq_table(run)
+        if vqs is not None:
+            console.print(vqs)
         console.print(summary_table(run))
         drops = [d for d in run.drops() if d.dropped]
         if drops:

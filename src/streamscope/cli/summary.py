@@ -63,6 +63,9 @@ def summary_table(run: Run) -> Table:
 def print_summary(path: Path, console: Console) -> None:
     with load(path) as run:
         console.print(summary_table(run))
+        vqs = vq_table(run)
+        if vqs is not None:
+            console.print(vqs)
         dropped = sum(d.dropped for d in run.drops())
         if dropped:
             console.print(
@@ -112,5 +115,30 @@ def clock_table(run: Run) -> Table | None:
             f"{fmt_ns(float(np.median(widths)))} median, {fmt_ns(float(widths.max()))} max",
             fmt_ns(float(fits["rtt_min_ns"][sel].min())),
             str(int((~fits["feasible"][sel].astype(bool)).sum())),
+        )
+    return table
+
+
+def vq_table(run: Run) -> Table | None:
+    """Each virtual queue: the run's self-check verdict and distances (items)."""
+    vqs = run.virtual_queues()
+    if not vqs:
+        return None
+    table = Table(
+        title="virtual queues (occupancy estimated by simulation, checked against the buffers)",
+        title_justify="left",
+    )
+    for col in ("channel", "model", "verdict", "frames rejected", "W1 self-check", "W1 to truth"):
+        table.add_column(col)
+    for v in vqs:
+        truth = v["w1_truth_items"]
+        ideal = v["w1_truth_ideal_items"]
+        table.add_row(
+            v["target"],
+            v["model"],
+            v["verdict"],
+            f"{v['frames_rejected']}/{v['frames']} (p={v['p_value']:.3g})",
+            "-" if v["w1_items"] is None else f"{v['w1_items']:.2f} items",
+            "-" if truth is None else f"{truth:.2f} items (ideal queue {ideal:.2f})",
         )
     return table

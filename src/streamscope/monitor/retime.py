@@ -48,7 +48,14 @@ def retime(path: str | Path, *, method: str = "hull") -> Retimed:
         raw = run.table("record")
         t0, duration = run.meta.t0_host_ns, run.duration_ns or 0
     crossing = crossing_channels(topology)
-    keys = tuple((q.id, t.name) for q in plan.queries for t in q.targets if t.name in crossing)
+    links = {c.name for c in topology.channels if c.is_link}
+    # A virtual queue's frames rest on summaries its device reduced itself: nothing to redo.
+    keys = tuple(
+        (q.id, t.name)
+        for q in plan.queries
+        for t in q.targets
+        if t.name in crossing and not (q.metric == "occupancy" and t.name in links)
+    )
     results: list[FrameResult] = []
 
     def sink(frames: Sequence[FrameResult], drops: Sequence[DropCount]) -> None:

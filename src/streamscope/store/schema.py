@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 FORMAT = "streamscope-run"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 STATUSES = ("running", "completed", "failed", "interrupted")
 UNDER_BIN = -1
 OVER_BIN = -2
@@ -54,7 +54,7 @@ _STATUS_CHECK = ", ".join(f"'{s}'" for s in STATUSES)
 TABLES: tuple[Table, ...] = (
     Table(
         "streamscope_meta",
-        "Identifies the file: key 'format' is 'streamscope-run', 'schema_version' is '1'.",
+        "Identifies the file: key 'format' is 'streamscope-run', 'schema_version' is '2'.",
         (
             _C("key", "VARCHAR PRIMARY KEY", "format or schema_version"),
             _C("value", "VARCHAR NOT NULL", "its value"),

@@ -1,0 +1,67 @@
+"""The monitor's virtual-queue reducer on synthetic sub-queue records (both sides on the host)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from streamscope.aggregate.points import ScalarPoint
+from streamscope.aggregate.specs import Mean
+from streamscope.core.records import State
+from streamscope.core.topology import ChannelInfo, Topology
+from streamscope.monitor.clocks import Domains
+from streamscope.monitor.virtual import VirtualQueue
+
+FRAME = 1_000_000
+CH = ChannelInfo("a -> b", "a", "b", 4096, "link", 4, 50.0, 0.0, None)
+
+
+def _vq(with_states: bool) -> tuple[VirtualQueue, dict[str, list[dict[str, Any]]]]:
+    tables: dict[str, list[dict[str, Any]]] = {}
+    sides = {"tail": ("host", 1, 2, 5 if with_states else 0), "head": ("host", 3, 4, 0)}
+    vq = VirtualQueue(CH, 0, [(7, (Mean(),))], FRAME, sides,
+                      lambda name, cols: tables.setdefault(name, []).append(cols))  # fmt: skip
+    return vq, tables
+
+
+def _feed(vq: VirtualQueue, with_states: bool, n: int = 9000) -> None:
+    """Insertions every 100 ns, of which the producer spent 90 blocked on a full buffer (so it
+    produces one item per 10 ns of work); the bus takes them 4 at a time as soon as the 4th is
+    in; the consumer then removes them one per 100 ns, back to back."""
+    t_in = np.arange(1, n + 1, dtype=np.int64) * 100
+    seq = np.arange(1, n + 1, dtype=np.int64)
+    last = t_in[(np.arange(n) // 4) * 4 + 3]  # the insertion that completes each item's batch
+    vq.add_records("tail", "insert", t_in, seq)
+    vq.add_records("tail", "remove", last + 1, seq)
+    vq.add_records("head", "insert", last + 2, seq)
+    vq.add_records("head", "remove", last + 3 + 100 * (np.arange(n) % 4), seq)
+    if with_states:
+        # busy 10 ns after each insertion, then blocked on output until the next one
+        st_t = np.stack([t_in, t_in + 10], axis=1).ravel()
+        st_v = np.tile([int(State.BUSY), int(State.BLOCKED_OUT)], n)
+        vq.add_records("tail", "state", st_t, st_v.astype(np.int64))
+
+
+def _run(with_states: bool) -> tuple[float, dict[str, list[dict[str, Any]]]]:
+    vq, tables = _vq(with_states)
+    _feed(vq, with_states)
+    domains = Domains(Topology("t"))
+    domains.start(0)
+    results = vq.advance(FRAME, domains)
+    results += vq.finish(FRAME, domains, None)
+    (r,) = [r for r in results if r.frame == 0]
+    assert r.query_id == 7 and r.target == "a -> b"
+    mean = next(p.value for p in r.points if isinstance(p, ScalarPoint) and p.stat == "mean")
+    return mean, tables
+
+
+def test_production_times_replace_inter_insertion_times_when_states_are_watched() -> None:
+    without, tables = _run(False)
+    with_states, _ = _run(True)
+    # Without states the arrivals look like one per 100 ns against a 100 ns server; with them,
+    # one per 10 ns of production: the model sees the producer's real pace and a long queue.
+    assert with_states > 5 * max(without, 1.0)
+    (frame_rows,) = tables["vq_frame"][:1]
+    assert frame_rows["verdict"][0] in ("consistent", "rejected")
+    assert tables["virtual_queue"][0]["frames"] == [1]
