@@ -72,13 +72,22 @@ class Server:
         return item
 
 
-def build(argv: list[str], *, device: str, arrivals: str, service: str, name: str) -> ss.Pipeline:
+def build(
+    argv: list[str],
+    *,
+    device: str,
+    arrivals: str,
+    service: str,
+    name: str,
+    rho: float = 0.7,
+    phi: float = 0.9,
+) -> ss.Pipeline:
     """``device``: which stage runs on the device (``server``: software -> hardware, the
     server and sink there; ``source``: hardware -> software)."""
     ap = argparse.ArgumentParser(prog=f"{name}.py", description=__doc__)
     ap.add_argument("--items", type=int, default=4000)
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--rho", type=float, default=0.7, help="utilisation of the server")
+    ap.add_argument("--rho", type=float, default=rho, help="utilisation of the server")
     ap.add_argument("--service-ms", type=float, default=1.0, help="mean service time (ms)")
     ap.add_argument("--capacity", type=int, default=256, help="each buffer's places")
     ap.add_argument("--bulk", type=int, default=16, help="items per bus transfer")
@@ -87,7 +96,7 @@ def build(argv: list[str], *, device: str, arrivals: str, service: str, name: st
     ap.add_argument(
         "--timeout-ms", type=float, default=8.0, help="flush a partial transfer after this idle"
     )
-    ap.add_argument("--phi", type=float, default=0.98, help="AR(1) correlation (correlated)")
+    ap.add_argument("--phi", type=float, default=phi, help="AR(1) correlation (correlated)")
     a = ap.parse_args(argv)
     if not (a.rho > 0 and a.items > 0 and a.service_ms > 0):
         ap.error("--rho, --items and --service-ms must be positive")

@@ -14,4 +14,7 @@ __all__ = ["QUERIES", "pipeline"]
 
 
 def pipeline(argv: list[str]) -> ss.Pipeline:
-    return build(argv, device="source", arrivals="ar1", service="exp", name="vq_correlated_hw2sw")
+    # Below saturation (rho 0.6): the correlation, not full buffers, is what the model lacks.
+    return build(
+        argv, device="source", arrivals="ar1", service="exp", name="vq_correlated_hw2sw", rho=0.6
+    )

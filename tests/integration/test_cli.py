@@ -107,6 +107,7 @@ def test_show_json_is_the_documented_document(run_file: Path) -> None:
         "channels",
         "probes",
         "queries",
+        "virtual_queues",
         "drops",
     }
     assert doc["format"] == "streamscope-run"

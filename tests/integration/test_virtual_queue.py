@@ -103,3 +103,25 @@ def test_occupancy_queries_on_one_link_must_share_a_frame() -> None:
     ]
     with pytest.raises(ss.ConfigError, match="same frame"):
         ss.run(p, queries)
+
+
+def _explode(x: int) -> int:
+    if x == 300:
+        raise ValueError("bad item 300")
+    return x
+
+
+def test_a_device_stage_that_raises_fails_the_run_cleanly(tmp_path: Path) -> None:
+    dev = ss.EmulatedDevice("accel", bulk_size=8, transfer_us=50)
+    p = ss.Pipeline("boom")
+    p.add("source", range(100_000))
+    p.add("work", _explode, resource=dev)
+    p.add("sink", lambda x: None)
+    p.chain("source", "work", "sink", capacity=32)
+    out = tmp_path / "boom.duckdb"
+    res = ss.run(p, ["occupancy(source -> work): mean every 100ms"], ss.RunOptions(out=out))
+    assert res.status == "failed" and res.exit_code == 1
+    assert res.stage == "work" and "bad item 300" in (res.error or "")
+    assert "test_virtual_queue.py" in (res.error or "")
+    with ss.load(out) as run:
+        assert run.status == "failed"

@@ -47,9 +47,11 @@ class _TruthBuffer(ThreadChannel):
         super().__init__(maxsize, name=name)
         self.at = at
         self.truth: list[int] | None = None
+        self.last_put = time.monotonic()  # the mover's inactivity timeout runs from here
 
     def _put(self, item: Any) -> None:
         super()._put(item)
+        self.last_put = time.monotonic()
         if self.truth is not None and self.at == "put" and item is not EOS:
             self.truth.append(_true_ns())
 
@@ -109,7 +111,6 @@ class LinkChannel:
         q, b = self.tail_buf, self.link.bulk_size
         timeout_s = self.link.timeout_ns / 1e9
         with q.not_empty:
-            last_n, last_change = -1, time.monotonic()
             while True:
                 if q.aborted:
                     raise Aborted(self.name)
@@ -119,12 +120,10 @@ class LinkChannel:
                     return head.index(EOS) + 1
                 if n >= b:
                     return b
-                now = time.monotonic()
-                if n != last_n:
-                    last_n, last_change = n, now
-                if n and now - last_change >= timeout_s:
+                idle = time.monotonic() - q.last_put
+                if n and idle >= timeout_s:
                     return n  # no new item for the timeout: flush what waits
-                left = timeout_s - (now - last_change) if n else None
+                left = timeout_s - idle if n else None
                 q.not_empty.wait(None if left is None or left == float("inf") else left)
 
     def mover(self) -> None:
