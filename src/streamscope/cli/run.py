@@ -70,6 +70,12 @@ def run(
         bool,
         typer.Option(help="Also ship devices' raw link-buffer records (normally frame summaries)."),
     ] = False,
+    trace: Annotated[
+        bool,
+        typer.Option(
+            help="Keep every probe record in the run file, for `streamscope export` timelines."
+        ),
+    ] = False,
 ) -> int:
     """Run APP.py's pipeline under the monitor and write every frame to the run file.
 
@@ -116,6 +122,7 @@ def run(
         clock_method=clock_method,
         ground_truth=ground_truth,
         device_trace=device_trace,
+        trace=trace,
     )
     view = LiveView(plan, console)
     if quiet:

@@ -74,6 +74,7 @@ def main(argv: list[str]) -> int:
             socket_path=cfg["socket"],
             on_frames=_on_frames,
             truth_dir=cfg.get("truth_dir"),
+            trace=bool(cfg.get("trace", False)),
         )
     except (StreamscopeError, OSError, KeyError, ValueError) as exc:
         _emit({"event": "error", "error": str(exc)})

@@ -49,6 +49,7 @@ class Engine:
         *,
         method: str = "hull",
         truth_dir: str | None = None,
+        trace: bool = False,
     ) -> None:
         self.plan = plan
         self.truth_dir = truth_dir
@@ -62,9 +63,11 @@ class Engine:
         #: Probes whose raw records are kept for ``retime``: those of clock domains, and both
         #: ends of every channel whose ends are in different domains.
         self.crossing = crossing_channels(topology)
+        #: With ``trace``, every probe's records are kept (for trace export).
         self.keep_raw = {
-            p.id for p in topology.probes if p.domain != HOST or p.target in self.crossing
-        }
+            p.id for p in topology.probes
+            if trace or p.domain != HOST or p.target in self.crossing
+        }  # fmt: skip
         self.agents: dict[int, _AgentState] = {}
         self.channels: dict[str, ChannelStream] = {}
         self.stages: dict[str, StageStream] = {}

@@ -102,6 +102,7 @@ class MonitorService:
         socket_path: str | None = None,
         on_frames: Callable[[Sequence[FrameResult], Sequence[DropCount]], None] | None = None,
         truth_dir: str | None = None,
+        trace: bool = False,
     ) -> None:
         self.store = store
         self._meta = meta
@@ -112,7 +113,7 @@ class MonitorService:
         self._on_frames = on_frames
         self.engine = Engine(
             plan, topology, drop_frame_ns, self._write, self._write_table, method=clock_method,
-            truth_dir=truth_dir,
+            truth_dir=truth_dir, trace=trace,
         )  # fmt: skip
         self.socket_path = socket_path
         self._server: socket.socket | None = None

@@ -62,6 +62,10 @@ class RunOptions:
     #: Ship a device's raw records of its link buffers to the monitor too (normally only
     #: per-frame summaries cross the link, unless another query needs the records).
     device_trace: bool = False
+    #: Keep every probe record in the run file (table ``record``), not only per-frame results:
+    #: what ``streamscope export`` turns into state slices and events on a timeline. Implies
+    #: ``device_trace``.
+    trace: bool = False
     app: str = ""
     argv: tuple[str, ...] = ()
     command: str = ""
@@ -200,7 +204,7 @@ def _drive(
             t0_ticks=t0,
             ground_truth_dir=_truth_dir(sock_path, opts),
             vq_frames=vq_frames(plan, topology),
-            raw_channels=raw_channels(plan, topology, opts.device_trace),
+            raw_channels=raw_channels(plan, topology, opts.device_trace or opts.trace),
         )
         try:
             runner.start()
@@ -258,6 +262,7 @@ def _run_inline(
         socket_path=sock_path,
         on_frames=on_frames,
         truth_dir=_truth_dir(sock_path, opts),
+        trace=opts.trace,
     )
     monitor = InlineMonitor(service)
     outcome = _drive(pipeline, plan, topology, InMemoryTransport(service.inbox), sock_path, opts)
@@ -292,6 +297,7 @@ def _run_process(
         "clock_method": opts.clock_method,
         "meta": _meta_dict(meta),
         "truth_dir": _truth_dir(sock_path, opts),
+        "trace": opts.trace,
     }
     cfg_path = os.path.join(os.path.dirname(sock_path), "config.json")
     with open(cfg_path, "w") as f:

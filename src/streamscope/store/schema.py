@@ -302,7 +302,8 @@ TABLES: tuple[Table, ...] = (
     Table(
         "record",
         "Raw probe records of calibrated clock domains (and channels crossing into them), in "
-        "the domain's own ticks, kept so `streamscope retime` can convert them again.",
+        "the domain's own ticks, kept so `streamscope retime` can convert them again; with "
+        "--trace, every probe's records.",
         (
             _C("probe_id", "INTEGER NOT NULL", "the probe (probe.id)"),
             _C("kind", "INTEGER NOT NULL", "1 put, 2 get, 3 state, 4 dropped, 5 count, 6 sample"),
