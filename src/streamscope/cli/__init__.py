@@ -7,6 +7,9 @@ import sys
 import typer
 
 from streamscope.cli import calibrate as calibrate_cmd
+from streamscope.cli import compare as compare_cmd
+from streamscope.cli import export as export_cmd
+from streamscope.cli import report as report_cmd
 from streamscope.cli import retime as retime_cmd
 from streamscope.cli import run as run_cmd
 from streamscope.cli import show as show_cmd
@@ -27,6 +30,9 @@ app.command("show")(show_cmd.show)
 app.command("sql")(sql_cmd.sql)
 app.command("calibrate")(calibrate_cmd.calibrate)
 app.command("retime")(retime_cmd.retime)
+app.command("report")(report_cmd.report)
+app.command("compare")(compare_cmd.compare)
+app.command("export")(export_cmd.export)
 
 __all__ = ["app", "main"]
 
