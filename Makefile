@@ -5,7 +5,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck pytest clean
+.PHONY: run test lint typecheck pytest browser clean
+
+# The report tests open the HTML report in a real headless browser: Debian's chromium.
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo -n)
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -28,7 +31,12 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-pytest: $(STAMP)
+browser:
+	@command -v chromium >/dev/null 2>&1 || { echo "installing Debian's chromium (report tests)"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq \
+	  chromium >/dev/null; } || echo "could not install chromium: the report tests will say so"
+
+pytest: $(STAMP) browser
 	$(BIN)/python -m pytest -q -p no:cacheprovider; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 1; fi; exit $$rc
 
 test: lint typecheck pytest

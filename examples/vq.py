@@ -15,19 +15,9 @@ import time
 import numpy as np
 
 import streamscope as ss
+from mm1 import sleep_until
 
 QUERIES = ["occupancy(source -> server): mean, max, histogram every 1s"]
-
-#: Sleep this much less than asked, then spin: keeps service and arrival times exact to ~µs.
-_SPIN_NS = 100_000
-
-
-def sleep_until(deadline_ns: int) -> None:
-    remaining = deadline_ns - time.monotonic_ns()
-    if remaining > _SPIN_NS:
-        time.sleep((remaining - _SPIN_NS) / 1e9)
-    while time.monotonic_ns() < deadline_ns:
-        pass
 
 
 def gaps(kind: str, n: int, mean_ns: float, seed: int, phi: float) -> np.ndarray:
