@@ -65,3 +65,20 @@ def test_production_times_replace_inter_insertion_times_when_states_are_watched(
     (frame_rows,) = tables["vq_frame"][:1]
     assert frame_rows["verdict"][0] in ("consistent", "rejected")
     assert tables["virtual_queue"][0]["frames"] == [1]
+
+
+def test_frames_without_gaps_or_departures_are_still_modelled() -> None:
+    """Items held in the tail buffer (fewer than a transfer, no timeout) and nothing reaching
+    the consumer: frame 0 has three insertions, frame 1 none. Both are modelled: the queue
+    holds what was inserted (no service time is needed, since nothing is served)."""
+    vq, tables = _vq(False)
+    t = np.array([100, 200_000, 300_000], dtype=np.int64)
+    vq.add_records("tail", "insert", t, np.arange(1, 4, dtype=np.int64))
+    domains = Domains(Topology("t"))
+    domains.start(0)
+    results = vq.advance(2 * FRAME, domains)
+    results += vq.finish(2 * FRAME, domains, None)
+    means = {r.frame: next(p.value for p in r.points if getattr(p, "stat", "") == "mean")
+             for r in results}  # fmt: skip
+    assert means[1] is not None and abs(means[1] - 3.0) < 1e-9  # held all through frame 1
+    assert means[0] is not None and means[0] > 0  # sampled gaps: a model, not a replay

@@ -205,6 +205,14 @@ class VirtualQueue:
             length = float(
                 min(covered, _covered_ns(tail, tail_scale), _covered_ns(head, head_scale))
             )
+            if arrivals is None and tail.n_in <= 1 and length > 0:
+                # No gap to sample: at most one insertion in the frame. Modelled as none, so the
+                # prediction is the start levels draining (one item's arrival is lost).
+                arrivals = (np.array([2.0 * length, 2.0 * length + 1.0]), np.ones(1))
+            if service is None and length > 0:
+                # The head buffer never held two items at a removal: the consumer kept up with
+                # what reached it, so its service never delayed anything. Modelled as instant.
+                service = (np.array([0.0, 1.0]), np.ones(1))
             if arrivals is not None and service is not None and length > 0:
                 rng = np.random.default_rng((self.seed, self.key, frame))
                 st, sh = tail.level_start, head.level_start
