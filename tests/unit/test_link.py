@@ -141,3 +141,18 @@ def test_two_devices_cannot_be_joined() -> None:
     p.connect("a", "b")
     with pytest.raises(PipelineError, match="two devices"):
         p.topology()
+
+
+def test_a_buffer_smaller_than_a_transfer_sends_when_full() -> None:
+    ch = LinkChannel("a -> b", 4, CTX, LinkSpec(16, 0.0), 64)
+    assert ch.link.bulk_size == 4
+    threads = _run(ch)
+    for i in range(10):
+        ch.put_tracked(i, None)
+    ch.put_tracked(EOS, None)
+    got = []
+    while (item := ch.get_tracked(None)) is not EOS:
+        got.append(item)
+    assert got == list(range(10))
+    for t in threads:
+        t.join(timeout=5)

@@ -1,10 +1,40 @@
-"""``streamscope export``: being built (see the analysis, report and export layers)."""
+"""``streamscope export RUN --format perfetto|otf2|chrome -o PATH``: a run for trace viewers."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
 from streamscope.core.errors import ConfigError
+from streamscope.export import FORMATS, export_run
 
 
-def export() -> int:
-    """Not available yet."""
-    raise ConfigError("streamscope export is not available in this build")
+def export(
+    run_file: Annotated[Path, typer.Argument(metavar="RUN", help="A finished run file.")],
+    fmt: Annotated[
+        str,
+        typer.Option(
+            "--format", "-f", help="perfetto (.pftrace), otf2 (a directory) or chrome (.json)."
+        ),
+    ] = "perfetto",
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output", "-o", help="Where to write (default: RUN with the format's suffix)."
+        ),
+    ] = None,
+) -> int:
+    """Export a run to a trace viewer's format: every resource on one timeline in virtual time
+    (ns since the run's start) — stage states as slices, channel occupancy and every query stat
+    as counters, raw records as events where the run was traced (--trace), and each clock
+    domain's fits and bound widths as metadata."""
+    name = fmt.lower().strip()
+    if name not in FORMATS:
+        raise ConfigError(f"unknown --format {fmt!r}; valid: {', '.join(FORMATS)}")
+    suffix = {"perfetto": ".pftrace", "otf2": ".otf2", "chrome": ".json"}[name]
+    out = output if output is not None else run_file.with_suffix(suffix)
+    summary = export_run(run_file, name, out)
+    typer.echo(summary.line())
+    return 0

@@ -15,6 +15,7 @@ waits until then and puts the items into the head buffer, waiting while that is 
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import os
 import time
@@ -78,7 +79,9 @@ class LinkChannel:
     ) -> None:
         self.name = name
         self.capacity = capacity
-        self.link = link
+        # A transfer cannot wait for more items than the sending buffer holds: a full buffer
+        # starts one (else a buffer smaller than a transfer would never send).
+        self.link = dataclasses.replace(link, bulk_size=min(link.bulk_size, capacity))
         #: The producer's side: tapped ``tail`` (insertions) and ``send`` (taken for the bus).
         self.tail_buf = _TruthBuffer(capacity, name=f"{name} [tail buffer]", at="put")
         #: The consumer's side: tapped ``deliver`` (off the bus) and ``head`` (removals).

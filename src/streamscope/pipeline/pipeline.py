@@ -201,7 +201,8 @@ class Pipeline:
         if link is None:
             return ChannelInfo(c.name, c.src, c.dst, c.capacity, self.channel_transport(c))
         return ChannelInfo(
-            c.name, c.src, c.dst, c.capacity, "link", link.bulk_size, link.transfer_ns,
+            c.name, c.src, c.dst, c.capacity, "link", min(link.bulk_size, c.capacity),
+            link.transfer_ns,
             link.latency_ns, None if math.isinf(link.timeout_ns) else link.timeout_ns,
         )  # fmt: skip
 

@@ -1,0 +1,96 @@
+"""Chrome trace-event JSON (chrome://tracing, Perfetto UI, Speedscope) from a ``Timeline``.
+
+In: a ``Timeline``. Out: one JSON document ``{"traceEvents": [...], "displayTimeUnit": "ns",
+"metadata": {...}}`` written to a path: ``M`` events name processes (one per resource) and
+threads (one per stage), ``X`` events are state slices, ``C`` events counter samples and ``i``
+events raw records; ``ts``/``dur`` are µs (floats, to the ns) of virtual time.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from streamscope.core.records import STATE_LABELS
+from streamscope.export.timeline import KIND_NAMES, Timeline
+
+
+def _us(ns: np.ndarray) -> list[str]:
+    """Integer ns as exact decimal µs strings (``1234567`` → ``"1234.567"``)."""
+    q, r = np.divmod(np.asarray(ns, dtype=np.int64), 1000)
+    return [f"{a}.{b:03d}" for a, b in zip(q.tolist(), r.tolist(), strict=True)]
+
+
+def chrome_events(tl: Timeline) -> list[str]:
+    """Every trace event of ``tl`` as one JSON object text each (metadata, slices, counters,
+    instants, in that order)."""
+    out: list[str] = []
+    for p in tl.processes:
+        name = json.dumps(f"{p.name} [{p.kind}, clock {p.clock_domain}]")
+        out.append(
+            f'{{"ph":"M","pid":{p.pid},"tid":0,"ts":0,"name":"process_name","args":{{"name":{name}}}}}'
+        )
+        out.append(
+            f'{{"ph":"M","pid":{p.pid},"tid":0,"ts":0,"name":"process_sort_index","args":{{"sort_index":{p.pid}}}}}'
+        )
+    for t in tl.threads:
+        name = json.dumps(f"{t.name} ({t.role})")
+        out.append(
+            f'{{"ph":"M","pid":{t.pid},"tid":{t.tid},"ts":0,"name":"thread_name","args":{{"name":{name}}}}}'
+        )
+    pid_of_tid = np.zeros(max([t.tid for t in tl.threads], default=0) + 1, dtype=np.int64)
+    for t in tl.threads:
+        pid_of_tid[t.tid] = t.pid
+    s = tl.slices
+    labels = [json.dumps(x) for x in STATE_LABELS]
+    out.extend(
+        f'{{"ph":"X","pid":{p},"tid":{t},"ts":{ts},"dur":{d},"name":{labels[k]},"cat":"state"}}'
+        for p, t, ts, d, k in zip(
+            pid_of_tid[s.tid].tolist(),
+            s.tid.tolist(),
+            _us(s.start_ns),
+            _us(s.end_ns - s.start_ns),
+            s.state.tolist(),
+            strict=True,
+        )
+    )
+    for c in tl.counters:
+        name = json.dumps(c.name)
+        unit = json.dumps(c.unit or "value")
+        ok = np.isfinite(c.values)
+        out.extend(
+            f'{{"ph":"C","pid":{c.pid},"tid":0,"ts":{ts},"name":{name},"cat":"{c.group}",'
+            f'"args":{{{unit}:{v!r}}}}}'
+            for ts, v in zip(_us(c.t_ns[ok]), c.values[ok].tolist(), strict=True)
+        )
+    i = tl.instants
+    kinds = {k: json.dumps(v) for k, v in KIND_NAMES.items()}
+    out.extend(
+        f'{{"ph":"i","s":"t","pid":{p},"tid":{t},"ts":{ts},"name":{kinds.get(k, k)},'
+        f'"cat":"record","args":{{"value":{v},"probe":{pr}}}}}'
+        for p, t, ts, k, v, pr in zip(
+            pid_of_tid[i.tid].tolist(),
+            i.tid.tolist(),
+            _us(i.t_ns),
+            i.kind.tolist(),
+            i.value.tolist(),
+            i.probe.tolist(),
+            strict=True,
+        )
+    )
+    return out
+
+
+def write_chrome(tl: Timeline, path: str | Path) -> int:
+    """Write ``tl`` as Chrome trace-event JSON to ``path``; returns the number of events."""
+    events = chrome_events(tl)
+    meta = json.dumps(tl.metadata())
+    with Path(path).open("w", encoding="utf-8") as f:
+        f.write('{"displayTimeUnit":"ns","metadata":')
+        f.write(meta)
+        f.write(',"traceEvents":[\n')
+        f.write(",\n".join(events))
+        f.write("\n]}\n")
+    return len(events)
