@@ -71,7 +71,7 @@ def test_frames_without_gaps_or_departures_are_still_modelled() -> None:
     """Items held in the tail buffer (fewer than a transfer, no timeout) and nothing reaching
     the consumer: frame 0 has three insertions, frame 1 none. Both are modelled: the queue
     holds what was inserted (no service time is needed, since nothing is served)."""
-    vq, tables = _vq(False)
+    vq, _ = _vq(False)
     t = np.array([100, 200_000, 300_000], dtype=np.int64)
     vq.add_records("tail", "insert", t, np.arange(1, 4, dtype=np.int64))
     domains = Domains(Topology("t"))
