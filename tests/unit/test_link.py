@@ -8,6 +8,7 @@ import threading
 import time
 from collections.abc import Callable
 
+import numpy as np
 import pytest
 
 import streamscope as ss
@@ -154,5 +155,17 @@ def test_a_buffer_smaller_than_a_transfer_sends_when_full() -> None:
     while (item := ch.get_tracked(None)) is not EOS:
         got.append(item)
     assert got == list(range(10))
+    for t in threads:
+        t.join(timeout=5)
+
+
+def test_array_items_cross_the_link() -> None:
+    ch = _link(4)
+    threads = _run(ch)
+    for i in range(6):
+        ch.put_tracked(np.full(3, i), None)
+    ch.put_tracked(EOS, None)
+    got = _drain(ch)
+    assert [int(a[0]) for a in got] == list(range(6))  # type: ignore[index]
     for t in threads:
         t.join(timeout=5)

@@ -118,9 +118,11 @@ class LinkChannel:
                 if q.aborted:
                     raise Aborted(self.name)
                 n = q._qsize()
-                head = list(itertools.islice(q.queue, 0, min(n, b)))
-                if EOS in head:
-                    return head.index(EOS) + 1
+                head = itertools.islice(q.queue, 0, min(n, b))
+                # By identity: items may be arrays, whose == is elementwise.
+                at = next((i for i, x in enumerate(head) if x is EOS), -1)
+                if at >= 0:
+                    return at + 1
                 if n >= b:
                     return b
                 idle = time.monotonic() - q.last_put
