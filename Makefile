@@ -1,4 +1,4 @@
-# Two entry points: `make run` (the demo) and `make test` (suite, lint, types).
+# Two entry points: `make run` (the flagship demo) and `make test` (suite, lint, types).
 # Both create the virtual environment when it is missing.
 PY ?= python3
 VENV := .venv
@@ -17,12 +17,8 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/streamscope run examples/mm1.py --out mm1.duckdb --overwrite \
-	  --query 'occupancy(source -> server): mean, max, histogram(bins=0..16) every 500ms' \
-	  --query 'throughput(server -> sink): mean every 500ms' \
-	  --query 'state(server): duty every 500ms' \
-	  -- --rho 0.8 --items 4000
-	$(BIN)/streamscope show mm1.duckdb
+	$(BIN)/streamscope run examples/laplace.py --out laplace.duckdb --overwrite \
+	  --report laplace.html -- --walks 8 --blocks 12000
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests examples benchmarks

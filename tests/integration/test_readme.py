@@ -50,3 +50,30 @@ def test_quick_start_runs_as_written(tmp_path: Path) -> None:
     # What the README says the run shows: the channel into server full, server busy.
     assert re.search(r"mean=1[5-6]\.\d+\s+max=16", proc.stdout), proc.stdout[-3000:]
     assert re.search(r"busy=(9\d|100)%", proc.stdout), proc.stdout[-3000:]
+
+
+def test_the_five_likely_mistakes_print_what_the_readme_shows(tmp_path: Path) -> None:
+    """Each ``$ streamscope ...`` line of "When something is wrong", run as written in a folder
+    with the quick start's app.py (and an app file without a pipeline): the tool's output is the
+    README's, character for character, and the exit status is 2."""
+    (app,) = blocks("python")
+    (tmp_path / "app.py").write_text(app)
+    (tmp_path / "noapp.py").write_text("x = 1\n")
+    text = README.read_text()
+    section = text[text.index("### When something is wrong") : text.index("## Describing")]
+    (console,) = re.findall(r"```console\n(.*?)```", section, re.S)
+    cases = re.findall(r"^\$ (streamscope .*)\n((?:(?!\$ ).*\n)*)", console, re.M)
+    assert len(cases) == 5
+    bindir = str(Path(sys.executable).parent) + "/"
+    for command, expected in cases:
+        proc = subprocess.run(
+            ["bash", "-c", bindir + command],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
+        assert proc.returncode == 2, (command, proc.stderr)
+        assert proc.stdout + proc.stderr == expected, command

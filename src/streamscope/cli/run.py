@@ -13,11 +13,12 @@ from rich.console import Console
 from streamscope.cli.apploader import build_pipeline, default_queries, load_module
 from streamscope.cli.common import duration_option, err_console
 from streamscope.cli.live import LiveView
-from streamscope.cli.summary import print_summary
+from streamscope.cli.summary import print_findings, print_summary
 from streamscope.core.errors import ConfigError
 from streamscope.monitor.session import RunOptions, prepare
 from streamscope.monitor.session import run as run_monitored
 from streamscope.query.parser import parse_queries
+from streamscope.report import write_report
 
 
 def run(
@@ -76,6 +77,10 @@ def run(
             help="Keep every probe record in the run file, for `streamscope export` timelines."
         ),
     ] = False,
+    report: Annotated[
+        Path | None,
+        typer.Option(help="After the run, write the HTML report here and print the top findings."),
+    ] = None,
 ) -> int:
     """Run APP.py's pipeline under the monitor and write every frame to the run file.
 
@@ -133,6 +138,10 @@ def run(
     print_summary(out, console)
     if result.status != "completed":
         err_console.print(f"streamscope: run {result.status}: {result.error}", markup=False)
-    else:
+    if report is not None and out.is_file():
+        print_findings(out, console)
+        written = write_report(out, report)
+        console.print(f"report: {written.path}")
+    if result.status == "completed":
         console.print(f"run file: {out}")
     return result.exit_code

@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from streamscope.aggregate.points import DutyPoint, FrameResult, ScalarPoint
+from streamscope.analysis import findings
 from streamscope.cli.common import fmt_ns, fmt_value
 from streamscope.cli.live import describe_points
 from streamscope.store.reader import Run, load
@@ -142,3 +143,18 @@ def vq_table(run: Run) -> Table | None:
             "-" if truth is None else f"{truth:.2f} items (ideal queue {ideal:.2f})",
         )
     return table
+
+
+def print_findings(path: Path, console: Console, top: int = 3) -> None:
+    """The run's most important findings, one line each with its suggestion."""
+    with load(path) as run:
+        found = findings(run)
+    if not found:
+        return
+    console.print("[bold]findings[/]")
+    colour = {"problem": "red", "warning": "yellow", "info": "cyan"}
+    for f in found[:top]:
+        console.print(f"  [{colour.get(f.severity, 'white')}]{f.severity}[/]: ", end="")
+        console.print(f.title, markup=False)
+        if f.suggestion:
+            console.print(f"    {f.suggestion}", markup=False, highlight=False)
