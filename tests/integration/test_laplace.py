@@ -57,7 +57,8 @@ def test_prng_queue_fills_within_the_first_frames_and_stays_full(runs: dict[int,
 def test_results_wait_in_the_bus_buffer_until_the_final_flush(runs: dict[int, Path]) -> None:
     with ss.load(runs[8]) as run:
         (vq,) = run.virtual_queues()
-    frames = vq["frames_detail"]
+    # A last frame may begin after the device finished (no data from it): left out.
+    frames = [f for f in vq["frames_detail"] if f["tail_mean"] is not None]
     assert vq["target"] == "avg -> print"
     out = [f["items_out"] for f in frames]
     inserted = sum(f["items_in"] for f in frames)
