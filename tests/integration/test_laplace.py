@@ -25,7 +25,9 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
     out = {}
     for walks in (8, 16):
         path = tmp_path_factory.mktemp("laplace") / f"laplace{walks}.duckdb"
-        p = lap.pipeline(["--walks", str(walks), "--blocks", "2400", "--every", "200", "--quiet"])
+        # 16 ms of device time per block: the walk units, not the interpreter, set the pace.
+        args = ["--walks", str(walks), "--blocks", "1600", "--every", "120", "--block-us", "16000"]
+        p = lap.pipeline([*args, "--quiet"])
         res = ss.run(p, lap.queries(walks, FRAME), ss.RunOptions(out=path, mode="inline"))
         assert res.status == "completed", res.error
         out[walks] = path
@@ -50,8 +52,9 @@ def test_prng_queue_fills_within_the_first_frames_and_stays_full(runs: dict[int,
     assert cap == 128
     first_full = min(f for f, v, _ in maxes if v == cap)
     assert first_full <= 1
-    full_frames = [v for f, v, covered in means if f > first_full and covered >= 2.4e8]
-    assert full_frames and min(full_frames[:-1] or full_frames) > 0.8 * cap
+    # Until the PRNG has made its last block: then the queue drains (the last two frames).
+    steady = [v for f, v, covered in means if f > first_full and covered >= 2.4e8][:-2]
+    assert len(steady) >= 3 and min(steady) > 0.9 * cap
 
 
 def test_results_wait_in_the_bus_buffer_until_the_final_flush(runs: dict[int, Path]) -> None:
@@ -62,7 +65,7 @@ def test_results_wait_in_the_bus_buffer_until_the_final_flush(runs: dict[int, Pa
     assert vq["target"] == "avg -> print"
     out = [f["items_out"] for f in frames]
     inserted = sum(f["items_in"] for f in frames)
-    assert inserted == 12 and out[-1] == inserted and sum(out[:-1]) == 0
+    assert inserted == 13 and out[-1] == inserted and sum(out[:-1]) == 0
     held = [f["tail_mean"] for f in frames[:-1]]
     assert held[-1] > held[0] and all(b >= a - 1e-9 for a, b in zip(held, held[1:], strict=False))
 
