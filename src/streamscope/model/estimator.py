@@ -238,6 +238,25 @@ def replicate(
     return occ, int(np.searchsorted(np.cumsum(gaps), frame_ns, side="left"))
 
 
+def replicates(
+    inter_insert: HistogramLike,
+    inter_depart: HistogramLike,
+    frame_ns: float,
+    model: Model,
+    bus: Bus | None,
+    rng: np.random.Generator,
+    n: int,
+    *,
+    start_tail: int = 0,
+    start_head: int = 0,
+) -> list[tuple[SubQueues, int]]:
+    """``n`` independent :func:`replicate` runs of the same frame, in order (one rng stream)."""
+    starts = {"start_tail": start_tail, "start_head": start_head}
+    return [
+        replicate(inter_insert, inter_depart, frame_ns, model, bus, rng, **starts) for _ in range(n)
+    ]
+
+
 def predict(
     inter_insert: HistogramLike,
     inter_depart: HistogramLike,
@@ -266,19 +285,10 @@ def predict(
     """
     if replications < 1:
         raise ModelInputError(f"replications must be >= 1, got {replications}")
-    runs = [
-        replicate(
-            inter_insert,
-            inter_depart,
-            frame_ns,
-            model,
-            bus,
-            rng,
-            start_tail=start_tail,
-            start_head=start_head,
-        )
-        for _ in range(replications)
-    ]
+    runs = replicates(
+        inter_insert, inter_depart, frame_ns, model, bus, rng, replications,
+        start_tail=start_tail, start_head=start_head,
+    )  # fmt: skip
     whole = _pad_mean([r[0].whole for r in runs])
     return Prediction(
         model=model,

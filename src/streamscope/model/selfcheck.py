@@ -13,7 +13,14 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from streamscope.model._inputs import ModelInputError
-from streamscope.model.estimator import Bus, HistogramLike, Model, Prediction, predict, replicate
+from streamscope.model.estimator import (
+    Bus,
+    HistogramLike,
+    Model,
+    Prediction,
+    predict,
+    replicates,
+)
 from streamscope.model.occupancy import tv, w1_items
 
 __all__ = ["FrameVerdict", "RunVerdict", "combine_frames", "self_check"]
@@ -124,19 +131,11 @@ def self_check(
             start_head=start_head,
         )
     w1, tv_max = _stat(measured_tail, measured_head, pred)
-    null = np.empty(null_replications)
-    for i in range(null_replications):
-        occ, _ = replicate(
-            inter_insert,
-            inter_depart,
-            frame_ns,
-            model,
-            bus,
-            rng,
-            start_tail=start_tail,
-            start_head=start_head,
-        )
-        null[i] = _stat(occ.tail, occ.head, pred)[0]
+    runs = replicates(
+        inter_insert, inter_depart, frame_ns, model, bus, rng, null_replications,
+        start_tail=start_tail, start_head=start_head,
+    )  # fmt: skip
+    null = np.array([_stat(occ.tail, occ.head, pred)[0] for occ, _ in runs])
     q = float(np.quantile(null, 1.0 - alpha, method="higher"))
     threshold = q + clock_bias_items
     return FrameVerdict(
