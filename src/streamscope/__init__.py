@@ -20,16 +20,23 @@ from streamscope.monitor.session import run as run
 from streamscope.pipeline.dropin import MPQueue, Queue, stage
 from streamscope.pipeline.pipeline import Pipeline
 from streamscope.pipeline.resources import EmulatedDevice, Process
+from streamscope.probes.user import probe
 from streamscope.query import (
     Query,
     count,
+    counter,
+    input_wait,
     interdeparture,
     interinsertion,
+    iteration,
     latency,
     occupancy,
+    output_wait,
     parse_query,
+    sample,
     state,
     throughput,
+    timer,
 )
 from streamscope.store.reader import Run, load
 
@@ -53,15 +60,22 @@ __all__ = [
     "StreamscopeError",
     "__version__",
     "count",
+    "counter",
+    "input_wait",
     "interdeparture",
     "interinsertion",
+    "iteration",
     "latency",
     "load",
     "monitor",
     "occupancy",
+    "output_wait",
     "parse_query",
+    "probe",
     "run",
+    "sample",
     "stage",
     "state",
     "throughput",
+    "timer",
 ]

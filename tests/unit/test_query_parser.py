@@ -152,7 +152,8 @@ ERRORS = [
         1,
         1,
         "unknown metric 'ocupancy'; valid metrics: occupancy, throughput, count, interinsertion, "
-        "interdeparture, latency, state; did you mean 'occupancy'?",
+        "interdeparture, latency, state, iteration, input_wait, output_wait, sample, counter, "
+        "timer; did you mean 'occupancy'?",
     ),
     ("occupancy(source server)", 1, 18, "expected '->' or ')' after 'source', found 'server'"),
     ("occupancy(source => server)", 1, 18, "expected '->' or ')' after 'source', found '='"),
@@ -164,7 +165,7 @@ ERRORS = [
         1,
         1,
         "expected a metric (occupancy, throughput, count, interinsertion, interdeparture, "
-        "latency, state), found '('",
+        "latency, state, iteration, input_wait, output_wait, sample, counter, timer), found '('",
     ),
     (
         "occupancy(a -> b) mean",
@@ -480,6 +481,12 @@ def test_the_public_surface_is_pinned() -> None:
             "parse_query",
             "state",
             "throughput",
+            "counter",
+            "input_wait",
+            "iteration",
+            "output_wait",
+            "sample",
+            "timer",
         ]
     )
     assert all(hasattr(query_package, name) for name in query_package.__all__)

@@ -11,7 +11,13 @@ from rich.console import Console
 from rich.table import Table
 
 from streamscope.cli.common import fmt_ns
-from streamscope.cli.summary import clock_table, frames_table, summary_table, vq_table
+from streamscope.cli.summary import (
+    clock_table,
+    frames_table,
+    overhead_table,
+    summary_table,
+    vq_table,
+)
 from streamscope.store.reader import load
 
 
@@ -54,6 +60,9 @@ def show(
         if vqs is not None:
             console.print(vqs)
         console.print(summary_table(run))
+        cost = overhead_table(run)
+        if cost is not None:
+            console.print(cost)
         drops = [d for d in run.drops() if d.dropped]
         if drops:
             t = Table(title="dropped probe records", title_justify="left")

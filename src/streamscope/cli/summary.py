@@ -61,12 +61,52 @@ def summary_table(run: Run) -> Table:
     return table
 
 
+def overhead_table(run: Run) -> Table | None:
+    """The monitoring's own cost per stage (estimated; see the ``overhead`` table)."""
+    rows = run.overhead()
+    if not rows:
+        return None
+    table = Table(title="monitoring overhead (estimated)", title_justify="left")
+    for col in ("stage", "probes", "events", "events/s", "probe time", "of the run"):
+        table.add_column(col, justify="left" if col == "stage" else "right")
+    for r in rows:
+        rate, frac = r["events_per_s"], r["fraction"]
+        table.add_row(
+            r["stage"],
+            str(r["probes"]),
+            str(r["events"]),
+            "-" if rate is None else f"{rate:,.0f}",
+            fmt_ns(r["est_probe_ns"]),
+            "-" if frac is None else f"{frac * 100:.2f} %",
+        )
+    return table
+
+
+def overhead_line(run: Run) -> str | None:
+    """One line: probe events per second and the stage that spent most time in probes."""
+    rows = run.overhead()
+    if not rows:
+        return None
+    events = sum(r["events"] for r in rows)
+    seconds = (run.duration_ns or 0) / 1e9
+    rate = f" ({events / seconds:,.0f}/s)" if seconds else ""
+    top = rows[0]
+    frac = "" if top["fraction"] is None else f", {top['fraction'] * 100:.2f} % of the run"
+    return (
+        f"monitoring overhead: {events:,} probe events{rate}; most in {top['stage']}: "
+        f"{fmt_ns(top['est_probe_ns'])} estimated{frac}"
+    )
+
+
 def print_summary(path: Path, console: Console) -> None:
     with load(path) as run:
         console.print(summary_table(run))
         vqs = vq_table(run)
         if vqs is not None:
             console.print(vqs)
+        line = overhead_line(run)
+        if line is not None:
+            console.print(line, markup=False, highlight=False)
         dropped = sum(d.dropped for d in run.drops())
         if dropped:
             console.print(

@@ -35,6 +35,13 @@ class Kind(IntEnum):
     COUNT = 5
     #: A sampled value; value = the sample.
     SAMPLE = 6
+    #: A traced function was entered; value = the function's id in the run's function table.
+    ENTER = 7
+    #: A traced function returned (or raised); value = the function's id.
+    EXIT = 8
+    #: An interval ended (a timer's stop, one loop iteration); ticks = its end, value = its
+    #: length in ticks.
+    DURATION = 9
 
 
 class State(IntEnum):

@@ -58,13 +58,32 @@ class ChannelInfo:
 class ProbeInfo:
     """An active probe. ``kind``: ``tail``/``head`` (channel ends), ``send``/``deliver`` (the
     two inner ends of a link channel: items leaving the tail buffer for the bus, and items
-    entering the head buffer from it), ``state`` (stage tracker), ``counter``/``sampler`` (user
-    values). ``target`` is the channel or stage name."""
+    entering the head buffer from it), ``state`` (stage tracker), ``iteration``/``input_wait``/
+    ``output_wait`` (per-iteration durations of a stage's loop), ``sampler``/``counter``/``timer``
+    (declared by the user with ``Pipeline.probe``; target ``STAGE.NAME``), ``trace`` (function
+    enter/exit of one stage). ``storage``: where a sampler's records go, ``centralized`` or
+    ``distributed`` (empty for the others, which always have a buffer of their own)."""
 
     id: int
     kind: str
     target: str
     domain: str = "host"
+    storage: str = ""
+
+
+#: Probe kinds a user declares on a stage with ``Pipeline.probe``.
+USER_PROBE_KINDS: tuple[str, ...] = ("sampler", "counter", "timer")
+
+
+@dataclass(frozen=True, slots=True)
+class UserProbeInfo:
+    """A probe declared on a stage (``Pipeline.probe``): ``name`` is ``STAGE.NAME``. It becomes
+    active (a :class:`ProbeInfo`) when a query uses it."""
+
+    name: str
+    stage: str
+    kind: str
+    storage: str = "distributed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +93,7 @@ class Topology:
     stages: tuple[StageInfo, ...] = ()
     channels: tuple[ChannelInfo, ...] = ()
     probes: tuple[ProbeInfo, ...] = field(default=())
+    user_probes: tuple[UserProbeInfo, ...] = field(default=())
 
     def stage(self, name: str) -> StageInfo:
         for s in self.stages:
@@ -106,4 +126,5 @@ class Topology:
             stages=tuple(StageInfo(**s) for s in d.get("stages", ())),
             channels=tuple(ChannelInfo(**c) for c in d.get("channels", ())),
             probes=tuple(ProbeInfo(**p) for p in d.get("probes", ())),
+            user_probes=tuple(UserProbeInfo(**p) for p in d.get("user_probes", ())),
         )

@@ -8,7 +8,7 @@ Memory stays bounded: records wait only until the watermark passes them.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import NDArray
@@ -20,9 +20,11 @@ from streamscope.core.records import Kind, Records
 from streamscope.core.topology import Topology
 from streamscope.monitor.clocks import HOST, Domains, TableSink
 from streamscope.monitor.reducers import TargetReducer
-from streamscope.monitor.streams import ChannelStream, StageStream
+from streamscope.monitor.streams import EVENT_METRICS, ChannelStream, EventStream, StageStream
 from streamscope.monitor.virtual import SIDES, virtual_queues
+from streamscope.probes.cost import cost_class
 from streamscope.query.compile import Plan
+from streamscope.query.metrics import METRICS
 from streamscope.timebase.clockmap import HostMap
 from streamscope.transport.wire import WATERMARK_END, Message, MsgType
 
@@ -34,6 +36,8 @@ class _AgentState:
     watermark_ns: int
     ended: bool = False
     domain: str = HOST
+    #: ns per probe event in the agent's process, by cost class (``probes.cost``).
+    costs: dict[str, float] = field(default_factory=dict)
 
 
 class Engine:
@@ -71,6 +75,9 @@ class Engine:
         self.agents: dict[int, _AgentState] = {}
         self.channels: dict[str, ChannelStream] = {}
         self.stages: dict[str, StageStream] = {}
+        #: Value probes (samplers, counters, timers, per-iteration durations), by probe id.
+        self.events: dict[int, EventStream] = {}
+        tick_ns = {r.clock_domain: r.tick_period_ns for r in topology.resources}
         self.probe_kind: dict[int, tuple[str, str]] = {
             p.id: (p.kind, p.target) for p in topology.probes
         }
@@ -90,6 +97,10 @@ class Engine:
                 self.channels.setdefault(p.target, ChannelStream(p.target))
             elif p.kind == "state":
                 self.stages.setdefault(p.target, StageStream(p.target))
+            elif p.kind in EVENT_METRICS:
+                durations = METRICS[EVENT_METRICS[p.kind]].time_valued
+                scale = tick_ns.get(p.domain, 1.0) if durations else None
+                self.events[p.id] = EventStream(EVENT_METRICS[p.kind], p.target, scale)
         self.reducers: list[TargetReducer] = [
             TargetReducer(q.id, q.metric, t.name, t.specs, q.frame_ns, t.name in self.crossing)
             for q in plan.queries
@@ -99,6 +110,10 @@ class Engine:
         self._by_target: dict[tuple[str, str], list[TargetReducer]] = {}
         for r in self.reducers:
             self._by_target.setdefault((r.metric, r.target), []).append(r)
+        #: Events (kept or refused) and their estimated cost in ns, per probe id.
+        self.probe_events: dict[int, int] = {}
+        self.probe_cost_ns: dict[int, float] = {}
+        self._cost_class = {p.id: cost_class(p.kind, p.storage) for p in topology.probes}
         self.watermark_ns = 0
         self.recorded: dict[tuple[int, int], int] = {}
         self.dropped: dict[tuple[int, int], int] = {}
@@ -119,6 +134,9 @@ class Engine:
         if msg.type == MsgType.HELLO:
             state = self.agents.setdefault(msg.agent, _AgentState(0))
             state.domain = str(msg.info.get("domain", HOST))
+            costs = msg.info.get("costs", {})
+            if isinstance(costs, dict):
+                state.costs = {str(k): float(v) for k, v in costs.items()}
             return
         if msg.type == MsgType.CALIBRATION:
             domain = self.domains.calibrate(msg.agent, msg.records)
@@ -133,6 +151,7 @@ class Engine:
             self._waiting.setdefault(state.domain, []).append(msg)
             return
         if msg.type == MsgType.BATCH and len(msg.records):
+            self._charge(msg.records, state.costs)
             self._ingest(msg, state.domain)
         if msg.type == MsgType.SUMMARY:
             self._summaries(msg)
@@ -169,6 +188,18 @@ class Engine:
                 self.channels[target].add_refusal(kind, t_report)
             elif kind == "state":
                 self.stages[target].add_refusal(t_report)
+
+    def _charge(self, rec: Records, costs: dict[str, float]) -> None:
+        """Count each probe's events (kept or refused) and their estimated cost in its process."""
+        probes = rec["probe"].astype(np.int64)
+        drops = rec["kind"] == Kind.DROPPED
+        weight = np.where(drops, rec["value"], 1).astype(np.int64)
+        ids, inverse = np.unique(probes, return_inverse=True)
+        events = np.bincount(inverse, weights=weight).astype(np.int64)
+        for pid, n in zip(ids.tolist(), events.tolist(), strict=True):
+            per = costs.get(self._cost_class.get(pid, "ring"), 0.0)
+            self.probe_events[pid] = self.probe_events.get(pid, 0) + n
+            self.probe_cost_ns[pid] = self.probe_cost_ns.get(pid, 0.0) + n * per
 
     def _summaries(self, msg: Message) -> None:
         """A device's per-frame summaries of one of its virtual queues' sub-queues."""
@@ -208,9 +239,13 @@ class Engine:
             found = self._vq_probe.get(pid)
             if found is not None:
                 found[0].add_records(found[1], found[2], pt, pv)
-            stream: ChannelStream | StageStream | None = (
-                self.channels.get(target) if kind in ("tail", "head") else self.stages.get(target)
-            )
+            stream: ChannelStream | StageStream | EventStream | None = None
+            if kind in ("tail", "head"):
+                stream = self.channels.get(target)
+            elif kind == "state":
+                stream = self.stages.get(target)
+            else:
+                stream = self.events.get(pid)
             if stream is not None:
                 # Too late to place in time (its span is already reduced): dropped, not recorded.
                 late = pt < stream.last_t
@@ -224,7 +259,7 @@ class Engine:
             if isinstance(stream, ChannelStream):
                 stream.add(kind, pt, pv)
                 stream.note_uncertainty(kind, halfwidth)
-            elif isinstance(stream, StageStream):
+            elif stream is not None:
                 stream.add(pt, pv)
 
     def _count_recorded(self, pid: int, t: np.ndarray) -> None:
@@ -273,6 +308,10 @@ class Engine:
             seg = sstream.advance(wm)
             for r in self._by_target.get(("state", name), ()):
                 r.add_segments(seg)
+        for es in self.events.values():
+            ev = es.advance(wm)
+            for r in self._by_target.get((es.metric, es.target), ()):
+                r.add_events(ev)
         results: list[FrameResult] = []
         for r in self.reducers:
             results.extend(r.close_until(wm, end_ns))
@@ -314,7 +353,17 @@ class Engine:
                     self.dropped[key] = self.dropped.get(key, 0) + n
                     self.late += n
         self._waiting.clear()
-        return self.advance(until=end_ns, end_ns=end_ns)
+        out = self.advance(until=end_ns, end_ns=end_ns)
+        if self.on_table is not None and self.probe_events:
+            pids = sorted(self.probe_events)
+            events = [self.probe_events[p] for p in pids]
+            cost = [self.probe_cost_ns.get(p, 0.0) for p in pids]
+            self.on_table(
+                "overhead",
+                {"probe_id": pids, "events": events, "est_probe_ns": cost,
+                 "ns_per_event": [c / e if e else 0.0 for c, e in zip(cost, events, strict=True)]},
+            )  # fmt: skip
+        return out
 
 
 def crossing_channels(topology: Topology) -> frozenset[str]:

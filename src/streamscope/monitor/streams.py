@@ -304,3 +304,47 @@ class StageStream:
             self.last_record_t = int(t[-1])
         self.last_t = until
         return seg
+
+
+#: Metric of each probe kind whose records are values, reduced as they are (no pairing).
+EVENT_METRICS: dict[str, str] = {
+    "sampler": "sample",
+    "counter": "counter",
+    "timer": "timer",
+    "iteration": "iteration",
+    "input_wait": "input_wait",
+    "output_wait": "output_wait",
+}
+
+
+class EventStream:
+    """One value probe's records → events at their times, up to a watermark.
+
+    ``scale``: values are durations in the probe's clock ticks, multiplied into ns. A counter's
+    records hold its running total: the events are its increments.
+    """
+
+    def __init__(self, metric: str, target: str, scale: float | None = None) -> None:
+        self.metric = metric
+        self.target = target
+        self.scale = scale
+        self.cumulative = metric == "counter"
+        self._pending = _Pending()
+        self._total = 0
+        self.last_t = 0
+
+    def add(self, t_ns: I64, value: I64) -> None:
+        if self.cumulative and len(value):
+            # A counter's totals arrive in order (one register, read at each flush).
+            inc = np.diff(value, prepend=np.int64(self._total))
+            self._total = int(value[-1])
+            value = inc
+        elif self.scale is not None and self.scale != 1.0:
+            value = np.rint(value * self.scale).astype(np.int64)
+        self._pending.add(t_ns, value)
+
+    def advance(self, until: int) -> Events:
+        until = max(until, self.last_t)
+        t, v = self._pending.take(until)
+        self.last_t = until
+        return Events(t, v)

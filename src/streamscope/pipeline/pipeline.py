@@ -11,13 +11,24 @@ from dataclasses import dataclass
 from typing import Any
 
 from streamscope.core.errors import PipelineError
-from streamscope.core.topology import ChannelInfo, ProbeInfo, ResourceInfo, StageInfo, Topology
-from streamscope.pipeline.resources import LinkSpec, Resource, resolve
+from streamscope.core.topology import (
+    USER_PROBE_KINDS,
+    ChannelInfo,
+    ProbeInfo,
+    ResourceInfo,
+    StageInfo,
+    Topology,
+    UserProbeInfo,
+)
+from streamscope.pipeline.resources import THREAD, LinkSpec, Resource, resolve
 from streamscope.pipeline.shm import DEFAULT_SLOT_BYTES
 from streamscope.pipeline.stage import StageBody, as_source
 from streamscope.timebase.emulated import EmulatedClockSpec
 
 FANOUT = ("roundrobin", "broadcast")
+STORAGE_SCHEMES = ("centralized", "distributed")
+#: Per-iteration probes a query can place on any stage (no declaration needed).
+ITERATION_KINDS = ("iteration", "input_wait", "output_wait")
 FANIN = ("roundrobin", "zip")
 
 
@@ -28,6 +39,17 @@ class StageSpec:
     resource: Resource
     fanout: str
     fanin: str
+
+
+@dataclass(frozen=True, slots=True)
+class StorageSpec:
+    """A resource's centralised probe storage: a shared buffer of ``capacity`` records with
+    ``ports`` write ports per clock cycle, and a hold register of ``hold`` samples per probe."""
+
+    ports: int = 2
+    capacity: int = 4096
+    hold: int = 1
+    cycle_ticks: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +85,80 @@ class Pipeline:
         self.name = name
         self.stages: dict[str, StageSpec] = {}
         self.channels: dict[str, ChannelSpec] = {}
+        #: Probes declared on stages, by ``STAGE.NAME``.
+        self.probes: dict[str, UserProbeInfo] = {}
+        #: Centralised probe storage parameters, by resource name (defaults where absent).
+        self.storages: dict[str, StorageSpec] = {}
+
+    def probe(
+        self, stage: str, name: str, kind: str = "sampler", *, storage: str = "distributed"
+    ) -> str:
+        """Declare a probe on ``stage``; returns its query name ``STAGE.NAME``.
+
+        ``kind``: ``sampler`` (captures values: ``streamscope.probe(NAME).sample(v)``; query
+        ``sample(STAGE.NAME)``), ``counter`` (``.count(n)``; query ``counter(STAGE.NAME)``) or
+        ``timer`` (``.start()``/``.stop()``, each interval's length; query
+        ``timer(STAGE.NAME)``). ``storage`` (samplers): ``distributed``, a buffer per probe, or
+        ``centralized``, one buffer per resource shared by its probes through an arbiter (see
+        ``probe_storage``), where contention drops samples -- each one counted.
+        A probe records only when a query uses it.
+        """
+        if stage not in self.stages:
+            known = ", ".join(self.stages) or "(none)"
+            raise PipelineError(
+                f"cannot add probe {name!r}: unknown stage {stage!r}; known stages: {known}"
+            )
+        if not name or not all(ch.isalnum() or ch in "_-" for ch in name):
+            raise PipelineError(
+                f"bad probe name {name!r} on stage {stage!r}: use letters, digits, '_' or '-'"
+            )
+        if kind not in USER_PROBE_KINDS:
+            raise PipelineError(
+                f"probe {stage}.{name}: kind must be one of {', '.join(USER_PROBE_KINDS)}, "
+                f"not {kind!r}"
+            )
+        scheme = {"central": "centralized", "centralised": "centralized"}.get(storage, storage)
+        if scheme not in STORAGE_SCHEMES:
+            raise PipelineError(
+                f"probe {stage}.{name}: storage must be one of {', '.join(STORAGE_SCHEMES)}, "
+                f"not {storage!r}"
+            )
+        if kind != "sampler" and scheme != "distributed":
+            raise PipelineError(f"probe {stage}.{name}: only samplers can use centralized storage")
+        full = f"{stage}.{name}"
+        if full in self.probes:
+            raise PipelineError(f"probe {full!r} is declared twice")
+        self.probes[full] = UserProbeInfo(full, stage, kind, scheme)
+        return full
+
+    def probe_storage(
+        self,
+        resource: str | Resource,
+        *,
+        ports: int = 2,
+        capacity: int = 4096,
+        hold: int = 1,
+        cycle_ticks: int = 1,
+    ) -> None:
+        """Parameters of ``resource``'s centralised probe storage: ``ports`` writes per clock
+        cycle (2: a dual-port block RAM), ``capacity`` records between two collections (a
+        power of two), ``hold`` samples a probe can hold while it waits for a port, and
+        ``cycle_ticks`` clock ticks per cycle where a sample gives no cycle of its own."""
+        rname = resource.name if isinstance(resource, Resource) else resource
+        rname = THREAD.name if rname == "thread" else rname
+        known = list(dict.fromkeys(st.resource.name for st in self.stages.values()))
+        if rname not in known:
+            raise PipelineError(
+                f"probe storage: no stage runs on resource {rname!r}; resources: "
+                f"{', '.join(known) or '(none)'} ('thread' is {THREAD.name!r})"
+            )
+        if min(ports, capacity, hold, cycle_ticks) < 1 or capacity & (capacity - 1):
+            raise PipelineError(
+                f"probe storage of {rname!r}: ports, hold and cycle_ticks must be at least 1 "
+                f"and capacity a power of two (got ports={ports}, capacity={capacity}, "
+                f"hold={hold}, cycle_ticks={cycle_ticks})"
+            )
+        self.storages[rname] = StorageSpec(ports, capacity, hold, cycle_ticks)
 
     def add(
         self,
@@ -194,6 +290,7 @@ class Pipeline:
             ),
             channels=tuple(self._channel_info(c) for c in self.channels.values()),
             probes=probes,
+            user_probes=tuple(self.probes.values()),
         )
 
     def _channel_info(self, c: ChannelSpec) -> ChannelInfo:
@@ -223,6 +320,11 @@ def plan_probes(topology: Topology, taps: frozenset[tuple[str, str]]) -> tuple[P
                 owner = ch.src if end in ("tail", "send") else ch.dst
                 out.append(ProbeInfo(len(out) + 1, end, ch.name, stage_domain[owner]))
     for st in topology.stages:
-        if ("state", st.name) in taps:
-            out.append(ProbeInfo(len(out) + 1, "state", st.name, stage_domain[st.name]))
+        for kind in ("state", *ITERATION_KINDS):
+            if (kind, st.name) in taps:
+                out.append(ProbeInfo(len(out) + 1, kind, st.name, stage_domain[st.name]))
+    for up in topology.user_probes:
+        if (up.kind, up.name) in taps:
+            storage = up.storage if up.kind == "sampler" else ""
+            out.append(ProbeInfo(len(out) + 1, up.kind, up.name, stage_domain[up.stage], storage))
     return tuple(out)

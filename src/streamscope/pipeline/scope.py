@@ -8,15 +8,34 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
 
 from streamscope.core.clock import host_now_ticks
 from streamscope.core.records import Kind
-from streamscope.core.topology import ProbeInfo
+from streamscope.core.topology import USER_PROBE_KINDS, ProbeInfo
 from streamscope.pipeline.channel import Aborted, ThreadChannel
 from streamscope.pipeline.link import LinkChannel
-from streamscope.pipeline.pipeline import Pipeline
-from streamscope.pipeline.worker import Channel, run_stage
-from streamscope.probes.taps import DEFAULT_CAPACITY, LockedTap, RingTap, StateTracker
+from streamscope.pipeline.pipeline import ITERATION_KINDS, Pipeline, StorageSpec
+from streamscope.pipeline.worker import Channel, StageProbes, run_stage
+from streamscope.probes.storage import make_storage
+from streamscope.probes.taps import DEFAULT_CAPACITY, LockedTap, RingTap, StateTracker, Tap
+from streamscope.probes.user import (
+    CounterProbe,
+    CounterTap,
+    NullProbe,
+    SamplerProbe,
+    TimerProbe,
+    UserProbe,
+    register_stage,
+)
+
+
+@dataclass(slots=True)
+class _StageParts:
+    tracker: StateTracker | None = None
+    iteration: dict[str, RingTap] = field(default_factory=dict)
+    storages: list[Any] = field(default_factory=list)
 
 
 class Scope:
@@ -32,13 +51,58 @@ class Scope:
         now: Callable[[], int] = host_now_ticks,
     ) -> None:
         self.trackers: dict[str, StateTracker] = {}
-        self.taps: list[LockedTap | RingTap] = []
+        self.taps: list[Tap] = []
+        self.now = now
+        self._parts: dict[str, _StageParts] = {s: _StageParts() for s in stages}
         mine = set(stages)
+        active = {p.target: p for p in probes if p.kind in USER_PROBE_KINDS}
+        storages: dict[tuple[str, str], Any] = {}
+        handles: dict[str, dict[str, UserProbe]] = {s: {} for s in stages}
+        for up in pipeline.probes.values():
+            if up.stage not in mine:
+                continue
+            short = up.name[len(up.stage) + 1 :]
+            info = active.get(up.name)
+            if info is None or info.kind != up.kind:
+                handles[up.stage][short] = NullProbe(up.name, up.kind)
+                continue
+            if up.kind == "sampler":
+                resource = pipeline.stages[up.stage].resource.name
+                store = storages.get((resource, up.storage))
+                if store is None:
+                    params = pipeline.storages.get(resource, StorageSpec())
+                    store = storages[(resource, up.storage)] = (
+                        make_storage(
+                            "centralized", Kind.SAMPLE, capacity=params.capacity,
+                            ports=params.ports, hold=params.hold, cycle_ticks=params.cycle_ticks,
+                        )
+                        if up.storage == "centralized"
+                        else make_storage("distributed", Kind.SAMPLE, capacity=capacity)
+                    )  # fmt: skip
+                handles[up.stage][short] = SamplerProbe(up.name, store.port(info.id), now)
+                self._parts[up.stage].storages.append(store)
+            elif up.kind == "counter":
+                ctap = CounterTap(info.id, now)
+                self.taps.append(ctap)
+                handles[up.stage][short] = CounterProbe(up.name, ctap)
+            else:
+                ring = RingTap(info.id, Kind.DURATION, capacity)
+                self.taps.append(ring)
+                handles[up.stage][short] = TimerProbe(up.name, ring, now)
+        for store in storages.values():
+            self.taps.extend(store.taps())
+        for stage in stages:
+            register_stage(stage, handles[stage])
         for p in probes:
             if p.kind == "state" and p.target in mine:
                 tap = RingTap(p.id, Kind.STATE, capacity)
                 self.taps.append(tap)
                 self.trackers[p.target] = StateTracker(p.target, tap, now)
+                self._parts[p.target].tracker = self.trackers[p.target]
+            elif p.kind in ITERATION_KINDS and p.target in mine:
+                ring = RingTap(p.id, Kind.DURATION, capacity)
+                self.taps.append(ring)
+                self._parts[p.target].iteration[p.kind] = ring
             elif p.kind in ("tail", "head", "send", "deliver"):
                 spec = pipeline.channels[p.target]
                 owner = spec.src if p.kind in ("tail", "send") else spec.dst
@@ -60,6 +124,25 @@ class Scope:
                     setattr(ch, p.kind, ring)
                     self.taps.append(ring)
 
+    def stage_probes(self, stage: str) -> StageProbes:
+        """What ``stage``'s loop records: its state, its iterations, and the probe storage to
+        settle when it ends."""
+        parts = self._parts.get(stage, _StageParts())
+        stores = tuple(dict.fromkeys(parts.storages))
+
+        def settle() -> None:
+            for store in stores:
+                store.settle()
+
+        return StageProbes(
+            parts.tracker,
+            parts.iteration.get("iteration"),
+            parts.iteration.get("input_wait"),
+            parts.iteration.get("output_wait"),
+            self.now,
+            settle if stores else None,
+        )
+
 
 def start_threads(
     pipeline: Pipeline,
@@ -75,7 +158,7 @@ def start_threads(
         outs = [channels[c.name] for c in pipeline.outputs(name)]
         t = threading.Thread(
             target=run_stage,
-            args=(spec, ins, outs, scope.trackers.get(name), on_error),
+            args=(spec, ins, outs, scope.stage_probes(name), on_error),
             name=f"stage-{name}",
             daemon=True,
         )

@@ -6,7 +6,8 @@ Out: items on the outputs, end-of-stream on each output when done, or a reported
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from streamscope.core.records import State
@@ -14,9 +15,28 @@ from streamscope.pipeline.channel import EOS, Aborted, ThreadChannel
 from streamscope.pipeline.link import LinkChannel
 from streamscope.pipeline.shm import ProcessChannel
 from streamscope.pipeline.stage import StageBody
-from streamscope.probes.taps import StateTracker
+from streamscope.probes.taps import RingTap, StateTracker
+from streamscope.probes.user import set_current_stage
 
 Channel = ThreadChannel | ProcessChannel | LinkChannel
+
+
+@dataclass(frozen=True, slots=True)
+class StageProbes:
+    """What one stage's loop records: state changes, and per iteration its length, its wait
+    for input and its time in output calls (each only when a query asks); ``settle`` hands the
+    stage's held probe samples to storage when the stage ends."""
+
+    tracker: StateTracker | None = None
+    iteration: RingTap | None = None
+    input_wait: RingTap | None = None
+    output_wait: RingTap | None = None
+    now: Callable[[], int] | None = None
+    settle: Callable[[], None] | None = None
+
+    @property
+    def timed(self) -> bool:
+        return (self.iteration or self.input_wait or self.output_wait) is not None
 
 
 def _emitter(
@@ -82,17 +102,23 @@ def run_stage(
     spec: Any,
     ins: list[Channel],
     outs: list[Channel],
-    tracker: StateTracker | None,
+    probes: StageProbes | StateTracker | None,
     on_error: Callable[[str, BaseException], None],
 ) -> None:
     """Thread body of one stage. Errors go to ``on_error``; nothing escapes."""
+    if not isinstance(probes, StageProbes):
+        probes = StageProbes(probes)
+    tracker = probes.tracker
+    set_current_stage(spec.name)
     try:
         body = StageBody(spec.name, spec.obj)
         if tracker is not None:
             tracker.set(State.BUSY)
         body.setup()
         emit = _emitter(spec.fanout, outs, tracker)
-        if not ins:
+        if probes.timed:
+            _timed_loop(body, _inputs(spec.fanin, ins, tracker) if ins else None, emit, probes)
+        elif not ins:
             for item in body.generate():
                 emit(item)
         else:
@@ -101,6 +127,8 @@ def run_stage(
                 for out in process(item):
                     emit(out)
         body.teardown()
+        if probes.settle is not None:
+            probes.settle()
         for ch in outs:
             ch.put_tracked(EOS, tracker)
         if tracker is not None:
@@ -108,4 +136,52 @@ def run_stage(
     except Aborted:
         pass
     except BaseException as exc:
+        if probes.settle is not None:
+            probes.settle()  # what the stage sampled before it failed is kept
         on_error(spec.name, exc)
+    finally:
+        set_current_stage(None)
+
+
+def _timed_loop(
+    body: StageBody, inputs: Iterator[Any] | None, emit: Callable[[Any], None], p: StageProbes
+) -> None:
+    """The stage loop, timing each iteration: ``input_wait`` from asking for an input to having
+    it (not recorded for a source, whose "input" is its own generator), ``output_wait`` the
+    time inside output calls, ``iteration`` from having the input to having emitted its
+    outputs (for a source: from asking its generator to having emitted)."""
+    assert p.now is not None
+    now = p.now
+    it, iw, ow = p.iteration, p.input_wait, p.output_wait
+    spent = [0]
+    if ow is not None:
+        plain = emit
+
+        def emit(item: Any) -> None:
+            t = now()
+            plain(item)
+            spent[0] += now() - t
+
+    source = inputs is None
+    items: Iterator[Any] = iter(body.generate()) if inputs is None else inputs
+    process = body.process
+    while True:
+        t_ask = now()
+        try:
+            item = next(items)
+        except StopIteration:
+            return
+        t_in = now()
+        if source:
+            emit(item)
+        else:
+            if iw is not None:
+                iw.record(t_in, t_in - t_ask)
+            for out in process(item):
+                emit(out)
+        t_end = now()
+        if it is not None:
+            it.record(t_end, t_end - (t_ask if source else t_in))
+        if ow is not None:
+            ow.record(t_end, spent[0])
+            spent[0] = 0

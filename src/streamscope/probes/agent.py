@@ -16,6 +16,7 @@ from numpy.typing import NDArray
 
 from streamscope.core.clock import host_now_ticks
 from streamscope.core.records import Kind, Records, empty_records, make_records
+from streamscope.probes.cost import measure_costs
 from streamscope.probes.taps import Tap
 from streamscope.transport.channels import Transport
 from streamscope.transport.wire import EXCHANGE_DTYPE, MsgType, encode
@@ -65,7 +66,13 @@ class Agent:
         self._closed = False
         self.sent_records = 0
         self.sent_dropped = 0
-        self._send(MsgType.HELLO, self._prev_flush, info={"domain": domain, "pid": self._pid})
+        #: ns per probe event here (``probes.cost``): how the run estimates its own overhead.
+        self.costs = measure_costs(now)
+        self._send(
+            MsgType.HELLO,
+            self._prev_flush,
+            info={"domain": domain, "pid": self._pid, "costs": self.costs},
+        )
 
     def add(self, tap: Tap) -> None:
         with self._lock:

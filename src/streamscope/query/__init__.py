@@ -17,12 +17,18 @@ from streamscope.query.ast import (
 )
 from streamscope.query.builder import (
     count,
+    counter,
+    input_wait,
     interdeparture,
     interinsertion,
+    iteration,
     latency,
     occupancy,
+    output_wait,
+    sample,
     state,
     throughput,
+    timer,
 )
 from streamscope.query.compile import CompiledQuery, Plan, TargetPlan, compile_queries
 from streamscope.query.metrics import METRICS, MetricInfo
@@ -48,14 +54,20 @@ __all__ = [
     "as_query",
     "compile_queries",
     "count",
+    "counter",
     "format_duration",
+    "input_wait",
     "interdeparture",
     "interinsertion",
+    "iteration",
     "latency",
     "occupancy",
+    "output_wait",
     "parse_duration",
     "parse_queries",
     "parse_query",
+    "sample",
     "state",
     "throughput",
+    "timer",
 ]

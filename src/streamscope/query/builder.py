@@ -10,12 +10,18 @@ from streamscope.query.parser import parse_query
 
 __all__ = [
     "count",
+    "counter",
+    "input_wait",
     "interdeparture",
     "interinsertion",
+    "iteration",
     "latency",
     "occupancy",
+    "output_wait",
+    "sample",
     "state",
     "throughput",
+    "timer",
 ]
 
 EdgeLike = str | Edge | tuple[str, str]
@@ -67,3 +73,37 @@ def state(stage: str | StageRef) -> Query:
     ``stage`` is a name or pattern taken as is (no quoting needed), or a :class:`StageRef`.
     """
     return Query("state", stage if isinstance(stage, StageRef) else StageRef(stage))
+
+
+def _stage_query(metric: str, target: str | StageRef) -> Query:
+    return Query(metric, target if isinstance(target, StageRef) else StageRef(target))
+
+
+def iteration(stage: str | StageRef) -> Query:
+    """Nanoseconds of each loop iteration of ``stage`` (input taken to outputs emitted)."""
+    return _stage_query("iteration", stage)
+
+
+def input_wait(stage: str | StageRef) -> Query:
+    """Nanoseconds each loop iteration of ``stage`` waited for its input."""
+    return _stage_query("input_wait", stage)
+
+
+def output_wait(stage: str | StageRef) -> Query:
+    """Nanoseconds each loop iteration of ``stage`` spent in its output calls."""
+    return _stage_query("output_wait", stage)
+
+
+def sample(probe: str | StageRef) -> Query:
+    """Values captured by the sampler probe ``STAGE.NAME`` (see ``Pipeline.probe``)."""
+    return _stage_query("sample", probe)
+
+
+def counter(probe: str | StageRef) -> Query:
+    """Events counted by the counter probe ``STAGE.NAME``, per frame."""
+    return _stage_query("counter", probe)
+
+
+def timer(probe: str | StageRef) -> Query:
+    """Nanoseconds of each interval of the timer probe ``STAGE.NAME``."""
+    return _stage_query("timer", probe)

@@ -106,8 +106,9 @@ class CompiledQuery:
 
 @dataclass(frozen=True, slots=True)
 class Plan:
-    """Every compiled query, and the probes they need: ``("tail" | "head", channel name)`` and
-    ``("state", stage name)``."""
+    """Every compiled query, and the probes they need: ``("tail" | "head", channel name)``,
+    ``("state" | "iteration" | "input_wait" | "output_wait", stage name)`` and
+    ``("sampler" | "counter" | "timer", "STAGE.NAME")``."""
 
     queries: tuple[CompiledQuery, ...]
     taps: frozenset[tuple[str, str]]
@@ -162,6 +163,9 @@ def _compile_one(
     if isinstance(query.target, Edge):
         channels = resolver.channels(query.target)
         names = tuple(c.name for c in channels)
+    elif info.probe:
+        channels = []
+        names = resolver.probes(query.target.name, info.probe, query.metric)
     else:
         channels = []
         names = resolver.stages(query.target.name, 0)
@@ -210,6 +214,24 @@ class _Resolver:
                 message += f"; did you mean '{close[0]}'?" if close else ""
             raise self.error(message, which)
         return matched
+
+    def probes(self, pattern: str, kind: str, metric: str) -> tuple[str, ...]:
+        """Declared probes of ``kind`` whose ``STAGE.NAME`` matches ``pattern``."""
+        declared = [p.name for p in self.topology.user_probes if p.kind == kind]
+        matched = tuple(name for name in declared if fnmatchcase(name, pattern))
+        if matched:
+            return matched
+        known = ", ".join(declared) or "(none: declare one with Pipeline.probe)"
+        other = [p for p in self.topology.user_probes if fnmatchcase(p.name, pattern)]
+        if other:
+            message = f"{metric} needs a {kind} probe, but '{pattern}' is a {other[0].kind} probe"
+        elif any(ch in pattern for ch in "*?["):
+            message = f"no {kind} probe matches '{pattern}'; {kind} probes: {known}"
+        else:
+            message = f"unknown {kind} probe '{pattern}'; {kind} probes: {known}"
+            close = difflib.get_close_matches(pattern, declared, n=1)
+            message += f"; did you mean '{close[0]}'?" if close else ""
+        raise self.error(message, 0)
 
     def channels(self, edge: Edge) -> list[ChannelInfo]:
         self.stages(edge.src, 0)

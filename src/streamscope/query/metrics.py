@@ -12,7 +12,9 @@ from dataclasses import dataclass
 class MetricInfo:
     """One metric. ``on_edge``: the target is ``SRC -> DST`` (else a stage name).
     ``taps``: probe kinds that must be active on the target (``tail``, ``head``, ``state``).
-    ``time_valued``: values are nanoseconds, so histogram arguments may carry duration units."""
+    ``time_valued``: values are nanoseconds, so histogram arguments may carry duration units.
+    ``probe``: the kind of declared probe (``Pipeline.probe``) the target names, as
+    ``STAGE.NAME``; empty when the target is a channel or a stage."""
 
     name: str
     unit: str
@@ -22,6 +24,7 @@ class MetricInfo:
     levels: bool
     defaults: tuple[str, ...]
     about: str
+    probe: str = ""
 
 
 METRICS: dict[str, MetricInfo] = {
@@ -96,6 +99,70 @@ METRICS: dict[str, MetricInfo] = {
             levels=False,
             defaults=("duty",),
             about="fraction of time a stage is idle, busy, blocked_in or blocked_out",
+        ),
+        MetricInfo(
+            "iteration",
+            "ns",
+            on_edge=False,
+            taps=("iteration",),
+            time_valued=True,
+            levels=False,
+            defaults=("mean", "p50", "p99"),
+            about="nanoseconds of each loop iteration: from taking an input to having emitted "
+            "its outputs",
+        ),
+        MetricInfo(
+            "input_wait",
+            "ns",
+            on_edge=False,
+            taps=("input_wait",),
+            time_valued=True,
+            levels=False,
+            defaults=("mean", "p50", "p99"),
+            about="nanoseconds each loop iteration waited for its input",
+        ),
+        MetricInfo(
+            "output_wait",
+            "ns",
+            on_edge=False,
+            taps=("output_wait",),
+            time_valued=True,
+            levels=False,
+            defaults=("mean", "p50", "p99"),
+            about="nanoseconds each loop iteration spent in output calls (blocked or not)",
+        ),
+        MetricInfo(
+            "sample",
+            "value",
+            on_edge=False,
+            taps=("sampler",),
+            time_valued=False,
+            levels=False,
+            defaults=("count", "mean", "max"),
+            about="values captured by a declared sampler probe (STAGE.NAME)",
+            probe="sampler",
+        ),
+        MetricInfo(
+            "counter",
+            "events",
+            on_edge=False,
+            taps=("counter",),
+            time_valued=False,
+            levels=False,
+            defaults=("sum",),
+            about="events counted by a declared counter probe (STAGE.NAME), per frame",
+            probe="counter",
+        ),
+        MetricInfo(
+            "timer",
+            "ns",
+            on_edge=False,
+            taps=("timer",),
+            time_valued=True,
+            levels=False,
+            defaults=("count", "mean", "p99"),
+            about="nanoseconds of each start-stop interval of a declared timer probe (STAGE.NAME)",
+            probe="timer",
         ),
     )
 }

@@ -113,8 +113,11 @@ class TreeReader:
         if tree.data == "edge":
             target: Target = Edge(names[0], names[1])
             if not info.on_edge:
+                what = f"a {info.probe} probe" if info.probe else "a stage"
+                arg = "STAGE.NAME" if info.probe else "STAGE"
                 raise self.error(
-                    f"state measures a stage: expected state(STAGE), found a channel '{target}'",
+                    f"{info.name} measures {what}: expected {info.name}({arg}), "
+                    f"found a channel '{target}'",
                     tokens[0],
                 )
         else:

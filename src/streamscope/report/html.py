@@ -536,6 +536,37 @@ def _drops(run: Run) -> str:
     return "".join(out)
 
 
+def _overhead(run: Run) -> str:
+    rows = run.overhead()
+    out = ['<section id="overhead"><h2>Monitoring overhead</h2>']
+    if not rows:
+        out.append('<p class="muted">No probe was active.</p>')
+    else:
+        events = sum(r["events"] for r in rows)
+        seconds = (run.duration_ns or 0) / 1e9
+        rate = f" ({events / seconds:,.0f} per second)" if seconds else ""
+        out.append(
+            f"<p>{events:,} probe events{rate}. Probe time is estimated: each probe's events "
+            "times the cost of one event, measured in its process when the run started.</p>"
+        )
+        body = [
+            [
+                r["stage"],
+                r["probes"],
+                f"{r['events']:,}",
+                "-" if r["events_per_s"] is None else f"{r['events_per_s']:,.0f}",
+                fmt_ns(r["est_probe_ns"]),
+                pct(r["fraction"]),
+            ]
+            for r in rows
+        ]
+        out.append(
+            table(["stage", "probes", "events", "events/s", "probe time", "of the run"], body)
+        )
+    out.append("</section>")
+    return "".join(out)
+
+
 def _compare(page: Page, run: Run, other: Run) -> str:
     d = compare(run, other).to_dict()
     out = ['<section id="compare"><h2>Comparison</h2>']
@@ -574,7 +605,7 @@ def render(run: Run, compare_with: Run | None = None) -> tuple[str, list[str]]:
     qs = rd.query_series(run)
     parts = [_findings(run), _pipeline(run)]
     parts += list(_queries(page, qs))
-    parts += [_virtual_queues(page, run), _clocks(page, run), _drops(run)]
+    parts += [_virtual_queues(page, run), _clocks(page, run), _drops(run), _overhead(run)]
     if compare_with is not None:
         parts.append(_compare(page, run, compare_with))
     sections = [p.split('id="', 1)[1].split('"', 1)[0] for p in parts]
@@ -587,6 +618,7 @@ def render(run: Run, compare_with: Run | None = None) -> tuple[str, list[str]]:
         "virtual-queues": "Virtual queues",
         "clocks": "Clocks",
         "drops": "Drops",
+        "overhead": "Overhead",
         "compare": "Comparison",
     }
     nav = "".join(f'<a href="#{s}">{_e(titles.get(s, s))}</a>' for s in sections)

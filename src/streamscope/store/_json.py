@@ -37,6 +37,7 @@ def run_json(run: Run) -> dict[str, Any]:
         query["stats"] = list(q.stats)
         query["targets"] = [{"target": t, "frames": found.get(t, [])} for t in names]
         queries.append(query)
+    drops = run.drops()
     return {
         "format": FORMAT,
         "schema_version": SCHEMA_VERSION,
@@ -44,10 +45,11 @@ def run_json(run: Run) -> dict[str, Any]:
         "resources": [asdict(x) for x in run.topology.resources],
         "stages": [asdict(x) for x in run.topology.stages],
         "channels": [asdict(x) for x in run.topology.channels],
-        "probes": [asdict(x) for x in run.topology.probes],
+        "probes": _probes(run, drops),
         "queries": queries,
         "virtual_queues": [_vq(v) for v in run.virtual_queues()],
-        "drops": [_drop(run, d) for d in run.drops()],
+        "drops": [_drop(run, d) for d in drops],
+        "overhead": run.overhead(),
     }
 
 
@@ -79,6 +81,19 @@ def _run(run: Run) -> dict[str, Any]:
         "streamscope_version": m.version,
         "t0_host_ns": m.t0_host_ns,
     }
+
+
+def _probes(run: Run, drops: list[DropCount]) -> list[dict[str, Any]]:
+    """Each probe, with the records it kept and lost over the whole run."""
+    kept: dict[int, int] = {}
+    lost: dict[int, int] = {}
+    for d in drops:
+        kept[d.probe_id] = kept.get(d.probe_id, 0) + d.recorded
+        lost[d.probe_id] = lost.get(d.probe_id, 0) + d.dropped
+    return [
+        {**asdict(p), "dropped": lost.get(p.id, 0), "recorded": kept.get(p.id, 0)}
+        for p in run.topology.probes
+    ]
 
 
 def _drop(run: Run, d: DropCount) -> dict[str, Any]:

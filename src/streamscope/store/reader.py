@@ -145,6 +145,29 @@ class Run:
             out.append(d)
         return out
 
+    def overhead(self) -> list[dict[str, Any]]:
+        """The monitoring's own cost per stage: its probes, their events (kept or refused),
+        events per second over the run, and the estimated time spent in them (ns, and as a
+        fraction of the run's duration). Sorted by estimated time, largest first."""
+        _, rows = self.sql("SELECT probe_id, events, est_probe_ns FROM overhead")
+        by_id = {p.id: p for p in self.topology.probes}
+        per: dict[str, dict[str, Any]] = {}
+        for pid, events, est in rows:
+            p = by_id.get(pid)
+            stage = probe_stage(self.topology, p) if p is not None else "?"
+            row = per.setdefault(
+                stage, {"stage": stage, "probes": 0, "events": 0, "est_probe_ns": 0.0}
+            )
+            row["probes"] += 1
+            row["events"] += int(events)
+            row["est_probe_ns"] += float(est)
+        seconds = (self.duration_ns or 0) / 1e9
+        out = sorted(per.values(), key=lambda r: -r["est_probe_ns"])
+        for row in out:
+            row["events_per_s"] = row["events"] / seconds if seconds else None
+            row["fraction"] = row["est_probe_ns"] / self.duration_ns if self.duration_ns else None
+        return out
+
     def table(self, name: str) -> dict[str, NDArray[Any]]:
         """A whole table as numpy columns (``calibration``, ``clock_fit``, ``record``, ...)."""
         columns, rows = self.sql(f"SELECT * FROM {name}")  # noqa: S608 - names come from code
@@ -155,6 +178,18 @@ class Run:
     def to_json(self) -> dict[str, Any]:
         """The ``streamscope show --json`` document (see JSON.md); ``json.dumps``-able."""
         return run_json(self)
+
+
+def probe_stage(topology: Topology, probe: ProbeInfo) -> str:
+    """The stage whose thread runs ``probe``: a channel end's producer or consumer, the stage
+    itself, or the stage a declared probe (``STAGE.NAME``) belongs to."""
+    if probe.kind in ("tail", "send", "head", "deliver"):
+        for c in topology.channels:
+            if c.name == probe.target:
+                return c.src if probe.kind in ("tail", "send") else c.dst
+    if probe.kind in ("sampler", "counter", "timer"):
+        return probe.target.rpartition(".")[0]
+    return probe.target
 
 
 class _DuckDBSource:

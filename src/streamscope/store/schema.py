@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 FORMAT = "streamscope-run"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 STATUSES = ("running", "completed", "failed", "interrupted")
 UNDER_BIN = -1
 OVER_BIN = -2
@@ -54,7 +54,7 @@ _STATUS_CHECK = ", ".join(f"'{s}'" for s in STATUSES)
 TABLES: tuple[Table, ...] = (
     Table(
         "streamscope_meta",
-        "Identifies the file: key 'format' is 'streamscope-run', 'schema_version' is '2'.",
+        "Identifies the file: key 'format' is 'streamscope-run', 'schema_version' is '3'.",
         (
             _C("key", "VARCHAR PRIMARY KEY", "format or schema_version"),
             _C("value", "VARCHAR NOT NULL", "its value"),
@@ -136,9 +136,19 @@ TABLES: tuple[Table, ...] = (
         "An active probe at a tap.",
         (
             _C("id", "INTEGER NOT NULL", "probe id (drops.probe_id)"),
-            _C("kind", "VARCHAR NOT NULL", "tail, head, state, counter or sampler"),
-            _C("target", "VARCHAR NOT NULL", "the channel or stage it observes"),
+            _C(
+                "kind",
+                "VARCHAR NOT NULL",
+                "tail, head, send, deliver (channel ends); state, iteration, input_wait, "
+                "output_wait, trace (stage); sampler, counter, timer (declared probes)",
+            ),
+            _C("target", "VARCHAR NOT NULL", "the channel, stage or STAGE.NAME it observes"),
             _C("domain", "VARCHAR NOT NULL", "clock domain of its timestamps"),
+            _C(
+                "storage",
+                "VARCHAR NOT NULL",
+                "samplers: centralized (shared buffer) or distributed; empty for others",
+            ),
         ),
     ),
     Table(
@@ -283,6 +293,18 @@ TABLES: tuple[Table, ...] = (
         ),
     ),
     Table(
+        "overhead",
+        "The monitoring's own cost, per probe over the run: events it handled (kept or "
+        "refused) and the time they took, estimated from the cost of one event measured in the "
+        "probe's process when the run started.",
+        (
+            _C("probe_id", "INTEGER NOT NULL", "the probe (probe.id)"),
+            _C("events", "BIGINT NOT NULL", "records kept plus records refused"),
+            _C("est_probe_ns", "DOUBLE NOT NULL", "estimated ns spent in the probe"),
+            _C("ns_per_event", "DOUBLE NOT NULL", "the measured cost of one event"),
+        ),
+    ),
+    Table(
         "virtual_queue",
         "A virtual queue over the whole run: the frames' verdicts combined (binomial test).",
         (
@@ -306,9 +328,17 @@ TABLES: tuple[Table, ...] = (
         "--trace, every probe's records.",
         (
             _C("probe_id", "INTEGER NOT NULL", "the probe (probe.id)"),
-            _C("kind", "INTEGER NOT NULL", "1 put, 2 get, 3 state, 4 dropped, 5 count, 6 sample"),
+            _C(
+                "kind",
+                "INTEGER NOT NULL",
+                "1 put, 2 get, 3 state, 4 dropped, 5 count, 6 sample, 7 enter, 8 exit, 9 duration",
+            ),
             _C("ticks", "BIGINT NOT NULL", "raw clock reading in the probe's domain"),
-            _C("value", "BIGINT NOT NULL", "sequence number, state code or count"),
+            _C(
+                "value",
+                "BIGINT NOT NULL",
+                "sequence number, state code, count total, sample, function id or duration ticks",
+            ),
         ),
     ),
 )

@@ -26,7 +26,8 @@ from streamscope.store.schema import STATUSES, TABLES
 APPEND_TABLES = {
     t.name: t
     for t in TABLES
-    if t.name in ("calibration", "clock_fit", "record", "vq_frame", "vq_level", "virtual_queue")
+    if t.name
+    in ("calibration", "clock_fit", "record", "vq_frame", "vq_level", "virtual_queue", "overhead")
 }
 
 ENDED_STATUSES = tuple(s for s in STATUSES if s != "running")

@@ -1,0 +1,359 @@
+"""Where hardware-style probes store their samples: one shared buffer, or one buffer per probe.
+
+In: ``offer(ticks, value, cycle)`` per sample, from the stage threads of one resource.
+Out: taps for the agent; every sample is either written (and drained once) or counted refused at
+its own probe, as a *contention* drop (centralised: its hold register was still waiting for the
+arbiter) or an *overflow* drop (the buffer was full). Seed 001, §3.2 and §5.2.
+"""
+
+from __future__ import annotations
+
+import threading
+from array import array
+from collections import deque
+
+import numpy as np
+
+from streamscope.core.records import Kind, Records, empty_records, make_records
+from streamscope.probes.taps import RingTap, Tap
+
+#: Default records per buffer between two drains (power of two).
+DEFAULT_STORAGE_CAPACITY = 4096
+
+#: Scheme names accepted by :func:`make_storage`, by the canonical name they stand for.
+_SCHEMES = {
+    "centralized": "centralized",
+    "centralised": "centralized",
+    "central": "centralized",
+    "distributed": "distributed",
+}
+
+#: Keyword parameters of each scheme.
+_PARAMS = {
+    "centralized": ("capacity", "ports", "hold", "cycle_ticks"),
+    "distributed": ("capacity",),
+}
+
+_NO_CYCLE = -(1 << 63)
+
+
+def _check_capacity(capacity: int) -> None:
+    if capacity < 1 or capacity & (capacity - 1):
+        raise ValueError(f"storage capacity must be a power of two, got {capacity}")
+
+
+class _SharedRing:
+    """The central buffer: a ring written only under the storage's lock, drained lock-free.
+
+    Grants own ``w``; the draining agent owns ``r`` (as in :class:`RingTap`), so a drain copies
+    exactly the records granted before it read ``w``, once. Its records carry their own probe
+    ids; the ring itself is no probe (``probe == -1``) and never refuses (overflow is counted
+    at the probe whose sample found it full).
+    """
+
+    __slots__ = ("cap", "kind", "mask", "probe", "probes", "r", "ticks", "values", "w")
+
+    def __init__(self, kind: Kind, capacity: int) -> None:
+        self.probe = -1
+        self.kind = int(kind)
+        self.cap = capacity
+        self.mask = capacity - 1
+        self.ticks = array("q", bytes(8 * capacity))
+        self.values = array("q", bytes(8 * capacity))
+        self.probes = array("q", bytes(8 * capacity))
+        self.w = 0
+        self.r = 0
+
+    def drain(self) -> tuple[Records, int]:
+        w, r = self.w, self.r
+        if w == r:
+            return empty_records(), 0
+        idx = np.arange(r, w, dtype=np.int64) & self.mask
+        ticks = np.frombuffer(self.ticks, dtype=np.int64)[idx]
+        values = np.frombuffer(self.values, dtype=np.int64)[idx]
+        probes = np.frombuffer(self.probes, dtype=np.int64)[idx]
+        records = make_records(self.kind, 0, ticks, values)
+        records["probe"] = probes
+        self.r = w
+        return records, 0
+
+
+class CentralPort:
+    """One probe's write port into a :class:`CentralStorage`: a hold register of ``hold``
+    samples waiting for the arbiter.
+
+    As a tap, its drain returns no records (they come out of the shared buffer) and the number
+    of its samples refused since its last drain (contention plus overflow). Counters are running
+    totals: after :meth:`CentralStorage.settle`, ``offered == written + contention + overflow``.
+    """
+
+    __slots__ = (
+        "_seen_refused",
+        "_storage",
+        "contention",
+        "held",
+        "kind",
+        "offered",
+        "overflow",
+        "probe",
+        "refused",
+        "written",
+    )
+
+    def __init__(self, storage: CentralStorage, probe: int) -> None:
+        self._storage = storage
+        self.probe = probe
+        self.kind = storage.kind
+        #: The hold register: (ticks, value) of samples taken and not yet granted, oldest first.
+        self.held: deque[tuple[int, int]] = deque()
+        self.offered = 0
+        self.written = 0
+        self.contention = 0
+        self.overflow = 0
+        self.refused = 0
+        self._seen_refused = 0
+
+    def offer(self, ticks: int, value: int, cycle: int | None = None) -> bool:
+        """Take a sample at ``ticks`` during hardware ``cycle`` (``ticks // cycle_ticks`` when
+        None). True: held, and it will be written (or count as an overflow drop when granted
+        into a full buffer); False: refused because the hold register is full (contention)."""
+        st = self._storage
+        c = ticks // st.cycle_ticks if cycle is None else cycle
+        with st.lock:
+            self.offered += 1
+            if c > st.cycle:
+                if st.pending:
+                    st._grant_until(c)
+                st.cycle = c
+            held = self.held
+            if len(held) < st.hold:
+                held.append((ticks, value))
+                st.pending += 1
+                return True
+            self.contention += 1
+            self.refused += 1
+            return False
+
+    def drain(self) -> tuple[Records, int]:
+        total = self.refused
+        dropped = total - self._seen_refused
+        self._seen_refused = total
+        return empty_records(), dropped
+
+    def __repr__(self) -> str:
+        return (
+            f"CentralPort(probe={self.probe}, offered={self.offered}, written={self.written}, "
+            f"contention={self.contention}, overflow={self.overflow}, held={len(self.held)})"
+        )
+
+
+class CentralStorage:
+    """One shared buffer with ``ports`` write ports per clock cycle and a round-robin arbiter.
+
+    At each cycle the arbiter first grants up to ``ports`` held samples, at most one per probe,
+    visiting probes in registration order starting after the last probe granted; each granted
+    sample is written with the ticks at which it was taken. Then samples taken during that cycle
+    enter their probe's hold register, or are refused when it is full. So a sample taken at cycle
+    ``c`` is written at cycle ``c + 1`` at the earliest. The arbiter runs lazily: an offer at a
+    later cycle first runs the grants of every cycle since the last one seen (stopping early
+    when nothing is held). Cycles never go backwards: an earlier cycle counts as the current one.
+
+    Offers may come from several threads (the stages of one resource): the offer and grant path
+    holds ``lock``. ``capacity`` is the shared buffer's size in records between two drains.
+    """
+
+    scheme = "centralized"
+
+    def __init__(
+        self,
+        kind: Kind = Kind.SAMPLE,
+        *,
+        capacity: int = DEFAULT_STORAGE_CAPACITY,
+        ports: int = 2,
+        hold: int = 1,
+        cycle_ticks: int = 1,
+    ) -> None:
+        _check_capacity(capacity)
+        if ports < 1:
+            raise ValueError(f"central storage needs at least one write port, got {ports}")
+        if hold < 1:
+            raise ValueError(f"a hold register holds at least one sample, got {hold}")
+        if cycle_ticks < 1:
+            raise ValueError(f"cycle_ticks must be a positive number of ticks, got {cycle_ticks}")
+        self.kind = int(kind)
+        self.capacity = capacity
+        self.ports = ports
+        self.hold = hold
+        self.cycle_ticks = cycle_ticks
+        self.lock = threading.Lock()
+        #: The last cycle whose grants have run.
+        self.cycle = _NO_CYCLE
+        #: Samples held in all hold registers.
+        self.pending = 0
+        self._ring = _SharedRing(kind, capacity)
+        self._ports: list[CentralPort] = []
+        self._by_probe: dict[int, CentralPort] = {}
+        self._last = -1  # index in _ports of the last probe granted
+
+    def port(self, probe: int) -> CentralPort:
+        """Register probe ``probe`` (once) and return its write port."""
+        with self.lock:
+            if probe in self._by_probe:
+                raise ValueError(f"probe {probe} already has a port on this central storage")
+            p = CentralPort(self, probe)
+            self._ports.append(p)
+            self._by_probe[probe] = p
+            return p
+
+    def taps(self) -> list[Tap]:
+        """The shared buffer's tap, then every port's (in registration order)."""
+        return [self._ring, *self._ports]
+
+    def settle(self) -> None:
+        """End of run: grant every held sample, one cycle after another."""
+        with self.lock:
+            while self.pending:
+                self.cycle += 1
+                self._grant_cycle()
+
+    def _grant_until(self, c: int) -> None:
+        """Run the grants of cycles ``self.cycle + 1 .. c``. Call with ``lock`` held."""
+        cyc = self.cycle
+        # Each cycle grants at least one held sample, so this runs at most `pending` times.
+        while self.pending and cyc < c:
+            cyc += 1
+            self._grant_cycle()
+
+    def _grant_cycle(self) -> None:
+        # A per-probe loop: the arbiter is sequential by nature, and it visits at most every
+        # probe once per cycle.
+        ports = self._ports
+        n = len(ports)
+        ring = self._ring
+        i = self._last
+        granted = 0
+        for _ in range(n):
+            i = i + 1 if i + 1 < n else 0
+            p = ports[i]
+            if not p.held:
+                continue
+            ticks, value = p.held.popleft()
+            self.pending -= 1
+            w = ring.w
+            if w - ring.r < ring.cap:
+                j = w & ring.mask
+                ring.ticks[j] = ticks
+                ring.values[j] = value
+                ring.probes[j] = p.probe
+                ring.w = w + 1
+                p.written += 1
+            else:
+                p.overflow += 1
+                p.refused += 1
+            self._last = i
+            granted += 1
+            if granted == self.ports:
+                break
+
+    def __repr__(self) -> str:
+        return (
+            f"CentralStorage(ports={self.ports}, hold={self.hold}, capacity={self.capacity}, "
+            f"probes={[p.probe for p in self._ports]})"
+        )
+
+
+class DistributedPort(RingTap):
+    """One probe's own buffer and write port: a sample is written the cycle it is taken, unless
+    the buffer is full (an overflow drop). Single writer, lock-free (see :class:`RingTap`)."""
+
+    __slots__ = ()
+
+    def offer(self, ticks: int, value: int, cycle: int | None = None) -> bool:
+        """Write a sample taken at ``ticks``; ``cycle`` is accepted for symmetry and unused."""
+        w = self.w
+        if w - self.r < self.cap:
+            i = w & self.mask
+            self.ticks[i] = ticks
+            self.values[i] = value
+            self.w = w + 1
+            return True
+        self.dropped += 1
+        return False
+
+    @property
+    def contention(self) -> int:
+        return 0
+
+    @property
+    def overflow(self) -> int:
+        return self.dropped
+
+    @property
+    def written(self) -> int:
+        return self.w
+
+    @property
+    def offered(self) -> int:
+        return self.w + self.dropped
+
+    def __repr__(self) -> str:
+        return f"DistributedPort(probe={self.probe}, written={self.w}, overflow={self.dropped})"
+
+
+class DistributedStorage:
+    """One buffer of ``capacity`` records per probe; nothing is shared, so nothing contends."""
+
+    scheme = "distributed"
+
+    def __init__(
+        self, kind: Kind = Kind.SAMPLE, *, capacity: int = DEFAULT_STORAGE_CAPACITY
+    ) -> None:
+        _check_capacity(capacity)
+        self.kind = kind
+        self.capacity = capacity
+        self._ports: dict[int, DistributedPort] = {}
+        self._lock = threading.Lock()
+
+    def port(self, probe: int) -> DistributedPort:
+        """Register probe ``probe`` (once) and return its own buffer."""
+        with self._lock:
+            if probe in self._ports:
+                raise ValueError(f"probe {probe} already has a port on this distributed storage")
+            p = DistributedPort(probe, self.kind, self.capacity)
+            self._ports[probe] = p
+            return p
+
+    def taps(self) -> list[Tap]:
+        """Every port, in registration order."""
+        return list(self._ports.values())
+
+    def settle(self) -> None:
+        """Nothing waits in a distributed storage."""
+
+    def __repr__(self) -> str:
+        return f"DistributedStorage(capacity={self.capacity}, probes={list(self._ports)})"
+
+
+def make_storage(
+    scheme: str, kind: Kind = Kind.SAMPLE, **params: int
+) -> CentralStorage | DistributedStorage:
+    """A storage of ``scheme`` (``centralized``/``centralised``/``central`` or ``distributed``).
+
+    ``params`` are the scheme's keyword parameters (``capacity`` for both; ``ports``, ``hold``,
+    ``cycle_ticks`` for the centralised one).
+    """
+    canonical = _SCHEMES.get(scheme.strip().lower())
+    if canonical is None:
+        raise ValueError(
+            f"unknown probe storage scheme {scheme!r}; expected 'centralized' or 'distributed'"
+        )
+    allowed = _PARAMS[canonical]
+    unknown = sorted(set(params) - set(allowed))
+    if unknown:
+        raise ValueError(
+            f"{canonical} storage has no parameter {', '.join(map(repr, unknown))}; "
+            f"valid: {', '.join(allowed)}"
+        )
+    if canonical == "centralized":
+        return CentralStorage(kind, **params)
+    return DistributedStorage(kind, **params)

@@ -1,0 +1,221 @@
+"""Probes a user declares on a stage (``Pipeline.probe``) and reaches from the stage's code.
+
+In: calls from the stage's own thread -- ``streamscope.probe("name").sample(v)``, ``.count()``,
+``.start()``/``.stop()``. Out: fixed-shape records in the probe's tap (or its resource's probe
+storage), drained by the process's agent like every other tap.
+
+``probe(name)`` finds the calling stage's probe; a probe that no query uses is inactive and
+its handle does nothing, so instrumented code costs one method call when nobody asks.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Protocol
+
+import numpy as np
+
+from streamscope.core.errors import PipelineError
+from streamscope.core.records import Kind, Records, empty_records, make_records
+from streamscope.probes.taps import RingTap
+
+__all__ = [
+    "CounterProbe",
+    "CounterTap",
+    "NullProbe",
+    "SamplerProbe",
+    "TimerProbe",
+    "UserProbe",
+    "current_stage",
+    "probe",
+    "register_stage",
+    "set_current_stage",
+]
+
+
+class SamplePort(Protocol):
+    """Where a sampler's samples go: a storage port (see ``probes.storage``)."""
+
+    def offer(self, ticks: int, value: int, cycle: int | None = None) -> bool: ...
+
+
+class UserProbe:
+    """The face every probe handle shows; a method that does not fit the probe's kind says so."""
+
+    kind = ""
+    name = ""
+    active = True
+
+    def _wrong(self, method: str) -> PipelineError:
+        fits = {"sampler": "sample()", "counter": "count()", "timer": "start() and stop()"}
+        return PipelineError(
+            f"probe {self.name!r} is a {self.kind}: it has {fits.get(self.kind, '?')}, "
+            f"not {method}()"
+        )
+
+    def sample(self, value: int, cycle: int | None = None) -> bool:
+        raise self._wrong("sample")
+
+    def count(self, n: int = 1) -> None:
+        raise self._wrong("count")
+
+    def start(self) -> None:
+        raise self._wrong("start")
+
+    def stop(self) -> None:
+        raise self._wrong("stop")
+
+
+class NullProbe(UserProbe):
+    """A declared probe that no query uses: every method does nothing."""
+
+    active = False
+
+    def __init__(self, name: str, kind: str) -> None:
+        self.name = name
+        self.kind = kind
+
+    def sample(self, value: int, cycle: int | None = None) -> bool:
+        return False
+
+    def count(self, n: int = 1) -> None:
+        pass
+
+    def start(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
+
+
+class SamplerProbe(UserProbe):
+    """Captures values: each ``sample`` is one SAMPLE record, or one counted refusal."""
+
+    kind = "sampler"
+
+    def __init__(self, name: str, port: SamplePort, now: Callable[[], int]) -> None:
+        self.name = name
+        self._offer = port.offer
+        self._now = now
+        self.port = port
+
+    def sample(self, value: int, cycle: int | None = None) -> bool:
+        """Capture ``value`` now (``cycle``: the hardware clock cycle, for centralised
+        storage's arbiter). True when it was taken, False when storage refused it."""
+        return self._offer(self._now(), int(value), cycle)
+
+
+class CounterTap:
+    """A counter's register, read by the agent at each flush: one COUNT record holding the
+    running total whenever it changed (counting costs an addition, not a record)."""
+
+    __slots__ = ("_last", "_now", "kind", "probe", "total")
+
+    def __init__(self, probe: int, now: Callable[[], int]) -> None:
+        self.probe = probe
+        self.kind = int(Kind.COUNT)
+        self.total = 0
+        self._last = 0
+        self._now = now
+
+    def drain(self) -> tuple[Records, int]:
+        total = self.total
+        if total == self._last:
+            return empty_records(), 0
+        self._last = total
+        one = np.array([self._now()], dtype=np.int64)
+        return make_records(self.kind, self.probe, one, np.array([total], dtype=np.int64)), 0
+
+
+class CounterProbe(UserProbe):
+    kind = "counter"
+
+    def __init__(self, name: str, tap: CounterTap) -> None:
+        self.name = name
+        self._tap = tap
+
+    def count(self, n: int = 1) -> None:
+        """Add ``n`` (≥ 0) events."""
+        if n < 0:
+            raise PipelineError(f"counter {self.name!r} only counts up, not by {n}")
+        self._tap.total += n
+
+
+class TimerProbe(UserProbe):
+    """Intervals from ``start()`` to ``stop()``: one DURATION record per interval. A stop
+    without a start is counted in ``unmatched``; a second start re-arms the timer."""
+
+    kind = "timer"
+
+    def __init__(self, name: str, tap: RingTap, now: Callable[[], int]) -> None:
+        self.name = name
+        self._tap = tap
+        self._now = now
+        self._t0: int | None = None
+        self.unmatched = 0
+
+    def start(self) -> None:
+        self._t0 = self._now()
+
+    def stop(self) -> None:
+        t = self._now()
+        t0 = self._t0
+        if t0 is None:
+            self.unmatched += 1
+            return
+        self._t0 = None
+        self._tap.record(t, t - t0)
+
+
+# -- finding a stage's probes -------------------------------------------------------------------
+
+_local = threading.local()
+_lock = threading.Lock()
+#: Handles of this process, by stage then short name.
+_handles: dict[str, dict[str, UserProbe]] = {}
+
+
+def set_current_stage(stage: str | None) -> None:
+    """The calling thread runs ``stage`` (set by the stage loop)."""
+    _local.stage = stage
+
+
+def current_stage() -> str | None:
+    stage: str | None = getattr(_local, "stage", None)
+    return stage
+
+
+def register_stage(stage: str, handles: dict[str, UserProbe]) -> None:
+    """This process runs ``stage`` now, with these probes (inactive ones as :class:`NullProbe`):
+    what ``probe(name)`` returns in the stage's thread. Replaces a previous run's."""
+    with _lock:
+        _handles[stage] = dict(handles)
+
+
+def probe(name: str) -> UserProbe:
+    """The handle of the calling stage's probe ``name`` (declared with ``Pipeline.probe``).
+
+    ``name`` may also be the full ``STAGE.NAME``. Outside a monitored run, or when no query
+    uses the probe, the handle is inactive and does nothing. A name the stage never declared is
+    an error.
+    """
+    stage = current_stage()
+    if "." in name and (stage is None or name not in _handles.get(stage, {})):
+        stage, _, name = name.rpartition(".")
+    if stage is None:
+        raise PipelineError(
+            f"probe({name!r}) was called outside a stage: call it from the stage's code, or "
+            "give the full name STAGE.NAME"
+        )
+    mine = _handles.get(stage)
+    if mine is None:
+        return NullProbe(f"{stage}.{name}", "")
+    found = mine.get(name)
+    if found is None:
+        declared = ", ".join(sorted(mine)) or "(none)"
+        raise PipelineError(
+            f"stage {stage!r} has no probe {name!r} (declared: {declared}); declare it with "
+            f"Pipeline.probe({stage!r}, {name!r}, KIND)"
+        )
+    return found
