@@ -225,10 +225,18 @@ def test_probe_mistakes_are_clear_errors(tmp_path: Path) -> None:
     p.connect("src", "sink")
     with pytest.raises(ss.PipelineError, match="unknown stage 'nope'"):
         p.probe("nope", "x")
-    with pytest.raises(ss.PipelineError, match="kind must be one of sampler, counter, timer"):
+    with pytest.raises(
+        ss.PipelineError, match="kind must be one of sampler, counter, timer, global"
+    ):
         p.probe("src", "x", "histogram")
     with pytest.raises(ss.PipelineError, match="only samplers can use centralized storage"):
         p.probe("src", "x", "counter", storage="centralized")
+    with pytest.raises(ss.PipelineError, match=r"bad trigger condition '>> 3'"):
+        p.probe("src", "x", trigger=[">> 3"])
+    with pytest.raises(ss.PipelineError, match="only samplers take a period"):
+        p.probe("src", "x", "counter", period_us=10)
+    with pytest.raises(ss.PipelineError, match="member 'zz' is not a sampler declared on 'src'"):
+        p.probe("src", "g", "global", members=["zz"])
     p.probe("src", "x")
     with pytest.raises(ss.PipelineError, match="declared twice"):
         p.probe("src", "x")
@@ -248,7 +256,10 @@ def test_probe_mistakes_are_clear_errors(tmp_path: Path) -> None:
         yield 1
 
     for body, message in (
-        (wrong_method, "probe 'src.x' is a sampler: it has sample(), not count()"),
+        (
+            wrong_method,
+            "probe 'src.x' is a sampler: it has sample(), hold() and observe(), not count()",
+        ),
         (undeclared, "stage 'src' has no probe 'y' (declared: x)"),
     ):
         q = ss.Pipeline("bad")
@@ -260,3 +271,73 @@ def test_probe_mistakes_are_clear_errors(tmp_path: Path) -> None:
         res = ss.run(q, ["sample(src.x): count"], ss.RunOptions(out=out))
         assert res.status == "failed"
         assert res.error is not None and message in res.error
+
+
+def test_triggers_periods_and_a_global_snapshot(tmp_path: Path) -> None:
+    values = [(i * 37) % 100 for i in range(600)]
+
+    def source() -> Iterator[int]:
+        seq, mult, tick = ss.probe("seq"), ss.probe("mult4"), ss.probe("tick")
+        a, b, snap = ss.probe("a"), ss.probe("b"), ss.probe("snap")
+        for i, v in enumerate(values):
+            seq.sample(v)
+            mult.observe(v)
+            tick.sample(v)
+            a.hold(i)
+            b.hold(-i)
+            if i % 50 == 49:
+                snap.fire()
+            t_end = time.perf_counter() + 50e-6
+            while time.perf_counter() < t_end:
+                pass
+            yield i
+
+    p = ss.Pipeline("triggers")
+    p.add("src", source)
+    p.add("sink", lambda x: None)
+    p.connect("src", "sink")
+    # depth 2: a value >= 90, then (later) one < 5; noise in between is ignored
+    p.probe("src", "seq", trigger=[">= 90", "< 5"])
+    p.probe("src", "mult4", "counter", trigger=["== 0 & 0x3"])
+    p.probe("src", "tick", period_us=2000)
+    p.probe("src", "a")
+    p.probe("src", "b")
+    p.probe("src", "snap", "global", members=["a", "b"])
+    qs = [
+        "sample(src.seq): count",
+        "counter(src.mult4): sum",
+        "sample(src.tick): count",
+        "sample(src.a): count",
+        "sample(src.b): count",
+    ]
+    out = tmp_path / "run.duckdb"
+    res = ss.run(p, qs, ss.RunOptions(out=out, trace=True))
+    assert res.status == "completed", res.error
+    # the oracle: the same sequence rules, written out
+    fired, level = [], 0
+    for v in values:
+        if level == 0 and v >= 90:
+            level = 1
+        elif level == 1 and v < 5:
+            fired.append(v)
+            level = 0
+    with ss.load(out) as run:
+        assert _stats(run, qs[0])["count"] == len(fired)
+        assert _stats(run, qs[1])["sum"] == sum(1 for v in values if v % 4 == 0)
+        assert _stats(run, qs[3])["count"] == _stats(run, qs[4])["count"] == 12
+        ids = {pr.target: pr.id for pr in run.topology.probes}
+        rec = run.table("record")
+
+        def ticks(name: str) -> np.ndarray:
+            sel = (rec["probe_id"] == ids[name]) & (rec["kind"] == 6)
+            return np.sort(rec["ticks"][sel])
+
+        assert ticks("src.seq").size == len(fired)
+        # a global trigger: every member captures at the same ticks
+        assert np.array_equal(ticks("src.a"), ticks("src.b"))
+        values_a = np.sort(rec["value"][(rec["probe_id"] == ids["src.a"])])
+        assert values_a.tolist() == [i for i in range(600) if i % 50 == 49]
+        # time-driven: at most one capture in each period of the grid from the first one
+        window = (ticks("src.tick") - ticks("src.tick")[0]) // 2_000_000
+        assert window.size >= 2
+        assert np.diff(window).min() >= 1

@@ -71,8 +71,10 @@ class ProbeInfo:
     storage: str = ""
 
 
-#: Probe kinds a user declares on a stage with ``Pipeline.probe``.
+#: Probe kinds a user declares on a stage with ``Pipeline.probe`` and queries can measure.
 USER_PROBE_KINDS: tuple[str, ...] = ("sampler", "counter", "timer")
+#: ... and a global trigger, which makes its member samplers capture at the same ticks.
+DECLARABLE_KINDS: tuple[str, ...] = (*USER_PROBE_KINDS, "global")
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +86,14 @@ class UserProbeInfo:
     stage: str
     kind: str
     storage: str = "distributed"
+    #: A sampler's or counter's trigger: conditions matched in order (``"> 100"``,
+    #: ``"== 4 & 0xf"``); empty: every value counts.
+    trigger: tuple[str, ...] = ()
+    reset_on_mismatch: bool = False
+    #: A sampler's period (ns): it captures at most once per period (time-driven).
+    period_ns: int = 0
+    #: A global trigger's member samplers (their short names).
+    members: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,5 +136,10 @@ class Topology:
             stages=tuple(StageInfo(**s) for s in d.get("stages", ())),
             channels=tuple(ChannelInfo(**c) for c in d.get("channels", ())),
             probes=tuple(ProbeInfo(**p) for p in d.get("probes", ())),
-            user_probes=tuple(UserProbeInfo(**p) for p in d.get("user_probes", ())),
+            user_probes=tuple(_user_probe(p) for p in d.get("user_probes", ())),
         )
+
+
+def _user_probe(d: dict[str, Any]) -> UserProbeInfo:
+    lists = {k: tuple(d.get(k, ())) for k in ("trigger", "members")}
+    return UserProbeInfo(**{**d, **lists})

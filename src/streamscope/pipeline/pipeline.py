@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from streamscope.core.errors import PipelineError
 from streamscope.core.topology import (
-    USER_PROBE_KINDS,
+    DECLARABLE_KINDS,
     ChannelInfo,
     ProbeInfo,
     ResourceInfo,
@@ -23,6 +24,7 @@ from streamscope.core.topology import (
 from streamscope.pipeline.resources import THREAD, LinkSpec, Resource, resolve
 from streamscope.pipeline.shm import DEFAULT_SLOT_BYTES
 from streamscope.pipeline.stage import StageBody, as_source
+from streamscope.probes.hardware import parse_condition
 from streamscope.timebase.emulated import EmulatedClockSpec
 
 FANOUT = ("roundrobin", "broadcast")
@@ -91,16 +93,34 @@ class Pipeline:
         self.storages: dict[str, StorageSpec] = {}
 
     def probe(
-        self, stage: str, name: str, kind: str = "sampler", *, storage: str = "distributed"
+        self,
+        stage: str,
+        name: str,
+        kind: str = "sampler",
+        *,
+        storage: str = "distributed",
+        trigger: Sequence[str] = (),
+        reset_on_mismatch: bool = False,
+        period_us: float | None = None,
+        members: Sequence[str] = (),
     ) -> str:
         """Declare a probe on ``stage``; returns its query name ``STAGE.NAME``.
 
         ``kind``: ``sampler`` (captures values: ``streamscope.probe(NAME).sample(v)``; query
-        ``sample(STAGE.NAME)``), ``counter`` (``.count(n)``; query ``counter(STAGE.NAME)``) or
+        ``sample(STAGE.NAME)``), ``counter`` (``.count(n)``; query ``counter(STAGE.NAME)``),
         ``timer`` (``.start()``/``.stop()``, each interval's length; query
-        ``timer(STAGE.NAME)``). ``storage`` (samplers): ``distributed``, a buffer per probe, or
-        ``centralized``, one buffer per resource shared by its probes through an arbiter (see
-        ``probe_storage``), where contention drops samples -- each one counted.
+        ``timer(STAGE.NAME)``) or ``global`` (``.fire()`` makes its ``members``, samplers of
+        the same stage, each capture the value it holds, at the same ticks).
+
+        ``storage`` (samplers): ``distributed``, a buffer per probe, or ``centralized``, one
+        buffer per resource shared by its probes through an arbiter (see ``probe_storage``),
+        where contention drops samples -- each one counted. ``trigger`` (samplers and
+        counters): conditions such as ``"> 100"`` or ``"== 4 & 0xf"`` (masked) that values
+        passed to ``sample``/``observe`` must match in order; the probe captures (or counts)
+        when the last one matches. By default a value that matches nothing is ignored; with
+        ``reset_on_mismatch`` it sends the trigger back to its first condition. ``period_us``
+        (samplers): time-driven sampling, at most one capture per period, at the first
+        ``sample`` after each period boundary (skipped boundaries are counted).
         A probe records only when a query uses it.
         """
         if stage not in self.stages:
@@ -112,23 +132,50 @@ class Pipeline:
             raise PipelineError(
                 f"bad probe name {name!r} on stage {stage!r}: use letters, digits, '_' or '-'"
             )
-        if kind not in USER_PROBE_KINDS:
+        full = f"{stage}.{name}"
+        if kind not in DECLARABLE_KINDS:
             raise PipelineError(
-                f"probe {stage}.{name}: kind must be one of {', '.join(USER_PROBE_KINDS)}, "
-                f"not {kind!r}"
+                f"probe {full}: kind must be one of {', '.join(DECLARABLE_KINDS)}, not {kind!r}"
             )
         scheme = {"central": "centralized", "centralised": "centralized"}.get(storage, storage)
         if scheme not in STORAGE_SCHEMES:
             raise PipelineError(
-                f"probe {stage}.{name}: storage must be one of {', '.join(STORAGE_SCHEMES)}, "
+                f"probe {full}: storage must be one of {', '.join(STORAGE_SCHEMES)}, "
                 f"not {storage!r}"
             )
         if kind != "sampler" and scheme != "distributed":
-            raise PipelineError(f"probe {stage}.{name}: only samplers can use centralized storage")
-        full = f"{stage}.{name}"
+            raise PipelineError(f"probe {full}: only samplers can use centralized storage")
+        if trigger and kind not in ("sampler", "counter"):
+            raise PipelineError(f"probe {full}: only samplers and counters take a trigger")
+        for cond in trigger:
+            try:
+                parse_condition(cond, f"probe {full}")
+            except ValueError as e:
+                raise PipelineError(str(e)) from None
+        period_ns = 0
+        if period_us is not None:
+            if kind != "sampler":
+                raise PipelineError(f"probe {full}: only samplers take a period")
+            period_ns = round(period_us * 1e3)
+            if period_ns <= 0:
+                raise PipelineError(f"probe {full}: the period must be positive, not {period_us}")
+        if kind == "global":
+            if not members:
+                raise PipelineError(f"probe {full}: a global trigger needs members")
+            for m in members:
+                other = self.probes.get(f"{stage}.{m}")
+                if other is None or other.kind != "sampler":
+                    raise PipelineError(
+                        f"probe {full}: member {m!r} is not a sampler declared on {stage!r}"
+                    )
+        elif members:
+            raise PipelineError(f"probe {full}: only a global trigger has members")
         if full in self.probes:
             raise PipelineError(f"probe {full!r} is declared twice")
-        self.probes[full] = UserProbeInfo(full, stage, kind, scheme)
+        self.probes[full] = UserProbeInfo(
+            full, stage, kind, scheme, tuple(trigger), reset_on_mismatch, period_ns,
+            tuple(members),
+        )  # fmt: skip
         return full
 
     def probe_storage(

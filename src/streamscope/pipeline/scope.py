@@ -13,22 +13,32 @@ from typing import Any
 
 from streamscope.core.clock import host_now_ticks
 from streamscope.core.records import Kind
-from streamscope.core.topology import USER_PROBE_KINDS, ProbeInfo
+from streamscope.core.topology import USER_PROBE_KINDS, ProbeInfo, UserProbeInfo
 from streamscope.pipeline.channel import Aborted, ThreadChannel
 from streamscope.pipeline.link import LinkChannel
 from streamscope.pipeline.pipeline import ITERATION_KINDS, Pipeline, StorageSpec
 from streamscope.pipeline.worker import Channel, StageProbes, run_stage
+from streamscope.probes.hardware import Trigger, parse_condition
 from streamscope.probes.storage import make_storage
 from streamscope.probes.taps import DEFAULT_CAPACITY, LockedTap, RingTap, StateTracker, Tap
 from streamscope.probes.user import (
     CounterProbe,
     CounterTap,
+    GlobalProbe,
     NullProbe,
     SamplerProbe,
     TimerProbe,
     UserProbe,
     register_stage,
 )
+from streamscope.timebase.emulated import EmulatedClockSpec
+
+
+def _trigger(up: UserProbeInfo) -> Trigger | None:
+    if not up.trigger:
+        return None
+    conditions = [parse_condition(c, f"probe {up.name}") for c in up.trigger]
+    return Trigger(conditions, reset_on_mismatch=up.reset_on_mismatch)
 
 
 @dataclass(slots=True)
@@ -63,6 +73,8 @@ class Scope:
                 continue
             short = up.name[len(up.stage) + 1 :]
             info = active.get(up.name)
+            if up.kind == "global":
+                continue  # after its members
             if info is None or info.kind != up.kind:
                 handles[up.stage][short] = NullProbe(up.name, up.kind)
                 continue
@@ -79,16 +91,29 @@ class Scope:
                         if up.storage == "centralized"
                         else make_storage("distributed", Kind.SAMPLE, capacity=capacity)
                     )  # fmt: skip
-                handles[up.stage][short] = SamplerProbe(up.name, store.port(info.id), now)
+                res = pipeline.stages[up.stage].resource
+                tick_ns = EmulatedClockSpec.parse(res.clock).tick_ns if res.clock else 1.0
+                handles[up.stage][short] = SamplerProbe(
+                    up.name, store.port(info.id), now, _trigger(up),
+                    round(up.period_ns / tick_ns) if up.period_ns else 0,
+                )  # fmt: skip
                 self._parts[up.stage].storages.append(store)
             elif up.kind == "counter":
                 ctap = CounterTap(info.id, now)
                 self.taps.append(ctap)
-                handles[up.stage][short] = CounterProbe(up.name, ctap)
+                handles[up.stage][short] = CounterProbe(up.name, ctap, _trigger(up))
             else:
                 ring = RingTap(info.id, Kind.DURATION, capacity)
                 self.taps.append(ring)
                 handles[up.stage][short] = TimerProbe(up.name, ring, now)
+        for up in pipeline.probes.values():
+            if up.kind == "global" and up.stage in mine:
+                mem = [handles[up.stage][m] for m in up.members]
+                live = tuple(m for m in mem if isinstance(m, SamplerProbe))
+                short = up.name[len(up.stage) + 1 :]
+                handles[up.stage][short] = (
+                    GlobalProbe(up.name, live, now) if live else NullProbe(up.name, "global")
+                )
         for store in storages.values():
             self.taps.extend(store.taps())
         for stage in stages:

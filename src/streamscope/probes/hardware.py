@@ -20,6 +20,7 @@ dropped by the tap, never both. Not yet wired into queries.
 from __future__ import annotations
 
 import operator
+import re
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
@@ -54,6 +55,23 @@ class Condition:
 
     def __repr__(self) -> str:
         return f"Condition({self.op!r}, {self.value}, mask={self.mask})"
+
+
+_CONDITION_RE = re.compile(
+    r"\s*(==|!=|<=|>=|<|>)\s*(-?(?:0[xX][0-9a-fA-F]+|\d+))\s*(?:&\s*(0[xX][0-9a-fA-F]+|\d+))?\s*"
+)
+
+
+def parse_condition(text: str, where: str = "trigger") -> Condition:
+    """``"> 100"``, ``"== 0x4 & 0xf"`` (masked) → a :class:`Condition`; ValueError if malformed."""
+    m = _CONDITION_RE.fullmatch(text)
+    if m is None:
+        raise ValueError(
+            f"{where}: bad trigger condition {text!r}: expected OP VALUE [& MASK] with OP one "
+            "of ==, !=, <, <=, >, >= (e.g. '> 100' or '== 0x4 & 0xf')"
+        )
+    op, value, mask = m.groups()
+    return Condition(op, int(value, 0), int(mask, 0) if mask else -1)
 
 
 class Action(Protocol):

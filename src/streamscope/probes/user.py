@@ -18,11 +18,13 @@ import numpy as np
 
 from streamscope.core.errors import PipelineError
 from streamscope.core.records import Kind, Records, empty_records, make_records
+from streamscope.probes.hardware import Trigger
 from streamscope.probes.taps import RingTap
 
 __all__ = [
     "CounterProbe",
     "CounterTap",
+    "GlobalProbe",
     "NullProbe",
     "SamplerProbe",
     "TimerProbe",
@@ -48,7 +50,12 @@ class UserProbe:
     active = True
 
     def _wrong(self, method: str) -> PipelineError:
-        fits = {"sampler": "sample()", "counter": "count()", "timer": "start() and stop()"}
+        fits = {
+            "sampler": "sample(), hold() and observe()",
+            "counter": "count() and observe()",
+            "timer": "start() and stop()",
+            "global": "fire()",
+        }
         return PipelineError(
             f"probe {self.name!r} is a {self.kind}: it has {fits.get(self.kind, '?')}, "
             f"not {method}()"
@@ -57,8 +64,17 @@ class UserProbe:
     def sample(self, value: int, cycle: int | None = None) -> bool:
         raise self._wrong("sample")
 
+    def hold(self, value: int) -> None:
+        raise self._wrong("hold")
+
+    def observe(self, value: int) -> bool:
+        raise self._wrong("observe")
+
     def count(self, n: int = 1) -> None:
         raise self._wrong("count")
+
+    def fire(self) -> None:
+        raise self._wrong("fire")
 
     def start(self) -> None:
         raise self._wrong("start")
@@ -79,7 +95,16 @@ class NullProbe(UserProbe):
     def sample(self, value: int, cycle: int | None = None) -> bool:
         return False
 
+    def hold(self, value: int) -> None:
+        pass
+
+    def observe(self, value: int) -> bool:
+        return False
+
     def count(self, n: int = 1) -> None:
+        pass
+
+    def fire(self) -> None:
         pass
 
     def start(self) -> None:
@@ -90,20 +115,69 @@ class NullProbe(UserProbe):
 
 
 class SamplerProbe(UserProbe):
-    """Captures values: each ``sample`` is one SAMPLE record, or one counted refusal."""
+    """Captures values: each capture is one SAMPLE record, or one counted refusal.
+
+    With a ``trigger`` a value is captured only when it completes the trigger's sequence of
+    conditions; with ``period_ticks`` at most once per period (time-driven: the first value
+    offered is captured, then the first one in each later period of the grid that starts
+    there). ``held`` is the hold register: the last value offered, which a global trigger
+    captures.
+    """
 
     kind = "sampler"
 
-    def __init__(self, name: str, port: SamplePort, now: Callable[[], int]) -> None:
+    def __init__(
+        self,
+        name: str,
+        port: SamplePort,
+        now: Callable[[], int],
+        trigger: Trigger | None = None,
+        period_ticks: int = 0,
+    ) -> None:
         self.name = name
         self._offer = port.offer
         self._now = now
         self.port = port
+        self.trigger = trigger
+        self.held = 0
+        self.periodic = period_ticks > 0
+        self.period = period_ticks
+        self.next_due: int | None = None
+        #: Period boundaries that passed without a sample() to capture at.
+        self.missed = 0
 
     def sample(self, value: int, cycle: int | None = None) -> bool:
-        """Capture ``value`` now (``cycle``: the hardware clock cycle, for centralised
-        storage's arbiter). True when it was taken, False when storage refused it."""
-        return self._offer(self._now(), int(value), cycle)
+        """Offer ``value`` now (``cycle``: the hardware clock cycle, for centralised storage's
+        arbiter). True when it was captured and stored, False otherwise (not due, trigger not
+        fired, or storage refused it -- refusals are counted)."""
+        value = int(value)
+        self.held = value
+        if self.trigger is None and not self.periodic:
+            return self._offer(self._now(), value, cycle)
+        t = self._now()
+        if self.trigger is not None and not self.trigger.observe(t, value):
+            return False
+        if self.periodic:
+            due = self.next_due
+            if due is None:
+                self.next_due = t + self.period  # the grid starts at the first capture
+            elif t < due:
+                return False
+            else:
+                passed = (t - due) // self.period + 1
+                self.missed += passed - 1
+                self.next_due = due + passed * self.period
+        return self._offer(t, value, cycle)
+
+    def observe(self, value: int) -> bool:
+        return self.sample(value)
+
+    def hold(self, value: int) -> None:
+        """Set the hold register without capturing (a global trigger captures it)."""
+        self.held = int(value)
+
+    def capture_held(self, ticks: int) -> bool:
+        return self._offer(ticks, self.held, None)
 
 
 class CounterTap:
@@ -129,17 +203,49 @@ class CounterTap:
 
 
 class CounterProbe(UserProbe):
+    """Counts events: ``count(n)``, or with a trigger, ``observe(v)`` counts one each time the
+    trigger fires."""
+
     kind = "counter"
 
-    def __init__(self, name: str, tap: CounterTap) -> None:
+    def __init__(self, name: str, tap: CounterTap, trigger: Trigger | None = None) -> None:
         self.name = name
         self._tap = tap
+        self.trigger = trigger
 
     def count(self, n: int = 1) -> None:
         """Add ``n`` (≥ 0) events."""
         if n < 0:
             raise PipelineError(f"counter {self.name!r} only counts up, not by {n}")
         self._tap.total += n
+
+    def observe(self, value: int) -> bool:
+        """Present ``value`` to the trigger; count one when it fires (always, without one)."""
+        if self.trigger is not None and not self.trigger.observe(0, int(value)):
+            return False
+        self._tap.total += 1
+        return True
+
+
+class GlobalProbe(UserProbe):
+    """A global trigger: ``fire()`` makes every member sampler capture the value it holds, all
+    at the same ticks (seed 001's snapshot of every probe at once)."""
+
+    kind = "global"
+
+    def __init__(
+        self, name: str, members: tuple[SamplerProbe, ...], now: Callable[[], int]
+    ) -> None:
+        self.name = name
+        self.members = members
+        self._now = now
+        self.fires = 0
+
+    def fire(self) -> None:
+        t = self._now()
+        self.fires += 1
+        for m in self.members:
+            m.capture_held(t)
 
 
 class TimerProbe(UserProbe):
