@@ -77,3 +77,13 @@ def test_the_five_likely_mistakes_print_what_the_readme_shows(tmp_path: Path) ->
         )
         assert proc.returncode == 2, (command, proc.stderr)
         assert proc.stdout + proc.stderr == expected, command
+
+
+def test_every_metric_has_an_example_that_parses() -> None:
+    from streamscope.query import METRICS, parse_query
+
+    text = README.read_text()
+    block = text.split("Examples, one per metric:", 1)[1].split("```", 2)[1]
+    lines = [ln.split("#", 1)[0].strip() for ln in block.splitlines()]
+    queries = [parse_query(ln) for ln in lines if ln]
+    assert {q.metric for q in queries} == set(METRICS)
