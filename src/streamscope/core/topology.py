@@ -104,6 +104,9 @@ class Topology:
     channels: tuple[ChannelInfo, ...] = ()
     probes: tuple[ProbeInfo, ...] = field(default=())
     user_probes: tuple[UserProbeInfo, ...] = field(default=())
+    #: Traced functions, ``module:qualname``; a function's id (in ENTER/EXIT records) is its
+    #: index + 1.
+    functions: tuple[str, ...] = field(default=())
 
     def stage(self, name: str) -> StageInfo:
         for s in self.stages:
@@ -137,6 +140,7 @@ class Topology:
             channels=tuple(ChannelInfo(**c) for c in d.get("channels", ())),
             probes=tuple(ProbeInfo(**p) for p in d.get("probes", ())),
             user_probes=tuple(_user_probe(p) for p in d.get("user_probes", ())),
+            functions=tuple(d.get("functions", ())),
         )
 
 

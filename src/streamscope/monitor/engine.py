@@ -15,6 +15,7 @@ from numpy.typing import NDArray
 
 from streamscope.aggregate.frames import frame_index, runs
 from streamscope.aggregate.points import DropCount, FrameResult
+from streamscope.aggregate.profile import ProfileBuilder
 from streamscope.aggregate.subqueue import decode_summaries
 from streamscope.core.records import Kind, Records
 from streamscope.core.topology import Topology
@@ -70,9 +71,15 @@ class Engine:
         #: With ``trace``, every probe's records are kept (for trace export).
         self.keep_raw = {
             p.id for p in topology.probes
-            if trace or p.domain != HOST or p.target in self.crossing
+            if trace or p.domain != HOST or p.target in self.crossing or p.kind == "trace"
         }  # fmt: skip
         self.agents: dict[int, _AgentState] = {}
+        #: Function tracing: the traced stage of each trace probe, and their profiles.
+        self.traces = {p.id: p.target for p in topology.probes if p.kind == "trace"}
+        self._trace_ids = np.fromiter(self.traces, dtype=np.int64, count=len(self.traces))
+        self.profiles = ProfileBuilder()
+        #: Functions left out of tracing while running (NOTE messages): name -> why.
+        self.trace_excluded: dict[str, str] = {}
         self.channels: dict[str, ChannelStream] = {}
         self.stages: dict[str, StageStream] = {}
         #: Value probes (samplers, counters, timers, per-iteration durations), by probe id.
@@ -138,6 +145,11 @@ class Engine:
             if isinstance(costs, dict):
                 state.costs = {str(k): float(v) for k, v in costs.items()}
             return
+        if msg.type == MsgType.NOTE:
+            excluded = msg.info.get("trace_excluded", {})
+            if isinstance(excluded, dict):
+                self.trace_excluded.update({str(k): str(v) for k, v in excluded.items()})
+            return
         if msg.type == MsgType.CALIBRATION:
             domain = self.domains.calibrate(msg.agent, msg.records)
             for held in self._waiting.pop(domain, []):
@@ -173,6 +185,10 @@ class Engine:
         drops = rec["kind"] == Kind.DROPPED
         keep = ~drops
         self._keep_raw(rec[keep])
+        traced = keep & np.isin(rec["probe"], self._trace_ids) if self.traces else None
+        if traced is not None and traced.any():
+            self._traces(rec[traced], t[traced])
+            keep &= ~traced
         self._route(rec[keep], t[keep], halfwidth)
         # After this batch's records: a refusal's gap starts at the probe's last kept record.
         for pid, t_report, n in zip(
@@ -200,6 +216,20 @@ class Engine:
             per = costs.get(self._cost_class.get(pid, "ring"), 0.0)
             self.probe_events[pid] = self.probe_events.get(pid, 0) + n
             self.probe_cost_ns[pid] = self.probe_cost_ns.get(pid, 0.0) + n * per
+
+    def _traces(self, rec: Records, t: NDArray[np.int64]) -> None:
+        """Function enter/exit records into each traced stage's profile (one tap per thread,
+        its records in time order)."""
+        probes = rec["probe"].astype(np.int64)
+        for pid in np.unique(probes).tolist():
+            sel = probes == pid
+            self.profiles.add(
+                self.traces[pid],
+                t[sel],
+                rec["kind"][sel].astype(np.int64),
+                rec["value"][sel].astype(np.int64),
+            )
+            self._count_recorded(pid, t[sel])
 
     def _summaries(self, msg: Message) -> None:
         """A device's per-frame summaries of one of its virtual queues' sub-queues."""
@@ -354,6 +384,22 @@ class Engine:
                     self.late += n
         self._waiting.clear()
         out = self.advance(until=end_ns, end_ns=end_ns)
+        if self.on_table is not None and self.traces:
+            self.profiles.finish(end_ns)
+            prof = self.profiles.profiles()
+            if prof:
+                self.on_table(
+                    "profile",
+                    {"stage": [p.stage for p in prof], "function_id": [p.function for p in prof],
+                     "calls": [p.calls for p in prof], "total_ns": [p.total_ns for p in prof],
+                     "self_ns": [p.self_ns for p in prof], "max_ns": [p.max_ns for p in prof]},
+                )  # fmt: skip
+        if self.on_table is not None and self.trace_excluded:
+            names = sorted(self.trace_excluded)
+            self.on_table(
+                "trace_exclusion",
+                {"name": names, "reason": [self.trace_excluded[n] for n in names]},
+            )
         if self.on_table is not None and self.probe_events:
             pids = sorted(self.probe_events)
             events = [self.probe_events[p] for p in pids]

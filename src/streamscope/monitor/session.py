@@ -27,9 +27,11 @@ from streamscope.aggregate.points import DropCount, FrameResult
 from streamscope.core.clock import host_now_ticks
 from streamscope.core.errors import ConfigError, StreamscopeError
 from streamscope.core.topology import Topology
+from streamscope.monitor.functrace import TracingSession
 from streamscope.monitor.service import MAIN_AGENT, InlineMonitor, MonitorService
 from streamscope.pipeline.pipeline import Pipeline, plan_probes
 from streamscope.pipeline.runner import Outcome, Runner
+from streamscope.probes import tracing
 from streamscope.probes.agent import DEFAULT_FLUSH_INTERVAL_S, Agent
 from streamscope.probes.taps import DEFAULT_CAPACITY
 from streamscope.query.ast import Query
@@ -91,7 +93,8 @@ def prepare(
     """Validate everything before anything runs: the pipeline, then every query against it."""
     pipeline.validate()
     plan = compile_queries(list(queries), pipeline.topology(), frame_ns)
-    topology = pipeline.topology(plan_probes(pipeline.topology(), plan.taps))
+    taps = plan.taps | {("trace", s) for s in pipeline.traced_stages()}
+    topology = pipeline.topology(plan_probes(pipeline.topology(), taps))
     vq_frames(plan, topology)
     return plan, topology
 
@@ -165,6 +168,9 @@ def run(
     meta = _meta(pipeline, opts)
     tmp = tempfile.mkdtemp(prefix="streamscope-")
     sock_path = os.path.join(tmp, "monitor.sock")
+    traced = TracingSession(pipeline) if pipeline.tracing is not None else None
+    if traced is not None:
+        topology = traced.topology(topology)
     try:
         if opts.mode == "inline":
             return _run_inline(pipeline, plan, topology, meta, opts, sock_path, on_frames)
@@ -172,6 +178,8 @@ def run(
             return _run_process(pipeline, plan, topology, meta, opts, sock_path, on_frames)
         raise ConfigError(f"unknown monitor mode {opts.mode!r}; valid: process, inline")
     finally:
+        if traced is not None:
+            traced.close()
         shutil.rmtree(tmp, ignore_errors=True)
 
 
@@ -193,6 +201,9 @@ def _drive(
     try:
         t0 = host_now_ticks()
         agent.send_control(MsgType.START, t0, {})
+        tracer = tracing.active()
+        if tracer is not None and tracer.excluded:
+            agent.send_control(MsgType.NOTE, t0, {"trace_excluded": dict(tracer.excluded)})
         runner = Runner(
             pipeline,
             topology.probes,

@@ -49,9 +49,22 @@ class StorageSpec:
     ``ports`` write ports per clock cycle, and a hold register of ``hold`` samples per probe."""
 
     ports: int = 2
-    capacity: int = 4096
+    capacity: int = 1 << 16
     hold: int = 1
     cycle_ticks: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class TraceSpec:
+    """Function tracing (seed 004): the functions of ``modules`` (``"pkg.mod"`` or
+    ``"pkg.mod:pattern"``) and of the traced stages' own code, called by the threads of the
+    stages matching ``stages``; ``exclude``: name patterns left alone; ``max_calls_per_s``:
+    functions called faster are left alone from then on."""
+
+    modules: tuple[str, ...] = ()
+    stages: tuple[str, ...] = ("*",)
+    exclude: tuple[str, ...] = ()
+    max_calls_per_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +104,49 @@ class Pipeline:
         self.probes: dict[str, UserProbeInfo] = {}
         #: Centralised probe storage parameters, by resource name (defaults where absent).
         self.storages: dict[str, StorageSpec] = {}
+        #: Function tracing, when asked for (``trace``).
+        self.tracing: TraceSpec | None = None
+
+    def trace(
+        self,
+        *modules: str,
+        stages: Sequence[str] = ("*",),
+        exclude: Sequence[str] = (),
+        max_calls_per_s: float | None = None,
+    ) -> None:
+        """Trace function calls (enter and exit, with timestamps) in the threads of the stages
+        matching ``stages`` (fnmatch patterns): the stages' own code, and every function and
+        method defined in ``modules`` (``"pkg.mod"``, or ``"pkg.mod:pattern"`` for some of
+        them). ``exclude``: patterns of names (``module:qualname`` or ``qualname``) never
+        traced; ``max_calls_per_s``: a function called more often than this is left out from
+        then on (and listed in the run file). Switch tracing off and on while running with
+        ``streamscope.tracing(False)``. Adds per-stage profiles to the run file and enter/exit
+        slices to ``streamscope export``."""
+        import importlib
+        from fnmatch import fnmatchcase
+
+        for pattern in stages:
+            if not any(fnmatchcase(name, pattern) for name in self.stages):
+                known = ", ".join(self.stages) or "(none)"
+                raise PipelineError(f"trace: no stage matches {pattern!r}; stages: {known}")
+        for entry in modules:
+            name = entry.partition(":")[0]
+            try:
+                importlib.import_module(name)
+            except ImportError as e:
+                raise PipelineError(f"trace: cannot import module {name!r}: {e}") from None
+        if max_calls_per_s is not None and max_calls_per_s <= 0:
+            raise PipelineError(f"trace: max_calls_per_s must be positive, not {max_calls_per_s}")
+        self.tracing = TraceSpec(tuple(modules), tuple(stages), tuple(exclude), max_calls_per_s)
+
+    def traced_stages(self) -> tuple[str, ...]:
+        """Stages whose threads record traced calls."""
+        from fnmatch import fnmatchcase
+
+        if self.tracing is None:
+            return ()
+        pats = self.tracing.stages
+        return tuple(s for s in self.stages if any(fnmatchcase(s, p) for p in pats))
 
     def probe(
         self,
@@ -183,7 +239,7 @@ class Pipeline:
         resource: str | Resource,
         *,
         ports: int = 2,
-        capacity: int = 4096,
+        capacity: int = 1 << 16,
         hold: int = 1,
         cycle_ticks: int = 1,
     ) -> None:
@@ -370,6 +426,10 @@ def plan_probes(topology: Topology, taps: frozenset[tuple[str, str]]) -> tuple[P
         for kind in ("state", *ITERATION_KINDS):
             if (kind, st.name) in taps:
                 out.append(ProbeInfo(len(out) + 1, kind, st.name, stage_domain[st.name]))
+    for st in topology.stages:
+        if ("trace", st.name) in taps:
+            # The tracer reads the host clock wherever the stage runs.
+            out.append(ProbeInfo(len(out) + 1, "trace", st.name, "host"))
     for up in topology.user_probes:
         if (up.kind, up.name) in taps:
             storage = up.storage if up.kind == "sampler" else ""

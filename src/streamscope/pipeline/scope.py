@@ -18,6 +18,7 @@ from streamscope.pipeline.channel import Aborted, ThreadChannel
 from streamscope.pipeline.link import LinkChannel
 from streamscope.pipeline.pipeline import ITERATION_KINDS, Pipeline, StorageSpec
 from streamscope.pipeline.worker import Channel, StageProbes, run_stage
+from streamscope.probes import tracing
 from streamscope.probes.hardware import Trigger, parse_condition
 from streamscope.probes.storage import make_storage
 from streamscope.probes.taps import DEFAULT_CAPACITY, LockedTap, RingTap, StateTracker, Tap
@@ -46,6 +47,7 @@ class _StageParts:
     tracker: StateTracker | None = None
     iteration: dict[str, RingTap] = field(default_factory=dict)
     storages: list[Any] = field(default_factory=list)
+    trace: tuple[tracing.FunctionTracer, tracing.TraceTap] | None = None
 
 
 class Scope:
@@ -118,6 +120,15 @@ class Scope:
             self.taps.extend(store.taps())
         for stage in stages:
             register_stage(stage, handles[stage])
+        tracer = tracing.active()
+        traced = [p for p in probes if p.kind == "trace" and p.target in mine]
+        if tracer is not None and traced:
+            for p in traced:
+                ttap = tracing.TraceTap(p.id, p.target, tracer.capacity)
+                self.taps.append(ttap)
+                self._parts[p.target].trace = (tracer, ttap)
+            if tracer.max_calls_per_s is not None:
+                self.taps.append(tracing.RateCheck(tracer, host_now_ticks))
         for p in probes:
             if p.kind == "state" and p.target in mine:
                 tap = RingTap(p.id, Kind.STATE, capacity)
@@ -159,6 +170,14 @@ class Scope:
             for store in stores:
                 store.settle()
 
+        bind = unbind = None
+        if parts.trace is not None:
+            tracer, ttap = parts.trace
+
+            def bind() -> None:
+                tracer.bind_tap(ttap)
+
+            unbind = tracer.unbind
         return StageProbes(
             parts.tracker,
             parts.iteration.get("iteration"),
@@ -166,6 +185,8 @@ class Scope:
             parts.iteration.get("output_wait"),
             self.now,
             settle if stores else None,
+            bind,
+            unbind,
         )
 
 

@@ -33,6 +33,9 @@ class StageProbes:
     output_wait: RingTap | None = None
     now: Callable[[], int] | None = None
     settle: Callable[[], None] | None = None
+    #: Function tracing: bind the stage's thread to its trace tap, and unbind it.
+    bind: Callable[[], None] | None = None
+    unbind: Callable[[], None] | None = None
 
     @property
     def timed(self) -> bool:
@@ -110,6 +113,8 @@ def run_stage(
         probes = StageProbes(probes)
     tracker = probes.tracker
     set_current_stage(spec.name)
+    if probes.bind is not None:
+        probes.bind()
     try:
         body = StageBody(spec.name, spec.obj)
         if tracker is not None:
@@ -140,6 +145,8 @@ def run_stage(
             probes.settle()  # what the stage sampled before it failed is kept
         on_error(spec.name, exc)
     finally:
+        if probes.unbind is not None:
+            probes.unbind()
         set_current_stage(None)
 
 

@@ -58,6 +58,7 @@ class Agent:
         self._now = now
         self._interval = flush_interval_s
         self._taps: list[Tap] = []
+        self._notes: list[dict[str, object]] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -95,6 +96,11 @@ class Agent:
         drops: list[tuple[int, int]] = []
         for tap in self._taps:
             records, dropped = tap.drain()
+            take_notes = getattr(tap, "take_notes", None)
+            if take_notes is not None:
+                note = take_notes()
+                if note:
+                    self._notes.append(note)
             if len(records):
                 parts.append(records)
             if dropped:
@@ -127,6 +133,8 @@ class Agent:
                     summaries += self._local.finish(now)
             self.sent_records += len(records)
             self._send(MsgType.BATCH, watermark, records=records)
+            while self._notes:
+                self._send(MsgType.NOTE, watermark, info=self._notes.pop(0))
             for payload in summaries:
                 self._send(MsgType.SUMMARY, watermark, payload=payload)
 

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from streamscope.core.records import Kind, State
 from streamscope.probes.storage import CentralStorage
 from streamscope.probes.taps import RingTap, StateTracker
+from streamscope.probes.tracing import FunctionTracer, TraceTap
 
 #: Cost class of each probe kind (``ProbeInfo.kind``; samplers by their storage).
 COST_CLASS: dict[str, str] = {
@@ -109,6 +110,29 @@ def measure_costs(
                 shared.drain()
         shared.drain()
 
+    tracer = FunctionTracer(now=now, capacity=4 * n)
+
+    def leaf() -> None:
+        pass
+
+    traced_leaf = tracer.instrument(leaf)
+
+    def bare(k: int) -> None:
+        for _ in range(k):
+            leaf()
+
+    def traced(k: int) -> None:
+        tap = TraceTap(0, "cost", 4 * n)
+        tracer.bind_tap(tap)
+        try:
+            for _ in range(k):
+                traced_leaf()
+        finally:
+            tracer.unbind()
+
+    # Two events (enter, exit) per call, net of the call itself.
+    trace = max(_per_call(traced, n, repeats) - _per_call(bare, n, repeats), 0.0) / 2
+
     total = [0]
 
     def counter(k: int) -> None:
@@ -122,4 +146,5 @@ def measure_costs(
         "interval": _per_call(interval, n, repeats),
         "central": _per_call(centralbody, n, repeats),
         "counter": _per_call(counter, n, repeats),
+        "trace": trace,
     }

@@ -35,6 +35,7 @@ _PARAMS = {
 }
 
 _NO_CYCLE = -(1 << 63)
+_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
 
 
 def _check_capacity(capacity: int) -> None:
@@ -117,6 +118,9 @@ class CentralPort:
         """Take a sample at ``ticks`` during hardware ``cycle`` (``ticks // cycle_ticks`` when
         None). True: held, and it will be written (or count as an overflow drop when granted
         into a full buffer); False: refused because the hold register is full (contention)."""
+        if not _I64_MIN <= value <= _I64_MAX:
+            # Refuse here, in the caller's thread: at grant time it would fail in another's.
+            raise OverflowError(f"probe {self.probe}: sample {value} does not fit in 64 bits")
         st = self._storage
         c = ticks // st.cycle_ticks if cycle is None else cycle
         with st.lock:

@@ -61,6 +61,11 @@ def create(
     ]
     for table, items in parts:
         names = [c.name for c in _TABLE[table].columns]
+        if table == "query" and topology.functions:
+            con.executemany(
+                "INSERT INTO function VALUES (?, ?)",
+                [[i + 1, name] for i, name in enumerate(topology.functions)],
+            )
         rows = [[_sql_value(getattr(it, c)) for c in names] for it in items]
         if rows:
             marks = ", ".join("?" * len(names))

@@ -331,6 +331,7 @@ def _read(p: Path, con: duckdb.DuckDBPyConnection) -> Run:
         tuple(StageInfo(*r) for r in fetch("stage")),
         tuple(ChannelInfo(*r) for r in fetch("channel")),
         tuple(ProbeInfo(*r) for r in fetch("probe")),
+        functions=tuple(name for _, name in sorted(fetch("function"))),
     )
     queries = tuple(
         QueryRecord(i, text, metric, unit, fns, tuple(targets), tuple(stats))

@@ -293,6 +293,35 @@ TABLES: tuple[Table, ...] = (
         ),
     ),
     Table(
+        "function",
+        "A traced function (Pipeline.trace): its id in enter and exit records.",
+        (
+            _C("id", "INTEGER NOT NULL", "function id (record.value of enter/exit records)"),
+            _C("name", "VARCHAR NOT NULL", "module:qualname"),
+        ),
+    ),
+    Table(
+        "profile",
+        "Per stage and traced function, over the run: calls and time, from enter/exit events.",
+        (
+            _C("stage", "VARCHAR NOT NULL", "the stage whose thread made the calls"),
+            _C("function_id", "INTEGER NOT NULL", "the function (function.id)"),
+            _C("calls", "BIGINT NOT NULL", "calls that returned (or were open at the end)"),
+            _C("total_ns", "DOUBLE NOT NULL", "time inside the function, callees included"),
+            _C("self_ns", "DOUBLE NOT NULL", "time inside the function, callees excluded"),
+            _C("max_ns", "DOUBLE NOT NULL", "the longest call"),
+        ),
+    ),
+    Table(
+        "trace_exclusion",
+        "Functions left out of tracing: by name pattern, or during the run for being called "
+        "more often than the limit.",
+        (
+            _C("name", "VARCHAR NOT NULL", "module:qualname"),
+            _C("reason", "VARCHAR NOT NULL", "the pattern, or the call rate and the limit"),
+        ),
+    ),
+    Table(
         "overhead",
         "The monitoring's own cost, per probe over the run: events it handled (kept or "
         "refused) and the time they took, estimated from the cost of one event measured in the "

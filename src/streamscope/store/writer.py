@@ -23,12 +23,11 @@ from streamscope.store import _rows, _sqlio
 from streamscope.store.schema import STATUSES, TABLES
 
 #: Tables a run appends to besides frames: calibrations, fits and raw records of clock domains.
-APPEND_TABLES = {
-    t.name: t
-    for t in TABLES
-    if t.name
-    in ("calibration", "clock_fit", "record", "vq_frame", "vq_level", "virtual_queue", "overhead")
-}
+_APPENDED = (
+    "calibration", "clock_fit", "record", "vq_frame", "vq_level", "virtual_queue", "overhead",
+    "profile", "trace_exclusion",
+)  # fmt: skip
+APPEND_TABLES = {t.name: t for t in TABLES if t.name in _APPENDED}
 
 ENDED_STATUSES = tuple(s for s in STATUSES if s != "running")
 

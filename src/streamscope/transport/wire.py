@@ -44,6 +44,8 @@ class MsgType(IntEnum):
     #: Per-frame sub-queue summaries reduced where the records were made; the payload is opaque
     #: bytes here (``aggregate.subqueue.encode_summaries`` writes them), kept in ``Message.payload``.
     SUMMARY = 7
+    #: Something an agent learnt while running, as JSON (e.g. functions it stopped tracing).
+    NOTE = 8
 
 
 #: One round trip: host ns before the request, the device's counter, host ns after the reply.

@@ -1,0 +1,591 @@
+"""Function enter/exit tracing, in the manner of gcc's ``-finstrument-functions`` (seed 004 §3).
+
+In: Python functions, wrapped one by one or a whole module at a time; calls made by bound threads.
+Out: per-thread ``TraceTap`` buffers of ENTER/EXIT records (value = the function's id in
+``FunctionTracer.functions``), drained by the agent like any other tap.
+
+The hot path is one generated wrapper per function, with the original's own signature (no
+``*args``/``**kwargs`` packing): one flag check, one thread-local lookup, a capacity check and two
+``list.append`` per event. Its per-call costs, and the alternatives measured, are in
+``benchmarks/README.md`` (bench_tracing).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import functools
+import importlib
+import inspect
+import threading
+from collections.abc import Callable, Iterable
+from types import CodeType, FunctionType, ModuleType
+from typing import Any, TypeVar, cast
+
+import numpy as np
+from numpy.typing import NDArray
+
+from streamscope.core.clock import host_now_ticks
+from streamscope.core.records import RECORD_DTYPE, Kind, Records, empty_records
+from streamscope.probes.taps import DEFAULT_CAPACITY
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: Set on every wrapper this module makes: the function's id (a wrapper is never wrapped again).
+MARKER = "__streamscope_fid__"
+#: Why a function was not traced, as it appears in ``FunctionTracer.excluded``.
+BY_NAME = "name pattern"
+ASYNC_GENERATOR = "async generator (not traced)"
+
+_ENTER, _EXIT = int(Kind.ENTER), int(Kind.EXIT)
+_PREFIX = "_ss_"  # every name of the generated code; a parameter spelled so gets the generic form
+
+# The wrappers, generated per signature. A buffer holds ENTER as (fid, ticks) and EXIT as
+# (-fid, ticks), two list entries each. Two appends measured cheaper than ``b += (fid, t)`` or a
+# list of tuples, and ``array('q')`` appends cost 1.6 times as much; the drain never tears a pair
+# (it takes an even prefix). The EXIT of a kept ENTER is always kept: the stream stays nested.
+_SOURCE = """\
+def _ss_make(_ss_fn, _ss_fid, _ss_loc, _ss_now, _ss_cap, _ss_len, _ss_timed):
+    _ss_on = False
+    _ss_xid = -_ss_fid
+    _ss_gate = [False]
+{body}
+    def _ss_switch(_ss_value):
+        nonlocal _ss_on
+        _ss_on = _ss_gate[0] = _ss_value
+
+    return _ss_wrapper, _ss_switch
+"""
+
+_CALL = """
+    def _ss_wrapper({params}):
+        if _ss_on:
+            _ss_b = _ss_loc.buf
+            if _ss_b is not None:
+                if _ss_len(_ss_b) < _ss_cap:
+                    _ss_b.append(_ss_fid)
+                    _ss_b.append(_ss_now())
+                    try:
+                        return _ss_fn({args})
+                    finally:
+                        _ss_b.append(_ss_xid)
+                        _ss_b.append(_ss_now())
+                _ss_t = _ss_loc.tap
+                _ss_t.refuse(_ss_fid)
+                try:
+                    return _ss_fn({args})
+                finally:
+                    _ss_t.refused += 1
+        return _ss_fn({args})
+"""
+
+# Generators and coroutines: the wrapper binds its arguments when called, as the original does;
+# ``_Timed`` then times each resumption of the original's generator or coroutine.
+_GENERATOR = """
+    def _ss_wrapper({params}):
+        return (yield from _ss_timed(_ss_fn({args}), _ss_fid, _ss_gate, _ss_loc, _ss_now))
+"""
+
+_COROUTINE = """
+    async def _ss_wrapper({params}):
+        return await _ss_timed(_ss_fn({args}), _ss_fid, _ss_gate, _ss_loc, _ss_now)
+"""
+
+_Maker = Callable[..., tuple[Callable[..., Any], Callable[[bool], None]]]
+_makers: dict[tuple[str, str, str], _Maker] = {}
+_makers_lock = threading.Lock()
+
+
+def _signature(code: CodeType) -> tuple[str, str]:
+    """(parameters, call arguments) that pass every argument on exactly as received."""
+    names = code.co_varnames
+    npos, nposonly, nkw = code.co_argcount, code.co_posonlyargcount, code.co_kwonlyargcount
+    params = list(names[:npos])
+    args = list(params)
+    if nposonly:
+        params.insert(nposonly, "/")
+    i = npos + nkw
+    kwonly = names[npos:i]
+    if code.co_flags & inspect.CO_VARARGS:
+        params.append("*" + names[i])
+        args.append("*" + names[i])
+        i += 1
+    elif kwonly:
+        params.append("*")
+    params.extend(kwonly)
+    args.extend(f"{k}={k}" for k in kwonly)
+    if code.co_flags & inspect.CO_VARKEYWORDS:
+        params.append("**" + names[i])
+        args.append("**" + names[i])
+    return ", ".join(params), ", ".join(args)
+
+
+def _maker(fn: Callable[..., Any], body: str) -> _Maker:
+    code = getattr(fn, "__code__", None)
+    if isinstance(fn, FunctionType) and isinstance(code, CodeType):
+        n = code.co_argcount + code.co_kwonlyargcount
+        n += bool(code.co_flags & inspect.CO_VARARGS) + bool(code.co_flags & inspect.CO_VARKEYWORDS)
+        exact = not any(v.startswith(_PREFIX) for v in code.co_varnames[:n])
+    else:
+        exact = False
+    params, args = _signature(code) if exact and code is not None else ("*_ss_a, **_ss_k",) * 2
+    key = (body, params, args)
+    with _makers_lock:
+        make = _makers.get(key)
+        if make is None:
+            namespace: dict[str, Any] = {}
+            src = _SOURCE.format(body=body.format(params=params, args=args))
+            # Generated code, as dataclasses does: a wrapper with the traced function's own
+            # signature calls it with one CALL (inlined by 3.11), measured ~100 ns cheaper per
+            # call than *args/**kwargs forwarding. Only parameter names from a code object go in.
+            exec(compile(src, "<streamscope.tracing>", "exec"), namespace)  # noqa: S102
+            make = _makers[key] = cast(_Maker, namespace["_ss_make"])
+    return make
+
+
+class _Local(threading.local):
+    """The calling thread's binding; class attributes are what unbound threads see."""
+
+    buf: list[int] | None = None
+    tap: TraceTap | None = None
+
+
+class TraceTap:
+    """One bound thread's ENTER/EXIT records (satisfies ``probes.taps.Tap``).
+
+    Written by its thread alone (appends at the end of ``buf``); drained by the agent, which
+    takes an even-length prefix, so an event whose two entries are half written is left for the
+    next drain. An ENTER is refused when the buffer already holds ``capacity`` events; the EXIT
+    of a refused ENTER is refused too, and both are counted. The EXIT of a kept ENTER is always
+    kept, so the buffer may overshoot ``capacity`` by the depth of the calls open at that time,
+    and every drained stream is well nested: each ENTER's EXIT is in the same or a later drain.
+    """
+
+    __slots__ = (
+        "_counted",
+        "_kept_calls",
+        "_lock",
+        "_seen_refused",
+        "buf",
+        "cap",
+        "kind",
+        "probe",
+        "refused",
+        "refused_calls",
+        "stage",
+    )
+
+    def __init__(self, probe: int, stage: str, capacity: int = DEFAULT_CAPACITY) -> None:
+        if capacity <= 0:
+            raise ValueError("a trace tap needs room for at least one event")
+        self.probe = probe
+        self.kind = _ENTER
+        self.stage = stage
+        self.cap = 2 * capacity  # list entries
+        self.buf: list[int] = []
+        self.refused = 0  # events, cumulative; written by the thread only
+        self.refused_calls: dict[int, int] = {}  # fid -> refused ENTERs, cumulative
+        self._seen_refused = 0
+        self._kept_calls: NDArray[np.int64] = np.zeros(1, dtype=np.int64)  # by fid, drained
+        self._counted = 0  # entries at the head of buf already in _kept_calls
+        self._lock = threading.Lock()  # between drain and count (both monitor side)
+
+    def refuse(self, fid: int) -> None:
+        """An ENTER did not fit (the refusal path of the wrapper; not performance critical)."""
+        self.refused += 1
+        calls = self.refused_calls
+        calls[fid] = calls.get(fid, 0) + 1
+
+    def _count(self, fids: NDArray[np.int64]) -> None:
+        entered = fids[fids > 0]
+        if entered.size:
+            got = np.bincount(entered)
+            if got.size > self._kept_calls.size:
+                grown = np.zeros(got.size, dtype=np.int64)
+                grown[: self._kept_calls.size] = self._kept_calls
+                self._kept_calls = grown
+            self._kept_calls[: got.size] += got
+
+    def calls(self) -> NDArray[np.int64]:
+        """Calls made by this thread so far, by function id (index 0 unused), kept or refused."""
+        with self._lock:
+            buf = self.buf
+            n = len(buf) & ~1
+            fids = buf[self._counted : n : 2]
+            self._count(np.fromiter(fids, dtype=np.int64, count=len(fids)))
+            self._counted = n
+            out = self._kept_calls.copy()
+        for fid, count in dict(self.refused_calls).items():
+            if fid >= out.size:
+                out = np.concatenate([out, np.zeros(fid + 1 - out.size, dtype=np.int64)])
+            out[fid] += count
+        return out
+
+    def drain(self) -> tuple[Records, int]:
+        with self._lock:
+            buf = self.buf
+            n = len(buf) & ~1  # a pair is appended as two entries: never split one
+            chunk = buf[:n]
+            del buf[:n]
+            # fromiter measured ~20 % faster than np.array on a list of ints
+            flat = np.fromiter(chunk, dtype=np.int64, count=n).reshape(-1, 2)
+            self._count(flat[self._counted // 2 :, 0])
+            self._counted = 0
+            refused = self.refused
+            dropped = refused - self._seen_refused
+            self._seen_refused = refused
+        out = np.empty(len(flat), dtype=RECORD_DTYPE)
+        signed = flat[:, 0]
+        out["kind"] = np.where(signed > 0, _ENTER, _EXIT)
+        out["probe"] = self.probe
+        out["ticks"] = flat[:, 1]
+        out["value"] = np.abs(signed)
+        return out, dropped
+
+
+class _Timed:
+    """Drives a generator or coroutine, timing each resumption as one call (ENTER before it
+    runs, EXIT when it yields, returns or raises), so the records stay well nested even though
+    the generator lives across other calls. ``yield from`` / ``await`` do the delegation."""
+
+    __slots__ = ("_fid", "_gate", "_inner", "_loc", "_now")
+
+    def __init__(
+        self, inner: Any, fid: int, gate: list[bool], loc: _Local, now: Callable[[], int]
+    ) -> None:
+        self._inner, self._fid, self._gate, self._loc, self._now = inner, fid, gate, loc, now
+
+    def __iter__(self) -> _Timed:
+        return self
+
+    def __await__(self) -> _Timed:
+        return self
+
+    def _step(self, op: Callable[..., Any], *args: Any) -> Any:
+        if self._gate[0]:
+            b = self._loc.buf
+            tap = self._loc.tap
+            if b is not None and tap is not None:
+                fid = self._fid
+                if len(b) < tap.cap:
+                    b.append(fid)
+                    b.append(self._now())
+                    try:
+                        return op(*args)
+                    finally:
+                        b.append(-fid)
+                        b.append(self._now())
+                tap.refuse(fid)
+                try:
+                    return op(*args)
+                finally:
+                    tap.refused += 1
+        return op(*args)
+
+    def __next__(self) -> Any:
+        return self._step(self._inner.send, None)
+
+    def send(self, value: Any) -> Any:
+        return self._step(self._inner.send, value)
+
+    def throw(self, *exc: Any) -> Any:
+        return self._step(self._inner.throw, *exc)
+
+    def close(self) -> None:
+        self._step(self._inner.close)
+
+
+class FunctionTracer:
+    """Wraps functions so that calls made by bound threads record ENTER and EXIT.
+
+    ``functions`` is the function table: a function's id is its index + 1, names are
+    ``"module:qualname"`` (one id per name). Exclude patterns (fnmatch) are matched against the
+    full name and against the qualified name alone. ``max_calls_per_s`` turns on rate
+    exclusion (``check_rates``), the seed's ``no_instrument_function`` decided at run time.
+
+    Generators and coroutines are traced per resumption: each ``next``/``send``/``throw`` and
+    the final ``close`` is one call. Async generator functions are left alone (in ``excluded``).
+    A wrapper adds one frame per call: deep recursion meets the recursion limit at half depth.
+    """
+
+    def __init__(
+        self,
+        *,
+        now: Callable[[], int] = host_now_ticks,
+        capacity: int = 1 << 16,
+        exclude: Iterable[str] = (),
+        max_calls_per_s: float | None = None,
+        ticks_per_s: float = 1e9,
+    ) -> None:
+        if capacity <= 0:
+            raise ValueError("capacity must be at least one event")
+        self._now = now
+        self.capacity = capacity
+        self.exclude = tuple(exclude)
+        self.max_calls_per_s = max_calls_per_s
+        self.ticks_per_s = ticks_per_s
+        self.functions: list[str] = []
+        self.excluded: dict[str, str] = {}
+        self._ids: dict[str, int] = {}
+        self._switches: list[list[Callable[[bool], None]]] = [[]]  # by fid
+        self._off: set[int] = set()  # fids excluded by rate
+        self._enabled = True
+        self._loc = _Local()
+        self._taps: list[TraceTap] = []
+        self._replaced: list[tuple[object, str, object]] = []
+        self._lock = threading.RLock()
+        self._last_check = now()
+        self._last_calls: NDArray[np.int64] = np.zeros(1, dtype=np.int64)
+
+    # -- the switch -------------------------------------------------------------------------
+
+    @property
+    def enabled(self) -> bool:
+        return self._enabled
+
+    @enabled.setter
+    def enabled(self, value: bool) -> None:
+        with self._lock:
+            self._enabled = bool(value)
+            for fid, switches in enumerate(self._switches):
+                on = self._enabled and fid not in self._off
+                for switch in switches:
+                    switch(on)
+
+    def enable(self) -> None:
+        self.enabled = True
+
+    def disable(self) -> None:
+        self.enabled = False
+
+    # -- wrapping ---------------------------------------------------------------------------
+
+    def _excluded_by_name(self, name: str, qualname: str) -> bool:
+        return any(
+            fnmatch.fnmatchcase(name, p) or fnmatch.fnmatchcase(qualname, p) for p in self.exclude
+        )
+
+    def _fid(self, name: str) -> int:
+        fid = self._ids.get(name)
+        if fid is None:
+            self.functions.append(name)
+            self._switches.append([])
+            fid = self._ids[name] = len(self.functions)
+        return fid
+
+    def instrument(self, fn: F) -> F:
+        """A wrapper of ``fn`` that records its calls (usable as a decorator).
+
+        Returns ``fn`` itself when it is already a wrapper, excluded by name, or an async
+        generator function. The wrapper behaves as ``fn`` does: same arguments, defaults,
+        return value and exceptions, and ``functools.wraps`` metadata (``__wrapped__``).
+        """
+        if hasattr(fn, MARKER):
+            return fn
+        qualname = str(getattr(fn, "__qualname__", getattr(fn, "__name__", repr(fn))))
+        name = f"{getattr(fn, '__module__', None)}:{qualname}"
+        with self._lock:
+            if self._excluded_by_name(name, qualname):
+                self.excluded[name] = BY_NAME
+                return fn
+            if inspect.isasyncgenfunction(fn):
+                self.excluded[name] = ASYNC_GENERATOR
+                return fn
+            fid = self._fid(name)
+            on = self._enabled and fid not in self._off
+            if inspect.iscoroutinefunction(fn):
+                body = _COROUTINE
+            elif inspect.isgeneratorfunction(fn):
+                body = _GENERATOR
+            else:
+                body = _CALL
+            make = _maker(fn, body)
+            wrapper, switch = make(fn, fid, self._loc, self._now, 2 * self.capacity, len, _Timed)
+            name_of = getattr(fn, "__name__", "wrapper")
+            wrapper.__code__ = wrapper.__code__.replace(co_name=name_of, co_qualname=qualname)
+            if isinstance(fn, FunctionType):
+                wrapper.__defaults__ = fn.__defaults__
+                wrapper.__kwdefaults__ = fn.__kwdefaults__
+            functools.update_wrapper(wrapper, fn)
+            setattr(wrapper, MARKER, fid)
+            switch(on)
+            self._switches[fid].append(switch)
+        return cast(F, wrapper)
+
+    def instrument_module(
+        self, module: ModuleType | str, include: Iterable[str] = ("*",)
+    ) -> list[str]:
+        """Wrap, in place, the module's own functions and the methods of its own classes
+        (staticmethod and classmethod included, nested classes too) whose qualified name
+        matches an ``include`` pattern and no exclude pattern. ``restore`` undoes it.
+
+        Returns the full names of what was wrapped.
+        """
+        mod = importlib.import_module(module) if isinstance(module, str) else module
+        modname = mod.__name__
+        patterns = tuple(include)
+        done: dict[int, Callable[..., Any]] = {}  # id(original) -> wrapper (aliases share one)
+        names: list[str] = []
+
+        def wanted(fn: object) -> bool:
+            if not isinstance(fn, FunctionType) or fn.__module__ != modname:
+                return False
+            q = fn.__qualname__
+            return any(
+                fnmatch.fnmatchcase(q, p) or fnmatch.fnmatchcase(f"{modname}:{q}", p)
+                for p in patterns
+            )
+
+        def wrap(fn: FunctionType) -> Callable[..., Any]:
+            got = done.get(id(fn))
+            if got is None:
+                got = done[id(fn)] = self.instrument(fn)
+                if got is not fn:
+                    names.append(f"{modname}:{fn.__qualname__}")
+            return got
+
+        def visit(owner: object, space: dict[str, Any], prefix: str) -> None:
+            for attr, value in list(space.items()):
+                if isinstance(value, staticmethod | classmethod):
+                    fn = value.__func__
+                    if wanted(fn) and (new := wrap(cast(FunctionType, fn))) is not fn:
+                        self._replace(owner, attr, value, type(value)(new))
+                elif wanted(value):
+                    if (new := wrap(value)) is not value:
+                        self._replace(owner, attr, value, new)
+                elif (
+                    isinstance(value, type)
+                    and value.__module__ == modname
+                    and value.__qualname__ == f"{prefix}{attr}"
+                ):
+                    visit(value, dict(vars(value)), f"{value.__qualname__}.")
+
+        with self._lock:
+            visit(mod, dict(vars(mod)), "")
+        return names
+
+    def _replace(self, owner: object, attr: str, old: object, new: object) -> None:
+        setattr(owner, attr, new)
+        self._replaced.append((owner, attr, old))
+
+    def restore(self) -> None:
+        """Put back every module and class attribute that ``instrument_module`` replaced.
+        Wrappers handed out by ``instrument`` stay wrappers (their holders keep them)."""
+        with self._lock:
+            while self._replaced:
+                owner, attr, old = self._replaced.pop()
+                setattr(owner, attr, old)
+
+    # -- threads ----------------------------------------------------------------------------
+
+    def bind(self, stage: str, probe: int) -> TraceTap:
+        """From now on, traced calls made by the calling thread record into the returned tap
+        (a new one; a second ``bind`` replaces the first, which can still be drained)."""
+        tap = TraceTap(probe, stage, self.capacity)
+        with self._lock:
+            self._taps.append(tap)
+        self._loc.tap = tap
+        self._loc.buf = tap.buf
+        return tap
+
+    def bind_tap(self, tap: TraceTap) -> None:
+        """Like ``bind``, into a tap made beforehand (so the agent can drain it from the start)."""
+        with self._lock:
+            self._taps.append(tap)
+        self._loc.tap = tap
+        self._loc.buf = tap.buf
+
+    def unbind(self) -> None:
+        """The calling thread stops recording (calls open now still record their EXIT)."""
+        self._loc.buf = None
+        self._loc.tap = None
+
+    # -- rates ------------------------------------------------------------------------------
+
+    @property
+    def calls(self) -> list[int]:
+        """Traced calls per function (parallel to ``functions``), kept or refused, in bound
+        threads since the start. Counted from the tap buffers, not on the hot path."""
+        with self._lock:
+            taps = list(self._taps)
+        total = np.zeros(len(self.functions) + 1, dtype=np.int64)
+        for tap in taps:
+            got = tap.calls()
+            total[: got.size] += got[: total.size]
+        return [int(c) for c in total[1:]]
+
+    def check_rates(self, now_ticks: int) -> list[str]:
+        """Exclude, from now on, every function called faster than ``max_calls_per_s`` since
+        the previous check (``now_ticks`` on the tracer's clock). Returns the newly excluded."""
+        counts = np.array([0, *self.calls], dtype=np.int64)
+        with self._lock:
+            elapsed_s = (now_ticks - self._last_check) / self.ticks_per_s
+            if elapsed_s <= 0:
+                return []
+            last = np.zeros(counts.size, dtype=np.int64)
+            last[: self._last_calls.size] = self._last_calls[: counts.size]
+            self._last_check, self._last_calls = now_ticks, counts
+            limit = self.max_calls_per_s
+            if limit is None:
+                return []
+            rates = (counts - last) / elapsed_s
+            newly = []
+            for fid in np.flatnonzero(rates > limit).tolist():
+                if fid in self._off:
+                    continue
+                self._off.add(fid)
+                name = self.functions[fid - 1]
+                self.excluded[name] = f"{rates[fid]:.0f} calls/s > {limit:.0f}"
+                for switch in self._switches[fid]:
+                    switch(False)
+                newly.append(name)
+        return newly
+
+
+# -- the process's tracer ------------------------------------------------------------------------
+
+_active: FunctionTracer | None = None
+
+
+def activate(tracer: FunctionTracer | None) -> None:
+    """Make ``tracer`` this process's (inherited by the stage processes it forks)."""
+    global _active
+    _active = tracer
+
+
+def active() -> FunctionTracer | None:
+    return _active
+
+
+def set_enabled(enabled: bool) -> bool:
+    """Switch this process's function tracing on or off while running; returns the previous
+    setting (False when nothing is traced)."""
+    tracer = _active
+    if tracer is None:
+        return False
+    before = tracer.enabled
+    tracer.enabled = enabled
+    return before
+
+
+class RateCheck:
+    """A tap with no records of its own: each agent flush runs the tracer's call-rate check,
+    and the functions it newly left out become a note for the monitor."""
+
+    probe = -1
+    kind = 0
+
+    def __init__(self, tracer: FunctionTracer, now: Callable[[], int]) -> None:
+        self.tracer = tracer
+        self._now = now
+        self._notes: dict[str, str] = {}
+
+    def drain(self) -> tuple[Records, int]:
+        for name in self.tracer.check_rates(self._now()):
+            self._notes[name] = self.tracer.excluded[name]
+        return empty_records(), 0
+
+    def take_notes(self) -> dict[str, object] | None:
+        if not self._notes:
+            return None
+        notes, self._notes = self._notes, {}
+        return {"trace_excluded": notes}

@@ -1,0 +1,149 @@
+"""The seed 001 Game of Life experiment at a small size, through the real CLI in subprocesses.
+
+The model in ``examples/life.py`` says, without any monitor, exactly which probe samples at which
+hardware cycle; every sample must come back as recorded or as dropped. Central storage's drops
+are checked per probe against a cycle-by-cycle arbiter written here, and must not fall as
+probes are added; distributed storage drops nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from oracles import EXAMPLES, example
+
+GENERATIONS = 60
+SIZE = ["--width", "64", "--height", "40", "--generations", str(GENERATIONS), "--seed", "3"]
+CASES = [("centralized", 2), ("centralized", 4), ("centralized", 8), ("distributed", 8)]
+PORTS = 2
+
+
+def cli() -> list[str]:
+    script = Path(sys.executable).with_name("streamscope")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "streamscope"]
+
+
+def streamscope(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*cli(), *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def probes(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, int], list[dict[str, Any]]]:
+    """show --json's probes of each run, in region order."""
+    out = {}
+    folder = tmp_path_factory.mktemp("life")
+    for storage, n in CASES:
+        path = folder / f"life-{storage}-{n}.duckdb"
+        argv = [*SIZE, "--probes", str(n), "--storage", storage, "--ports", str(PORTS)]
+        run = streamscope("run", EXAMPLES / "life.py", "--out", path, "--", *argv)
+        assert run.returncode == 0, run.stderr[-2000:]
+        assert f"life: {GENERATIONS} generations" in run.stderr
+        shown = streamscope("show", path, "--json")
+        assert shown.returncode == 0, shown.stderr[-2000:]
+        doc = json.loads(shown.stdout)
+        assert doc["run"]["status"] == "completed"
+        found = [p for p in doc["probes"] if p["kind"] == "sampler"]
+        out[(storage, n)] = sorted(
+            found, key=lambda p: int(p["target"].removeprefix("life.region"))
+        )
+    return out
+
+
+def model_events(n: int) -> list[tuple[int, list[int]]]:
+    life = example("life")
+    return list(life.offers(64, 40, 13, 3, GENERATIONS, n))
+
+
+def offered(n: int) -> list[int]:
+    counts = [0] * n
+    for _, ks in model_events(n):
+        for k in ks:
+            counts[k] += 1
+    return counts
+
+
+def reference_drops(n: int, ports: int = PORTS) -> list[int]:
+    """Hold registers of one sample, ``ports`` grants per cycle, round robin in region order;
+    every cycle simulated: grants first, then that cycle's samples."""
+    by_cycle = dict(model_events(n))
+    held = [False] * n
+    dropped = [0] * n
+    last = n - 1
+    for cycle in range(min(by_cycle), max(by_cycle) + 1):
+        order = [(last + 1 + j) % n for j in range(n)]
+        for k in [k for k in order if held[k]][:ports]:
+            held[k] = False
+            last = k
+        for k in by_cycle.get(cycle, []):
+            if held[k]:
+                dropped[k] += 1
+            else:
+                held[k] = True
+    return dropped
+
+
+def fraction(found: list[dict[str, Any]]) -> float:
+    dropped = sum(p["dropped"] for p in found)
+    return dropped / (dropped + sum(p["recorded"] for p in found))
+
+
+def test_model_universe_is_period_two_and_bands_cover_the_width() -> None:
+    life = example("life")
+    u = life.seed_universe(64, 40, 13, 3)
+    assert u.sum() == 13 * 12
+    assert (life.step(life.step(u)) == u).all()
+    assert not (life.step(u) == u).all()
+    for n in (1, 2, 3, 4, 8, 16):
+        cols = life.bands(64, n)
+        assert cols[0][0] == 0 and cols[-1][1] == 64
+        assert all(a[1] == b[0] for a, b in zip(cols, cols[1:], strict=False))
+    fired, values = life.band_events(np.zeros((1, 64), bool), np.ones((1, 64), bool), [(0, 64)])
+    assert fired.tolist() == [[True]] and values.tolist() == [[-1]]  # 64 bits, signed register
+
+
+@pytest.mark.parametrize("case", CASES, ids=[f"{s}-{n}" for s, n in CASES])
+def test_every_sample_is_recorded_or_counted_dropped(
+    probes: dict[tuple[str, int], list[dict[str, Any]]], case: tuple[str, int]
+) -> None:
+    storage, n = case
+    found = probes[case]
+    assert [p["target"] for p in found] == [f"life.region{k}" for k in range(n)]
+    assert {p["storage"] for p in found} == {storage}
+    assert [p["recorded"] + p["dropped"] for p in found] == offered(n)
+
+
+def test_distributed_storage_drops_nothing(
+    probes: dict[tuple[str, int], list[dict[str, Any]]],
+) -> None:
+    assert [p["dropped"] for p in probes[("distributed", 8)]] == [0] * 8
+
+
+@pytest.mark.parametrize("n", [2, 4, 8])
+def test_central_drops_match_a_cycle_by_cycle_arbiter(
+    probes: dict[tuple[str, int], list[dict[str, Any]]], n: int
+) -> None:
+    assert [p["dropped"] for p in probes[("centralized", n)]] == reference_drops(n)
+
+
+def test_central_drop_fraction_grows_with_the_probes(
+    probes: dict[tuple[str, int], list[dict[str, Any]]],
+) -> None:
+    f2, f4, f8 = (fraction(probes[("centralized", n)]) for n in (2, 4, 8))
+    # Two probes, two write ports: nothing waits (the seed's 0 %).
+    assert f2 == 0.0
+    assert f2 <= f4 <= f8
+    assert f8 > 0.0
