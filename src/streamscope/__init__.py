@@ -20,6 +20,7 @@ from streamscope.monitor.session import run as run
 from streamscope.pipeline.dropin import MPQueue, Queue, stage
 from streamscope.pipeline.pipeline import Pipeline
 from streamscope.pipeline.resources import EmulatedDevice, Process
+from streamscope.probes.tracing import set_enabled as tracing
 from streamscope.probes.user import probe
 from streamscope.query import (
     Query,
@@ -78,4 +79,5 @@ __all__ = [
     "state",
     "throughput",
     "timer",
+    "tracing",
 ]

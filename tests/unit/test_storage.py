@@ -234,6 +234,20 @@ def test_taps_shared_buffer_first_then_ports() -> None:
         assert dropped == 0
 
 
+def test_a_sample_wider_than_64_bits_is_refused_in_the_callers_thread() -> None:
+    st = CentralStorage()
+    p = st.port(0)
+    with pytest.raises(OverflowError, match="64 bits"):
+        p.offer(0, 1 << 63, cycle=0)
+    assert p.offer(0, -(1 << 63), cycle=0)
+    st.settle()
+    rows, _ = drain_all(st.taps())
+    assert rows == [(0, 0, -(1 << 63))]
+    assert p.offered == p.written == 1
+    with pytest.raises(OverflowError):
+        DistributedStorage().port(0).offer(0, 1 << 64)
+
+
 def test_registering_a_probe_twice_is_an_error() -> None:
     st = CentralStorage()
     st.port(1)

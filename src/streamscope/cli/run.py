@@ -81,6 +81,38 @@ def run(
         Path | None,
         typer.Option(help="After the run, write the HTML report here and print the top findings."),
     ] = None,
+    trace_stage: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--trace-stage",
+            metavar="PATTERN",
+            help="Trace function calls in the threads of these stages (repeatable; their own "
+            "code and the app file's functions): enter/exit slices in exports, per-stage "
+            "profiles in the run file.",
+        ),
+    ] = None,
+    trace_module: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--trace-module",
+            metavar="MODULE[:PATTERN]",
+            help="Also trace the functions of this module (repeatable); alone, traces every stage.",
+        ),
+    ] = None,
+    trace_exclude: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--trace-exclude", metavar="PATTERN", help="Never trace functions named like this."
+        ),
+    ] = None,
+    trace_max_rate: Annotated[
+        float | None,
+        typer.Option(
+            "--trace-max-rate",
+            metavar="CALLS_PER_S",
+            help="Stop tracing a function once it is called more often than this.",
+        ),
+    ] = None,
 ) -> int:
     """Run APP.py's pipeline under the monitor and write every frame to the run file.
 
@@ -100,6 +132,13 @@ def run(
         pipeline = build_pipeline(module, app, argv)
     except SystemExit as exc:  # the app's own argument parser printed its message
         raise typer.Exit(int(exc.code) if isinstance(exc.code, int) else 2) from None
+    if trace_stage or trace_module or trace_exclude or trace_max_rate is not None:
+        pipeline.trace(
+            *(trace_module or ()),
+            stages=tuple(trace_stage or ("*",)),
+            exclude=tuple(trace_exclude or ()),
+            max_calls_per_s=trace_max_rate,
+        )
     texts: list[str | object] = []
     if queries is not None:
         if not queries.is_file():

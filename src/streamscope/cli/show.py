@@ -15,6 +15,7 @@ from streamscope.cli.summary import (
     clock_table,
     frames_table,
     overhead_table,
+    profile_table,
     summary_table,
     vq_table,
 )
@@ -60,6 +61,9 @@ def show(
         if vqs is not None:
             console.print(vqs)
         console.print(summary_table(run))
+        prof = profile_table(run)
+        if prof is not None:
+            console.print(prof)
         cost = overhead_table(run)
         if cost is not None:
             console.print(cost)

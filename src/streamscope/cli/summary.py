@@ -82,6 +82,33 @@ def overhead_table(run: Run) -> Table | None:
     return table
 
 
+def profile_table(run: Run, top: int = 12) -> Table | None:
+    """Traced functions per stage, most self time first (``top`` per stage)."""
+    rows = run.profiles()
+    if not rows:
+        return None
+    table = Table(title="function profiles (traced calls)", title_justify="left")
+    for col in ("stage", "function", "calls", "total", "self", "longest"):
+        table.add_column(col, justify="left" if col in ("stage", "function") else "right")
+    shown: dict[str, int] = {}
+    for r in rows:
+        n = shown[r["stage"]] = shown.get(r["stage"], 0) + 1
+        if n > top:
+            continue
+        table.add_row(
+            r["stage"],
+            r["function"],
+            f"{r['calls']:,}",
+            fmt_ns(r["total_ns"]),
+            fmt_ns(r["self_ns"]),
+            fmt_ns(r["max_ns"]),
+        )
+    excluded = run.trace_exclusions()
+    if excluded:
+        table.caption = "not traced: " + "; ".join(f"{k} ({v})" for k, v in excluded.items())
+    return table
+
+
 def overhead_line(run: Run) -> str | None:
     """One line: probe events per second and the stage that spent most time in probes."""
     rows = run.overhead()

@@ -2,8 +2,9 @@
 
 In: a loaded ``Run`` (its topology, calibration, frame results and, where kept, raw records).
 Out: a ``Timeline`` in virtual ns since the run's start: a process track per resource, a thread
-track per stage, state slices per stage, counter series (channel occupancy, every query stat per
-frame, each device clock's bound half-width), instant events for raw records, and the clock
+track per stage, state slices per stage, traced function calls (nested enter/exit slices, from
+trace probes' ENTER/EXIT records), counter series (channel occupancy, every query stat per frame,
+each device clock's bound half-width), instant events for the other raw records, and the clock
 domains with their fits' bound widths. Everything per event is held as numpy columns.
 """
 
@@ -24,6 +25,7 @@ F64 = NDArray[np.float64]
 HOST = "host"
 #: Names of raw record kinds, as instant-event names.
 KIND_NAMES = {int(k): k.name.lower() for k in Kind}
+_ENTER, _EXIT = int(Kind.ENTER), int(Kind.EXIT)
 #: Points sampled across the run for each device clock's bound half-width counter.
 BOUND_SAMPLES = 200
 
@@ -93,6 +95,56 @@ class Instants:
 
 
 @dataclass(frozen=True, slots=True)
+class Calls:
+    """Traced function calls as columns, by thread, then in the order they were entered.
+
+    ``tid``: the stage's thread; [``start_ns``, ``end_ns``): a call still open at the run's end
+    ends there; ``function``: its id (``Timeline.function_name``); ``depth``: 0 for the
+    outermost call of its thread. ``seq_begin``/``seq_end``: the ranks of each call's enter and
+    exit among all calls' enters and exits, in an order that nests (by thread, then as
+    recorded) -- what sorting by time alone cannot give where times tie.
+    """
+
+    tid: NDArray[np.int32]
+    start_ns: I64
+    end_ns: I64
+    function: I64
+    depth: NDArray[np.int32]
+    seq_begin: I64
+    seq_end: I64
+
+    def __len__(self) -> int:
+        return len(self.tid)
+
+    @classmethod
+    def empty(cls) -> Calls:
+        i64 = np.zeros(0, dtype=np.int64)
+        i32 = np.zeros(0, dtype=np.int32)
+        return cls(i32, i64, i64, i64, i32, i64, i64)
+
+
+@dataclass(frozen=True, slots=True)
+class SliceEvents:
+    """Begin and end events of every state slice and call, sorted by track, then time, in an
+    order that nests on each track (``nest_events``).
+
+    A track is a stage's thread (``tid``), or, where ``calls_track``, the separate track of
+    that stage's calls (``Timeline.call_tracks``). ``call``: ``index`` is into
+    ``Timeline.calls``, else into ``Timeline.slices``.
+    """
+
+    tid: NDArray[np.int32]
+    calls_track: NDArray[np.bool_]
+    t_ns: I64
+    begin: NDArray[np.bool_]
+    call: NDArray[np.bool_]
+    index: I64
+
+    def __len__(self) -> int:
+        return len(self.tid)
+
+
+@dataclass(frozen=True, slots=True)
 class ClockDomain:
     """A clock domain: its resources, nominal tick, and each calibration burst's fit."""
 
@@ -135,6 +187,15 @@ class Timeline:
     counters: list[CounterSeries]
     instants: Instants
     domains: list[ClockDomain]
+    calls: Calls = field(default_factory=Calls.empty)
+    #: Traced functions' names (``module:qualname``); a call's ``function`` id is 1-based.
+    functions: tuple[str, ...] = ()
+    #: Stages (thread ``tid``) whose calls cross their state slices' bounds: their calls go on
+    #: a track of their own ("STAGE calls"), since one track's slices must nest.
+    call_tracks: tuple[int, ...] = ()
+    #: ENTER/EXIT records that closed nothing (skipped), and calls still open at the end.
+    calls_unmatched: int = 0
+    calls_open_at_end: int = 0
     #: Largest bound half-width (ns) of the clock maps used for each domain's events.
     uncertainty_ns: dict[str, float] = field(default_factory=dict)
     clipped: int = 0  # events timed before the run's start, moved to 0
@@ -152,7 +213,19 @@ class Timeline:
             "clock_domains": [d.to_dict() for d in self.domains],
             "uncertainty_ns": dict(self.uncertainty_ns),
             "events_clipped_to_start": self.clipped,
+            "calls": len(self.calls),
+            "calls_unmatched_records": self.calls_unmatched,
+            "calls_open_at_end": self.calls_open_at_end,
         }
+
+    def function_name(self, fid: int) -> str:
+        """The name of traced function ``fid`` (1-based), or ``function FID`` if unknown."""
+        return self.functions[fid - 1] if 0 < fid <= len(self.functions) else f"function {fid}"
+
+    def function_names(self) -> list[str]:
+        """``function_name(i)`` for every id the calls use, indexed by id (0 unused)."""
+        top = max(len(self.functions), int(self.calls.function.max()) if len(self.calls) else 0)
+        return [self.function_name(i) for i in range(top + 1)]
 
     @property
     def n_counter_samples(self) -> int:
@@ -267,12 +340,19 @@ def build_timeline(run: Run, *, instants: bool = True) -> Timeline:
             probe_tid[p.id] = tid_of.get(end, 0)
 
     slices = _state_slices(topo.probes, probe_ids, kinds, ns, values, probe_tid, duration)
+    trace_ids = np.array([p.id for p in topo.probes if p.kind == "trace"], dtype=np.int32)
+    is_call = np.isin(probe_ids, trace_ids) & ((kinds == _ENTER) | (kinds == _EXIT))
+    calls, unmatched, still_open = _calls(
+        probe_ids[is_call], kinds[is_call], ns[is_call], values[is_call], probe_tid, duration
+    )
+    _, split = _call_slots(slices, calls)
     counters = _occupancy(run, probe_ids, kinds, ns, values, pid_of_stage)
     counters += _frame_stats(run, pid_of_stage, {c.name: c.src for c in topo.channels})
     counters += _clock_bounds(run, models, processes, t0, duration)
 
     keep = np.ones(n, dtype=bool) if instants else np.zeros(n, dtype=bool)
     keep &= probe_tid[np.clip(probe_ids, 0, len(probe_tid) - 1)] > 0
+    keep &= ~is_call  # shown as call slices
     order = np.argsort(ns[keep], kind="stable")
     inst = Instants(
         tid=probe_tid[probe_ids[keep]][order],
@@ -297,14 +377,20 @@ def build_timeline(run: Run, *, instants: bool = True) -> Timeline:
         counters=counters,
         instants=inst,
         domains=domains,
+        calls=calls,
+        functions=tuple(topo.functions),
+        call_tracks=split,
+        calls_unmatched=unmatched,
+        calls_open_at_end=still_open,
         uncertainty_ns=uncertainty,
         clipped=clipped,
     )
 
 
 def _traced(run: Run, probe_ids: NDArray[np.int32]) -> bool:
-    """Whether every host probe's records were kept (a ``--trace`` run)."""
-    host = [p.id for p in run.topology.probes if p.domain == HOST]
+    """Whether every host probe's records were kept (a ``--trace`` run; trace probes' records
+    are kept in every run, so they tell nothing)."""
+    host = [p.id for p in run.topology.probes if p.domain == HOST and p.kind != "trace"]
     return bool(host) and bool(np.isin(host, probe_ids).all())
 
 

@@ -56,7 +56,8 @@ class TracingSession:
         self.tracer.instrument_module(module, include=(pattern,))
 
     def topology(self, topology: Topology) -> Topology:
-        return dataclasses.replace(topology, functions=tuple(self.tracer.functions))
+        names = tuple(_readable(n) for n in self.tracer.functions)
+        return dataclasses.replace(topology, functions=names)
 
     def excluded(self) -> dict[str, str]:
         return dict(self.tracer.excluded)
@@ -68,3 +69,12 @@ class TracingSession:
             st = self.pipeline.stages[stage]
             self.pipeline.stages[stage] = dataclasses.replace(st, obj=obj)
         self._stage_objs.clear()
+
+
+#: The module name an application file is loaded under (``streamscope run APP.py``).
+_APP_MODULE = "__streamscope_app__"
+
+
+def _readable(name: str) -> str:
+    """``__streamscope_app__:work`` → ``app:work``: the app file's functions, plainly named."""
+    return "app:" + name[len(_APP_MODULE) + 1 :] if name.startswith(_APP_MODULE + ":") else name

@@ -567,6 +567,32 @@ def _overhead(run: Run) -> str:
     return "".join(out)
 
 
+def _profiles(run: Run, top: int = 20) -> str:
+    rows = run.profiles()
+    if not rows:
+        return ""
+    out = ['<section id="profiles"><h2>Function profiles</h2>']
+    out.append(
+        "<p>Traced function calls per stage (enter and exit of each call): total time "
+        "includes callees, self time does not.</p>"
+    )
+    for stage in dict.fromkeys(r["stage"] for r in rows):
+        mine = [r for r in rows if r["stage"] == stage][:top]
+        out.append(f"<h3>{_e(stage)}</h3>")
+        body = [
+            [r["function"], f"{r['calls']:,}", fmt_ns(r["total_ns"]), fmt_ns(r["self_ns"]),
+             fmt_ns(r["max_ns"])]
+            for r in mine
+        ]  # fmt: skip
+        out.append(table(["function", "calls", "total", "self", "longest"], body, "ss-profile"))
+    excluded = run.trace_exclusions()
+    if excluded:
+        items = "".join(f"<li>{_e(k)}: {_e(v)}</li>" for k, v in excluded.items())
+        out.append(f"<p>Not traced:</p><ul>{items}</ul>")
+    out.append("</section>")
+    return "".join(out)
+
+
 def _compare(page: Page, run: Run, other: Run) -> str:
     d = compare(run, other).to_dict()
     out = ['<section id="compare"><h2>Comparison</h2>']
@@ -606,6 +632,7 @@ def render(run: Run, compare_with: Run | None = None) -> tuple[str, list[str]]:
     parts = [_findings(run), _pipeline(run)]
     parts += list(_queries(page, qs))
     parts += [_virtual_queues(page, run), _clocks(page, run), _drops(run), _overhead(run)]
+    parts += [p for p in (_profiles(run),) if p]
     if compare_with is not None:
         parts.append(_compare(page, run, compare_with))
     sections = [p.split('id="', 1)[1].split('"', 1)[0] for p in parts]
@@ -619,6 +646,7 @@ def render(run: Run, compare_with: Run | None = None) -> tuple[str, list[str]]:
         "clocks": "Clocks",
         "drops": "Drops",
         "overhead": "Overhead",
+        "profiles": "Profiles",
         "compare": "Comparison",
     }
     nav = "".join(f'<a href="#{s}">{_e(titles.get(s, s))}</a>' for s in sections)

@@ -50,6 +50,8 @@ def run_json(run: Run) -> dict[str, Any]:
         "virtual_queues": [_vq(v) for v in run.virtual_queues()],
         "drops": [_drop(run, d) for d in drops],
         "overhead": run.overhead(),
+        "profiles": run.profiles(),
+        "trace_exclusions": run.trace_exclusions(),
     }
 
 

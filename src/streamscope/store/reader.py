@@ -168,6 +168,22 @@ class Run:
             row["fraction"] = row["est_probe_ns"] / self.duration_ns if self.duration_ns else None
         return out
 
+    def profiles(self) -> list[dict[str, Any]]:
+        """Traced functions per stage (``Pipeline.trace``): ``stage``, ``function`` (name),
+        ``calls``, ``total_ns`` (callees included), ``self_ns``, ``max_ns``; by stage, then
+        self time, largest first."""
+        cols, rows = self.sql(
+            "SELECT p.stage, coalesce(f.name, '#' || p.function_id) AS function, p.calls, "
+            "p.total_ns, p.self_ns, p.max_ns FROM profile p LEFT JOIN function f "
+            "ON f.id = p.function_id ORDER BY p.stage, p.self_ns DESC"
+        )
+        return [dict(zip(cols, r, strict=True)) for r in rows]
+
+    def trace_exclusions(self) -> dict[str, str]:
+        """Functions left out of tracing, and why."""
+        _, rows = self.sql("SELECT name, reason FROM trace_exclusion ORDER BY name")
+        return {str(n): str(r) for n, r in rows}
+
     def table(self, name: str) -> dict[str, NDArray[Any]]:
         """A whole table as numpy columns (``calibration``, ``clock_fit``, ``record``, ...)."""
         columns, rows = self.sql(f"SELECT * FROM {name}")  # noqa: S608 - names come from code
