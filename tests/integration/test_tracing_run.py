@@ -157,7 +157,7 @@ def test_cli_traces_the_app_file_and_show_prints_profiles(tmp_path: Path) -> Non
     cli = [sys.executable, "-m", "streamscope"]
     done = subprocess.run(
         [*cli, "run", str(app), "--out", str(out), "--quiet", "--trace-stage", "work"],
-        capture_output=True, text=True, timeout=120,
+        check=False, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     doc = json.loads(
@@ -171,7 +171,7 @@ def test_cli_traces_the_app_file_and_show_prints_profiles(tmp_path: Path) -> Non
     assert "app:helper" in shown.stdout
     bad = subprocess.run(
         [*cli, "run", str(app), "--out", str(tmp_path / "x.duckdb"), "--trace-stage", "wrok"],
-        capture_output=True, text=True, timeout=60,
+        check=False, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert bad.returncode == 2
     assert "trace: no stage matches 'wrok'" in bad.stderr

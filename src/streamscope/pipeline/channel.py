@@ -89,30 +89,40 @@ class ThreadChannel(queue.Queue[Any]):
         return len(self.queue)
 
     def put_tracked(self, item: Any, tracker: StateTracker | None) -> None:
-        """``put`` that marks the stage blocked-on-output only while it really waits."""
+        """``put`` that marks the stage blocked-on-output only while it really waits.
+
+        ``queue.Queue.put`` with the state change inside its own lock, where the wait starts
+        and ends: no failed non-blocking attempt (an exception) before each wait.
+        """
         if tracker is None:
             self.put(item)
         else:
-            try:
-                self.put(item, block=False)
-            except queue.Full:
-                prev = tracker.set(State.BLOCKED_OUT)
-                self.put(item)
-                tracker.set(prev)
+            with self.not_full:
+                if 0 < self.maxsize <= self._qsize():
+                    prev = tracker.set(State.BLOCKED_OUT)
+                    while 0 < self.maxsize <= self._qsize():
+                        self.not_full.wait()
+                    tracker.set(prev)
+                self._put(item)
+                self.unfinished_tasks += 1
+                self.not_empty.notify()
         if self.aborted:
             raise Aborted(self.name)
 
     def get_tracked(self, tracker: StateTracker | None) -> Any:
-        """``get`` that marks the stage blocked-on-input only while it really waits."""
+        """``get`` that marks the stage blocked-on-input only while it really waits (as
+        ``put_tracked``, inside the queue's lock)."""
         if tracker is None:
             item = self.get()
         else:
-            try:
-                item = self.get(block=False)
-            except queue.Empty:
-                prev = tracker.set(State.BLOCKED_IN)
-                item = self.get()
-                tracker.set(prev)
+            with self.not_empty:
+                if not self._qsize():
+                    prev = tracker.set(State.BLOCKED_IN)
+                    while not self._qsize():
+                        self.not_empty.wait()
+                    tracker.set(prev)
+                item = self._get()
+                self.not_full.notify()
         if self.aborted:
             raise Aborted(self.name)
         return item
