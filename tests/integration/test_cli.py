@@ -109,9 +109,12 @@ def test_show_json_is_the_documented_document(run_file: Path) -> None:
         "queries",
         "virtual_queues",
         "drops",
+        "overhead",
+        "profiles",
+        "trace_exclusions",
     }
     assert doc["format"] == "streamscope-run"
-    assert doc["schema_version"] == 2
+    assert doc["schema_version"] == 3
     run = doc["run"]
     assert run["status"] == "completed"
     assert run["error"] is None

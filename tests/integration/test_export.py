@@ -1,12 +1,14 @@
 """``streamscope export``: real runs to Perfetto, OTF2 and Chrome JSON, each read back.
 
 The files are checked against the run itself: slices per stage against its state records,
-timestamps against the records' virtual ns, counter tracks against the channels' queries.
+timestamps against the records' virtual ns, counter tracks against the channels' queries, and a
+function-traced run's call slices against the calls its stage made.
 """
 
 from __future__ import annotations
 
 import collections
+import dataclasses
 import itertools
 import json
 import subprocess
@@ -19,8 +21,8 @@ import pytest
 
 import streamscope as ss
 from streamscope.core.records import STATE_LABELS, Kind
-from streamscope.export import ExportSummary, export_run
-from streamscope.export.timeline import build_timeline, clock_models, to_virtual_ns
+from streamscope.export import ExportSummary, export_run, write_timeline
+from streamscope.export.timeline import Timeline, build_timeline, clock_models, to_virtual_ns
 
 otf2 = pytest.importorskip("otf2")
 pb = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
@@ -45,6 +47,41 @@ def _pipeline(device: bool = False) -> ss.Pipeline:
     return p
 
 
+#: Items through the function-traced stage: each makes 1 ``_traced_work`` call, 2 ``_outer``
+#: and 6 ``_inner`` (nested in that order).
+TRACED_ITEMS = 300
+EXPECTED_CALLS = {
+    "_traced_work": TRACED_ITEMS,
+    "_outer": 2 * TRACED_ITEMS,
+    "_inner": 6 * TRACED_ITEMS,
+}
+
+
+def _inner(x: int) -> int:
+    return sum(range(x % 7 + 20))
+
+
+def _outer(x: int) -> int:
+    return _inner(x) + _inner(x + 1) + _inner(x + 2)
+
+
+def _traced_work(x: int) -> int:
+    return _outer(x) + _outer(x + 1)
+
+
+def _run_function_traced(path: Path) -> Path:
+    p = ss.Pipeline("calls")
+    p.add("src", range(TRACED_ITEMS))
+    p.add("work", _traced_work)
+    p.add("sink", lambda x: None)
+    p.chain("src", "work", "sink", capacity=4)
+    p.trace(stages=["work"])
+    opts = ss.RunOptions(out=path, mode="inline", trace=True)
+    res = ss.run(p, ["state(work): duty every 100ms"], opts)
+    assert res.status == "completed", res.error
+    return path
+
+
 def _run(path: Path, *, trace: bool, device: bool = False) -> Path:
     res = ss.run(_pipeline(device), QUERIES, ss.RunOptions(out=path, mode="inline", trace=trace))
     assert res.status == "completed", res.error
@@ -58,6 +95,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "traced": _run(d / "traced.duckdb", trace=True),
         "plain": _run(d / "plain.duckdb", trace=False),
         "device": _run(d / "device.duckdb", trace=True, device=True),
+        "calls": _run_function_traced(d / "calls.duckdb"),
     }
 
 
@@ -176,6 +214,7 @@ def _check_chrome(path: Path) -> dict[str, list[dict[str, object]]]:
         assert isinstance(e["ts"], (int, float)) and e["ts"] >= 0
         by_ph[str(e["ph"])].append(e)
     assert set(by_ph) <= {"M", "X", "C", "i"}
+    assert not {e["name"] for e in by_ph["i"]} & {"enter", "exit"}  # calls are slices
     for e in by_ph["X"]:
         assert isinstance(e["dur"], (int, float)) and e["dur"] >= 0
     for e in by_ph["C"]:
@@ -185,6 +224,8 @@ def _check_chrome(path: Path) -> dict[str, list[dict[str, object]]]:
         list
     )
     for e in by_ph["X"]:
+        if e["cat"] != "state":
+            continue  # calls nest (checked where there are any)
         per_thread[(e["pid"], e["tid"])].append((float(e["ts"]), float(e["ts"]) + float(e["dur"])))  # type: ignore[arg-type]
     for spans in per_thread.values():
         spans.sort()
@@ -244,3 +285,169 @@ def test_an_untraced_run_exports_counters_from_frames(
     assert len(occ) == rows[0][0] > 0
     duty = [e for e in by_ph["C"] if e["name"] == "q0 state(work) duty.busy"]
     assert len(duty) == rows[0][0] + 1  # each frame, held to the last frame's end
+
+
+# --- traced function calls: enter/exit slices, named by function, nested ---------------------
+
+
+def _short(name: object) -> str:
+    """``module:qualname`` → ``qualname``; state slices' names as they are."""
+    return str(name).rpartition(":")[2]
+
+
+def _calls_timeline(path: Path, *, own_track: bool) -> Timeline:
+    """The traced run's timeline; with ``own_track``, as if its calls crossed the state slices'
+    bounds (so every writer's separate calls track is exercised on real calls too)."""
+    with ss.load(path) as run:
+        tl = build_timeline(run)
+    assert {_short(f) for f in tl.functions} >= set(EXPECTED_CALLS)
+    assert tl.calls_unmatched == 0 and tl.calls_open_at_end == 0
+    work = next(t.tid for t in tl.threads if t.name == "work")
+    if own_track:
+        tl = dataclasses.replace(tl, call_tracks=(work,))
+    return tl
+
+
+def _assert_nested(events: list[tuple[int, bool, str]]) -> collections.Counter[str]:
+    """One track's (time, is_begin, name) in file order: times never go back, every end closes
+    the innermost open slice, nothing is left open. Returns the begins per name."""
+    stack: list[str] = []
+    begins: collections.Counter[str] = collections.Counter()
+    last = -1
+    for t, begin, name in events:
+        assert t >= last
+        last = t
+        if begin:
+            stack.append(name)
+            begins[name] += 1
+        else:
+            assert stack.pop() == name
+    assert not stack
+    return begins
+
+
+@pytest.mark.parametrize("own_track", [False, True])
+def test_chrome_shows_traced_calls_nested_by_function(
+    runs: dict[str, Path], tmp_path: Path, own_track: bool
+) -> None:
+    tl = _calls_timeline(runs["calls"], own_track=own_track)
+    out = tmp_path / "calls.json"
+    write_timeline(tl, "chrome", out)
+    by_ph = _check_chrome(out)
+    calls = [e for e in by_ph["X"] if e["cat"] == "call"]
+    assert collections.Counter(_short(e["name"]) for e in calls) == EXPECTED_CALLS
+    assert not [e for e in by_ph["i"] if e["name"] in ("enter", "exit")]
+    names = {e["tid"]: e["args"]["name"] for e in by_ph["M"] if e["name"] == "thread_name"}  # type: ignore[index]
+    tids = {e["tid"] for e in calls}
+    assert len(tids) == 1
+    assert str(names[tids.pop()]).startswith("work calls" if own_track else "work (")
+
+    def ns(x: object) -> int:
+        return round(float(x) * 1000)  # type: ignore[arg-type]
+
+    # children inside parents: by start, longest first, each inside the innermost open call
+    spans = sorted(
+        ((ns(e["ts"]), -ns(e["dur"]), e["args"]["depth"], _short(e["name"])) for e in calls),  # type: ignore[index]
+    )
+    parent = {"_outer": "_traced_work", "_inner": "_outer"}
+    stack: list[tuple[int, int, str]] = []  # (end, depth, name)
+    for start, neg_dur, depth, name in spans:
+        assert -neg_dur > 0
+        while stack and stack[-1][0] <= start and not (stack[-1][0] == start and neg_dur == 0):
+            stack.pop()
+        assert len(stack) == depth
+        if depth:
+            end, _, outer = stack[-1]
+            assert start - neg_dur <= end and outer == parent[name]
+        stack.append((start - neg_dur, depth, name))
+    # in the same thread track as the state slices, each call inside a state slice
+    if not own_track:
+        states = sorted(
+            (ns(e["ts"]), ns(e["ts"]) + ns(e["dur"])) for e in by_ph["X"] if e["cat"] == "state"
+        )
+        starts = [a for a, _ in states]
+        for start, neg_dur, depth, _ in spans:
+            if depth == 0:
+                i = np.searchsorted(starts, start, side="right") - 1
+                assert i >= 0 and start - neg_dur <= states[i][1]
+
+
+@pytest.mark.parametrize("own_track", [False, True])
+def test_otf2_shows_traced_calls_as_nested_regions(
+    runs: dict[str, Path], tmp_path: Path, own_track: bool
+) -> None:
+    tl = _calls_timeline(runs["calls"], own_track=own_track)
+    out = tmp_path / "calls.otf2"
+    summary = write_timeline(tl, "otf2", out)
+    per_loc: dict[str, list[tuple[int, bool, str]]] = collections.defaultdict(list)
+    leaves: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
+    with otf2.reader.open(str(out / "traces.otf2")) as tr:
+        locations = [loc.name for loc in tr.definitions.locations]
+        for loc, ev in tr.events:
+            if isinstance(ev, otf2.events.Enter):
+                per_loc[loc.name].append((ev.time, True, ev.region.name))
+            elif isinstance(ev, otf2.events.Leave):
+                per_loc[loc.name].append((ev.time, False, ev.region.name))
+                leaves[loc.name][_short(ev.region.name)] += 1
+    assert summary.tracks == len(locations)
+    assert ("work calls" in locations) == own_track
+    where = "work calls" if own_track else "work"
+    enters = {loc: _assert_nested(evs) for loc, evs in per_loc.items()}
+    calls = {k: v for k, v in enters[where].items() if k not in STATE_LABELS}
+    assert {_short(k): v for k, v in calls.items()} == EXPECTED_CALLS
+    assert {k: v for k, v in leaves[where].items() if k not in STATE_LABELS} == EXPECTED_CALLS
+    states = sum(v for k, v in enters["work"].items() if k in STATE_LABELS)
+    assert states == len(_state_records(runs["calls"])["work"][0]) > 0
+    if own_track:
+        assert set(enters["work calls"]) == set(calls)  # only calls there
+
+
+@pytest.mark.parametrize("own_track", [False, True])
+def test_perfetto_shows_traced_calls_as_nested_slices(
+    runs: dict[str, Path], tmp_path: Path, own_track: bool
+) -> None:
+    tl = _calls_timeline(runs["calls"], own_track=own_track)
+    out = tmp_path / "calls.pftrace"
+    summary = write_timeline(tl, "perfetto", out)
+    trace = pb.Trace()
+    trace.ParseFromString(out.read_bytes())
+    tracks = {
+        p.track_descriptor.uuid: p.track_descriptor
+        for p in trace.packet
+        if p.HasField("track_descriptor")
+    }
+    assert summary.tracks == len(tracks)
+    work = next(u for u, d in tracks.items() if d.thread.thread_name.startswith("work "))
+    calls_track = [u for u, d in tracks.items() if d.name == "work calls"]
+    assert len(calls_track) == int(own_track)
+    if own_track:
+        assert tracks[calls_track[0]].parent_uuid == work
+    per_track: dict[int, list[tuple[int, bool, str]]] = collections.defaultdict(list)
+    open_names: dict[int, list[str]] = collections.defaultdict(list)
+    for p in trace.packet:
+        te = p.track_event
+        if not p.HasField("track_event") or te.type not in (
+            pb.TrackEvent.TYPE_SLICE_BEGIN, pb.TrackEvent.TYPE_SLICE_END
+        ):  # fmt: skip
+            continue
+        if te.type == pb.TrackEvent.TYPE_SLICE_BEGIN:
+            open_names[te.track_uuid].append(te.name)
+            per_track[te.track_uuid].append((p.timestamp, True, te.name))
+        else:  # an end names nothing: it closes the innermost open slice of its track
+            per_track[te.track_uuid].append((p.timestamp, False, open_names[te.track_uuid].pop()))
+    begins = {u: _assert_nested(evs) for u, evs in per_track.items()}
+    where = calls_track[0] if own_track else work
+    calls = {_short(k): v for k, v in begins[where].items() if k not in STATE_LABELS}
+    assert calls == EXPECTED_CALLS
+    states = sum(v for k, v in begins[work].items() if k in STATE_LABELS)
+    assert states == len(_state_records(runs["calls"])["work"][0]) > 0
+    # and where calls share the thread's track, each one sits inside a state slice
+    if not own_track:
+        depth = 0
+        for _, begin, name in per_track[work]:
+            if name not in STATE_LABELS:
+                assert depth >= 1 or not begin
+            elif begin:
+                depth += 1
+            else:
+                depth -= 1

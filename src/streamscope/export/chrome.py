@@ -2,8 +2,10 @@
 
 In: a ``Timeline``. Out: one JSON document ``{"traceEvents": [...], "displayTimeUnit": "ns",
 "metadata": {...}}`` written to a path: ``M`` events name processes (one per resource) and
-threads (one per stage), ``X`` events are state slices, ``C`` events counter samples and ``i``
-events raw records; ``ts``/``dur`` are µs (floats, to the ns) of virtual time.
+threads (one per stage, and a "STAGE calls" thread where traced calls cannot nest with its
+state slices), ``X`` events are state slices (category ``state``) and traced calls (category
+``call``, named by function, in the order they nest), ``C`` events counter samples and ``i``
+events other raw records; ``ts``/``dur`` are µs (floats, to the ns) of virtual time.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from streamscope.core.records import STATE_LABELS
-from streamscope.export.timeline import KIND_NAMES, Timeline
+from streamscope.export.timeline import KIND_NAMES, Timeline, nest_events
 
 
 def _us(ns: np.ndarray) -> list[str]:
@@ -23,9 +25,14 @@ def _us(ns: np.ndarray) -> list[str]:
     return [f"{a}.{b:03d}" for a, b in zip(q.tolist(), r.tolist(), strict=True)]
 
 
+def calls_tid(tid: int) -> int:
+    """The thread id of a stage's calls where they cannot nest with its state slices."""
+    return 100_000 + tid
+
+
 def chrome_events(tl: Timeline) -> list[str]:
-    """Every trace event of ``tl`` as one JSON object text each (metadata, slices, counters,
-    instants, in that order)."""
+    """Every trace event of ``tl`` as one JSON object text each (metadata, slices, calls,
+    counters, instants, in that order)."""
     out: list[str] = []
     for p in tl.processes:
         name = json.dumps(f"{p.name} [{p.kind}, clock {p.clock_domain}]")
@@ -43,6 +50,11 @@ def chrome_events(tl: Timeline) -> list[str]:
     pid_of_tid = np.zeros(max([t.tid for t in tl.threads], default=0) + 1, dtype=np.int64)
     for t in tl.threads:
         pid_of_tid[t.tid] = t.pid
+        if t.tid in tl.call_tracks:
+            name = json.dumps(f"{t.name} calls")
+            out.append(
+                f'{{"ph":"M","pid":{t.pid},"tid":{calls_tid(t.tid)},"ts":0,"name":"thread_name","args":{{"name":{name}}}}}'
+            )
     s = tl.slices
     labels = [json.dumps(x) for x in STATE_LABELS]
     out.extend(
@@ -56,6 +68,7 @@ def chrome_events(tl: Timeline) -> list[str]:
             strict=True,
         )
     )
+    out.extend(_call_events(tl, pid_of_tid))
     for c in tl.counters:
         name = json.dumps(c.name)
         unit = json.dumps(c.unit or "value")
@@ -81,6 +94,30 @@ def chrome_events(tl: Timeline) -> list[str]:
         )
     )
     return out
+
+
+def _call_events(tl: Timeline, pid_of_tid: np.ndarray) -> list[str]:
+    """An ``X`` event per traced call, in the order their begins nest (viewers nest ``X``
+    events by time; at equal times, by the order they come in)."""
+    ev = nest_events(tl)
+    first = ev.call & ev.begin
+    i = ev.index[first]
+    c = tl.calls
+    tid = np.where(ev.calls_track[first], calls_tid(0) + ev.tid[first], ev.tid[first])
+    names = [json.dumps(x) for x in tl.function_names()]
+    return [
+        f'{{"ph":"X","pid":{p},"tid":{t},"ts":{ts},"dur":{d},"name":{names[f]},"cat":"call",'
+        f'"args":{{"depth":{depth}}}}}'
+        for p, t, ts, d, f, depth in zip(
+            pid_of_tid[ev.tid[first]].tolist(),
+            tid.tolist(),
+            _us(c.start_ns[i]),
+            _us(c.end_ns[i] - c.start_ns[i]),
+            c.function[i].tolist(),
+            c.depth[i].tolist(),
+            strict=True,
+        )
+    ]
 
 
 def write_chrome(tl: Timeline, path: str | Path) -> int:

@@ -4,7 +4,9 @@ In: a ``Timeline``. Out: an OTF2 archive in a directory (``<dir>/traces.otf2`` i
 written with the OTF2 library: timer resolution 1 ns (10⁹ ticks per second), timestamps are
 virtual ns since the run's start. Each resource is a location group (properties: its clock
 domain, nominal tick, bound widths), each stage a CPU-thread location in it; a region per state
-(idle, busy, blocked_in, blocked_out) entered and left for every state slice; raw records as
+(idle, busy, blocked_in, blocked_out) entered and left for every state slice, and a region per
+traced function entered and left for every call, nested inside them (or, where calls cross state
+slices' bounds, on a "STAGE calls" location of the same group); other raw records as
 ``ParameterInt`` events on their stage's location; each counter series as a metric (one member,
 double) on a metric location of its own. OTF2's writer takes one call per event.
 """
@@ -19,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from streamscope.core.records import STATE_LABELS
-from streamscope.export.timeline import KIND_NAMES, Timeline
+from streamscope.export.timeline import KIND_NAMES, SliceEvents, Timeline, nest_events
 
 TIMER_RESOLUTION = 1_000_000_000  # ticks per second: 1 tick = 1 ns
 
@@ -53,26 +55,26 @@ def write_otf2(tl: Timeline, path: str | Path) -> tuple[int, int]:
                 g, "uncertainty_ns", value=float(tl.uncertainty_ns.get(pr.clock_domain, 0.0))
             )
             groups[pr.pid] = g
-        regions = [d.region(s, region_role=RegionRole.FUNCTION) for s in STATE_LABELS]
+        labels = [*STATE_LABELS, *tl.function_names()[1:]]
+        regions = [d.region(x, region_role=RegionRole.FUNCTION) for x in labels]
         params = {
             k: d.parameter(v, parameter_type=ParameterType.INT64) for k, v in KIND_NAMES.items()
         }
         locations = 0
-        s, inst = tl.slices, tl.instants
+        ev, inst = nest_events(tl), tl.instants
+        region = _region_ids(tl, ev)
         for t in tl.threads:
             loc = d.location(t.name, type=LocationType.CPU_THREAD, group=groups[t.pid])
             locations += 1
             w = trace.event_writer_from_location(loc)
-            m = s.tid == t.tid
-            o = np.argsort(s.start_ns[m], kind="stable")
-            start, end, state = s.start_ns[m][o], s.end_ns[m][o], s.state[m][o]
+            m = (ev.tid == t.tid) & ~ev.calls_track
             mi = inst.tid == t.tid
             k = int(mi.sum())
-            # Enter, Leave per slice in turn (sequential, so in time order), then the records
-            # merged in by a stable sort: the pairs stay well nested even at zero length
-            ts = np.concatenate([np.column_stack([start, end]).reshape(-1), inst.t_ns[mi]])
-            what = np.concatenate([np.tile([1, 0], len(start)), np.full(k, 2)]).astype(np.int8)
-            arg = np.concatenate([np.repeat(state, 2), np.arange(k)]).astype(np.int64)
+            # Enter and Leave in the order they nest, then the records merged in by a stable
+            # sort on time: the pairs stay well nested even at equal times
+            ts = np.concatenate([ev.t_ns[m], inst.t_ns[mi]])
+            what = np.concatenate([ev.begin[m].astype(np.int8), np.full(k, 2, dtype=np.int8)])
+            arg = np.concatenate([region[m], np.arange(k)]).astype(np.int64)
             order = np.argsort(ts, kind="stable")
             kinds, values = inst.kind[mi].tolist(), inst.value[mi].tolist()
             for time, wh, a in zip(
@@ -85,6 +87,21 @@ def write_otf2(tl: Timeline, path: str | Path) -> tuple[int, int]:
                 else:
                     w.parameter_int(time, params.get(kinds[a], params[1]), values[a])
             events += len(ts)
+            if t.tid in tl.call_tracks:
+                loc = d.location(
+                    f"{t.name} calls", type=LocationType.CPU_THREAD, group=groups[t.pid]
+                )
+                locations += 1
+                w = trace.event_writer_from_location(loc)
+                m = (ev.tid == t.tid) & ev.calls_track
+                for time, enter, a in zip(
+                    ev.t_ns[m].tolist(), ev.begin[m].tolist(), region[m].tolist(), strict=True
+                ):
+                    if enter:
+                        w.enter(time, regions[a])
+                    else:
+                        w.leave(time, regions[a])
+                events += int(m.sum())
         for c in tl.counters:
             loc = d.location(f"counter: {c.name}", type=LocationType.METRIC, group=groups[c.pid])
             locations += 1
@@ -96,3 +113,11 @@ def write_otf2(tl: Timeline, path: str | Path) -> tuple[int, int]:
             events += int(ok.sum())
         trace._realtime_timestamp = tl.started_unix_ns / 1e9  # the run's wall-clock start
     return locations, events
+
+
+def _region_ids(tl: Timeline, ev: SliceEvents) -> np.ndarray:
+    """Per slice event, its region: the state's, or ``len(STATE_LABELS) + function - 1``."""
+    region = np.zeros(len(ev), dtype=np.int64)
+    region[~ev.call] = tl.slices.state[ev.index[~ev.call]]
+    region[ev.call] = len(STATE_LABELS) - 1 + tl.calls.function[ev.index[ev.call]]
+    return region

@@ -2,9 +2,11 @@
 
 In: a ``Timeline``. Out: a ``.pftrace`` file the Perfetto UI opens: ``TrackDescriptor`` packets
 for a process track per resource (its clock domain and bound widths in the description), a
-thread track per stage and a counter track per counter series; then ``TrackEvent`` packets,
-sorted by time, on one trusted packet sequence: slice begin/end per state slice, a counter value
-per sample and an instant per raw record (its value as a debug annotation). A global "streamscope
+thread track per stage (and a "STAGE calls" child track where traced calls cannot nest with its
+state slices) and a counter track per counter series; then ``TrackEvent`` packets, sorted by
+time, on one trusted packet sequence: slice begin/end per state slice and per traced call (named
+by function, nested), a counter value per sample and an instant per other raw record (its value
+as a debug annotation). A global "streamscope
 run" track holds one instant at 0 with the run's metadata (clock domains, uncertainty) as JSON.
 
 The few descriptors are built with Perfetto's generated classes; the bulk of events is encoded
@@ -21,7 +23,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from streamscope.core.records import STATE_LABELS
-from streamscope.export.timeline import KIND_NAMES, Timeline
+from streamscope.export.timeline import KIND_NAMES, Timeline, nest_events
 
 U8 = NDArray[np.uint8]
 Column = tuple[U8, NDArray[np.int64]]  # bytes per row (padded) and each row's length
@@ -42,6 +44,11 @@ def process_uuid(pid: int) -> int:
 
 def thread_uuid(tid: int) -> int:
     return 100_000 + tid
+
+
+def calls_uuid(tid: int) -> int:
+    """The track of a stage's calls where they cannot nest with its state slices."""
+    return 500_000 + tid
 
 
 def counter_uuid(index: int) -> int:
@@ -143,32 +150,32 @@ def _ragged(flat: U8, lens: NDArray[np.int64]) -> Column:
 
 def _events(
     tl: Timeline, counter_tracks: list[int]
-) -> list[tuple[NDArray[np.int64], U8, NDArray[np.int64]]]:
-    """(timestamps, flat packet bytes, packet lengths) per kind of event, each in time order."""
+) -> list[tuple[NDArray[np.int64], U8, NDArray[np.int64], NDArray[np.int64]]]:
+    """(timestamps, flat packet bytes, packet lengths, tie ranks) per kind of event; the caller
+    sorts them by time, then tie rank (each track's slice events at equal times: in the order
+    they nest), then as they come."""
     parts = []
     tag_type, tag_uuid = _field_tag(9, 0), _field_tag(11, 0)
-    # slices: begin and end interleaved per thread, in time order within each thread
-    s = tl.slices
-    if len(s):
-        order = np.lexsort((s.start_ns, s.tid))
-        n = len(order)
-        ts = np.empty(2 * n, dtype=np.int64)
-        ts[0::2], ts[1::2] = s.start_ns[order], s.end_ns[order]
-        tid = np.repeat(s.tid[order], 2)
-        types = [tag_type + bytes([TYPE_SLICE_BEGIN]), tag_type + bytes([TYPE_SLICE_END])]
-        kind = np.tile([0, 1], n)
-        names = [b"", *(_string_field(23, x) for x in STATE_LABELS)]
-        name_id = np.zeros(2 * n, dtype=np.int64)
-        name_id[0::2] = s.state[order].astype(np.int64) + 1
-        body = _join(
-            [
-                _lookup(types, kind),
-                _const(tag_uuid, 2 * n),
-                _varint(thread_uuid(0) + tid.astype(np.int64)),
-                _lookup(names, name_id),
-            ]
+    # slices and calls: begin and end per track, in an order that nests (state slices by
+    # state, calls by function name); begins and ends apart, as only begins carry a name
+    ev = nest_events(tl)
+    if len(ev):
+        labels = [*STATE_LABELS, *tl.function_names()]
+        names = [_string_field(23, x) for x in labels]
+        label = np.zeros(len(ev), dtype=np.int64)  # into ``labels``
+        label[~ev.call] = tl.slices.state[ev.index[~ev.call]]
+        label[ev.call] = len(STATE_LABELS) + tl.calls.function[ev.index[ev.call]]
+        track = np.where(
+            ev.calls_track, calls_uuid(0) + ev.tid.astype(np.int64), thread_uuid(0) + ev.tid
         )
-        parts.append((ts, body))
+        for begin in (True, False):
+            m = ev.begin == begin
+            n = int(m.sum())
+            kind = TYPE_SLICE_BEGIN if begin else TYPE_SLICE_END
+            cols = [_const(tag_type + bytes([kind]) + tag_uuid, n), _varint(track[m])]
+            if begin:
+                cols.append(_lookup(names, label[m]))
+            parts.append((ev.t_ns[m], _join(cols), np.flatnonzero(m)))
     # counters: one track each
     dbl = _field_tag(44, 1)
     for c, uuid in zip(tl.counters, counter_tracks, strict=True):
@@ -184,7 +191,7 @@ def _events(
                 _fixed64(c.values[ok]),
             ]
         )
-        parts.append((c.t_ns[ok], body))
+        parts.append((c.t_ns[ok], body, np.zeros(n, dtype=np.int64)))
     # instants: the record kind as name, its value as a debug annotation
     i = tl.instants
     if len(i):
@@ -206,11 +213,11 @@ def _events(
                 _ragged(*ann),
             ]
         )
-        parts.append((i.t_ns, body))
+        parts.append((i.t_ns, body, np.zeros(n, dtype=np.int64)))
     out = []
-    for ts, body in parts:
+    for ts, body, tie in parts:
         flat, lens = _packets(ts, body)
-        out.append((ts, flat, lens))
+        out.append((ts, flat, lens, tie))
     return out
 
 
@@ -246,6 +253,12 @@ def _descriptors(tl: Timeline) -> tuple[bytes, list[int], int]:
         d.thread.pid = t.pid
         d.thread.tid = t.tid
         d.thread.thread_name = f"{t.name} ({t.role})"
+    stage = {t.tid: t.name for t in tl.threads}
+    for tid in tl.call_tracks:
+        d = packet().track_descriptor
+        d.uuid = calls_uuid(tid)
+        d.parent_uuid = thread_uuid(tid)
+        d.name = f"{stage[tid]} calls"
     uuids = []
     for k, c in enumerate(tl.counters):
         d = packet().track_descriptor
@@ -262,7 +275,7 @@ def _descriptors(tl: Timeline) -> tuple[bytes, list[int], int]:
     ann = meta.track_event.debug_annotations.add()
     ann.name = "metadata"
     ann.string_value = json.dumps(tl.metadata())
-    n_tracks = 1 + len(tl.processes) + len(tl.threads) + len(tl.counters)
+    n_tracks = 1 + len(tl.processes) + len(tl.threads) + len(tl.call_tracks) + len(tl.counters)
     return trace.SerializeToString(), uuids, n_tracks
 
 
@@ -275,7 +288,7 @@ def encode_perfetto(tl: Timeline) -> tuple[bytes, int, int]:
     ts = np.concatenate([p[0] for p in parts])
     lens = np.concatenate([p[2] for p in parts])
     flat = np.concatenate([p[1] for p in parts])
-    order = np.argsort(ts, kind="stable")
+    order = np.lexsort((np.concatenate([p[3] for p in parts]), ts))
     mat, _ = _ragged(flat, lens)  # packets as padded rows: reorder rows, then drop the padding
     new_lens = lens[order]
     body: U8 = mat[order][np.arange(mat.shape[1]) < new_lens[:, None]]
