@@ -8,16 +8,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streamscope.core.records import Kind
-from streamscope.export.timeline import (
+from streamscope.export.calls import (
     Calls,
-    Instants,
-    Slices,
-    Timeline,
     _call_slots,
     _calls,
     nest_events,
     pair_calls,
     pair_calls_stack,
+)
+from streamscope.export.timeline import (
+    Instants,
+    Slices,
+    Timeline,
 )
 
 ENTER, EXIT = int(Kind.ENTER), int(Kind.EXIT)

@@ -16,7 +16,8 @@ from pathlib import Path
 import numpy as np
 
 from streamscope.core.records import STATE_LABELS
-from streamscope.export.timeline import KIND_NAMES, Timeline, nest_events
+from streamscope.export.calls import nest_events
+from streamscope.export.timeline import KIND_NAMES, Timeline
 
 
 def _us(ns: np.ndarray) -> list[str]:

@@ -21,7 +21,8 @@ from typing import Any
 import numpy as np
 
 from streamscope.core.records import STATE_LABELS
-from streamscope.export.timeline import KIND_NAMES, SliceEvents, Timeline, nest_events
+from streamscope.export.calls import SliceEvents, nest_events
+from streamscope.export.timeline import KIND_NAMES, Timeline
 
 TIMER_RESOLUTION = 1_000_000_000  # ticks per second: 1 tick = 1 ns
 

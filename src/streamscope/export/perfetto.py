@@ -23,7 +23,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from streamscope.core.records import STATE_LABELS
-from streamscope.export.timeline import KIND_NAMES, Timeline, nest_events
+from streamscope.export.calls import nest_events
+from streamscope.export.timeline import KIND_NAMES, Timeline
 
 U8 = NDArray[np.uint8]
 Column = tuple[U8, NDArray[np.int64]]  # bytes per row (padded) and each row's length
