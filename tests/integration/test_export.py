@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -161,16 +162,22 @@ def test_otf2_reads_back_with_the_runs_slices_and_times(
             assert 0 < props[("accel", "uncertainty_ns")] < 1e6
 
 
-def test_perfetto_parses_with_perfettos_protos(runs: dict[str, Path], tmp_path: Path) -> None:
-    out = tmp_path / "t.pftrace"
-    summary = export_run(runs["device"], "perfetto", out)
+def _perfetto(path: Path) -> tuple[Any, dict[int, Any]]:
+    """A Perfetto trace file read back with Perfetto's protos, and its tracks by uuid."""
     trace = pb.Trace()
-    trace.ParseFromString(out.read_bytes())
+    trace.ParseFromString(path.read_bytes())
     tracks = {
         p.track_descriptor.uuid: p.track_descriptor
         for p in trace.packet
         if p.HasField("track_descriptor")
     }
+    return trace, tracks
+
+
+def test_perfetto_parses_with_perfettos_protos(runs: dict[str, Path], tmp_path: Path) -> None:
+    out = tmp_path / "t.pftrace"
+    summary = export_run(runs["device"], "perfetto", out)
+    trace, tracks = _perfetto(out)
     assert summary.tracks == len(tracks)
     threads = {d.thread.thread_name.split(" ")[0] for d in tracks.values() if d.HasField("thread")}
     assert threads == {"src", "work", "sink"}
@@ -409,13 +416,7 @@ def test_perfetto_shows_traced_calls_as_nested_slices(
     tl = _calls_timeline(runs["calls"], own_track=own_track)
     out = tmp_path / "calls.pftrace"
     summary = write_timeline(tl, "perfetto", out)
-    trace = pb.Trace()
-    trace.ParseFromString(out.read_bytes())
-    tracks = {
-        p.track_descriptor.uuid: p.track_descriptor
-        for p in trace.packet
-        if p.HasField("track_descriptor")
-    }
+    trace, tracks = _perfetto(out)
     assert summary.tracks == len(tracks)
     work = next(u for u, d in tracks.items() if d.thread.thread_name.startswith("work "))
     calls_track = [u for u, d in tracks.items() if d.name == "work calls"]

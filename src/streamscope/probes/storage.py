@@ -274,15 +274,7 @@ class DistributedPort(RingTap):
 
     def offer(self, ticks: int, value: int, cycle: int | None = None) -> bool:
         """Write a sample taken at ``ticks``; ``cycle`` is accepted for symmetry and unused."""
-        w = self.w
-        if w - self.r < self.cap:
-            i = w & self.mask
-            self.ticks[i] = ticks
-            self.values[i] = value
-            self.w = w + 1
-            return True
-        self.dropped += 1
-        return False
+        return self.record(ticks, value)
 
     @property
     def contention(self) -> int:

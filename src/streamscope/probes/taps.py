@@ -111,15 +111,17 @@ class RingTap:
         self.dropped = 0
         self._seen_dropped = 0
 
-    def record(self, ticks: int, value: int) -> None:
+    def record(self, ticks: int, value: int) -> bool:
+        """Keep one record; False (and counted in ``dropped``) when the ring is full."""
         w = self.w
         if w - self.r < self.cap:
             i = w & self.mask
             self.ticks[i] = ticks
             self.values[i] = value
             self.w = w + 1
-        else:
-            self.dropped += 1
+            return True
+        self.dropped += 1
+        return False
 
     def drain(self) -> tuple[Records, int]:
         w, r = self.w, self.r
