@@ -59,7 +59,7 @@ def _per_call(body: Callable[[int], None], n: int, repeats: int) -> float:
 
 
 def measure_costs(
-    now: Callable[[], int] = time.perf_counter_ns, n: int = 2000, repeats: int = 3
+    now: Callable[[], int] = time.perf_counter_ns, n: int = 1000, repeats: int = 2
 ) -> dict[str, float]:
     """Nanoseconds per event of each probe class, timed here and now (a few milliseconds)."""
     buf: list[int] = []
