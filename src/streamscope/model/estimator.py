@@ -87,6 +87,25 @@ def sample_histogram(h: HistogramLike, n: int, rng: np.random.Generator) -> F64:
     return out
 
 
+def sample_residual(h: HistogramLike, rng: np.random.Generator) -> float:
+    """One draw of the time from an arbitrary instant to the next insertion, for insertions
+    whose gaps follow ``h`` (the renewal process's equilibrium residual): a gap drawn in
+    proportion to its length, then a uniform point inside it. A frame starts at an arbitrary
+    instant, so its first insertion comes after a residual, not after a whole gap (for
+    exponential gaps the two agree; for gaps longer than the frame only the residual lets an
+    insertion fall inside it)."""
+    e, w = _hist(h, "histogram")
+    lo, hi = e[:-1], e[1:]
+    lw = w * 0.5 * (lo + hi)
+    total = float(lw.sum())
+    if total <= 0.0:
+        return float(sample_histogram(h, 1, rng)[0])
+    i = min(int(np.searchsorted(np.cumsum(lw), rng.random() * total, side="right")), w.size - 1)
+    # within the bin, density proportional to the gap's length
+    gap = math.sqrt(lo[i] ** 2 + rng.random() * (hi[i] ** 2 - lo[i] ** 2))
+    return float(rng.random() * gap)
+
+
 def _start_level(name: str, value: int) -> int:
     if int(value) != value or value < 0:
         raise ModelInputError(
@@ -212,8 +231,12 @@ def replicate(
     *,
     start_tail: int = 0,
     start_head: int = 0,
+    residual: bool = True,
 ) -> tuple[SubQueues, int]:
     """One model replication of a frame: histogram draws through :func:`simulate_frame`.
+
+    The first insertion comes after a residual gap (:func:`sample_residual`: the frame starts
+    at an arbitrary instant), or, with ``residual=False``, after a whole gap.
 
     Out: the frame's :class:`SubQueues` and the number of items inserted during the frame.
     The start items' service times are the first ``start_head + start_tail`` service draws, so
@@ -229,6 +252,8 @@ def replicate(
     expect = frame_ns / mean_gap
     n = int(expect + 6.0 * math.sqrt(expect) + 16.0)
     gaps = sample_histogram(inter_insert, n, rng)
+    if residual:
+        gaps[0] = sample_residual(inter_insert, rng)
     while float(gaps.sum()) < frame_ns:  # rare: top up until the frame is covered
         gaps = np.concatenate((gaps, sample_histogram(inter_insert, n, rng)))
     service = sample_histogram(inter_depart, k0 + gaps.size, rng)
@@ -249,11 +274,15 @@ def replicates(
     *,
     start_tail: int = 0,
     start_head: int = 0,
+    residual: bool = True,
 ) -> list[tuple[SubQueues, int]]:
     """``n`` independent :func:`replicate` runs of the same frame, in order (one rng stream)."""
     starts = {"start_tail": start_tail, "start_head": start_head}
     return [
-        replicate(inter_insert, inter_depart, frame_ns, model, bus, rng, **starts) for _ in range(n)
+        replicate(
+            inter_insert, inter_depart, frame_ns, model, bus, rng, **starts, residual=residual
+        )
+        for _ in range(n)
     ]
 
 
@@ -268,6 +297,7 @@ def predict(
     replications: int = 8,
     start_tail: int = 0,
     start_head: int = 0,
+    residual: bool = True,
 ) -> Prediction:
     """Seed 002 step 3 for one frame: histograms (ns; counts) in, a :class:`Prediction` out.
 
@@ -281,13 +311,14 @@ def predict(
 
     Each replication covers ``frame_ns`` from the frame start, where ``start_tail`` and
     ``start_head`` items (measured by the caller; 0: the frame starts empty) are already in the
-    tail and head sub-queues (see :func:`simulate_frame`).
+    tail and head sub-queues (see :func:`simulate_frame`). The first insertion comes after a
+    residual gap (``residual=False``: a whole one, e.g. to model no insertion at all).
     """
     if replications < 1:
         raise ModelInputError(f"replications must be >= 1, got {replications}")
     runs = replicates(
         inter_insert, inter_depart, frame_ns, model, bus, rng, replications,
-        start_tail=start_tail, start_head=start_head,
+        start_tail=start_tail, start_head=start_head, residual=residual,
     )  # fmt: skip
     whole = _pad_mean([r[0].whole for r in runs])
     return Prediction(

@@ -218,13 +218,16 @@ class VirtualQueue:
             if arrivals is not None and service is not None and length > 0:
                 rng = np.random.default_rng((self.seed, self.key, frame))
                 st, sh = tail.level_start, head.level_start
+                # An assumed input models no insertion: a whole gap, longer than the frame.
+                resid = not assumed
                 pred = predict(
                     arrivals, service, length, rng, model="tandem", bus=self.bus,
-                    start_tail=st, start_head=sh,
+                    start_tail=st, start_head=sh, residual=resid,
                 )  # fmt: skip
                 ideal = predict(
-                    arrivals, service, length, rng, model="ideal", start_tail=st, start_head=sh
-                )
+                    arrivals, service, length, rng, model="ideal", start_tail=st, start_head=sh,
+                    residual=resid,
+                )  # fmt: skip
                 rate_per_ns = head.n_out / length
                 bias = rate_per_ns * max(tail_mis, head_mis)
                 mt, mh = _fractions(tail.level_ticks), _fractions(head.level_ticks)
