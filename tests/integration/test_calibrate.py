@@ -98,8 +98,15 @@ def test_truth_inside_bounds_in_every_randomised_trial() -> None:
     assert not failures, "\n".join(failures)
     for m in METHODS:
         assert len(margins[m]) == TRIALS
-        # The offset error can never exceed the bound width when the truth is inside the bounds.
-        assert max(e - w for e, w in zip(errors[m], widths[m], strict=True)) <= 1e-3
+    # The hull's map lies inside the bounds, as the truth does: its offset error can never
+    # exceed the bound width. The seed's least-squares fit is not held inside the bounds (a
+    # loaded machine's skewed round trips can pull it out), so it may, now and then.
+    assert max(e - w for e, w in zip(errors["hull"], widths["hull"], strict=True)) <= 1e-3
+    outside = sum(
+        e > w + 1e-3 for e, w in zip(errors["timetrial"], widths["timetrial"], strict=True)
+    )
+    print(f"timetrial: offset error beyond the bound width in {outside} of {TRIALS} trials")
+    assert outside <= TRIALS // 20
 
 
 def test_a_wrong_truth_is_caught() -> None:
