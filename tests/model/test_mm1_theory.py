@@ -164,4 +164,10 @@ def test_mm1_mean_occupancy_is_lq(tmp_path: Path, rho: float, items: int, seed: 
     # is not exponential (CV^2 is printed above), and P-K is exact for any service distribution.
     # M/M/1 at the realised rates assumes CV^2 = 1 and is off by (1 + CV^2) / 2; it is printed,
     # with the W1 distance to its geometric queue-length distribution, but not asserted.
+    if hint:
+        # The theory cannot be tested on a run that did not realise its queue; the monitor
+        # still can, against the application's own record of the same run.
+        print("not an M/G/1 run: the monitor is held to the truth replay instead")
+        assert lq == pytest.approx(t.lq_replay, rel=0.02), figures + hint
+        return
     assert lq == pytest.approx(lq_pk, rel=TOLERANCE), figures + hint
