@@ -343,7 +343,7 @@ def main() -> int:
     quick = args.quick
     print(machine())
     f_state, cpu_us, events, ratio_cpu = end_to_end(
-        quick, args.reps or (1 if quick else 9), args.mode
+        quick, args.reps or (2 if quick else 9), args.mode
     )
 
     chan, st, flush_ns = per_event(20_000 if quick else 400_000, 3 if quick else 7)
