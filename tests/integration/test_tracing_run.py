@@ -169,6 +169,10 @@ def test_cli_traces_the_app_file_and_show_prints_profiles(tmp_path: Path) -> Non
     shown = subprocess.run([*cli, "show", str(out)], capture_output=True, text=True, check=True)
     assert "function profiles" in shown.stdout
     assert "app:helper" in shown.stdout
+    page = tmp_path / "report.html"
+    subprocess.run([*cli, "report", str(out), "-o", str(page)], capture_output=True, check=True)
+    html = page.read_text()
+    assert 'id="profiles"' in html and "app:helper" in html and 'id="overhead"' in html
     bad = subprocess.run(
         [*cli, "run", str(app), "--out", str(tmp_path / "x.duckdb"), "--trace-stage", "wrok"],
         check=False, capture_output=True, text=True, timeout=60,
