@@ -67,68 +67,8 @@ class Scope:
         self.now = now
         self._parts: dict[str, _StageParts] = {s: _StageParts() for s in stages}
         mine = set(stages)
-        active = {p.target: p for p in probes if p.kind in USER_PROBE_KINDS}
-        storages: dict[tuple[str, str], Any] = {}
-        handles: dict[str, dict[str, UserProbe]] = {s: {} for s in stages}
-        for up in pipeline.probes.values():
-            if up.stage not in mine:
-                continue
-            short = up.name[len(up.stage) + 1 :]
-            info = active.get(up.name)
-            if up.kind == "global":
-                continue  # after its members
-            if info is None or info.kind != up.kind:
-                handles[up.stage][short] = NullProbe(up.name, up.kind)
-                continue
-            if up.kind == "sampler":
-                resource = pipeline.stages[up.stage].resource.name
-                store = storages.get((resource, up.storage))
-                if store is None:
-                    params = pipeline.storages.get(resource, StorageSpec())
-                    store = storages[(resource, up.storage)] = (
-                        make_storage(
-                            "centralized", Kind.SAMPLE, capacity=params.capacity,
-                            ports=params.ports, hold=params.hold, cycle_ticks=params.cycle_ticks,
-                        )
-                        if up.storage == "centralized"
-                        else make_storage("distributed", Kind.SAMPLE, capacity=capacity)
-                    )  # fmt: skip
-                res = pipeline.stages[up.stage].resource
-                tick_ns = EmulatedClockSpec.parse(res.clock).tick_ns if res.clock else 1.0
-                handles[up.stage][short] = SamplerProbe(
-                    up.name, store.port(info.id), now, _trigger(up),
-                    round(up.period_ns / tick_ns) if up.period_ns else 0,
-                )  # fmt: skip
-                self._parts[up.stage].storages.append(store)
-            elif up.kind == "counter":
-                ctap = CounterTap(info.id, now)
-                self.taps.append(ctap)
-                handles[up.stage][short] = CounterProbe(up.name, ctap, _trigger(up))
-            else:
-                ring = RingTap(info.id, Kind.DURATION, capacity)
-                self.taps.append(ring)
-                handles[up.stage][short] = TimerProbe(up.name, ring, now)
-        for up in pipeline.probes.values():
-            if up.kind == "global" and up.stage in mine:
-                mem = [handles[up.stage][m] for m in up.members]
-                live = tuple(m for m in mem if isinstance(m, SamplerProbe))
-                short = up.name[len(up.stage) + 1 :]
-                handles[up.stage][short] = (
-                    GlobalProbe(up.name, live, now) if live else NullProbe(up.name, "global")
-                )
-        for store in storages.values():
-            self.taps.extend(store.taps())
-        for stage in stages:
-            register_stage(stage, handles[stage])
-        tracer = tracing.active()
-        traced = [p for p in probes if p.kind == "trace" and p.target in mine]
-        if tracer is not None and traced:
-            for p in traced:
-                ttap = tracing.TraceTap(p.id, p.target, tracer.capacity)
-                self.taps.append(ttap)
-                self._parts[p.target].trace = (tracer, ttap)
-            if tracer.max_calls_per_s is not None:
-                self.taps.append(tracing.RateCheck(tracer, host_now_ticks))
+        self._declared(pipeline, probes, stages, capacity, now)
+        self._traced(probes, mine)
         for p in probes:
             if p.kind == "state" and p.target in mine:
                 tap = RingTap(p.id, Kind.STATE, capacity)
@@ -159,6 +99,83 @@ class Scope:
                     ring = RingTap(p.id, kind, capacity)
                     setattr(ch, p.kind, ring)
                     self.taps.append(ring)
+
+    def _declared(
+        self,
+        pipeline: Pipeline,
+        probes: tuple[ProbeInfo, ...],
+        stages: list[str],
+        capacity: int,
+        now: Callable[[], int],
+    ) -> None:
+        """Handles of the probes declared on this process's stages (``Pipeline.probe``): live
+        ones for the probes queries use, inactive ones for the rest; their taps and storage."""
+        mine = set(stages)
+        active = {p.target: p for p in probes if p.kind in USER_PROBE_KINDS}
+        storages: dict[tuple[str, str], Any] = {}
+        handles: dict[str, dict[str, UserProbe]] = {s: {} for s in stages}
+        for up in pipeline.probes.values():
+            if up.stage not in mine:
+                continue
+            short = up.name[len(up.stage) + 1 :]
+            info = active.get(up.name)
+            if up.kind == "global":
+                continue  # after its members
+            if info is None or info.kind != up.kind:
+                handles[up.stage][short] = NullProbe(up.name, up.kind)
+                continue
+            if up.kind == "sampler":
+                res = pipeline.stages[up.stage].resource
+                store = storages.get((res.name, up.storage))
+                if store is None:
+                    params = pipeline.storages.get(res.name, StorageSpec())
+                    store = storages[(res.name, up.storage)] = (
+                        make_storage(
+                            "centralized", Kind.SAMPLE, capacity=params.capacity,
+                            ports=params.ports, hold=params.hold, cycle_ticks=params.cycle_ticks,
+                        )
+                        if up.storage == "centralized"
+                        else make_storage("distributed", Kind.SAMPLE, capacity=capacity)
+                    )  # fmt: skip
+                tick_ns = EmulatedClockSpec.parse(res.clock).tick_ns if res.clock else 1.0
+                handles[up.stage][short] = SamplerProbe(
+                    up.name, store.port(info.id), now, _trigger(up),
+                    round(up.period_ns / tick_ns) if up.period_ns else 0,
+                )  # fmt: skip
+                self._parts[up.stage].storages.append(store)
+            elif up.kind == "counter":
+                ctap = CounterTap(info.id, now)
+                self.taps.append(ctap)
+                handles[up.stage][short] = CounterProbe(up.name, ctap, _trigger(up))
+            else:
+                ring = RingTap(info.id, Kind.DURATION, capacity)
+                self.taps.append(ring)
+                handles[up.stage][short] = TimerProbe(up.name, ring, now)
+        for up in pipeline.probes.values():
+            if up.kind == "global" and up.stage in mine:
+                mem = [handles[up.stage][m] for m in up.members]
+                live = tuple(m for m in mem if isinstance(m, SamplerProbe))
+                short = up.name[len(up.stage) + 1 :]
+                handles[up.stage][short] = (
+                    GlobalProbe(up.name, live, now) if live else NullProbe(up.name, "global")
+                )
+        for store in storages.values():
+            self.taps.extend(store.taps())
+        for stage in stages:
+            register_stage(stage, handles[stage])
+
+    def _traced(self, probes: tuple[ProbeInfo, ...], mine: set[str]) -> None:
+        """A trace tap per traced stage of this process, bound in the stage's thread when it
+        starts; and the call-rate check, run at each agent flush."""
+        tracer = tracing.active()
+        traced = [p for p in probes if p.kind == "trace" and p.target in mine]
+        if tracer is not None and traced:
+            for p in traced:
+                ttap = tracing.TraceTap(p.id, p.target, tracer.capacity)
+                self.taps.append(ttap)
+                self._parts[p.target].trace = (tracer, ttap)
+            if tracer.max_calls_per_s is not None:
+                self.taps.append(tracing.RateCheck(tracer, host_now_ticks))
 
     def stage_probes(self, stage: str) -> StageProbes:
         """What ``stage``'s loop records: its state, its iterations, and the probe storage to
