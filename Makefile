@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 # The report tests open the HTML report in a real headless browser: Debian's chromium.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo -n)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py src/streamscope/core/_native.c
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev,report,export]'
@@ -38,4 +38,4 @@ pytest: $(STAMP) browser
 test: lint typecheck pytest
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build *.egg-info src/streamscope/core/_native*.so

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -186,6 +186,17 @@ class EmulatedClock:
         if tau >= self._step_at:
             d += self._step
         return _floor(d / self.tick_period_ns)
+
+    def native_clock(self, impl: Any = None) -> Any:
+        """The same clock as a probe-core ``Clock`` (``core.native``, or the implementation
+        module ``impl``): what a device process's rings read, computed from these parameters."""
+        from streamscope.core import native
+
+        mod = impl if impl is not None else native
+        return mod.Clock(
+            "emulated", epoch_ns=self._epoch, c0=self._c0, c1=self._c1, c2=self._c2,
+            step_at=self._step_at, step=self._step, tick_ns=self.tick_period_ns,
+        )  # fmt: skip
 
     def ticks_at(self, host_ns: ArrayLike) -> NDArray[np.int64]:
         """The counter reading at integer host times: exactly what ``now_ticks`` returns then."""

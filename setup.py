@@ -1,0 +1,21 @@
+"""Builds the native probe core; everything else is in pyproject.toml.
+
+The extension is optional: where it cannot be compiled, the install goes on and streamscope uses
+the core's pure-Python twin (``streamscope.core.native.IMPLEMENTATION`` says which is in use).
+"""
+
+from setuptools import Extension, setup
+
+setup(
+    ext_modules=[
+        Extension(
+            "streamscope.core._native",
+            sources=["src/streamscope/core/_native.c"],
+            # The emulated clock must compute exactly what its Python twin does: no fused
+            # multiply-add, IEEE doubles as written.
+            extra_compile_args=["-O2", "-ffp-contract=off", "-fno-strict-aliasing", "-pthread"],
+            extra_link_args=["-pthread"],
+            optional=True,
+        )
+    ],
+)

@@ -1,0 +1,94 @@
+"""The probe core this process uses: the native extension, or its pure-Python twin.
+
+In: nothing (the choice is made once, at import). Out: ``Clock``, ``Ring``, ``StateTracker``,
+``Fifo``, ``bind_tracker``, ``bound_tracker``, ``host_ns``, ``load_acquire``, ``store_release``
+and ``clock_gap_ns`` from one implementation, named by ``IMPLEMENTATION`` (``"native"`` or
+``"python"``). The twin is used when the extension was not built (no compiler at install) or
+when ``STREAMSCOPE_PURE_PYTHON`` is set (see ``core.config``).
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+from streamscope.core import _twin
+from streamscope.core.config import PURE_PYTHON
+from streamscope.core.stream import EOS, Aborted
+
+
+def _load() -> tuple[ModuleType, str]:
+    if not PURE_PYTHON:
+        try:
+            from streamscope.core import _native  # type: ignore[attr-defined,unused-ignore]
+        except ImportError:
+            pass
+        else:
+            return _native, "native"
+    return _twin, "python"
+
+
+def configure(impl: ModuleType) -> None:
+    """Tell an implementation what its FIFO needs (both are configured alike)."""
+    main = threading.main_thread().ident or 0
+    impl.configure(eos=EOS, aborted=Aborted, full=queue.Full, empty=queue.Empty, main_ident=main)
+
+
+_impl, IMPLEMENTATION = _load()
+configure(_impl)
+if _impl is not _twin:
+    configure(_twin)
+
+if TYPE_CHECKING:  # the twin is the typed reference: both have the same API
+    from streamscope.core._twin import (
+        Clock,
+        Fifo,
+        Ring,
+        StateTracker,
+        bind_tracker,
+        bound_tracker,
+        clock_gap_ns,
+        host_ns,
+        load_acquire,
+        store_release,
+    )
+else:
+    Clock = _impl.Clock
+    Ring = _impl.Ring
+    StateTracker = _impl.StateTracker
+    Fifo = _impl.Fifo
+    bind_tracker = _impl.bind_tracker
+    bound_tracker = _impl.bound_tracker
+    host_ns = _impl.host_ns
+    load_acquire = _impl.load_acquire
+    store_release = _impl.store_release
+    clock_gap_ns = _impl.clock_gap_ns
+
+
+def implementations() -> dict[str, ModuleType]:
+    """Every implementation this process can load, by name (the tests run them side by side)."""
+    out: dict[str, ModuleType] = {"python": _twin}
+    try:
+        from streamscope.core import _native  # type: ignore[attr-defined,unused-ignore]
+    except ImportError:
+        return out
+    out["native"] = _native
+    return out
+
+
+__all__ = [
+    "IMPLEMENTATION",
+    "Clock",
+    "Fifo",
+    "Ring",
+    "StateTracker",
+    "bind_tracker",
+    "bound_tracker",
+    "clock_gap_ns",
+    "host_ns",
+    "implementations",
+    "load_acquire",
+    "store_release",
+]

@@ -1,0 +1,105 @@
+"""Probe rings in shared memory: the layout writer and reader agree on, and where rings live.
+
+In: a probe id, a record kind and a capacity. Out: a zeroed, headed mapping (a file in the run's
+ring directory that the monitor finds, or an anonymous one) for ``core.native.Ring`` to write and
+``transport.ring.RingReader`` to drain. One writer per ring; it never waits for the reader.
+
+Layout (little-endian 64-bit words; one cache line per owner so neither side invalidates the
+other's line on every record)::
+
+    word  0  magic "SSR1" and the layout version       (set once by the creator)
+    word  1  probe id the ring belongs to               (its clock domain and cost go there)
+    word  2  record kind written by ``record``
+    word  3  capacity in records (a power of two; 0: a register, no records)
+    word  4  pid of the writing process
+    word  5  flags
+    words 8-15, the writer's line:
+         8  w        records written (monotonic; slot = w mod capacity)
+         9  dropped  records refused because the ring was full (monotonic)
+        10  total    a counter register (``add``)
+        11  last     ticks of the register's last change
+        12  cost_ns  sampled time spent recording (ns, one event in SAMPLE_EVERY)
+        13  cost_n   events sampled
+    words 16-23, the reader's line:
+        16  r        records read (monotonic)
+    byte 256 on: ``capacity`` records of 24 bytes
+"""
+
+from __future__ import annotations
+
+import itertools
+import mmap
+import os
+from pathlib import Path
+
+import numpy as np
+
+from streamscope.core.records import RECORD_DTYPE
+
+MAGIC = 0x31525353  # b"SSR1" little-endian
+VERSION = 1
+HEADER_BYTES = 256
+RECORD_BYTES = RECORD_DTYPE.itemsize
+#: One event in this many is timed while the run goes on (``cost_ns``/``cost_n``).
+SAMPLE_EVERY = 1024
+
+W_MAGIC, W_PROBE, W_KIND, W_CAPACITY, W_PID, W_FLAGS = 0, 1, 2, 3, 4, 5
+W_W, W_DROPPED, W_TOTAL, W_LAST, W_COST_NS, W_COST_N = 8, 9, 10, 11, 12, 13
+W_R = 16
+
+#: Suffix of a published ring file (written under a temporary name, then renamed).
+SUFFIX = ".ring"
+_counter = itertools.count()
+
+
+def ring_bytes(capacity: int) -> int:
+    return HEADER_BYTES + capacity * RECORD_BYTES
+
+
+def check_capacity(capacity: int) -> None:
+    if capacity < 0 or (capacity & (capacity - 1)):
+        raise ValueError(f"ring capacity must be 0 or a power of two, got {capacity}")
+
+
+def _init(mem: mmap.mmap, probe: int, kind: int, capacity: int) -> None:
+    head = np.frombuffer(mem, dtype="<i8", count=HEADER_BYTES // 8)
+    head[W_MAGIC] = MAGIC | (VERSION << 32)
+    head[W_PROBE] = probe
+    head[W_KIND] = kind
+    head[W_CAPACITY] = capacity
+    head[W_PID] = os.getpid()
+
+
+def anonymous_ring(probe: int, kind: int, capacity: int) -> mmap.mmap:
+    """A ring only this process (and processes it forks later) can see."""
+    check_capacity(capacity)
+    mem = mmap.mmap(-1, ring_bytes(capacity))
+    _init(mem, probe, kind, capacity)
+    return mem
+
+
+def create_ring_file(directory: str | Path, probe: int, kind: int, capacity: int) -> mmap.mmap:
+    """A ring the monitor finds in ``directory``: it appears whole (written under a temporary
+    name, then renamed), named after the writing process so that processes never collide."""
+    check_capacity(capacity)
+    base = Path(directory) / f"{os.getpid()}-{next(_counter)}"
+    tmp = base.with_suffix(".tmp")
+    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.ftruncate(fd, ring_bytes(capacity))
+        mem = mmap.mmap(fd, ring_bytes(capacity))
+    finally:
+        os.close(fd)
+    _init(mem, probe, kind, capacity)
+    os.rename(tmp, base.with_suffix(SUFFIX))
+    return mem
+
+
+def ring_directory(base: str) -> str:
+    """Where a run's rings live: tmpfs (``/dev/shm``) when this machine has one, so that the
+    rings are memory and never written back to a disk; ``base`` otherwise."""
+    shm = Path("/dev/shm")
+    root = shm if shm.is_dir() and os.access(shm, os.W_OK) else Path(base)
+    path = root / f"streamscope-{os.getpid()}-{os.urandom(4).hex()}"
+    path.mkdir(mode=0o700)
+    return str(path)

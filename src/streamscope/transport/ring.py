@@ -1,0 +1,136 @@
+"""The reading side of a probe ring: what the monitor (or a device's own agent) drains.
+
+In: a ring written by ``core.native.Ring`` in another thread or process (layout: ``core.rings``).
+Out: the records written since the last drain, as one numpy record array, with what the writer
+refused and spent meanwhile; the drained slots are handed back to the writer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from streamscope.core import native
+from streamscope.core.records import RECORD_DTYPE, Records, empty_records
+from streamscope.core.rings import (
+    HEADER_BYTES,
+    MAGIC,
+    W_CAPACITY,
+    W_COST_N,
+    W_COST_NS,
+    W_DROPPED,
+    W_KIND,
+    W_LAST,
+    W_MAGIC,
+    W_PID,
+    W_PROBE,
+    W_R,
+    W_TOTAL,
+    W_W,
+    ring_bytes,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Drained:
+    """What one drain of one ring gave: its records, and what it refused and spent meanwhile."""
+
+    records: Records
+    dropped: int
+    cost_ns: int  # sampled ns (cumulative)
+    cost_n: int  # sampled events (cumulative)
+    total: int  # the register (cumulative)
+    last: int  # ticks of the register's last change
+
+
+class RingReader:
+    """The reading side of one ring. ``drain`` may run in another process than the writer."""
+
+    __slots__ = (
+        "_head",
+        "_mem",
+        "_seen_dropped",
+        "_slots",
+        "capacity",
+        "kind",
+        "path",
+        "pid",
+        "probe",
+    )
+
+    def __init__(self, mem: mmap.mmap, path: str = "") -> None:
+        self._mem = mem
+        self.path = path
+        head = np.frombuffer(mem, dtype="<i8", count=HEADER_BYTES // 8)
+        if int(head[W_MAGIC]) & 0xFFFFFFFF != MAGIC:
+            raise ValueError(f"{path or 'ring'}: not a streamscope ring (bad magic)")
+        self._head = head
+        self.probe = int(head[W_PROBE])
+        self.kind = int(head[W_KIND])
+        self.capacity = int(head[W_CAPACITY])
+        self.pid = int(head[W_PID])
+        if len(mem) < ring_bytes(self.capacity):
+            raise ValueError(f"{path or 'ring'}: truncated ({len(mem)} bytes)")
+        self._slots = np.frombuffer(
+            mem, dtype=RECORD_DTYPE, count=self.capacity, offset=HEADER_BYTES
+        )
+        self._seen_dropped = 0
+
+    @classmethod
+    def open(cls, path: str | Path) -> RingReader:
+        fd = os.open(path, os.O_RDWR)
+        try:
+            mem = mmap.mmap(fd, 0)
+        finally:
+            os.close(fd)
+        return cls(mem, str(path))
+
+    @property
+    def written(self) -> int:
+        return int(self._head[W_W])
+
+    @property
+    def pending(self) -> int:
+        return int(self._head[W_W]) - int(self._head[W_R])
+
+    def drain(self, limit: int | None = None) -> Drained:
+        """Copy out the records written since the last drain (at most ``limit``), free their
+        slots, and say what the writer refused and spent meanwhile.
+
+        ``w`` is read before ``dropped``: a refusal needs a full ring, and a full ring's ``w``
+        cannot move until this drain frees slots, so every refusal counted here came after
+        every record copied here or before.
+        """
+        head = self._head
+        w = native.load_acquire(self._mem, W_W)
+        r = int(head[W_R])
+        n = w - r
+        if limit is not None:
+            n = min(n, limit)
+        if n > 0:
+            cap = self.capacity
+            a = r & (cap - 1)
+            b = a + n
+            if b <= cap:
+                out = self._slots[a:b].copy()
+            else:
+                out = np.concatenate((self._slots[a:cap], self._slots[: b - cap]))
+            native.store_release(self._mem, W_R, r + n)
+        else:
+            out = empty_records()
+        dropped = int(head[W_DROPPED])
+        delta = dropped - self._seen_dropped
+        self._seen_dropped = dropped
+        return Drained(
+            out, delta, int(head[W_COST_NS]), int(head[W_COST_N]), int(head[W_TOTAL]),
+            int(head[W_LAST]),
+        )  # fmt: skip
+
+    def close(self) -> None:
+        with contextlib.suppress(BufferError, ValueError):
+            self._mem.close()
