@@ -26,8 +26,7 @@ import pytest
 
 import streamscope as ss
 from streamscope.aggregate.points import HistogramPoint, ScalarPoint
-from streamscope.monitor import RunOptions, run
-from streamscope.probes.taps import DEFAULT_CAPACITY
+from streamscope.runtime import RunOptions, run
 from streamscope.store.reader import Run, load
 from streamscope.store.writer import InMemoryStore
 
@@ -358,25 +357,69 @@ def test_occupancy_stays_within_the_channel_when_records_are_dropped(
     assert not bad, f"occupancy outside [0, {CHANNEL_CAPACITY}] in frames: {bad}"
 
 
-def test_default_taps_keep_the_first_records_and_count_the_rest(tmp_path: Path) -> None:
-    """The real default capacity: with no flush before the end, exactly the first
-    ``DEFAULT_CAPACITY`` events of each end are kept and every later one is counted as dropped."""
-    counted = Counted(items=DEFAULT_CAPACITY + 30_000)
-    out = tmp_path / "flood.duckdb"
-    result = run(
-        flood(counted, spin=0),
-        [OVERFLOW_QUERY],
-        RunOptions(frame_ns=FRAME_NS, mode="inline", out=out, flush_interval_s=120.0),
+def test_a_monitor_paused_for_two_seconds_costs_the_application_only_counted_refusals(
+    tmp_path: Path,
+) -> None:
+    """SIGSTOP the monitor process mid-run: the stages go on as fast as before (they never wait
+    for it), the rings fill and refuse, every refusal is counted, and the run ends normally."""
+    capacity = 4096
+    stop = threading.Event()
+    counted = Counted(items=0)
+
+    def src():  # type: ignore[no-untyped-def]
+        k = 0
+        while not stop.is_set():
+            yield k
+            k += 1
+            counted.puts += 1
+
+    def sink(item: int) -> None:
+        counted.gets += 1
+
+    p = ss.Pipeline("flood")
+    p.add("src", src)
+    p.add("sink", sink)
+    p.connect("src", "sink", capacity=CHANNEL_CAPACITY)
+    out = tmp_path / "paused.duckdb"
+    results: list[ss.RunResult] = []
+    worker = threading.Thread(
+        target=lambda: results.append(
+            run(p, [OVERFLOW_QUERY], RunOptions(frame_ns=FRAME_NS, out=out, tap_capacity=capacity))
+        )
     )
-    assert result.status == "completed", result.error
-    assert counted.puts == counted.gets == counted.items
+    worker.start()
+    try:
+        monitor = None
+        while monitor is None and worker.is_alive():
+            for child in psutil.Process().children(recursive=True):
+                with contextlib.suppress(psutil.Error):
+                    if "streamscope.monitor" in " ".join(child.cmdline()):
+                        monitor = child
+            time.sleep(0.01)
+        assert monitor is not None
+        while counted.puts < 10 * capacity:
+            time.sleep(0.01)
+        monitor.suspend()
+        try:
+            before = counted.puts
+            time.sleep(2.0)
+            during = counted.puts - before
+        finally:
+            monitor.resume()
+        time.sleep(0.3)
+    finally:
+        stop.set()
+        worker.join(timeout=60)
+    assert results and results[0].status == "completed", results and results[0].error
+    # The application never waited for the paused monitor: it went on inserting, more than a
+    # whole ring's worth, so the rings had to refuse.
+    assert during > capacity
+    assert counted.puts == counted.gets == counted.items + counted.puts
     with load(out) as r:
         by_end = drops_by_end(r)
-        assert by_end == {
-            "tail": (counted.items - DEFAULT_CAPACITY, DEFAULT_CAPACITY),
-            "head": (counted.items - DEFAULT_CAPACITY, DEFAULT_CAPACITY),
-        }
-        for f in r.results(0, "src -> sink"):
-            for p in f.points:
-                if isinstance(p, ScalarPoint) and p.value is not None:
-                    assert 0 <= p.value <= CHANNEL_CAPACITY, (f.frame, p.stat, p.value)
+        for end in ("tail", "head"):
+            dropped, recorded = by_end[end]
+            assert dropped > 0, end
+            assert dropped + recorded == counted.puts, (end, dropped, recorded)
+        lag = r.sql("SELECT max(lag_ns) FROM monitor")[1][0][0]
+        assert lag >= 1_000_000_000  # the pause shows as the monitor's lag

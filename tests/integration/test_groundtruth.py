@@ -12,7 +12,7 @@ import pytest
 from numpy.typing import NDArray
 
 from oracles import example, occupancy_ns, w1
-from streamscope.monitor import RunOptions, run
+from streamscope.runtime import RunOptions, run
 from streamscope.store.reader import Run, load
 from streamscope.store.writer import InMemoryStore
 

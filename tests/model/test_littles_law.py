@@ -13,7 +13,7 @@ import pytest
 
 from oracles import example
 from streamscope.aggregate.points import FrameResult, ScalarPoint
-from streamscope.monitor import RunOptions, run
+from streamscope.runtime import RunOptions, run
 from streamscope.store.reader import Run, load
 from streamscope.store.writer import InMemoryStore
 

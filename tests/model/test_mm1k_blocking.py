@@ -17,7 +17,7 @@ from numpy.typing import NDArray
 from scipy.optimize import brentq
 
 from oracles import example, occupancy_ns, w1
-from streamscope.monitor import RunOptions, run
+from streamscope.runtime import RunOptions, run
 from streamscope.store.reader import Run
 from streamscope.store.writer import InMemoryStore
 

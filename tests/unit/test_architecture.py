@@ -8,7 +8,7 @@ from pathlib import Path
 import streamscope
 
 SRC = Path(streamscope.__file__).parent
-#: Higher may import lower, never the reverse (DESIGN.md: cli, monitor → ... → core).
+#: Higher may import lower, never the reverse (DESIGN.md: cli, runtime → monitor → ... → core).
 RANK = {
     "core": 0,
     "transport": 1,
@@ -23,7 +23,8 @@ RANK = {
     "report": 8,
     "export": 8,
     "monitor": 9,
-    "cli": 10,
+    "runtime": 10,
+    "cli": 11,
 }
 
 

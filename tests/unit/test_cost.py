@@ -1,38 +1,59 @@
-"""The per-event probe costs an agent measures at start: every class, positive, finite."""
+"""The run's cost model: the rings' own samples plus the Python extra of each probe class."""
 
 from __future__ import annotations
 
 import math
-import time
 
-from streamscope.probes.cost import COST_CLASS, cost_class, measure_costs
-
-
-def test_every_probe_class_gets_a_positive_cost() -> None:
-    costs = measure_costs(time.perf_counter_ns, n=500, repeats=2)
-    assert set(costs) >= set(COST_CLASS.values()) | {"central"}
-    for name, ns in costs.items():
-        assert math.isfinite(ns) and ns > 0, name
-    # a stage-state change does more than a bare counter increment
-    assert costs["state"] > costs["counter"]
-
-
-def test_a_slower_clock_costs_more_per_event() -> None:
-    def slow_clock() -> int:
-        t = time.perf_counter_ns()
-        while time.perf_counter_ns() - t < 2000:
-            pass
-        return t
-
-    fast = measure_costs(time.perf_counter_ns, n=300, repeats=2)
-    slow = measure_costs(slow_clock, n=300, repeats=2)
-    # every class that reads the clock once per event pays at least the 2 us spin
-    for name in ("channel", "ring", "state", "central"):
-        assert slow[name] > fast[name] + 1000, name
+from streamscope.core.records import Kind
+from streamscope.core.topology import ProbeInfo, Topology
+from streamscope.probes.cost import CostBook, measure_extras
+from streamscope.probes.taps import (
+    COST_CALL,
+    COST_CENTRAL,
+    COST_NAMES,
+    COST_NATIVE,
+    COST_SAMPLER,
+    RingTap,
+)
 
 
-def test_cost_classes() -> None:
-    assert cost_class("sampler", "centralized") == "central"
-    assert cost_class("sampler", "distributed") == "ring"
-    assert cost_class("tail") == cost_class("head") == "channel"
-    assert cost_class("trace") == "trace"
+def test_every_python_class_gets_a_finite_extra() -> None:
+    extras = measure_extras(n=300, repeats=1)
+    assert set(extras) == set(range(len(COST_NAMES)))
+    for cls, ns in extras.items():
+        assert math.isfinite(ns) and ns >= 0, COST_NAMES[cls]
+    assert extras[COST_NATIVE] == 0.0  # written inside native code: no call to add
+
+
+def test_a_probe_costs_its_rings_sampled_mean_plus_its_class_extra() -> None:
+    topo = Topology(
+        "t",
+        probes=(
+            ProbeInfo(1, "tail", "a -> b"),
+            ProbeInfo(2, "state", "a"),
+            ProbeInfo(3, "sampler", "a.s", storage="centralized"),
+            ProbeInfo(4, "sampler", "a.d", storage="distributed"),
+        ),
+    )
+    book = CostBook(
+        extras={COST_NATIVE: 0.0, COST_CALL: 40.0, COST_CENTRAL: 700.0, COST_SAMPLER: 90.0}
+    )
+    book.add_rings({1: (3 * 25, 3, 3000, COST_NATIVE), 2: (2 * 30, 2, 2000, COST_CALL)})
+    cost = book.model(topo)
+    ns, how = cost(1)
+    assert ns == 25.0 and "sampled in the run (3 events)" in how and "call" not in how
+    ns, how = cost(2)
+    assert ns == 30.0 + 40.0 and "call measured by the monitor" in how
+    # No ring of its own sampled (a port of central storage): the mean of every ring sampled.
+    mean = (75 + 60) / 5
+    assert cost(3) == (mean + 700.0, cost(3)[1])
+    assert cost(4)[0] == mean + 90.0
+    assert "other probes" in cost(3)[1]
+
+
+def test_rings_time_one_event_in_1024_as_the_run_goes() -> None:
+    tap = RingTap(1, Kind.SAMPLE, 1 << 12)
+    for i in range(3000):
+        tap.ring.record(i)
+    assert tap.ring.cost_n == 3  # events 0, 1024 and 2048
+    assert tap.ring.cost_ns >= 0

@@ -9,15 +9,17 @@ import numpy as np
 from streamscope.aggregate.points import DropCount, FrameResult, HistogramPoint, ScalarPoint
 from streamscope.core.records import Kind, make_records
 from streamscope.monitor.engine import Engine
-from streamscope.monitor.session import prepare
 from streamscope.pipeline.pipeline import Pipeline
+from streamscope.runtime.session import prepare
 from streamscope.transport.wire import Message, MsgType
 
 T0 = 1_000_000
+#: The tests' unit of time: frames of 100 of them are 10 ms, the shortest a query may ask for.
+U = 100_000
 
 
 def _engine(
-    queries: list[str], frame_ns: int = 100
+    queries: list[str], frame_ns: int = 100 * U
 ) -> tuple[Engine, list[FrameResult], list[DropCount]]:
     p = Pipeline("t")
     p.add("a", range(3))
@@ -46,12 +48,12 @@ def _engine(
 
 
 def _batch(agent: int, wm: int, kind: int, probe: int, t: list[int], v: list[int]) -> Message:
-    rec = make_records(kind, probe, np.array(t, np.int64) + T0, np.array(v, np.int64))
-    return Message(MsgType.BATCH, agent, 1, wm + T0, rec, {})
+    rec = make_records(kind, probe, np.array(t, np.int64) * U + T0, np.array(v, np.int64))
+    return Message(MsgType.BATCH, agent, 1, wm * U + T0, rec, {})
 
 
 def test_frames_wait_for_the_slowest_agent() -> None:
-    eng, got, _ = _engine(["occupancy(a -> b): mean every 100ns"])
+    eng, got, _ = _engine(["occupancy(a -> b): mean every 10ms"])
     tail = next(p.id for p in eng.topology.probes if p.kind == "tail")
     head = next(p.id for p in eng.topology.probes if p.kind == "head")
     eng.handle(_batch(1, 250, Kind.PUT, tail, [10, 20], [1, 2]))
@@ -69,26 +71,26 @@ def test_frames_wait_for_the_slowest_agent() -> None:
 
 def test_finish_emits_every_frame_including_empty_and_partial_ones() -> None:
     eng, got, _ = _engine(
-        ["occupancy(a -> b): histogram every 100ns", "count(a -> b): sum every 100ns"]
+        ["occupancy(a -> b): histogram every 10ms", "count(a -> b): sum every 10ms"]
     )
     tail = next(p.id for p in eng.topology.probes if p.kind == "tail")
     eng.handle(_batch(1, 0, Kind.PUT, tail, [5], [1]))
-    eng.finish(350)
+    eng.finish(350 * U)
     occ = [r for r in got if r.query_id == 0]
     assert [r.frame for r in occ] == [0, 1, 2, 3]
-    assert [r.covered_ns for r in occ] == [100, 100, 100, 50]
+    assert [r.covered_ns for r in occ] == [100 * U, 100 * U, 100 * U, 50 * U]
     total = sum(sum(p.weights) for r in occ for p in r.points if isinstance(p, HistogramPoint))
-    assert total == 350  # every nanosecond of the run in exactly one frame
+    assert total == 350 * U  # every nanosecond of the run in exactly one frame
     counts = [r.point("sum") for r in got if r.query_id == 1]
     assert [c.value for c in counts if isinstance(c, ScalarPoint)] == [1.0, 0.0, 0.0, 0.0]
 
 
 def test_drops_are_reported_per_probe_and_frame() -> None:
-    eng, _, drops = _engine(["count(a -> b): sum every 100ns"])
+    eng, _, drops = _engine(["count(a -> b): sum every 10ms"])
     tail = next(p.id for p in eng.topology.probes if p.kind == "tail")
     eng.handle(_batch(1, 0, Kind.PUT, tail, [5, 6], [1, 2]))
     eng.handle(_batch(1, 0, Kind.DROPPED, tail, [150], [3]))
-    eng.finish(200)
+    eng.finish(200 * U)
     by_frame = {d.frame: d for d in drops}
     assert by_frame[0] == DropCount(tail, 0, 0, 2)
     assert by_frame[1] == DropCount(tail, 1, 3, 0)
@@ -99,7 +101,7 @@ def test_an_end_before_the_reduced_watermark_cannot_shrink_the_last_frame(monkey
     from streamscope.monitor import service
     from streamscope.monitor.service import MonitorService
 
-    monkeypatch.setattr(service, "ADVANCE_EVERY_S", 0.0)  # reduce after every message
+    monkeypatch.setattr(service, "DRAIN_S", 0.0)  # reduce after every message
     from streamscope.store.writer import InMemoryStore, RunMeta
     from streamscope.transport.wire import encode
 
@@ -107,15 +109,17 @@ def test_an_end_before_the_reduced_watermark_cannot_shrink_the_last_frame(monkey
     p.add("a", range(3))
     p.add("b", lambda x: x)
     p.connect("a", "b", capacity=4)
-    plan, topo = prepare(p, ["occupancy(a -> b): histogram every 100ns"], 100)
+    plan, topo = prepare(p, ["occupancy(a -> b): histogram every 10ms"], 100 * U)
     store = InMemoryStore()
     meta = RunMeta("id", "t", "", "", (), "h", 0, 100, "0")
-    svc = MonitorService(plan, topo, store, meta=meta, drop_frame_ns=100)
+    svc = MonitorService(plan, topo, store, meta=meta, drop_frame_ns=100 * U)
     tail = next(p.id for p in topo.probes if p.kind == "tail")
-    rec = make_records(int(Kind.PUT), tail, np.array([T0 + 10], np.int64), np.array([1], np.int64))
+    rec = make_records(
+        int(Kind.PUT), tail, np.array([T0 + 10 * U], np.int64), np.array([1], np.int64)
+    )
     svc.inbox.put(encode(MsgType.START, 0, 1, T0))
-    svc.inbox.put(encode(MsgType.BATCH, 0, 1, T0 + 260, rec))
-    svc.inbox.put(encode(MsgType.FINISH, 0, 1, T0 + 150, info={"status": "completed"}))
+    svc.inbox.put(encode(MsgType.BATCH, 0, 1, T0 + 260 * U, rec))
+    svc.inbox.put(encode(MsgType.FINISH, 0, 1, T0 + 150 * U, info={"status": "completed"}))
     svc.inbox.put(None)
     final = svc.serve()
     from streamscope.store.reader import Run
@@ -137,7 +141,7 @@ def test_records_of_a_domain_never_calibrated_are_counted_as_dropped() -> None:
         channels=(ChannelInfo("a -> b", "a", "b", 4, "process"),),
         probes=(ProbeInfo(1, "tail", "a -> b", "host"), ProbeInfo(2, "head", "a -> b", "dev")),
     )
-    plan = compile_queries(["count(a -> b): sum every 100ns"], topo, 100)
+    plan = compile_queries(["count(a -> b): sum every 10ms"], topo, 100 * U)
     drops: list[DropCount] = []
     eng = Engine(plan, topo, 100, lambda r, d: drops.extend(d))
     empty = make_records(0, 0, np.zeros(0, np.int64), np.zeros(0, np.int64))

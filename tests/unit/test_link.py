@@ -14,19 +14,21 @@ import pytest
 import streamscope as ss
 from streamscope.core.errors import PipelineError
 from streamscope.core.records import Kind
-from streamscope.monitor.session import prepare
 from streamscope.pipeline.channel import EOS, Aborted
 from streamscope.pipeline.link import LinkChannel
 from streamscope.pipeline.resources import LinkSpec
-from streamscope.probes.taps import LockedTap
+from streamscope.probes.taps import RingTap
+from streamscope.runtime.session import prepare
 
 CTX = mp.get_context("fork")
 
 
 def _link(bulk: int, transfer_ns: float = 0.0, timeout_ns: float = float("inf")) -> LinkChannel:
     ch = LinkChannel("a -> b", 64, CTX, LinkSpec(bulk, transfer_ns, 0.0, timeout_ns), 64)
-    ch.tail_buf.head = LockedTap(1, Kind.GET, ch.tail_buf.mutex)  # ``send``
-    ch.head_buf.tail = LockedTap(2, Kind.PUT, ch.head_buf.mutex)  # ``deliver``
+    send, deliver = RingTap(1, Kind.GET), RingTap(2, Kind.PUT)
+    ch.tail_buf.head = send.ring  # ``send``
+    ch.head_buf.tail = deliver.ring  # ``deliver``
+    ch.taps = (send, deliver)  # type: ignore[attr-defined]
     return ch
 
 
@@ -47,7 +49,7 @@ def _run(ch: LinkChannel) -> list[threading.Thread]:
 
 def _drain(ch: LinkChannel) -> list[object]:
     out = []
-    while (item := ch.get_tracked(None)) is not EOS:
+    while (item := ch.get()) is not EOS:
         out.append(item)
     return out
 
@@ -56,15 +58,14 @@ def test_items_cross_in_order_in_full_transfers_and_a_final_flush() -> None:
     ch = _link(4)
     threads = _run(ch)
     for i in range(10):
-        ch.put_tracked(i, None)
-    ch.put_tracked(EOS, None)
+        ch.put(i)
+    ch.put(EOS)
     assert _drain(ch) == list(range(10))
     for t in threads:
         t.join(timeout=5)
     assert ch.transfers == 3  # 4 + 4 + the 2 flushed at the end of stream
-    assert ch.tail_buf.head is not None and ch.head_buf.tail is not None
-    sends, _ = ch.tail_buf.head.drain()
-    assert len(sends) == 10
+    send, deliver = ch.taps  # type: ignore[attr-defined]
+    assert len(send.drain()[0]) == len(deliver.drain()[0]) == 10
 
 
 def test_a_partial_transfer_waits_for_the_timeout() -> None:
@@ -72,13 +73,13 @@ def test_a_partial_transfer_waits_for_the_timeout() -> None:
     threads = _run(ch)
     t0 = time.monotonic()
     for i in range(3):
-        ch.put_tracked(i, None)
-    got = [ch.get_tracked(None) for _ in range(3)]
+        ch.put(i)
+    got = [ch.get() for _ in range(3)]
     waited = time.monotonic() - t0
     assert got == [0, 1, 2]
     assert waited >= 0.025  # not before the timeout (never an upper bound: machines are noisy)
-    ch.put_tracked(EOS, None)
-    assert ch.get_tracked(None) is EOS
+    ch.put(EOS)
+    assert ch.get() is EOS
     for t in threads:
         t.join(timeout=5)
 
@@ -86,12 +87,12 @@ def test_a_partial_transfer_waits_for_the_timeout() -> None:
 def test_without_a_timeout_a_partial_transfer_waits_for_more_items() -> None:
     ch = _link(4)
     threads = _run(ch)
-    ch.put_tracked(1, None)
+    ch.put(1)
     time.sleep(0.05)
     assert ch.head_buf.qsize() == 0  # still in the tail buffer: no transfer yet
     for i in (2, 3, 4):
-        ch.put_tracked(i, None)
-    assert [ch.get_tracked(None) for _ in range(4)] == [1, 2, 3, 4]
+        ch.put(i)
+    assert [ch.get() for _ in range(4)] == [1, 2, 3, 4]
     ch.abort()
     for t in threads:
         t.join(timeout=5)
@@ -101,7 +102,7 @@ def test_without_a_timeout_a_partial_transfer_waits_for_more_items() -> None:
 def test_abort_releases_a_waiting_mover() -> None:
     ch = _link(4)
     threads = _run(ch)
-    ch.put_tracked(1, None)
+    ch.put(1)
     ch.abort()
     threads[0].join(timeout=5)
     assert not threads[0].is_alive()
@@ -149,10 +150,10 @@ def test_a_buffer_smaller_than_a_transfer_sends_when_full() -> None:
     assert ch.link.bulk_size == 4
     threads = _run(ch)
     for i in range(10):
-        ch.put_tracked(i, None)
-    ch.put_tracked(EOS, None)
+        ch.put(i)
+    ch.put(EOS)
     got = []
-    while (item := ch.get_tracked(None)) is not EOS:
+    while (item := ch.get()) is not EOS:
         got.append(item)
     assert got == list(range(10))
     for t in threads:
@@ -163,8 +164,8 @@ def test_array_items_cross_the_link() -> None:
     ch = _link(4)
     threads = _run(ch)
     for i in range(6):
-        ch.put_tracked(np.full(3, i), None)
-    ch.put_tracked(EOS, None)
+        ch.put(np.full(3, i))
+    ch.put(EOS)
     got = _drain(ch)
     assert [int(a[0]) for a in got] == list(range(6))  # type: ignore[index]
     for t in threads:

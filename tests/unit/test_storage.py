@@ -220,8 +220,9 @@ def test_taps_shared_buffer_first_then_ports() -> None:
     st = CentralStorage(Kind.SAMPLE)
     ports = [st.port(3), st.port(1)]
     taps = st.taps()
-    assert taps[1:] == ports
+    assert taps[1:] == [p.tap for p in ports]
     assert all(t.kind == int(Kind.SAMPLE) for t in taps)
+    assert taps[0].cap == st.capacity and all(p.tap.cap == 0 for p in ports)
     for p in ports:
         p.offer(0, 42, cycle=0)
     st.settle()
@@ -229,7 +230,7 @@ def test_taps_shared_buffer_first_then_ports() -> None:
     assert dropped == 0
     assert sorted(rec["probe"].tolist()) == [1, 3]
     for port in ports:
-        rec, dropped = port.drain()
+        rec, dropped = port.tap.drain()
         assert len(rec) == 0
         assert dropped == 0
 
@@ -299,7 +300,7 @@ def test_distributed_writes_every_sample_until_its_own_buffer_is_full() -> None:
     assert all(b.offer(c, 10 + c) for c in range(3))
     assert (a.offered, a.written, a.overflow, a.contention) == (5, 4, 1, 0)
     ds.settle()
-    assert ds.taps() == [a, b]
+    assert ds.taps() == [a.tap, b.tap]
     rows, dropped = drain_all(ds.taps())
     assert rows == [(0, c, c) for c in range(4)] + [(1, c, 10 + c) for c in range(3)]
     assert dropped == {0: 1}

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
+from streamscope.core import native
 from streamscope.core.records import Kind
 from streamscope.probes.tracing import BY_NAME, FunctionTracer, TraceTap
 
@@ -103,14 +104,14 @@ def events(tracer: FunctionTracer, tap: TraceTap) -> list[tuple[str, str]]:
     rec, dropped = tap.drain()
     assert dropped == 0
     assert (rec["probe"] == tap.probe).all()
-    assert (np.diff(rec["ticks"]) > 0).all()
+    assert (np.diff(rec["ticks"]) >= 0).all()
     names = [tracer.functions[v - 1].split(":")[1] for v in rec["value"].tolist()]
     kinds = ["enter" if k == ENTER else "exit" for k in rec["kind"].tolist()]
     return list(zip(kinds, names, strict=True))
 
 
 def test_nested_and_recursive_calls_record_in_call_order(mod: types.ModuleType) -> None:
-    tracer = FunctionTracer(now=ticker().__next__)
+    tracer = FunctionTracer()
     tracer.instrument_module(mod, include=["outer", "inner", "helper", "fact"])
     tap = tracer.bind("stage", 9)
     assert mod.outer(1) == 5
@@ -140,7 +141,7 @@ def test_nested_and_recursive_calls_record_in_call_order(mod: types.ModuleType) 
 
 
 def test_an_exception_records_exit_and_propagates_unchanged(mod: types.ModuleType) -> None:
-    tracer = FunctionTracer(now=ticker().__next__)
+    tracer = FunctionTracer()
     boom = tracer.instrument(mod.boom)
     tap = tracer.bind("s", 1)
     err = KeyError("k")
@@ -154,7 +155,7 @@ def test_an_exception_records_exit_and_propagates_unchanged(mod: types.ModuleTyp
 def test_wrappers_behave_as_the_originals(mod: types.ModuleType) -> None:
     orig = {n: getattr(mod, n) for n in ("plain", "fact")}
     orig_shape = dict(vars(mod.Shape))
-    tracer = FunctionTracer(now=ticker().__next__)
+    tracer = FunctionTracer()
     names = tracer.instrument_module(mod)
     prefix = mod.__name__ + ":"
     assert sorted(n.removeprefix(prefix) for n in names) == sorted(
@@ -210,7 +211,7 @@ def test_wrappers_behave_as_the_originals(mod: types.ModuleType) -> None:
 
 
 def test_generators_and_coroutines_are_timed_per_resumption(mod: types.ModuleType) -> None:
-    tracer = FunctionTracer(now=ticker().__next__)
+    tracer = FunctionTracer()
     tracer.instrument_module(mod, include=["gen", "coro", "agen"])
     assert inspect.isgeneratorfunction(mod.gen)
     assert inspect.iscoroutinefunction(mod.coro)
@@ -386,15 +387,17 @@ def test_switching_while_another_thread_calls_never_tears_records(
 
 
 def test_overflow_accounting_is_exact(mod: types.ModuleType) -> None:
-    tracer = FunctionTracer(capacity=5, now=ticker().__next__)
+    tracer = FunctionTracer(capacity=8)
     tracer.instrument_module(mod, include=["outer", "inner", "helper"])
     tap = tracer.bind("s", 1)
     mod.outer(1)  # 3 calls in a row -> 10 events: (outer (inner (helper)) (inner (helper)))
     rec, dropped = tap.drain()
-    # ENTER outer, inner, helper, EXIT helper, EXIT inner = 5 kept; then the buffer is full:
-    # the second inner and its helper are refused with their EXITs (4); EXIT outer is kept
-    assert rec["kind"].tolist() == [ENTER] * 3 + [EXIT] * 3
-    assert dropped == 4
+    # An ENTER is kept only with room for itself, its EXIT and the EXIT of every open call:
+    # outer, inner, helper and their EXITs take 5 slots; the second inner (2 open) needs 3 of
+    # the 3 left and is kept; its helper would need 4 and is refused with its EXIT (2); both
+    # EXITs still open have their room.
+    assert rec["kind"].tolist() == [ENTER] * 3 + [EXIT] * 2 + [ENTER] + [EXIT] * 2
+    assert dropped == 2
     assert len(rec) + dropped == 10
     calls = dict(zip(tracer.functions, tracer.calls, strict=True))
     m = mod.__name__
@@ -402,25 +405,29 @@ def test_overflow_accounting_is_exact(mod: types.ModuleType) -> None:
     for _ in range(7):
         mod.helper(1)
     rec, dropped = tap.drain()
-    assert (len(rec), dropped) == (6, 8)  # 3 kept pairs, 4 refused pairs
+    assert (len(rec), dropped) == (8, 6)  # 4 kept pairs, 3 refused pairs
     assert dict(zip(tracer.functions, tracer.calls, strict=True))[f"{m}:helper"] == 9
     assert tap.drain()[1] == 0  # refusals are reported once
 
 
-def test_a_half_written_event_waits_for_the_next_drain() -> None:
-    tracer = FunctionTracer()
+def test_a_trace_ring_rounds_its_capacity_up_and_keeps_the_exits_of_open_calls(
+    mod: types.ModuleType,
+) -> None:
+    tracer = FunctionTracer(capacity=3)
+    tracer.instrument_module(mod, include=["outer", "inner", "helper"])
     tap = tracer.bind("s", 1)
-    tap.buf.extend([3, 1000, -3])  # a writer stopped between the two appends of a pair
-    rec, _ = tap.drain()
-    assert rec["kind"].tolist() == [ENTER]
-    assert tap.buf == [-3]
-    tap.buf.append(1001)
-    rec, _ = tap.drain()
-    assert (rec["kind"].tolist(), rec["ticks"].tolist(), rec["value"].tolist()) == (
-        [EXIT],
-        [1001],
-        [3],
-    )
+    assert tap.cap == 4
+    mod.outer(1)
+    rec, dropped = tap.drain()
+    # outer (needs 2 of 4), inner (needs 3 of 3), helper (needs 4 of 2: refused), EXIT inner,
+    # the second inner (needs 3 of 1: refused), so its helper never gets a chance, EXIT outer.
+    assert rec["kind"].tolist() == [ENTER, ENTER, EXIT, EXIT]
+    assert rec["value"].tolist() == [
+        tracer.functions.index(f"{mod.__name__}:{f}") + 1
+        for f in ("outer", "inner", "inner", "outer")
+    ]
+    assert dropped == 2 * 3  # helper, inner, helper: each with its EXIT
+    assert tap.ring.depth == 0
 
 
 def test_disabled_wrappers_call_straight_through(mod: types.ModuleType) -> None:
@@ -441,8 +448,8 @@ def test_disabled_wrappers_call_straight_through(mod: types.ModuleType) -> None:
 
 
 def test_check_rates_excludes_a_hot_function_and_not_a_cold_one(mod: types.ModuleType) -> None:
-    clock = [0]
-    tracer = FunctionTracer(now=lambda: clock[0], max_calls_per_s=100.0, ticks_per_s=1000.0)
+    clock = native.Clock("manual")
+    tracer = FunctionTracer(clock=clock, max_calls_per_s=100.0, ticks_per_s=1000.0)
     hot = tracer.instrument(mod.helper)
     cold = tracer.instrument(mod.fact)
     tap = tracer.bind("s", 1)
@@ -450,8 +457,8 @@ def test_check_rates_excludes_a_hot_function_and_not_a_cold_one(mod: types.Modul
         hot(1)
     for _ in range(50):
         cold(1)
-    clock[0] = 1000  # one second of fake ticks
-    assert tracer.check_rates(clock[0]) == [f"{mod.__name__}:helper"]
+    clock.set(1000)  # one second of fake ticks
+    assert tracer.check_rates(clock.now()) == [f"{mod.__name__}:helper"]
     assert tracer.excluded == {f"{mod.__name__}:helper": "150 calls/s > 100"}
     tap.drain()
     hot(1)
@@ -461,12 +468,12 @@ def test_check_rates_excludes_a_hot_function_and_not_a_cold_one(mod: types.Modul
     # a rate is taken over the interval since the previous check only
     for _ in range(39):
         cold(1)
-    clock[0] = 1500
-    assert tracer.check_rates(clock[0]) == []  # 40 calls in 0.5 s
+    clock.set(1500)
+    assert tracer.check_rates(clock.now()) == []  # 40 calls in 0.5 s
     for _ in range(60):
         cold(1)
-    clock[0] = 2000
-    assert tracer.check_rates(clock[0]) == [f"{mod.__name__}:fact"]  # 60 calls in 0.5 s
+    clock.set(2000)
+    assert tracer.check_rates(clock.now()) == [f"{mod.__name__}:fact"]  # 60 calls in 0.5 s
     tap.drain()
     tracer.enable()
     hot(1)
@@ -474,14 +481,14 @@ def test_check_rates_excludes_a_hot_function_and_not_a_cold_one(mod: types.Modul
 
 
 def test_check_rates_without_a_limit_excludes_nothing(mod: types.ModuleType) -> None:
-    clock = [0]
-    tracer = FunctionTracer(now=lambda: clock[0])
+    clock = native.Clock("manual")
+    tracer = FunctionTracer(clock=clock)
     hot = tracer.instrument(mod.helper)
     tracer.bind("s", 1)
     for _ in range(1000):
         hot(1)
-    clock[0] = 1
-    assert tracer.check_rates(clock[0]) == []
+    clock.set(1)
+    assert tracer.check_rates(clock.now()) == []
     assert tracer.calls == [1000]
 
 

@@ -15,10 +15,11 @@ from streamscope.cli.common import duration_option, err_console
 from streamscope.cli.live import LiveView
 from streamscope.cli.summary import print_findings, print_summary
 from streamscope.core.errors import ConfigError
-from streamscope.monitor.session import RunOptions, prepare
-from streamscope.monitor.session import run as run_monitored
 from streamscope.query.parser import parse_queries
 from streamscope.report import write_report
+from streamscope.runtime.options import RunOptions
+from streamscope.runtime.session import prepare
+from streamscope.runtime.session import run as run_monitored
 
 
 def run(

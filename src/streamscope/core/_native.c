@@ -404,6 +404,14 @@ static PyObject *Ring_write(RingObject *self, PyObject *const *args, Py_ssize_t 
     return PyBool_FromLong(ring_store(self, (uint32_t)a[0], (uint32_t)a[1], a[2], a[3]));
 }
 
+static PyObject *Ring_free(RingObject *self, PyObject *unused)
+{
+    RING_READY(self);
+    uint64_t w = (uint64_t)ld(&self->hdr[H_W]);
+    ring_room(self, w, self->cap ? self->cap : 1);
+    return PyLong_FromUnsignedLongLong(self->cap - (w - self->r_cache));
+}
+
 static PyObject *Ring_refuse(RingObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     long long n = 1;
@@ -555,6 +563,7 @@ static PyMethodDef Ring_methods[] = {
      "Record ``value`` at ``ticks`` read by the caller."},
     {"write", (PyCFunction)(void (*)(void))Ring_write, METH_FASTCALL,
      "Write a whole record (kind, probe, ticks, value), no clock read."},
+    {"free", (PyCFunction)Ring_free, METH_NOARGS, "Slots free now (a single writer's view)."},
     {"refuse", (PyCFunction)(void (*)(void))Ring_refuse, METH_FASTCALL,
      "Count ``n`` refusals without writing."},
     {"add", (PyCFunction)Ring_add, METH_O, "Add to the counter register, stamping the change."},

@@ -238,6 +238,11 @@ class Ring:
             return False
         return self._store(kind, probe, ticks, value)
 
+    def free(self) -> int:
+        w = self._h[W_W]
+        self._room(w, self._cap or 1)
+        return self._cap - (w - self._r_cache)
+
     def refuse(self, n: int = 1) -> None:
         if n < 0:
             raise ValueError("refusals only count up")
@@ -287,15 +292,41 @@ class Ring:
     def calls(self) -> list[int]:
         return list(self._calls)
 
-    written = property(lambda self: self._h[W_W])
-    dropped = property(lambda self: self._h[W_DROPPED])
-    read = property(lambda self: self._h[W_R])
-    total = property(lambda self: self._h[W_TOTAL])
-    last = property(lambda self: self._h[W_LAST])
-    cost_ns = property(lambda self: self._h[W_COST_NS])
-    cost_n = property(lambda self: self._h[W_COST_N])
-    capacity = property(lambda self: self._cap)
-    depth = property(lambda self: self._depth)
+    @property
+    def written(self) -> int:
+        return int(self._h[W_W])
+
+    @property
+    def dropped(self) -> int:
+        return int(self._h[W_DROPPED])
+
+    @property
+    def read(self) -> int:
+        return int(self._h[W_R])
+
+    @property
+    def total(self) -> int:
+        return int(self._h[W_TOTAL])
+
+    @property
+    def last(self) -> int:
+        return int(self._h[W_LAST])
+
+    @property
+    def cost_ns(self) -> int:
+        return int(self._h[W_COST_NS])
+
+    @property
+    def cost_n(self) -> int:
+        return int(self._h[W_COST_N])
+
+    @property
+    def capacity(self) -> int:
+        return int(self._cap)
+
+    @property
+    def depth(self) -> int:
+        return self._depth
 
 
 class StateTracker:
@@ -546,9 +577,26 @@ class Fifo:
             self._watch = True
             self._last_put = _monotonic_ns()
 
-    maxsize = property(lambda self: self._maxsize)
-    items_in = property(lambda self: self._n_in)
-    items_out = property(lambda self: self._n_out)
-    unfinished_tasks = property(lambda self: self._unfinished)
-    last_put_ns = property(lambda self: self._last_put)
-    aborted = property(lambda self: self._aborted)
+    @property
+    def maxsize(self) -> int:
+        return self._maxsize
+
+    @property
+    def items_in(self) -> int:
+        return self._n_in
+
+    @property
+    def items_out(self) -> int:
+        return self._n_out
+
+    @property
+    def unfinished_tasks(self) -> int:
+        return self._unfinished
+
+    @property
+    def last_put_ns(self) -> int:
+        return self._last_put
+
+    @property
+    def aborted(self) -> bool:
+        return self._aborted

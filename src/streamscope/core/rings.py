@@ -12,7 +12,7 @@ other's line on every record)::
     word  2  record kind written by ``record``
     word  3  capacity in records (a power of two; 0: a register, no records)
     word  4  pid of the writing process
-    word  5  flags
+    word  5  flags: how the ring is written (its cost class, ``probes.taps.COST_*``)
     words 8-15, the writer's line:
          8  w        records written (monotonic; slot = w mod capacity)
          9  dropped  records refused because the ring was full (monotonic)
@@ -61,24 +61,27 @@ def check_capacity(capacity: int) -> None:
         raise ValueError(f"ring capacity must be 0 or a power of two, got {capacity}")
 
 
-def _init(mem: mmap.mmap, probe: int, kind: int, capacity: int) -> None:
+def _init(mem: mmap.mmap, probe: int, kind: int, capacity: int, flags: int) -> None:
     head = np.frombuffer(mem, dtype="<i8", count=HEADER_BYTES // 8)
     head[W_MAGIC] = MAGIC | (VERSION << 32)
     head[W_PROBE] = probe
     head[W_KIND] = kind
     head[W_CAPACITY] = capacity
     head[W_PID] = os.getpid()
+    head[W_FLAGS] = flags
 
 
-def anonymous_ring(probe: int, kind: int, capacity: int) -> mmap.mmap:
+def anonymous_ring(probe: int, kind: int, capacity: int, *, flags: int = 0) -> mmap.mmap:
     """A ring only this process (and processes it forks later) can see."""
     check_capacity(capacity)
     mem = mmap.mmap(-1, ring_bytes(capacity))
-    _init(mem, probe, kind, capacity)
+    _init(mem, probe, kind, capacity, flags)
     return mem
 
 
-def create_ring_file(directory: str | Path, probe: int, kind: int, capacity: int) -> mmap.mmap:
+def create_ring_file(
+    directory: str | Path, probe: int, kind: int, capacity: int, *, flags: int = 0
+) -> mmap.mmap:
     """A ring the monitor finds in ``directory``: it appears whole (written under a temporary
     name, then renamed), named after the writing process so that processes never collide."""
     check_capacity(capacity)
@@ -90,7 +93,7 @@ def create_ring_file(directory: str | Path, probe: int, kind: int, capacity: int
         mem = mmap.mmap(fd, ring_bytes(capacity))
     finally:
         os.close(fd)
-    _init(mem, probe, kind, capacity)
+    _init(mem, probe, kind, capacity, flags)
     os.rename(tmp, base.with_suffix(SUFFIX))
     return mem
 

@@ -1,7 +1,2 @@
-"""The monitor: composition root of transport → timebase → aggregate → store."""
-
-from __future__ import annotations
-
-from streamscope.monitor.session import RunOptions, RunResult, prepare, run
-
-__all__ = ["RunOptions", "RunResult", "prepare", "run"]
+"""The monitor process: rings and control messages in, frames in the run file out (rings and
+transport → timebase → aggregate → store)."""

@@ -1,18 +1,22 @@
 """``python -m streamscope.monitor CONFIG.json``: the dedicated monitor process.
 
-In: a JSON config written by the session (topology, query texts, output file, socket path).
-Out: the run file, and JSON lines on stdout: ready, frames as they close, done with the status.
+In: a JSON config written by the application (topology, query texts, output file, the ring
+directory, the control socket it already listens on). Out: the run file, and JSON lines on
+stdout: ready, frames as they close, done with the status.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
+import shutil
 import signal
+import socket
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+
+import duckdb
 
 from streamscope.aggregate.points import DropCount, FrameResult
 from streamscope.core.errors import StreamscopeError
@@ -63,7 +67,8 @@ def main(argv: list[str]) -> int:
         plan = compile_queries(cfg["queries"], topology, cfg["frame_ns"])
         m = cfg["meta"]
         meta = RunMeta(**{**m, "argv": tuple(m["argv"])})
-        store = DuckDBStore(Path(cfg["out"]), overwrite=cfg["overwrite"])
+        listener = socket.socket(fileno=int(cfg["listen_fd"]))
+        store = DuckDBStore(Path(cfg["out"]), overwrite=cfg["overwrite"], checkpoint_s=1.0)
         service = MonitorService(
             plan,
             topology,
@@ -71,19 +76,22 @@ def main(argv: list[str]) -> int:
             meta=meta,
             drop_frame_ns=cfg["frame_ns"],
             clock_method=cfg.get("clock_method", "hull"),
+            listener=listener,
             socket_path=cfg["socket"],
+            ring_dir=cfg.get("rings"),
             on_frames=_on_frames,
             truth_dir=cfg.get("truth_dir"),
             trace=bool(cfg.get("trace", False)),
         )
-    except (StreamscopeError, OSError, KeyError, ValueError) as exc:
+    except (StreamscopeError, OSError, KeyError, ValueError, duckdb.Error) as exc:
         _emit({"event": "error", "error": str(exc)})
         return 2
     _emit({"event": "ready"})
     final = service.serve()
     store.close()
-    with contextlib.suppress(OSError):
-        cfg_path.parent.rmdir()  # the run's private directory, now empty (socket removed)
+    # The run's private directory (rings, socket): the application removes it too, unless it
+    # was killed.
+    shutil.rmtree(cfg_path.parent, ignore_errors=True)
     _emit(
         {
             "event": "done",

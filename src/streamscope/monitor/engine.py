@@ -1,14 +1,16 @@
-"""The monitor's reduction engine: messages in, frame results and drop counts out.
+"""The monitor's reduction engine: records in, frame results and drop counts out.
 
-In: decoded agent messages (records in raw ticks, watermarks). Out: ``FrameResult``s written to
-a store as soon as every live agent's watermark has passed a frame's end, and ``DropCount``s.
-Memory stays bounded: records wait only until the watermark passes them.
+In: batches of records in raw ticks of their clock domain, from the rings the monitor drains
+(``ingest``, with the drain's watermark) and from device agents' messages (``handle``), and the
+refusals counted meanwhile. Out: ``FrameResult``s written to a store as soon as the watermark has
+passed a frame's end, and ``DropCount``s. Memory stays bounded: records wait only until the
+watermark passes them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
@@ -23,7 +25,6 @@ from streamscope.monitor.clocks import HOST, Domains, TableSink
 from streamscope.monitor.reducers import TargetReducer
 from streamscope.monitor.streams import EVENT_METRICS, ChannelStream, EventStream, StageStream
 from streamscope.monitor.virtual import SIDES, virtual_queues
-from streamscope.probes.cost import cost_class
 from streamscope.query.compile import Plan
 from streamscope.query.metrics import METRICS
 from streamscope.timebase.clockmap import HostMap
@@ -37,8 +38,20 @@ class _AgentState:
     watermark_ns: int
     ended: bool = False
     domain: str = HOST
-    #: ns per probe event in the agent's process, by cost class (``probes.cost``).
-    costs: dict[str, float] = field(default_factory=dict)
+    #: It sends records or summaries (a device's agent): frames wait for its watermark.
+    data: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class _Batch:
+    """Records of one domain in raw ticks, and refusals noticed at known virtual times."""
+
+    records: Records
+    drops: tuple[tuple[int, int, int], ...] = ()  # (probe, t_report_ns, count)
+
+
+#: ns per event of a probe, and how that was measured (the ``overhead`` table's figures).
+CostModel = Callable[[int], tuple[float, str]]
 
 
 class Engine:
@@ -64,7 +77,13 @@ class Engine:
         self.on_table = on_table
         self.domains = Domains(topology, on_table, method=method)
         self.timebase: HostMap | None = None
-        self._waiting: dict[str, list[Message]] = {}  # batches of domains not yet calibrated
+        #: Batches and device messages of domains not yet calibrated, in arrival order.
+        self._waiting: dict[str, list[_Batch | Message]] = {}
+        #: What the monitor's own drain of the rings promises: no ring record still to come is
+        #: older than this (virtual ns); None before the first drain.
+        self.ring_watermark_ns: int | None = None
+        #: Per probe, ns per event and how it was measured (set by the service at the end).
+        self.cost_model: CostModel | None = None
         #: Probes whose raw records are kept for ``retime``: those of clock domains, and both
         #: ends of every channel whose ends are in different domains.
         self.crossing = crossing_channels(topology)
@@ -88,6 +107,7 @@ class Engine:
         self.probe_kind: dict[int, tuple[str, str]] = {
             p.id: (p.kind, p.target) for p in topology.probes
         }
+        self._probe_domain = {p.id: p.domain for p in topology.probes}
         links = {c.name for c in topology.channels if c.is_link}
         #: Link channels whose occupancy is estimated (virtual queues), by channel name.
         self.virtual = virtual_queues(topology, plan, on_table, truth_dir is not None)
@@ -117,10 +137,8 @@ class Engine:
         self._by_target: dict[tuple[str, str], list[TargetReducer]] = {}
         for r in self.reducers:
             self._by_target.setdefault((r.metric, r.target), []).append(r)
-        #: Events (kept or refused) and their estimated cost in ns, per probe id.
+        #: Events (kept or refused), per probe id.
         self.probe_events: dict[int, int] = {}
-        self.probe_cost_ns: dict[int, float] = {}
-        self._cost_class = {p.id: cost_class(p.kind, p.storage) for p in topology.probes}
         self.watermark_ns = 0
         self.recorded: dict[tuple[int, int], int] = {}
         self.dropped: dict[tuple[int, int], int] = {}
@@ -141,9 +159,7 @@ class Engine:
         if msg.type == MsgType.HELLO:
             state = self.agents.setdefault(msg.agent, _AgentState(0))
             state.domain = str(msg.info.get("domain", HOST))
-            costs = msg.info.get("costs", {})
-            if isinstance(costs, dict):
-                state.costs = {str(k): float(v) for k, v in costs.items()}
+            state.data = bool(msg.info.get("data", False))
             return
         if msg.type == MsgType.NOTE:
             excluded = msg.info.get("trace_excluded", {})
@@ -153,18 +169,22 @@ class Engine:
         if msg.type == MsgType.CALIBRATION:
             domain = self.domains.calibrate(msg.agent, msg.records)
             for held in self._waiting.pop(domain, []):
-                self.handle(held)
+                if isinstance(held, _Batch):
+                    self._take(domain, held)
+                else:
+                    self.handle(held)
             return
         if self.timebase is None:
             return
         state = self.agents.setdefault(msg.agent, _AgentState(0))
         if not self.domains.ready(state.domain):
-            # A device's records wait for its first calibration (its start burst, milliseconds).
+            # A device's messages wait for its first calibration (its start burst, milliseconds).
             self._waiting.setdefault(state.domain, []).append(msg)
             return
+        if msg.type in (MsgType.BATCH, MsgType.SUMMARY):
+            state.data = True  # it sends what frames are made of: frames wait for it
         if msg.type == MsgType.BATCH and len(msg.records):
-            self._charge(msg.records, state.costs)
-            self._ingest(msg, state.domain)
+            self._take(state.domain, _Batch(msg.records))
         if msg.type == MsgType.SUMMARY:
             self._summaries(msg)
         if msg.type in (MsgType.BATCH, MsgType.END):
@@ -173,30 +193,53 @@ class Engine:
         if msg.type == MsgType.END:
             state.ended = True
 
+    def probe_domain(self, probe: int) -> str:
+        """The clock domain of ``probe``'s records."""
+        return self._probe_domain.get(probe, HOST)
+
     def disconnect(self, agent: int) -> None:
         """The agent's link closed: it will send nothing more."""
         if agent in self.agents:
             self.agents[agent].ended = True
 
-    def _ingest(self, msg: Message, domain: str) -> None:
-        rec = msg.records
-        self.events_seen += len(rec)
+    def ingest(
+        self, domain: str, batch: _Batch | Records, drops: Sequence[tuple[int, int, int]] = ()
+    ) -> None:
+        """Records of ``domain`` in raw ticks (each probe's together, in its write order), and
+        refusals ``(probe, t_report_ns, count)`` noticed after them. A domain not calibrated yet
+        keeps them until its first burst arrives."""
+        if not isinstance(batch, _Batch):
+            batch = _Batch(batch, tuple(drops))
+        if self.timebase is None:
+            return
+        if not self.domains.ready(domain):
+            # A device's records wait for its first calibration (its start burst, milliseconds).
+            self._waiting.setdefault(domain, []).append(batch)
+            return
+        self._take(domain, batch)
+
+    def _take(self, domain: str, batch: _Batch) -> None:
+        rec = batch.records
+        drops = list(batch.drops)
+        held = rec["kind"] == Kind.DROPPED
+        if held.any():  # a device's DROPPED rows that waited for its calibration
+            t, _ = self.domains.to_ns(domain, rec["ticks"][held].astype(np.int64))
+            drops += zip(
+                rec["probe"][held].tolist(), t.tolist(), rec["value"][held].tolist(), strict=True
+            )
+            rec = rec[~held]
+        self._charge(rec, drops)
+        self.events_seen += len(rec) + len(drops)
         t, halfwidth = self.domains.to_ns(domain, rec["ticks"].astype(np.int64))
-        drops = rec["kind"] == Kind.DROPPED
-        keep = ~drops
-        self._keep_raw(rec[keep])
-        traced = keep & np.isin(rec["probe"], self._trace_ids) if self.traces else None
+        keep = np.ones(len(rec), dtype=bool)
+        self._keep_raw(rec)
+        traced = np.isin(rec["probe"], self._trace_ids) if self.traces else None
         if traced is not None and traced.any():
             self._traces(rec[traced], t[traced])
             keep &= ~traced
         self._route(rec[keep], t[keep], halfwidth)
         # After this batch's records: a refusal's gap starts at the probe's last kept record.
-        for pid, t_report, n in zip(
-            rec["probe"][drops].tolist(),
-            t[drops].tolist(),
-            rec["value"][drops].tolist(),
-            strict=True,
-        ):
+        for pid, t_report, n in drops:
             key = (pid, max(t_report, 0) // self.drop_frame_ns)
             self.dropped[key] = self.dropped.get(key, 0) + n
             kind, target = self.probe_kind.get(pid, ("", ""))
@@ -205,17 +248,14 @@ class Engine:
             elif kind == "state":
                 self.stages[target].add_refusal(t_report)
 
-    def _charge(self, rec: Records, costs: dict[str, float]) -> None:
-        """Count each probe's events (kept or refused) and their estimated cost in its process."""
-        probes = rec["probe"].astype(np.int64)
-        drops = rec["kind"] == Kind.DROPPED
-        weight = np.where(drops, rec["value"], 1).astype(np.int64)
-        ids, inverse = np.unique(probes, return_inverse=True)
-        events = np.bincount(inverse, weights=weight).astype(np.int64)
-        for pid, n in zip(ids.tolist(), events.tolist(), strict=True):
-            per = costs.get(self._cost_class.get(pid, "ring"), 0.0)
+    def _charge(self, rec: Records, drops: Sequence[tuple[int, int, int]]) -> None:
+        """Count each probe's events (kept or refused)."""
+        if len(rec):
+            ids, counts = np.unique(rec["probe"].astype(np.int64), return_counts=True)
+            for pid, n in zip(ids.tolist(), counts.tolist(), strict=True):
+                self.probe_events[pid] = self.probe_events.get(pid, 0) + n
+        for pid, _, n in drops:
             self.probe_events[pid] = self.probe_events.get(pid, 0) + n
-            self.probe_cost_ns[pid] = self.probe_cost_ns.get(pid, 0.0) + n * per
 
     def _traces(self, rec: Records, t: NDArray[np.int64]) -> None:
         """Function enter/exit records into each traced stage's profile (one tap per thread,
@@ -301,10 +341,18 @@ class Engine:
     # -- reduction -----------------------------------------------------------------------------
 
     def live_watermark(self) -> int:
-        live = [a.watermark_ns for a in self.agents.values() if not a.ended]
+        """What every source of records still to come has passed: the monitor's last drain of
+        the rings, and each live data agent's watermark. Nothing passes records that wait for
+        their domain's first calibration (their times are not known yet)."""
+        if any(self._waiting.values()):
+            return self.watermark_ns
+        data = [a for a in self.agents.values() if a.data]
+        live = [a.watermark_ns for a in data if not a.ended]
+        if self.ring_watermark_ns is not None:
+            live.append(self.ring_watermark_ns)
         if live:
             return min(live)
-        done = [a.watermark_ns for a in self.agents.values() if a.watermark_ns < WATERMARK_END]
+        done = [a.watermark_ns for a in data if a.watermark_ns < WATERMARK_END]
         return max(done) if done else self.watermark_ns
 
     def advance(self, until: int | None = None, *, end_ns: int | None = None) -> list[FrameResult]:
@@ -374,9 +422,9 @@ class Engine:
         counted as dropped (in the run's last frame), never silently lost.
         """
         last = max(end_ns - 1, 0) // self.drop_frame_ns
-        for held in self._waiting.values():
-            for msg in held:
-                probes = msg.records["probe"][msg.records["kind"] != Kind.DROPPED]
+        for waiting in self._waiting.values():
+            for held in waiting:
+                probes = held.records["probe"][held.records["kind"] != Kind.DROPPED]
                 for pid in np.unique(probes).tolist():
                     n = int((probes == pid).sum())
                     key = (int(pid), last)
@@ -403,11 +451,13 @@ class Engine:
         if self.on_table is not None and self.probe_events:
             pids = sorted(self.probe_events)
             events = [self.probe_events[p] for p in pids]
-            cost = [self.probe_cost_ns.get(p, 0.0) for p in pids]
+            model = self.cost_model
+            per = [model(p) if model is not None else (0.0, "") for p in pids]
             self.on_table(
                 "overhead",
-                {"probe_id": pids, "events": events, "est_probe_ns": cost,
-                 "ns_per_event": [c / e if e else 0.0 for c, e in zip(cost, events, strict=True)]},
+                {"probe_id": pids, "events": events,
+                 "est_probe_ns": [e * c for e, (c, _) in zip(events, per, strict=True)],
+                 "ns_per_event": [c for c, _ in per], "measured": [m for _, m in per]},
             )  # fmt: skip
         return out
 

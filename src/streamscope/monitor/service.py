@@ -1,8 +1,13 @@
-"""The monitor service: receives agent messages, drives the engine, writes the run file.
+"""The monitor service: drains the run's rings, reads control messages, drives the engine, writes
+the run file.
 
-In: encoded messages from agents (a Unix socket for other processes, a queue for its own).
-Out: frames and drop counts in the store as frames close, and the run's final status — also when
-the application dies without saying goodbye.
+In: probe rings in the run's ring directory (drained every ``DRAIN_S``) and encoded control
+messages from the application's processes (a Unix socket; a queue for its own process). Out:
+frames and drop counts in the store as frames close, the monitor's own lag and CPU per frame,
+and the run's final status -- also when the application dies without saying goodbye.
+
+It never holds more than one drain of records at a time: when it falls behind, the rings fill
+and refuse, and every refusal is counted at its probe.
 """
 
 from __future__ import annotations
@@ -20,8 +25,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from streamscope.aggregate.points import DropCount, FrameResult
+from streamscope.core import native
+from streamscope.core.records import empty_records
 from streamscope.core.topology import Topology
 from streamscope.monitor.engine import Engine, crossing_channels
+from streamscope.monitor.rings import RingSet
+from streamscope.monitor.writer import StoreWriter
+from streamscope.probes.cost import CostBook
 from streamscope.query.compile import Plan
 from streamscope.store.writer import QueryRecord, RunMeta, RunStore
 from streamscope.transport.wire import (
@@ -36,10 +46,12 @@ from streamscope.transport.wire import (
 
 #: Main agent id: the process that runs the pipeline and reports its outcome.
 MAIN_AGENT = 0
-#: After FINISH, how long to wait for other agents' last batches.
+#: After FINISH, how long to wait for device agents' last batches.
 GRACE_S = 5.0
-#: How often the engine reduces when messages keep arriving.
-ADVANCE_EVERY_S = 0.05
+#: How often the rings are drained and the engine reduces.
+DRAIN_S = 0.02
+#: Control messages waiting to be handled, at most (a reader blocks beyond: back pressure).
+INBOX_LIMIT = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,13 +68,6 @@ class Final:
     late: int
 
 
-class _TickType:
-    """Nothing arrived within the polling interval."""
-
-
-_Tick = _TickType()
-
-
 def query_records(plan: Plan, topology: Topology | None = None) -> list[QueryRecord]:
     """What the run file says about each compiled query."""
     crossing = crossing_channels(topology) if topology is not None else frozenset()
@@ -76,7 +81,7 @@ def query_records(plan: Plan, topology: Topology | None = None) -> list[QueryRec
     return out
 
 
-Inbox = queue.SimpleQueue[bytes | Message | _Disconnect | None]
+Inbox = queue.Queue[bytes | Message | _Disconnect | None]
 
 
 def _read_exact(conn: socket.socket, n: int) -> bytes | None:
@@ -89,6 +94,16 @@ def _read_exact(conn: socket.socket, n: int) -> bytes | None:
     return bytes(buf)
 
 
+@dataclass(slots=True)
+class _FrameStats:
+    """The monitor's own figures over one frame of virtual time."""
+
+    lag_ns: int = 0
+    records: int = 0
+    cpu_ns: int = 0
+    drains: int = 0
+
+
 class MonitorService:
     def __init__(
         self,
@@ -99,43 +114,60 @@ class MonitorService:
         meta: RunMeta,
         drop_frame_ns: int,
         clock_method: str = "hull",
+        listener: socket.socket | None = None,
         socket_path: str | None = None,
+        ring_dir: str | None = None,
         on_frames: Callable[[Sequence[FrameResult], Sequence[DropCount]], None] | None = None,
         truth_dir: str | None = None,
         trace: bool = False,
     ) -> None:
         self.store = store
+        #: Every store call runs in the writer's thread, off the drain loop.
+        self.writer = StoreWriter(store)
         self._meta = meta
         self._records = query_records(plan, topology)
         self._topology = topology
         self._begun = False
-        self.inbox: Inbox = queue.SimpleQueue()
+        self.inbox: Inbox = queue.Queue(INBOX_LIMIT)
         self._on_frames = on_frames
         self.engine = Engine(
             plan, topology, drop_frame_ns, self._write, self._write_table, method=clock_method,
             truth_dir=truth_dir, trace=trace,
         )  # fmt: skip
+        self.frame_ns = drop_frame_ns
+        self.rings = RingSet(ring_dir, topology) if ring_dir is not None else None
+        self.costs = CostBook()
         self.socket_path = socket_path
-        self._server: socket.socket | None = None
+        self._server = listener
         self.bad_messages = 0
-        if socket_path is not None:
+        self._t0: int | None = None
+        self._prev_drain: int | None = None
+        self._stats: dict[int, _FrameStats] = {}
+        self._cpu_mark = time.process_time_ns()
+        self.cpu_ns = 0
+        if self._server is None and socket_path is not None:
             self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             self._server.bind(socket_path)
             os.chmod(socket_path, 0o600)
             self._server.listen(64)
+        if self._server is not None:
             threading.Thread(target=self._accept, name="streamscope-accept", daemon=True).start()
+
+    # -- output --------------------------------------------------------------------------------
 
     def _write(self, results: Sequence[FrameResult], drops: Sequence[DropCount]) -> None:
         if results:
-            self.store.write_frames(results)
+            self.writer.write_frames(results)
         if drops:
-            self.store.write_drops(drops)
+            self.writer.write_drops(drops)
         if self._on_frames is not None:
             self._on_frames(results, drops)
 
     def _write_table(self, table: str, columns: dict[str, Any]) -> None:
         if self._begun:
-            self.store.write_table(table, columns)
+            self.writer.write_table(table, columns)
+
+    # -- control messages ----------------------------------------------------------------------
 
     def _accept(self) -> None:
         assert self._server is not None
@@ -167,38 +199,43 @@ class MonitorService:
             if agent is not None:
                 self.inbox.put(_Disconnect(agent))
 
+    # -- the loop ------------------------------------------------------------------------------
+
     def serve(self) -> Final:
         """Run until the run is over; returns its final status. Everything received is kept."""
         finish: Message | None = None
         finish_at = 0.0
-        last_advance = time.monotonic()
         main_gone_at: float | None = None
+        next_drain = time.monotonic()
         while True:
-            timeout = ADVANCE_EVERY_S
-            got: bytes | Message | _Disconnect | _TickType | None
+            wait = max(0.0, next_drain - time.monotonic())
+            got: bytes | Message | _Disconnect | bool | None
             try:
-                got = self.inbox.get(timeout=timeout)
+                got = self.inbox.get(timeout=wait) if wait > 0 else self.inbox.get_nowait()
             except queue.Empty:
-                got = _Tick
-            item = _Disconnect(MAIN_AGENT) if got is None else got
-            if isinstance(item, bytes):
-                item = decode(item)
-            if isinstance(item, Message):
-                if item.type == MsgType.START:
-                    self._begin(item.watermark)
-                if item.type == MsgType.FINISH:
-                    finish, finish_at = item, time.monotonic()
-                else:
-                    self.engine.handle(item)
-            elif isinstance(item, _Disconnect):
-                self.engine.disconnect(item.agent)
-                if item.agent == MAIN_AGENT and main_gone_at is None:
-                    main_gone_at = time.monotonic()
+                got = False
+            if got is not False:
+                item = _Disconnect(MAIN_AGENT) if got is None else got
+                if isinstance(item, bytes):
+                    item = decode(item)
+                if isinstance(item, Message):
+                    if item.type == MsgType.START:
+                        self._begin(item.watermark)
+                    if item.type == MsgType.FINISH:
+                        finish, finish_at = item, time.monotonic()
+                    else:
+                        self.engine.handle(item)
+                elif isinstance(item, _Disconnect):
+                    self.engine.disconnect(item.agent)
+                    if item.agent == MAIN_AGENT and main_gone_at is None:
+                        main_gone_at = time.monotonic()
             now = time.monotonic()
-            if now - last_advance >= ADVANCE_EVERY_S:
-                self.engine.advance()
-                last_advance = now
-            others_live = any(not a.ended for k, a in self.engine.agents.items() if k != MAIN_AGENT)
+            if now >= next_drain:
+                self._cycle()
+                next_drain = now + DRAIN_S
+            others_live = any(
+                a.data and not a.ended for k, a in self.engine.agents.items() if k != MAIN_AGENT
+            )
             if finish is not None and (not others_live or now - finish_at > GRACE_S):
                 return self._finish(
                     finish.info.get("status", "completed"),
@@ -213,18 +250,76 @@ class MonitorService:
                     None,
                 )
 
+    def _cycle(self, *, final: bool = False) -> None:
+        """Drain every ring into the engine, move the watermark, reduce what it passed."""
+        eng = self.engine
+        if eng.timebase is None or self._t0 is None:
+            return  # the run has not started: records wait in their rings
+        t_now = native.host_ns()  # read before any ring: no record still to come is older
+        n = 0
+        if self.rings is not None:
+            self.rings.scan()
+            drain = self.rings.drain()
+            n = drain.n_records
+            t_report = t_now - self._t0
+            drops_of: dict[str, list[tuple[int, int, int]]] = {}
+            for pid, count in drain.drops:
+                dom = eng.probe_domain(pid)
+                drops_of.setdefault(dom, []).append((pid, t_report, count))
+            batches = drain.by_domain()
+            for dom in set(batches) | set(drops_of):
+                records = batches.get(dom)
+                eng.ingest(
+                    dom, records if records is not None else empty_records(), drops_of.get(dom, ())
+                )
+            # A writer reads its clock and commits its record in a few ns, so what this drain
+            # did not see is younger than the previous drain: that is the rings' watermark.
+            # Before the first drain, only the run's start is known to have passed.
+            prev = self._prev_drain if self._prev_drain is not None else self._t0
+            eng.ring_watermark_ns = max((t_now if final else prev) - self._t0, 0)
+        self._prev_drain = t_now
+        eng.advance()
+        cpu = time.process_time_ns()
+        frame = max(t_now - self._t0, 0) // self.frame_ns
+        st = self._stats.setdefault(frame, _FrameStats())
+        st.lag_ns = max(st.lag_ns, (t_now - self._t0) - eng.watermark_ns)
+        st.records += n
+        st.cpu_ns += cpu - self._cpu_mark
+        st.drains += 1
+        self.cpu_ns += cpu - self._cpu_mark
+        self._cpu_mark = cpu
+        self._write_monitor_stats(eng.watermark_ns // self.frame_ns)
+
+    def _write_monitor_stats(self, before_frame: int | None) -> None:
+        """The monitor's own figures of the frames before ``before_frame`` (None: all)."""
+        done = sorted(f for f in self._stats if before_frame is None or f < before_frame)
+        if not done or not self._begun:
+            return
+        rows = [self._stats.pop(f) for f in done]
+        self.writer.write_table(
+            "monitor",
+            {"frame": done, "lag_ns": [r.lag_ns for r in rows],
+             "records": [r.records for r in rows], "cpu_ns": [r.cpu_ns for r in rows],
+             "drains": [r.drains for r in rows]},
+        )  # fmt: skip
+
     def _begin(self, t0_ticks: int) -> None:
         """The run file starts when the run does, with its virtual time zero."""
         if not self._begun:
             meta = dataclasses.replace(
                 self._meta, t0_host_ns=t0_ticks, started_unix_ns=time.time_ns()
             )
-            self.store.begin(meta, self._topology, self._records)
+            self.writer.begin(meta, self._topology, self._records)
             self._begun = True
+        if self._t0 is None:
+            self._t0 = t0_ticks
 
     def _finish(self, status: str, error: str | None, end_ticks: int | None) -> Final:
         self._begin(0)  # a run that never started still gets a file that says how it ended
         eng = self.engine
+        if eng.timebase is not None:
+            # Every writer is done (or gone): take what the rings still hold.
+            self._cycle(final=True)
         if eng.timebase is None:
             end_ns = 0
         elif end_ticks is None:
@@ -234,12 +329,25 @@ class MonitorService:
         else:
             # Never end before what was already reduced: the last frame's time must add up.
             end_ns = max(eng.timebase.scalar_to_ns(end_ticks), eng.watermark_ns)
+        if self.rings is not None:
+            book = self.costs
+            book.add_rings(
+                {p: (c.ns, c.n, c.events, c.cost_class) for p, c in self.rings.costs().items()}
+            )
+            eng.cost_model = book.model(eng.topology)
         eng.finish(end_ns)
-        self.store.finish(status, error, time.time_ns(), end_ns)
+        self._write_monitor_stats(None)
+        self.writer.flush()
+        if self.writer.error is not None and status == "completed":
+            status, error = "failed", f"the run file could not be written: {self.writer.error}"
+        self.writer.finish(status, error, time.time_ns(), end_ns)
+        self.writer.close()
         self.close()
         return Final(status, error, end_ns, eng.events_seen, eng.late)
 
     def close(self) -> None:
+        if self.rings is not None:
+            self.rings.close()
         if self._server is not None:
             with contextlib.suppress(OSError):
                 self._server.close()

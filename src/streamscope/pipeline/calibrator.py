@@ -1,7 +1,7 @@
 """Calibration bursts between the host and each clock domain of a run.
 
 In: the host end of each domain's round-trip socket. Out: CALIBRATION messages (one burst of
-exchanges each) through the main agent: a full burst when the domain starts, short bursts every
+exchanges each) on the control link: a full burst when the domain starts, short bursts every
 ``every_s`` while it runs, and a full burst when its stages are done, before it exits.
 """
 
@@ -13,9 +13,9 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from streamscope.probes.agent import Agent
 from streamscope.timebase.burst import Exchanges
 from streamscope.timebase.roundtrip import exchange
+from streamscope.transport.control import Control
 
 #: Exchanges in the bursts at a domain's start and end, and in the short periodic ones.
 FULL_BURST = 1000
@@ -41,7 +41,7 @@ class Calibrator:
 
     def __init__(
         self,
-        agent: Agent,
+        control: Control,
         domains: list[tuple[int, str, socket.socket]],
         *,
         every_s: float = EVERY_S,
@@ -49,7 +49,7 @@ class Calibrator:
         short: int = SHORT_BURST,
         on_burst: Callable[[str, Exchanges], None] | None = None,
     ) -> None:
-        self.agent = agent
+        self.control = control
         self.domains = {name: _Domain(i, name, sock) for i, name, sock in domains}
         self.every_s = every_s
         self.full = full
@@ -73,7 +73,7 @@ class Calibrator:
             except OSError:
                 d.closed = True  # the domain's process is gone (stopped or failed)
                 return
-        self.agent.send_calibration(d.index, ex.t1_ns, ex.t2_ticks, ex.t3_ns)
+        self.control.send_calibration(d.index, ex.t1_ns, ex.t2_ticks, ex.t3_ns)
         self.bursts += 1
         if self.on_burst is not None:
             self.on_burst(d.name, ex)

@@ -1,7 +1,8 @@
 """Entry points of the processes a run forks: stage processes and clock-counter processes.
 
 In: the pipeline, its channels and probes, and what one child runs. Out: the child's stages
-running with their own agent (and clock), or a domain's counter answering round trips.
+running with their own rings (and clock; a device also with its agent), or a domain's counter
+answering round trips.
 """
 
 from __future__ import annotations
@@ -10,24 +11,24 @@ import contextlib
 import os
 import signal
 import socket
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from streamscope.core.clock import host_now_ticks
 from streamscope.core.errors import describe_exception
 from streamscope.core.process import die_with_parent
 from streamscope.core.topology import ProbeInfo
-from streamscope.pipeline.channel import use_clock
 from streamscope.pipeline.link import LinkChannel
 from streamscope.pipeline.local import LocalQueue, LocalReduction
 from streamscope.pipeline.pipeline import Pipeline
 from streamscope.pipeline.scope import Scope, start_links, start_threads
 from streamscope.pipeline.worker import Channel
 from streamscope.probes.agent import Agent
+from streamscope.probes.taps import Recorder, host_clock
 from streamscope.timebase.emulated import EmulatedClock, EmulatedClockSpec
 from streamscope.timebase.roundtrip import serve_clock
 from streamscope.transport.channels import UnixSocketTransport
+from streamscope.transport.control import Control
+from streamscope.transport.wire import MsgType
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +41,7 @@ class ChildSpec:
     socket_path: str | None
     flush_interval_s: float
     tap_capacity: int
+    ring_dir: str | None = None  #: where this process's rings go (None: nobody drains them)
     clock: str = ""  # an emulated clock spec: this process has a clock domain of its own
     epoch_ns: int = 0
     parent_pid: int = 0
@@ -72,31 +74,48 @@ def child_main(
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides what Ctrl-C means
     die_with_parent(spec.parent_pid)
     agent: Agent | None = None
+    control: Control | None = None
     code = 0
     try:
-        now: Callable[[], int] = host_now_ticks
+        clock = host_clock()
         domain = "host"
         tick_ns = 1.0
         if spec.clock:
-            clock = EmulatedClock(
+            emulated = EmulatedClock(
                 EmulatedClockSpec.parse(spec.clock), spec.epoch_ns, domain=spec.name
             )
-            now, domain = clock.now_ticks, spec.name
-            tick_ns = EmulatedClockSpec.parse(spec.clock).tick_ns
-            use_clock(now)  # every tap of this process now reads the device's clock
+            clock = emulated.native_clock()  # every ring of this process reads the device's clock
+            domain = spec.name
+            tick_ns = emulated.tick_period_ns
+        # The sub-queues this device reduces itself, and its watched producer's states, stay in
+        # private rings its agent drains; every other ring is the monitor's.
+        local = frozenset(
+            p for q in spec.local for p in (q.insert_probe, q.remove_probe, q.state_probe) if p
+        )
+        scope = Scope(
+            pipeline, channels, probes, spec.stages,
+            Recorder(spec.ring_dir, clock, spec.tap_capacity), local,
+        )  # fmt: skip
         if spec.socket_path is not None:
+            control = Control(UnixSocketTransport(spec.socket_path), spec.agent_id)
+        if control is not None and spec.local:
             agent = Agent(
-                spec.agent_id,
-                UnixSocketTransport(spec.socket_path),
-                now=now,
+                control,
+                clock.now,
                 flush_interval_s=spec.flush_interval_s,
                 domain=domain,
-                local=LocalReduction(spec.local, tick_ns, grid) if spec.local else None,
+                local=LocalReduction(spec.local, tick_ns, grid),
             )
-        scope = Scope(pipeline, channels, probes, spec.stages, spec.tap_capacity, now)
-        if agent is not None:
-            for tap in scope.taps:
+            for tap in scope.local_taps:
                 agent.add(tap)
+        rates = None
+        if control is not None:
+            notes = control
+
+            def note(info: dict[str, object]) -> None:
+                notes.send(MsgType.NOTE, 0, info=info)
+
+            rates = scope.rate_watch(note)
 
         closing = False
 
@@ -125,9 +144,13 @@ def child_main(
         threads += start_links(pipeline, channels, spec.stages, on_error)
         if agent is not None:
             agent.start()
+        if rates is not None:
+            rates.start()
         while any(t.is_alive() for t in threads) and not errors:
             for t in threads:
                 t.join(timeout=0.05)
+        if rates is not None:
+            rates.stop()
         code = 1 if errors else 0
         if code == 0 and spec.truth_dir is not None:
             _save_truth(pipeline, channels, spec)
@@ -139,6 +162,8 @@ def child_main(
     finally:
         if agent is not None:
             agent.close(final=code == 0)
+        if control is not None:
+            control.close()
         os._exit(code)
 
 

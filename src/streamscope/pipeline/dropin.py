@@ -2,7 +2,7 @@
 
 In: ``streamscope.Queue(maxsize, src=..., dst=...)`` where a program had ``queue.Queue(maxsize)``,
 ``streamscope.MPQueue`` for ``multiprocessing.Queue``, and ``with streamscope.stage("name"):``
-around a stage's work. Out: the same tap and state records a ``Pipeline`` produces, once a
+around a stage's work. Out: the same ring records a ``Pipeline`` produces, once a
 ``streamscope.monitor(...)`` session activates the probes its queries need.
 """
 
@@ -16,43 +16,31 @@ import threading
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
 
-from streamscope.core.clock import host_now_ticks
+from streamscope.core import native
 from streamscope.core.errors import PipelineError
 from streamscope.core.records import Kind, State
 from streamscope.core.topology import ChannelInfo, ProbeInfo, ResourceInfo, StageInfo, Topology
 from streamscope.pipeline.channel import ThreadChannel
-from streamscope.probes.taps import LockedTap, RingTap, StateTracker, Tap
+from streamscope.probes.taps import COST_CALL, Recorder, RingTap, make_tracker
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
-_local = threading.local()
-
-
-class _LockedTracker(StateTracker):
-    """A tracker that several threads may share (drop-in stages are not always one thread)."""
-
-    __slots__ = ("lock",)
-
-    def __init__(self, name: str, tap: RingTap) -> None:
-        super().__init__(name, tap, host_now_ticks)
-        self.lock = threading.Lock()
-
-    def set(self, state: State) -> State:
-        with self.lock:
-            return super().set(state)
-
 
 class Registry:
-    """What a program declared: stage names and instrumented queues, in creation order."""
+    """What a program declared: stage names and instrumented queues, in creation order; while a
+    session is active, the probes it needs and the recorder of each process that records."""
 
     def __init__(self) -> None:
         self.stages: dict[str, None] = {}
         self.queues: dict[str, Queue | MPQueue] = {}
-        self.trackers: dict[str, StateTracker] = {}
-        self.taps: list[Tap] = []
         self.probes: tuple[ProbeInfo, ...] = ()
-        self.on_tap: Callable[[Tap], None] | None = None
+        self.directory: str | None = None
+        self.capacity = 0
+        self._state_probe: dict[str, int] = {}
+        #: Per process (pid): its recorder and its stages' trackers.
+        self._recorders: dict[int, Recorder] = {}
+        self._trackers: dict[tuple[int, str], native.StateTracker] = {}
         self.lock = threading.RLock()
 
     def add_stage(self, name: str) -> None:
@@ -89,83 +77,86 @@ class Registry:
             probes=probes,
         )
 
-    def activate(
-        self, probes: tuple[ProbeInfo, ...], on_tap: Callable[[Tap], None], capacity: int
-    ) -> None:
-        """Turn on exactly the probes a session needs; ``on_tap`` hands each to the agent."""
+    def recorder(self) -> Recorder | None:
+        """This process's recorder while a session is active (made on first use in a child)."""
+        if not self.probes:
+            return None
+        pid = os.getpid()
+        rec = self._recorders.get(pid)
+        if rec is None:
+            with self.lock:
+                rec = self._recorders.setdefault(
+                    pid, Recorder(self.directory, capacity=self.capacity)
+                )
+        return rec
+
+    def tracker(self, stage: str) -> native.StateTracker | None:
+        """This process's tracker of ``stage`` when a query watches it (a forked child gets one
+        of its own: the parent's ring is the parent's)."""
+        probe = self._state_probe.get(stage)
+        if probe is None:
+            return None
+        key = (os.getpid(), stage)
+        tracker = self._trackers.get(key)
+        if tracker is None:
+            rec = self.recorder()
+            if rec is None:
+                return None
+            with self.lock:
+                tracker = self._trackers.get(key)
+                if tracker is None:
+                    tap = rec.tap(probe, Kind.STATE, cost=COST_CALL)
+                    tracker = self._trackers[key] = make_tracker(stage, tap)
+        return tracker
+
+    def activate(self, probes: tuple[ProbeInfo, ...], directory: str | None, capacity: int) -> None:
+        """Turn on exactly the probes a session needs, recording into ``directory``."""
         with self.lock:
             self.probes = probes
-            self.on_tap = on_tap
+            self.directory = directory
+            self.capacity = capacity
+            self._state_probe = {p.target: p.id for p in probes if p.kind == "state"}
             for p in probes:
-                if p.kind == "state":
-                    tracker = _LockedTracker(p.target, RingTap(p.id, Kind.STATE, capacity))
-                    self.trackers[p.target] = tracker
-                    on_tap(tracker.tap)
-                elif p.kind in ("tail", "head"):
-                    self.queues[p.target].attach(p.kind, p.id, capacity, on_tap)
+                if p.kind in ("tail", "head"):
+                    self.queues[p.target].attach(p.kind, p.id)
 
     def deactivate(self) -> None:
         with self.lock:
             for q in self.queues.values():
                 q.detach()
-            self.trackers.clear()
+            self._state_probe = {}
+            self._trackers.clear()
+            self._recorders.clear()
             self.probes = ()
-            self.on_tap = None
+            self.directory = None
 
 
 REGISTRY = Registry()
 
 
-def _tracker() -> StateTracker | None:
-    return getattr(_local, "tracker", None)
-
-
-class Queue(ThreadChannel):
-    """``queue.Queue`` with the same interface, monitored when a session's queries need it.
+class Queue(ThreadChannel, queue.Queue[Any]):  # type: ignore[override]
+    """``queue.Queue`` with the same interface (and an instance of it), monitored when a
+    session's queries need it: the native FIFO records its own insertions and removals, and a
+    thread inside ``streamscope.stage`` is marked blocked while it really waits on it.
 
     ``src`` and ``dst`` name the stages that put and get (they become the channel ``src -> dst``).
     """
 
     def __init__(self, maxsize: int = 0, *, src: str, dst: str, name: str | None = None) -> None:
-        super().__init__(maxsize, name=name or f"{src} -> {dst}")
+        ThreadChannel.__init__(self, maxsize, name=name or f"{src} -> {dst}")
         self.src, self.dst = src, dst
         self.capacity = maxsize
         REGISTRY.add_queue(self)
 
-    def attach(self, end: str, probe: int, capacity: int, on_tap: Callable[[Tap], None]) -> None:
-        tap = LockedTap(probe, Kind.PUT if end == "tail" else Kind.GET, self.mutex, capacity)
-        setattr(self, end, tap)
-        on_tap(tap)
+    def attach(self, end: str, probe: int) -> None:
+        rec = REGISTRY.recorder()
+        if rec is not None:
+            tap = rec.tap(probe, Kind.PUT if end == "tail" else Kind.GET)
+            setattr(self, end, tap.ring)
 
     def detach(self) -> None:
-        self.tail = self.head = None
-
-    def put(self, item: Any, block: bool = True, timeout: float | None = None) -> None:
-        tracker = _tracker()
-        if tracker is None or not block:
-            super().put(item, block, timeout)
-            return
-        try:
-            super().put(item, False)
-        except queue.Full:
-            prev = tracker.set(State.BLOCKED_OUT)
-            try:
-                super().put(item, True, timeout)
-            finally:
-                tracker.set(prev)
-
-    def get(self, block: bool = True, timeout: float | None = None) -> Any:
-        tracker = _tracker()
-        if tracker is None or not block:
-            return super().get(block, timeout)
-        try:
-            return super().get(False)
-        except queue.Empty:
-            prev = tracker.set(State.BLOCKED_IN)
-            try:
-                return super().get(True, timeout)
-            finally:
-                tracker.set(prev)
+        self.tail = None
+        self.head = None
 
 
 class MPQueue:
@@ -186,12 +177,12 @@ class MPQueue:
         self.capacity = maxsize
         self._seq_in = ctx.Value("q", 0)
         self._seq_out = ctx.Value("q", 0)
-        self._probes: dict[str, tuple[int, int]] = {}
+        self._probes: dict[str, int] = {}
         self._taps: dict[tuple[int, str], RingTap] = {}
         REGISTRY.add_queue(self)
 
-    def attach(self, end: str, probe: int, capacity: int, on_tap: Callable[[Tap], None]) -> None:
-        self._probes[end] = (probe, capacity)
+    def attach(self, end: str, probe: int) -> None:
+        self._probes[end] = probe
 
     def detach(self) -> None:
         self._probes.clear()
@@ -199,21 +190,21 @@ class MPQueue:
 
     def _tap(self, end: str) -> RingTap | None:
         """This process's tap for ``end`` (made on first use, so forked children get their own)."""
-        spec = self._probes.get(end)
-        if spec is None:
+        probe = self._probes.get(end)
+        if probe is None:
             return None
         key = (os.getpid(), end)
         tap = self._taps.get(key)
         if tap is None:
-            tap = RingTap(spec[0], Kind.PUT if end == "tail" else Kind.GET, spec[1])
+            rec = REGISTRY.recorder()
+            if rec is None:
+                return None
+            tap = rec.tap(probe, Kind.PUT if end == "tail" else Kind.GET, cost=COST_CALL)
             self._taps[key] = tap
-            on_tap = REGISTRY.on_tap
-            if on_tap is not None:
-                on_tap(tap)
         return tap
 
     def put(self, item: Any, block: bool = True, timeout: float | None = None) -> None:
-        tracker = _tracker()
+        tracker = native.bound_tracker()
         if tracker is not None and block:
             try:
                 self._q.put(item, False)
@@ -229,10 +220,10 @@ class MPQueue:
         with self._seq_in.get_lock():
             self._seq_in.value += 1
             if tap is not None:
-                tap.record(host_now_ticks(), self._seq_in.value)
+                tap.ring.record(self._seq_in.value)
 
     def get(self, block: bool = True, timeout: float | None = None) -> Any:
-        tracker = _tracker()
+        tracker = native.bound_tracker()
         if tracker is not None and block:
             try:
                 item = self._q.get(False)
@@ -248,7 +239,7 @@ class MPQueue:
         with self._seq_out.get_lock():
             self._seq_out.value += 1
             if tap is not None:
-                tap.record(host_now_ticks(), self._seq_out.value)
+                tap.ring.record(self._seq_out.value)
         return item
 
     def put_nowait(self, item: Any) -> None:
@@ -270,31 +261,36 @@ class MPQueue:
         self._q.join_thread()
 
 
+_saved = threading.local()
+
+
 class stage:  # noqa: N801 - used like a function: ``with stage("x"):`` / ``@stage("x")``
     """Marks the current thread as working for stage ``name``: busy inside, idle after.
 
-    While inside, monitored queues record when this stage blocks on them.
+    While inside, monitored queues record when this stage blocks on them (its tracker is bound
+    to the thread, and the queues mark the waits themselves).
     """
 
     def __init__(self, name: str) -> None:
         self.name = name
         REGISTRY.add_stage(name)
-        self._saved: list[tuple[StateTracker | None, State]] = []
 
     def __enter__(self) -> stage:
-        tracker = REGISTRY.trackers.get(self.name)
-        prev = _tracker()
-        _local.tracker = tracker
+        tracker = REGISTRY.tracker(self.name)
+        prev = native.bind_tracker(tracker)
         state = tracker.set(State.BUSY) if tracker is not None else State.IDLE
-        self._saved.append((prev, state))
+        stack: list[tuple[native.StateTracker | None, int]] | None = getattr(_saved, "stack", None)
+        if stack is None:
+            stack = _saved.stack = []
+        stack.append((prev, state))
         return self
 
     def __exit__(self, *exc: object) -> None:
-        prev_tracker, prev_state = self._saved.pop()
-        tracker = REGISTRY.trackers.get(self.name)
+        prev_tracker, prev_state = _saved.stack.pop()
+        tracker = native.bound_tracker()
         if tracker is not None:
             tracker.set(prev_state)
-        _local.tracker = prev_tracker
+        native.bind_tracker(prev_tracker)
 
     def __call__(self, fn: Callable[P, R]) -> Callable[P, R]:
         @functools.wraps(fn)

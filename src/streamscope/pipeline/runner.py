@@ -12,6 +12,7 @@ import queue
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,10 +30,12 @@ from streamscope.pipeline.pipeline import Pipeline
 from streamscope.pipeline.scope import Scope, start_links, start_threads
 from streamscope.pipeline.shm import ProcessChannel
 from streamscope.pipeline.worker import Channel
-from streamscope.probes.agent import Agent
-from streamscope.probes.taps import DEFAULT_CAPACITY
+from streamscope.probes.taps import DEFAULT_CAPACITY, Recorder
+from streamscope.probes.tracing import RateWatch
 from streamscope.timebase.burst import CalibrationError, Exchanges, fit
 from streamscope.timebase.roundtrip import clock_socketpair
+from streamscope.transport.control import Control
+from streamscope.transport.wire import MsgType
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,15 +51,17 @@ def describe_error(exc: BaseException) -> str:
 
 
 class Runner:
-    """Runs one pipeline once. ``main_agent`` collects the main process's taps."""
+    """Runs one pipeline once. Every process's rings go into ``ring_dir`` (None: private rings
+    nobody drains); ``control`` is this process's link to the monitor (None: no monitor)."""
 
     def __init__(
         self,
         pipeline: Pipeline,
         probes: tuple[ProbeInfo, ...],
-        main_agent: Agent | None,
+        control: Control | None,
         socket_path: str | None,
         *,
+        ring_dir: str | None = None,
         flush_interval_s: float = 0.05,
         tap_capacity: int = DEFAULT_CAPACITY,
         calibrate_every_s: float = EVERY_S,
@@ -73,8 +78,10 @@ class Runner:
         self.epoch_ns = host_now_ticks()
         self.pipeline = pipeline
         self.probes = probes
-        self.agent = main_agent
+        self.control = control
         self.socket_path = socket_path
+        self.ring_dir = ring_dir
+        self._rates: RateWatch | None = None
         self.flush_interval_s = flush_interval_s
         self._ctx = mp.get_context("fork")
         self._errors: queue.SimpleQueue[tuple[str, str]] = queue.SimpleQueue()
@@ -136,8 +143,8 @@ class Runner:
                 grid_end, self._grids[name] = self._ctx.Pipe(duplex=False)
             child = ChildSpec(
                 name, stages, i, self.socket_path, self.flush_interval_s, self.tap_capacity,
-                res.clock, self.epoch_ns, os.getpid(), self.local.get(name, ()), self.truth_dir,
-                self._truth_index(),
+                self.ring_dir, res.clock, self.epoch_ns, os.getpid(), self.local.get(name, ()),
+                self.truth_dir, self._truth_index(),
             )  # fmt: skip
             proc = self._ctx.Process(
                 target=child_main,
@@ -150,20 +157,25 @@ class Runner:
                 grid_end.close()
             self.children.append(proc)
             self._child_stages.append(stages)
-        if domains and self.agent is not None:
+        if domains and self.control is not None:
             self.calibrator = Calibrator(
-                self.agent, domains, every_s=self.calibrate_every_s, on_burst=self._send_grid
+                self.control, domains, every_s=self.calibrate_every_s, on_burst=self._send_grid
             )
             self.calibrator.start()
-        scope = Scope(self.pipeline, self.channels, self.probes, main, self.tap_capacity)
-        if self.agent is not None:
-            for tap in scope.taps:
-                self.agent.add(tap)
+        recorder = Recorder(self.ring_dir, capacity=self.tap_capacity)
+        scope = Scope(self.pipeline, self.channels, self.probes, main, recorder)
         self._main_stages = main
         self._threads = start_threads(self.pipeline, self.channels, scope, main, self._on_error)
         self._threads += start_links(self.pipeline, self.channels, main, self._on_error)
-        if self.agent is not None:
-            self.agent.start()
+        control = self.control
+        if control is not None:
+
+            def note(info: dict[str, object]) -> None:
+                control.send(MsgType.NOTE, 0, info=info)
+
+            self._rates = scope.rate_watch(note)
+            if self._rates is not None:
+                self._rates.start()
 
     def _truth_index(self) -> dict[str, int]:
         return {name: i for i, name in enumerate(self.pipeline.channels)}
@@ -234,10 +246,17 @@ class Runner:
                 self.calibrator.finish(msg[1])  # its last burst; then the process may exit
         return None
 
-    def wait(self, poll_s: float = 0.02) -> Outcome:
-        """Supervise until every stage has finished, one failed, or Ctrl-C."""
+    def wait(
+        self, poll_s: float = 0.02, should_stop: Callable[[], str | None] | None = None
+    ) -> Outcome:
+        """Supervise until every stage has finished, one failed, Ctrl-C, or ``should_stop``
+        gives a reason to stop (the monitor can no longer record the run)."""
         try:
             while True:
+                why = should_stop() if should_stop is not None else None
+                if why is not None:
+                    self.stop()
+                    return Outcome("failed", why)
                 failure = self._failure()
                 if failure is not None:
                     self.stop()
@@ -261,6 +280,9 @@ class Runner:
             return Outcome("interrupted", "interrupted by the user (SIGINT)")
 
     def stop_calibration(self) -> None:
+        if self._rates is not None:
+            self._rates.stop()
+            self._rates = None
         if self.calibrator is not None:
             self.calibrator.stop()
         for conn in self._grids.values():

@@ -11,20 +11,28 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from streamscope.core.clock import host_now_ticks
+from streamscope.core import native
 from streamscope.core.records import Kind
+from streamscope.core.stream import Aborted
 from streamscope.core.topology import USER_PROBE_KINDS, ProbeInfo, UserProbeInfo
-from streamscope.pipeline.channel import Aborted, ThreadChannel
+from streamscope.pipeline.channel import ThreadChannel
 from streamscope.pipeline.link import LinkChannel
 from streamscope.pipeline.pipeline import ITERATION_KINDS, Pipeline, StorageSpec
 from streamscope.pipeline.worker import Channel, StageProbes, run_stage
 from streamscope.probes import tracing
 from streamscope.probes.hardware import Trigger, parse_condition
 from streamscope.probes.storage import make_storage
-from streamscope.probes.taps import DEFAULT_CAPACITY, LockedTap, RingTap, StateTracker, Tap
+from streamscope.probes.taps import (
+    COST_CALL,
+    COST_COUNTER,
+    COST_INTERVAL,
+    COST_NATIVE,
+    Recorder,
+    RingTap,
+    make_tracker,
+)
 from streamscope.probes.user import (
     CounterProbe,
-    CounterTap,
     GlobalProbe,
     NullProbe,
     SamplerProbe,
@@ -44,14 +52,16 @@ def _trigger(up: UserProbeInfo) -> Trigger | None:
 
 @dataclass(slots=True)
 class _StageParts:
-    tracker: StateTracker | None = None
+    tracker: native.StateTracker | None = None
     iteration: dict[str, RingTap] = field(default_factory=dict)
     storages: list[Any] = field(default_factory=list)
     trace: tuple[tracing.FunctionTracer, tracing.TraceTap] | None = None
 
 
 class Scope:
-    """The channels, taps and trackers of one process."""
+    """The channels, taps and trackers of one process. Its taps come from ``recorder``: rings
+    the monitor drains (or, for a device's own sub-queues, ``local``: private rings its agent
+    reduces), all reading the process's clock."""
 
     def __init__(
         self,
@@ -59,25 +69,29 @@ class Scope:
         channels: dict[str, Channel],
         probes: tuple[ProbeInfo, ...],
         stages: list[str],
-        capacity: int = DEFAULT_CAPACITY,
-        now: Callable[[], int] = host_now_ticks,
+        recorder: Recorder | None = None,
+        local: frozenset[int] = frozenset(),
     ) -> None:
-        self.trackers: dict[str, StateTracker] = {}
-        self.taps: list[Tap] = []
-        self.now = now
+        rec = recorder if recorder is not None else Recorder()
+        self.recorder = rec
+        self.trackers: dict[str, native.StateTracker] = {}
+        #: Taps drained here (private rings), not by the monitor.
+        self.local_taps: list[RingTap] = []
+        self.now: Callable[[], int] = rec.clock.now
+        self.tracer: tracing.FunctionTracer | None = None
         self._parts: dict[str, _StageParts] = {s: _StageParts() for s in stages}
         mine = set(stages)
-        self._declared(pipeline, probes, stages, capacity, now)
-        self._traced(probes, mine)
+        self._declared(pipeline, probes, stages, rec)
+        self._traced(probes, mine, rec)
         for p in probes:
             if p.kind == "state" and p.target in mine:
-                tap = RingTap(p.id, Kind.STATE, capacity)
-                self.taps.append(tap)
-                self.trackers[p.target] = StateTracker(p.target, tap, now)
+                tap = rec.tap(p.id, Kind.STATE, publish=p.id not in local)
+                self.trackers[p.target] = make_tracker(p.target, tap)
                 self._parts[p.target].tracker = self.trackers[p.target]
+                if p.id in local:
+                    self.local_taps.append(tap)
             elif p.kind in ITERATION_KINDS and p.target in mine:
-                ring = RingTap(p.id, Kind.DURATION, capacity)
-                self.taps.append(ring)
+                ring = rec.tap(p.id, Kind.DURATION, cost=COST_INTERVAL)
                 self._parts[p.target].iteration[p.kind] = ring
             elif p.kind in ("tail", "head", "send", "deliver"):
                 spec = pipeline.channels[p.target]
@@ -86,27 +100,27 @@ class Scope:
                     continue
                 ch = channels[p.target]
                 kind = Kind.PUT if p.kind in ("tail", "deliver") else Kind.GET
-                if isinstance(ch, LinkChannel):
-                    buf = ch.tail_buf if p.kind in ("tail", "send") else ch.head_buf
-                    locked = LockedTap(p.id, kind, buf.mutex, capacity)
-                    setattr(buf, "tail" if kind == Kind.PUT else "head", locked)
-                    self.taps.append(locked)
-                elif isinstance(ch, ThreadChannel):
-                    locked = LockedTap(p.id, kind, ch.mutex, capacity)
-                    setattr(ch, p.kind, locked)
-                    self.taps.append(locked)
+                private = p.id in local
+                if isinstance(ch, LinkChannel | ThreadChannel):
+                    # Recorded by the native FIFO itself, inside its lock.
+                    tap = rec.tap(p.id, kind, publish=not private, cost=COST_NATIVE)
+                    if isinstance(ch, LinkChannel):
+                        buf = ch.tail_buf if p.kind in ("tail", "send") else ch.head_buf
+                        setattr(buf, "tail" if kind == Kind.PUT else "head", tap.ring)
+                    else:
+                        setattr(ch, p.kind, tap.ring)
                 else:
-                    ring = RingTap(p.id, kind, capacity)
-                    setattr(ch, p.kind, ring)
-                    self.taps.append(ring)
+                    tap = rec.tap(p.id, kind, publish=not private, cost=COST_CALL)
+                    setattr(ch, p.kind, tap.ring)
+                if private:
+                    self.local_taps.append(tap)
 
     def _declared(
         self,
         pipeline: Pipeline,
         probes: tuple[ProbeInfo, ...],
         stages: list[str],
-        capacity: int,
-        now: Callable[[], int],
+        rec: Recorder,
     ) -> None:
         """Handles of the probes declared on this process's stages (``Pipeline.probe``): live
         ones for the probes queries use, inactive ones for the rest; their taps and storage."""
@@ -131,51 +145,57 @@ class Scope:
                     params = pipeline.storages.get(res.name, StorageSpec())
                     store = storages[(res.name, up.storage)] = (
                         make_storage(
-                            "centralized", Kind.SAMPLE, capacity=params.capacity,
+                            "centralized", Kind.SAMPLE, recorder=rec, capacity=params.capacity,
                             ports=params.ports, hold=params.hold, cycle_ticks=params.cycle_ticks,
                         )
                         if up.storage == "centralized"
-                        else make_storage("distributed", Kind.SAMPLE, capacity=capacity)
+                        else make_storage(
+                            "distributed", Kind.SAMPLE, recorder=rec, capacity=rec.capacity
+                        )
                     )  # fmt: skip
                 tick_ns = EmulatedClockSpec.parse(res.clock).tick_ns if res.clock else 1.0
                 handles[up.stage][short] = SamplerProbe(
-                    up.name, store.port(info.id), now, _trigger(up),
+                    up.name, store.port(info.id), rec.clock.now, _trigger(up),
                     round(up.period_ns / tick_ns) if up.period_ns else 0,
                 )  # fmt: skip
                 self._parts[up.stage].storages.append(store)
             elif up.kind == "counter":
-                ctap = CounterTap(info.id, now)
-                self.taps.append(ctap)
+                ctap = rec.tap(info.id, Kind.COUNT, capacity=0, cost=COST_COUNTER)
                 handles[up.stage][short] = CounterProbe(up.name, ctap, _trigger(up))
             else:
-                ring = RingTap(info.id, Kind.DURATION, capacity)
-                self.taps.append(ring)
-                handles[up.stage][short] = TimerProbe(up.name, ring, now)
+                ring = rec.tap(info.id, Kind.DURATION, cost=COST_INTERVAL)
+                handles[up.stage][short] = TimerProbe(up.name, ring, rec.clock.now)
         for up in pipeline.probes.values():
             if up.kind == "global" and up.stage in mine:
                 mem = [handles[up.stage][m] for m in up.members]
                 live = tuple(m for m in mem if isinstance(m, SamplerProbe))
                 short = up.name[len(up.stage) + 1 :]
                 handles[up.stage][short] = (
-                    GlobalProbe(up.name, live, now) if live else NullProbe(up.name, "global")
+                    GlobalProbe(up.name, live, rec.clock.now)
+                    if live
+                    else NullProbe(up.name, "global")
                 )
-        for store in storages.values():
-            self.taps.extend(store.taps())
         for stage in stages:
             register_stage(stage, handles[stage])
 
-    def _traced(self, probes: tuple[ProbeInfo, ...], mine: set[str]) -> None:
+    def _traced(self, probes: tuple[ProbeInfo, ...], mine: set[str], rec: Recorder) -> None:
         """A trace tap per traced stage of this process, bound in the stage's thread when it
-        starts; and the call-rate check, run at each agent flush."""
+        starts (the tracer reads the host clock wherever the stage runs)."""
         tracer = tracing.active()
         traced = [p for p in probes if p.kind == "trace" and p.target in mine]
+        self.tracer = tracer if traced else None
         if tracer is not None and traced:
+            host = Recorder(rec.directory, capacity=rec.capacity)
             for p in traced:
-                ttap = tracing.TraceTap(p.id, p.target, tracer.capacity)
-                self.taps.append(ttap)
+                ttap = tracing.TraceTap(p.id, p.target, tracer.capacity, recorder=host)
                 self._parts[p.target].trace = (tracer, ttap)
-            if tracer.max_calls_per_s is not None:
-                self.taps.append(tracing.RateCheck(tracer, host_now_ticks))
+
+    def rate_watch(self, notify: Callable[[dict[str, object]], None]) -> tracing.RateWatch | None:
+        """The call-rate check of this process's traced stages (None: no limit is set)."""
+        tracer = self.tracer
+        if tracer is None or tracer.max_calls_per_s is None:
+            return None
+        return tracing.RateWatch(tracer, notify)
 
     def stage_probes(self, stage: str) -> StageProbes:
         """What ``stage``'s loop records: its state, its iterations, and the probe storage to

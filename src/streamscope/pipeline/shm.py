@@ -10,22 +10,17 @@ from __future__ import annotations
 import mmap
 import pickle
 import struct
-from collections.abc import Callable
 from multiprocessing.context import BaseContext
 from typing import Any
 
 import numpy as np
 
-from streamscope.core.clock import host_now_ticks
+from streamscope.core import native
 from streamscope.core.errors import PipelineError
 from streamscope.core.records import State
-from streamscope.pipeline.channel import EOS, Aborted
-from streamscope.probes.taps import RingTap, StateTracker
+from streamscope.core.stream import EOS, Aborted
 
 #: Slot header: payload length, payload type.
-#: This process's clock (see ``channel.use_clock``).
-now_ticks: Callable[[], int] = host_now_ticks
-
 _SLOT = struct.Struct("<IB3x")
 _T_EOS, _T_INT, _T_FLOAT, _T_BYTES, _T_STR, _T_ARRAY, _T_PICKLE, _T_ABORT = range(8)
 _ARRAY_HEAD = struct.Struct("<16sB")
@@ -102,15 +97,18 @@ class ProcessChannel:
         self._rpos = 0  # slots read, consumer side
         self.items_in = 0
         self.items_out = 0
-        self.tail: RingTap | None = None
-        self.head: RingTap | None = None
+        #: Rings of this process's ends (each process sets its own after the fork).
+        self.tail: native.Ring | None = None
+        self.head: native.Ring | None = None
 
     def _write(self, kind: int, payload: bytes) -> None:
         off = (self._wpos % self.capacity) * self._stride
         _SLOT.pack_into(self._mem, off, len(payload), kind)
         self._mem[off + _SLOT.size : off + _SLOT.size + len(payload)] = payload
 
-    def put_tracked(self, item: Any, tracker: StateTracker | None) -> None:
+    def put(self, item: Any) -> None:
+        """Insert ``item``, waiting for a free slot (the calling thread's bound tracker marks
+        it blocked on output meanwhile)."""
         kind, payload = encode_item(item)
         if len(payload) > self.slot_bytes:
             raise PipelineError(
@@ -118,9 +116,10 @@ class ProcessChannel:
                 f"{self.slot_bytes}-byte slots; pass slot_bytes= to connect()"
             )
         if not self._free.acquire(False):
-            prev = tracker.set(State.BLOCKED_OUT) if tracker is not None else None
+            tracker = native.bound_tracker()
+            prev = tracker.set(State.BLOCKED_OUT) if tracker is not None else 0
             self._free.acquire()
-            if tracker is not None and prev is not None:
+            if tracker is not None:
                 tracker.set(prev)
         self._write(kind, payload)
         self._wpos += 1
@@ -128,7 +127,7 @@ class ProcessChannel:
             self.items_in += 1
             tap = self.tail
             if tap is not None:
-                tap.record(now_ticks(), self.items_in)
+                tap.record(self.items_in)
         self._used.release()
 
     def get_within(self, timeout_s: float) -> tuple[bool, Any]:
@@ -137,11 +136,13 @@ class ProcessChannel:
             return False, None
         return True, self._read()
 
-    def get_tracked(self, tracker: StateTracker | None) -> Any:
+    def get(self) -> Any:
+        """Remove the next item, waiting for one (marked blocked on input meanwhile)."""
         if not self._used.acquire(False):
-            prev = tracker.set(State.BLOCKED_IN) if tracker is not None else None
+            tracker = native.bound_tracker()
+            prev = tracker.set(State.BLOCKED_IN) if tracker is not None else 0
             self._used.acquire()
-            if tracker is not None and prev is not None:
+            if tracker is not None:
                 tracker.set(prev)
         return self._read()
 
@@ -154,6 +155,6 @@ class ProcessChannel:
             self.items_out += 1
             tap = self.head
             if tap is not None:
-                tap.record(now_ticks(), self.items_out)
+                tap.record(self.items_out)
         self._free.release()
         return decode_item(kind, payload)

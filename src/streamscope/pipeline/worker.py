@@ -10,12 +10,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from streamscope.core import native
 from streamscope.core.records import State
-from streamscope.pipeline.channel import EOS, Aborted, ThreadChannel
+from streamscope.core.stream import EOS, Aborted
+from streamscope.pipeline.channel import ThreadChannel
 from streamscope.pipeline.link import LinkChannel
 from streamscope.pipeline.shm import ProcessChannel
 from streamscope.pipeline.stage import StageBody
-from streamscope.probes.taps import RingTap, StateTracker
+from streamscope.probes.taps import RingTap
 from streamscope.probes.user import set_current_stage
 
 Channel = ThreadChannel | ProcessChannel | LinkChannel
@@ -27,7 +29,7 @@ class StageProbes:
     for input and its time in output calls (each only when a query asks); ``settle`` hands the
     stage's held probe samples to storage when the stage ends."""
 
-    tracker: StateTracker | None = None
+    tracker: native.StateTracker | None = None
     iteration: RingTap | None = None
     input_wait: RingTap | None = None
     output_wait: RingTap | None = None
@@ -42,19 +44,16 @@ class StageProbes:
         return (self.iteration or self.input_wait or self.output_wait) is not None
 
 
-def _emitter(
-    fanout: str, outs: list[Channel], tracker: StateTracker | None
-) -> Callable[[Any], None]:
+def _emitter(fanout: str, outs: list[Channel]) -> Callable[[Any], None]:
     if not outs:
         return lambda item: None
     if len(outs) == 1:
-        ch = outs[0]
-        return lambda item: ch.put_tracked(item, tracker)
+        return outs[0].put
     if fanout == "broadcast":
 
         def broadcast(item: Any) -> None:
             for ch in outs:
-                ch.put_tracked(item, tracker)
+                ch.put(item)
 
         return broadcast
     state = [0]
@@ -62,27 +61,25 @@ def _emitter(
 
     def roundrobin(item: Any) -> None:
         i = state[0]
-        outs[i].put_tracked(item, tracker)
+        outs[i].put(item)
         state[0] = (i + 1) % n
 
     return roundrobin
 
 
-def _inputs(fanin: str, ins: list[Channel], tracker: StateTracker | None) -> Any:
+def _inputs(fanin: str, ins: list[Channel]) -> Any:
     """Yield input items until every input has ended."""
     if len(ins) == 1:
-        ch = ins[0]
-        while True:
-            item = ch.get_tracked(tracker)
-            if item is EOS:
-                return
+        get = ins[0].get
+        while (item := get()) is not EOS:
             yield item
+        return
     active = list(ins)
     if fanin == "zip":
         while active:
             batch = []
             for ch in list(active):
-                item = ch.get_tracked(tracker)
+                item = ch.get()
                 if item is EOS:
                     active.remove(ch)
                 else:
@@ -93,7 +90,7 @@ def _inputs(fanin: str, ins: list[Channel], tracker: StateTracker | None) -> Any
     i = 0
     while active:
         ch = active[i % len(active)]
-        item = ch.get_tracked(tracker)
+        item = ch.get()
         if item is EOS:
             active.remove(ch)
             continue
@@ -105,13 +102,15 @@ def run_stage(
     spec: Any,
     ins: list[Channel],
     outs: list[Channel],
-    probes: StageProbes | StateTracker | None,
+    probes: StageProbes | None,
     on_error: Callable[[str, BaseException], None],
 ) -> None:
     """Thread body of one stage. Errors go to ``on_error``; nothing escapes."""
-    if not isinstance(probes, StageProbes):
-        probes = StageProbes(probes)
+    if probes is None:
+        probes = StageProbes()
     tracker = probes.tracker
+    # The channels this thread waits on mark its state through the tracker bound to it.
+    native.bind_tracker(tracker)
     set_current_stage(spec.name)
     if probes.bind is not None:
         probes.bind()
@@ -120,22 +119,22 @@ def run_stage(
         if tracker is not None:
             tracker.set(State.BUSY)
         body.setup()
-        emit = _emitter(spec.fanout, outs, tracker)
+        emit = _emitter(spec.fanout, outs)
         if probes.timed:
-            _timed_loop(body, _inputs(spec.fanin, ins, tracker) if ins else None, emit, probes)
+            _timed_loop(body, _inputs(spec.fanin, ins) if ins else None, emit, probes)
         elif not ins:
             for item in body.generate():
                 emit(item)
         else:
             process = body.process
-            for item in _inputs(spec.fanin, ins, tracker):
+            for item in _inputs(spec.fanin, ins):
                 for out in process(item):
                     emit(out)
         body.teardown()
         if probes.settle is not None:
             probes.settle()
         for ch in outs:
-            ch.put_tracked(EOS, tracker)
+            ch.put(EOS)
         if tracker is not None:
             tracker.set(State.IDLE)
     except Aborted:
@@ -147,6 +146,7 @@ def run_stage(
     finally:
         if probes.unbind is not None:
             probes.unbind()
+        native.bind_tracker(None)
         set_current_stage(None)
 
 

@@ -1,7 +1,10 @@
-"""The per-process agent: owns this process's taps and ships their records to the monitor.
+"""A device's agent: reduces some of the device's own rings where they are written (seed 002).
 
-In: tap buffers filled by application threads. Out: BATCH messages (records plus DROPPED counts)
-on a transport, every ``flush_interval_s``, from a background thread that never blocks a stage.
+In: private rings filled by the device's threads, drained every ``flush_interval_s`` by a
+background thread that never blocks a stage. Out: per-frame SUMMARY messages of the sub-queues it
+reduces, and BATCH messages of the records the monitor needs raw as well (a state tracker a query
+watches, a channel being traced), on the device's control link. Every other ring of the device is
+drained by the monitor directly, like the host's.
 """
 
 from __future__ import annotations
@@ -12,14 +15,11 @@ from collections.abc import Callable
 from typing import Protocol
 
 import numpy as np
-from numpy.typing import NDArray
 
-from streamscope.core.clock import host_now_ticks
 from streamscope.core.records import Kind, Records, empty_records, make_records
-from streamscope.probes.cost import measure_costs
 from streamscope.probes.taps import Tap
-from streamscope.transport.channels import Transport
-from streamscope.transport.wire import EXCHANGE_DTYPE, MsgType, encode
+from streamscope.transport.control import Control
+from streamscope.transport.wire import MsgType
 
 #: How often an agent ships its records (seconds). Also bounds the monitor's frame-closing lag.
 DEFAULT_FLUSH_INTERVAL_S = 0.05
@@ -35,7 +35,7 @@ class LocalReducer(Protocol):
 
 
 class Agent:
-    """Collects the taps of one process and flushes them in batches.
+    """Collects the private taps of one device process and flushes them in batches.
 
     The watermark sent with a batch promises that every record this agent will still send has
     ticks at or after it: it is the start time of the *previous* flush, which leaves a whole
@@ -44,21 +44,19 @@ class Agent:
 
     def __init__(
         self,
-        agent_id: int,
-        transport: Transport,
+        control: Control,
+        now: Callable[[], int],
         *,
-        now: Callable[[], int] = host_now_ticks,
         flush_interval_s: float = DEFAULT_FLUSH_INTERVAL_S,
         domain: str = "host",
         local: LocalReducer | None = None,
     ) -> None:
-        self.agent_id = agent_id
+        self.agent_id = control.agent_id
         self._local = local
-        self._transport = transport
+        self._control = control
         self._now = now
         self._interval = flush_interval_s
         self._taps: list[Tap] = []
-        self._notes: list[dict[str, object]] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -67,12 +65,11 @@ class Agent:
         self._closed = False
         self.sent_records = 0
         self.sent_dropped = 0
-        #: ns per probe event here (``probes.cost``): how the run estimates its own overhead.
-        self.costs = measure_costs(now)
+        # A data agent: the monitor waits for its watermark before closing frames.
         self._send(
             MsgType.HELLO,
             self._prev_flush,
-            info={"domain": domain, "pid": self._pid, "costs": self.costs},
+            info={"domain": domain, "pid": self._pid, "data": True},
         )
 
     def add(self, tap: Tap) -> None:
@@ -96,11 +93,6 @@ class Agent:
         drops: list[tuple[int, int]] = []
         for tap in self._taps:
             records, dropped = tap.drain()
-            take_notes = getattr(tap, "take_notes", None)
-            if take_notes is not None:
-                note = take_notes()
-                if note:
-                    self._notes.append(note)
             if len(records):
                 parts.append(records)
             if dropped:
@@ -133,8 +125,6 @@ class Agent:
                     summaries += self._local.finish(now)
             self.sent_records += len(records)
             self._send(MsgType.BATCH, watermark, records=records)
-            while self._notes:
-                self._send(MsgType.NOTE, watermark, info=self._notes.pop(0))
             for payload in summaries:
                 self._send(MsgType.SUMMARY, watermark, payload=payload)
 
@@ -149,31 +139,6 @@ class Agent:
                 return
             self._closed = True
             self._send(MsgType.END, self._now())
-            self._transport.close()
-
-    def send_calibration(
-        self,
-        domain_index: int,
-        t1_ns: NDArray[np.int64],
-        t2_ticks: NDArray[np.int64],
-        t3_ns: NDArray[np.int64],
-    ) -> None:
-        """One calibration burst of the domain at ``domain_index`` among the run's resources."""
-        rows = np.empty(len(t1_ns), dtype=EXCHANGE_DTYPE)
-        rows["t1_ns"], rows["t2_ticks"], rows["t3_ns"] = t1_ns, t2_ticks, t3_ns
-        with self._lock:
-            if self._closed:
-                return
-            try:
-                data = encode(MsgType.CALIBRATION, domain_index, self._pid, 0, rows)
-                self._transport.send(data)
-            except OSError:
-                self._closed = True
-
-    def send_control(self, mtype: MsgType, watermark: int, info: dict[str, object]) -> None:
-        """START and FINISH messages from the process that runs the pipeline."""
-        with self._lock:
-            self._send(mtype, watermark, info=info)
 
     def _send(
         self,
@@ -184,10 +149,6 @@ class Agent:
         info: dict[str, object] | None = None,
         payload: bytes | None = None,
     ) -> None:
-        try:
-            self._transport.send(
-                encode(mtype, self.agent_id, self._pid, watermark, records, info, payload=payload)
-            )
-        except OSError:
+        if not self._control.send(mtype, watermark, records=records, info=info, payload=payload):
             # The monitor is gone: the application must not fail because monitoring did.
             self._closed = True

@@ -1,10 +1,10 @@
-"""What one probe event costs in this process: measured once per agent, so each run can say how
-much time its own monitoring took.
+"""What one probe event costs the application: so each run can say how much its monitoring took.
 
-In: the clock the process's probes read. Out: nanoseconds per event for each class of probe,
-timed on the very code paths the probes run (a clock read plus the tap's write), net of the
-loop that drives them. The figures are estimates for one process on one machine; the run's
-``overhead`` table multiplies them by the events each probe recorded or refused.
+In: the rings' own samples of their recording time (one event in ``core.rings.SAMPLE_EVERY`` is
+timed while the run goes on, inside the native core), and, for probes that Python code calls,
+what that call adds around the native part, timed once by the monitor on the very code paths the
+probes run. Out: a cost model, ns per event of each probe and how it was obtained, that the
+run's ``overhead`` table multiplies by each probe's events (kept or refused).
 """
 
 from __future__ import annotations
@@ -13,31 +13,26 @@ import time
 from collections.abc import Callable
 
 from streamscope.core.records import Kind, State
+from streamscope.core.topology import Topology
 from streamscope.probes.storage import CentralStorage
-from streamscope.probes.taps import RingTap, StateTracker
+from streamscope.probes.taps import (
+    COST_CALL,
+    COST_CENTRAL,
+    COST_COUNTER,
+    COST_INTERVAL,
+    COST_NAMES,
+    COST_NATIVE,
+    COST_SAMPLER,
+    COST_TRACE,
+    RingTap,
+    make_tracker,
+)
 from streamscope.probes.tracing import FunctionTracer, TraceTap
+from streamscope.probes.user import CounterProbe, SamplerProbe
 
-#: Cost class of each probe kind (``ProbeInfo.kind``; samplers by their storage).
-COST_CLASS: dict[str, str] = {
-    "tail": "channel",
-    "head": "channel",
-    "send": "channel",
-    "deliver": "channel",
-    "state": "state",
-    "iteration": "interval",
-    "input_wait": "interval",
-    "output_wait": "interval",
-    "timer": "interval",
-    "sampler": "ring",
-    "counter": "counter",
-    "trace": "trace",
-}
-
-
-def cost_class(kind: str, storage: str = "") -> str:
-    if kind == "sampler" and storage == "centralized":
-        return "central"
-    return COST_CLASS.get(kind, "ring")
+#: A ring's samples: (sampled ns, sampled events, events written or refused, cost class).
+RingSample = tuple[int, int, int, int]
+CostModel = Callable[[int], tuple[float, str]]
 
 
 def _per_call(body: Callable[[int], None], n: int, repeats: int) -> float:
@@ -58,93 +53,165 @@ def _per_call(body: Callable[[int], None], n: int, repeats: int) -> float:
     return max(best / n, 0.0)
 
 
-def measure_costs(
-    now: Callable[[], int] = time.perf_counter_ns, n: int = 1000, repeats: int = 2
-) -> dict[str, float]:
-    """Nanoseconds per event of each probe class, timed here and now (a few milliseconds)."""
-    buf: list[int] = []
-    cap = n + 1
+def _native_mean(tap: RingTap) -> float:
+    ring = tap.ring
+    return ring.cost_ns / ring.cost_n if ring.cost_n else 0.0
 
-    def channel(k: int) -> None:
-        # The channel's inlined tap: one clock read and a bounded append, inside its own lock
-        # (the lock is the channel's, taken with or without probes, so it is not counted).
-        b = buf
-        for _ in range(k):
-            if len(b) < cap:
-                b.append(now())
-        b.clear()
 
-    ring = RingTap(0, Kind.SAMPLE, 1 << 12)
+def measure_extras(n: int = 2000, repeats: int = 3) -> dict[int, float]:
+    """ns per event that Python code adds around the native write, by cost class (a few ms)."""
+    cap = 1 << 14
+    out: dict[int, float] = {COST_NATIVE: 0.0}
 
-    def ringbody(k: int) -> None:
-        rec = ring.record
+    ring = RingTap(1, Kind.SAMPLE, cap)
+
+    def call(k: int) -> None:
+        rec = ring.ring.record
         for i in range(k):
-            rec(now(), i)
-            ring.r = ring.w  # never full: measure the write, not the refusal
+            rec(i)
+        ring.drain()
 
-    tracker = StateTracker("cost", RingTap(0, Kind.STATE, 1 << 12), now)
+    tracker = make_tracker("cost", RingTap(2, Kind.STATE, cap))
     states = (State.BUSY, State.BLOCKED_OUT)
 
-    def statebody(k: int) -> None:
+    def state(k: int) -> None:
         set_ = tracker.set
         for i in range(k):
             set_(states[i & 1])
-            tracker.tap.r = tracker.tap.w
 
     def interval(k: int) -> None:
-        rec = ring.record
+        now = ring.ring.clock.now
+        rec = ring.ring.record_at
         for _ in range(k):
             t0 = now()
-            rec(now(), now() - t0)
-            ring.r = ring.w
+            t1 = now()
+            rec(t1, t1 - t0)
+        ring.drain()
 
-    central = CentralStorage(Kind.SAMPLE, capacity=1 << 12, ports=1)
-    port = central.port(0)
+    sampler = SamplerProbe("cost", _Port(ring), ring.ring.clock.now)
+
+    def sample(k: int) -> None:
+        s = sampler.sample
+        for i in range(k):
+            s(i)
+        ring.drain()
+
+    central = CentralStorage(Kind.SAMPLE, capacity=cap, ports=1)
+    port = central.port(3)
     shared = central.taps()[0]
 
     def centralbody(k: int) -> None:
         offer = port.offer
         for i in range(k):
-            offer(now(), i, i)
+            offer(i, i, i)
             if i & 1023 == 1023:
                 shared.drain()
         shared.drain()
 
-    tracer = FunctionTracer(now=now, capacity=4 * n)
+    counter = CounterProbe("cost", RingTap(4, Kind.COUNT, 0))
+
+    def count(k: int) -> None:
+        c = counter.count
+        for _ in range(k):
+            c(1)
+
+    tracer = FunctionTracer(capacity=4 * n)
 
     def leaf() -> None:
         pass
 
     traced_leaf = tracer.instrument(leaf)
+    ttap = TraceTap(5, "cost", 4 * n)
 
     def bare(k: int) -> None:
         for _ in range(k):
             leaf()
 
     def traced(k: int) -> None:
-        tap = TraceTap(0, "cost", 4 * n)
-        tracer.bind_tap(tap)
+        tracer.bind_tap(ttap)
         try:
             for _ in range(k):
                 traced_leaf()
         finally:
             tracer.unbind()
+            ttap.drain()
 
-    # Two events (enter, exit) per call, net of the call itself.
-    trace = max(_per_call(traced, n, repeats) - _per_call(bare, n, repeats), 0.0) / 2
+    # A ring written from Python (a process channel, a queue shared by processes) or a state
+    # change called from Python (a drop-in stage): the dearer of the two.
+    out[COST_CALL] = max(
+        _per_call(call, n, repeats), _per_call(state, n, repeats), 0.0
+    ) - _native_mean(ring)
+    out[COST_INTERVAL] = max(_per_call(interval, n, repeats) - _native_mean(ring), 0.0)
+    out[COST_SAMPLER] = max(_per_call(sample, n, repeats) - _native_mean(ring), 0.0)
+    out[COST_CENTRAL] = _per_call(centralbody, n, repeats)
+    out[COST_COUNTER] = _per_call(count, n, repeats)
+    # Two events (enter, exit) per call, net of the call itself and of the native writes.
+    per_call = _per_call(traced, n, repeats) - _per_call(bare, n, repeats)
+    out[COST_TRACE] = max(per_call / 2 - _native_mean(ttap), 0.0)
+    return out
 
-    total = [0]
 
-    def counter(k: int) -> None:
-        for _ in range(k):
-            total[0] += 1
+class _Port:
+    """A distributed storage port over one ring (what a sampler offers to)."""
 
-    return {
-        "channel": _per_call(channel, n, repeats),
-        "ring": _per_call(ringbody, n, repeats),
-        "state": _per_call(statebody, n, repeats),
-        "interval": _per_call(interval, n, repeats),
-        "central": _per_call(centralbody, n, repeats),
-        "counter": _per_call(counter, n, repeats),
-        "trace": trace,
-    }
+    def __init__(self, tap: RingTap) -> None:
+        self._rec = tap.ring.record_at
+
+    def offer(self, ticks: int, value: int, cycle: int | None = None) -> bool:
+        return self._rec(ticks, value)
+
+
+class CostBook:
+    """The cost model of one run: the rings' sampled native cost per probe, plus the Python
+    extra of the probe's class (timed in the monitor's process)."""
+
+    def __init__(self, extras: dict[int, float] | None = None) -> None:
+        self._extras = extras
+        self._rings: dict[int, RingSample] = {}
+
+    @property
+    def extras(self) -> dict[int, float]:
+        """The Python extras by class, timed on first use (at the end of the run, so the
+        monitor's start stays short)."""
+        if self._extras is None:
+            self._extras = measure_extras()
+        return self._extras
+
+    def add_rings(self, samples: dict[int, RingSample]) -> None:
+        """The rings' samples so far, per probe (cumulative: the latest replace the earlier)."""
+        self._rings.update(samples)
+
+    def native_mean(self) -> float:
+        """ns per event of the native writes over every ring (for probes with no sample)."""
+        ns = sum(s[0] for s in self._rings.values())
+        n = sum(s[1] for s in self._rings.values())
+        return ns / n if n else 0.0
+
+    def model(self, topology: Topology) -> CostModel:
+        fallback = self.native_mean()
+        extras = self.extras
+        classes = {p: s[3] for p, s in self._rings.items()}
+        storage_class = {
+            p.id: COST_CENTRAL if p.storage == "centralized" else COST_SAMPLER
+            for p in topology.probes
+            if p.kind == "sampler"
+        }
+
+        def cost(pid: int) -> tuple[float, str]:
+            sample = self._rings.get(pid)
+            cls = classes.get(pid, storage_class.get(pid, COST_NATIVE))
+            if sample is not None and sample[1]:
+                native_ns = sample[0] / sample[1]
+                how = f"sampled in the run ({sample[1]} events)"
+            else:
+                native_ns = fallback
+                how = "sampled in the run (other probes)"
+            extra = extras.get(cls, 0.0)
+            if extra:
+                how += f" + {COST_NAMES[cls]} call measured by the monitor"
+            return native_ns + extra, how
+
+        return cost
+
+
+__all__ = ["CostBook", "CostModel", "measure_extras"]

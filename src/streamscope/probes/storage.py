@@ -1,21 +1,19 @@
 """Where hardware-style probes store their samples: one shared buffer, or one buffer per probe.
 
 In: ``offer(ticks, value, cycle)`` per sample, from the stage threads of one resource.
-Out: taps for the agent; every sample is either written (and drained once) or counted refused at
-its own probe, as a *contention* drop (centralised: its hold register was still waiting for the
-arbiter) or an *overflow* drop (the buffer was full). Seed 001, §3.2 and §5.2.
+Out: rings (from the process's ``Recorder``: the monitor drains them); every sample is either
+written (and drained once) or counted refused at its own probe, as a *contention* drop
+(centralised: its hold register was still waiting for the arbiter) or an *overflow* drop (the
+buffer was full). Seed 001, §3.2 and §5.2.
 """
 
 from __future__ import annotations
 
 import threading
-from array import array
 from collections import deque
 
-import numpy as np
-
-from streamscope.core.records import Kind, Records, empty_records, make_records
-from streamscope.probes.taps import RingTap, Tap
+from streamscope.core.records import Kind
+from streamscope.probes.taps import COST_CENTRAL, COST_SAMPLER, Recorder, RingTap
 
 #: Default records per buffer between two drains (power of two).
 DEFAULT_STORAGE_CAPACITY = 4096
@@ -43,53 +41,16 @@ def _check_capacity(capacity: int) -> None:
         raise ValueError(f"storage capacity must be a power of two, got {capacity}")
 
 
-class _SharedRing:
-    """The central buffer: a ring written only under the storage's lock, drained lock-free.
-
-    Grants own ``w``; the draining agent owns ``r`` (as in :class:`RingTap`), so a drain copies
-    exactly the records granted before it read ``w``, once. Its records carry their own probe
-    ids; the ring itself is no probe (``probe == -1``) and never refuses (overflow is counted
-    at the probe whose sample found it full).
-    """
-
-    __slots__ = ("cap", "kind", "mask", "probe", "probes", "r", "ticks", "values", "w")
-
-    def __init__(self, kind: Kind, capacity: int) -> None:
-        self.probe = -1
-        self.kind = int(kind)
-        self.cap = capacity
-        self.mask = capacity - 1
-        self.ticks = array("q", bytes(8 * capacity))
-        self.values = array("q", bytes(8 * capacity))
-        self.probes = array("q", bytes(8 * capacity))
-        self.w = 0
-        self.r = 0
-
-    def drain(self) -> tuple[Records, int]:
-        w, r = self.w, self.r
-        if w == r:
-            return empty_records(), 0
-        idx = np.arange(r, w, dtype=np.int64) & self.mask
-        ticks = np.frombuffer(self.ticks, dtype=np.int64)[idx]
-        values = np.frombuffer(self.values, dtype=np.int64)[idx]
-        probes = np.frombuffer(self.probes, dtype=np.int64)[idx]
-        records = make_records(self.kind, 0, ticks, values)
-        records["probe"] = probes
-        self.r = w
-        return records, 0
-
-
 class CentralPort:
     """One probe's write port into a :class:`CentralStorage`: a hold register of ``hold``
     samples waiting for the arbiter.
 
-    As a tap, its drain returns no records (they come out of the shared buffer) and the number
-    of its samples refused since its last drain (contention plus overflow). Counters are running
-    totals: after :meth:`CentralStorage.settle`, ``offered == written + contention + overflow``.
+    Its ``tap`` is a register with no records (they go into the shared buffer) that counts the
+    port's refused samples (contention plus overflow). Counters are running totals: after
+    :meth:`CentralStorage.settle`, ``offered == written + contention + overflow``.
     """
 
     __slots__ = (
-        "_seen_refused",
         "_storage",
         "contention",
         "held",
@@ -97,22 +58,21 @@ class CentralPort:
         "offered",
         "overflow",
         "probe",
-        "refused",
+        "tap",
         "written",
     )
 
-    def __init__(self, storage: CentralStorage, probe: int) -> None:
+    def __init__(self, storage: CentralStorage, probe: int, tap: RingTap) -> None:
         self._storage = storage
         self.probe = probe
         self.kind = storage.kind
+        self.tap = tap
         #: The hold register: (ticks, value) of samples taken and not yet granted, oldest first.
         self.held: deque[tuple[int, int]] = deque()
         self.offered = 0
         self.written = 0
         self.contention = 0
         self.overflow = 0
-        self.refused = 0
-        self._seen_refused = 0
 
     def offer(self, ticks: int, value: int, cycle: int | None = None) -> bool:
         """Take a sample at ``ticks`` during hardware ``cycle`` (``ticks // cycle_ticks`` when
@@ -135,14 +95,12 @@ class CentralPort:
                 st.pending += 1
                 return True
             self.contention += 1
-            self.refused += 1
+            self.tap.ring.refuse(1)
             return False
 
-    def drain(self) -> tuple[Records, int]:
-        total = self.refused
-        dropped = total - self._seen_refused
-        self._seen_refused = total
-        return empty_records(), dropped
+    @property
+    def refused(self) -> int:
+        return self.contention + self.overflow
 
     def __repr__(self) -> str:
         return (
@@ -163,7 +121,9 @@ class CentralStorage:
     when nothing is held). Cycles never go backwards: an earlier cycle counts as the current one.
 
     Offers may come from several threads (the stages of one resource): the offer and grant path
-    holds ``lock``. ``capacity`` is the shared buffer's size in records between two drains.
+    holds ``lock``, so the shared ring has one writer at a time. ``capacity`` is the shared
+    buffer's size in records between two drains. Its rings come from ``recorder`` (private
+    ones when None).
     """
 
     scheme = "centralized"
@@ -176,6 +136,7 @@ class CentralStorage:
         ports: int = 2,
         hold: int = 1,
         cycle_ticks: int = 1,
+        recorder: Recorder | None = None,
     ) -> None:
         _check_capacity(capacity)
         if ports < 1:
@@ -194,7 +155,8 @@ class CentralStorage:
         self.cycle = _NO_CYCLE
         #: Samples held in all hold registers.
         self.pending = 0
-        self._ring = _SharedRing(kind, capacity)
+        self._recorder = recorder if recorder is not None else Recorder()
+        self._ring: RingTap | None = None  # made with the first port (it names the domain)
         self._ports: list[CentralPort] = []
         self._by_probe: dict[int, CentralPort] = {}
         self._last = -1  # index in _ports of the last probe granted
@@ -204,14 +166,18 @@ class CentralStorage:
         with self.lock:
             if probe in self._by_probe:
                 raise ValueError(f"probe {probe} already has a port on this central storage")
-            p = CentralPort(self, probe)
+            rec = self._recorder
+            if self._ring is None:
+                self._ring = rec.tap(probe, self.kind, capacity=self.capacity, cost=COST_CENTRAL)
+            p = CentralPort(self, probe, rec.tap(probe, self.kind, capacity=0, cost=COST_CENTRAL))
             self._ports.append(p)
             self._by_probe[probe] = p
             return p
 
-    def taps(self) -> list[Tap]:
+    def taps(self) -> list[RingTap]:
         """The shared buffer's tap, then every port's (in registration order)."""
-        return [self._ring, *self._ports]
+        shared = [self._ring] if self._ring is not None else []
+        return [*shared, *(p.tap for p in self._ports)]
 
     def settle(self) -> None:
         """End of run: grant every held sample, one cycle after another."""
@@ -233,7 +199,9 @@ class CentralStorage:
         # probe once per cycle.
         ports = self._ports
         n = len(ports)
-        ring = self._ring
+        assert self._ring is not None
+        ring = self._ring.ring
+        kind = self.kind
         i = self._last
         granted = 0
         for _ in range(n):
@@ -243,17 +211,12 @@ class CentralStorage:
                 continue
             ticks, value = p.held.popleft()
             self.pending -= 1
-            w = ring.w
-            if w - ring.r < ring.cap:
-                j = w & ring.mask
-                ring.ticks[j] = ticks
-                ring.values[j] = value
-                ring.probes[j] = p.probe
-                ring.w = w + 1
+            # One writer (the lock), so room seen here is room at the write.
+            if ring.free() > 0 and ring.write(kind, p.probe, ticks, value):
                 p.written += 1
             else:
                 p.overflow += 1
-                p.refused += 1
+                p.tap.ring.refuse(1)
             self._last = i
             granted += 1
             if granted == self.ports:
@@ -266,15 +229,20 @@ class CentralStorage:
         )
 
 
-class DistributedPort(RingTap):
+class DistributedPort:
     """One probe's own buffer and write port: a sample is written the cycle it is taken, unless
-    the buffer is full (an overflow drop). Single writer, lock-free (see :class:`RingTap`)."""
+    the buffer is full (an overflow drop). Single writer, lock-free (see ``core.native.Ring``)."""
 
-    __slots__ = ()
+    __slots__ = ("probe", "ring", "tap")
+
+    def __init__(self, tap: RingTap) -> None:
+        self.tap = tap
+        self.ring = tap.ring
+        self.probe = tap.probe
 
     def offer(self, ticks: int, value: int, cycle: int | None = None) -> bool:
         """Write a sample taken at ``ticks``; ``cycle`` is accepted for symmetry and unused."""
-        return self.record(ticks, value)
+        return self.ring.record_at(ticks, value)
 
     @property
     def contention(self) -> int:
@@ -282,18 +250,20 @@ class DistributedPort(RingTap):
 
     @property
     def overflow(self) -> int:
-        return self.dropped
+        return self.ring.dropped
 
     @property
     def written(self) -> int:
-        return self.w
+        return self.ring.written
 
     @property
     def offered(self) -> int:
-        return self.w + self.dropped
+        return self.ring.written + self.ring.dropped
 
     def __repr__(self) -> str:
-        return f"DistributedPort(probe={self.probe}, written={self.w}, overflow={self.dropped})"
+        return (
+            f"DistributedPort(probe={self.probe}, written={self.written}, overflow={self.overflow})"
+        )
 
 
 class DistributedStorage:
@@ -302,11 +272,16 @@ class DistributedStorage:
     scheme = "distributed"
 
     def __init__(
-        self, kind: Kind = Kind.SAMPLE, *, capacity: int = DEFAULT_STORAGE_CAPACITY
+        self,
+        kind: Kind = Kind.SAMPLE,
+        *,
+        capacity: int = DEFAULT_STORAGE_CAPACITY,
+        recorder: Recorder | None = None,
     ) -> None:
         _check_capacity(capacity)
         self.kind = kind
         self.capacity = capacity
+        self._recorder = recorder if recorder is not None else Recorder()
         self._ports: dict[int, DistributedPort] = {}
         self._lock = threading.Lock()
 
@@ -315,13 +290,14 @@ class DistributedStorage:
         with self._lock:
             if probe in self._ports:
                 raise ValueError(f"probe {probe} already has a port on this distributed storage")
-            p = DistributedPort(probe, self.kind, self.capacity)
+            tap = self._recorder.tap(probe, self.kind, capacity=self.capacity, cost=COST_SAMPLER)
+            p = DistributedPort(tap)
             self._ports[probe] = p
             return p
 
-    def taps(self) -> list[Tap]:
-        """Every port, in registration order."""
-        return list(self._ports.values())
+    def taps(self) -> list[RingTap]:
+        """Every port's ring, in registration order."""
+        return [p.tap for p in self._ports.values()]
 
     def settle(self) -> None:
         """Nothing waits in a distributed storage."""
@@ -331,7 +307,7 @@ class DistributedStorage:
 
 
 def make_storage(
-    scheme: str, kind: Kind = Kind.SAMPLE, **params: int
+    scheme: str, kind: Kind = Kind.SAMPLE, *, recorder: Recorder | None = None, **params: int
 ) -> CentralStorage | DistributedStorage:
     """A storage of ``scheme`` (``centralized``/``centralised``/``central`` or ``distributed``).
 
@@ -351,5 +327,5 @@ def make_storage(
             f"valid: {', '.join(allowed)}"
         )
     if canonical == "centralized":
-        return CentralStorage(kind, **params)
-    return DistributedStorage(kind, **params)
+        return CentralStorage(kind, recorder=recorder, **params)
+    return DistributedStorage(kind, recorder=recorder, **params)

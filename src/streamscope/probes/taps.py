@@ -1,27 +1,51 @@
-"""Tap buffers: where probes put their fixed-shape records on the application side.
+"""Taps: one probe's ring, and the recorder that makes a process's rings.
 
-In: raw clock ticks (and a value) per event, written by the application's own thread.
-Out: ``drain()`` hands the agent a record array and the count of refused records.
-A full buffer never blocks: it refuses, and the refusal is counted.
+In: a probe id, its record kind and the clock its process reads. Out: a ``RingTap`` whose
+``ring`` (``core.native.Ring``) the hot path writes: one clock read and one fixed record, or one
+counted refusal when the ring is full. A published ring lives in the run's ring directory, where
+the monitor finds and drains it; a private one is drained in this process (a device's agent, a
+test). Nothing here converts time, formats or sends anything.
 """
 
 from __future__ import annotations
 
 import threading
-from array import array
-from collections.abc import Callable
 from typing import Protocol
 
-import numpy as np
+from streamscope.core import native
+from streamscope.core.records import Records
+from streamscope.core.rings import W_FLAGS, anonymous_ring, create_ring_file
+from streamscope.transport.ring import RingReader
 
-from streamscope.core.records import Kind, Records, State, make_records
-
-#: Default records per tap buffer between two flushes (power of two).
+#: Default records per ring (a power of two): at one drain every 20 ms, a tap may record
+#: 3 M events per second before it refuses any.
 DEFAULT_CAPACITY = 1 << 16
+
+#: How a probe's ring is written, for its run's overhead estimate (``W_FLAGS`` of the ring):
+#: inside native code only, or by Python code that calls it (the call costs extra, measured by
+#: the monitor per class; see ``probes.cost``).
+COST_NATIVE = 0
+COST_CALL = 1
+COST_INTERVAL = 2
+COST_SAMPLER = 3
+COST_CENTRAL = 4
+COST_TRACE = 5
+COST_COUNTER = 6
+COST_NAMES = ("native", "call", "interval", "sampler", "central", "trace", "counter")
+
+_host_clocks: dict[int, native.Clock] = {}
+
+
+def host_clock() -> native.Clock:
+    """The host's monotonic clock as a probe-core clock (one per implementation)."""
+    clock = _host_clocks.get(id(native.Clock))
+    if clock is None:
+        clock = _host_clocks[id(native.Clock)] = native.Clock()
+    return clock
 
 
 class Tap(Protocol):
-    """What the agent needs from any tap."""
+    """What a local drainer (a device's agent) needs from a tap."""
 
     probe: int
     kind: int
@@ -31,140 +55,104 @@ class Tap(Protocol):
         ...
 
 
-class LockedTap:
-    """A channel-end tap written only while ``lock`` is held (the channel's own mutex).
+class RingTap:
+    """One probe's ring. ``ring`` is the hot path's; ``drain`` is for a private ring's reader."""
 
-    The value of each record is the item's 1-based sequence number at this end, and it is
-    implicit: the buffer refuses every event from the moment it holds ``cap`` records until the
-    next drain, so the records kept since a drain are always the first ones, and a drain knows
-    their numbers. The hot path, inline in the channel (see ``pipeline.channel``), is
-    ``b = tap.buf; if len(b) < tap.cap: b.append(now())``: a list append measured cheaper than an
-    index store into a preallocated array, by about a tenth of a ``queue.Queue`` operation.
-    """
-
-    __slots__ = ("base", "buf", "cap", "dropped", "kind", "lock", "probe")
+    __slots__ = ("_reader", "kind", "mem", "probe", "published", "ring")
 
     def __init__(
-        self, probe: int, kind: Kind, lock: threading.Lock, capacity: int = DEFAULT_CAPACITY
+        self,
+        probe: int,
+        kind: int,
+        capacity: int = DEFAULT_CAPACITY,
+        *,
+        clock: native.Clock | None = None,
+        directory: str | None = None,
+        cost: int = COST_NATIVE,
     ) -> None:
-        self.probe = probe
+        self.probe = int(probe)
         self.kind = int(kind)
-        self.lock = lock
-        self.cap = capacity
-        self.buf: list[int] = []
-        self.dropped = 0
-        self.base = 0  # events (kept or refused) before the current buffer
-
-    def record(self, ticks: int) -> None:
-        """The same as the inlined hot path, for callers that are not performance critical.
-
-        Must be called with ``lock`` held.
-        """
-        if len(self.buf) < self.cap:
-            self.buf.append(ticks)
+        if directory is None:
+            self.mem = anonymous_ring(self.probe, self.kind, capacity, flags=cost)
         else:
-            self.dropped += 1
-
-    def drain(self) -> tuple[Records, int]:
-        with self.lock:
-            buf, dropped = self.buf, self.dropped
-            self.buf, self.dropped = [], 0
-        n = len(buf)
-        base = self.base
-        self.base = base + n + dropped
-        ticks = np.array(buf, dtype=np.int64) if n else np.zeros(0, dtype=np.int64)
-        seq = np.arange(base + 1, base + n + 1, dtype=np.int64)
-        return make_records(self.kind, self.probe, ticks, seq), dropped
-
-
-class RingTap:
-    """A single-producer single-consumer ring with explicit values, safe without a lock.
-
-    The writer owns ``w`` and ``dropped``; the draining agent owns ``r``. Each index is written by
-    one side only, so under the interpreter lock no record is ever both kept and refused.
-    """
-
-    __slots__ = (
-        "_seen_dropped",
-        "cap",
-        "dropped",
-        "kind",
-        "mask",
-        "probe",
-        "r",
-        "ticks",
-        "values",
-        "w",
-    )
-
-    def __init__(self, probe: int, kind: Kind, capacity: int = DEFAULT_CAPACITY) -> None:
-        if capacity & (capacity - 1):
-            raise ValueError("ring capacity must be a power of two")
-        self.probe = probe
-        self.kind = int(kind)
-        self.cap = capacity
-        self.mask = capacity - 1
-        self.ticks = array("q", bytes(8 * capacity))
-        self.values = array("q", bytes(8 * capacity))
-        self.w = 0
-        self.r = 0
-        self.dropped = 0
-        self._seen_dropped = 0
+            self.mem = create_ring_file(directory, self.probe, self.kind, capacity, flags=cost)
+        self.published = directory is not None
+        self.ring = native.Ring(self.mem, clock if clock is not None else host_clock())
+        self._reader: RingReader | None = None
 
     def record(self, ticks: int, value: int) -> bool:
-        """Keep one record; False (and counted in ``dropped``) when the ring is full."""
-        w = self.w
-        if w - self.r < self.cap:
-            i = w & self.mask
-            self.ticks[i] = ticks
-            self.values[i] = value
-            self.w = w + 1
-            return True
-        self.dropped += 1
-        return False
+        """Keep one record taken at ``ticks``; False (and counted) when the ring is full."""
+        return self.ring.record_at(ticks, value)
+
+    @property
+    def w(self) -> int:
+        return self.ring.written
+
+    @property
+    def dropped(self) -> int:
+        return self.ring.dropped
+
+    @property
+    def cap(self) -> int:
+        return self.ring.capacity
 
     def drain(self) -> tuple[Records, int]:
-        w, r = self.w, self.r
-        dropped_total = self.dropped
-        n = w - r
-        idx = (np.arange(r, w, dtype=np.int64) & self.mask) if n else np.zeros(0, dtype=np.int64)
-        ticks_all = np.frombuffer(self.ticks, dtype=np.int64)
-        values_all = np.frombuffer(self.values, dtype=np.int64)
-        records = make_records(self.kind, self.probe, ticks_all[idx], values_all[idx])
-        self.r = w
-        dropped = dropped_total - self._seen_dropped
-        self._seen_dropped = dropped_total
-        return records, dropped
+        """What was written since the last drain (a private ring only: the monitor drains a
+        published one, and a ring has one reader)."""
+        if self.published:
+            raise RuntimeError(f"probe {self.probe}: a published ring is the monitor's to drain")
+        if self._reader is None:
+            self._reader = RingReader(self.mem)
+        d = self._reader.drain()
+        return d.records, d.dropped
+
+    def cost_class(self) -> int:
+        return int(native.load_acquire(self.mem, W_FLAGS))
 
 
-class StateTracker:
-    """Records a stage's state changes (idle, busy, blocked_in, blocked_out).
+def make_tracker(name: str, tap: RingTap | None) -> native.StateTracker:
+    """A stage's state tracker writing into ``tap`` (None: it tracks without recording)."""
+    return native.StateTracker(name, tap.ring if tap is not None else None)
 
-    Only real changes are recorded, and a stage records "blocked" only when it really blocks,
-    so a stage that never waits costs two records in its whole life.
-    """
 
-    __slots__ = ("clock_now", "name", "state", "tap")
+class Recorder:
+    """Makes one process's taps, all reading that process's clock: published in the run's
+    ring directory (``directory``; the monitor drains them) or private (``directory`` None)."""
 
-    def __init__(self, name: str, tap: RingTap, clock_now: Callable[[], int]) -> None:
-        self.name = name
-        self.tap = tap
-        self.clock_now = clock_now
-        self.state = State.IDLE
+    def __init__(
+        self,
+        directory: str | None = None,
+        clock: native.Clock | None = None,
+        capacity: int = DEFAULT_CAPACITY,
+    ) -> None:
+        self.directory = directory
+        self.clock = clock if clock is not None else host_clock()
+        self.capacity = capacity
+        self.taps: list[RingTap] = []
+        self._lock = threading.Lock()
 
-    def set(self, state: State) -> State:
-        """Enter ``state``; returns the previous one so a caller can restore it."""
-        prev = self.state
-        if state != prev:
-            self.state = state
-            # RingTap.record, inlined: a state change is on the stage's own path.
-            tap = self.tap
-            w = tap.w
-            if w - tap.r < tap.cap:
-                i = w & tap.mask
-                tap.ticks[i] = self.clock_now()
-                tap.values[i] = state
-                tap.w = w + 1
-            else:
-                tap.dropped += 1
-        return prev
+    def tap(
+        self,
+        probe: int,
+        kind: int,
+        *,
+        capacity: int | None = None,
+        publish: bool = True,
+        cost: int = COST_NATIVE,
+    ) -> RingTap:
+        tap = RingTap(
+            probe,
+            kind,
+            self.capacity if capacity is None else capacity,
+            clock=self.clock,
+            directory=self.directory if publish else None,
+            cost=cost,
+        )
+        with self._lock:
+            self.taps.append(tap)
+        return tap
+
+    def tracker(
+        self, name: str, probe: int, kind: int, *, cost: int = COST_NATIVE
+    ) -> native.StateTracker:
+        return make_tracker(name, self.tap(probe, kind, cost=cost))

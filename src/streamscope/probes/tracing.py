@@ -1,13 +1,13 @@
 """Function enter/exit tracing, in the manner of gcc's ``-finstrument-functions`` (seed 004 §3).
 
 In: Python functions, wrapped one by one or a whole module at a time; calls made by bound threads.
-Out: per-thread ``TraceTap`` buffers of ENTER/EXIT records (value = the function's id in
-``FunctionTracer.functions``), drained by the agent like any other tap.
+Out: per-thread ``TraceTap`` rings of ENTER/EXIT records (value = the function's id in
+``FunctionTracer.functions``), drained by the monitor like any other ring.
 
 The hot path is one generated wrapper per function, with the original's own signature (no
-``*args``/``**kwargs`` packing): one flag check, one thread-local lookup, a capacity check and two
-``list.append`` per event. Its per-call costs, and the alternatives measured, are in
-``benchmarks/README.md`` (bench_tracing).
+``*args``/``**kwargs`` packing): one flag check, one thread-local lookup and one native call per
+event (``core.native.Ring.enter``/``exit``: a clock read and a record). Its per-call costs, and
+the alternatives measured, are in ``benchmarks/README.md`` (bench_tracing).
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from typing import Any, TypeVar, cast
 import numpy as np
 from numpy.typing import NDArray
 
-from streamscope.core.clock import host_now_ticks
-from streamscope.core.records import RECORD_DTYPE, Kind, Records, empty_records
-from streamscope.probes.taps import DEFAULT_CAPACITY
+from streamscope.core import native
+from streamscope.core.records import Kind
+from streamscope.probes.taps import COST_TRACE, DEFAULT_CAPACITY, Recorder, RingTap, host_clock
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -36,17 +36,14 @@ MARKER = "__streamscope_fid__"
 BY_NAME = "name pattern"
 ASYNC_GENERATOR = "async generator (not traced)"
 
-_ENTER, _EXIT = int(Kind.ENTER), int(Kind.EXIT)
 _PREFIX = "_ss_"  # every name of the generated code; a parameter spelled so gets the generic form
 
-# The wrappers, generated per signature. A buffer holds ENTER as (fid, ticks) and EXIT as
-# (-fid, ticks), two list entries each. Two appends measured cheaper than ``b += (fid, t)`` or a
-# list of tuples, and ``array('q')`` appends cost 1.6 times as much; the drain never tears a pair
-# (it takes an even prefix). The EXIT of a kept ENTER is always kept: the stream stays nested.
+# The wrappers, generated per signature. The ring keeps an ENTER only with room for it, its EXIT
+# and the EXIT of every call open now, so the EXIT of a kept ENTER is always kept and the stream
+# stays nested; a refused ENTER is counted with its EXIT, and the call runs untraced.
 _SOURCE = """\
-def _ss_make(_ss_fn, _ss_fid, _ss_loc, _ss_now, _ss_cap, _ss_len, _ss_timed):
+def _ss_make(_ss_fn, _ss_fid, _ss_loc, _ss_timed):
     _ss_on = False
-    _ss_xid = -_ss_fid
     _ss_gate = [False]
 {body}
     def _ss_switch(_ss_value):
@@ -59,22 +56,12 @@ def _ss_make(_ss_fn, _ss_fid, _ss_loc, _ss_now, _ss_cap, _ss_len, _ss_timed):
 _CALL = """
     def _ss_wrapper({params}):
         if _ss_on:
-            _ss_b = _ss_loc.buf
-            if _ss_b is not None:
-                if _ss_len(_ss_b) < _ss_cap:
-                    _ss_b.append(_ss_fid)
-                    _ss_b.append(_ss_now())
-                    try:
-                        return _ss_fn({args})
-                    finally:
-                        _ss_b.append(_ss_xid)
-                        _ss_b.append(_ss_now())
-                _ss_t = _ss_loc.tap
-                _ss_t.refuse(_ss_fid)
+            _ss_r = _ss_loc.ring
+            if _ss_r is not None and _ss_r.enter(_ss_fid):
                 try:
                     return _ss_fn({args})
                 finally:
-                    _ss_t.refused += 1
+                    _ss_r.exit(_ss_fid)
         return _ss_fn({args})
 """
 
@@ -82,12 +69,12 @@ _CALL = """
 # ``_Timed`` then times each resumption of the original's generator or coroutine.
 _GENERATOR = """
     def _ss_wrapper({params}):
-        return (yield from _ss_timed(_ss_fn({args}), _ss_fid, _ss_gate, _ss_loc, _ss_now))
+        return (yield from _ss_timed(_ss_fn({args}), _ss_fid, _ss_gate, _ss_loc))
 """
 
 _COROUTINE = """
     async def _ss_wrapper({params}):
-        return await _ss_timed(_ss_fn({args}), _ss_fid, _ss_gate, _ss_loc, _ss_now)
+        return await _ss_timed(_ss_fn({args}), _ss_fid, _ss_gate, _ss_loc)
 """
 
 _Maker = Callable[..., tuple[Callable[..., Any], Callable[[bool], None]]]
@@ -145,101 +132,43 @@ def _maker(fn: Callable[..., Any], body: str) -> _Maker:
 class _Local(threading.local):
     """The calling thread's binding; class attributes are what unbound threads see."""
 
-    buf: list[int] | None = None
+    ring: native.Ring | None = None
     tap: TraceTap | None = None
 
 
-class TraceTap:
-    """One bound thread's ENTER/EXIT records (satisfies ``probes.taps.Tap``).
+class TraceTap(RingTap):
+    """One bound thread's ENTER/EXIT ring (single writer: its thread), with the stage it traces.
 
-    Written by its thread alone (appends at the end of ``buf``); drained by the agent, which
-    takes an even-length prefix, so an event whose two entries are half written is left for the
-    next drain. An ENTER is refused when the buffer already holds ``capacity`` events; the EXIT
-    of a refused ENTER is refused too, and both are counted. The EXIT of a kept ENTER is always
-    kept, so the buffer may overshoot ``capacity`` by the depth of the calls open at that time,
-    and every drained stream is well nested: each ENTER's EXIT is in the same or a later drain.
+    Its capacity is a power of two (rounded up). The ring counts the calls of each function
+    (kept or refused) as it records them: the tracer's call-rate check reads them there.
     """
 
-    __slots__ = (
-        "_counted",
-        "_kept_calls",
-        "_lock",
-        "_seen_refused",
-        "buf",
-        "cap",
-        "kind",
-        "probe",
-        "refused",
-        "refused_calls",
-        "stage",
-    )
+    __slots__ = ("stage",)
 
-    def __init__(self, probe: int, stage: str, capacity: int = DEFAULT_CAPACITY) -> None:
+    def __init__(
+        self,
+        probe: int,
+        stage: str,
+        capacity: int = DEFAULT_CAPACITY,
+        *,
+        clock: native.Clock | None = None,
+        recorder: Recorder | None = None,
+    ) -> None:
         if capacity <= 0:
             raise ValueError("a trace tap needs room for at least one event")
-        self.probe = probe
-        self.kind = _ENTER
+        cap = 1 << max(1, (capacity - 1).bit_length())
+        if recorder is not None:
+            super().__init__(
+                probe, int(Kind.ENTER), cap, clock=recorder.clock,
+                directory=recorder.directory, cost=COST_TRACE,
+            )  # fmt: skip
+        else:
+            super().__init__(probe, int(Kind.ENTER), cap, clock=clock, cost=COST_TRACE)
         self.stage = stage
-        self.cap = 2 * capacity  # list entries
-        self.buf: list[int] = []
-        self.refused = 0  # events, cumulative; written by the thread only
-        self.refused_calls: dict[int, int] = {}  # fid -> refused ENTERs, cumulative
-        self._seen_refused = 0
-        self._kept_calls: NDArray[np.int64] = np.zeros(1, dtype=np.int64)  # by fid, drained
-        self._counted = 0  # entries at the head of buf already in _kept_calls
-        self._lock = threading.Lock()  # between drain and count (both monitor side)
-
-    def refuse(self, fid: int) -> None:
-        """An ENTER did not fit (the refusal path of the wrapper; not performance critical)."""
-        self.refused += 1
-        calls = self.refused_calls
-        calls[fid] = calls.get(fid, 0) + 1
-
-    def _count(self, fids: NDArray[np.int64]) -> None:
-        entered = fids[fids > 0]
-        if entered.size:
-            got = np.bincount(entered)
-            if got.size > self._kept_calls.size:
-                grown = np.zeros(got.size, dtype=np.int64)
-                grown[: self._kept_calls.size] = self._kept_calls
-                self._kept_calls = grown
-            self._kept_calls[: got.size] += got
 
     def calls(self) -> NDArray[np.int64]:
         """Calls made by this thread so far, by function id (index 0 unused), kept or refused."""
-        with self._lock:
-            buf = self.buf
-            n = len(buf) & ~1
-            fids = buf[self._counted : n : 2]
-            self._count(np.fromiter(fids, dtype=np.int64, count=len(fids)))
-            self._counted = n
-            out = self._kept_calls.copy()
-        for fid, count in dict(self.refused_calls).items():
-            if fid >= out.size:
-                out = np.concatenate([out, np.zeros(fid + 1 - out.size, dtype=np.int64)])
-            out[fid] += count
-        return out
-
-    def drain(self) -> tuple[Records, int]:
-        with self._lock:
-            buf = self.buf
-            n = len(buf) & ~1  # a pair is appended as two entries: never split one
-            chunk = buf[:n]
-            del buf[:n]
-            # fromiter measured ~20 % faster than np.array on a list of ints
-            flat = np.fromiter(chunk, dtype=np.int64, count=n).reshape(-1, 2)
-            self._count(flat[self._counted // 2 :, 0])
-            self._counted = 0
-            refused = self.refused
-            dropped = refused - self._seen_refused
-            self._seen_refused = refused
-        out = np.empty(len(flat), dtype=RECORD_DTYPE)
-        signed = flat[:, 0]
-        out["kind"] = np.where(signed > 0, _ENTER, _EXIT)
-        out["probe"] = self.probe
-        out["ticks"] = flat[:, 1]
-        out["value"] = np.abs(signed)
-        return out, dropped
+        return np.asarray(self.ring.calls(), dtype=np.int64)
 
 
 class _Timed:
@@ -247,12 +176,10 @@ class _Timed:
     runs, EXIT when it yields, returns or raises), so the records stay well nested even though
     the generator lives across other calls. ``yield from`` / ``await`` do the delegation."""
 
-    __slots__ = ("_fid", "_gate", "_inner", "_loc", "_now")
+    __slots__ = ("_fid", "_gate", "_inner", "_loc")
 
-    def __init__(
-        self, inner: Any, fid: int, gate: list[bool], loc: _Local, now: Callable[[], int]
-    ) -> None:
-        self._inner, self._fid, self._gate, self._loc, self._now = inner, fid, gate, loc, now
+    def __init__(self, inner: Any, fid: int, gate: list[bool], loc: _Local) -> None:
+        self._inner, self._fid, self._gate, self._loc = inner, fid, gate, loc
 
     def __iter__(self) -> _Timed:
         return self
@@ -262,23 +189,13 @@ class _Timed:
 
     def _step(self, op: Callable[..., Any], *args: Any) -> Any:
         if self._gate[0]:
-            b = self._loc.buf
-            tap = self._loc.tap
-            if b is not None and tap is not None:
-                fid = self._fid
-                if len(b) < tap.cap:
-                    b.append(fid)
-                    b.append(self._now())
-                    try:
-                        return op(*args)
-                    finally:
-                        b.append(-fid)
-                        b.append(self._now())
-                tap.refuse(fid)
+            ring = self._loc.ring
+            fid = self._fid
+            if ring is not None and ring.enter(fid):
                 try:
                     return op(*args)
                 finally:
-                    tap.refused += 1
+                    ring.exit(fid)
         return op(*args)
 
     def __next__(self) -> Any:
@@ -310,7 +227,7 @@ class FunctionTracer:
     def __init__(
         self,
         *,
-        now: Callable[[], int] = host_now_ticks,
+        clock: native.Clock | None = None,
         capacity: int = 1 << 16,
         exclude: Iterable[str] = (),
         max_calls_per_s: float | None = None,
@@ -318,7 +235,7 @@ class FunctionTracer:
     ) -> None:
         if capacity <= 0:
             raise ValueError("capacity must be at least one event")
-        self._now = now
+        self.clock = clock if clock is not None else host_clock()
         self.capacity = capacity
         self.exclude = tuple(exclude)
         self.max_calls_per_s = max_calls_per_s
@@ -333,7 +250,7 @@ class FunctionTracer:
         self._taps: list[TraceTap] = []
         self._replaced: list[tuple[object, str, object]] = []
         self._lock = threading.RLock()
-        self._last_check = now()
+        self._last_check = self.clock.now()
         self._last_calls: NDArray[np.int64] = np.zeros(1, dtype=np.int64)
 
     # -- the switch -------------------------------------------------------------------------
@@ -399,7 +316,7 @@ class FunctionTracer:
             else:
                 body = _CALL
             make = _maker(fn, body)
-            wrapper, switch = make(fn, fid, self._loc, self._now, 2 * self.capacity, len, _Timed)
+            wrapper, switch = make(fn, fid, self._loc, _Timed)
             name_of = getattr(fn, "__name__", "wrapper")
             wrapper.__code__ = wrapper.__code__.replace(co_name=name_of, co_qualname=qualname)
             if isinstance(fn, FunctionType):
@@ -479,24 +396,21 @@ class FunctionTracer:
 
     def bind(self, stage: str, probe: int) -> TraceTap:
         """From now on, traced calls made by the calling thread record into the returned tap
-        (a new one; a second ``bind`` replaces the first, which can still be drained)."""
-        tap = TraceTap(probe, stage, self.capacity)
-        with self._lock:
-            self._taps.append(tap)
-        self._loc.tap = tap
-        self._loc.buf = tap.buf
+        (a new, private one; a second ``bind`` replaces the first, which can still be drained)."""
+        tap = TraceTap(probe, stage, self.capacity, clock=self.clock)
+        self.bind_tap(tap)
         return tap
 
     def bind_tap(self, tap: TraceTap) -> None:
-        """Like ``bind``, into a tap made beforehand (so the agent can drain it from the start)."""
+        """Like ``bind``, into a tap made beforehand (a ring the monitor drains)."""
         with self._lock:
             self._taps.append(tap)
         self._loc.tap = tap
-        self._loc.buf = tap.buf
+        self._loc.ring = tap.ring
 
     def unbind(self) -> None:
         """The calling thread stops recording (calls open now still record their EXIT)."""
-        self._loc.buf = None
+        self._loc.ring = None
         self._loc.tap = None
 
     # -- rates ------------------------------------------------------------------------------
@@ -504,7 +418,7 @@ class FunctionTracer:
     @property
     def calls(self) -> list[int]:
         """Traced calls per function (parallel to ``functions``), kept or refused, in bound
-        threads since the start. Counted from the tap buffers, not on the hot path."""
+        threads since the start, as the taps counted them."""
         with self._lock:
             taps = list(self._taps)
         total = np.zeros(len(self.functions) + 1, dtype=np.int64)
@@ -567,25 +481,36 @@ def set_enabled(enabled: bool) -> bool:
     return before
 
 
-class RateCheck:
-    """A tap with no records of its own: each agent flush runs the tracer's call-rate check,
-    and the functions it newly left out become a note for the monitor."""
+class RateWatch:
+    """The tracer's call-rate check, run every ``every_s`` in a thread of its own (only when a
+    rate limit is set); the functions it newly leaves out go to ``notify`` as a note."""
 
-    probe = -1
-    kind = 0
-
-    def __init__(self, tracer: FunctionTracer, now: Callable[[], int]) -> None:
+    def __init__(
+        self,
+        tracer: FunctionTracer,
+        notify: Callable[[dict[str, object]], None],
+        every_s: float = 0.05,
+    ) -> None:
         self.tracer = tracer
-        self._now = now
-        self._notes: dict[str, str] = {}
+        self._notify = notify
+        self._every = every_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="streamscope-rates", daemon=True)
 
-    def drain(self) -> tuple[Records, int]:
-        for name in self.tracer.check_rates(self._now()):
-            self._notes[name] = self.tracer.excluded[name]
-        return empty_records(), 0
+    def start(self) -> None:
+        self._thread.start()
 
-    def take_notes(self) -> dict[str, object] | None:
-        if not self._notes:
-            return None
-        notes, self._notes = self._notes, {}
-        return {"trace_excluded": notes}
+    def check(self) -> None:
+        newly = self.tracer.check_rates(self.tracer.clock.now())
+        if newly:
+            self._notify({"trace_excluded": {n: self.tracer.excluded[n] for n in newly}})
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self._every):
+            self.check()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout=1.0)
+        self.check()

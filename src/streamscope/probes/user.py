@@ -1,8 +1,8 @@
 """Probes a user declares on a stage (``Pipeline.probe``) and reaches from the stage's code.
 
 In: calls from the stage's own thread -- ``streamscope.probe("name").sample(v)``, ``.count()``,
-``.start()``/``.stop()``. Out: fixed-shape records in the probe's tap (or its resource's probe
-storage), drained by the process's agent like every other tap.
+``.start()``/``.stop()``. Out: fixed-shape records in the probe's ring (or its resource's probe
+storage), drained by the monitor like every other ring.
 
 ``probe(name)`` finds the calling stage's probe; a probe that no query uses is inactive and
 its handle does nothing, so instrumented code costs one method call when nobody asks.
@@ -14,16 +14,12 @@ import threading
 from collections.abc import Callable
 from typing import Protocol
 
-import numpy as np
-
 from streamscope.core.errors import PipelineError
-from streamscope.core.records import Kind, Records, empty_records, make_records
 from streamscope.probes.hardware import Trigger
 from streamscope.probes.taps import RingTap
 
 __all__ = [
     "CounterProbe",
-    "CounterTap",
     "GlobalProbe",
     "NullProbe",
     "SamplerProbe",
@@ -180,51 +176,35 @@ class SamplerProbe(UserProbe):
         return self._offer(ticks, self.held, None)
 
 
-class CounterTap:
-    """A counter's register, read by the agent at each flush: one COUNT record holding the
-    running total whenever it changed (counting costs an addition, not a record)."""
-
-    __slots__ = ("_last", "_now", "kind", "probe", "total")
-
-    def __init__(self, probe: int, now: Callable[[], int]) -> None:
-        self.probe = probe
-        self.kind = int(Kind.COUNT)
-        self.total = 0
-        self._last = 0
-        self._now = now
-
-    def drain(self) -> tuple[Records, int]:
-        total = self.total
-        if total == self._last:
-            return empty_records(), 0
-        self._last = total
-        one = np.array([self._now()], dtype=np.int64)
-        return make_records(self.kind, self.probe, one, np.array([total], dtype=np.int64)), 0
-
-
 class CounterProbe(UserProbe):
     """Counts events: ``count(n)``, or with a trigger, ``observe(v)`` counts one each time the
-    trigger fires."""
+    trigger fires. The count is a register in the probe's ring (``tap``: a ring of no records):
+    counting is an addition and a clock read, and the monitor reads the register as it drains."""
 
     kind = "counter"
 
-    def __init__(self, name: str, tap: CounterTap, trigger: Trigger | None = None) -> None:
+    def __init__(self, name: str, tap: RingTap, trigger: Trigger | None = None) -> None:
         self.name = name
-        self._tap = tap
+        self.tap = tap
+        self._add = tap.ring.add
         self.trigger = trigger
 
     def count(self, n: int = 1) -> None:
         """Add ``n`` (≥ 0) events."""
         if n < 0:
             raise PipelineError(f"counter {self.name!r} only counts up, not by {n}")
-        self._tap.total += n
+        self._add(n)
 
     def observe(self, value: int) -> bool:
         """Present ``value`` to the trigger; count one when it fires (always, without one)."""
         if self.trigger is not None and not self.trigger.observe(0, int(value)):
             return False
-        self._tap.total += 1
+        self._add(1)
         return True
+
+    @property
+    def total(self) -> int:
+        return int(self.tap.ring.total)
 
 
 class GlobalProbe(UserProbe):

@@ -120,6 +120,19 @@ class Plan:
         }
 
 
+#: The shortest frame a query may ask for. The monitor drains the rings every 20 ms and closes
+#: every frame the watermark passed; below this, the frames' own results (one per query and
+#: target and frame) cost more than the records they reduce.
+MIN_FRAME_NS = 10_000_000
+
+
+def _ns(ns: int) -> str:
+    for unit, size in (("s", 10**9), ("ms", 10**6), ("us", 10**3)):
+        if ns >= size and ns % size == 0:
+            return f"{ns // size}{unit}"
+    return f"{ns}ns"
+
+
 def compile_queries(
     queries: Sequence[Query | str] | str, topology: Topology, default_frame_ns: int
 ) -> Plan:
@@ -133,6 +146,11 @@ def compile_queries(
     """
     if default_frame_ns <= 0:
         raise ConfigError(f"default frame must be greater than zero, got {default_frame_ns} ns")
+    if default_frame_ns < MIN_FRAME_NS:
+        raise ConfigError(
+            f"default frame {_ns(default_frame_ns)} is shorter than the monitor can close: "
+            f"frames must be at least {_ns(MIN_FRAME_NS)}"
+        )
     if isinstance(queries, str):
         queries = parse_queries(queries)
     compiled = [_compile_one(i, q, topology, default_frame_ns) for i, q in enumerate(queries)]
@@ -170,6 +188,13 @@ def _compile_one(
         channels = []
         names = resolver.stages(query.target.name, 0)
     specs = _specs(query, channels, origin)
+    if query.frame_ns is not None and query.frame_ns < MIN_FRAME_NS:
+        col = origin.text.find(" every ") + 2 if " every " in origin.text else 1
+        raise QueryError(
+            f"frame {_ns(query.frame_ns)} is shorter than the monitor can close: frames must "
+            f"be at least {_ns(MIN_FRAME_NS)}",
+            text=origin.text, line=origin.line, column=col, source=origin.source,
+        )  # fmt: skip
     return CompiledQuery(
         id=index,
         query=query,

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 FORMAT = "streamscope-run"
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 STATUSES = ("running", "completed", "failed", "interrupted")
 UNDER_BIN = -1
 OVER_BIN = -2
@@ -54,7 +54,7 @@ _STATUS_CHECK = ", ".join(f"'{s}'" for s in STATUSES)
 TABLES: tuple[Table, ...] = (
     Table(
         "streamscope_meta",
-        "Identifies the file: key 'format' is 'streamscope-run', 'schema_version' is '3'.",
+        "Identifies the file: key 'format' is 'streamscope-run', 'schema_version' is '4'.",
         (
             _C("key", "VARCHAR PRIMARY KEY", "format or schema_version"),
             _C("value", "VARCHAR NOT NULL", "its value"),
@@ -324,13 +324,31 @@ TABLES: tuple[Table, ...] = (
     Table(
         "overhead",
         "The monitoring's own cost, per probe over the run: events it handled (kept or "
-        "refused) and the time they took, estimated from the cost of one event measured in the "
-        "probe's process when the run started.",
+        "refused) and the time they took: one event in 1024 is timed by the probe core while "
+        "the run goes on, plus, for probes that Python code calls, what that call adds (timed "
+        "by the monitor).",
         (
             _C("probe_id", "INTEGER NOT NULL", "the probe (probe.id)"),
             _C("events", "BIGINT NOT NULL", "records kept plus records refused"),
             _C("est_probe_ns", "DOUBLE NOT NULL", "estimated ns spent in the probe"),
-            _C("ns_per_event", "DOUBLE NOT NULL", "the measured cost of one event"),
+            _C("ns_per_event", "DOUBLE NOT NULL", "the cost of one event"),
+            _C("measured", "VARCHAR NOT NULL", "how ns_per_event was obtained"),
+        ),
+    ),
+    Table(
+        "monitor",
+        "The monitor's own figures per frame of the run: how far behind the application it was "
+        "and what it spent (it runs in a process of its own).",
+        (
+            _C("frame", "BIGINT NOT NULL", "frame number (of the run's default frame)"),
+            _C(
+                "lag_ns",
+                "BIGINT NOT NULL",
+                "the most, over the frame, by which the reduced timeline trailed real time",
+            ),
+            _C("records", "BIGINT NOT NULL", "records drained from the rings in the frame"),
+            _C("cpu_ns", "BIGINT NOT NULL", "the monitor process's CPU time in the frame"),
+            _C("drains", "BIGINT NOT NULL", "drain cycles in the frame"),
         ),
     ),
     Table(

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ from streamscope.store.schema import STATUSES, TABLES
 #: Tables a run appends to besides frames: calibrations, fits and raw records of clock domains.
 _APPENDED = (
     "calibration", "clock_fit", "record", "vq_frame", "vq_level", "virtual_queue", "overhead",
-    "profile", "trace_exclusion",
+    "profile", "trace_exclusion", "monitor",
 )  # fmt: skip
 APPEND_TABLES = {t.name: t for t in TABLES if t.name in _APPENDED}
 
@@ -200,16 +201,27 @@ class DuckDBStore(_Lifecycle):
 
     Every ``begin``/``write_*``/``finish`` call is one transaction, committed (to the write-ahead
     log, ``path.wal``) before it returns, so a killed writer leaves a file that opens with every
-    call that returned. Every ``checkpoint_every``-th write (0: none) and ``begin``/``finish``
-    also fold the log into the file itself (~15-35 ms each), so the file alone is complete.
+    call that returned. Every ``checkpoint_every``-th write (0: none), or with ``checkpoint_s``
+    the first write that many seconds after the last fold, and ``begin``/``finish`` also fold
+    the log into the file itself (~15-35 ms each), so the file alone is complete.
     """
 
     def __init__(
-        self, path: str | Path, *, overwrite: bool = False, checkpoint_every: int = 1
+        self,
+        path: str | Path,
+        *,
+        overwrite: bool = False,
+        checkpoint_every: int = 1,
+        checkpoint_s: float | None = None,
     ) -> None:
         self.path = Path(path)
         self.overwrite = overwrite
         self.checkpoint_every = checkpoint_every
+        #: When set, a write folds the log into the file only if this many seconds passed since
+        #: the last fold (``checkpoint_every`` is then unused): a monitor writing many small
+        #: frames spends its time reducing, not checkpointing.
+        self.checkpoint_s = checkpoint_s
+        self._last_checkpoint = time.monotonic()
         self._writes = 0
         self._con: duckdb.DuckDBPyConnection | None = None
         self._refuse_existing()
@@ -259,7 +271,14 @@ class DuckDBStore(_Lifecycle):
     def _do_write(self, rows: _rows.Rows | None, drops: Sequence[DropCount]) -> None:
         self._writes += 1
         every = self.checkpoint_every
-        with self._transaction(checkpoint=every > 0 and self._writes % every == 0) as con:
+        if self.checkpoint_s is not None:
+            now = time.monotonic()
+            fold = now - self._last_checkpoint >= self.checkpoint_s
+            if fold:
+                self._last_checkpoint = now
+        else:
+            fold = every > 0 and self._writes % every == 0
+        with self._transaction(checkpoint=fold) as con:
             if rows is not None:
                 _sqlio.insert(con, "frame", rows.frame)
                 _sqlio.insert(con, "stat", rows.stat)

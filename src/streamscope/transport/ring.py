@@ -24,6 +24,7 @@ from streamscope.core.rings import (
     W_COST_N,
     W_COST_NS,
     W_DROPPED,
+    W_FLAGS,
     W_KIND,
     W_LAST,
     W_MAGIC,
@@ -48,6 +49,18 @@ class Drained:
     last: int  # ticks of the register's last change
 
 
+@dataclass(frozen=True, slots=True)
+class Stats:
+    """A ring's counters now (all cumulative)."""
+
+    written: int
+    dropped: int
+    cost_ns: int
+    cost_n: int
+    total: int
+    last: int
+
+
 class RingReader:
     """The reading side of one ring. ``drain`` may run in another process than the writer."""
 
@@ -57,6 +70,7 @@ class RingReader:
         "_seen_dropped",
         "_slots",
         "capacity",
+        "flags",
         "kind",
         "path",
         "pid",
@@ -74,6 +88,7 @@ class RingReader:
         self.kind = int(head[W_KIND])
         self.capacity = int(head[W_CAPACITY])
         self.pid = int(head[W_PID])
+        self.flags = int(head[W_FLAGS])
         if len(mem) < ring_bytes(self.capacity):
             raise ValueError(f"{path or 'ring'}: truncated ({len(mem)} bytes)")
         self._slots = np.frombuffer(
@@ -129,6 +144,13 @@ class RingReader:
         return Drained(
             out, delta, int(head[W_COST_NS]), int(head[W_COST_N]), int(head[W_TOTAL]),
             int(head[W_LAST]),
+        )  # fmt: skip
+
+    def stats(self) -> Stats:
+        head = self._head
+        return Stats(
+            int(head[W_W]), int(head[W_DROPPED]), int(head[W_COST_NS]), int(head[W_COST_N]),
+            int(head[W_TOTAL]), int(head[W_LAST]),
         )  # fmt: skip
 
     def close(self) -> None:

@@ -1,0 +1,135 @@
+"""The monitor's view of a run's rings: found in its ring directory as processes make them, and
+drained every cycle.
+
+In: ring files (``core.rings``) written by the application's processes. Out: per clock domain one
+record array per drain (in raw ticks, each ring's records together), the refusals each probe
+counted since the last drain, counter registers as COUNT records, and what recording cost, as
+the rings sampled it while the run went on. The records of one drain are at most the rings'
+capacity: the monitor's memory never grows with its backlog; a ring the monitor does not drain
+in time refuses, and counts what it refuses.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from streamscope.core.records import Kind, Records, make_records
+from streamscope.core.rings import SUFFIX
+from streamscope.core.topology import Topology
+from streamscope.transport.ring import RingReader
+
+
+@dataclass(slots=True)
+class Drain:
+    """One cycle's take from every ring."""
+
+    #: Records by clock domain, each ring's records together (so grouped by probe).
+    records: dict[str, list[Records]] = field(default_factory=dict)
+    #: Refusals noticed in this cycle: (probe, count).
+    drops: list[tuple[int, int]] = field(default_factory=list)
+    n_records: int = 0
+
+    def by_domain(self) -> dict[str, Records]:
+        return {
+            d: np.concatenate(parts) if len(parts) > 1 else parts[0]
+            for d, parts in self.records.items()
+            if parts
+        }
+
+
+@dataclass(slots=True)
+class _Ring:
+    reader: RingReader
+    domain: str
+    last_total: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class RingCost:
+    """What the rings of one probe sampled of their own cost: ``ns`` over ``n`` timed events
+    (one in ``core.rings.SAMPLE_EVERY``), ``events`` written or refused, and how they are
+    written (``probes.taps.COST_*``)."""
+
+    ns: int
+    n: int
+    events: int
+    cost_class: int
+
+
+class RingSet:
+    """Every ring of one run. ``drain`` takes what each holds; ``close`` unmaps them."""
+
+    def __init__(self, directory: str, topology: Topology) -> None:
+        self.directory = directory
+        self._domain = {p.id: p.domain for p in topology.probes}
+        self._rings: dict[str, _Ring] = {}
+        self.bad: list[str] = []
+
+    def scan(self) -> int:
+        """Open the rings made since the last scan; how many there are now."""
+        try:
+            names = os.listdir(self.directory)
+        except OSError:
+            return len(self._rings)
+        for name in names:
+            if not name.endswith(SUFFIX) or name in self._rings:
+                continue
+            path = os.path.join(self.directory, name)
+            try:
+                reader = RingReader.open(path)
+            except (OSError, ValueError) as exc:
+                if name not in self.bad:
+                    self.bad.append(name)
+                    print(f"streamscope monitor: cannot read ring {path}: {exc}")
+                continue
+            self._rings[name] = _Ring(reader, self._domain.get(reader.probe, "host"))
+        return len(self._rings)
+
+    def drain(self) -> Drain:
+        """Take every ring's new records, refusals and counter changes."""
+        out = Drain()
+        for ring in self._rings.values():
+            d = ring.reader.drain()
+            recs = d.records
+            counter = ring.reader.capacity == 0 and ring.reader.kind == Kind.COUNT
+            if counter and d.total != ring.last_total:
+                # A counter's register: one COUNT record of its total, at its last change.
+                ring.last_total = d.total
+                recs = make_records(
+                    int(Kind.COUNT),
+                    ring.reader.probe,
+                    np.array([d.last], dtype=np.int64),
+                    np.array([d.total], dtype=np.int64),
+                )
+            if len(recs):
+                out.records.setdefault(ring.domain, []).append(recs)
+                out.n_records += len(recs)
+            if d.dropped:
+                out.drops.append((ring.reader.probe, d.dropped))
+        return out
+
+    def costs(self) -> dict[int, RingCost]:
+        """Per probe (the ring's own probe id), what its rings sampled of their cost so far."""
+        acc: dict[int, list[int]] = {}
+        for ring in self._rings.values():
+            r = ring.reader
+            d = r.stats()
+            a = acc.setdefault(r.probe, [0, 0, 0, r.flags])
+            a[0] += d.cost_ns
+            a[1] += d.cost_n
+            a[2] += d.written + d.dropped
+        return {p: RingCost(a[0], a[1], a[2], a[3]) for p, a in acc.items()}
+
+    def pending(self) -> int:
+        """Records written and not yet drained, over every ring."""
+        return sum(r.reader.pending for r in self._rings.values())
+
+    def close(self) -> None:
+        for ring in self._rings.values():
+            with contextlib.suppress(BufferError, ValueError):
+                ring.reader.close()
+        self._rings.clear()

@@ -1,0 +1,72 @@
+"""The monitor's writes to the run file, in a thread of their own.
+
+In: the store calls the engine makes as frames close (begin, frames, drops, tables, finish).
+Out: the same calls on the store, in order, off the drain loop: a slow disk or a file
+checkpoint never holds up the draining of the rings. The queue between them is bounded, so a
+store that cannot keep up slows the monitor down (and the rings refuse, and count) instead of
+growing its memory.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from streamscope.aggregate.points import DropCount, FrameResult
+from streamscope.core.topology import Topology
+from streamscope.store.writer import QueryRecord, RunMeta, RunStore
+
+#: Store calls waiting at most (each is one drain's frames, a table's rows, ...).
+QUEUE_LIMIT = 256
+
+
+class StoreWriter:
+    """A ``RunStore`` whose calls run in a writer thread. ``error`` holds the first failure (the
+    calls after it are skipped: the file keeps every call that succeeded)."""
+
+    def __init__(self, store: RunStore) -> None:
+        self.store = store
+        self.error: BaseException | None = None
+        self._queue: queue.Queue[Callable[[], Any] | None] = queue.Queue(QUEUE_LIMIT)
+        self._thread = threading.Thread(target=self._loop, name="streamscope-writer", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while (call := self._queue.get()) is not None:
+            if self.error is None:
+                try:
+                    call()
+                except BaseException as exc:  # reported by the service, never lost
+                    self.error = exc
+            self._queue.task_done()
+        self._queue.task_done()
+
+    def _put(self, call: Callable[[], Any]) -> None:
+        self._queue.put(call)
+
+    def begin(self, meta: RunMeta, topology: Topology, queries: Sequence[QueryRecord]) -> None:
+        self._put(lambda: self.store.begin(meta, topology, queries))
+
+    def write_frames(self, results: Sequence[FrameResult]) -> None:
+        self._put(lambda: self.store.write_frames(results))
+
+    def write_drops(self, drops: Sequence[DropCount]) -> None:
+        self._put(lambda: self.store.write_drops(drops))
+
+    def write_table(self, table: str, columns: dict[str, Any]) -> None:
+        self._put(lambda: self.store.write_table(table, columns))
+
+    def finish(self, status: str, error: str | None, ended_unix_ns: int, duration_ns: int) -> None:
+        self._put(lambda: self.store.finish(status, error, ended_unix_ns, duration_ns))
+
+    def flush(self) -> None:
+        """Wait until every call so far has been made."""
+        self._queue.join()
+
+    def close(self) -> None:
+        """Make the calls still waiting, then stop the thread (the store itself stays open)."""
+        if self._thread.is_alive():
+            self._queue.put(None)
+            self._thread.join()

@@ -1,0 +1,81 @@
+"""Monitoring a program that uses ``streamscope.Queue``/``MPQueue``/``stage`` instead of a Pipeline.
+
+In: queries over the stages and queues the program declared. Out: the same run file or in-memory
+run as ``session.run``; the program runs inside ``with streamscope.monitor(...)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from streamscope.core.clock import host_now_ticks
+from streamscope.pipeline.dropin import REGISTRY
+from streamscope.pipeline.pipeline import plan_probes
+from streamscope.query.ast import Query
+from streamscope.query.compile import compile_queries
+from streamscope.runtime.launch import Launched
+from streamscope.runtime.options import (
+    FramesCallback,
+    RunOptions,
+    RunResult,
+    check_out,
+    make_meta,
+)
+from streamscope.transport.wire import MsgType
+
+
+@dataclass(slots=True)
+class Session:
+    """A live drop-in monitoring session; ``result`` is set when the ``with`` block ends."""
+
+    options: RunOptions
+    result: RunResult | None = None
+
+
+@contextmanager
+def monitor(
+    queries: Sequence[Query | str],
+    options: RunOptions | None = None,
+    *,
+    on_frames: FramesCallback | None = None,
+) -> Iterator[Session]:
+    """Monitor the program's instrumented queues and stages while the block runs.
+
+    Queues and stages the queries name must exist before the block starts. The program's
+    queues and stage trackers record into rings the monitor drains (from every process the
+    program forks too); the monitor runs in a process of its own when ``options.out`` names a
+    run file (``mode="process"``), else in a thread here, keeping the run in memory.
+    """
+    opts = options or RunOptions(mode="inline")
+    base = REGISTRY.topology()
+    plan = compile_queries(list(queries), base, opts.frame_ns)
+    topology = REGISTRY.topology(plan_probes(base, plan.taps))
+    check_out(opts.out, opts.overwrite)
+    launched = Launched(plan, topology, make_meta("program", opts), opts, on_frames)
+    session = Session(opts)
+    control = launched.control
+    REGISTRY.activate(topology.probes, launched.ring_dir, opts.tap_capacity)
+    control.send(MsgType.START, host_now_ticks(), info={})
+    status, error = "completed", None
+    try:
+        yield session
+    except KeyboardInterrupt:
+        status, error = "interrupted", "interrupted by the user (SIGINT)"
+        raise
+    except BaseException as exc:
+        status, error = "failed", f"{type(exc).__name__}: {exc}"
+        raise
+    finally:
+        REGISTRY.deactivate()
+        end = host_now_ticks()  # after the last records, so none lies beyond the end
+        control.send(MsgType.FINISH, end, info={"status": status, "error": error})
+        control.close()
+        try:
+            session.result = launched.finish(None)
+        finally:
+            launched.cleanup()
+
+
+__all__ = ["Session", "monitor"]

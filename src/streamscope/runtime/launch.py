@@ -1,0 +1,212 @@
+"""Starting a run's monitor beside the application, without waiting for it.
+
+In: the compiled queries, the topology, the run's metadata and options. Out: a ``Launched``
+monitor: the run's private directory (its ring directory and control socket), this process's
+control link, and at the end how the monitor finished the run file.
+
+The application never waits for the monitor to be ready: the control socket is bound and
+listening here before the monitor starts (the kernel holds connections until it accepts them),
+and the probes' rings are memory the monitor maps whenever it gets there. The monitor's own
+start (its imports, the run file) runs beside the first items, not before them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from typing import IO, Any
+
+from streamscope.aggregate.points import DropCount, FrameResult
+from streamscope.core.errors import ConfigError
+from streamscope.core.rings import ring_directory
+from streamscope.core.topology import Topology
+from streamscope.query.compile import Plan
+from streamscope.runtime.options import FramesCallback, RunOptions, RunResult
+from streamscope.store.writer import DuckDBStore, InMemoryStore, RunMeta, RunStore
+from streamscope.transport.channels import InMemoryTransport, UnixSocketTransport
+from streamscope.transport.control import Control
+
+#: File names inside a run's private directory.
+SOCKET, RINGS, TRUTH, CONFIG = "monitor.sock", "rings", "truth", "config.json"
+
+
+class Launched:
+    """A run's monitor, started. ``control`` is this process's link to it; ``failure`` says
+    whether it already gave up (it could not write the run file, or died); ``finish`` waits
+    until it has finished the run file."""
+
+    def __init__(
+        self,
+        plan: Plan,
+        topology: Topology,
+        meta: RunMeta,
+        opts: RunOptions,
+        on_frames: FramesCallback | None = None,
+    ) -> None:
+        if opts.mode not in ("process", "inline"):
+            raise ConfigError(f"unknown monitor mode {opts.mode!r}; valid: process, inline")
+        if opts.mode == "process" and opts.out is None:
+            raise ConfigError("a dedicated monitor process needs an output file (--out)")
+        self.opts = opts
+        self.dir = ring_directory(tempfile.gettempdir())
+        self.ring_dir = os.path.join(self.dir, RINGS)
+        os.mkdir(self.ring_dir, 0o700)
+        self.socket_path = os.path.join(self.dir, SOCKET)
+        self.truth_dir: str | None = None
+        if opts.ground_truth:
+            self.truth_dir = os.path.join(self.dir, TRUTH)
+            os.mkdir(self.truth_dir, 0o700)
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(self.socket_path)
+        os.chmod(self.socket_path, 0o600)
+        listener.listen(64)
+        self._events: list[dict[str, Any]] = []
+        self._error: str | None = None
+        self._proc: subprocess.Popen[str] | None = None
+        self._reader: threading.Thread | None = None
+        self.store: RunStore | None = None
+        self._inline: Any = None
+        if opts.mode == "process":
+            self._start_process(plan, topology, meta, listener, on_frames)
+            self.control = Control(UnixSocketTransport(self.socket_path))
+        else:
+            inbox = self._start_inline(plan, topology, meta, listener, on_frames)
+            self.control = Control(InMemoryTransport(inbox))
+
+    def _start_process(
+        self,
+        plan: Plan,
+        topology: Topology,
+        meta: RunMeta,
+        listener: socket.socket,
+        on_frames: FramesCallback | None,
+    ) -> None:
+        opts = self.opts
+        config = {
+            "out": str(opts.out),
+            "overwrite": opts.overwrite,
+            "listen_fd": listener.fileno(),
+            "socket": self.socket_path,
+            "rings": self.ring_dir,
+            "topology": topology.to_dict(),
+            "queries": [q.text for q in plan.queries],
+            "frame_ns": opts.frame_ns,
+            "clock_method": opts.clock_method,
+            "meta": {f.name: getattr(meta, f.name) for f in dataclasses.fields(meta)},
+            "truth_dir": self.truth_dir,
+            "trace": opts.trace,
+        }
+        cfg_path = os.path.join(self.dir, CONFIG)
+        with open(cfg_path, "w") as f:
+            json.dump(config, f)
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "streamscope.monitor", cfg_path],
+            stdout=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            pass_fds=(listener.fileno(),),
+        )
+        listener.close()  # the monitor's now
+        assert self._proc.stdout is not None
+        self._reader = threading.Thread(
+            target=self._read_events, args=(self._proc.stdout, on_frames), daemon=True
+        )
+        self._reader.start()
+
+    def _start_inline(
+        self,
+        plan: Plan,
+        topology: Topology,
+        meta: RunMeta,
+        listener: socket.socket,
+        on_frames: FramesCallback | None,
+    ) -> Any:
+        """The monitor in a thread of this process; returns its inbox."""
+        from streamscope.monitor.service import InlineMonitor, MonitorService
+
+        opts = self.opts
+        self.store = (
+            DuckDBStore(opts.out, overwrite=opts.overwrite) if opts.out else InMemoryStore()
+        )
+        service = MonitorService(
+            plan, topology, self.store, meta=meta, drop_frame_ns=opts.frame_ns,
+            clock_method=opts.clock_method, listener=listener, ring_dir=self.ring_dir,
+            on_frames=on_frames, truth_dir=self.truth_dir, trace=opts.trace,
+        )  # fmt: skip
+        self._inline = InlineMonitor(service)
+        return service.inbox
+
+    def _read_events(self, stream: IO[str], on_frames: FramesCallback | None) -> None:
+        for line in stream:
+            try:
+                ev = json.loads(line)
+            except ValueError:
+                continue
+            kind = ev.get("event")
+            if kind == "frames" and on_frames is not None:
+                results = [FrameResult.from_dict(r) for r in ev["results"]]
+                drops = [DropCount(**d) for d in ev["drops"]]
+                on_frames(results, drops)
+            elif kind == "error":
+                self._error = f"the monitor process failed to start: {ev.get('error')}"
+            elif kind == "done":
+                self._events.append(ev)
+
+    def failure(self) -> str | None:
+        """Why the monitor can no longer record this run (None while it can)."""
+        if self._error is not None:
+            return self._error
+        proc = self._proc
+        if proc is None or proc.poll() is None or self._events:
+            return None
+        if self._reader is not None:
+            self._reader.join(timeout=1.0)  # its last words may still be in the pipe
+        return self._error or (
+            f"the monitor process exited with code {proc.returncode} while the run went on"
+        )
+
+    def finish(self, stage: str | None) -> RunResult:
+        """Wait for the monitor to finish the run file (after the application sent FINISH)."""
+        opts = self.opts
+        if self._inline is not None:
+            final = self._inline.join()
+            if opts.out and self.store is not None:
+                self.store.close()
+            if final is None:
+                return RunResult("failed", "the monitor thread broke", opts.out, self.store, stage)
+            return RunResult(
+                final.status, final.error, opts.out, self.store, stage, {"events": final.events}
+            )
+        proc = self._proc
+        assert proc is not None
+        while True:
+            try:
+                proc.wait()
+                if self._reader is not None:
+                    self._reader.join()
+                break
+            except KeyboardInterrupt:
+                continue  # the monitor is finishing the file; a second Ctrl-C must not lose it
+        if not self._events:
+            error = self._error or f"the monitor process exited with code {proc.returncode}"
+            return RunResult("failed", error, opts.out, None, stage)
+        d = self._events[-1]
+        return RunResult(
+            d["status"], d.get("error"), opts.out, None, stage, {"events": d.get("events", 0)}
+        )
+
+    def cleanup(self) -> None:
+        """Remove the run's private directory (rings, socket), whatever happened."""
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    @property
+    def path(self) -> Path:
+        return Path(self.dir)

@@ -1,0 +1,97 @@
+"""What a monitored run is asked to do, and what it gave.
+
+In: options from the Python API or the command line (resolved there). Out: a frozen
+``RunOptions``, the run file's ``RunMeta``, and the ``RunResult`` a run returns.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from streamscope.aggregate.points import DropCount, FrameResult
+from streamscope.core.errors import ConfigError
+from streamscope.probes.agent import DEFAULT_FLUSH_INTERVAL_S
+from streamscope.probes.taps import DEFAULT_CAPACITY
+from streamscope.store.writer import RunMeta, RunStore
+
+FramesCallback = Callable[[Sequence[FrameResult], Sequence[DropCount]], None]
+VERSION = "0.1.0"
+
+
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    frame_ns: int = 1_000_000_000
+    out: Path | None = None
+    overwrite: bool = False
+    mode: str = "process"  # process: a dedicated monitor process; inline: a thread here
+    #: How often a device's agent reduces and ships its own sub-queues (seconds).
+    flush_interval_s: float = DEFAULT_FLUSH_INTERVAL_S
+    #: Records each probe ring holds (a power of two); what the monitor has not drained yet
+    #: when a ring is full is refused, and counted.
+    tap_capacity: int = DEFAULT_CAPACITY
+    #: Seconds between short calibration bursts of each clock domain (0: start and end only).
+    calibrate_every_s: float = 2.0
+    #: How each burst is fitted: hull (robust, tick-aware) or timetrial (seed 000).
+    clock_method: str = "hull"
+    #: Validation only: record the true insertion and removal time of every item of each link
+    #: channel, and report each virtual queue's distance to its true occupancy (the estimate
+    #: never reads them).
+    ground_truth: bool = False
+    #: Ship a device's raw records of its link buffers to the monitor too (normally only
+    #: per-frame summaries cross the link, unless another query needs the records).
+    device_trace: bool = False
+    #: Keep every probe record in the run file (table ``record``), not only per-frame results:
+    #: what ``streamscope export`` turns into state slices and events on a timeline. Implies
+    #: ``device_trace``.
+    trace: bool = False
+    app: str = ""
+    argv: tuple[str, ...] = ()
+    command: str = ""
+
+
+@dataclass(slots=True)
+class RunResult:
+    status: str
+    error: str | None
+    path: Path | None
+    store: RunStore | None = None
+    stage: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def exit_code(self) -> int:
+        return {"completed": 0, "failed": 1, "interrupted": 130}.get(self.status, 1)
+
+
+def make_meta(name: str, opts: RunOptions) -> RunMeta:
+    return RunMeta(
+        run_id=uuid.uuid4().hex,
+        name=name,
+        app=opts.app,
+        command=opts.command,
+        argv=opts.argv,
+        host=socket.gethostname(),
+        started_unix_ns=time.time_ns(),
+        frame_ns=opts.frame_ns,
+        version=VERSION,
+    )
+
+
+def check_out(out: Path | None, overwrite: bool) -> None:
+    """Refuse an output file that cannot be written, before anything runs."""
+    if out is None:
+        return
+    if out.exists() and not overwrite:
+        raise ConfigError(f"{out} exists already; choose another --out or pass --overwrite")
+    parent = out.parent if str(out.parent) else Path(".")
+    if not parent.is_dir():
+        raise ConfigError(f"cannot write {out}: directory {parent} does not exist")
+    if not os.access(parent, os.W_OK):
+        raise ConfigError(f"cannot write {out}: directory {parent} is not writable")

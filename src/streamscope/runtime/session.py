@@ -1,0 +1,154 @@
+"""One monitored run, end to end: compile queries, start the monitor, run, finish the file.
+
+In: a ``Pipeline``, queries and options. Out: a ``RunResult`` (status, error, path) and a run file
+(or an in-memory store) holding every frame — whatever way the run ends.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Sequence
+
+from streamscope.core.clock import host_now_ticks
+from streamscope.core.errors import ConfigError
+from streamscope.core.topology import Topology
+from streamscope.pipeline.pipeline import Pipeline, plan_probes
+from streamscope.pipeline.runner import Outcome, Runner
+from streamscope.probes import tracing
+from streamscope.query.ast import Query
+from streamscope.query.compile import Plan, compile_queries
+from streamscope.runtime.functrace import TracingSession
+from streamscope.runtime.launch import Launched
+from streamscope.runtime.options import (
+    FramesCallback,
+    RunOptions,
+    RunResult,
+    check_out,
+    make_meta,
+)
+from streamscope.transport.control import Control
+from streamscope.transport.wire import MsgType
+
+__all__ = ["FramesCallback", "RunOptions", "RunResult", "prepare", "run"]
+
+
+def prepare(
+    pipeline: Pipeline, queries: Sequence[Query | str], frame_ns: int
+) -> tuple[Plan, Topology]:
+    """Validate everything before anything runs: the pipeline, then every query against it."""
+    pipeline.validate()
+    plan = compile_queries(list(queries), pipeline.topology(), frame_ns)
+    taps = plan.taps | {("trace", s) for s in pipeline.traced_stages()}
+    topology = pipeline.topology(plan_probes(pipeline.topology(), taps))
+    vq_frames(plan, topology)
+    return plan, topology
+
+
+def vq_frames(plan: Plan, topology: Topology) -> dict[str, int]:
+    """Link channel -> the frame of its occupancy queries (a device reduces on one grid)."""
+    links = {c.name for c in topology.channels if c.is_link}
+    out: dict[str, int] = {}
+    for q in plan.queries:
+        if q.metric != "occupancy":
+            continue
+        for t in q.targets:
+            if t.name in links and out.setdefault(t.name, q.frame_ns) != q.frame_ns:
+                raise ConfigError(
+                    f"query {q.text!r}: every occupancy query on the link channel "
+                    f"{t.name!r} must use the same frame (the device reduces its buffer on "
+                    f"one frame grid); found {out[t.name]} ns and {q.frame_ns} ns"
+                )
+    return out
+
+
+def raw_channels(plan: Plan, topology: Topology, trace: bool) -> frozenset[str] | None:
+    """Link channels whose device-side records must cross raw: all with ``trace``, else those
+    that a query other than occupancy measures directly."""
+    if trace:
+        return None
+    links = {c.name for c in topology.channels if c.is_link}
+    return frozenset(
+        t.name for q in plan.queries for t in q.targets
+        if t.name in links and q.metric != "occupancy"
+    )  # fmt: skip
+
+
+def run(
+    pipeline: Pipeline,
+    queries: Sequence[Query | str],
+    options: RunOptions | None = None,
+    *,
+    on_frames: FramesCallback | None = None,
+) -> RunResult:
+    """Monitor one run of ``pipeline``. Invalid input raises before anything runs."""
+    opts = options or RunOptions()
+    plan, topology = prepare(pipeline, queries, opts.frame_ns)
+    check_out(opts.out, opts.overwrite)
+    traced = TracingSession(pipeline) if pipeline.tracing is not None else None
+    if traced is not None:
+        topology = traced.topology(topology)
+    launched: Launched | None = None
+    try:
+        launched = Launched(plan, topology, make_meta(pipeline.name, opts), opts, on_frames)
+        outcome = _drive(pipeline, plan, topology, launched, opts)
+        return launched.finish(outcome.stage)
+    finally:
+        if traced is not None:
+            traced.close()
+        if launched is not None:
+            launched.cleanup()
+
+
+def _drive(
+    pipeline: Pipeline, plan: Plan, topology: Topology, launched: Launched, opts: RunOptions
+) -> Outcome:
+    """Run the pipeline; always tells the monitor how it ended."""
+    control: Control = launched.control
+    outcome = Outcome("interrupted", "interrupted before the pipeline started")
+    previous = signal.getsignal(signal.SIGTERM)
+    on_main = threading.current_thread() is threading.main_thread()
+    if on_main:
+        signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
+    try:
+        t0 = host_now_ticks()
+        control.send(MsgType.START, t0, info={})
+        tracer = tracing.active()
+        if tracer is not None and tracer.excluded:
+            control.send(MsgType.NOTE, t0, info={"trace_excluded": dict(tracer.excluded)})
+        runner = Runner(
+            pipeline,
+            topology.probes,
+            control,
+            launched.socket_path,
+            ring_dir=launched.ring_dir,
+            flush_interval_s=opts.flush_interval_s,
+            tap_capacity=opts.tap_capacity,
+            calibrate_every_s=opts.calibrate_every_s,
+            t0_ticks=t0,
+            ground_truth_dir=launched.truth_dir,
+            vq_frames=vq_frames(plan, topology),
+            raw_channels=raw_channels(plan, topology, opts.device_trace or opts.trace),
+        )
+        try:
+            runner.start()
+            outcome = runner.wait(should_stop=launched.failure)
+        except KeyboardInterrupt:
+            runner.stop()
+            outcome = Outcome("interrupted", "interrupted by the user (SIGINT)")
+        except BaseException:
+            runner.stop()
+            raise
+    except KeyboardInterrupt:
+        outcome = Outcome("interrupted", "interrupted by the user (SIGINT)")
+    finally:
+        end = host_now_ticks()  # after the last records, so none lies beyond the end
+        control.send(MsgType.FINISH, end, info={"status": outcome.status, "error": outcome.error})
+        control.close()
+        if on_main:
+            signal.signal(signal.SIGTERM, previous)
+    return outcome
+
+
+def _sigterm_as_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
