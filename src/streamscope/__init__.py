@@ -9,7 +9,6 @@ nothing: an application's start is not held up by the parts of streamscope it do
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
@@ -18,39 +17,9 @@ from typing import TYPE_CHECKING, Any
 # manager below: the subpackage is imported first (it holds only its docstring), so importing
 # its modules later never rebinds the name.
 import streamscope.monitor as _monitor_package  # noqa: F401
+from streamscope.core.lazy import lazy_exports
 
 __version__ = "0.1.0"
-
-#: Public name -> (module, attribute).
-_EXPORTS: dict[str, tuple[str, str]] = {
-    "ConfigError": ("streamscope.core.errors", "ConfigError"),
-    "PipelineError": ("streamscope.core.errors", "PipelineError"),
-    "QueryError": ("streamscope.core.errors", "QueryError"),
-    "RunFileError": ("streamscope.core.errors", "RunFileError"),
-    "StageError": ("streamscope.core.errors", "StageError"),
-    "StreamscopeError": ("streamscope.core.errors", "StreamscopeError"),
-    "MPQueue": ("streamscope.pipeline.dropin", "MPQueue"),
-    "Queue": ("streamscope.pipeline.dropin", "Queue"),
-    "stage": ("streamscope.pipeline.dropin", "stage"),
-    "Pipeline": ("streamscope.pipeline.pipeline", "Pipeline"),
-    "EmulatedDevice": ("streamscope.pipeline.resources", "EmulatedDevice"),
-    "Process": ("streamscope.pipeline.resources", "Process"),
-    "tracing": ("streamscope.probes.tracing", "set_enabled"),
-    "probe": ("streamscope.probes.user", "probe"),
-    "RunOptions": ("streamscope.runtime.options", "RunOptions"),
-    "RunResult": ("streamscope.runtime.options", "RunResult"),
-    "run": ("streamscope.runtime.session", "run"),
-    "Run": ("streamscope.store.reader", "Run"),
-    "load": ("streamscope.store.reader", "load"),
-    **{
-        name: ("streamscope.query", name)
-        for name in (
-            "Query", "count", "counter", "input_wait", "interdeparture", "interinsertion",
-            "iteration", "latency", "occupancy", "output_wait", "parse_query", "sample", "state",
-            "throughput", "timer",
-        )
-    },
-}  # fmt: skip
 
 __all__ = [
     "ConfigError",
@@ -91,14 +60,30 @@ __all__ = [
     "tracing",
 ]
 
+_ERRORS = ("ConfigError", "PipelineError", "QueryError", "RunFileError", "StageError")
+_QUERY = (
+    "Query", "count", "counter", "input_wait", "interdeparture", "interinsertion", "iteration",
+    "latency", "occupancy", "output_wait", "parse_query", "sample", "state", "throughput", "timer",
+)  # fmt: skip
 
-def __getattr__(name: str) -> Any:
-    found = _EXPORTS.get(name)
-    if found is None:
-        raise AttributeError(f"module 'streamscope' has no attribute {name!r}")
-    value = getattr(importlib.import_module(found[0]), found[1])
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_exports(
+    globals(),
+    {
+        **{n: f"streamscope.core.errors:{n}" for n in (*_ERRORS, "StreamscopeError")},
+        **{n: f"streamscope.pipeline.dropin:{n}" for n in ("MPQueue", "Queue", "stage")},
+        "Pipeline": "streamscope.pipeline.pipeline:Pipeline",
+        "EmulatedDevice": "streamscope.pipeline.resources:EmulatedDevice",
+        "Process": "streamscope.pipeline.resources:Process",
+        "tracing": "streamscope.probes.tracing:set_enabled",
+        "probe": "streamscope.probes.user:probe",
+        "RunOptions": "streamscope.runtime.options:RunOptions",
+        "RunResult": "streamscope.runtime.options:RunResult",
+        "run": "streamscope.runtime.session:run",
+        "Run": "streamscope.store.reader:Run",
+        "load": "streamscope.store.reader:load",
+        **{n: f"streamscope.query:{n}" for n in _QUERY},
+    },
+)
 
 
 def monitor(
@@ -114,41 +99,38 @@ def monitor(
     return _monitor(queries, options, on_frames=on_frames)
 
 
-def __dir__() -> list[str]:
-    return __all__
-
-
 if TYPE_CHECKING:
-    from streamscope.core.errors import (
-        ConfigError,
-        PipelineError,
-        QueryError,
-        RunFileError,
-        StageError,
-        StreamscopeError,
-    )
-    from streamscope.pipeline.dropin import MPQueue, Queue, stage
-    from streamscope.pipeline.pipeline import Pipeline
-    from streamscope.pipeline.resources import EmulatedDevice, Process
+    from streamscope.core.errors import ConfigError as ConfigError
+    from streamscope.core.errors import PipelineError as PipelineError
+    from streamscope.core.errors import QueryError as QueryError
+    from streamscope.core.errors import RunFileError as RunFileError
+    from streamscope.core.errors import StageError as StageError
+    from streamscope.core.errors import StreamscopeError as StreamscopeError
+    from streamscope.pipeline.dropin import MPQueue as MPQueue
+    from streamscope.pipeline.dropin import Queue as Queue
+    from streamscope.pipeline.dropin import stage as stage
+    from streamscope.pipeline.pipeline import Pipeline as Pipeline
+    from streamscope.pipeline.resources import EmulatedDevice as EmulatedDevice
+    from streamscope.pipeline.resources import Process as Process
     from streamscope.probes.tracing import set_enabled as tracing
-    from streamscope.probes.user import probe
-    from streamscope.query import (
-        Query,
-        count,
-        counter,
-        input_wait,
-        interdeparture,
-        interinsertion,
-        iteration,
-        latency,
-        occupancy,
-        output_wait,
-        parse_query,
-        sample,
-        state,
-        throughput,
-        timer,
-    )
-    from streamscope.runtime.options import RunOptions, RunResult
-    from streamscope.runtime.session import run
-    from streamscope.store.reader import Run, load
+    from streamscope.probes.user import probe as probe
+    from streamscope.query import Query as Query
+    from streamscope.query import count as count
+    from streamscope.query import counter as counter
+    from streamscope.query import input_wait as input_wait
+    from streamscope.query import interdeparture as interdeparture
+    from streamscope.query import interinsertion as interinsertion
+    from streamscope.query import iteration as iteration
+    from streamscope.query import latency as latency
+    from streamscope.query import occupancy as occupancy
+    from streamscope.query import output_wait as output_wait
+    from streamscope.query import parse_query as parse_query
+    from streamscope.query import sample as sample
+    from streamscope.query import state as state
+    from streamscope.query import throughput as throughput
+    from streamscope.query import timer as timer
+    from streamscope.runtime.options import RunOptions as RunOptions
+    from streamscope.runtime.options import RunResult as RunResult
+    from streamscope.runtime.session import run as run
+    from streamscope.store.reader import Run as Run
+    from streamscope.store.reader import load as load

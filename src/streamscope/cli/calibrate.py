@@ -7,12 +7,6 @@ import json
 from typing import Annotated
 
 import typer
-from rich.console import Console
-
-from streamscope.cli.common import fmt_ns
-from streamscope.core.errors import ConfigError
-from streamscope.timebase.emulated import EmulatedClockSpec
-from streamscope.timebase.roundtrip import calibrate_emulated
 
 METHODS = ("hull", "timetrial")
 
@@ -45,6 +39,13 @@ def calibrate(
 
     Exit status: 0 done (whether or not the truth was inside), 2 invalid input.
     """
+    from rich.console import Console
+
+    from streamscope.cli.common import fmt_ns
+    from streamscope.core.errors import ConfigError
+    from streamscope.timebase.emulated import EmulatedClockSpec
+    from streamscope.timebase.roundtrip import calibrate_emulated
+
     spec = EmulatedClockSpec.parse(emulate)
     if method not in METHODS:
         raise ConfigError(f"unknown --method {method!r}; valid: {', '.join(METHODS)}")

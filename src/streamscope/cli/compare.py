@@ -4,17 +4,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
-from streamscope.analysis import Comparison, Delta
-from streamscope.analysis import compare as compare_runs
-from streamscope.cli.common import fmt_value
-from streamscope.core.errors import ConfigError
-from streamscope.store.reader import load
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from streamscope.analysis import Comparison, Delta
 
 _STYLE = {"better": "green", "worse": "red", "changed": "yellow", "same": "dim", "n/a": "dim"}
 
@@ -34,6 +31,12 @@ def compare(
 ) -> int:
     """Compare two runs: each query's figures over the whole run, stages, duration and drops,
     with whether B is better, worse or the same as A."""
+    from rich.console import Console
+
+    from streamscope.analysis import compare as compare_runs
+    from streamscope.core.errors import ConfigError
+    from streamscope.store.reader import load
+
     if not tolerance >= 0:
         raise ConfigError(f"--tolerance must be 0 or more, not {tolerance}")
     with load(run_a) as a, load(run_b) as b:
@@ -53,6 +56,8 @@ def compare(
 
 def comparison_table(result: Comparison) -> Table:
     """The rows of ``result`` as a rich table: figure, A, B, change, verdict."""
+    from rich.table import Table
+
     table = Table(
         title=f"A = {result.name_a} ({result.path_a or '-'})\n"
         f"B = {result.name_b} ({result.path_b or '-'})\n"
@@ -93,6 +98,8 @@ def _label(r: Delta) -> str:
 
 
 def _fmt(r: Delta, v: float | str | None) -> str:
+    from streamscope.cli.common import fmt_value
+
     if isinstance(v, str):
         return v
     if v is None:

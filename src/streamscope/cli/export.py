@@ -7,9 +7,6 @@ from typing import Annotated
 
 import typer
 
-from streamscope.core.errors import ConfigError
-from streamscope.export import FORMATS, export_run
-
 
 def export(
     run_file: Annotated[Path, typer.Argument(metavar="RUN", help="A finished run file.")],
@@ -30,6 +27,9 @@ def export(
     (ns since the run's start) — stage states as slices, channel occupancy and every query stat
     as counters, raw records as events where the run was traced (--trace), and each clock
     domain's fits and bound widths as metadata."""
+    from streamscope.core.errors import ConfigError
+    from streamscope.export import FORMATS, export_run
+
     name = fmt.lower().strip()
     if name not in FORMATS:
         raise ConfigError(f"unknown --format {fmt!r}; valid: {', '.join(FORMATS)}")

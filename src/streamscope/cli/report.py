@@ -7,8 +7,6 @@ from typing import Annotated
 
 import typer
 
-from streamscope.core.errors import ConfigError
-
 
 def report(
     run_file: Annotated[
@@ -30,6 +28,7 @@ def report(
     """Write an HTML report of a run: findings, the pipeline with its performance, per-frame
     plots, histograms, latency box-whiskers, virtual queues and clock calibration. The file is
     self-contained (plotly.js inlined) and works offline."""
+    from streamscope.core.errors import ConfigError
     from streamscope.report import write_report
 
     target = out if out is not None else run_file.with_suffix(".html")

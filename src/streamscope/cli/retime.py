@@ -7,8 +7,6 @@ from typing import Annotated
 
 import typer
 
-from streamscope.monitor.retime import retime as retime_run
-
 
 def retime(
     run_file: Annotated[Path, typer.Argument(metavar="RUN", help="A finished run file.")],
@@ -16,6 +14,8 @@ def retime(
 ) -> int:
     """Re-time a run: fit each clock domain to every calibration burst of the run (interpolating
     between bursts) and recompute the frames of every channel that crosses clock domains."""
+    from streamscope.monitor.retime import retime as retime_run
+
     if method not in ("hull", "timetrial"):
         from streamscope.core.errors import ConfigError
 

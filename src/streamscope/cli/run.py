@@ -8,18 +8,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
-
-from streamscope.cli.apploader import build_pipeline, default_queries, load_module
-from streamscope.cli.common import duration_option, err_console
-from streamscope.cli.live import LiveView
-from streamscope.cli.summary import print_findings, print_summary
-from streamscope.core.errors import ConfigError
-from streamscope.query.parser import parse_queries
-from streamscope.report import write_report
-from streamscope.runtime.options import RunOptions
-from streamscope.runtime.session import prepare
-from streamscope.runtime.session import run as run_monitored
 
 
 def run(
@@ -119,6 +107,17 @@ def run(
 
     Exit status: 0 completed, 1 a stage failed, 130 interrupted, 2 invalid input.
     """
+    from rich.console import Console
+
+    from streamscope.cli.apploader import build_pipeline, default_queries, load_module
+    from streamscope.cli.common import duration_option, err_console
+    from streamscope.cli.live import LiveView
+    from streamscope.core.errors import ConfigError
+    from streamscope.query.parser import parse_queries
+    from streamscope.runtime.options import RunOptions
+    from streamscope.runtime.session import prepare
+    from streamscope.runtime.session import run as run_monitored
+
     frame_ns = duration_option(frame, "--frame")
     every_s = (
         0.0
@@ -175,6 +174,10 @@ def run(
     else:
         with view:
             result = run_monitored(pipeline, texts, opts, on_frames=view.on_frames)  # type: ignore[arg-type]
+    # What reads the run file back is loaded now, not before the run (its start stays short).
+    from streamscope.cli.summary import print_findings, print_summary
+    from streamscope.report import write_report
+
     print_summary(out, console)
     if result.status != "completed":
         err_console.print(f"streamscope: run {result.status}: {result.error}", markup=False)

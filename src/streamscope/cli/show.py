@@ -7,19 +7,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
-
-from streamscope.cli.common import fmt_ns
-from streamscope.cli.summary import (
-    clock_table,
-    frames_table,
-    overhead_table,
-    profile_table,
-    summary_table,
-    vq_table,
-)
-from streamscope.store.reader import load
 
 
 def show(
@@ -34,6 +21,20 @@ def show(
     ] = None,
 ) -> int:
     """Show a recorded run: its status, pipeline, every query's frames and dropped records."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from streamscope.cli.common import fmt_ns
+    from streamscope.cli.summary import (
+        clock_table,
+        frames_table,
+        overhead_table,
+        profile_table,
+        summary_table,
+        vq_table,
+    )
+    from streamscope.store.reader import load
+
     with load(run_file) as run:
         if as_json:
             typer.echo(json.dumps(run.to_json(), indent=2))

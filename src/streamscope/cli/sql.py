@@ -9,10 +9,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
-
-from streamscope.store.reader import load
 
 
 def sql(
@@ -28,6 +24,11 @@ def sql(
     fmt: Annotated[str, typer.Option("--format", help="table, csv or json")] = "table",
 ) -> int:
     """Run SQL over a run file. The tables are documented in the README."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from streamscope.store.reader import load
+
     with load(run_file) as run:
         columns, rows = run.sql(query)
     if fmt == "csv":

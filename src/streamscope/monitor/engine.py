@@ -139,6 +139,7 @@ class Engine:
             self._by_target.setdefault((r.metric, r.target), []).append(r)
         #: Events (kept or refused), per probe id.
         self.probe_events: dict[int, int] = {}
+        self._frame_lengths = sorted({drop_frame_ns, *(q.frame_ns for q in plan.queries)})
         self.watermark_ns = 0
         self.recorded: dict[tuple[int, int], int] = {}
         self.dropped: dict[tuple[int, int], int] = {}
@@ -354,6 +355,13 @@ class Engine:
             return min(live)
         done = [a.watermark_ns for a in data if a.watermark_ns < WATERMARK_END]
         return max(done) if done else self.watermark_ns
+
+    def next_due(self) -> int:
+        """The next virtual time at which a frame closes (of any query, or of the drop counts):
+        reducing before it closes nothing."""
+        wm = self.watermark_ns
+        lengths = self._frame_lengths
+        return min((wm // f + 1) * f for f in lengths)
 
     def advance(self, until: int | None = None, *, end_ns: int | None = None) -> list[FrameResult]:
         """Reduce everything before the watermark (or ``until``) and emit frames it completed."""

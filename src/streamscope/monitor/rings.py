@@ -32,6 +32,9 @@ class Drain:
     #: Refusals noticed in this cycle: (probe, count).
     drops: list[tuple[int, int]] = field(default_factory=list)
     n_records: int = 0
+    #: By domain, the ticks of the oldest record left in a ring this drain did not empty (the
+    #: monitor is behind: nothing past it may be reduced yet).
+    left: dict[str, int] = field(default_factory=dict)
 
     def by_domain(self) -> dict[str, Records]:
         return {
@@ -67,6 +70,7 @@ class RingSet:
         self.directory = directory
         self._domain = {p.id: p.domain for p in topology.probes}
         self._rings: dict[str, _Ring] = {}
+        self._turn = 0
         self.bad: list[str] = []
 
     def scan(self) -> int:
@@ -89,11 +93,31 @@ class RingSet:
             self._rings[name] = _Ring(reader, self._domain.get(reader.probe, "host"))
         return len(self._rings)
 
-    def drain(self) -> Drain:
-        """Take every ring's new records, refusals and counter changes."""
+    def drain(self, budget: int | None = None) -> Drain:
+        """Take every ring's new records (at most ``budget`` in all, shared fairly: each ring
+        its share first, then what the others left over), refusals and counter changes."""
         out = Drain()
-        for ring in self._rings.values():
-            d = ring.reader.drain()
+        rings = list(self._rings.values())
+        if not rings:
+            return out
+        limits: dict[int, int] | None = None
+        if budget is not None:
+            pending = {id(r): r.reader.pending for r in rings}
+            if sum(pending.values()) > budget:
+                share = max(budget // len(rings), 1)
+                firsts = {k: min(v, share) for k, v in pending.items()}
+                left = budget - sum(firsts.values())
+                limits = dict(firsts)
+                self._turn = (self._turn + 1) % len(rings)
+                for ring in rings[self._turn :] + rings[: self._turn]:
+                    extra = min(pending[id(ring)] - limits[id(ring)], left)
+                    limits[id(ring)] += extra
+                    left -= extra
+        for ring in rings:
+            d = ring.reader.drain(limits[id(ring)] if limits is not None else None)
+            if d.left_ticks is not None:
+                held = out.left.get(ring.domain)
+                out.left[ring.domain] = d.left_ticks if held is None else min(held, d.left_ticks)
             recs = d.records
             counter = ring.reader.capacity == 0 and ring.reader.kind == Kind.COUNT
             if counter and d.total != ring.last_total:

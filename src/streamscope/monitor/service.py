@@ -50,6 +50,15 @@ MAIN_AGENT = 0
 GRACE_S = 5.0
 #: How often the rings are drained and the engine reduces.
 DRAIN_S = 0.02
+#: Records drained in one cycle at most, over every ring: what the monitor holds at a time
+#: stays bounded when it falls behind (the rings refuse, and count, what it cannot take).
+DRAIN_BUDGET = 1 << 18
+#: How far the reduced timeline may trail real time when the monitor cannot drain every ring
+#: in full; records drained later than this are counted as refused.
+MAX_LAG_NS = 1_000_000_000
+#: Records drained since the last reduction that make the engine reduce before a frame closes
+#: (what the monitor holds between two reductions stays bounded).
+ADVANCE_RECORDS = 1 << 19
 #: Control messages waiting to be handled, at most (a reader blocks beyond: back pressure).
 INBOX_LIMIT = 4096
 
@@ -142,6 +151,8 @@ class MonitorService:
         self.bad_messages = 0
         self._t0: int | None = None
         self._prev_drain: int | None = None
+        self._due = 0  # the engine reduces once the watermark passes this (virtual ns)
+        self._pending = 0  # records drained since the engine last reduced
         self._stats: dict[int, _FrameStats] = {}
         self._cpu_mark = time.process_time_ns()
         self.cpu_ns = 0
@@ -259,7 +270,7 @@ class MonitorService:
         n = 0
         if self.rings is not None:
             self.rings.scan()
-            drain = self.rings.drain()
+            drain = self.rings.drain(DRAIN_BUDGET)
             n = drain.n_records
             t_report = t_now - self._t0
             drops_of: dict[str, list[tuple[int, int, int]]] = {}
@@ -274,15 +285,33 @@ class MonitorService:
                 )
             # A writer reads its clock and commits its record in a few ns, so what this drain
             # did not see is younger than the previous drain: that is the rings' watermark.
-            # Before the first drain, only the run's start is known to have passed.
+            # Before the first drain, only the run's start is known to have passed. A ring left
+            # partly drained holds it back to its oldest record still waiting.
             prev = self._prev_drain if self._prev_drain is not None else self._t0
-            eng.ring_watermark_ns = max((t_now if final else prev) - self._t0, 0)
+            mark = max((t_now if final else prev) - self._t0, 0)
+            for dom, ticks in drain.left.items():
+                if eng.domains.ready(dom):
+                    mark = min(mark, max(eng.domains.scalar_to_ns(dom, ticks), 0))
+            # Never further behind than MAX_LAG_NS while the run goes on: what is older still
+            # when it is drained is counted as refused (late), so what the monitor holds stays
+            # bounded. At the end nothing is written any more: the rest is drained in turn.
+            floor = 0 if final else t_now - self._t0 - MAX_LAG_NS
+            eng.ring_watermark_ns = max(mark, floor)
         self._prev_drain = t_now
-        eng.advance()
+        # Reduce when a frame can close, or when enough records wait: an advance costs the same
+        # whether it carries one drain's records or many, and frames close no later.
+        live = eng.live_watermark()
+        self._pending += n
+        if final or live >= self._due or self._pending >= ADVANCE_RECORDS:
+            eng.advance()
+            self._due = eng.next_due()
+            self._pending = 0
         cpu = time.process_time_ns()
         frame = max(t_now - self._t0, 0) // self.frame_ns
         st = self._stats.setdefault(frame, _FrameStats())
-        st.lag_ns = max(st.lag_ns, (t_now - self._t0) - eng.watermark_ns)
+        # How far the drained timeline trails real time: one drain period when the monitor
+        # keeps up, the whole stall when it does not.
+        st.lag_ns = max(st.lag_ns, (t_now - self._t0) - live)
         st.records += n
         st.cpu_ns += cpu - self._cpu_mark
         st.drains += 1
@@ -318,8 +347,10 @@ class MonitorService:
         self._begin(0)  # a run that never started still gets a file that says how it ended
         eng = self.engine
         if eng.timebase is not None:
-            # Every writer is done (or gone): take what the rings still hold.
+            # Every writer is done (or gone): take what the rings still hold, a budget at a time.
             self._cycle(final=True)
+            while self.rings is not None and self.rings.pending() > 0:
+                self._cycle(final=True)
         if eng.timebase is None:
             end_ns = 0
         elif end_ticks is None:

@@ -18,7 +18,7 @@ from streamscope.core.errors import describe_exception
 from streamscope.core.process import die_with_parent
 from streamscope.core.topology import ProbeInfo
 from streamscope.pipeline.link import LinkChannel
-from streamscope.pipeline.local import LocalQueue, LocalReduction
+from streamscope.pipeline.local import LocalQueue
 from streamscope.pipeline.pipeline import Pipeline
 from streamscope.pipeline.scope import Scope, start_links, start_threads
 from streamscope.pipeline.worker import Channel
@@ -99,6 +99,8 @@ def child_main(
         if spec.socket_path is not None:
             control = Control(UnixSocketTransport(spec.socket_path), spec.agent_id)
         if control is not None and spec.local:
+            from streamscope.pipeline.onboard import LocalReduction
+
             agent = Agent(
                 control,
                 clock.now,

@@ -1,26 +1,14 @@
-"""On-device reduction of a virtual queue's visible sub-queue, as in seed 002.
+"""Which sub-queues of virtual queues a device reduces itself, as in seed 002.
 
-In: the raw records of the two taps of a device-side buffer (and of its producer's state tracker
-when a query watches it), in the device's ticks, and where the host's run start lies in those
-ticks and how many ticks make a ns (sent by the runner after the device's first calibration
-burst), which place the host's frame grid on the device's clock. Out: one summary per frame (level
-histogram, inter-insertion and back-to-back inter-departure histograms, counts), encoded for a
-SUMMARY message; the raw records themselves stay on the device unless tracing is asked for.
+In: the topology and the frame of each link channel's occupancy queries. Out: per device, the
+``LocalQueue``s its agent reduces (with ``pipeline.onboard.LocalReduction``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-import numpy as np
-
-from streamscope.aggregate.subqueue import SubQueueFrames, encode_summaries
-from streamscope.core.records import Kind, Records
 from streamscope.core.topology import Topology
-
-#: How long the end of a run waits for a grid that has not come yet (its first burst failed).
-GRID_WAIT_S = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,77 +68,3 @@ def local_queues(
                 )
             )
     return {k: tuple(v) for k, v in out.items()}
-
-
-class LocalReduction:
-    """The device agent's reducer (see ``probes.agent.LocalReducer``)."""
-
-    def __init__(self, queues: tuple[LocalQueue, ...], tick_ns: float, grid: Any) -> None:
-        self.queues = queues
-        self.frames = {q.key: SubQueueFrames(tick_ns, states=q.state_probe != 0) for q in queues}
-        self._grid = grid  # the child's end of the runner's pipe, or None
-        self._has_grid = False
-        #: Probes whose records stay here (the state tracker's also go out: a query asked).
-        self._local = np.array(
-            [p for q in queues if not q.raw for p in (q.insert_probe, q.remove_probe)],
-            dtype=np.int64,
-        )
-
-    def _poll_grid(self, wait_s: float = 0.0) -> None:
-        """Take every grid the runner has sent (the first, then refinements); the latest wins."""
-        while self._grid is not None:
-            try:
-                if not self._grid.poll(wait_s if not self._has_grid else 0.0):
-                    return
-                origin, ticks_per_ns = self._grid.recv()
-            except (EOFError, OSError):
-                self._grid = None
-                return
-            for q in self.queues:
-                self.frames[q.key].set_grid(float(origin), q.frame_ns * float(ticks_per_ns))
-            self._has_grid = True
-
-    def _feed(self, records: Records) -> None:
-        # Refusal counts (DROPPED rows) are not events: they go out to the monitor as they are.
-        probe = np.where(records["kind"] == Kind.DROPPED, -1, records["probe"].astype(np.int64))
-        for q in self.queues:
-            fr = self.frames[q.key]
-            for pid, add in (
-                (q.insert_probe, fr.add_insertions),
-                (q.remove_probe, fr.add_removals),
-            ):
-                sel = records[probe == pid]
-                if len(sel):
-                    add(sel["ticks"].astype(np.int64), sel["value"].astype(np.int64))
-            if q.state_probe:
-                sel = records[probe == q.state_probe]
-                if len(sel):
-                    fr.add_states(sel["ticks"].astype(np.int64), sel["value"].astype(np.int64))
-
-    def take(self, records: Records, watermark: int) -> tuple[Records, list[bytes]]:
-        """Keep this flush's sub-queue records; the ones to ship, and summaries now complete."""
-        self._poll_grid()
-        if len(records):
-            self._feed(records)
-            if self._local.size:
-                here = np.isin(records["probe"], self._local) & (records["kind"] != Kind.DROPPED)
-                records = records[~here]
-        if not self._has_grid:
-            return records, []
-        out = []
-        for key, fr in self.frames.items():
-            done = fr.close_until(watermark)
-            if done:
-                out.append(encode_summaries(key, done))
-        return records, out
-
-    def finish(self, end: int) -> list[bytes]:
-        self._poll_grid(GRID_WAIT_S)
-        if not self._has_grid:
-            return []
-        out = []
-        for key, fr in self.frames.items():
-            done = fr.finish(end)
-            if done:
-                out.append(encode_summaries(key, done))
-        return out

@@ -14,9 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from streamscope.core.clock import host_now_ticks
 from streamscope.core.errors import describe_exception
@@ -32,10 +30,12 @@ from streamscope.pipeline.shm import ProcessChannel
 from streamscope.pipeline.worker import Channel
 from streamscope.probes.taps import DEFAULT_CAPACITY, Recorder
 from streamscope.probes.tracing import RateWatch
-from streamscope.timebase.burst import CalibrationError, Exchanges, fit
 from streamscope.timebase.roundtrip import clock_socketpair
 from streamscope.transport.control import Control
 from streamscope.transport.wire import MsgType
+
+if TYPE_CHECKING:
+    from streamscope.timebase.burst import Exchanges
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,6 +189,10 @@ class Runner:
         conn = self._grids.get(name)
         if conn is None:
             return
+        import numpy as np
+
+        from streamscope.timebase.burst import CalibrationError, Exchanges, fit
+
         first = self._first_burst.setdefault(name, ex)
         both = ex if first is ex else Exchanges(
             t1_ns=np.concatenate((first.t1_ns, ex.t1_ns)),

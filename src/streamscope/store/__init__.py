@@ -1,13 +1,14 @@
 """The run store: the monitor writes a run (``RunStore``); everything after reads it (``load``).
 
-One DuckDB file per run; tables are documented in SCHEMA.md, the JSON document in JSON.md.
+One DuckDB file per run; tables are documented in SCHEMA.md, the JSON document in JSON.md. The
+names below are imported when first used (DuckDB is only loaded by what reads or writes files).
 """
 
 from __future__ import annotations
 
-from streamscope.store.reader import Run, load
-from streamscope.store.schema import FORMAT, SCHEMA_VERSION, STATUSES
-from streamscope.store.writer import DuckDBStore, InMemoryStore, QueryRecord, RunMeta, RunStore
+from typing import TYPE_CHECKING
+
+from streamscope.core.lazy import lazy_exports
 
 __all__ = [
     "FORMAT",
@@ -21,3 +22,27 @@ __all__ = [
     "RunStore",
     "load",
 ]
+
+__getattr__, __dir__ = lazy_exports(
+    globals(),
+    {
+        "Run": "streamscope.store.reader:Run",
+        "load": "streamscope.store.reader:load",
+        **{n: f"streamscope.store.schema:{n}" for n in ("FORMAT", "SCHEMA_VERSION", "STATUSES")},
+        **{
+            n: f"streamscope.store.writer:{n}"
+            for n in ("DuckDBStore", "InMemoryStore", "QueryRecord", "RunMeta", "RunStore")
+        },
+    },
+)
+
+if TYPE_CHECKING:
+    from streamscope.store.reader import Run, load
+    from streamscope.store.schema import FORMAT, SCHEMA_VERSION, STATUSES
+    from streamscope.store.writer import (
+        DuckDBStore,
+        InMemoryStore,
+        QueryRecord,
+        RunMeta,
+        RunStore,
+    )

@@ -11,17 +11,35 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import duckdb
 import numpy as np
 from numpy.typing import NDArray
 
 from streamscope.aggregate.points import DropCount, FrameResult
 from streamscope.core.errors import RunFileError
 from streamscope.core.topology import Topology
-from streamscope.store import _rows, _sqlio
+from streamscope.store import _rows
 from streamscope.store.schema import STATUSES, TABLES
+
+if TYPE_CHECKING:
+    from types import ModuleType
+
+    import duckdb
+
+
+def _duckdb() -> ModuleType:
+    """DuckDB, loaded by what writes a file (an application that only runs never needs it)."""
+    import duckdb
+
+    return duckdb
+
+
+def _sqlio() -> ModuleType:
+    from streamscope.store import _sqlio as sqlio
+
+    return sqlio
+
 
 #: Tables a run appends to besides frames: calibrations, fits and raw records of clock domains.
 _APPENDED = (
@@ -259,9 +277,9 @@ class DuckDBStore(_Lifecycle):
             p.unlink(missing_ok=True)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            self._con = duckdb.connect(str(self.path))
+            self._con = _duckdb().connect(str(self.path))
             with self._transaction() as con:
-                _sqlio.create(con, meta, topology, queries)
+                _sqlio().create(con, meta, topology, queries)
         except BaseException:
             self.close()
             self.path.unlink(missing_ok=True)
@@ -280,22 +298,22 @@ class DuckDBStore(_Lifecycle):
             fold = every > 0 and self._writes % every == 0
         with self._transaction(checkpoint=fold) as con:
             if rows is not None:
-                _sqlio.insert(con, "frame", rows.frame)
-                _sqlio.insert(con, "stat", rows.stat)
-                _sqlio.insert(con, "histogram", rows.hist)
+                _sqlio().insert(con, "frame", rows.frame)
+                _sqlio().insert(con, "stat", rows.stat)
+                _sqlio().insert(con, "histogram", rows.hist)
             if drops:
                 cols = [[getattr(d, c) for d in drops] for c in _rows.DROP_COLUMNS]
-                _sqlio.insert(con, "drops", cols)
+                _sqlio().insert(con, "drops", cols)
 
     def _do_table(self, table: str, columns: list[NDArray[Any] | list[Any]]) -> None:
         with self._transaction(checkpoint=False) as con:
-            _sqlio.insert(con, table, columns)
+            _sqlio().insert(con, table, columns)
 
     def _do_finish(
         self, status: str, error: str | None, ended_unix_ns: int, duration_ns: int
     ) -> None:
         with self._transaction() as con:
-            _sqlio.set_status(con, status, error, ended_unix_ns, duration_ns)
+            _sqlio().set_status(con, status, error, ended_unix_ns, duration_ns)
 
     def _transaction(self, *, checkpoint: bool = True) -> _Transaction:
         assert self._con is not None
@@ -339,7 +357,7 @@ def replace_results(
     p = Path(path)
     if not p.is_file():
         raise RunFileError(f"{p} does not exist")
-    con = duckdb.connect(str(p))
+    con = _duckdb().connect(str(p))
     try:
         with _Transaction(con, True) as c:
             for qid, target in keys:
@@ -348,8 +366,8 @@ def replace_results(
                     c.execute(sql, [qid, target])
             if results:
                 rows = _rows.flatten(results)
-                _sqlio.insert(c, "frame", rows.frame)
-                _sqlio.insert(c, "stat", rows.stat)
-                _sqlio.insert(c, "histogram", rows.hist)
+                _sqlio().insert(c, "frame", rows.frame)
+                _sqlio().insert(c, "stat", rows.stat)
+                _sqlio().insert(c, "histogram", rows.hist)
     finally:
         con.close()

@@ -36,6 +36,8 @@ from streamscope.core.rings import (
     ring_bytes,
 )
 
+_PAGE = mmap.PAGESIZE
+
 
 @dataclass(frozen=True, slots=True)
 class Drained:
@@ -47,6 +49,8 @@ class Drained:
     cost_n: int  # sampled events (cumulative)
     total: int  # the register (cumulative)
     last: int  # ticks of the register's last change
+    #: Ticks of the oldest record still in the ring (the drain took only part of them), or None.
+    left_ticks: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +71,7 @@ class RingReader:
     __slots__ = (
         "_head",
         "_mem",
+        "_remote",
         "_seen_dropped",
         "_slots",
         "capacity",
@@ -95,6 +100,8 @@ class RingReader:
             mem, dtype=RECORD_DTYPE, count=self.capacity, offset=HEADER_BYTES
         )
         self._seen_dropped = 0
+        #: Written by another process: what this one has read, it need not keep resident.
+        self._remote = self.pid != os.getpid()
 
     @classmethod
     def open(cls, path: str | Path) -> RingReader:
@@ -125,8 +132,10 @@ class RingReader:
         w = native.load_acquire(self._mem, W_W)
         r = int(head[W_R])
         n = w - r
-        if limit is not None:
-            n = min(n, limit)
+        partial = False
+        if limit is not None and n > limit:
+            partial, n = True, limit
+        left: int | None = None
         if n > 0:
             cap = self.capacity
             a = r & (cap - 1)
@@ -135,16 +144,41 @@ class RingReader:
                 out = self._slots[a:b].copy()
             else:
                 out = np.concatenate((self._slots[a:cap], self._slots[: b - cap]))
+            if partial:
+                left = int(self._slots[(r + n) & (cap - 1)]["ticks"])
             native.store_release(self._mem, W_R, r + n)
+            if self._remote:
+                self._release(a, n)
         else:
             out = empty_records()
-        dropped = int(head[W_DROPPED])
-        delta = dropped - self._seen_dropped
-        self._seen_dropped = dropped
+        delta = 0
+        if not partial:
+            # Refusals are reported with the drain that empties the ring: after every record
+            # they followed.
+            dropped = int(head[W_DROPPED])
+            delta = dropped - self._seen_dropped
+            self._seen_dropped = dropped
         return Drained(
             out, delta, int(head[W_COST_NS]), int(head[W_COST_N]), int(head[W_TOTAL]),
-            int(head[W_LAST]),
+            int(head[W_LAST]), left,
         )  # fmt: skip
+
+    def _release(self, first: int, n: int) -> None:
+        """Give back the pages of slots just read: the data stays in shared memory for the
+        writer, but stops counting in this process's resident memory (a ring is the run's,
+        not the reader's)."""
+        cap = self.capacity
+        spans = [(first, min(n, cap - first))]
+        if first + n > cap:
+            spans.append((0, first + n - cap))
+        for start, count in spans:
+            lo = HEADER_BYTES + start * RECORD_DTYPE.itemsize
+            hi = lo + count * RECORD_DTYPE.itemsize
+            lo = -(-lo // _PAGE) * _PAGE
+            hi = hi // _PAGE * _PAGE
+            if hi > lo:
+                with contextlib.suppress(OSError, ValueError):
+                    self._mem.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
 
     def stats(self) -> Stats:
         head = self._head
