@@ -168,11 +168,21 @@ def test_overhead_is_recorded_per_stage(tmp_path: Path) -> None:
         for r in rows.values():
             assert r["est_probe_ns"] > 0
             assert 0 < r["fraction"] < 0.5
+            # Measured while the run went on: each stage thread's CPU, its own code's share
+            # (sampled), and the runner's rest.
+            assert r["cpu_ns"] > 0
+            assert r["user_ns"] is not None and 0 <= r["user_ns"] <= 2 * r["cpu_ns"]
+            assert r["runner_ns"] is not None and 0 <= r["runner_fraction"] <= 1
+        assert rows["sink"]["items"] == N
+        assert rows["src"]["items"] == N
+        mon = run.monitor_cost()
+        assert mon["cpu_ns"] > 0 and mon["lag_max_ns"] is not None
         shown = subprocess.run(
             [sys.executable, "-m", "streamscope", "show", str(out)],
             capture_output=True, text=True, check=True,
         )  # fmt: skip
-        assert "monitoring overhead" in shown.stdout
+        assert "what monitoring cost" in shown.stdout
+        assert "monitor process:" in shown.stdout
         doc = json.loads(
             subprocess.run(
                 [sys.executable, "-m", "streamscope", "show", str(out), "--json"],

@@ -53,6 +53,10 @@ def describe_points(points: Sequence[Point], unit: str) -> str:
     return "  ".join(parts) or "(no data)"
 
 
+#: Printed lines mention the monitor's lag once it is past this (ns); the live table always does.
+LAG_SHOWN_NS = 250_000_000
+
+
 class LiveView:
     """Thread-safe sink for frames; renders them as they close."""
 
@@ -61,6 +65,7 @@ class LiveView:
         self.console = console
         self.latest: dict[tuple[int, str], FrameResult] = {}
         self.dropped = 0
+        self.lag_ns = 0
         self._lock = threading.Lock()
         self._live: Live | None = None
         self._units = {q.id: q.unit for q in plan.queries}
@@ -89,9 +94,17 @@ class LiveView:
                     self.console.print(
                         f"[{t0:>7}] q{r.query_id} {r.target}: {text}", markup=False, highlight=False
                     )
+            if self._live is None and results and self.lag_ns > LAG_SHOWN_NS:
+                self.console.print(
+                    f"[monitor lag {fmt_ns(self.lag_ns)}]", markup=False, highlight=False
+                )
             self.dropped += sum(d.dropped for d in drops)
             if self._live is not None:
                 self._live.update(self._table())
+
+    def on_lag(self, lag_ns: int) -> None:
+        """How far the monitor trails the run (shown under the table)."""
+        self.lag_ns = lag_ns
 
     def _table(self) -> Table:
         table = Table(title="streamscope — latest frames", expand=False)
@@ -106,6 +119,8 @@ class LiveView:
                 f"{r.frame} @ {fmt_ns(r.t_start_ns)}",
                 describe_points(r.points, self._units.get(qid, "")),
             )
+        caption = f"monitor lag {fmt_ns(self.lag_ns)}"
         if self.dropped:
-            table.caption = f"{self.dropped} probe records dropped (see `show`)"
+            caption += f"; {self.dropped} probe records refused (see `show`)"
+        table.caption = caption
         return table

@@ -173,7 +173,13 @@ def run(
         result = run_monitored(pipeline, texts, opts)  # type: ignore[arg-type]
     else:
         with view:
-            result = run_monitored(pipeline, texts, opts, on_frames=view.on_frames)  # type: ignore[arg-type]
+            result = run_monitored(
+                pipeline,
+                texts,  # type: ignore[arg-type]
+                opts,
+                on_frames=view.on_frames,
+                on_lag=view.on_lag,
+            )
     # What reads the run file back is loaded now, not before the run (its start stays short).
     from streamscope.cli.summary import print_findings, print_summary
     from streamscope.report import write_report

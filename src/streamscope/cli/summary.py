@@ -61,25 +61,48 @@ def summary_table(run: Run) -> Table:
     return table
 
 
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x * 100:.2f} %"
+
+
 def overhead_table(run: Run) -> Table | None:
-    """The monitoring's own cost per stage (estimated; see the ``overhead`` table)."""
+    """The monitoring's own cost per stage (see the ``overhead`` and ``runner`` tables)."""
     rows = run.overhead()
     if not rows:
         return None
-    table = Table(title="monitoring overhead (estimated)", title_justify="left")
-    for col in ("stage", "probes", "events", "events/s", "probe time", "of the run"):
+    table = Table(title="what monitoring cost (measured while it ran)", title_justify="left")
+    cols = ("stage", "probes", "events", "events/s", "probe time", "of the run", "runner",
+            "of its CPU")  # fmt: skip
+    for col in cols:
         table.add_column(col, justify="left" if col == "stage" else "right")
     for r in rows:
-        rate, frac = r["events_per_s"], r["fraction"]
+        rate = r["events_per_s"]
         table.add_row(
             r["stage"],
             str(r["probes"]),
-            str(r["events"]),
+            f"{r['events']:,}",
             "-" if rate is None else f"{rate:,.0f}",
             fmt_ns(r["est_probe_ns"]),
-            "-" if frac is None else f"{frac * 100:.2f} %",
+            _pct(r["fraction"]),
+            fmt_ns(r["runner_ns"]),
+            _pct(r["runner_fraction"]),
         )
+    table.caption = (
+        "probe time: one event in 1024 timed in the run, plus Python calls' extra; runner: the "
+        "stage thread's CPU outside its own code (sampled) and its probes: the loop around it "
+        "and its channels\n" + monitor_line(run)
+    )
     return table
+
+
+def monitor_line(run: Run) -> str:
+    """The monitor process's own cost and lag, on a line of their own (another process)."""
+    m = run.monitor_cost()
+    cores = "" if m["cores"] is None else f" ({m['cores'] * 100:.1f} % of one core)"
+    lag = ""
+    if m["lag_max_ns"] is not None:
+        lag = f"; lag {fmt_ns(m['lag_median_ns'])} typical, {fmt_ns(m['lag_max_ns'])} at most"
+    return f"monitor process: {fmt_ns(m['cpu_ns'])} CPU{cores}{lag}"
 
 
 def profile_table(run: Run, top: int = 12) -> Table | None:
@@ -110,18 +133,26 @@ def profile_table(run: Run, top: int = 12) -> Table | None:
 
 
 def overhead_line(run: Run) -> str | None:
-    """One line: probe events per second and the stage that spent most time in probes."""
+    """What monitoring cost, in two lines: the probes (events, time, the most costly stage) and
+    the runner's share of the stages' CPU; then the monitor process."""
     rows = run.overhead()
     if not rows:
         return None
     events = sum(r["events"] for r in rows)
+    probe_ns = sum(r["est_probe_ns"] for r in rows)
     seconds = (run.duration_ns or 0) / 1e9
     rate = f" ({events / seconds:,.0f}/s)" if seconds else ""
     top = rows[0]
-    frac = "" if top["fraction"] is None else f", {top['fraction'] * 100:.2f} % of the run"
+    share = "" if not run.duration_ns else f", {probe_ns / run.duration_ns * 100:.2f} % of the run"
+    runner = [r for r in rows if r["runner_ns"] is not None]
+    loop = ""
+    if runner:
+        cpu = sum(r["cpu_ns"] for r in runner)
+        spent = sum(r["runner_ns"] for r in runner)
+        loop = f"; runner {_pct(spent / cpu if cpu else None)} of the stages' CPU"
     return (
-        f"monitoring overhead: {events:,} probe events{rate}; most in {top['stage']}: "
-        f"{fmt_ns(top['est_probe_ns'])} estimated{frac}"
+        f"monitoring overhead: {events:,} probe events{rate}, {fmt_ns(probe_ns)} in probes"
+        f"{share} (most in {top['stage']}){loop}\n{monitor_line(run)}"
     )
 
 

@@ -35,10 +35,18 @@ def _emit(obj: dict[str, object]) -> None:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
+_lag = [0]
+
+
+def _on_lag(lag_ns: int) -> None:
+    _lag[0] = lag_ns
+
+
 def _on_frames(results: Sequence[FrameResult], drops: Sequence[DropCount]) -> None:
     _emit(
         {
             "event": "frames",
+            "lag_ns": _lag[0],
             "results": [r.to_dict() for r in results],
             "drops": [
                 {
@@ -80,6 +88,7 @@ def main(argv: list[str]) -> int:
             socket_path=cfg["socket"],
             ring_dir=cfg.get("rings"),
             on_frames=_on_frames,
+            on_lag=_on_lag,
             truth_dir=cfg.get("truth_dir"),
             trace=bool(cfg.get("trace", False)),
         )

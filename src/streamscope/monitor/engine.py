@@ -31,6 +31,8 @@ from streamscope.timebase.clockmap import HostMap
 from streamscope.transport.wire import WATERMARK_END, Message, MsgType
 
 FrameSink = Callable[[Sequence[FrameResult], Sequence[DropCount]], None]
+#: A stage's time figures (``pipeline.worker.LoopStats``), as the ``runner`` table holds them.
+RUNNER_FIELDS = ("items", "samples", "user_ns", "cpu_ns")
 
 
 @dataclass(slots=True)
@@ -99,6 +101,8 @@ class Engine:
         self.profiles = ProfileBuilder()
         #: Functions left out of tracing while running (NOTE messages): name -> why.
         self.trace_excluded: dict[str, str] = {}
+        #: Each stage thread's time figures (NOTE messages at its end): stage -> field -> value.
+        self.runner: dict[str, dict[str, int]] = {}
         self.channels: dict[str, ChannelStream] = {}
         self.stages: dict[str, StageStream] = {}
         #: Value probes (samplers, counters, timers, per-iteration durations), by probe id.
@@ -166,6 +170,12 @@ class Engine:
             excluded = msg.info.get("trace_excluded", {})
             if isinstance(excluded, dict):
                 self.trace_excluded.update({str(k): str(v) for k, v in excluded.items()})
+            runner = msg.info.get("runner", {})
+            if isinstance(runner, dict):
+                for stage, stats in runner.items():
+                    acc = self.runner.setdefault(str(stage), dict.fromkeys(RUNNER_FIELDS, 0))
+                    for key in RUNNER_FIELDS:
+                        acc[key] += int(stats.get(key, 0)) if isinstance(stats, dict) else 0
             return
         if msg.type == MsgType.CALIBRATION:
             domain = self.domains.calibrate(msg.agent, msg.records)
@@ -450,6 +460,12 @@ class Engine:
                      "calls": [p.calls for p in prof], "total_ns": [p.total_ns for p in prof],
                      "self_ns": [p.self_ns for p in prof], "max_ns": [p.max_ns for p in prof]},
                 )  # fmt: skip
+        if self.on_table is not None and self.runner:
+            stages = sorted(self.runner)
+            cols: dict[str, list[object]] = {"stage": list(stages)}
+            for field_ in RUNNER_FIELDS:
+                cols[field_] = [self.runner[name][field_] for name in stages]
+            self.on_table("runner", cols)
         if self.on_table is not None and self.trace_excluded:
             names = sorted(self.trace_excluded)
             self.on_table(

@@ -127,6 +127,7 @@ class MonitorService:
         socket_path: str | None = None,
         ring_dir: str | None = None,
         on_frames: Callable[[Sequence[FrameResult], Sequence[DropCount]], None] | None = None,
+        on_lag: Callable[[int], None] | None = None,
         truth_dir: str | None = None,
         trace: bool = False,
     ) -> None:
@@ -139,6 +140,9 @@ class MonitorService:
         self._begun = False
         self.inbox: Inbox = queue.Queue(INBOX_LIMIT)
         self._on_frames = on_frames
+        self._on_lag = on_lag
+        #: How far the drained timeline trails real time now (ns), as of the last drain.
+        self.lag_ns = 0
         self.engine = Engine(
             plan, topology, drop_frame_ns, self._write, self._write_table, method=clock_method,
             truth_dir=truth_dir, trace=trace,
@@ -173,6 +177,8 @@ class MonitorService:
             self.writer.write_drops(drops)
         if self._on_frames is not None:
             self._on_frames(results, drops)
+        if self._on_lag is not None:
+            self._on_lag(self.lag_ns)
 
     def _write_table(self, table: str, columns: dict[str, Any]) -> None:
         if self._begun:
@@ -301,6 +307,7 @@ class MonitorService:
         # Reduce when a frame can close, or when enough records wait: an advance costs the same
         # whether it carries one drain's records or many, and frames close no later.
         live = eng.live_watermark()
+        self.lag_ns = max((t_now - self._t0) - live, 0)
         self._pending += n
         if final or live >= self._due or self._pending >= ADVANCE_RECORDS:
             eng.advance()
@@ -311,7 +318,7 @@ class MonitorService:
         st = self._stats.setdefault(frame, _FrameStats())
         # How far the drained timeline trails real time: one drain period when the monitor
         # keeps up, the whole stall when it does not.
-        st.lag_ns = max(st.lag_ns, (t_now - self._t0) - live)
+        st.lag_ns = max(st.lag_ns, self.lag_ns)
         st.records += n
         st.cpu_ns += cpu - self._cpu_mark
         st.drains += 1

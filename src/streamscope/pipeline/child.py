@@ -21,14 +21,13 @@ from streamscope.pipeline.link import LinkChannel
 from streamscope.pipeline.local import LocalQueue
 from streamscope.pipeline.pipeline import Pipeline
 from streamscope.pipeline.scope import Scope, start_links, start_threads
-from streamscope.pipeline.worker import Channel
+from streamscope.pipeline.worker import Channel, runner_report
 from streamscope.probes.agent import Agent
 from streamscope.probes.taps import Recorder, host_clock
 from streamscope.timebase.emulated import EmulatedClock, EmulatedClockSpec
 from streamscope.timebase.roundtrip import serve_clock
 from streamscope.transport.channels import UnixSocketTransport
 from streamscope.transport.control import Control
-from streamscope.transport.wire import MsgType
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,12 +91,12 @@ def child_main(
         local = frozenset(
             p for q in spec.local for p in (q.insert_probe, q.remove_probe, q.state_probe) if p
         )
-        scope = Scope(
-            pipeline, channels, probes, spec.stages,
-            Recorder(spec.ring_dir, clock, spec.tap_capacity), local,
-        )  # fmt: skip
         if spec.socket_path is not None:
             control = Control(UnixSocketTransport(spec.socket_path), spec.agent_id)
+        scope = Scope(
+            pipeline, channels, probes, spec.stages,
+            Recorder(spec.ring_dir, clock, spec.tap_capacity), local, runner_report(control),
+        )  # fmt: skip
         if control is not None and spec.local:
             from streamscope.pipeline.onboard import LocalReduction
 
@@ -110,14 +109,7 @@ def child_main(
             )
             for tap in scope.local_taps:
                 agent.add(tap)
-        rates = None
-        if control is not None:
-            notes = control
-
-            def note(info: dict[str, object]) -> None:
-                notes.send(MsgType.NOTE, 0, info=info)
-
-            rates = scope.rate_watch(note)
+        rates = scope.rate_watch(control.note) if control is not None else None
 
         closing = False
 

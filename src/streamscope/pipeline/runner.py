@@ -27,12 +27,11 @@ from streamscope.pipeline.local import local_queues
 from streamscope.pipeline.pipeline import Pipeline
 from streamscope.pipeline.scope import Scope, start_links, start_threads
 from streamscope.pipeline.shm import ProcessChannel
-from streamscope.pipeline.worker import Channel
+from streamscope.pipeline.worker import Channel, runner_report
 from streamscope.probes.taps import DEFAULT_CAPACITY, Recorder
 from streamscope.probes.tracing import RateWatch
 from streamscope.timebase.roundtrip import clock_socketpair
 from streamscope.transport.control import Control
-from streamscope.transport.wire import MsgType
 
 if TYPE_CHECKING:
     from streamscope.timebase.burst import Exchanges
@@ -163,17 +162,15 @@ class Runner:
             )
             self.calibrator.start()
         recorder = Recorder(self.ring_dir, capacity=self.tap_capacity)
-        scope = Scope(self.pipeline, self.channels, self.probes, main, recorder)
+        scope = Scope(
+            self.pipeline, self.channels, self.probes, main, recorder,
+            report=runner_report(self.control),
+        )  # fmt: skip
         self._main_stages = main
         self._threads = start_threads(self.pipeline, self.channels, scope, main, self._on_error)
         self._threads += start_links(self.pipeline, self.channels, main, self._on_error)
-        control = self.control
-        if control is not None:
-
-            def note(info: dict[str, object]) -> None:
-                control.send(MsgType.NOTE, 0, info=info)
-
-            self._rates = scope.rate_watch(note)
+        if self.control is not None:
+            self._rates = scope.rate_watch(self.control.note)
             if self._rates is not None:
                 self._rates.start()
 

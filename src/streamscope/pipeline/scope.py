@@ -18,7 +18,7 @@ from streamscope.core.topology import USER_PROBE_KINDS, ProbeInfo, UserProbeInfo
 from streamscope.pipeline.channel import ThreadChannel
 from streamscope.pipeline.link import LinkChannel
 from streamscope.pipeline.pipeline import ITERATION_KINDS, Pipeline, StorageSpec
-from streamscope.pipeline.worker import Channel, StageProbes, run_stage
+from streamscope.pipeline.worker import Channel, LoopStats, StageProbes, run_stage
 from streamscope.probes import tracing
 from streamscope.probes.hardware import Trigger, parse_condition
 from streamscope.probes.storage import make_storage
@@ -71,8 +71,11 @@ class Scope:
         stages: list[str],
         recorder: Recorder | None = None,
         local: frozenset[int] = frozenset(),
+        report: Callable[[str, LoopStats], None] | None = None,
     ) -> None:
         rec = recorder if recorder is not None else Recorder()
+        #: Where each stage's loop hands its time figures at its end (a monitored run).
+        self.report = report
         self.recorder = rec
         self.trackers: dict[str, native.StateTracker] = {}
         #: Taps drained here (private rings), not by the monitor.
@@ -224,6 +227,7 @@ class Scope:
             settle if stores else None,
             bind,
             unbind,
+            self.report,
         )
 
 

@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
@@ -50,6 +51,7 @@ class Launched:
         meta: RunMeta,
         opts: RunOptions,
         on_frames: FramesCallback | None = None,
+        on_lag: Callable[[int], None] | None = None,
     ) -> None:
         if opts.mode not in ("process", "inline"):
             raise ConfigError(f"unknown monitor mode {opts.mode!r}; valid: process, inline")
@@ -74,6 +76,7 @@ class Launched:
         self._reader: threading.Thread | None = None
         self.store: RunStore | None = None
         self._inline: Any = None
+        self._on_lag = on_lag
         if opts.mode == "process":
             self._start_process(plan, topology, meta, listener, on_frames)
             self.control = Control(UnixSocketTransport(self.socket_path))
@@ -139,7 +142,7 @@ class Launched:
         service = MonitorService(
             plan, topology, self.store, meta=meta, drop_frame_ns=opts.frame_ns,
             clock_method=opts.clock_method, listener=listener, ring_dir=self.ring_dir,
-            on_frames=on_frames, truth_dir=self.truth_dir, trace=opts.trace,
+            on_frames=on_frames, on_lag=self._on_lag, truth_dir=self.truth_dir, trace=opts.trace,
         )  # fmt: skip
         self._inline = InlineMonitor(service)
         return service.inbox
@@ -151,6 +154,8 @@ class Launched:
             except ValueError:
                 continue
             kind = ev.get("event")
+            if kind == "frames" and self._on_lag is not None:
+                self._on_lag(int(ev.get("lag_ns", 0)))
             if kind == "frames" and on_frames is not None:
                 results = [FrameResult.from_dict(r) for r in ev["results"]]
                 drops = [DropCount(**d) for d in ev["drops"]]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from streamscope.core.clock import host_now_ticks
 from streamscope.core.errors import ConfigError
@@ -80,8 +80,12 @@ def run(
     options: RunOptions | None = None,
     *,
     on_frames: FramesCallback | None = None,
+    on_lag: Callable[[int], None] | None = None,
 ) -> RunResult:
-    """Monitor one run of ``pipeline``. Invalid input raises before anything runs."""
+    """Monitor one run of ``pipeline``. Invalid input raises before anything runs.
+
+    ``on_frames`` sees every frame as the monitor closes it; ``on_lag`` how far the monitor is
+    behind the application then (ns: one drain period when it keeps up)."""
     opts = options or RunOptions()
     plan, topology = prepare(pipeline, queries, opts.frame_ns)
     check_out(opts.out, opts.overwrite)
@@ -90,7 +94,7 @@ def run(
         topology = traced.topology(topology)
     launched: Launched | None = None
     try:
-        launched = Launched(plan, topology, make_meta(pipeline.name, opts), opts, on_frames)
+        launched = Launched(plan, topology, make_meta(pipeline.name, opts), opts, on_frames, on_lag)
         outcome = _drive(pipeline, plan, topology, launched, opts)
         return launched.finish(outcome.stage)
     finally:

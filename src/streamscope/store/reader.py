@@ -148,25 +148,60 @@ class Run:
     def overhead(self) -> list[dict[str, Any]]:
         """The monitoring's own cost per stage: its probes, their events (kept or refused),
         events per second over the run, and the estimated time spent in them (ns, and as a
-        fraction of the run's duration). Sorted by estimated time, largest first."""
+        fraction of the run's duration); for stages run by streamscope's runner, the stage
+        thread's CPU time (``cpu_ns``), the part of it in the stage's own code (``user_ns``,
+        estimated from samples) and what is left for the runner's loop and the channels
+        (``runner_ns``, probes taken out; ``runner_fraction`` of ``cpu_ns``). Sorted by
+        estimated probe time, largest first."""
         _, rows = self.sql("SELECT probe_id, events, est_probe_ns FROM overhead")
         by_id = {p.id: p for p in self.topology.probes}
         per: dict[str, dict[str, Any]] = {}
-        for pid, events, est in rows:
-            p = by_id.get(pid)
-            stage = probe_stage(self.topology, p) if p is not None else "?"
-            row = per.setdefault(
+
+        def row_of(stage: str) -> dict[str, Any]:
+            return per.setdefault(
                 stage, {"stage": stage, "probes": 0, "events": 0, "est_probe_ns": 0.0}
             )
+
+        for pid, events, est in rows:
+            p = by_id.get(pid)
+            row = row_of(probe_stage(self.topology, p) if p is not None else "?")
             row["probes"] += 1
             row["events"] += int(events)
             row["est_probe_ns"] += float(est)
+        _, runner = self.sql("SELECT stage, items, samples, user_ns, cpu_ns FROM runner")
+        for stage, items, samples, user_ns, cpu_ns in runner:
+            row = row_of(stage)
+            user = user_ns * items / samples if samples else None
+            row["cpu_ns"] = cpu_ns
+            row["user_ns"] = user
+            row["items"] = items
+            if user is not None:
+                row["runner_ns"] = max(cpu_ns - user - row["est_probe_ns"], 0.0)
+                row["runner_fraction"] = row["runner_ns"] / cpu_ns if cpu_ns else None
         seconds = (self.duration_ns or 0) / 1e9
         out = sorted(per.values(), key=lambda r: -r["est_probe_ns"])
         for row in out:
             row["events_per_s"] = row["events"] / seconds if seconds else None
             row["fraction"] = row["est_probe_ns"] / self.duration_ns if self.duration_ns else None
+            for key in ("cpu_ns", "user_ns", "items", "runner_ns", "runner_fraction"):
+                row.setdefault(key, None)
         return out
+
+    def monitor_cost(self) -> dict[str, Any]:
+        """The monitor process's own figures over the run: its CPU time (``cpu_ns``, and per
+        second of run, ``cores``), records drained, and its lag (the most, and the median over
+        frames, by which the reduced timeline trailed real time)."""
+        _, rows = self.sql("SELECT lag_ns, records, cpu_ns FROM monitor ORDER BY frame")
+        lags = sorted(int(r[0]) for r in rows)
+        cpu = sum(int(r[2]) for r in rows)
+        dur = self.duration_ns or 0
+        return {
+            "cpu_ns": cpu,
+            "cores": cpu / dur if dur else None,
+            "records": sum(int(r[1]) for r in rows),
+            "lag_max_ns": lags[-1] if lags else None,
+            "lag_median_ns": lags[len(lags) // 2] if lags else None,
+        }
 
     def profiles(self) -> list[dict[str, Any]]:
         """Traced functions per stage (``Pipeline.trace``): ``stage``, ``function`` (name),

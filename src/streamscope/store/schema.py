@@ -336,6 +336,19 @@ TABLES: tuple[Table, ...] = (
         ),
     ),
     Table(
+        "runner",
+        "Where each stage thread's CPU time went, measured while it ran (pipelines run by "
+        "streamscope): its own code on one item in 256, the rest is the runner's loop, the "
+        "channels and the probes.",
+        (
+            _C("stage", "VARCHAR NOT NULL", "the stage (stage.name)"),
+            _C("items", "BIGINT NOT NULL", "items the stage took (a source: made)"),
+            _C("samples", "BIGINT NOT NULL", "items whose own-code CPU time was measured"),
+            _C("user_ns", "BIGINT NOT NULL", "CPU ns in the stage's own code over the samples"),
+            _C("cpu_ns", "BIGINT NOT NULL", "the stage thread's CPU ns from its start to its end"),
+        ),
+    ),
+    Table(
         "monitor",
         "The monitor's own figures per frame of the run: how far behind the application it was "
         "and what it spent (it runs in a process of its own).",

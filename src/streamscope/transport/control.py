@@ -71,6 +71,11 @@ class Control:
             except OSError:
                 self.closed = True
 
+    def note(self, info: dict[str, Any]) -> None:
+        """Something learnt while running (a NOTE message): functions left out of tracing, a
+        stage's time figures."""
+        self.send(MsgType.NOTE, 0, info=info)
+
     def close(self) -> None:
         with self._lock:
             if self.closed:
