@@ -23,7 +23,7 @@ import pytest
 import streamscope as ss
 from streamscope.core.records import STATE_LABELS, Kind
 from streamscope.export import ExportSummary, export_run, write_timeline
-from streamscope.export.timeline import Timeline, build_timeline, clock_models, to_virtual_ns
+from streamscope.export.timeline import Timeline, build_timeline, clock_domains
 
 otf2 = pytest.importorskip("otf2")
 pb = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
@@ -104,16 +104,14 @@ def _state_records(path: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Per stage with a state probe: the records' virtual ns (sorted) and states, computed here
     from the record table, the calibration and t0."""
     with ss.load(path) as run:
-        models = clock_models(run)
+        domains = clock_domains(run)
         rec = run.table("record")
         out = {}
         for p in run.topology.probes:
             if p.kind != "state":
                 continue
             m = (rec["probe_id"] == p.id) & (rec["kind"] == int(Kind.STATE))
-            ns, _ = to_virtual_ns(
-                rec["ticks"][m].astype(np.int64), p.domain, run.meta.t0_host_ns, models
-            )
+            ns, _ = domains.to_ns_each(p.domain, rec["ticks"][m].astype(np.int64))
             o = np.argsort(ns, kind="stable")
             out[p.target] = (np.maximum(ns[o], 0), rec["value"][m][o])
         return out

@@ -10,8 +10,8 @@ from streamscope.aggregate.points import ScalarPoint
 from streamscope.aggregate.specs import Mean
 from streamscope.core.records import State
 from streamscope.core.topology import ChannelInfo, Topology
-from streamscope.monitor.clocks import Domains
 from streamscope.monitor.virtual import VirtualQueue
+from streamscope.timebase.domains import Domains
 
 FRAME = 1_000_000
 CH = ChannelInfo("a -> b", "a", "b", 4096, "link", 4, 50.0, 0.0, None)

@@ -10,6 +10,10 @@ from typing import Any
 
 from streamscope.core.errors import PipelineError
 
+#: The host's clock domain: every thread and process of the host reads its monotonic clock; the
+#: reference the other domains are mapped onto.
+HOST = "host"
+
 
 @dataclass(frozen=True, slots=True)
 class ResourceInfo:
@@ -17,7 +21,7 @@ class ResourceInfo:
 
     name: str
     kind: str
-    clock_domain: str = "host"
+    clock_domain: str = HOST
     tick_period_ns: float = 1.0
 
 
@@ -67,7 +71,7 @@ class ProbeInfo:
     id: int
     kind: str
     target: str
-    domain: str = "host"
+    domain: str = HOST
     storage: str = ""
 
 

@@ -23,11 +23,10 @@ from streamscope.export.calls import (
     _calls,
 )
 from streamscope.store.reader import Run
-from streamscope.timebase.calibration import ClockModel, Exchanges, fit
+from streamscope.timebase.domains import HOST, Domains
 
 I64 = NDArray[np.int64]
 F64 = NDArray[np.float64]
-HOST = "host"
 #: Names of raw record kinds, as instant-event names.
 KIND_NAMES = {int(k): k.name.lower() for k in Kind}
 _ENTER, _EXIT = int(Kind.ENTER), int(Kind.EXIT)
@@ -194,55 +193,18 @@ def _numpy(run: Run, sql: str) -> dict[str, NDArray[Any]]:
     return {k: np.asarray(v) for k, v in out.items()}
 
 
-def clock_models(run: Run, *, drift_ppb_per_s: float = 100.0) -> dict[str, ClockModel]:
-    """One ``ClockModel`` per calibrated device domain, fitted to all of the run's bursts
-    (with the method its ``clock_fit`` rows name; hull by default)."""
+def clock_domains(run: Run, *, drift_ppb_per_s: float = 100.0) -> Domains:
+    """The run's tick → virtual-ns conversion (``timebase.domains``), fitted to all of its
+    calibration bursts, each with the method its ``clock_fit`` rows name (hull by default)."""
     cal = _numpy(run, "SELECT domain, burst, t1_ns, t2_ticks, t3_ns FROM calibration")
     _, rows = run.sql("SELECT DISTINCT domain, method FROM clock_fit")
-    method = {str(d): str(m) for d, m in rows}
-    tick = {r.clock_domain: r.tick_period_ns for r in run.topology.resources}
-    models: dict[str, ClockModel] = {}
-    if not len(cal["domain"]):
-        return models
-    domains = cal["domain"].astype(str)
-    for domain in sorted(set(domains.tolist()) - {HOST}):
-        sel = domains == domain
-        fits = []
-        for b in sorted(set(cal["burst"][sel].tolist())):
-            m = sel & (cal["burst"] == b)
-            ex = Exchanges(
-                t1_ns=cal["t1_ns"][m].astype(np.int64),
-                t2_ticks=cal["t2_ticks"][m].astype(np.int64),
-                t3_ns=cal["t3_ns"][m].astype(np.int64),
-            )
-            fits.append(fit(ex, method.get(domain, "hull")))
-        fits.sort(key=lambda f: f.x0_ticks)
-        models[domain] = ClockModel(
-            fits, drift_ppb_per_s=drift_ppb_per_s, tick_period_ns=tick.get(domain, 1.0)
-        )
-    return models
-
-
-def to_virtual_ns(
-    ticks: I64, domain: str, t0_host_ns: int, models: dict[str, ClockModel]
-) -> tuple[I64, F64]:
-    """Raw ticks of ``domain`` → virtual ns since the run's start, and each one's bound
-    half-width (ns; 0 on the host, the reference; inf where no burst pins the clock).
-
-    The host's ticks are monotonic ns: only ``t0_host_ns`` is subtracted. A device domain goes
-    through its ``ClockModel`` (host ns) first; without calibration its nominal tick period is
-    all there is, and the result is unbounded.
-    """
-    ticks = np.asarray(ticks, dtype=np.int64)
-    if domain == HOST or domain not in models:
-        if domain == HOST:
-            return ticks - np.int64(t0_host_ns), np.zeros(len(ticks))
-        return ticks, np.full(len(ticks), np.inf)  # uncalibrated: ticks as they are
-    model = models[domain]
-    host = model.to_ns(ticks)
-    lo, hi = model.bounds(ticks)
-    ns = np.rint(host - float(t0_host_ns)).astype(np.int64)
-    return ns, np.asarray((hi - lo) / 2.0, dtype=np.float64)
+    return Domains.from_calibration(
+        run.topology,
+        int(run.meta.t0_host_ns),
+        cal,
+        {str(d): str(m) for d, m in rows},
+        drift_ppb_per_s=drift_ppb_per_s,
+    )
 
 
 def build_timeline(run: Run, *, instants: bool = True) -> Timeline:
@@ -265,7 +227,7 @@ def build_timeline(run: Run, *, instants: bool = True) -> Timeline:
     pid_of_stage = {t.name: t.pid for t in threads}
     chan = {c.name: c for c in topo.channels}
 
-    models = clock_models(run)
+    clocks = clock_domains(run)
     rec = _numpy(run, "SELECT probe_id, kind, ticks, value FROM record")
     n = len(rec["probe_id"])
     probe_ids = rec["probe_id"].astype(np.int32)
@@ -276,7 +238,7 @@ def build_timeline(run: Run, *, instants: bool = True) -> Timeline:
         sel = np.isin(probe_ids, ids)
         if not sel.any():
             continue
-        t, half = to_virtual_ns(rec["ticks"][sel].astype(np.int64), pr_domain, t0, models)
+        t, half = clocks.to_ns_each(pr_domain, rec["ticks"][sel].astype(np.int64))
         ns[sel] = t
         uncertainty[pr_domain] = max(uncertainty.get(pr_domain, 0.0), float(half.max()))
     clipped = int((ns < 0).sum())
@@ -303,7 +265,7 @@ def build_timeline(run: Run, *, instants: bool = True) -> Timeline:
     _, split = _call_slots(slices, calls)
     counters = _occupancy(run, probe_ids, kinds, ns, values, pid_of_stage)
     counters += _frame_stats(run, pid_of_stage, {c.name: c.src for c in topo.channels})
-    counters += _clock_bounds(run, models, processes, t0, duration)
+    counters += _clock_bounds(clocks, processes, t0, duration)
 
     keep = np.ones(n, dtype=bool) if instants else np.zeros(n, dtype=bool)
     keep &= probe_tid[np.clip(probe_ids, 0, len(probe_tid) - 1)] > 0
@@ -484,8 +446,7 @@ def _frame_stats(
 
 
 def _clock_bounds(
-    run: Run,
-    models: dict[str, ClockModel],
+    clocks: Domains,
     processes: list[ProcessTrack],
     t0_host_ns: int,
     duration_ns: int,
@@ -493,7 +454,7 @@ def _clock_bounds(
     """Per device clock, the half-width of its hard bounds (ns) across the run: the timing
     uncertainty of every event of that domain."""
     out = []
-    for domain, model in models.items():
+    for domain, model in clocks.models.items():
         pid = next((p.pid for p in processes if p.clock_domain == domain), 1)
         fits = model.fits
         if not fits:
@@ -506,7 +467,7 @@ def _clock_bounds(
         slope = (hi_t - lo_t) / span if span > 0 else 1.0 / max(model.tick_period_ns, 1e-9)
         t_virtual = np.linspace(0.0, float(max(duration_ns, 1)), BOUND_SAMPLES)
         ticks = np.rint(lo_t + (t_virtual - float(ends[0])) * slope).astype(np.int64)
-        ns, half = to_virtual_ns(ticks, domain, t0_host_ns, models)
+        ns, half = clocks.to_ns_each(domain, ticks)
         ok = np.isfinite(half) & (ns >= 0)
         order = np.argsort(ns[ok], kind="stable")
         out.append(

@@ -21,13 +21,13 @@ from streamscope.aggregate.profile import ProfileBuilder
 from streamscope.aggregate.subqueue import decode_summaries
 from streamscope.core.records import Kind, Records
 from streamscope.core.topology import Topology
-from streamscope.monitor.clocks import HOST, Domains, TableSink
 from streamscope.monitor.reducers import TargetReducer
 from streamscope.monitor.streams import EVENT_METRICS, ChannelStream, EventStream, StageStream
 from streamscope.monitor.virtual import SIDES, virtual_queues
 from streamscope.query.compile import Plan
 from streamscope.query.metrics import METRICS
 from streamscope.timebase.clockmap import HostMap
+from streamscope.timebase.domains import HOST, Domains, TableSink
 from streamscope.transport.wire import WATERMARK_END, Message, MsgType
 
 FrameSink = Callable[[Sequence[FrameResult], Sequence[DropCount]], None]

@@ -19,7 +19,7 @@ import numpy as np
 
 from streamscope.core.records import Kind, Records, make_records
 from streamscope.core.rings import SUFFIX
-from streamscope.core.topology import Topology
+from streamscope.core.topology import HOST, Topology
 from streamscope.transport.ring import RingReader
 
 
@@ -90,7 +90,7 @@ class RingSet:
                     self.bad.append(name)
                     print(f"streamscope monitor: cannot read ring {path}: {exc}")
                 continue
-            self._rings[name] = _Ring(reader, self._domain.get(reader.probe, "host"))
+            self._rings[name] = _Ring(reader, self._domain.get(reader.probe, HOST))
         return len(self._rings)
 
     def drain(self, budget: int | None = None) -> Drain:

@@ -26,8 +26,8 @@ from streamscope.core.topology import ChannelInfo, Topology
 from streamscope.model import Bus, combine_frames, occupancy_from_events, predict, self_check
 from streamscope.model import w1_items as w1
 from streamscope.model.selfcheck import FrameVerdict
-from streamscope.monitor.clocks import HOST, Domains, TableSink
 from streamscope.query.compile import Plan
+from streamscope.timebase.domains import HOST, Domains, TableSink
 
 F64 = NDArray[np.float64]
 #: Level of each frame's self-check (and of the run's binomial test over frames).

@@ -16,7 +16,7 @@ from typing import Any
 
 from streamscope.core.errors import describe_exception
 from streamscope.core.process import die_with_parent
-from streamscope.core.topology import ProbeInfo
+from streamscope.core.topology import HOST, ProbeInfo
 from streamscope.pipeline.link import LinkChannel
 from streamscope.pipeline.local import LocalQueue
 from streamscope.pipeline.pipeline import Pipeline
@@ -77,7 +77,7 @@ def child_main(
     code = 0
     try:
         clock = host_clock()
-        domain = "host"
+        domain = HOST
         tick_ns = 1.0
         if spec.clock:
             emulated = EmulatedClock(

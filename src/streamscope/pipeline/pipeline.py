@@ -14,6 +14,7 @@ from typing import Any
 from streamscope.core.errors import PipelineError
 from streamscope.core.topology import (
     DECLARABLE_KINDS,
+    HOST,
     ChannelInfo,
     ProbeInfo,
     ResourceInfo,
@@ -410,7 +411,7 @@ class Pipeline:
 def plan_probes(topology: Topology, taps: frozenset[tuple[str, str]]) -> tuple[ProbeInfo, ...]:
     """Give each needed tap an integer id, in a stable order (channels, then stages)."""
     domain = {r.name: r.clock_domain for r in topology.resources}
-    stage_domain = {s.name: domain.get(s.resource, "host") for s in topology.stages}
+    stage_domain = {s.name: domain.get(s.resource, HOST) for s in topology.stages}
     out: list[ProbeInfo] = []
     for ch in topology.channels:
         ends: tuple[str, ...] = ("tail", "head")
@@ -429,7 +430,7 @@ def plan_probes(topology: Topology, taps: frozenset[tuple[str, str]]) -> tuple[P
     for st in topology.stages:
         if ("trace", st.name) in taps:
             # The tracer reads the host clock wherever the stage runs.
-            out.append(ProbeInfo(len(out) + 1, "trace", st.name, "host"))
+            out.append(ProbeInfo(len(out) + 1, "trace", st.name, HOST))
     for up in topology.user_probes:
         if (up.kind, up.name) in taps:
             storage = up.storage if up.kind == "sampler" else ""

@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass
 
 from streamscope.core.errors import PipelineError
+from streamscope.core.topology import HOST
 from streamscope.timebase.emulated import EmulatedClockSpec
 
 
@@ -58,7 +59,7 @@ class Resource:
 
     @property
     def domain(self) -> str:
-        return self.name if self.clock else "host"
+        return self.name if self.clock else HOST
 
 
 THREAD = Resource("main", "thread")

@@ -17,6 +17,7 @@ from typing import Protocol
 import numpy as np
 
 from streamscope.core.records import Kind, Records, empty_records, make_records
+from streamscope.core.topology import HOST
 from streamscope.probes.taps import Tap
 from streamscope.transport.control import Control
 from streamscope.transport.wire import MsgType
@@ -48,7 +49,7 @@ class Agent:
         now: Callable[[], int],
         *,
         flush_interval_s: float = DEFAULT_FLUSH_INTERVAL_S,
-        domain: str = "host",
+        domain: str = HOST,
         local: LocalReducer | None = None,
     ) -> None:
         self.agent_id = control.agent_id

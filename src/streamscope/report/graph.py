@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from html import escape
 from typing import Protocol
 
-from streamscope.core.topology import ChannelInfo, Topology
+from streamscope.core.topology import HOST, ChannelInfo, Topology
 
 BOX_W = 200
 BOX_H = 112
@@ -376,7 +376,7 @@ def pipeline_svg(
         s = info.get(name)
         r = res.get(s.resource) if s is not None else None
         kind = r.kind if r is not None else "?"
-        device = r is not None and r.clock_domain != "host"
+        device = r is not None and r.clock_domain != HOST
         boxes.append(
             _stage_box(
                 name,

@@ -1,9 +1,11 @@
-"""The monitor's clock domains: calibration bursts in, tick → virtual-ns conversion out.
+"""The one tick → virtual-ns conversion of a run: a map per clock domain, refitted as each
+calibration burst arrives.
 
-In: CALIBRATION messages (one burst of round trips per message) and record batches in raw ticks
-of their agent's domain. Out: virtual ns since the run's start, each batch with the half-width of
-its hard bounds, and the fits and raw exchanges for the run file. The host domain is the
-reference: its map is exact.
+In: calibration bursts (round trips, one burst at a time, live in the monitor or read back from
+a run file) and raw ticks of a domain. Out: virtual ns since the run's start, with the half-width
+of their hard bounds (per batch, or per tick), and the fits and raw exchanges for the run file.
+The host domain is the reference: its map is exact. Everything that places records in time (the
+monitor, ``retime``, the exports) goes through here.
 """
 
 from __future__ import annotations
@@ -14,12 +16,12 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from streamscope.core.topology import Topology
+from streamscope.core.topology import HOST, Topology
 from streamscope.timebase.calibration import ClockModel, Exchanges, Fit, fit
 from streamscope.timebase.clockmap import HostMap
 
 TableSink = Callable[[str, dict[str, Any]], None]
-HOST = "host"
+__all__ = ["HOST", "Domains", "TableSink", "fit_row"]
 
 
 class Domains:
@@ -48,21 +50,53 @@ class Domains:
     def ready(self, domain: str) -> bool:
         return self.host is not None and (domain == HOST or domain in self.models)
 
+    @classmethod
+    def from_calibration(
+        cls,
+        topology: Topology,
+        t0_host_ns: int,
+        calibration: dict[str, NDArray[Any]],
+        methods: dict[str, str] | None = None,
+        *,
+        drift_ppb_per_s: float = 100.0,
+    ) -> Domains:
+        """The maps of a recorded run: every burst of its ``calibration`` table (columns
+        ``domain``, ``burst``, ``t1_ns``, ``t2_ticks``, ``t3_ns``), each fitted with the method
+        its ``clock_fit`` rows name (``methods``; hull by default)."""
+        out = cls(topology, drift_ppb_per_s=drift_ppb_per_s)
+        out.start(t0_host_ns)
+        if not len(calibration.get("domain", ())):
+            return out
+        domains = np.asarray(calibration["domain"]).astype(str)
+        bursts = np.asarray(calibration["burst"])
+        for domain in sorted(set(domains.tolist()) - {HOST}):
+            sel = domains == domain
+            for b in sorted(set(bursts[sel].tolist())):
+                m = sel & (bursts == b)
+                rows = {k: np.asarray(calibration[k])[m] for k in ("t1_ns", "t2_ticks", "t3_ns")}
+                out.fit_burst(domain, rows, (methods or {}).get(domain, "hull"))
+        return out
+
     def calibrate(self, domain_index: int, rows: NDArray[Any]) -> str:
         """Fit one burst of domain ``domain_index``; returns the domain's name."""
         domain = self.by_index[domain_index] if 0 <= domain_index < len(self.by_index) else ""
         if not domain or domain == HOST:
             return ""
+        self.fit_burst(domain, rows, self.method)
+        return domain
+
+    def fit_burst(self, domain: str, rows: Any, method: str) -> Fit:
+        """Fit one burst (``t1_ns``, ``t2_ticks``, ``t3_ns``) into ``domain``'s map."""
         ex = Exchanges(
-            t1_ns=rows["t1_ns"].astype(np.int64),
-            t2_ticks=rows["t2_ticks"].astype(np.int64),
-            t3_ns=rows["t3_ns"].astype(np.int64),
+            t1_ns=np.asarray(rows["t1_ns"]).astype(np.int64),
+            t2_ticks=np.asarray(rows["t2_ticks"]).astype(np.int64),
+            t3_ns=np.asarray(rows["t3_ns"]).astype(np.int64),
         )
-        f = fit(ex, self.method)
+        f = fit(ex, method)
         burst = len(self.fits.setdefault(domain, []))
         self.fits[domain].append(f)
         self.models[domain] = ClockModel(
-            self.fits[domain],
+            sorted(self.fits[domain], key=lambda g: g.x0_ticks),
             drift_ppb_per_s=self.drift_ppb_per_s,
             tick_period_ns=self.tick_ns.get(domain, 1.0),
         )
@@ -74,7 +108,7 @@ class Domains:
                  "t2_ticks": ex.t2_ticks, "t3_ns": ex.t3_ns},
             )  # fmt: skip
             self._on_table("clock_fit", fit_row(domain, burst, f))
-        return domain
+        return f
 
     def to_ns(self, domain: str, ticks: NDArray[np.int64]) -> tuple[NDArray[np.int64], float]:
         """Virtual ns since the run's start, and the largest half-width of the bounds used."""
@@ -89,6 +123,24 @@ class Domains:
         ends = np.array([ticks.min(), ticks.max()], dtype=np.int64)
         lo, hi = model.bounds(ends)
         return t, float(np.max(np.asarray(hi) - np.asarray(lo)) / 2.0)
+
+    def to_ns_each(
+        self, domain: str, ticks: NDArray[np.int64]
+    ) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+        """Virtual ns since the run's start and each one's bound half-width (ns: 0 on the host,
+        the reference). A domain never calibrated has only its nominal tick period: its ticks
+        are scaled by it, and its bounds are infinite (its offset is unknown)."""
+        assert self.host is not None
+        ticks = np.asarray(ticks, dtype=np.int64)
+        if domain == HOST:
+            return self.host.to_ns(ticks), np.zeros(len(ticks))
+        model = self.models.get(domain)
+        if model is None:
+            nominal = np.rint(ticks * self.tick_ns.get(domain, 1.0)).astype(np.int64)
+            return nominal, np.full(len(ticks), np.inf)
+        t = np.rint(model.to_ns(ticks) - float(self.host.t0_ticks)).astype(np.int64)
+        lo, hi = model.bounds(ticks)
+        return t, np.asarray((np.asarray(hi) - np.asarray(lo)) / 2.0, dtype=np.float64)
 
     def scalar_to_ns(self, domain: str, ticks: int) -> int:
         assert self.host is not None
