@@ -110,6 +110,7 @@ def test_show_json_is_the_documented_document(run_file: Path) -> None:
         "virtual_queues",
         "drops",
         "overhead",
+        "monitor",
         "profiles",
         "trace_exclusions",
     }

@@ -301,7 +301,7 @@ def test_to_json_is_the_documented_document(run_file: Path) -> None:
         doc = json.loads(json.dumps(run.to_json(), allow_nan=False))
     assert set(doc) == {
         "format", "schema_version", "run", "resources", "stages", "channels", "probes",
-        "queries", "virtual_queues", "drops", "overhead", "profiles", "trace_exclusions",
+        "queries", "virtual_queues", "drops", "overhead", "monitor", "profiles", "trace_exclusions",
     }  # fmt: skip
     assert (doc["format"], doc["schema_version"]) == ("streamscope-run", 4)
     assert doc["virtual_queues"] == []

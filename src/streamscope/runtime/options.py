@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from streamscope.aggregate.points import DropCount, FrameResult
+from streamscope.core import native
 from streamscope.core.errors import ConfigError
 from streamscope.probes.agent import DEFAULT_FLUSH_INTERVAL_S
 from streamscope.probes.taps import DEFAULT_CAPACITY
@@ -81,6 +82,7 @@ def make_meta(name: str, opts: RunOptions) -> RunMeta:
         started_unix_ns=time.time_ns(),
         frame_ns=opts.frame_ns,
         version=VERSION,
+        probe_core=native.IMPLEMENTATION,
     )
 
 

@@ -50,6 +50,7 @@ def run_json(run: Run) -> dict[str, Any]:
         "virtual_queues": [_vq(v) for v in run.virtual_queues()],
         "drops": [_drop(run, d) for d in drops],
         "overhead": run.overhead(),
+        "monitor": run.monitor_cost(),
         "profiles": run.profiles(),
         "trace_exclusions": run.trace_exclusions(),
     }
@@ -82,6 +83,7 @@ def _run(run: Run) -> dict[str, Any]:
         "error": run.error,
         "streamscope_version": m.version,
         "t0_host_ns": m.t0_host_ns,
+        "probe_core": m.probe_core,
     }
 
 

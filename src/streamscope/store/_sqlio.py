@@ -44,7 +44,11 @@ def create(
         con.execute(stmt)
     con.executemany(
         "INSERT INTO streamscope_meta VALUES (?, ?)",
-        [["format", FORMAT], ["schema_version", str(SCHEMA_VERSION)]],
+        [
+            ["format", FORMAT],
+            ["schema_version", str(SCHEMA_VERSION)],
+            ["probe_core", meta.probe_core],
+        ],
     )
     m = meta
     con.execute(

@@ -400,6 +400,7 @@ def _read(p: Path, con: duckdb.DuckDBPyConnection) -> Run:
             run["frame_ns"],
             run["streamscope_version"],
             run["t0_host_ns"],
+            str(meta.get("probe_core", "")),
         ),
         status=run["status"],
         error=run["error"],

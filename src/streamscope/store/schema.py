@@ -54,9 +54,10 @@ _STATUS_CHECK = ", ".join(f"'{s}'" for s in STATUSES)
 TABLES: tuple[Table, ...] = (
     Table(
         "streamscope_meta",
-        "Identifies the file: key 'format' is 'streamscope-run', 'schema_version' is '4'.",
+        "Identifies the file: key 'format' is 'streamscope-run', 'schema_version' is '4', "
+        "'probe_core' the probe core that recorded the run ('native' or 'python').",
         (
-            _C("key", "VARCHAR PRIMARY KEY", "format or schema_version"),
+            _C("key", "VARCHAR PRIMARY KEY", "format, schema_version or probe_core"),
             _C("value", "VARCHAR NOT NULL", "its value"),
         ),
     ),

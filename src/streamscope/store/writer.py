@@ -67,6 +67,8 @@ class RunMeta:
     #: The run's virtual time zero as a reading of the host's monotonic clock (ns): frame times
     #: are relative to it, so an application's own monotonic timestamps can be aligned with them.
     t0_host_ns: int = 0
+    #: Which probe core recorded the run: ``native`` (the C extension) or ``python`` (its twin).
+    probe_core: str = ""
 
 
 @dataclass(frozen=True, slots=True)
