@@ -9,12 +9,24 @@ those threads cost them, and nothing another process did), the share of the run 
 reports as probe time, and the difference. The monitor process's CPU is printed beside them:
 it runs on another core, and the run file reports it on its own line.
 
-    python benchmarks/bench_overhead.py [--quick] [--reps N]
+With ``--callgrind`` (valgrind installed), the same comparison is also made in instructions,
+which repeat exactly from run to run where times on a shared machine do not: the application's
+process alone (the monitor runs outside valgrind), instructions per item from the difference of
+two run lengths (start-up and shut-down cancel out), for the bare runner in a process that has
+loaded what a monitored run loads (the query compiler, the run-time modules) and for the
+monitored run; and, apart, what loading those modules costs the bare runner.
+
+    python benchmarks/bench_overhead.py [--quick] [--reps N] [--callgrind]
 """
 
 from __future__ import annotations
 
+import os
+import re
+import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -87,13 +99,66 @@ def measure(work: Work, n: int, reps: int, tmp: Path) -> Figures:
     )
 
 
+_CG_APP = """
+import sys
+sys.path.insert(0, {bench!r})
+import streamscope as ss
+from pathlib import Path
+from _workload import EVERY_CHANNEL_AND_STAGE, Window, Work, pipeline
+from streamscope.pipeline.runner import Runner
+mode, n, k, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[4])
+work = Work(1, 1, k, light=True)
+if mode == "loaded":  # what a monitored run loads: the query compiler, the run-time modules
+    from streamscope.runtime.session import prepare
+    import streamscope.runtime.launch
+    prepare(pipeline(work, 10, Window()), EVERY_CHANNEL_AND_STAGE, 10**9)
+win = Window()
+p = pipeline(work, n, win)
+if mode == "monitored":
+    res = ss.run(p, EVERY_CHANNEL_AND_STAGE, ss.RunOptions(out=out, overwrite=True))
+    assert res.status == "completed", res.error
+else:
+    r = Runner(p, (), None, None)
+    r.start()
+    assert r.wait().status == "completed"
+"""
+
+
+def callgrind_per_item(k: int, n: int, tmp: Path) -> dict[str, float] | None:
+    """Instructions per item of the application's process, by variant (None: no valgrind)."""
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        return None
+    app = tmp / "cg_app.py"
+    app.write_text(_CG_APP.format(bench=str(Path(__file__).parent)))
+    out: dict[str, float] = {}
+    for mode in ("bare", "loaded", "monitored"):
+        totals = []
+        for items in (n, 2 * n):
+            proc = subprocess.run(
+                [valgrind, "--tool=callgrind", f"--callgrind-out-file={tmp / 'cg.out'}",
+                 sys.executable, str(app), mode, str(items), str(k), str(tmp / "cg.duckdb")],
+                capture_output=True, text=True, check=False,
+                env={**os.environ, "PYTHONHASHSEED": "0"},
+            )  # fmt: skip
+            found = re.search(r"Collected : (\d+)", proc.stderr)
+            if proc.returncode != 0 or found is None:
+                print(f"callgrind {mode} failed: {proc.stderr[-800:]}")
+                return None
+            totals.append(int(found.group(1)))
+        out[mode] = (totals[1] - totals[0]) / n
+    return out
+
+
 def main() -> int:
     ap = parser(__doc__.splitlines()[0])
+    ap.add_argument("--callgrind", action="store_true", help="also count instructions")
     args = ap.parse_args()
     quick = args.quick
     reps = args.reps or (2 if quick else 9)
     print(machine())
     rows = []
+    reported_by_rate: list[float] = []
     with tempfile.TemporaryDirectory(prefix="bench-overhead-") as tmp:
         for rate in RATES[:2] if quick else RATES:
             # About two probe events per item and stage (a put or a get, a state change);
@@ -103,6 +168,7 @@ def main() -> int:
             n = max(300, round(items_s * (0.5 if quick else 4.0)))
             f = measure(work, n, reps, Path(tmp))
             m, r = statistics.median(f.measured), statistics.median(f.reported)
+            reported_by_rate.append(r)
             rows.append(
                 [f"{rate:,}", f"{f.events:,}", f"{m:+.2f} %",
                  f"{min(f.measured):+.2f}..{max(f.measured):+.2f}", f"{f.wall:+.2f} %",
@@ -119,6 +185,38 @@ def main() -> int:
         "measured: paired slowdown of the stage threads' own CPU, monitored vs the bare runner; "
         "reported: the run file's probe time over the run's duration"
     )
+    if args.callgrind:
+        cg_rows = []
+        with tempfile.TemporaryDirectory(prefix="bench-overhead-cg-") as tmp:
+            for rate, r in zip(RATES, reported_by_rate, strict=False):
+                if rate < 10_000:
+                    continue  # long stages: too slow under valgrind
+                items_s = rate / 2
+                work = size_light(1e6 / (3 * items_s))
+                per = callgrind_per_item(work.spin, 5000 if quick else 20_000, Path(tmp))
+                if per is None:
+                    print("callgrind: not counted (valgrind is not installed)")
+                    break
+                mon = 100 * (per["monitored"] / per["loaded"] - 1)
+                load = 100 * (per["loaded"] / per["bare"] - 1)
+                cg_rows.append(
+                    [f"{rate:,}", f"{per['loaded']:,.0f}", f"{per['monitored']:,.0f}",
+                     f"{mon:+.2f} %", f"{r:.2f} %", f"{r - mon:+.2f}", verdict(r, mon),
+                     f"{load:+.2f} %"]
+                )  # fmt: skip
+        if cg_rows:
+            print("\nin instructions (valgrind --tool=callgrind, the application's process):")
+            print(
+                table(
+                    ["events/s/stage", "instr/item loaded", "instr/item monitored", "measured",
+                     "reported", "difference", "target", "loading alone"],
+                    cg_rows,
+                )
+            )  # fmt: skip
+            print(
+                "loading alone: the bare runner after loading what a monitored run loads, "
+                "against the bare runner (CPython's allocator works harder in a bigger heap)"
+            )
     return 0
 
 

@@ -273,15 +273,28 @@ static inline void ring_cost(RingObject *g, int64_t t0)
     st(&g->hdr[H_COST_N], ld(&g->hdr[H_COST_N]) + 1);
 }
 
+/* A full ring refuses before the clock is read: when the monitor falls behind, the
+   application pays less, not more. */
+static inline int ring_refused(RingObject *g)
+{
+    if (ring_room(g, (uint64_t)ld(&g->hdr[H_W]), 1))
+        return 0;
+    st(&g->hdr[H_DROPPED], ld(&g->hdr[H_DROPPED]) + 1);
+    return 1;
+}
+
 /* The probe path: clock read, record, and one event in 1024 timed while the run goes on. */
 static inline int ring_record_now(RingObject *g, int64_t value)
 {
     if (g->gen != g_fork_gen)
         return 0; /* a ring of the parent, seen in a forked child: not this process's */
-    if (!ring_sampled(g))
+    if (!ring_sampled(g)) {
+        if (ring_refused(g))
+            return 0;
         return ring_store(g, g->kind, g->probe, clock_now(g->clock), value);
+    }
     int64_t t0 = host_ns();
-    int ok = ring_store(g, g->kind, g->probe, clock_now(g->clock), value);
+    int ok = !ring_refused(g) && ring_store(g, g->kind, g->probe, clock_now(g->clock), value);
     ring_cost(g, t0);
     return ok;
 }

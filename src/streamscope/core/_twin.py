@@ -211,13 +211,21 @@ class Ring:
         h[W_COST_NS] += max(_monotonic_ns() - t0 - _gap, 0)
         h[W_COST_N] += 1
 
+    def _refused(self) -> bool:
+        if self._room(self._h[W_W], 1):
+            return False
+        self._h[W_DROPPED] += 1
+        return True
+
     def record(self, value: int) -> bool:
         if self._gen != _fork_gen[0]:
             return False
         if not self._sampled():
+            if self._refused():
+                return False
             return self._store(self.kind, self.probe, self.clock.now(), value)
         t0 = _monotonic_ns()
-        ok = self._store(self.kind, self.probe, self.clock.now(), value)
+        ok = not self._refused() and self._store(self.kind, self.probe, self.clock.now(), value)
         self._cost(t0)
         return ok
 

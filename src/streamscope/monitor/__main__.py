@@ -87,7 +87,7 @@ def main(argv: list[str]) -> int:
             listener=listener,
             socket_path=cfg["socket"],
             ring_dir=cfg.get("rings"),
-            on_frames=_on_frames,
+            on_frames=_on_frames if cfg.get("live", True) else None,
             on_lag=_on_lag,
             truth_dir=cfg.get("truth_dir"),
             trace=bool(cfg.get("trace", False)),

@@ -86,6 +86,16 @@ class LinkChannel:
         self.tail_buf.abort()
         self.head_buf.abort()
 
+    @property
+    def items_in(self) -> int:
+        """Items the producer put (into the tail buffer)."""
+        return self.tail_buf.items_in
+
+    @property
+    def items_out(self) -> int:
+        """Items the consumer got (from the head buffer)."""
+        return self.head_buf.items_out
+
     # -- the bus -----------------------------------------------------------------------------------
 
     def mover(self) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any
 
 from streamscope.core import native
@@ -26,7 +27,6 @@ Channel = ThreadChannel | ProcessChannel | LinkChannel
 
 #: One item in this many has the thread CPU time of the stage's own code measured (a sample).
 RUNNER_SAMPLE = 256
-_MASK = RUNNER_SAMPLE - 1
 
 
 @dataclass(slots=True)
@@ -81,6 +81,18 @@ class StageProbes:
     @property
     def timed(self) -> bool:
         return (self.iteration or self.input_wait or self.output_wait) is not None
+
+
+#: The end of a stage's input (``next``'s default: never an item).
+_DONE = object()
+
+
+def _items(ins: list[Channel], outs: list[Channel], fanout: str) -> int:
+    """Items a stage took (or, a source, made), as its channels counted them."""
+    if ins:
+        return sum(ch.items_out for ch in ins)
+    made = sum(ch.items_in for ch in outs)
+    return made // len(outs) if fanout == "broadcast" and outs else made
 
 
 def _emitter(fanout: str, outs: list[Channel]) -> Callable[[Any], None]:
@@ -168,6 +180,7 @@ def run_stage(
                 _sampled_loop(body, _inputs(spec.fanin, ins) if ins else None, emit, stats)
             finally:
                 stats.cpu_ns = time.thread_time_ns() - t0
+                stats.items = _items(ins, outs, spec.fanout)
                 probes.report(spec.name, stats)
         elif not ins:
             for item in body.generate():
@@ -201,24 +214,23 @@ def _sampled_loop(
     body: StageBody, inputs: Iterator[Any] | None, emit: Callable[[Any], None], stats: LoopStats
 ) -> None:
     """The stage loop, measuring the thread CPU time of the stage's own code on one item in
-    ``RUNNER_SAMPLE`` (a few ns per item in all): for a source, from the end of the previous
-    item's emit to the start of this one's (its generator's step); otherwise the processing of
-    the item, its emits (channel puts, which the runner does) left out."""
+    ``RUNNER_SAMPLE``: for a source, its generator's step; otherwise the processing of the item,
+    its emits (channel puts, which the runner does) left out. The other items go through the
+    plain loop, in runs taken with ``islice``: nothing is added per item."""
     cpu = time.thread_time_ns
-    n = 0
+    fast = RUNNER_SAMPLE - 1
     if inputs is None:
-        mark = cpu()
-        for item in body.generate():
-            n += 1
-            k = n & _MASK
-            if k == 0:
-                stats.user_ns += cpu() - mark
-                stats.samples += 1
+        gen = iter(body.generate())
+        while True:
+            for item in islice(gen, fast):
+                emit(item)
+            t0 = cpu()
+            item = next(gen, _DONE)
+            if item is _DONE:
+                return
+            stats.user_ns += cpu() - t0
+            stats.samples += 1
             emit(item)
-            if k == _MASK:
-                mark = cpu()
-        stats.items = n
-        return
     process = body.process
     put_ns = [0]
 
@@ -227,19 +239,19 @@ def _sampled_loop(
         emit(out)
         put_ns[0] += cpu() - t
 
-    for item in inputs:
-        n += 1
-        if n & _MASK:
+    while True:
+        for item in islice(inputs, fast):
             for out in process(item):
                 emit(out)
-            continue
+        item = next(inputs, _DONE)
+        if item is _DONE:
+            return
         put_ns[0] = 0
         t0 = cpu()
         for out in process(item):
             timed_emit(out)
         stats.user_ns += cpu() - t0 - put_ns[0]
         stats.samples += 1
-    stats.items = n
 
 
 def _timed_loop(

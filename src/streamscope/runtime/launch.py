@@ -106,6 +106,8 @@ class Launched:
             "meta": {f.name: getattr(meta, f.name) for f in dataclasses.fields(meta)},
             "truth_dir": self.truth_dir,
             "trace": opts.trace,
+            # Frames go to the application's stdout pipe only when someone here watches them.
+            "live": on_frames is not None or self._on_lag is not None,
         }
         cfg_path = os.path.join(self.dir, CONFIG)
         with open(cfg_path, "w") as f:
