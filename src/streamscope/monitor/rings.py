@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -42,6 +43,15 @@ class Drain:
             for d, parts in self.records.items()
             if parts
         }
+
+
+#: Virtual time (ns) of a domain's ticks; None while the domain cannot be placed in time.
+ToNs = Callable[[str, int], "int | None"]
+
+
+def _placer(to_ns: ToNs, domain: str) -> Callable[[int], int]:
+    """``to_ns`` for one domain already placed in time."""
+    return lambda ticks: to_ns(domain, ticks) or 0
 
 
 @dataclass(slots=True)
@@ -93,9 +103,15 @@ class RingSet:
             self._rings[name] = _Ring(reader, self._domain.get(reader.probe, HOST))
         return len(self._rings)
 
-    def drain(self, budget: int | None = None) -> Drain:
-        """Take every ring's new records (at most ``budget`` in all, shared fairly: each ring
-        its share first, then what the others left over), refusals and counter changes."""
+    def drain(self, budget: int | None = None, to_ns: ToNs | None = None) -> Drain:
+        """Take every ring's new records (at most ``budget`` in all), refusals and counter
+        changes.
+
+        Over budget, the rings are drained up to a common frontier in virtual time (``to_ns``
+        places a domain's ticks; None: not yet): what one ring gives beyond the others' oldest
+        record left would wait in the monitor until they catch up, so it waits in its ring
+        instead. Without ``to_ns`` each ring gets its share of the budget first, then what the
+        others left over."""
         out = Drain()
         rings = list(self._rings.values())
         if not rings:
@@ -104,15 +120,10 @@ class RingSet:
         if budget is not None:
             pending = {id(r): r.reader.pending for r in rings}
             if sum(pending.values()) > budget:
-                share = max(budget // len(rings), 1)
-                firsts = {k: min(v, share) for k, v in pending.items()}
-                left = budget - sum(firsts.values())
-                limits = dict(firsts)
-                self._turn = (self._turn + 1) % len(rings)
-                for ring in rings[self._turn :] + rings[: self._turn]:
-                    extra = min(pending[id(ring)] - limits[id(ring)], left)
-                    limits[id(ring)] += extra
-                    left -= extra
+                if to_ns is not None:
+                    limits = self._aligned(rings, pending, budget, to_ns)
+                else:
+                    limits = self._shares(rings, pending, budget)
         for ring in rings:
             d = ring.reader.drain(limits[id(ring)] if limits is not None else None)
             if d.left_ticks is not None:
@@ -135,6 +146,50 @@ class RingSet:
             if d.dropped:
                 out.drops.append((ring.reader.probe, d.dropped))
         return out
+
+    def _shares(self, rings: list[_Ring], pending: dict[int, int], budget: int) -> dict[int, int]:
+        """Each ring its share of ``budget``, then what the others left over, in turn."""
+        share = max(budget // len(rings), 1)
+        limits = {k: min(v, share) for k, v in pending.items()}
+        left = budget - sum(limits.values())
+        self._turn = (self._turn + 1) % len(rings)
+        for ring in rings[self._turn :] + rings[: self._turn]:
+            extra = min(pending[id(ring)] - limits[id(ring)], left)
+            limits[id(ring)] += extra
+            left -= extra
+        return limits
+
+    @staticmethod
+    def _aligned(
+        rings: list[_Ring], pending: dict[int, int], budget: int, to_ns: ToNs
+    ) -> dict[int, int]:
+        """How much of each ring lies before a common frontier, the latest one whose records
+        fit in ``budget``: the earliest of every ring's share-th record, with twice the share
+        while that fits. A ring whose domain cannot be placed yet gets its share."""
+        share = max(budget // len(rings), 1)
+        best: dict[int, int] | None = None
+        while True:
+            placed: dict[int, Callable[[int], int]] = {}
+            frontier: int | None = None
+            for ring in rings:
+                dom = ring.domain
+                if not pending[id(ring)] or to_ns(dom, ring.reader.ticks_at(0)) is None:
+                    continue  # not placed in time yet: its share, no more
+                placed[id(ring)] = _placer(to_ns, dom)
+                if pending[id(ring)] > share:
+                    t = placed[id(ring)](ring.reader.ticks_at(share - 1))
+                    frontier = t if frontier is None else min(frontier, t)
+            if frontier is None:  # no ring placed in time holds more than its share
+                return best if best is not None else {k: min(v, share) for k, v in pending.items()}
+            limits = {}
+            for ring in rings:
+                n = min(pending[id(ring)], share)
+                at = placed.get(id(ring))
+                limits[id(ring)] = n if at is None else ring.reader.count_until(frontier, n, at)
+            if best is not None and sum(limits.values()) > budget:
+                return best
+            best = limits
+            share *= 2
 
     def costs(self) -> dict[int, RingCost]:
         """Per probe (the ring's own probe id), what its rings sampled of their cost so far."""

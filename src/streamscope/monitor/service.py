@@ -276,7 +276,10 @@ class MonitorService:
         n = 0
         if self.rings is not None:
             self.rings.scan()
-            drain = self.rings.drain(DRAIN_BUDGET)
+            # While the run goes on, each ring gets its share of the budget (what a ring gives
+            # ahead of the others waits at most MAX_LAG_NS, see below); at the end, when nothing
+            # bounds the wait, the rings are drained up to a common frontier in time instead.
+            drain = self.rings.drain(DRAIN_BUDGET, self._place if final else None)
             n = drain.n_records
             t_report = t_now - self._t0
             drops_of: dict[str, list[tuple[int, int, int]]] = {}
@@ -325,6 +328,11 @@ class MonitorService:
         self.cpu_ns += cpu - self._cpu_mark
         self._cpu_mark = cpu
         self._write_monitor_stats(eng.watermark_ns // self.frame_ns)
+
+    def _place(self, domain: str, ticks: int) -> int | None:
+        """Virtual time of a record of ``domain`` (None: the domain is not calibrated yet)."""
+        domains = self.engine.domains
+        return domains.scalar_to_ns(domain, ticks) if domains.ready(domain) else None
 
     def _write_monitor_stats(self, before_frame: int | None) -> None:
         """The monitor's own figures of the frames before ``before_frame`` (None: all)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import mmap
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -119,6 +120,24 @@ class RingReader:
     @property
     def pending(self) -> int:
         return int(self._head[W_W]) - int(self._head[W_R])
+
+    def ticks_at(self, k: int) -> int:
+        """Ticks of the ``k``-th record not drained yet (0: the oldest; ``k`` < ``pending``)."""
+        r = int(self._head[W_R])
+        return int(self._slots[(r + k) & (self.capacity - 1)]["ticks"])
+
+    def count_until(self, limit_ns: int, n: int, to_ns: Callable[[int], int]) -> int:
+        """Of the first ``n`` records not drained yet, how many lie at or before ``limit_ns``
+        (``to_ns`` maps a record's ticks to virtual time). A ring has one writer, which stamps
+        its records in order: a bisection, not a scan."""
+        lo, hi = 0, n
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if to_ns(self.ticks_at(mid)) <= limit_ns:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
 
     def drain(self, limit: int | None = None) -> Drained:
         """Copy out the records written since the last drain (at most ``limit``), free their
