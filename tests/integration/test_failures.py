@@ -272,6 +272,10 @@ OVERFLOW_QUERY = (
 )
 
 
+#: Totals the small-buffer run must get exactly right, refused records included.
+TOTAL_QUERIES = ("count(src -> sink): sum every 100ms", "throughput(src -> sink): mean every 100ms")
+
+
 @dataclass
 class Counted:
     """What really happened in an overflow run, counted by the application itself."""
@@ -318,7 +322,7 @@ def small_taps_run() -> Iterator[tuple[Run, Counted]]:
     counted = Counted(items=60_000)
     result = run(
         flood(counted, spin=20),
-        [OVERFLOW_QUERY],
+        [OVERFLOW_QUERY, *TOTAL_QUERIES],
         RunOptions(frame_ns=FRAME_NS, mode="inline", tap_capacity=SMALL_CAPACITY),
     )
     assert result.status == "completed", result.error
@@ -338,6 +342,24 @@ def test_overflowing_taps_count_every_refused_record(small_taps_run: tuple[Run, 
         assert dropped > 0, f"{end}: nothing dropped; the test did not overflow the taps"
         assert dropped + recorded == really, (end, dropped, recorded, really)
     assert all(d.dropped >= 0 and d.recorded >= 0 for d in run.drops())
+
+
+def test_totals_count_every_item_when_records_are_refused(
+    small_taps_run: tuple[Run, Counted],
+) -> None:
+    """``count`` and ``throughput`` account for every insertion and removal, the refused ones
+    after the last kept record included: the application's own counts are the truth."""
+    run, counted = small_taps_run
+    inserted = removed = 0.0
+    for f in run.results(1, "src -> sink"):
+        sums = [p.value for p in f.points if isinstance(p, ScalarPoint) and p.stat == "sum"]
+        inserted += sums[0] if sums and sums[0] is not None else 0.0
+    for f in run.results(2, "src -> sink"):
+        mean = [p.value for p in f.points if isinstance(p, ScalarPoint) and p.stat == "mean"]
+        rate = mean[0] if mean and mean[0] is not None else 0.0
+        removed += rate * f.covered_ns / 1e9
+    assert inserted == counted.puts
+    assert round(removed) == counted.gets
 
 
 def test_occupancy_stays_within_the_channel_when_records_are_dropped(

@@ -13,6 +13,7 @@ import pytest
 
 import streamscope as ss
 from oracles import example
+from streamscope.aggregate.points import ScalarPoint
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -125,3 +126,44 @@ def test_a_device_stage_that_raises_fails_the_run_cleanly(tmp_path: Path) -> Non
     assert "test_virtual_queue.py" in (res.error or "")
     with ss.load(out) as run:
         assert run.status == "failed"
+
+
+def _same(x: int) -> int:
+    return x
+
+
+def test_totals_across_the_device_count_every_item_when_records_are_refused(
+    tmp_path: Path,
+) -> None:
+    """Tiny rings on the host and on the device refuse most records; ``count`` and
+    ``throughput`` of every channel (host to device, on the device, device to host) still add
+    up to the items that went through."""
+    n = 20_000
+    dev = ss.EmulatedDevice("accel", bulk_size=8, transfer_us=20)
+    p = ss.Pipeline("totals")
+    p.add("source", range(n))
+    p.add("work", _same, resource=dev)
+    p.add("work2", _same, resource=dev)
+    p.add("sink", lambda x: None)
+    p.chain("source", "work", "work2", "sink", capacity=32)
+    chans = ["source -> work", "work -> work2", "work2 -> sink"]
+    queries = [
+        f"{m}({c}): {s} every 100ms"
+        for c in chans
+        for m, s in (("count", "sum"), ("throughput", "mean"))
+    ]
+    out = tmp_path / "totals.duckdb"
+    res = ss.run(p, queries, ss.RunOptions(out=out, tap_capacity=16, frame_ns=100_000_000))
+    assert res.status == "completed", res.error
+    with ss.load(out) as run:
+        assert sum(d.dropped for d in run.drops()) > n, "the rings did not refuse; shrink them"
+        for i, c in enumerate(chans):
+            inserted = sum(
+                p.value or 0.0 for f in run.results(2 * i, c) for p in f.points
+                if isinstance(p, ScalarPoint) and p.stat == "sum"
+            )  # fmt: skip
+            removed = sum(
+                (p.value or 0.0) * f.covered_ns / 1e9 for f in run.results(2 * i + 1, c)
+                for p in f.points if isinstance(p, ScalarPoint) and p.stat == "mean"
+            )  # fmt: skip
+            assert (inserted, round(removed)) == (n, n), c

@@ -101,7 +101,9 @@ class Side:
         elif name == "drain":
             for key, reader in self.readers.items():
                 d = reader.drain(args[0])
-                self.log.append((key, d.records.tobytes(), d.dropped, d.total, d.last, d.cost_n))
+                self.log.append(
+                    (key, d.records.tobytes(), d.dropped, d.total, d.last, d.cost_n, d.refused)
+                )
         elif name == "enter":
             kept = self.rings["trace"].enter(args[0])
             self.log.append(kept)
@@ -131,7 +133,7 @@ class Side:
 
     def final(self) -> dict[str, Any]:
         out: dict[str, Any] = {
-            k: (g.written, g.dropped, g.read, g.total, g.last, g.cost_n, g.depth)
+            k: (g.written, g.dropped, g.read, g.total, g.last, g.cost_n, g.depth, g.refused)
             for k, g in self.rings.items()
         }
         out["calls"] = self.rings["trace"].calls()
@@ -177,6 +179,7 @@ def test_a_ring_that_fills_counts_every_refusal_exactly(
     kept: list[int] = []
     dropped = 0
     expect_kept: list[int] = []
+    last_refused = 0
     room = capacity
     for i in range(events):
         if at and at[0] == i:
@@ -190,12 +193,17 @@ def test_a_ring_that_fills_counts_every_refusal_exactly(
         if ok:
             expect_kept.append(i)
             room -= 1
+        else:
+            last_refused = i
     d = reader.drain()
     kept += d.records["value"].tolist()
     dropped += d.dropped
     assert kept == expect_kept
     assert len(kept) + dropped == events == ring.written + ring.dropped
     assert ring.dropped == dropped
+    # The latest refused value stays readable: a channel's totals count what came after its
+    # last kept record from it.
+    assert ring.refused == d.refused == last_refused
 
 
 @pytest.mark.parametrize("impl", sorted(IMPLS))

@@ -7,6 +7,7 @@ time, counts, gap histograms and lossy flag must equal the brute-force ones exac
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 from dataclasses import dataclass
@@ -150,7 +151,10 @@ def reference(c: Case) -> list[SubQueueSummary]:
     return out
 
 
-def run(c: Case, rng: random.Random) -> list[SubQueueSummary]:
+def run(
+    c: Case, rng: random.Random, refused: tuple[int, int] | None = None
+) -> list[SubQueueSummary]:
+    """``refused``: the latest insertion and removal a full ring refused (0: none)."""
     sq = SubQueueFrames(c.tick_ns)
     kinds: dict[str, list[tuple[int, int]]] = {"ins": c.ins, "rem": c.rem}
     if c.states is not None:
@@ -184,6 +188,9 @@ def run(c: Case, rng: random.Random) -> list[SubQueueSummary]:
     if sq.grid is None:
         sq.set_grid(c.origin, c.period)
     feed_up_to(None)
+    if refused is not None:
+        sq.know_insertions(refused[0])
+        sq.know_removals(refused[1])
     got += sq.finish(c.end)
     return got
 
@@ -295,3 +302,37 @@ def test_corrupt_bytes_are_refused_or_canonical(
                 assert encode_summaries(key, many) == bytes(b)
         except SummaryFormatError:
             pass
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    c=cases(lossy=False),
+    seed=st.integers(0, 2**16),
+    cut_in=st.integers(0, 50),
+    cut_out=st.integers(0, 50),
+)
+def test_items_refused_after_the_last_kept_record_are_still_counted(
+    c: Case, seed: int, cut_in: int, cut_out: int
+) -> None:
+    """Each end's last records (inside the frames) are refused by a full ring, their latest
+    sequence number known from the ring: the frames' counts still add up to every insertion and
+    removal, as the reference counts them with no record refused."""
+    first = bound(c, 0)
+
+    def cut(recs: list[tuple[int, int]], n: int) -> tuple[list[tuple[int, int]], int]:
+        inside = [i for i, (t, _) in enumerate(recs) if first <= t < c.end]
+        drop = set(inside[len(inside) - min(n, len(inside)) :])
+        top = max((recs[i][1] for i in drop), default=0)
+        return [r for i, r in enumerate(recs) if i not in drop], top
+
+    ins, top_in = cut(c.ins, cut_in)
+    rem, top_out = cut(c.rem, cut_out)
+    # An agent's watermarks trail its final flush (the end): the last frame is still open then.
+    wms = [w for w in c.watermarks if w < c.end]
+    kept = dataclasses.replace(
+        c, ins=ins, rem=rem, watermarks=wms, grid_at=min(c.grid_at, len(wms))
+    )
+    got = run(kept, random.Random(seed), (top_in, top_out))
+    want = reference(c)
+    assert sum(s.n_in for s in got) == sum(s.n_in for s in want)
+    assert sum(s.n_out for s in got) == sum(s.n_out for s in want)

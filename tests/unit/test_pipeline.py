@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -219,3 +220,9 @@ def test_terminal_values_say_counts_as_counts_and_bounds_as_plus_minus() -> None
         "ns",
     )
     assert text == "mean=4.25ms  violations=3  uncertainty=±8.28us"
+
+
+def test_run_options_take_the_run_file_as_a_str_too(tmp_path: Path) -> None:
+    opts = ss.RunOptions(out=str(tmp_path / "r.duckdb"))  # type: ignore[arg-type]
+    assert opts.out == tmp_path / "r.duckdb"
+    assert ss.RunOptions().out is None

@@ -355,6 +355,13 @@ class _Pending:
     def clear(self) -> None:
         self.t, self.v = [], []
 
+    def top(self, limit: int) -> int:
+        """The largest value held of a record with ticks < ``limit`` (0 if none)."""
+        return max(
+            (int(v[t < limit].max(initial=0)) for t, v in zip(self.t, self.v, strict=True)),
+            default=0,
+        )
+
     def __len__(self) -> int:
         return sum(c.size for c in self.t)
 
@@ -417,6 +424,10 @@ class SubQueueFrames:
         self._blocked = 0  # cumulative BLOCKED_OUT ticks at _state_t
         self._live_seq = np.zeros(0, np.int64)  # items inserted and not yet removed
         self._live_t = np.zeros(0, np.int64)
+        # The latest sequence numbers each end refused: what no kept record accounts for at the
+        # end of the run is still counted, in the last frame.
+        self._top_in = 0
+        self._top_out = 0
 
     # -- input ------------------------------------------------------------------------------
 
@@ -460,6 +471,14 @@ class SubQueueFrames:
     def add_removals(self, ticks: ArrayLike, seq: ArrayLike) -> None:
         self._check_open()
         self._rem.add(ticks, seq)
+
+    def know_insertions(self, seq: int) -> None:
+        """Insertion ``seq`` happened (its record was refused)."""
+        self._top_in = max(self._top_in, int(seq))
+
+    def know_removals(self, seq: int) -> None:
+        """Removal ``seq`` happened (its record was refused)."""
+        self._top_out = max(self._top_out, int(seq))
 
     def add_states(self, ticks: ArrayLike, states: ArrayLike) -> None:
         """The producer stage's state records (value = new :class:`State`)."""
@@ -522,6 +541,15 @@ class SubQueueFrames:
         out: list[SubQueueSummary] = []
         if self._origin is not None:
             end = int(end_ticks)
+            # Items refused after each end's last kept record: one record that accounts for
+            # them all, just before the end (its frame is lossy; no gap next to it counts).
+            for pend, top, last in (
+                (self._ins, self._top_in, self._I),
+                (self._rem, self._top_out, self._R),
+            ):
+                if top > max(last, pend.top(end)):
+                    at = max(end - 1, self._cursor or 0)
+                    pend.add(np.array([at], np.int64), np.array([top], np.int64))
             j = self._closable(end)  # b(j-1) <= end < b(j)
             if j - 1 >= self._next and end >= self._bound(self._next):
                 k1 = j - 1 if end == self._bound(j - 1) else j  # frames _next..k1-1

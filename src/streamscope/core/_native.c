@@ -35,6 +35,7 @@
 #define H_LAST 11
 #define H_COST_NS 12
 #define H_COST_N 13
+#define H_REFUSED 14
 #define H_R 16
 #define HEADER_BYTES 256
 #define RECORD_BYTES 24
@@ -250,6 +251,7 @@ static inline int ring_store(RingObject *g, uint32_t kind, uint32_t probe, int64
     uint64_t w = (uint64_t)ld(&h[H_W]);
     if (!ring_room(g, w, 1)) {
         st(&h[H_DROPPED], ld(&h[H_DROPPED]) + 1);
+        st(&h[H_REFUSED], value);
         return 0;
     }
     char *s = g->slots + (w & g->mask) * RECORD_BYTES;
@@ -275,11 +277,12 @@ static inline void ring_cost(RingObject *g, int64_t t0)
 
 /* A full ring refuses before the clock is read: when the monitor falls behind, the
    application pays less, not more. */
-static inline int ring_refused(RingObject *g)
+static inline int ring_refused(RingObject *g, int64_t value)
 {
     if (ring_room(g, (uint64_t)ld(&g->hdr[H_W]), 1))
         return 0;
     st(&g->hdr[H_DROPPED], ld(&g->hdr[H_DROPPED]) + 1);
+    st(&g->hdr[H_REFUSED], value); /* a channel's last sequence number: its totals stay exact */
     return 1;
 }
 
@@ -289,12 +292,12 @@ static inline int ring_record_now(RingObject *g, int64_t value)
     if (g->gen != g_fork_gen)
         return 0; /* a ring of the parent, seen in a forked child: not this process's */
     if (!ring_sampled(g)) {
-        if (ring_refused(g))
+        if (ring_refused(g, value))
             return 0;
         return ring_store(g, g->kind, g->probe, clock_now(g->clock), value);
     }
     int64_t t0 = host_ns();
-    int ok = !ring_refused(g) && ring_store(g, g->kind, g->probe, clock_now(g->clock), value);
+    int ok = !ring_refused(g, value) && ring_store(g, g->kind, g->probe, clock_now(g->clock), value);
     ring_cost(g, t0);
     return ok;
 }
@@ -557,6 +560,7 @@ HDR_GETTER(total, H_TOTAL)
 HDR_GETTER(last, H_LAST)
 HDR_GETTER(cost_ns, H_COST_NS)
 HDR_GETTER(cost_n, H_COST_N)
+HDR_GETTER(refused, H_REFUSED)
 
 static PyObject *Ring_get_probe(RingObject *self, void *c) { return PyLong_FromUnsignedLong(self->probe); }
 static PyObject *Ring_get_kind(RingObject *self, void *c) { return PyLong_FromUnsignedLong(self->kind); }
@@ -593,6 +597,7 @@ static PyGetSetDef Ring_getset[] = {
     {"last", (getter)Ring_get_last, NULL, "ticks of the register's last change", NULL},
     {"cost_ns", (getter)Ring_get_cost_ns, NULL, "sampled ns spent recording", NULL},
     {"cost_n", (getter)Ring_get_cost_n, NULL, "events sampled", NULL},
+    {"refused", (getter)Ring_get_refused, NULL, "value of the latest refused record", NULL},
     {"probe", (getter)Ring_get_probe, NULL, "the probe id", NULL},
     {"kind", (getter)Ring_get_kind, NULL, "the record kind of record()", NULL},
     {"capacity", (getter)Ring_get_capacity, NULL, "records the ring holds", NULL},
@@ -1579,7 +1584,8 @@ PyMODINIT_FUNC PyInit__native(void)
         PyModule_AddIntConstant(m, "W_TOTAL", H_TOTAL) < 0 ||
         PyModule_AddIntConstant(m, "W_LAST", H_LAST) < 0 ||
         PyModule_AddIntConstant(m, "W_COST_NS", H_COST_NS) < 0 ||
-        PyModule_AddIntConstant(m, "W_COST_N", H_COST_N) < 0) {
+        PyModule_AddIntConstant(m, "W_COST_N", H_COST_N) < 0 ||
+        PyModule_AddIntConstant(m, "W_REFUSED", H_REFUSED) < 0) {
         Py_DECREF(m);
         return NULL;
     }

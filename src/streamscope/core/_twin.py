@@ -29,6 +29,7 @@ from streamscope.core.rings import (
     W_MAGIC,
     W_PROBE,
     W_R,
+    W_REFUSED,
     W_TOTAL,
     W_W,
 )
@@ -193,6 +194,7 @@ class Ring:
         w = h[W_W]
         if not self._room(w, 1):
             h[W_DROPPED] += 1
+            h[W_REFUSED] = value
             return False
         i = (w & self._mask) * 3
         s = self._s
@@ -211,21 +213,24 @@ class Ring:
         h[W_COST_NS] += max(_monotonic_ns() - t0 - _gap, 0)
         h[W_COST_N] += 1
 
-    def _refused(self) -> bool:
+    def _refused(self, value: int) -> bool:
         if self._room(self._h[W_W], 1):
             return False
         self._h[W_DROPPED] += 1
+        self._h[W_REFUSED] = value
         return True
 
     def record(self, value: int) -> bool:
         if self._gen != _fork_gen[0]:
             return False
         if not self._sampled():
-            if self._refused():
+            if self._refused(value):
                 return False
             return self._store(self.kind, self.probe, self.clock.now(), value)
         t0 = _monotonic_ns()
-        ok = not self._refused() and self._store(self.kind, self.probe, self.clock.now(), value)
+        ok = not self._refused(value) and self._store(
+            self.kind, self.probe, self.clock.now(), value
+        )
         self._cost(t0)
         return ok
 
@@ -315,6 +320,10 @@ class Ring:
     @property
     def total(self) -> int:
         return int(self._h[W_TOTAL])
+
+    @property
+    def refused(self) -> int:
+        return int(self._h[W_REFUSED])
 
     @property
     def last(self) -> int:

@@ -42,6 +42,10 @@ class Kind(IntEnum):
     #: An interval ended (a timer's stop, one loop iteration); ticks = its end, value = its
     #: length in ticks.
     DURATION = 9
+    #: The latest record this probe refused carried ``value`` (a channel end's sequence
+    #: number, so items refused after the last kept record are still counted); ticks = when
+    #: the agent noticed. Sent with the probe's DROPPED row.
+    REFUSED = 10
 
 
 class State(IntEnum):

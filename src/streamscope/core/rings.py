@@ -20,6 +20,8 @@ other's line on every record)::
         11  last     ticks of the register's last change
         12  cost_ns  sampled time spent recording (ns, one event in SAMPLE_EVERY)
         13  cost_n   events sampled
+        14  refused  value of the latest refused record (a channel end's sequence number: the
+                     items refused after the last kept record are counted from it)
     words 16-23, the reader's line:
         16  r        records read (monotonic)
     byte 256 on: ``capacity`` records of 24 bytes
@@ -44,7 +46,7 @@ RECORD_BYTES = RECORD_DTYPE.itemsize
 SAMPLE_EVERY = 1024
 
 W_MAGIC, W_PROBE, W_KIND, W_CAPACITY, W_PID, W_FLAGS = 0, 1, 2, 3, 4, 5
-W_W, W_DROPPED, W_TOTAL, W_LAST, W_COST_NS, W_COST_N = 8, 9, 10, 11, 12, 13
+W_W, W_DROPPED, W_TOTAL, W_LAST, W_COST_NS, W_COST_N, W_REFUSED = 8, 9, 10, 11, 12, 13, 14
 W_R = 16
 
 #: Suffix of a published ring file (written under a temporary name, then renamed).

@@ -232,6 +232,16 @@ class Engine:
     def _take(self, domain: str, batch: _Batch) -> None:
         rec = batch.records
         drops = list(batch.drops)
+        refused = rec["kind"] == Kind.REFUSED
+        if refused.any():  # a device's latest refused values (after its records, as DROPPED)
+            t, _ = self.domains.to_ns(domain, rec["ticks"][refused].astype(np.int64))
+            late_seqs = zip(
+                rec["probe"][refused].tolist(), rec["value"][refused].tolist(), t.tolist(),
+                strict=True,
+            )  # fmt: skip
+            rec = rec[~refused]
+        else:
+            late_seqs = zip((), (), (), strict=True)
         held = rec["kind"] == Kind.DROPPED
         if held.any():  # a device's DROPPED rows that waited for its calibration
             t, _ = self.domains.to_ns(domain, rec["ticks"][held].astype(np.int64))
@@ -258,6 +268,15 @@ class Engine:
                 self.channels[target].add_refusal(kind, t_report)
             elif kind == "state":
                 self.stages[target].add_refusal(t_report)
+        for pid, seq, t_seen in late_seqs:
+            self.note_refused(pid, seq, t_seen)
+
+    def note_refused(self, pid: int, seq: int, t_report: int) -> None:
+        """The latest record probe ``pid`` refused before ``t_report`` carried ``seq``: for a
+        channel end, its insertion or removal number, so no refused item goes uncounted."""
+        kind, target = self.probe_kind.get(pid, ("", ""))
+        if kind in ("tail", "head") and target in self.channels:
+            self.channels[target].ends[kind].know(seq, t_report)
 
     def _charge(self, rec: Records, drops: Sequence[tuple[int, int, int]]) -> None:
         """Count each probe's events (kept or refused)."""
@@ -327,6 +346,9 @@ class Engine:
                 stream = self.stages.get(target)
             else:
                 stream = self.events.get(pid)
+            if isinstance(stream, ChannelStream) and len(pv):
+                top = int(np.argmax(pv))  # a late record's items still count (at the end at worst)
+                stream.ends[kind].know(int(pv[top]), int(pt[top]))
             if stream is not None:
                 # Too late to place in time (its span is already reduced): dropped, not recorded.
                 late = pt < stream.last_t
@@ -442,13 +464,21 @@ class Engine:
         last = max(end_ns - 1, 0) // self.drop_frame_ns
         for waiting in self._waiting.values():
             for held in waiting:
-                probes = held.records["probe"][held.records["kind"] != Kind.DROPPED]
+                kinds = held.records["kind"]
+                probes = held.records["probe"][(kinds != Kind.DROPPED) & (kinds != Kind.REFUSED)]
                 for pid in np.unique(probes).tolist():
                     n = int((probes == pid).sum())
                     key = (int(pid), last)
                     self.dropped[key] = self.dropped.get(key, 0) + n
                     self.late += n
         self._waiting.clear()
+        for name, stream in self.channels.items():
+            # Items refused (or late) after each end's last kept record: counted all the same.
+            for end, metric in (("tail", "count"), ("head", "throughput")):
+                extra = stream.unrecorded(end, end_ns)
+                if len(extra.t):
+                    for r in self._by_target.get((metric, name), ()):
+                        r.add_times(extra)
         out = self.advance(until=end_ns, end_ns=end_ns)
         if self.on_table is not None and self.traces:
             self.profiles.finish(end_ns)

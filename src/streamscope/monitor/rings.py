@@ -32,6 +32,8 @@ class Drain:
     records: dict[str, list[Records]] = field(default_factory=dict)
     #: Refusals noticed in this cycle: (probe, count).
     drops: list[tuple[int, int]] = field(default_factory=list)
+    #: By probe, the value of the latest record it refused (a channel end's sequence number).
+    refused: dict[int, int] = field(default_factory=dict)
     n_records: int = 0
     #: By domain, the ticks of the oldest record left in a ring this drain did not empty (the
     #: monitor is behind: nothing past it may be reduced yet).
@@ -144,7 +146,9 @@ class RingSet:
                 out.records.setdefault(ring.domain, []).append(recs)
                 out.n_records += len(recs)
             if d.dropped:
-                out.drops.append((ring.reader.probe, d.dropped))
+                pid = ring.reader.probe
+                out.drops.append((pid, d.dropped))
+                out.refused[pid] = max(out.refused.get(pid, d.refused), d.refused)
         return out
 
     def _shares(self, rings: list[_Ring], pending: dict[int, int], budget: int) -> dict[int, int]:

@@ -292,6 +292,8 @@ class MonitorService:
                 eng.ingest(
                     dom, records if records is not None else empty_records(), drops_of.get(dom, ())
                 )
+            for pid, seq in drain.refused.items():
+                eng.note_refused(pid, seq, t_report)
             # A writer reads its clock and commits its record in a few ns, so what this drain
             # did not see is younger than the previous drain: that is the rings' watermark.
             # Before the first drain, only the run's start is known to have passed. A ring left

@@ -161,6 +161,14 @@ class _End:
         self.last_t = 0  # time of the last record taken (the run's start before any)
         self.last_seq = 0
         self.last_event: int | None = None
+        #: The highest sequence number known at this end (kept, late or refused), and when it
+        #: was known: items past the last kept record are still counted from it.
+        self.top = 0
+        self.top_t = 0
+
+    def know(self, seq: int, t: int) -> None:
+        if seq > self.top:
+            self.top, self.top_t = seq, t
 
     def take(self, until: int) -> tuple[I64, I64, I64, I64]:
         """(times, seqs, items each record accounts for, previous record time) before ``until``."""
@@ -189,6 +197,9 @@ class ChannelStream:
 
     def add(self, end: str, t_ns: I64, seq: I64) -> int:
         """Queue records of one end; returns how many arrived too late (before the last advance)."""
+        if len(seq):
+            i = int(np.argmax(seq))
+            self.ends[end].know(int(seq[i]), int(t_ns[i]))
         late = t_ns < self.last_t
         n_late = int(late.sum())
         if n_late:
@@ -200,10 +211,25 @@ class ChannelStream:
         """The records just added at ``end`` are placed in time within ± ``halfwidth_ns``."""
         self._halfwidth[end] = max(self._halfwidth[end], halfwidth_ns)
 
-    def add_refusal(self, end: str, t_report: int) -> None:
-        """The probe at ``end`` refused records some time before ``t_report``."""
+    def add_refusal(self, end: str, t_report: int, seq: int | None = None) -> None:
+        """The probe at ``end`` refused records some time before ``t_report``, the latest of
+        them (if known) the insertion or removal numbered ``seq``."""
         e = self.ends[end]
         e.gaps.report(t_report, e.pending, e.last_t, self.last_t)
+        if seq is not None:
+            e.know(seq, t_report)
+
+    def unrecorded(self, end: str, end_ns: int) -> Events:
+        """At the end of the run: the items of ``end`` that no record kept or will account
+        for (refused or late after the last kept record), at the time they were known to have
+        happened (clamped into the run). Every record must have been added before."""
+        e = self.ends[end]
+        pt, ps = e.pending.merged()
+        have = max(e.last_seq, int(ps[pt < end_ns].max(initial=0)))
+        if e.top <= have:
+            return Events(_EMPTY, _EMPTY)
+        at = min(max(e.top_t, self.last_t), max(end_ns - 1, self.last_t))
+        return Events(np.array([at], dtype=np.int64), np.array([e.top - have], dtype=np.int64))
 
     def advance(self, until: int) -> ChannelOutput:
         until = max(until, self.last_t)

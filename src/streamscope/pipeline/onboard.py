@@ -51,10 +51,21 @@ class LocalReduction:
             self._has_grid = True
 
     def _feed(self, records: Records) -> None:
-        # Refusal counts (DROPPED rows) are not events: they go out to the monitor as they are.
-        probe = np.where(records["kind"] == Kind.DROPPED, -1, records["probe"].astype(np.int64))
+        # Refusals (DROPPED and REFUSED rows) are not events: they go out to the monitor as they
+        # are; the latest refused sequence numbers keep the sub-queues' totals exact.
+        kinds = records["kind"]
+        refusals = (kinds == Kind.DROPPED) | (kinds == Kind.REFUSED)
+        probe = np.where(refusals, -1, records["probe"].astype(np.int64))
+        refused = records[kinds == Kind.REFUSED]
         for q in self.queues:
             fr = self.frames[q.key]
+            for pid, know in (
+                (q.insert_probe, fr.know_insertions),
+                (q.remove_probe, fr.know_removals),
+            ):
+                sel = refused["value"][refused["probe"] == pid]
+                if len(sel):
+                    know(int(sel.max()))
             for pid, add in (
                 (q.insert_probe, fr.add_insertions),
                 (q.remove_probe, fr.add_removals),
@@ -73,7 +84,9 @@ class LocalReduction:
         if len(records):
             self._feed(records)
             if self._local.size:
-                here = np.isin(records["probe"], self._local) & (records["kind"] != Kind.DROPPED)
+                kinds = records["kind"]
+                shipped = (kinds == Kind.DROPPED) | (kinds == Kind.REFUSED)
+                here = np.isin(records["probe"], self._local) & ~shipped
                 records = records[~here]
         if not self._has_grid:
             return records, []

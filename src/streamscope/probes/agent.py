@@ -91,21 +91,22 @@ class Agent:
 
     def _collect(self, now: int) -> Records:
         parts: list[Records] = []
-        drops: list[tuple[int, int]] = []
+        drops: list[tuple[int, int, int]] = []
         for tap in self._taps:
             records, dropped = tap.drain()
             if len(records):
                 parts.append(records)
             if dropped:
-                drops.append((tap.probe, dropped))
+                drops.append((tap.probe, dropped, tap.refused))
         if drops:
-            probes = np.array([p for p, _ in drops], dtype=np.int64)
-            counts = np.array([d for _, d in drops], dtype=np.int64)
-            parts.append(
-                make_records(int(Kind.DROPPED), 0, np.full(len(drops), now, dtype=np.int64), counts)
-            )
-            parts[-1]["probe"] = probes
-            self.sent_dropped += int(counts.sum())
+            # Each probe that refused: how many (DROPPED), and the latest refused value (REFUSED).
+            probes = np.array([p for p, _, _ in drops], dtype=np.int64)
+            at = np.full(len(drops), now, dtype=np.int64)
+            for kind, col in ((Kind.DROPPED, 1), (Kind.REFUSED, 2)):
+                vals = np.array([d[col] for d in drops], dtype=np.int64)
+                parts.append(make_records(int(kind), 0, at, vals))
+                parts[-1]["probe"] = probes
+            self.sent_dropped += sum(d for _, d, _ in drops)
         if not parts:
             return empty_records()
         return np.concatenate(parts) if len(parts) > 1 else parts[0]

@@ -50,6 +50,11 @@ class Tap(Protocol):
     probe: int
     kind: int
 
+    @property
+    def refused(self) -> int:
+        """The value of the latest record refused (a channel end's sequence number)."""
+        ...
+
     def drain(self) -> tuple[Records, int]:
         """Records written since the last drain, and how many were refused meanwhile."""
         ...
@@ -95,6 +100,10 @@ class RingTap:
     @property
     def cap(self) -> int:
         return self.ring.capacity
+
+    @property
+    def refused(self) -> int:
+        return self.ring.refused
 
     def drain(self) -> tuple[Records, int]:
         """What was written since the last drain (a private ring only: the monitor drains a

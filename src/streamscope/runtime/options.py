@@ -56,6 +56,11 @@ class RunOptions:
     argv: tuple[str, ...] = ()
     command: str = ""
 
+    def __post_init__(self) -> None:
+        out: object = self.out
+        if out is not None and not isinstance(out, Path):
+            object.__setattr__(self, "out", Path(str(out)))  # a str or any os.PathLike
+
 
 @dataclass(slots=True)
 class RunResult:

@@ -32,6 +32,7 @@ from streamscope.core.rings import (
     W_PID,
     W_PROBE,
     W_R,
+    W_REFUSED,
     W_TOTAL,
     W_W,
     ring_bytes,
@@ -52,6 +53,8 @@ class Drained:
     last: int  # ticks of the register's last change
     #: Ticks of the oldest record still in the ring (the drain took only part of them), or None.
     left_ticks: int | None = None
+    #: The value of the latest refused record (a channel end's sequence number), 0 if none.
+    refused: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,7 +182,7 @@ class RingReader:
             self._seen_dropped = dropped
         return Drained(
             out, delta, int(head[W_COST_NS]), int(head[W_COST_N]), int(head[W_TOTAL]),
-            int(head[W_LAST]), left,
+            int(head[W_LAST]), left, int(head[W_REFUSED]),
         )  # fmt: skip
 
     def _release(self, first: int, n: int) -> None:
