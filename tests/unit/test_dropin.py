@@ -11,6 +11,7 @@ import pytest
 import streamscope as ss
 from streamscope.aggregate.points import DutyPoint, ScalarPoint
 from streamscope.pipeline.dropin import REGISTRY
+from streamscope.runtime.instrument import StreamscopeWarning
 
 
 @pytest.fixture(autouse=True)
@@ -76,10 +77,80 @@ def test_program_with_threads_gets_occupancy_states_and_throughput() -> None:
     assert dict(zip(prod.labels, prod.fractions, strict=True))["blocked_out"] > 0.9
 
 
-def test_unknown_names_are_refused_before_the_program_runs() -> None:
+def test_a_malformed_query_is_refused_before_the_program_runs() -> None:
     ss.Queue(4, src="a", dst="b")
-    with pytest.raises(ss.QueryError, match="unknown stage 'x'"), ss.monitor(["state(x): duty"]):
+    with pytest.raises(ss.QueryError, match="query 1:1:8"), ss.monitor(["state(x: duty"]):
         pytest.fail("the block must not run")
+
+
+def test_a_query_on_a_name_never_seen_warns_and_matches_no_phantom() -> None:
+    """Names a program's queues give their ends are no stages until a thread works in one:
+    a wildcard matches only the workers that ran, and a name that never ran warns."""
+    q = ss.Queue(8, src="reader", dst="parser")
+
+    def work(i: int) -> None:
+        with ss.stage(f"parser{i}"):
+            while q.get() is not None:
+                pass
+
+    queries = ["state(parser*): duty", "state(parser): duty", "state(nobody): duty"]
+
+    def program() -> None:
+        pool = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+        for t in pool:
+            t.start()
+        for k in [*range(50), None, None]:
+            q.put(k)
+        for t in pool:
+            t.join()
+
+    with pytest.warns(StreamscopeWarning) as caught, ss.monitor(queries) as m:
+        program()
+    assert m.result is not None and m.result.status == "completed"
+    said = [str(w.message) for w in caught]
+    assert any("'state(parser): duty'" in w and "parser0" in w for w in said)
+    assert any("'state(nobody): duty'" in w for w in said)
+    assert not any("parser*" in w for w in said)
+    run = ss.Run.from_memory(m.result.store)  # type: ignore[arg-type]
+    assert sorted({f.target for f in run.results(0)}) == ["parser0", "parser1"]
+    assert not run.results(1) and not run.results(2)
+
+
+def test_queues_and_stages_made_after_monitoring_starts_are_measured() -> None:
+    queries = ["count(late_src -> late_dst): sum every 100ms", "state(late_*): duty every 100ms"]
+    with ss.monitor(queries, ss.RunOptions(mode="inline", frame_ns=100_000_000)) as m:
+        q = ss.Queue(4, src="late_src", dst="late_dst")
+
+        def consume() -> None:
+            with ss.stage("late_dst"):
+                while q.get() is not None:
+                    time.sleep(0.0002)
+
+        t = threading.Thread(target=consume)
+        t.start()
+        with ss.stage("late_src"):
+            for k in range(200):
+                q.put(k)
+            q.put(None)
+        t.join()
+    assert m.result is not None and m.result.status == "completed"
+    run = ss.Run.from_memory(m.result.store)  # type: ignore[arg-type]
+    counted = sum(
+        p.value or 0 for r in run.results(0) for p in r.points if isinstance(p, ScalarPoint)
+    )
+    assert counted == 201
+    assert {f.target for f in run.results(1)} == {"late_src", "late_dst"}
+    assert {s.name for s in run.topology.stages} == {"late_src", "late_dst"}
+
+
+def test_mistakes_are_streamscope_errors() -> None:
+    with pytest.raises(ss.ConfigError, match="stage needs a name"):
+        ss.stage("")
+    with pytest.raises(ss.ConfigError, match="maxsize"):
+        ss.MPQueue(-1, src="a", dst="b")
+    ss.Queue(1, src="a", dst="b")
+    with pytest.raises(ss.PipelineError, match="exists already"):
+        ss.Queue(1, src="a", dst="b")
 
 
 def test_an_exception_in_the_program_marks_the_run_failed() -> None:

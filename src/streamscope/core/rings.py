@@ -29,14 +29,18 @@ other's line on every record)::
 
 from __future__ import annotations
 
+import fcntl
 import itertools
+import json
 import mmap
 import os
 from pathlib import Path
 
 import numpy as np
 
+from streamscope.core.errors import RunFileError
 from streamscope.core.records import RECORD_DTYPE
+from streamscope.core.topology import Topology
 
 MAGIC = 0x31525353  # b"SSR1" little-endian
 VERSION = 1
@@ -108,3 +112,50 @@ def ring_directory(base: str) -> str:
     path = root / f"streamscope-{os.getpid()}-{os.urandom(4).hex()}"
     path.mkdir(mode=0o700)
     return str(path)
+
+
+#: A declaration: what a probe that appeared during the run measures (``declare``).
+DECLARATION = ".decl"
+_IDS = "next-probe-id"
+
+
+def declare(directory: str | Path, found: Topology) -> None:
+    """Tell the monitor what the probes of ``found`` measure, before their rings appear (or
+    that stages or channels no query watches exist): one file per declaration, named after its
+    first probe or a number of its own (written whole, then renamed)."""
+    key = found.probes[0].id if found.probes else next_probe_ids(directory, 1)
+    path = Path(directory) / f"{key}{DECLARATION}"
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(found.to_dict()))
+    os.rename(tmp, path)
+
+
+def declaration(directory: str | Path, probe: int) -> Topology | None:
+    """The declaration of ``probe``'s ring, if one was written (a probe made during the run)."""
+    path = Path(directory) / f"{probe}{DECLARATION}"
+    try:
+        return Topology.from_dict(json.loads(path.read_text()))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, TypeError, KeyError) as exc:
+        raise RunFileError(f"{path}: not a probe declaration ({exc})") from exc
+
+
+def set_next_probe_id(directory: str | Path, first: int) -> None:
+    """Probes made during the run are numbered from ``first`` (the run's own come before)."""
+    (Path(directory) / _IDS).write_text(str(first))
+
+
+def next_probe_ids(directory: str | Path, n: int) -> int:
+    """Take ``n`` probe ids no other process of the run takes; returns the first."""
+    path = Path(directory) / _IDS
+    with open(path, "r+") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            first = int(f.read() or "1")
+            f.seek(0)
+            f.write(str(first + n))
+            f.truncate()
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+    return first

@@ -72,7 +72,9 @@ def main(argv: list[str]) -> int:
         cfg = json.loads(cfg_path.read_text())
         cfg_path.unlink()  # read once; nothing is left behind if the application is killed
         topology = Topology.from_dict(cfg["topology"])
-        plan = compile_queries(cfg["queries"], topology, cfg["frame_ns"])
+        plan = compile_queries(
+            cfg["queries"], topology, cfg["frame_ns"], open_world=bool(cfg.get("open_world"))
+        )
         m = cfg["meta"]
         meta = RunMeta(**{**m, "argv": tuple(m["argv"])})
         listener = socket.socket(fileno=int(cfg["listen_fd"]))

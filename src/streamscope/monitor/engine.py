@@ -9,6 +9,7 @@ watermark passes them.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -24,7 +25,7 @@ from streamscope.core.topology import Topology
 from streamscope.monitor.reducers import TargetReducer
 from streamscope.monitor.streams import EVENT_METRICS, ChannelStream, EventStream, StageStream
 from streamscope.monitor.virtual import SIDES, virtual_queues
-from streamscope.query.compile import Plan
+from streamscope.query.compile import Plan, TargetPlan, new_targets
 from streamscope.query.metrics import METRICS
 from streamscope.timebase.clockmap import HostMap
 from streamscope.timebase.domains import HOST, Domains, TableSink
@@ -104,7 +105,9 @@ class Engine:
         #: Each stage thread's time figures (NOTE messages at its end): stage -> field -> value.
         self.runner: dict[str, dict[str, int]] = {}
         self.channels: dict[str, ChannelStream] = {}
-        self.stages: dict[str, StageStream] = {}
+        #: One per state probe: a stage worked in by several threads or processes (a drop-in
+        #: program's pool) has one per worker, and its duty is theirs on average.
+        self.stages: dict[int, StageStream] = {}
         #: Value probes (samplers, counters, timers, per-iteration durations), by probe id.
         self.events: dict[int, EventStream] = {}
         tick_ns = {r.clock_domain: r.tick_period_ns for r in topology.resources}
@@ -127,7 +130,7 @@ class Engine:
             if p.kind in ("tail", "head") and (p.target not in links or p.target in measured):
                 self.channels.setdefault(p.target, ChannelStream(p.target))
             elif p.kind == "state":
-                self.stages.setdefault(p.target, StageStream(p.target))
+                self.stages[p.id] = StageStream(p.target)
             elif p.kind in EVENT_METRICS:
                 durations = METRICS[EVENT_METRICS[p.kind]].time_valued
                 scale = tick_ns.get(p.domain, 1.0) if durations else None
@@ -266,10 +269,57 @@ class Engine:
             kind, target = self.probe_kind.get(pid, ("", ""))
             if kind in ("tail", "head"):
                 self.channels[target].add_refusal(kind, t_report)
-            elif kind == "state":
-                self.stages[target].add_refusal(t_report)
+            elif kind == "state" and pid in self.stages:
+                self.stages[pid].add_refusal(t_report)
         for pid, seq, t_seen in late_seqs:
             self.note_refused(pid, seq, t_seen)
+
+    def declare(self, found: Topology) -> bool:
+        """Stages, channels and probes that appeared while the run went on (a drop-in program's
+        workers and queues): they are measured from now on by every query whose pattern matches
+        them. True when the topology or the queries' targets changed."""
+        topo = self.topology
+        res = {r.name for r in topo.resources}
+        stg = {s.name for s in topo.stages}
+        chn = {c.name for c in topo.channels}
+        prb = {p.id for p in topo.probes}
+        new_res = tuple(r for r in found.resources if r.name not in res)
+        new_stg = tuple(s for s in found.stages if s.name not in stg)
+        new_chn = tuple(c for c in found.channels if c.name not in chn)
+        new_prb = tuple(p for p in found.probes if p.id not in prb)
+        if not (new_res or new_stg or new_chn or new_prb):
+            return False
+        self.topology = dataclasses.replace(
+            topo, resources=topo.resources + new_res, stages=topo.stages + new_stg,
+            channels=topo.channels + new_chn, probes=topo.probes + new_prb,
+        )  # fmt: skip
+        wm = self.watermark_ns
+        for p in new_prb:
+            self.probe_kind[p.id] = (p.kind, p.target)
+            self._probe_domain[p.id] = p.domain
+            if p.kind in ("tail", "head"):
+                self.channels.setdefault(p.target, ChannelStream(p.target, wm))
+            elif p.kind == "state":
+                self.stages[p.id] = StageStream(p.target, wm)
+        added = new_targets(self.plan, [s.name for s in new_stg], new_chn)
+        if added:
+            by_id = {q.id: q for q in self.plan.queries}
+            extra: dict[int, tuple[TargetPlan, ...]] = {}
+            for qid, target in added:
+                q = by_id[qid]
+                r = TargetReducer(q.id, q.metric, target.name, target.specs, q.frame_ns)
+                r.next_frame = wm // q.frame_ns
+                self.reducers.append(r)
+                self._by_target.setdefault((r.metric, r.target), []).append(r)
+                extra[qid] = (*extra.get(qid, ()), target)
+            self.plan = dataclasses.replace(
+                self.plan,
+                queries=tuple(
+                    dataclasses.replace(q, targets=q.targets + extra.get(q.id, ()))
+                    for q in self.plan.queries
+                ),
+            )
+        return True
 
     def note_refused(self, pid: int, seq: int, t_report: int) -> None:
         """The latest record probe ``pid`` refused before ``t_report`` carried ``seq``: for a
@@ -343,7 +393,7 @@ class Engine:
             if kind in ("tail", "head"):
                 stream = self.channels.get(target)
             elif kind == "state":
-                stream = self.stages.get(target)
+                stream = self.stages.get(pid)
             else:
                 stream = self.events.get(pid)
             if isinstance(stream, ChannelStream) and len(pv):
@@ -422,9 +472,9 @@ class Engine:
                 r.add_times(out.insertions)
             for r in self._by_target.get(("throughput", name), ()):
                 r.add_times(out.removals)
-        for name, sstream in self.stages.items():
+        for sstream in self.stages.values():
             seg = sstream.advance(wm)
-            for r in self._by_target.get(("state", name), ()):
+            for r in self._by_target.get(("state", sstream.name), ()):
                 r.add_segments(seg)
         for es in self.events.values():
             ev = es.advance(wm)

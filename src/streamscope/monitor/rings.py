@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from streamscope.core.errors import RunFileError
 from streamscope.core.records import Kind, Records, make_records
-from streamscope.core.rings import SUFFIX
+from streamscope.core.rings import DECLARATION, SUFFIX, declaration
 from streamscope.core.topology import HOST, Topology
 from streamscope.transport.ring import RingReader
 
@@ -78,19 +79,41 @@ class RingCost:
 class RingSet:
     """Every ring of one run. ``drain`` takes what each holds; ``close`` unmaps them."""
 
-    def __init__(self, directory: str, topology: Topology) -> None:
+    def __init__(
+        self,
+        directory: str,
+        topology: Topology,
+        on_declare: Callable[[Topology], None] | None = None,
+    ) -> None:
         self.directory = directory
         self._domain = {p.id: p.domain for p in topology.probes}
         self._rings: dict[str, _Ring] = {}
         self._turn = 0
         self.bad: list[str] = []
+        self._on_declare = on_declare
+        self._declared: set[str] = set()
 
     def scan(self) -> int:
-        """Open the rings made since the last scan; how many there are now."""
+        """Open the rings made since the last scan (after reading the declarations of probes
+        made during the run, which come before their rings); how many there are now."""
         try:
             names = os.listdir(self.directory)
         except OSError:
             return len(self._rings)
+        for name in sorted(n for n in names if n.endswith(DECLARATION)):
+            if name in self._declared:
+                continue
+            self._declared.add(name)
+            try:
+                found = declaration(self.directory, int(name.removesuffix(DECLARATION)))
+            except (RunFileError, ValueError) as exc:
+                print(f"streamscope monitor: {exc}")
+                continue
+            if found is None:
+                continue
+            self._domain.update({p.id: p.domain for p in found.probes})
+            if self._on_declare is not None:
+                self._on_declare(found)
         for name in names:
             if not name.endswith(SUFFIX) or name in self._rings:
                 continue

@@ -148,7 +148,7 @@ class MonitorService:
             truth_dir=truth_dir, trace=trace,
         )  # fmt: skip
         self.frame_ns = drop_frame_ns
-        self.rings = RingSet(ring_dir, topology) if ring_dir is not None else None
+        self.rings = RingSet(ring_dir, topology, self._declare) if ring_dir is not None else None
         self.costs = CostBook()
         self.socket_path = socket_path
         self._server = listener
@@ -330,6 +330,16 @@ class MonitorService:
         self.cpu_ns += cpu - self._cpu_mark
         self._cpu_mark = cpu
         self._write_monitor_stats(eng.watermark_ns // self.frame_ns)
+
+    def _declare(self, found: Topology) -> None:
+        """Stages, channels and probes a program made while it ran: measured from now on, and
+        the run file's topology and queries say so."""
+        eng = self.engine
+        if eng.declare(found):
+            self._topology = eng.topology
+            self._records = query_records(eng.plan, eng.topology)
+            if self._begun:
+                self.writer.amend(self._topology, self._records)
 
     def _place(self, domain: str, ticks: int) -> int | None:
         """Virtual time of a record of ``domain`` (None: the domain is not calibrated yet)."""

@@ -187,10 +187,13 @@ class ChannelStream:
     from the sequence numbers the taps record. Where one end refused records, the times of
     some insertions or removals are lost: those spans are reported as unknown, never guessed."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, start_ns: int = 0) -> None:
+        """``start_ns``: the channel appeared during the run, empty (nothing before is reduced)."""
         self.name = name
         self.ends = {"tail": _End(), "head": _End()}
-        self.last_t = 0
+        for e in self.ends.values():
+            e.last_t = start_ns
+        self.last_t = start_ns
         self._halfwidth = {"tail": 0.0, "head": 0.0}
         self._open_seq = _EMPTY  # inserted, not yet removed: sequence numbers ...
         self._open_t = _EMPTY  # ... and insertion times
@@ -300,13 +303,15 @@ class ChannelStream:
 class StageStream:
     """One stage's state records → segments of constant state (UNKNOWN where records were refused)."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, start_ns: int | None = None) -> None:
+        """``start_ns``: the stage appeared during the run (a worker entering a drop-in stage):
+        nothing is known of it before its first record, nor reduced before ``start_ns``."""
         self.name = name
         self._pending = _Pending()
         self._gaps = _Gaps()
-        self.last_t = 0
-        self.last_record_t = 0
-        self.state = 0  # idle until the first record
+        self.last_t = start_ns or 0
+        self.last_record_t = self.last_t
+        self.state = 0 if start_ns is None else UNKNOWN  # idle until the first record
 
     def add(self, t_ns: I64, state: I64) -> int:
         late = t_ns < self.last_t

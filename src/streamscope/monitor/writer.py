@@ -55,6 +55,9 @@ class StoreWriter:
     def write_drops(self, drops: Sequence[DropCount]) -> None:
         self._put(lambda: self.store.write_drops(drops))
 
+    def amend(self, topology: Topology, queries: Sequence[QueryRecord]) -> None:
+        self._put(lambda: self.store.amend(topology, queries))
+
     def write_table(self, table: str, columns: dict[str, Any]) -> None:
         self._put(lambda: self.store.write_table(table, columns))
 

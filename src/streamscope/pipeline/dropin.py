@@ -8,17 +8,21 @@ around a stage's work. Out: the same ring records a ``Pipeline`` produces, once 
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import json
 import multiprocessing as mp
 import os
 import queue
 import threading
 from collections.abc import Callable
+from fnmatch import fnmatchcase
 from typing import Any, ParamSpec, TypeVar
 
 from streamscope.core import native
-from streamscope.core.errors import PipelineError
+from streamscope.core.errors import ConfigError, PipelineError
 from streamscope.core.records import Kind, State
+from streamscope.core.rings import declare, next_probe_ids, set_next_probe_id
 from streamscope.core.topology import ChannelInfo, ProbeInfo, ResourceInfo, StageInfo, Topology
 from streamscope.pipeline.channel import ThreadChannel
 from streamscope.probes.taps import COST_CALL, Recorder, RingTap, make_tracker
@@ -27,9 +31,36 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
+#: Where a process the program starts later (``spawn``) finds the active session.
+SESSION_ENV = "STREAMSCOPE_DROPIN_SESSION"
+
+
+def taps_for(
+    watches: list[dict[str, Any]], stage: str | None = None, channel: ChannelInfo | None = None
+) -> set[str]:
+    """The probe kinds a stage or channel needs for the session's queries (``watches``, as
+    ``query.compile.watches`` gives them)."""
+    kinds: set[str] = set()
+    for w in watches:
+        if "stage" in w:
+            hit = stage is not None and fnmatchcase(stage, w["stage"])
+        else:
+            hit = channel is not None and (
+                fnmatchcase(channel.src, w["src"]) and fnmatchcase(channel.dst, w["dst"])
+            )
+        if hit:
+            kinds.update(w["kinds"])
+    return kinds
+
+
 class Registry:
-    """What a program declared: stage names and instrumented queues, in creation order; while a
-    session is active, the probes it needs and the recorder of each process that records."""
+    """What a program declared: instrumented queues and stage names, in creation order; while a
+    session is active, the probes it needs and the recorder of each process that records.
+
+    A stage exists for the monitor once a thread works in it (``with stage(name)``): each
+    thread of each process that does gets a state probe of its own (a worker), declared to the
+    monitor then, on the resource it runs on. Queues made while the session runs are declared
+    the same way. Processes started later find the session in their environment."""
 
     def __init__(self) -> None:
         self.stages: dict[str, None] = {}
@@ -37,13 +68,17 @@ class Registry:
         self.probes: tuple[ProbeInfo, ...] = ()
         self.directory: str | None = None
         self.capacity = 0
-        self._state_probe: dict[str, int] = {}
-        #: Per process (pid): its recorder and its stages' trackers.
+        self.watches: list[dict[str, Any]] = []
+        self.owner = 0  # the pid that activated the session
+        #: Per process (pid): its recorder. Per worker (pid, thread, stage): its tracker.
         self._recorders: dict[int, Recorder] = {}
-        self._trackers: dict[tuple[int, str], native.StateTracker] = {}
+        self._trackers: dict[tuple[int, int, str], native.StateTracker | None] = {}
+        self._env_checked = 0
         self.lock = threading.RLock()
 
     def add_stage(self, name: str) -> None:
+        if not isinstance(name, str) or not name:
+            raise ConfigError(f"a stage needs a name (a non-empty str), got {name!r}")
         if name not in self.stages:
             with self.lock:
                 self.stages.setdefault(name, None)
@@ -57,29 +92,41 @@ class Registry:
             self.add_stage(q.src)
             self.add_stage(q.dst)
             self.queues[q.name] = q
+            if self.active():
+                self._declare_queue(q)
+
+    def channel_info(self, q: Queue | MPQueue) -> ChannelInfo:
+        transport = "process" if isinstance(q, MPQueue) else "thread"
+        return ChannelInfo(q.name, q.src, q.dst, q.capacity, transport)
 
     def topology(self, probes: tuple[ProbeInfo, ...] = ()) -> Topology:
-        channels = []
-        for q in self.queues.values():
-            transport = "process" if isinstance(q, MPQueue) else "thread"
-            channels.append(ChannelInfo(q.name, q.src, q.dst, q.capacity, transport))
-        srcs = {c.src for c in channels}
-        dsts = {c.dst for c in channels}
-
-        def role(s: str) -> str:
-            return "source" if s not in dsts else "sink" if s not in srcs else "stage"
-
+        """The queues so far; no stage (a stage appears once a thread works in it)."""
         return Topology(
             name="program",
             resources=(ResourceInfo("main", "thread"),),
-            stages=tuple(StageInfo(s, "main", role(s)) for s in self.stages),
-            channels=tuple(channels),
+            channels=tuple(self.channel_info(q) for q in self.queues.values()),
             probes=probes,
         )
 
+    def active(self) -> bool:
+        """A session is active for this process (a process spawned by the program reads it
+        from its environment the first time it asks)."""
+        if self.directory is not None:
+            return True
+        pid = os.getpid()
+        if self._env_checked != pid:
+            self._env_checked = pid
+            found = os.environ.get(SESSION_ENV)
+            if found:
+                with contextlib.suppress(ValueError, KeyError, TypeError):
+                    d = json.loads(found)
+                    self.directory, self.capacity = str(d["dir"]), int(d["capacity"])
+                    self.watches, self.owner = list(d["watches"]), int(d["owner"])
+        return self.directory is not None
+
     def recorder(self) -> Recorder | None:
         """This process's recorder while a session is active (made on first use in a child)."""
-        if not self.probes:
+        if not self.active():
             return None
         pid = os.getpid()
         rec = self._recorders.get(pid)
@@ -90,45 +137,98 @@ class Registry:
                 )
         return rec
 
-    def tracker(self, stage: str) -> native.StateTracker | None:
-        """This process's tracker of ``stage`` when a query watches it (a forked child gets one
-        of its own: the parent's ring is the parent's)."""
-        probe = self._state_probe.get(stage)
-        if probe is None:
-            return None
-        key = (os.getpid(), stage)
-        tracker = self._trackers.get(key)
-        if tracker is None:
-            rec = self.recorder()
-            if rec is None:
-                return None
-            with self.lock:
-                tracker = self._trackers.get(key)
-                if tracker is None:
-                    tap = rec.tap(probe, Kind.STATE, cost=COST_CALL)
-                    tracker = self._trackers[key] = make_tracker(stage, tap)
-        return tracker
+    def resource(self) -> ResourceInfo:
+        """Where the calling thread runs: the program's own process, or a child of it."""
+        pid = os.getpid()
+        if pid == self.owner:
+            return ResourceInfo("main", "thread")
+        return ResourceInfo(f"{mp.current_process().name} (pid {pid})", "process")
 
-    def activate(self, probes: tuple[ProbeInfo, ...], directory: str | None, capacity: int) -> None:
-        """Turn on exactly the probes a session needs, recording into ``directory``."""
+    def _role(self, stage: str) -> str:
+        srcs = {q.src for q in self.queues.values()}
+        dsts = {q.dst for q in self.queues.values()}
+        if stage in srcs and stage not in dsts:
+            return "source"
+        return "sink" if stage in dsts and stage not in srcs else "stage"
+
+    def tracker(self, stage: str) -> native.StateTracker | None:
+        """The calling thread's tracker of ``stage`` while a session is active: made, and the
+        worker declared to the monitor, the first time this thread works in it (None when no
+        query watches the stage)."""
+        key = (os.getpid(), threading.get_ident(), stage)
+        try:
+            return self._trackers[key]
+        except KeyError:
+            pass
+        with self.lock:
+            if key in self._trackers:
+                return self._trackers[key]
+            tracker = None
+            rec = self.recorder()
+            if rec is not None and self.directory is not None:
+                res = self.resource()
+                probes: tuple[ProbeInfo, ...] = ()
+                if "state" in taps_for(self.watches, stage=stage):
+                    probes = (ProbeInfo(next_probe_ids(self.directory, 1), "state", stage),)
+                found = Topology(
+                    "", resources=(res,), stages=(StageInfo(stage, res.name, self._role(stage)),),
+                    probes=probes,
+                )  # fmt: skip
+                declare(self.directory, found)
+                if probes:
+                    tracker = make_tracker(stage, rec.tap(probes[0].id, Kind.STATE, cost=COST_CALL))
+            self._trackers[key] = tracker
+            return tracker
+
+    def _declare_queue(self, q: Queue | MPQueue) -> None:
+        """A queue made while the session runs: its probes, declared, then attached."""
+        assert self.directory is not None
+        info = self.channel_info(q)
+        kinds = [k for k in ("tail", "head") if k in taps_for(self.watches, channel=info)]
+        if not kinds:
+            found = Topology("", channels=(info,))
+            declare(self.directory, found)
+            return
+        first = next_probe_ids(self.directory, len(kinds))
+        probes = tuple(ProbeInfo(first + i, k, q.name) for i, k in enumerate(kinds))
+        declare(self.directory, Topology("", channels=(info,), probes=probes))
+        for p in probes:
+            q.attach(p.kind, p.id)
+
+    def activate(
+        self,
+        probes: tuple[ProbeInfo, ...],
+        directory: str,
+        capacity: int,
+        watches: list[dict[str, Any]],
+    ) -> None:
+        """Turn on the probes a session needs, recording into ``directory``; stages and queues
+        that appear later get probes numbered after these."""
         with self.lock:
             self.probes = probes
             self.directory = directory
             self.capacity = capacity
-            self._state_probe = {p.target: p.id for p in probes if p.kind == "state"}
+            self.watches = watches
+            self.owner = os.getpid()
+            set_next_probe_id(directory, max((p.id for p in probes), default=0) + 1)
+            os.environ[SESSION_ENV] = json.dumps(
+                {"dir": directory, "capacity": capacity, "watches": watches, "owner": self.owner}
+            )
             for p in probes:
                 if p.kind in ("tail", "head"):
                     self.queues[p.target].attach(p.kind, p.id)
 
     def deactivate(self) -> None:
         with self.lock:
+            os.environ.pop(SESSION_ENV, None)
             for q in self.queues.values():
                 q.detach()
-            self._state_probe = {}
             self._trackers.clear()
             self._recorders.clear()
             self.probes = ()
             self.directory = None
+            self.watches = []
+            self._env_checked = os.getpid()
 
 
 REGISTRY = Registry()
@@ -162,16 +262,22 @@ class Queue(ThreadChannel, queue.Queue[Any]):  # type: ignore[override]
 class MPQueue:
     """``multiprocessing.Queue`` monitored from every process that uses it.
 
-    Sequence numbers live in shared memory and are taken with the time under one lock per end,
-    so records from different processes still say exactly how many items were in the queue.
-    Create it before starting (forking) the processes that use it.
+    Its occupancy is the number of items put and not yet taken: an insertion is recorded
+    after a free place is taken and before the item can be taken, a removal after the item is
+    taken and before its place is given back, so it never exceeds ``maxsize``. Sequence numbers
+    live in shared memory and are taken with the time under one lock per end, so records from
+    different processes still say exactly how many items were in the queue. Pass it to the
+    processes that use it (forked or spawned) as ``multiprocessing.Queue`` is passed.
     """
 
     def __init__(
         self, maxsize: int = 0, *, src: str, dst: str, name: str | None = None, ctx: Any = None
     ) -> None:
-        ctx = ctx or mp.get_context("fork")
-        self._q = ctx.Queue(maxsize)
+        if not isinstance(maxsize, int) or maxsize < 0:
+            raise ConfigError(f"MPQueue maxsize must be an int >= 0, got {maxsize!r}")
+        ctx = ctx or mp.get_context()
+        self._q = ctx.Queue()  # unbounded: ``_free`` bounds it, so the records can
+        self._free = ctx.BoundedSemaphore(maxsize) if maxsize > 0 else None
         self.name = name or f"{src} -> {dst}"
         self.src, self.dst = src, dst
         self.capacity = maxsize
@@ -181,6 +287,14 @@ class MPQueue:
         self._taps: dict[tuple[int, str], RingTap] = {}
         REGISTRY.add_queue(self)
 
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_taps"] = {}  # rings are per process: a spawned child makes its own
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
     def attach(self, end: str, probe: int) -> None:
         self._probes[end] = probe
 
@@ -189,7 +303,7 @@ class MPQueue:
         self._taps.clear()
 
     def _tap(self, end: str) -> RingTap | None:
-        """This process's tap for ``end`` (made on first use, so forked children get their own)."""
+        """This process's tap for ``end`` (made on first use, so children get their own)."""
         probe = self._probes.get(end)
         if probe is None:
             return None
@@ -203,24 +317,31 @@ class MPQueue:
             self._taps[key] = tap
         return tap
 
-    def put(self, item: Any, block: bool = True, timeout: float | None = None) -> None:
+    def _take_place(self, block: bool, timeout: float | None) -> None:
+        free = self._free
+        if free is None:
+            return
+        if free.acquire(False):
+            return
+        if not block:
+            raise queue.Full
         tracker = native.bound_tracker()
-        if tracker is not None and block:
-            try:
-                self._q.put(item, False)
-            except queue.Full:
-                prev = tracker.set(State.BLOCKED_OUT)
-                try:
-                    self._q.put(item, True, timeout)
-                finally:
-                    tracker.set(prev)
-        else:
-            self._q.put(item, block, timeout)
+        prev = tracker.set(State.BLOCKED_OUT) if tracker is not None else 0
+        try:
+            if not free.acquire(True, timeout):
+                raise queue.Full
+        finally:
+            if tracker is not None:
+                tracker.set(prev)
+
+    def put(self, item: Any, block: bool = True, timeout: float | None = None) -> None:
+        self._take_place(block, timeout)
         tap = self._tap("tail")
         with self._seq_in.get_lock():
             self._seq_in.value += 1
             if tap is not None:
                 tap.ring.record(self._seq_in.value)
+            self._q.put(item)
 
     def get(self, block: bool = True, timeout: float | None = None) -> Any:
         tracker = native.bound_tracker()
@@ -240,6 +361,8 @@ class MPQueue:
             self._seq_out.value += 1
             if tap is not None:
                 tap.ring.record(self._seq_out.value)
+        if self._free is not None:
+            self._free.release()
         return item
 
     def put_nowait(self, item: Any) -> None:
@@ -249,16 +372,22 @@ class MPQueue:
         return self.get(False)
 
     def qsize(self) -> int:
-        return int(self._q.qsize())
+        return int(self._seq_in.value - self._seq_out.value)
 
     def empty(self) -> bool:
         return bool(self._q.empty())
+
+    def full(self) -> bool:
+        return self.capacity > 0 and self.qsize() >= self.capacity
 
     def close(self) -> None:
         self._q.close()
 
     def join_thread(self) -> None:
         self._q.join_thread()
+
+    def cancel_join_thread(self) -> None:
+        self._q.cancel_join_thread()
 
 
 _saved = threading.local()

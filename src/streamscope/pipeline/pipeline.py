@@ -422,7 +422,7 @@ def plan_probes(topology: Topology, taps: frozenset[tuple[str, str]]) -> tuple[P
         for end in ends:
             if (end, ch.name) in taps:
                 owner = ch.src if end in ("tail", "send") else ch.dst
-                out.append(ProbeInfo(len(out) + 1, end, ch.name, stage_domain[owner]))
+                out.append(ProbeInfo(len(out) + 1, end, ch.name, stage_domain.get(owner, HOST)))
     for st in topology.stages:
         for kind in ("state", *ITERATION_KINDS):
             if (kind, st.name) in taps:

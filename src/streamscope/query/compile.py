@@ -39,7 +39,7 @@ from streamscope.query.ast import (
 from streamscope.query.metrics import BOX_QUANTILES, METRICS
 from streamscope.query.parser import parse_queries, parse_query
 
-__all__ = ["CompiledQuery", "Plan", "TargetPlan", "compile_queries"]
+__all__ = ["CompiledQuery", "Plan", "TargetPlan", "compile_queries", "new_targets", "watches"]
 
 _SIMPLE_SPECS: dict[str, AggregationSpec] = {
     "count": Count(),
@@ -112,6 +112,8 @@ class Plan:
 
     queries: tuple[CompiledQuery, ...]
     taps: frozenset[tuple[str, str]]
+    #: Stages and channels may appear while the run goes on (``compile_queries``).
+    open_world: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -134,7 +136,11 @@ def _ns(ns: int) -> str:
 
 
 def compile_queries(
-    queries: Sequence[Query | str] | str, topology: Topology, default_frame_ns: int
+    queries: Sequence[Query | str] | str,
+    topology: Topology,
+    default_frame_ns: int,
+    *,
+    open_world: bool = False,
 ) -> Plan:
     """Check every query against ``topology`` and resolve its targets, frame and specs.
 
@@ -143,6 +149,12 @@ def compile_queries(
 
     Raises :class:`QueryError` (with line and column) for the first bad query; nothing is
     returned unless all are valid. ``default_frame_ns`` (> 0) applies where no ``every`` is given.
+
+    ``open_world``: stages and channels may appear while the run goes on (a program monitored
+    through the drop-in API), so a name that matches nothing yet is not an error: its query
+    starts with the targets that exist and gains the others as they appear
+    (:func:`new_targets`). Stage queries then match only ``topology``'s stages, not the names
+    channels give their ends (a stage exists once a thread has worked in it).
     """
     if default_frame_ns <= 0:
         raise ConfigError(f"default frame must be greater than zero, got {default_frame_ns} ns")
@@ -153,18 +165,20 @@ def compile_queries(
         )
     if isinstance(queries, str):
         queries = parse_queries(queries)
-    compiled = [_compile_one(i, q, topology, default_frame_ns) for i, q in enumerate(queries)]
+    compiled = [
+        _compile_one(i, q, topology, default_frame_ns, open_world) for i, q in enumerate(queries)
+    ]
     taps = frozenset(
         (kind, target.name)
         for cq in compiled
         for target in cq.targets
         for kind in METRICS[cq.metric].taps
     )
-    return Plan(tuple(compiled), taps)
+    return Plan(tuple(compiled), taps, open_world)
 
 
 def _compile_one(
-    index: int, item: Query | str, topology: Topology, default_frame_ns: int
+    index: int, item: Query | str, topology: Topology, default_frame_ns: int, open_world: bool
 ) -> CompiledQuery:
     source = f"query {index + 1}"
     if isinstance(item, str):
@@ -177,7 +191,7 @@ def _compile_one(
         origin = item.origin if _origin_fits(item) else reread.origin
     assert origin is not None
     info = METRICS[query.metric]
-    resolver = _Resolver(topology, origin)
+    resolver = _Resolver(topology, origin, open_world)
     if isinstance(query.target, Edge):
         channels = resolver.channels(query.target)
         names = tuple(c.name for c in channels)
@@ -206,6 +220,52 @@ def _compile_one(
     )
 
 
+def new_targets(
+    plan: Plan, stages: Sequence[str] = (), channels: Sequence[ChannelInfo] = ()
+) -> list[tuple[int, TargetPlan]]:
+    """What stages or channels that appeared during the run add to ``plan``'s queries:
+    (query id, target) for each query whose pattern matches one it does not have yet."""
+    out: list[tuple[int, TargetPlan]] = []
+    for cq in plan.queries:
+        have = {t.name for t in cq.targets}
+        target = cq.query.target
+        origin = cq.query.origin or parse_query(cq.text, source=f"query {cq.id + 1}").origin
+        assert origin is not None
+        if isinstance(target, Edge):
+            for c in channels:
+                if c.name in have or not (
+                    fnmatchcase(c.src, target.src) and fnmatchcase(c.dst, target.dst)
+                ):
+                    continue
+                out.append((cq.id, TargetPlan(c.name, _specs(cq.query, [c], origin))))
+                have.add(c.name)
+        elif not METRICS[cq.metric].probe:
+            specs = cq.targets[0].specs if cq.targets else None
+            for name in stages:
+                if name in have or not fnmatchcase(name, target.name):
+                    continue
+                if specs is None:
+                    specs = _specs(cq.query, [], origin)
+                out.append((cq.id, TargetPlan(name, specs)))
+                have.add(name)
+    return out
+
+
+def watches(plan: Plan) -> list[dict[str, Any]]:
+    """What stages and channels that appear during the run need recorded, as plain data (a
+    process the program starts later reads it from its environment): per query, the probe
+    kinds its metric needs and its target's name patterns (``stage``, or ``src`` and ``dst``)."""
+    out: list[dict[str, Any]] = []
+    for cq in plan.queries:
+        target = cq.query.target
+        kinds = list(METRICS[cq.metric].taps)
+        if isinstance(target, Edge):
+            out.append({"kinds": kinds, "src": target.src, "dst": target.dst})
+        elif not METRICS[cq.metric].probe:
+            out.append({"kinds": kinds, "stage": target.name})
+    return out
+
+
 def _origin_fits(query: Query) -> bool:
     return query.origin is not None and query.origin.target == query.target
 
@@ -213,12 +273,14 @@ def _origin_fits(query: Query) -> bool:
 class _Resolver:
     """Matches name patterns against the topology; errors point at the pattern in the query."""
 
-    def __init__(self, topology: Topology, origin: Origin) -> None:
+    def __init__(self, topology: Topology, origin: Origin, open_world: bool = False) -> None:
         self.topology = topology
         self.origin = origin
+        self.open_world = open_world
         known = [s.name for s in topology.stages]
-        for c in topology.channels:
-            known += [c.src, c.dst]
+        if not open_world:
+            for c in topology.channels:
+                known += [c.src, c.dst]
         self.known = tuple(dict.fromkeys(known))
 
     def error(self, message: str, which: int) -> QueryError:
@@ -229,7 +291,7 @@ class _Resolver:
 
     def stages(self, pattern: str, which: int) -> tuple[str, ...]:
         matched = tuple(name for name in self.known if fnmatchcase(name, pattern))
-        if not matched:
+        if not matched and not self.open_world:
             known = ", ".join(self.known) or "(none)"
             if any(ch in pattern for ch in "*?["):
                 message = f"no stage matches '{pattern}'; known stages: {known}"
@@ -244,7 +306,7 @@ class _Resolver:
         """Declared probes of ``kind`` whose ``STAGE.NAME`` matches ``pattern``."""
         declared = [p.name for p in self.topology.user_probes if p.kind == kind]
         matched = tuple(name for name in declared if fnmatchcase(name, pattern))
-        if matched:
+        if matched or self.open_world:
             return matched
         known = ", ".join(declared) or "(none: declare one with Pipeline.probe)"
         other = [p for p in self.topology.user_probes if fnmatchcase(p.name, pattern)]
@@ -259,13 +321,15 @@ class _Resolver:
         raise self.error(message, 0)
 
     def channels(self, edge: Edge) -> list[ChannelInfo]:
-        self.stages(edge.src, 0)
-        self.stages(edge.dst, 1)
         found = [
             c
             for c in self.topology.channels
             if fnmatchcase(c.src, edge.src) and fnmatchcase(c.dst, edge.dst)
         ]
+        if self.open_world:
+            return found
+        self.stages(edge.src, 0)
+        self.stages(edge.dst, 1)
         if not found:
             listed = ", ".join(c.name for c in self.topology.channels) or "(none)"
             raise self.error(f"no channel from '{edge.src}' to '{edge.dst}'; channels: {listed}", 0)

@@ -6,15 +6,17 @@ run as ``session.run``; the program runs inside ``with streamscope.monitor(...)`
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 from streamscope.core.clock import host_now_ticks
+from streamscope.core.errors import StreamscopeError
 from streamscope.pipeline.dropin import REGISTRY
 from streamscope.pipeline.pipeline import plan_probes
 from streamscope.query.ast import Query
-from streamscope.query.compile import compile_queries
+from streamscope.query.compile import compile_queries, watches
 from streamscope.runtime.launch import Launched
 from streamscope.runtime.options import (
     FramesCallback,
@@ -23,6 +25,7 @@ from streamscope.runtime.options import (
     check_out,
     make_meta,
 )
+from streamscope.store.writer import InMemoryStore
 from streamscope.transport.wire import MsgType
 
 
@@ -43,20 +46,23 @@ def monitor(
 ) -> Iterator[Session]:
     """Monitor the program's instrumented queues and stages while the block runs.
 
-    Queues and stages the queries name must exist before the block starts. The program's
-    queues and stage trackers record into rings the monitor drains (from every process the
-    program forks too); the monitor runs in a process of its own when ``options.out`` names a
-    run file (``mode="process"``), else in a thread here, keeping the run in memory.
+    Stages and queues may appear while it runs, in this process or in processes it starts
+    (forked or spawned): a stage once a thread works in it (``with streamscope.stage(name)``),
+    each such thread a worker of it on its own resource; a queue once it is made. A query
+    whose names match nothing that appeared warns at the end (``StreamscopeWarning``). The
+    program's queues and stage trackers record into rings the monitor drains; the monitor runs
+    in a process of its own when ``options.out`` names a run file (``mode="process"``), else in
+    a thread here, keeping the run in memory.
     """
     opts = options or RunOptions(mode="inline")
     base = REGISTRY.topology()
-    plan = compile_queries(list(queries), base, opts.frame_ns)
+    plan = compile_queries(list(queries), base, opts.frame_ns, open_world=True)
     topology = REGISTRY.topology(plan_probes(base, plan.taps))
     check_out(opts.out, opts.overwrite)
     launched = Launched(plan, topology, make_meta("program", opts), opts, on_frames)
     session = Session(opts)
     control = launched.control
-    REGISTRY.activate(topology.probes, launched.ring_dir, opts.tap_capacity)
+    REGISTRY.activate(topology.probes, launched.ring_dir, opts.tap_capacity, watches(plan))
     control.send(MsgType.START, host_now_ticks(), info={})
     status, error = "completed", None
     try:
@@ -76,6 +82,34 @@ def monitor(
             session.result = launched.finish(None)
         finally:
             launched.cleanup()
+        _warn_unmatched(session.result)
 
 
-__all__ = ["Session", "monitor"]
+class StreamscopeWarning(UserWarning):
+    """Something in a monitored program's queries deserves a look (nothing failed)."""
+
+
+def _warn_unmatched(result: RunResult) -> None:
+    """Each query whose names matched no stage or queue that appeared while the run went on."""
+    store = result.store
+    if isinstance(store, InMemoryStore):
+        topo, queries = store.topology, store.queries
+    elif result.path is not None and result.path.exists():
+        from streamscope.store.reader import load  # only now: reading a file loads DuckDB
+
+        try:
+            with load(result.path) as run:
+                topo, queries = run.topology, run.queries
+        except StreamscopeError:
+            return  # the run's own status says what went wrong
+    else:
+        return
+    stages = ", ".join(s.name for s in topo.stages) or "(none)"
+    for q in queries:
+        if not q.targets:
+            warnings.warn(
+                f"query {q.text!r} matched nothing that ran (stages seen: {stages}; a stage is "
+                "seen once a thread works in it, inside streamscope.stage(name))",
+                StreamscopeWarning,
+                stacklevel=4,
+            )

@@ -101,6 +101,7 @@ class Launched:
             "rings": self.ring_dir,
             "topology": topology.to_dict(),
             "queries": [q.text for q in plan.queries],
+            "open_world": plan.open_world,
             "frame_ns": opts.frame_ns,
             "clock_method": opts.clock_method,
             "meta": {f.name: getattr(meta, f.name) for f in dataclasses.fields(meta)},

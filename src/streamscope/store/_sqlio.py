@@ -56,6 +56,21 @@ def create(
         [m.run_id, m.name, m.app, m.command, list(m.argv), m.host, topology.name,
          m.started_unix_ns, m.frame_ns, m.version, m.t0_host_ns],
     )  # fmt: skip
+    _topology_rows(con, topology, queries)
+
+
+def replace_topology(
+    con: duckdb.DuckDBPyConnection, topology: Topology, queries: Sequence[QueryRecord]
+) -> None:
+    """Rewrite the tables ``create`` filled from the topology and the queries."""
+    for table in ("resource", "stage", "channel", "probe", "query", "function"):
+        con.execute(f"DELETE FROM {table}")  # noqa: S608
+    _topology_rows(con, topology, queries)
+
+
+def _topology_rows(
+    con: duckdb.DuckDBPyConnection, topology: Topology, queries: Sequence[QueryRecord]
+) -> None:
     parts: list[tuple[str, Sequence[Any]]] = [
         ("resource", topology.resources),
         ("stage", topology.stages),

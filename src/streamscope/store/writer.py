@@ -101,6 +101,11 @@ class RunStore(Protocol):
         """Append rows to ``calibration``, ``clock_fit`` or ``record`` (equal-length columns)."""
         ...
 
+    def amend(self, topology: Topology, queries: Sequence[QueryRecord]) -> None:
+        """The run grew while it went on (stages, channels and probes a drop-in program made
+        after monitoring began): ``topology`` and ``queries`` replace what ``begin`` wrote."""
+        ...
+
     def finish(
         self, status: str, error: str | None, ended_unix_ns: int, duration_ns: int
     ) -> None: ...
@@ -127,6 +132,14 @@ class _Lifecycle(ABC):
         self._expect("open", "write_drops")
         if drops:
             self._do_write(None, drops)
+
+    def amend(self, topology: Topology, queries: Sequence[QueryRecord]) -> None:
+        self._expect("open", "amend")
+        self._do_amend(topology, tuple(queries))
+
+    @abstractmethod
+    def _do_amend(self, topology: Topology, queries: tuple[QueryRecord, ...]) -> None:
+        """Store it (the subclass's part of the call)."""
 
     def write_table(self, table: str, columns: dict[str, NDArray[Any] | list[Any]]) -> None:
         self._expect("open", "write_table")
@@ -197,6 +210,9 @@ class InMemoryStore(_Lifecycle):
         self, meta: RunMeta, topology: Topology, queries: tuple[QueryRecord, ...]
     ) -> None:
         self.meta, self.topology, self.queries = meta, topology, queries
+
+    def _do_amend(self, topology: Topology, queries: tuple[QueryRecord, ...]) -> None:
+        self.topology, self.queries = topology, queries
 
     def _do_write(self, rows: _rows.Rows | None, drops: Sequence[DropCount]) -> None:
         if rows is not None:
@@ -310,6 +326,10 @@ class DuckDBStore(_Lifecycle):
     def _do_table(self, table: str, columns: list[NDArray[Any] | list[Any]]) -> None:
         with self._transaction(checkpoint=False) as con:
             _sqlio().insert(con, table, columns)
+
+    def _do_amend(self, topology: Topology, queries: tuple[QueryRecord, ...]) -> None:
+        with self._transaction(checkpoint=False) as con:
+            _sqlio().replace_topology(con, topology, queries)
 
     def _do_finish(
         self, status: str, error: str | None, ended_unix_ns: int, duration_ns: int
