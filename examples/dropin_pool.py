@@ -1,8 +1,9 @@
 """A program that already uses a pool of workers, instrumented through the drop-in API.
 
 A reader thread feeds items into a bounded queue; a pool of workers (processes, or threads
-with ``--threads``) each takes items, works on each for ``--work-ms`` and passes it on; the
-main thread writes the results. The workers are the bottleneck: the queue in front of them
+with ``--threads``) each takes items, works on each for ``--work-ms`` (computing, or with
+``--io`` waiting, as a thread pool waiting on I/O does) and passes it on; the main thread
+writes the results. The workers are the bottleneck: the queue in front of them
 stays full. Each worker names its own stage (``parser0``, ``parser1``, ...), as the README
 advises. The program stamps its workers' own busy time itself and, with ``--truth FILE``,
 writes it there (JSON), so a test can hold streamscope's figures against it.
@@ -38,7 +39,7 @@ def spin(ms: float) -> None:
         pass
 
 
-def worker(i: int, inq: Any, outq: Any, work_ms: float, stamps: Any) -> None:
+def worker(i: int, inq: Any, outq: Any, work_ms: float, stamps: Any, io: bool = False) -> None:
     """Take items until the end marker; the stage is this worker's own. Stamps (monotonic
     ns, the clock streamscope's host timeline is in): the worker's time in its stage, each
     item's work, and each call that took or passed on an item (the longest it can have waited
@@ -55,7 +56,10 @@ def worker(i: int, inq: Any, outq: Any, work_ms: float, stamps: Any) -> None:
             if item is None:
                 break
             t0 = time.monotonic_ns()
-            spin(work_ms)
+            if io:
+                time.sleep(work_ms / 1e3)  # waiting on something else: the worker is busy
+            else:
+                spin(work_ms)
             p0 = time.monotonic_ns()
             work.append((t0, p0))
             outq.put(item)
@@ -80,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work-ms", type=float, default=4.0)
     ap.add_argument("--capacity", type=int, default=32)
     ap.add_argument("--threads", action="store_true", help="a pool of threads, not processes")
+    ap.add_argument("--io", action="store_true", help="work by waiting (sleep), as on I/O")
     ap.add_argument("--start", choices=["fork", "spawn", "forkserver"], default="fork")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--truth", type=Path, help="write the workers' own stamps here (JSON)")
@@ -99,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
             stamps = ctx.Queue()
         make = threading.Thread if args.threads else ctx.Process
         pool = [
-            make(target=worker, args=(i, inq, outq, args.work_ms, stamps))
+            make(target=worker, args=(i, inq, outq, args.work_ms, stamps, args.io))
             for i in range(args.workers)
         ]
         for w in pool:

@@ -105,10 +105,19 @@ def test_faster_stage_raises_throughput(speed_runs: tuple[Path, Path]) -> None:
     assert c.counts["better"] >= 2
     assert c.summary.startswith("run B (fast) against A (slow): ")
     assert f"{c.counts['better']} better" in c.summary
+    assert c.speed is not None and c.speed.verdict == "faster", c.headline
+    assert c.headline.startswith("Run B (fast) is faster than run A (slow): throughput ")
+    assert c.speed.throughput_change is not None and c.speed.throughput_change > 0.05
+    assert c.speed.duration_change is not None and c.speed.duration_change < 0
     assert not c.only_a and not c.only_b
-    with ss.load(a_path) as a:
+    with ss.load(a_path) as a, ss.load(b_path) as b:
+        back = compare(b, a)
         same = compare(a, a)
+    assert back.speed is not None and back.speed.verdict == "slower", back.headline
+    assert back.headline.startswith("Run B (slow) is slower than run A (fast)")
     assert same.counts["better"] == same.counts["worse"] == 0
+    assert same.speed is not None and same.speed.verdict == "same", same.headline
+    assert same.headline.startswith("Run B (slow) is as fast as run A (slow), within ")
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -132,6 +141,8 @@ def test_cli_compare_json(speed_runs: tuple[Path, Path]) -> None:
     assert len(rows) == 1 and rows[0]["verdict"] == "better"
     assert rows[0]["b"] > rows[0]["a"]
     assert doc["summary"].startswith("run B (fast) against A (slow)")
+    assert doc["speed"]["verdict"] == "faster" and doc["speed"]["basis"] == "throughput"
+    assert doc["headline"].startswith("Run B (fast) is faster than run A (slow)")
     assert "NaN" not in proc.stdout
 
 
@@ -140,6 +151,10 @@ def test_cli_compare_table_and_errors(speed_runs: tuple[Path, Path], tmp_path: P
     proc = cli(str(a_path), str(b_path))
     assert proc.returncode == 0, proc.stderr
     assert "better" in proc.stdout and "run B (fast) against A (slow)" in proc.stdout
+    # It leads with the plain answer, before any table row.
+    first = proc.stdout.splitlines()[0]
+    assert first.startswith("Run B (fast) is faster than run A (slow): throughput "), first
+    assert "duration" in first
     missing = cli(str(a_path), str(tmp_path / "nope.duckdb"))
     assert missing.returncode == 2
     assert "does not exist" in missing.stderr and "Traceback" not in missing.stderr

@@ -18,6 +18,7 @@ import pytest
 
 import streamscope as ss
 from streamscope.aggregate.points import DutyPoint, ScalarPoint
+from streamscope.analysis import findings
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "dropin_pool.py"
 WORKERS, ITEMS, CAPACITY = 4, 600, 32
@@ -37,7 +38,10 @@ def overlap(spans: list[list[int]], lo: int, hi: int) -> float:
 def pool_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     tmp = tmp_path_factory.mktemp(f"pool-{request.param}")
     out, truth = tmp / "pool.duckdb", tmp / "truth.json"
-    mode = ["--threads"] if request.param == "threads" else ["--start", request.param]
+    # A thread pool that computes in Python shares one interpreter lock: its workers wait for
+    # the lock inside every call, so the program's stamps can never show one saturated. Its
+    # workers wait on I/O instead, as thread pools mostly do.
+    mode = ["--threads", "--io"] if request.param == "threads" else ["--start", request.param]
     proc = subprocess.run(
         [sys.executable, str(EXAMPLE), "--out", str(out), "--truth", str(truth),
          "--workers", str(WORKERS), "--items", str(ITEMS), "--capacity", str(CAPACITY), *mode],
@@ -113,3 +117,17 @@ def test_worker_states_agree_with_the_programs_own_stamps(pool_run) -> None:  # 
                 saturated += 1
     assert checked >= WORKERS, "no frame lay wholly inside the workers' stages"
     assert saturated >= 1, "no frame where the program's stamps say a worker was saturated"
+
+
+def test_the_pool_is_named_the_bottleneck_as_one_group(pool_run) -> None:  # type: ignore[no-untyped-def]
+    """The queue in front of the workers is full and they are busy: the finding names the
+    group of workers, not one of them, and not 'no bottleneck'."""
+    mode, run, _ = pool_run
+    found = findings(run)
+    kinds = [f.kind for f in found]
+    assert "no_bottleneck" not in kinds
+    (neck,) = [f for f in found if f.kind == "bottleneck"]
+    workers = [f"parser{i}" for i in range(WORKERS)]
+    assert neck.target == f"parser0\u2013parser{WORKERS - 1}", (mode, neck.title)
+    assert sorted(neck.evidence["members"]) == workers
+    assert "add replicas" in neck.suggestion

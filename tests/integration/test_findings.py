@@ -178,3 +178,65 @@ def test_lost_probe_records_are_a_finding(tmp_path: Path) -> None:
         # no state queries: findings say what to add rather than guess
         missing = [f for f in findings(run) if f.kind == "missing_queries"]
         assert missing and "state(" in missing[0].title
+
+
+def test_hand_instrumented_workers_are_judged_as_one_group() -> None:
+    """A threads-and-queues program: its queues name the group (``reader -> parser``), each
+    worker names its own stage (``parser0`` .. ``parser3``). The workers are slow, the reader
+    fast: the finding names the group, through the queues that name it."""
+    import threading
+
+    from streamscope.pipeline.dropin import REGISTRY
+
+    REGISTRY.stages.clear()
+    REGISTRY.queues.clear()
+    workers, items = 4, 200
+    q_in = ss.Queue(8, src="reader", dst="parser")
+    q_out = ss.Queue(8, src="parser", dst="writer")
+
+    def reader() -> None:
+        with ss.stage("reader"):
+            for i in range(items):
+                q_in.put(i)
+            for _ in range(workers):
+                q_in.put(None)
+
+    def parser(i: int) -> None:
+        with ss.stage(f"parser{i}"):
+            while (x := q_in.get()) is not None:
+                time.sleep(0.004)
+                q_out.put(x)
+            q_out.put(None)
+
+    def writer() -> None:
+        with ss.stage("writer"):
+            done = 0
+            while done < workers:
+                done += q_out.get() is None
+
+    queries = [
+        "state(*): duty every 100ms",
+        "occupancy(reader -> parser): mean, histogram every 100ms",
+        "occupancy(parser -> writer): mean, histogram every 100ms",
+    ]
+    try:
+        with ss.monitor(queries, ss.RunOptions(mode="inline")) as m:
+            threads = [threading.Thread(target=reader), threading.Thread(target=writer)]
+            threads += [threading.Thread(target=parser, args=(i,)) for i in range(workers)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+    finally:
+        REGISTRY.stages.clear()
+        REGISTRY.queues.clear()
+    assert m.result is not None and m.result.status == "completed", m.result
+    run = ss.Run.from_memory(m.result.store)  # type: ignore[arg-type]
+    found = findings(run)
+    (top,) = bottlenecks(found)
+    assert top.target == "parser0\u2013parser3", [f.title for f in found]
+    assert top.title.startswith("parser0\u2013parser3 are rate-limiting together")
+    assert top.evidence["members"] == [f"parser{i}" for i in range(workers)]
+    assert top.evidence["aliases"] == ["parser"]
+    assert top.evidence["input_channel"] == "reader -> parser"
+    assert top.suggestion.startswith("add replicas (more parser stages)")

@@ -2,7 +2,7 @@
 
 Its findings come from the run files, as a user would read them: the PRNG's output queue fills
 and stays full, results wait in the bus's buffer for the final flush, the walk stages limit the
-rate, and twice the walk stages raise the throughput (and ``compare`` says so).
+rate together, and twice the walk stages raise the throughput (and ``compare`` says so first).
 """
 
 from __future__ import annotations
@@ -70,11 +70,19 @@ def test_results_wait_in_the_bus_buffer_until_the_final_flush(runs: dict[int, Pa
     assert held[-1] > held[0] and all(b >= a - 1e-9 for a, b in zip(held, held[1:], strict=False))
 
 
-def test_the_walk_stages_limit_the_rate(runs: dict[int, Path]) -> None:
+def test_the_walk_stages_limit_the_rate_together(runs: dict[int, Path]) -> None:
+    """The eight walk units are replicas of one stage: the finding names the group, not one."""
     with ss.load(runs[8]) as run:
         found = findings(run)
-    top = next(f for f in found if f.kind == "bottleneck")
-    assert top.target.startswith("walk"), top.title
+    (top,) = [f for f in found if f.kind == "bottleneck"]
+    walks = [f"walk{i}" for i in range(8)]
+    assert top.target == "walk0\u2013walk7", top.title
+    assert top.title.startswith("walk0\u2013walk7 are rate-limiting together (busy ")
+    assert top.suggestion.startswith("add replicas")
+    assert top.evidence["members"] == walks
+    assert set(top.evidence["busy_by_member"]) == set(walks)
+    assert top.evidence["busy"] >= 0.8 and top.evidence["busy_frames"]
+    assert not any(f.target in walks for f in found), [f.title for f in found]
 
 
 def test_sixteen_walks_raise_the_throughput_and_compare_says_so(runs: dict[int, Path]) -> None:
@@ -85,6 +93,8 @@ def test_sixteen_walks_raise_the_throughput_and_compare_says_so(runs: dict[int, 
     row = c.row("query", "mean", name=f"throughput(prng -> split): mean every {FRAME}")
     assert rate_b > rate_a
     assert row is not None and row.verdict == "better", c.summary
+    assert c.speed is not None and c.speed.verdict == "faster", c.headline
+    assert c.headline.startswith("Run B (laplace-16) is faster than run A (laplace-8): throughput")
 
 
 def test_the_solution_is_right_within_its_monte_carlo_error(tmp_path: Path) -> None:

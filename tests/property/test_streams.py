@@ -188,3 +188,18 @@ def test_late_records_at_the_end_are_still_counted() -> None:
     rest = s.unrecorded("tail", 150)
     assert rest.value.tolist() == [2]
     assert 100 <= int(rest.t[0]) < 150
+
+
+def test_a_worker_that_is_gone_is_in_no_state_after_its_last_record() -> None:
+    s = StageStream("w", start_ns=100)
+    s.add(np.array([150, 300], np.int64), np.array([1, 0], np.int64))
+    seg = s.advance(200)
+    # Unknown before its first record, busy after it.
+    assert list(zip(seg.start.tolist(), seg.end.tolist(), seg.level.tolist(), strict=True)) == [
+        (100, 150, -1),
+        (150, 200, 1),
+    ]
+    s.end()
+    seg = s.advance(500)
+    assert seg.level.tolist() == [1, -1]  # busy until its last record (idle, at 300), then gone
+    assert s.advance(800).level.tolist() == [-1]

@@ -278,3 +278,17 @@ def test_compare_synthetic_runs() -> None:
     assert doc["counts"]["better"] == c.counts["better"] >= 3
     with pytest.raises(ValueError, match="negative"):
         compare(a, b, tolerance=-1)
+
+
+def test_frames_where_a_stage_was_not_observed_weigh_nothing_in_whole_run_figures() -> None:
+    """A worker that started late, or is gone, has frames with no observed time (duty
+    fractions all 0): the whole-run busy fraction is over the frames it was seen in."""
+    from streamscope.aggregate.points import DutyPoint, FrameResult
+    from streamscope.cli.summary import _overall
+
+    labels = ("idle", "busy", "blocked_in", "blocked_out")
+    frames = [
+        FrameResult(0, "w", k, k * 10, (k + 1) * 10, 10, (DutyPoint(labels, fr),))
+        for k, fr in enumerate([(0.0, 0.0, 0.0, 0.0), (0.0, 1.0, 0.0, 0.0), (0.0, 0.9, 0.1, 0.0)])
+    ]
+    assert _overall(frames, "state") == "busy=95%  blocked_in=5%"

@@ -137,11 +137,20 @@ def whole_run(values: F64, covered: F64, stat: str) -> float | None:
     return float(np.dot(v, w) / total)
 
 
+def _observed(duty: F64, covered: F64) -> NDArray[np.bool_]:
+    """Frames with duty data: some of the frame observed (a frame where the stage's states
+    were all unknown, a worker not started yet or gone, has fractions that sum to 0)."""
+    ok: NDArray[np.bool_] = (
+        ~np.isnan(duty).any(axis=1) & (covered > 0) & (np.nansum(duty, axis=1) > 0)
+    )
+    return ok
+
+
 def whole_run_duty(s: _Series) -> dict[str, float] | None:
     """The duty fractions of ``s`` over the whole run, weighted by ``covered_ns``; ``None``: none."""
     if s.duty is None:
         return None
-    ok = ~np.isnan(s.duty).any(axis=1) & (s.covered > 0)
+    ok = _observed(s.duty, s.covered)
     if not ok.any():
         return None
     w = s.covered[ok]
@@ -229,7 +238,7 @@ def _stage_breakdown(run: Run, series: Sequence[_Series]) -> list[StageBreakdown
             acc = dict.fromkeys(STATES, 0.0)
             for s in found:
                 assert s.duty is not None
-                ok = ~np.isnan(s.duty).any(axis=1) & (s.covered > 0)
+                ok = _observed(s.duty, s.covered)
                 w = s.covered[ok]
                 for j, label in enumerate(s.duty_labels):
                     if label in acc:

@@ -1,9 +1,13 @@
 """Two runs side by side: what got better, worse, or stayed the same.
 
 In: two ``Run`` objects (A, the baseline, and B). Out: ``compare(run_a, run_b)``, a ``Comparison``
-whose rows (``Delta``) hold each figure of A and B, their difference and a verdict:
+that leads with ``speed`` (``Speed``): whether B is faster than A, slower, the same (within the
+tolerance or the frames' own spread) or cannot be told, from the throughput both runs measured
+and their durations, said in one plain sentence (``headline``). Its rows (``Delta``) then hold
+each figure of A and B, their difference and a verdict:
 
-- run level: status, duration (lower is better), probe records dropped (lower is better);
+- run level: status, the headline throughput (higher is better; not counted again), duration
+  (lower is better), probe records dropped (lower is better);
 - per query, matched by its text and target: every scalar stat over the whole run (``mean`` and
   quantiles: time-weighted mean over frames; ``max``/``min``: the extreme frame; ``count``/``sum``:
   the total) and each duty fraction (``duty.busy``, ...);
@@ -20,8 +24,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
+
+import numpy as np
 
 from streamscope.analysis.breakdown import (
     _Series,
@@ -102,7 +108,8 @@ class Delta:
 
 @dataclass(frozen=True, slots=True)
 class Comparison:
-    """Run B against run A. ``rows`` in order: run, queries (A's order), stages (A's order).
+    """Run B against run A. ``speed``: whether B is faster, the headline (``headline``: it in
+    one sentence). ``rows`` in order: run, queries (A's order), stages (A's order).
     ``only_a``/``only_b``: queries (``text [target]``) present in one run only."""
 
     name_a: str
@@ -115,6 +122,12 @@ class Comparison:
     only_b: tuple[str, ...] = ()
     fraction_tolerance: float = FRACTION_TOLERANCE
     counts: dict[str, int] = field(default_factory=dict, hash=False)
+    speed: Speed | None = None
+
+    @property
+    def headline(self) -> str:
+        """Whether B is faster than A, in one plain sentence with its figures (``Speed``)."""
+        return "" if self.speed is None else self.speed.sentence
 
     @property
     def summary(self) -> str:
@@ -147,6 +160,8 @@ class Comparison:
         return {
             "a": {"name": self.name_a, "path": self.path_a},
             "b": {"name": self.name_b, "path": self.path_b},
+            "headline": self.headline,
+            "speed": None if self.speed is None else self.speed.to_dict(),
             "tolerance": self.tolerance,
             "fraction_tolerance": self.fraction_tolerance,
             "summary": self.summary,
@@ -184,7 +199,11 @@ def compare(
     judge = _Judge(tolerance, fraction_tolerance)
     rows: list[Delta] = []
 
+    sa, sb = collect(run_a), collect(run_b)
+    speed = _speed(run_a, run_b, sa, sb, tolerance)
     rows.append(_status_row(run_a.status, run_b.status))
+    if speed.throughput_a is not None:
+        rows.append(_throughput_row(speed, tolerance))
     rows.append(
         judge.row(
             "run", "run", "", "duration_ns", "ns", run_a.duration_ns, run_b.duration_ns, "lower"
@@ -203,7 +222,6 @@ def compare(
         )
     )
 
-    sa, sb = collect(run_a), collect(run_b)
     keyed_a = _keyed(sa)
     keyed_b = _keyed(sb)
     matched_state_stages: set[str] = set()
@@ -259,6 +277,7 @@ def compare(
         only_b,
         fraction_tolerance,
         counts,
+        speed,
     )
 
 
@@ -286,6 +305,22 @@ def _status_row(a: str, b: str) -> Delta:
     else:
         verdict = "changed"
     return Delta("run", "run", "", "status", "", a, b, None, None, "neutral", verdict)
+
+
+def _throughput_row(speed: Speed, tolerance: float) -> Delta:
+    """The headline throughput as a run row, judged as the headline judges it (within the
+    tolerance or the frames' spread: ``same``); not counted, since a query row holds it."""
+    a, b, rel = speed.throughput_a, speed.throughput_b, speed.throughput_change
+    delta = None if a is None or b is None else b - a
+    if rel is None:
+        verdict = "n/a"
+    elif abs(rel) <= max(tolerance, speed.noise or 0.0):
+        verdict = "same"
+    else:
+        verdict = "better" if rel > 0 else "worse"
+    return Delta(
+        "run", "run", "", "throughput", "items/s", a, b, delta, rel, "higher", verdict, False
+    )
 
 
 def _duty_whole_run(s: _Series) -> dict[str, float | None]:
@@ -362,3 +397,233 @@ class _Judge:
         return Delta(
             section, name, target, stat, unit, a, b, delta, relative, direc, verdict, counted
         )
+
+
+# --- the headline: is B faster? --------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Speed:
+    """Whether run B is faster than run A, said plainly: the headline of a comparison.
+
+    ``verdict``: ``faster``, ``slower``, ``same`` (the change is within the tolerance or within
+    what the frames' own spread explains), ``mixed`` (on about the same items, the throughput
+    and the duration disagree) or ``unknown`` (a run did not complete, or neither figure exists
+    in both). ``basis``: ``throughput`` (a throughput query both runs share: the rate the
+    pipeline sustained, the fairer figure) or ``duration`` (only when no throughput is shared:
+    it says "faster" only if both runs did the same work), ``""`` for neither.
+    ``throughput_*``: items/s over the whole run, summed over the query's targets (a pattern
+    such as ``throughput(split -> walk*)`` counts all replicas), time-weighted over frames;
+    ``items_*``: the items that rate accounts for. ``noise``: the relative change the frames'
+    spread could explain (twice the combined standard error of the two means, frames taken as
+    independent, which they are not quite: a lower bound), ``None`` with fewer than 3 frames a
+    run. Changes are relative to A: ``+0.5`` = 50 % more than A.
+    """
+
+    verdict: str
+    basis: str
+    sentence: str
+    throughput_query: str = ""
+    throughput_a: float | None = None
+    throughput_b: float | None = None
+    throughput_change: float | None = None
+    noise: float | None = None
+    items_a: float | None = None
+    items_b: float | None = None
+    duration_a_ns: int | None = None
+    duration_b_ns: int | None = None
+    duration_change: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: _finite(getattr(self, f.name)) for f in fields(self)}
+
+
+@dataclass(frozen=True, slots=True)
+class _Rate:
+    """A throughput query's total over its targets: per frame, and over the whole run."""
+
+    text: str
+    per_s: float
+    items: float
+    se: float | None  # standard error of per_s from the frames' spread; None: too few frames
+
+
+def _rate(series: Sequence[_Series]) -> _Rate | None:
+    """The whole-run total rate of one throughput query's series (one per target)."""
+    totals: dict[int, list[float]] = {}
+    for s in series:
+        mean = s.scalars.get("mean")
+        if mean is None:
+            continue
+        # One value per frame and target: a handful, not a per-event loop.
+        for f, v, c in zip(s.frames.tolist(), mean.tolist(), s.covered.tolist(), strict=True):
+            if math.isfinite(v) and c > 0:
+                acc = totals.setdefault(int(f), [0.0, 0.0, 0.0])
+                acc[0] += v
+                acc[1] += c
+                acc[2] += 1
+    if not totals:
+        return None
+    v = np.array([t[0] for t in totals.values()])
+    w = np.array([t[1] / t[2] for t in totals.values()])  # the frame's mean covered time
+    total_w = float(w.sum())
+    per_s = float(np.dot(v, w) / total_w)
+    se = None
+    if len(v) >= 3:
+        var = float(np.dot(w, (v - per_s) ** 2) / total_w)
+        n_eff = total_w**2 / float(np.dot(w, w))
+        se = math.sqrt(var / n_eff)
+    return _Rate(series[0].query.text, per_s, float(np.dot(v, w)) / 1e9, se)
+
+
+def _headline_rate(
+    run_a: Run, sa: Sequence[_Series], sb: Sequence[_Series]
+) -> tuple[_Rate, _Rate] | None:
+    """The throughput query both runs share that best stands for the pipeline's rate: into a
+    sink first, then out of a source, then the first; ``None`` when they share none."""
+    by_a: dict[str, list[_Series]] = {}
+    by_b: dict[str, list[_Series]] = {}
+    for series, by in ((sa, by_a), (sb, by_b)):
+        for s in series:
+            if s.query.metric == "throughput" and "mean" in s.scalars:
+                by.setdefault(s.query.text, []).append(s)
+    roles = {st.name: st.role for st in run_a.topology.stages}
+    ends = {c.name: (roles.get(c.src, ""), roles.get(c.dst, "")) for c in run_a.topology.channels}
+
+    def rank(text: str) -> int:
+        pairs = [ends.get(s.target, ("", "")) for s in by_a[text]]
+        if any(dst == "sink" for _, dst in pairs):
+            return 0
+        return 1 if any(src == "source" for src, _ in pairs) else 2
+
+    for text in sorted((t for t in by_a if t in by_b), key=rank):
+        ra, rb = _rate(by_a[text]), _rate(by_b[text])
+        if ra is not None and rb is not None and ra.per_s > 0:
+            return ra, rb
+    return None
+
+
+def _rel(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None or a == 0 else (b - a) / abs(a)
+
+
+def _pc(x: float | None) -> str:
+    return "-" if x is None else f"{x * 100:+.0f} %"
+
+
+def _seconds(ns: float) -> str:
+    return f"{ns / 1e9:.3g} s"
+
+
+def _speed(
+    run_a: Run,
+    run_b: Run,
+    sa: Sequence[_Series],
+    sb: Sequence[_Series],
+    tolerance: float,
+) -> Speed:
+    rates = _headline_rate(run_a, sa, sb)
+    da, db = run_a.duration_ns, run_b.duration_ns
+    dur_ok = bool(da and db and da > 0 and db > 0)
+    d_rel = _rel(da, db) if dur_ok else None
+    parts: list[str] = []
+    t_verdict = d_verdict = ""
+    figs: dict[str, Any] = {}
+    if rates is not None:
+        ra, rb = rates
+        rel = _rel(ra.per_s, rb.per_s)
+        assert rel is not None  # ra.per_s > 0
+        noise = None
+        if ra.se is not None and rb.se is not None:
+            noise = 2 * math.hypot(ra.se, rb.se) / ra.per_s
+        band = max(tolerance, noise or 0.0)
+        t_verdict = "same" if abs(rel) <= band else "faster" if rel > 0 else "slower"
+        target = ra.text.split("(", 1)[-1].split(")", 1)[0].strip()
+        parts.append(
+            f"throughput {rb.per_s:,.4g} items/s against {ra.per_s:,.4g} on {target} ({_pc(rel)})"
+        )
+        figs |= {
+            "throughput_query": ra.text,
+            "throughput_a": ra.per_s,
+            "throughput_b": rb.per_s,
+            "throughput_change": rel,
+            "noise": noise,
+            "items_a": ra.items,
+            "items_b": rb.items,
+        }
+    if dur_ok and d_rel is not None:
+        d_verdict = "same" if abs(d_rel) <= tolerance else "faster" if d_rel < 0 else "slower"
+        parts.append(f"duration {_seconds(db or 0)} against {_seconds(da or 0)} ({_pc(d_rel)})")
+        figs |= {"duration_a_ns": da, "duration_b_ns": db, "duration_change": d_rel}
+    figures = "; ".join(parts)
+    a_is, b_is = f"run A ({run_a.meta.name})", f"run B ({run_b.meta.name})"
+    bad = [
+        f"{who} {r.status}"
+        for who, r in (("run A", run_a), ("run B", run_b))
+        if r.status != "completed"
+    ]
+    basis = "throughput" if rates is not None else "duration" if d_verdict else ""
+    items_a, items_b = figs.get("items_a"), figs.get("items_b")
+    same_work = _rel(items_a, items_b)
+    like_for_like = same_work is not None and abs(same_work) <= tolerance
+    if bad:
+        verdict = "unknown"
+        sentence = (
+            f"Cannot say whether {b_is} is faster than {a_is}: {' and '.join(bad)}, so the "
+            "figures cover only part of the work" + (f" ({figures})." if figures else ".")
+        )
+    elif not basis:
+        verdict = "unknown"
+        sentence = (
+            f"Cannot say whether {b_is} is faster than {a_is}: they share no throughput query "
+            "and a run has no duration."
+        )
+    elif basis == "duration":
+        verdict = d_verdict
+        sentence = _say(verdict, a_is, b_is, figures, tolerance, how=" by duration alone")
+        sentence += (
+            " No throughput query is shared by both runs, so this holds only if both did the "
+            "same work."
+        )
+    else:
+        verdict = t_verdict
+        if like_for_like and d_verdict not in ("", "same", t_verdict) and t_verdict != "same":
+            verdict = "mixed"
+            sentence = (
+                f"{b_is[0].upper()}{b_is[1:]} has the {'higher' if t_verdict == 'faster' else 'lower'}"
+                f" throughput but {'took longer' if d_verdict == 'slower' else 'finished sooner'}"
+                f" on about the same items as {a_is}: {figures}. Start-up or the last items "
+                "decide the duration here."
+            )
+        else:
+            noise = figs.get("noise")
+            sentence = _say(verdict, a_is, b_is, figures, tolerance, noise, frames=True)
+            if d_verdict and items_a is not None and items_b is not None and not like_for_like:
+                sentence += (
+                    f" B's throughput accounts for about {items_b:,.0f} items and A's for about "
+                    f"{items_a:,.0f}: the durations are not like for like."
+                )
+    return Speed(verdict, basis, sentence, **figs)
+
+
+def _say(
+    verdict: str,
+    a_is: str,
+    b_is: str,
+    figures: str,
+    tolerance: float,
+    noise: float | None = None,
+    *,
+    frames: bool = False,
+    how: str = "",
+) -> str:
+    """The verdict in words; ``frames``: the verdict came from frames, so say how noisy."""
+    b_cap = b_is[0].upper() + b_is[1:]
+    if verdict in ("faster", "slower"):
+        return f"{b_cap} is {verdict} than {a_is}{how}: {figures}."
+    within = f"within the {tolerance * 100:g} % tolerance"
+    if noise is not None and noise > tolerance:
+        within = f"within the frames' own spread (±{noise * 100:.0f} %)"
+    elif noise is None and frames:
+        within += " (too few frames to gauge their spread)"
+    return f"{b_cap} is as fast as {a_is}{how}, {within}: {figures}."

@@ -11,6 +11,11 @@ into it is mostly full while the channel out of it is mostly empty (a sink: its 
 full). The stage with the strongest evidence is named. A source is never named for being busy:
 its busy time includes waiting for its own input (a paced or external source); when only the
 source is busy, the pipeline keeps up with it and there is no bottleneck downstream.
+
+Parallel replicas of one stage (``walk0`` .. ``walk7``: see ``stage_groups``) are judged together,
+on the mean of their members' states and channels, and named as one (``walk0–walk7 are
+rate-limiting together``: add replicas). A replica busy enough to limit the rate while its group,
+on average, is not is named alone, as the straggler that holds the others up.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from streamscope.analysis.breakdown import (
     full_empty_per_frame,
     whole_run,
 )
+from streamscope.analysis.groups import StageGroup, range_label, stage_groups
 from streamscope.core.errors import QueryError
 from streamscope.core.topology import Topology
 from streamscope.store.reader import Run
@@ -49,7 +55,8 @@ class Finding:
     ``kind``: ``bottleneck``, ``no_bottleneck``, ``backpressure``, ``missing_queries``,
     ``littles_law``, ``drops``, ``violations``, ``virtual_queue``, ``failed_run``,
     ``unfinished_run``. ``severity``: ``problem``, ``warning`` or ``info``. ``target``: the stage
-    or channel (or probe target) it is about, ``""`` for the whole run. ``evidence``: the numbers
+    (or group of replicas, ``walk0–walk7``, its members in ``evidence["members"]``) or channel
+    (or probe target) it is about, ``""`` for the whole run. ``evidence``: the numbers
     (fractions in 0..1, times in ns) and the frames they come from, as ``[first, last]`` ranges.
     """
 
@@ -136,15 +143,20 @@ def _r(x: float | None, digits: int = 4) -> float | None:
     return None if x is None or math.isnan(x) else round(float(x), digits)
 
 
-def _busy_frames(series: Sequence[_Series], stage: str, threshold: float) -> list[int]:
-    out: set[int] = set()
+def _busy_frames(series: Sequence[_Series], stages: Sequence[str], threshold: float) -> list[int]:
+    """Frames in which the mean busy fraction of ``stages`` (those with a figure) >= threshold."""
+    per: dict[int, list[float]] = {}
     for s in series:
-        if s.query.metric == "state" and s.target == stage and s.duty is not None:
-            if "busy" not in s.duty_labels:
-                continue
-            busy = s.duty[:, s.duty_labels.index("busy")]
-            out.update(int(f) for f in s.frames[np.nan_to_num(busy) >= threshold])
-    return sorted(out)
+        if s.query.metric != "state" or s.target not in stages or s.duty is None:
+            continue
+        if "busy" not in s.duty_labels:
+            continue
+        busy = s.duty[:, s.duty_labels.index("busy")]
+        # One value per frame of one query: a handful, not a per-event loop.
+        for f, b in zip(s.frames.tolist(), busy.tolist(), strict=True):
+            if not math.isnan(b):
+                per.setdefault(int(f), []).append(float(b))
+    return sorted(f for f, bs in per.items() if sum(bs) / len(bs) >= threshold)
 
 
 def _level_frames(
@@ -203,15 +215,137 @@ def _run_status(run: Run) -> list[Finding]:
 
 
 @dataclass(slots=True)
+class _Unit:
+    """A stage group with its figures: each state the mean over its members with states."""
+
+    group: StageGroup
+    role: str
+    busy: float | None
+    idle: float | None
+    blocked_in: float | None
+    blocked_out: float | None
+    busy_by_member: dict[str, float]
+    frames: tuple[int, ...]
+    ins: list[ChannelSummary]
+    outs: list[ChannelSummary]
+
+    @property
+    def name(self) -> str:
+        return self.group.label
+
+
+def _unit(
+    group: StageGroup, by_stage: dict[str, StageBreakdown], chans: dict[str, ChannelSummary]
+) -> _Unit:
+    seen = [by_stage[m] for m in group.members if by_stage[m].busy is not None]
+
+    def mean(attr: str) -> float | None:
+        vals = [getattr(b, attr) for b in seen if getattr(b, attr) is not None]
+        return sum(vals) / len(vals) if vals else None
+
+    ins = [chans[c] for c in group.ins if c in chans]
+    outs = [chans[c] for c in group.outs if c in chans]
+    role = by_stage[group.members[0]].role
+    if group.replicas or group.aliases:
+        role = "source" if not ins else "sink" if not outs else "stage"
+    return _Unit(
+        group,
+        role,
+        mean("busy"),
+        mean("idle"),
+        mean("blocked_in"),
+        mean("blocked_out"),
+        {b.stage: b.busy for b in seen if b.busy is not None},
+        tuple(sorted({f for b in seen for f in b.frames})),
+        ins,
+        outs,
+    )
+
+
+@dataclass(slots=True)
 class _Candidate:
-    stage: StageBreakdown
+    unit: _Unit
     score: float
     severity: str
-    in_ch: ChannelSummary | None
-    out_ch: ChannelSummary | None
+    in_chs: list[ChannelSummary]
+    out_chs: list[ChannelSummary]
     in_full: float | None
     out_empty: float | None
     partial: bool
+    #: A replica busier than its group, which is not rate-limiting on average.
+    straggler_of: _Unit | None = None
+
+
+def _judge(u: _Unit, busy_threshold: float, mostly: float) -> _Candidate | None:
+    """``u`` as a bottleneck candidate, ``None`` when nothing says it limits the rate.
+
+    A single stage is judged by its fullest input and its least empty output; a group by the
+    mean over its channels in and out (they are one stage's inputs and outputs, many times).
+    """
+    one = not u.group.replicas
+    i_known = [c for c in u.ins if c.full_fraction is not None]
+    o_known = [c for c in u.outs if c.empty_fraction is not None]
+    in_chs: list[ChannelSummary] = []
+    out_chs: list[ChannelSummary] = []
+    in_full = out_empty = None
+    if i_known and one:
+        in_chs = [max(i_known, key=lambda c: c.full_fraction or 0.0)]
+        in_full = in_chs[0].full_fraction
+    elif i_known:
+        in_chs, in_full = i_known, _mean(c.full_fraction for c in i_known)
+    if o_known and one:
+        out_chs = [min(o_known, key=lambda c: c.empty_fraction or 0.0)]
+        out_empty = out_chs[0].empty_fraction
+    elif o_known:
+        out_chs, out_empty = o_known, _mean(c.empty_fraction for c in o_known)
+    out_full = max((c.full_fraction or 0.0 for c in u.outs), default=0.0)
+    chan: float | None = None
+    partial = False
+    if in_full is not None:
+        if not u.outs:
+            chan = in_full
+        elif out_empty is not None:
+            chan = min(in_full, out_empty)
+        elif out_full < mostly:
+            chan, partial = in_full, True  # nothing known about its output
+    busy_ok = u.busy is not None and u.busy >= busy_threshold
+    chan_ok = chan is not None and chan >= mostly
+    if not (busy_ok or chan_ok):
+        return None
+    score = (u.busy or 0.0) + (0.5 * chan if partial and chan else (chan or 0.0))
+    strong = (busy_ok and (chan is None or chan_ok)) or (chan_ok and u.busy is None)
+    severity = "problem" if strong and not (partial and u.busy is None) else "warning"
+    return _Candidate(u, score, severity, in_chs, out_chs, in_full, out_empty, partial)
+
+
+def _mean(xs: Iterable[float | None]) -> float | None:
+    vals = [x for x in xs if x is not None]
+    return sum(vals) / len(vals) if vals else None
+
+
+def _stragglers(
+    u: _Unit,
+    by_stage: dict[str, StageBreakdown],
+    chans: dict[str, ChannelSummary],
+    topo: Topology,
+    busy_threshold: float,
+    mostly: float,
+) -> list[_Candidate]:
+    """Members of group ``u`` busy enough to limit the rate while the group, on average, is not:
+    with work dealt in turn, one slow replica holds up all of them."""
+    out = []
+    for m in u.group.members:
+        if (by_stage[m].busy or 0.0) < busy_threshold:
+            continue
+        ins = tuple(c.name for c in topo.channels if c.dst == m) or u.group.ins
+        outs = tuple(c.name for c in topo.channels if c.src == m) or u.group.outs
+        one = _unit(StageGroup(m, (m,), ins=ins, outs=outs), by_stage, chans)
+        one.role = u.role
+        c = _judge(one, busy_threshold, mostly)
+        if c is not None:
+            c.straggler_of = u
+            out.append(c)
+    return out
 
 
 def _bottleneck(
@@ -223,17 +357,16 @@ def _bottleneck(
     mostly: float,
 ) -> list[Finding]:
     by_stage = {b.stage: b for b in stages}
-    ins: dict[str, list[ChannelSummary]] = {s.name: [] for s in topo.stages}
-    outs: dict[str, list[ChannelSummary]] = {s.name: [] for s in topo.stages}
-    for c in channels:
-        ins.setdefault(c.dst, []).append(c)
-        outs.setdefault(c.src, []).append(c)
-    unobserved = [b.stage for b in stages if b.busy is None]
-    any_state = len(unobserved) < len(stages)
+    chans = {c.channel: c for c in channels}
+    groups = stage_groups(topo, (b.stage for b in stages if b.busy is not None))
+    units = [_unit(g, by_stage, chans) for g in groups]
+    aliases = {a for g in groups for a in g.aliases}
+    unobserved = [b.stage for b in stages if b.busy is None and b.stage not in aliases]
+    any_state = any(b.busy is not None for b in stages)
     any_fill = any(c.full_fraction is not None or c.empty_fraction is not None for c in channels)
     out: list[Finding] = []
     if not any_state:
-        names = ", ".join(s.name for s in topo.stages if ins.get(s.name)) or "..."
+        names = ", ".join(u.group.pattern for u in units if u.ins) or "..."
         out.append(
             Finding(
                 "missing_queries",
@@ -252,42 +385,19 @@ def _bottleneck(
             return out
 
     cands: list[_Candidate] = []
-    for st in topo.stages:
-        b = by_stage[st.name]
-        i_known = [c for c in ins.get(st.name, []) if c.full_fraction is not None]
-        if not ins.get(st.name):
-            continue  # a source: see _source_bound
-        in_ch = max(i_known, key=lambda c: c.full_fraction or 0.0) if i_known else None
-        in_full = in_ch.full_fraction if in_ch else None
-        o_all = outs.get(st.name, [])
-        o_empty = [c for c in o_all if c.empty_fraction is not None]
-        out_ch = min(o_empty, key=lambda c: c.empty_fraction or 0.0) if o_empty else None
-        out_empty = out_ch.empty_fraction if out_ch else None
-        out_full = max((c.full_fraction or 0.0 for c in o_all), default=0.0)
-        chan: float | None = None
-        partial = False
-        if in_full is not None:
-            if not o_all:
-                chan = in_full
-            elif out_empty is not None:
-                chan = min(in_full, out_empty)
-            elif out_full < mostly:
-                chan, partial = in_full, True  # nothing known about its output
-        busy_ok = b.busy is not None and b.busy >= busy_threshold
-        chan_ok = chan is not None and chan >= mostly
-        if not (busy_ok or chan_ok):
-            continue
-        score = (b.busy or 0.0) + (0.5 * chan if partial and chan else (chan or 0.0))
-        strong = (busy_ok and (chan is None or chan_ok)) or (chan_ok and b.busy is None)
-        severity = "problem" if strong and not (partial and b.busy is None) else "warning"
-        cands.append(_Candidate(b, score, severity, in_ch, out_ch, in_full, out_empty, partial))
+    for u in units:
+        if not u.ins:
+            continue  # a source: see _no_bottleneck
+        cand = _judge(u, busy_threshold, mostly)
+        if cand is not None:
+            cands.append(cand)
+        elif u.group.replicas:
+            cands.extend(_stragglers(u, by_stage, chans, topo, busy_threshold, mostly))
 
     if cands:
         best = max(cands, key=lambda c: c.score)
-        others = [c.stage.stage for c in cands if c is not best]
-        out.append(
-            _bottleneck_finding(best, others, unobserved, ins, series, busy_threshold, mostly)
-        )
+        others = [c.unit.name for c in cands if c is not best]
+        out.append(_bottleneck_finding(best, others, unobserved, series, busy_threshold, mostly))
         return out
 
     full_channels = [
@@ -319,101 +429,166 @@ def _bottleneck(
         return out
     if not any_state:
         return out
-    out.append(_no_bottleneck(topo, stages, channels, outs, unobserved, busy_threshold))
+    out.append(_no_bottleneck(units, channels, unobserved, busy_threshold))
     return out
+
+
+def _channel_frames(
+    chs: list[ChannelSummary], which: str, series: Sequence[_Series], mostly: float
+) -> list[list[int]]:
+    """Frames in which any of ``chs`` was mostly full (``which='full'``) or mostly empty."""
+    frames: set[int] = set()
+    for ch in chs:
+        frames.update(_level_frames(series, ch.channel, ch.capacity, which, mostly))
+    return frame_ranges(frames)
+
+
+def _channels_part(chs: list[ChannelSummary], way: str, whom: str, frac: float | None) -> str:
+    """``the channel into work (src -> work) is full 90 %``; several: their mean, unnamed."""
+    state = "full" if way == "into" else "empty"
+    verb = "is " if way == "into" else ""
+    if len(chs) == 1:
+        return f"the channel {way} {whom} ({chs[0].channel}) {verb}{state} {pct(frac)}"
+    verb = "are " if way == "into" else ""
+    return f"the {len(chs)} channels {way} {whom} {verb}{state} {pct(frac)} on average"
 
 
 def _bottleneck_finding(
     c: _Candidate,
     others: list[str],
     unobserved: list[str],
-    ins: dict[str, list[ChannelSummary]],
     series: Sequence[_Series],
     busy_threshold: float,
     mostly: float,
 ) -> Finding:
-    b = c.stage
-    name = b.stage
-    sink = b.role == "sink"
+    u = c.unit
+    g = u.group
+    name = u.name
+    many = g.replicas
+    sink = u.role == "sink"
     parts: list[str] = []
-    evidence: dict[str, Any] = {"stage": name, "role": b.role, "score": _r(c.score)}
-    if c.in_ch is not None:
-        parts.append(f"the channel into {name} ({c.in_ch.channel}) is full {pct(c.in_full)}")
+    evidence: dict[str, Any] = {"stage": name, "role": u.role, "score": _r(c.score)}
+    if many:
+        evidence |= {"members": list(g.members), "replicas": len(g.members)}
+    if g.aliases:
+        evidence["aliases"] = list(g.aliases)
+    if c.in_chs:
+        parts.append(_channels_part(c.in_chs, "into", "them" if many else name, c.in_full))
         evidence |= {
-            "input_channel": c.in_ch.channel,
+            "input_channel": c.in_chs[0].channel,
             "input_full_fraction": _r(c.in_full),
-            "input_full_frames": frame_ranges(
-                _level_frames(series, c.in_ch.channel, c.in_ch.capacity, "full", mostly)
-            ),
+            "input_full_frames": _channel_frames(c.in_chs, "full", series, mostly),
         }
-    if c.out_ch is not None:
-        parts.append(f"the channel out of it ({c.out_ch.channel}) empty {pct(c.out_empty)}")
+        if many:
+            evidence["input_channels"] = {ch.channel: _r(ch.full_fraction) for ch in c.in_chs}
+    if c.out_chs:
+        parts.append(_channels_part(c.out_chs, "out of", "them" if many else "it", c.out_empty))
         evidence |= {
-            "output_channel": c.out_ch.channel,
+            "output_channel": c.out_chs[0].channel,
             "output_empty_fraction": _r(c.out_empty),
-            "output_empty_frames": frame_ranges(
-                _level_frames(series, c.out_ch.channel, c.out_ch.capacity, "empty", mostly)
-            ),
+            "output_empty_frames": _channel_frames(c.out_chs, "empty", series, mostly),
         }
-    if b.busy is not None:
-        parts.append(f"{name} is busy {pct(b.busy)}")
+        if many:
+            evidence["output_channels"] = {ch.channel: _r(ch.empty_fraction) for ch in c.out_chs}
+    thr = [ch.throughput_per_s for ch in u.ins if ch.throughput_per_s is not None]
+    if many and thr and len(thr) == len(u.ins):
+        evidence["throughput_per_s"] = _r(sum(thr))  # all that the replicas take in, together
+    if u.busy is not None:
+        if many:
+            lo, hi = min(u.busy_by_member.values()), max(u.busy_by_member.values())
+            each = f"{pct(lo)} to {pct(hi)} each" if len(u.busy_by_member) > 1 else "one measured"
+            parts.insert(0, f"they are busy {pct(u.busy)} of the time on average ({each})")
+            evidence["busy_by_member"] = {m: _r(b) for m, b in u.busy_by_member.items()}
+        else:
+            parts.append(f"{name} is busy {pct(u.busy)}")
         evidence |= {
-            "busy": _r(b.busy),
-            "idle": _r(b.idle),
-            "blocked_in": _r(b.blocked_in),
-            "blocked_out": _r(b.blocked_out),
-            "busy_frames": frame_ranges(_busy_frames(series, name, busy_threshold)),
-            "state_frames": frame_ranges(b.frames),
+            "busy": _r(u.busy),
+            "idle": _r(u.idle),
+            "blocked_in": _r(u.blocked_in),
+            "blocked_out": _r(u.blocked_out),
+            "busy_frames": frame_ranges(_busy_frames(series, g.members, busy_threshold)),
+            "state_frames": frame_ranges(u.frames),
         }
     sentence = "; ".join(parts)
-    detail = sentence[0].upper() + sentence[1:] + " of the time, over the whole run."
-    if sink:
-        detail += f" As the sink, {name} sets the rate of everything before it."
+    if many:
+        near = [f"fed by {', '.join(dict.fromkeys(ch.src for ch in u.ins))}"] if u.ins else []
+        near += [f"feeding {', '.join(dict.fromkeys(ch.dst for ch in u.outs))}"] if u.outs else []
+        where = f" ({', '.join(near)})" if near else ""
+        detail = (
+            f"{name} are {len(g.members)} parallel replicas of one stage{where}, judged "
+            f"together. Over the whole run, {sentence}."
+        )
+        if sink:
+            detail += " As the sinks, they set the rate of everything before them."
+        else:
+            detail += " Stages before them wait for them, stages after them starve."
     else:
-        detail += f" Stages before {name} wait for it, stages after it starve."
+        if sentence.startswith("the "):  # a stage's name keeps its case
+            sentence = "T" + sentence[1:]
+        detail = sentence + " of the time, over the whole run."
+        if sink:
+            detail += f" As the sink, {name} sets the rate of everything before it."
+        else:
+            detail += f" Stages before {name} wait for it, stages after it starve."
     missing = []
-    if b.busy is None:
-        missing.append(f"state({name}) was not queried")
+    if u.busy is None:
+        missing.append(f"state({g.pattern}) was not queried")
+    elif many and len(u.busy_by_member) < len(g.members):
+        quiet = [m for m in g.members if m not in u.busy_by_member]
+        missing.append(f"state({range_label(quiet)}) was not queried")
     if c.partial:
         missing.append(f"the occupancy of the channels out of {name} was not measured")
     if missing:
         detail += " Not confirmed: " + " and ".join(missing) + "."
         evidence["missing"] = missing
+    title = f"stage {name} is rate-limiting"
+    buffer_note = "a larger buffer will not help"
+    suggestion = f"give {name} more parallelism or make it faster; {buffer_note}"
+    if many:
+        title = f"{name} are rate-limiting together"
+        if u.busy is not None:
+            title += f" (busy {pct(u.busy)} on average)"
+        suggestion = (
+            f"add replicas (more {g.stem.rstrip('-_. ')} stages) or make each faster; "
+            + buffer_note
+        )
+    elif c.straggler_of is not None:
+        grp = c.straggler_of
+        detail += (
+            f" {name} is one of {len(grp.group.members)} replicas ({grp.name}), which are busy "
+            f"only {pct(grp.busy)} on average: it is slower than the others or gets more of "
+            "the work, and where work is dealt in turn the others wait for it."
+        )
+        evidence |= {"replicas_of": grp.name, "replicas_busy": _r(grp.busy)}
+        suggestion = (
+            f"find why {name} is slower than the other replicas in {grp.name} (its resource, "
+            "its share of the work), or deal work to whichever replica is free; "
+            "more replicas will not help while one lags"
+        )
     if others:
         detail += f" Also near saturation: {', '.join(others)}."
         evidence["other_candidates"] = others
     if unobserved:
         evidence["stages_without_state"] = unobserved
-    buffer_note = "a larger buffer will not help"
-    producers = [ch.src for ch in ins.get(name, [])]
+    producers = list(dict.fromkeys(ch.src for ch in u.ins))
     if producers:
         evidence["producers"] = producers
-    return Finding(
-        "bottleneck",
-        c.severity,
-        name,
-        f"stage {name} is rate-limiting",
-        detail,
-        evidence,
-        f"give {name} more parallelism or make it faster; {buffer_note}",
-    )
+    return Finding("bottleneck", c.severity, name, title, detail, evidence, suggestion)
 
 
 def _no_bottleneck(
-    topo: Topology,
-    stages: Sequence[StageBreakdown],
+    units: Sequence[_Unit],
     channels: Sequence[ChannelSummary],
-    outs: dict[str, list[ChannelSummary]],
     unobserved: list[str],
     busy_threshold: float,
 ) -> Finding:
-    observed = [b for b in stages if b.busy is not None]
+    observed = [u for u in units if u.busy is not None]
     busiest = max(
-        (b for b in observed if b.role != "source"),
-        key=lambda b: b.busy or 0.0,
+        (u for u in observed if u.role != "source"),
+        key=lambda u: u.busy or 0.0,
         default=None,
     )
-    busy_sources = [b for b in observed if b.role == "source" and (b.busy or 0.0) >= busy_threshold]
+    busy_sources = [u for u in observed if u.role == "source" and (u.busy or 0.0) >= busy_threshold]
     fullest = max(
         (c for c in channels if c.full_fraction is not None),
         key=lambda c: c.full_fraction or 0.0,
@@ -421,7 +596,8 @@ def _no_bottleneck(
     )
     parts = [f"No stage after the sources is busy {pct(busy_threshold)} or more"]
     if busiest is not None:
-        parts[0] += f" (the busiest, {busiest.stage}, {pct(busiest.busy)})"
+        avg = " on average" if busiest.group.replicas else ""
+        parts[0] += f" (the busiest, {busiest.name}, {pct(busiest.busy)}{avg})"
     if fullest is not None:
         parts.append(
             f"no channel is mostly full (the fullest, {fullest.channel}, {pct(fullest.full_fraction)})"
@@ -430,20 +606,29 @@ def _no_bottleneck(
     suggestion = "nothing to fix in the pipeline: it keeps up with its input"
     if busy_sources:
         src = busy_sources[0]
-        detail += (
-            f" The source {src.stage} is busy {pct(src.busy)} producing or waiting for its "
-            "input: the pipeline keeps up with it."
-        )
-        suggestion = f"to go faster, feed {src.stage} faster; the stages after it have headroom"
+        if src.group.replicas:
+            detail += (
+                f" The sources {src.name} are busy {pct(src.busy)} on average producing or "
+                "waiting for their input: the pipeline keeps up with them."
+            )
+        else:
+            detail += (
+                f" The source {src.name} is busy {pct(src.busy)} producing or waiting for its "
+                "input: the pipeline keeps up with it."
+            )
+        suggestion = f"to go faster, feed {src.name} faster; the stages after it have headroom"
     if unobserved:
         detail += f" Not observed: {', '.join(unobserved)}."
     evidence: dict[str, Any] = {
-        "busy": {b.stage: _r(b.busy) for b in observed},
+        "busy": {m: _r(b) for u in observed for m, b in u.busy_by_member.items()},
         "full_fraction": {
             c.channel: _r(c.full_fraction) for c in channels if c.full_fraction is not None
         },
-        "state_frames": frame_ranges(f for b in observed for f in b.frames),
+        "state_frames": frame_ranges(f for u in observed for f in u.frames),
     }
+    groups = {u.name: list(u.group.members) for u in units if u.group.replicas}
+    if groups:
+        evidence["groups"] = groups
     if unobserved:
         evidence["stages_without_state"] = unobserved
     return Finding(

@@ -9,11 +9,13 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 if TYPE_CHECKING:
+    from rich.console import Console
     from rich.table import Table
 
     from streamscope.analysis import Comparison, Delta
 
 _STYLE = {"better": "green", "worse": "red", "changed": "yellow", "same": "dim", "n/a": "dim"}
+_SPEED_STYLE = {"faster": "bold green", "slower": "bold red", "mixed": "bold yellow"}
 
 
 def compare(
@@ -29,8 +31,9 @@ def compare(
         typer.Option(help="Relative change within which a figure counts as the same (0.05 = 5%)."),
     ] = 0.05,
 ) -> int:
-    """Compare two runs: each query's figures over the whole run, stages, duration and drops,
-    with whether B is better, worse or the same as A."""
+    """Compare two runs: first whether B is faster than A (throughput and duration), then each
+    query's figures over the whole run, stages and drops, with whether B is better, worse or
+    the same as A."""
     from rich.console import Console
 
     from streamscope.analysis import compare as compare_runs
@@ -44,14 +47,22 @@ def compare(
     if as_json:
         typer.echo(json.dumps(result.to_dict(), indent=2, allow_nan=False))
         return 0
-    console = Console(highlight=False)
+    print_comparison(result, Console(highlight=False))
+    return 0
+
+
+def print_comparison(result: Comparison, console: Console) -> None:
+    """The headline first (is B faster?), then every figure, then the count of verdicts."""
+    if result.headline:
+        verdict = result.speed.verdict if result.speed is not None else ""
+        style = _SPEED_STYLE.get(verdict, "bold")
+        console.print(result.headline, style=style, markup=False, highlight=False, soft_wrap=True)
     console.print(comparison_table(result))
     if result.only_a:
         console.print("only in A: " + "; ".join(result.only_a), markup=False)
     if result.only_b:
         console.print("only in B: " + "; ".join(result.only_b), markup=False)
     console.print(f"[bold]{result.summary}[/]")
-    return 0
 
 
 def comparison_table(result: Comparison) -> Table:

@@ -20,14 +20,15 @@ def _overall(frames: list[FrameResult], unit: str) -> str:
     """Whole-run figures from the frames: covered-time-weighted mean, extremes, duty."""
     parts: list[str] = []
     w = [f.covered_ns for f in frames]
-    total_w = sum(w)
     stats: dict[str, list[tuple[float, int]]] = {}
     duty: dict[str, float] = {}
+    duty_w = 0
     for f, wt in zip(frames, w, strict=True):
         for p in f.points:
             if isinstance(p, ScalarPoint) and p.value is not None and not math.isnan(p.value):
                 stats.setdefault(p.stat, []).append((p.value, wt))
-            elif isinstance(p, DutyPoint):
+            elif isinstance(p, DutyPoint) and sum(p.fractions) > 0:  # 0: nothing observed
+                duty_w += wt
                 for label, frac in zip(p.labels, p.fractions, strict=True):
                     duty[label] = duty.get(label, 0.0) + frac * wt
     for stat, vals in stats.items():
@@ -41,10 +42,8 @@ def _overall(frames: list[FrameResult], unit: str) -> str:
         else:
             v = sum(x for x, _ in vals)
         parts.append(f"{stat}={fmt_value(v, 'items' if stat == 'count' else unit)}")
-    if duty and total_w:
-        parts.extend(
-            f"{k}={v / total_w * 100:.0f}%" for k, v in duty.items() if v / total_w > 0.005
-        )
+    if duty and duty_w:
+        parts.extend(f"{k}={v / duty_w * 100:.0f}%" for k, v in duty.items() if v / duty_w > 0.005)
     return "  ".join(parts) or "(no data)"
 
 

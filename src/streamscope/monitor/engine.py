@@ -321,6 +321,13 @@ class Engine:
             )
         return True
 
+    def writer_gone(self, pid: int) -> None:
+        """Probe ``pid``'s process ended and its ring is drained: a stage worker it recorded is
+        gone, not idle, from its last record on."""
+        stream = self.stages.get(pid)
+        if stream is not None:
+            stream.end()
+
     def note_refused(self, pid: int, seq: int, t_report: int) -> None:
         """The latest record probe ``pid`` refused before ``t_report`` carried ``seq``: for a
         channel end, its insertion or removal number, so no refused item goes uncounted."""

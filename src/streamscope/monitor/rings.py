@@ -62,6 +62,32 @@ class _Ring:
     reader: RingReader
     domain: str
     last_total: int = 0
+    gone: bool = False  # its writer's process ended, and that was reported
+
+
+_PROC = os.path.isdir("/proc/self")
+
+
+def alive(pid: int) -> bool:
+    """The process exists and has not ended (an ended child its parent has not reaped yet,
+    a zombie, has ended)."""
+    if _PROC:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                stat = f.read()
+        except FileNotFoundError:
+            return False
+        except OSError:
+            return True
+        end = stat.rfind(b")")
+        return stat[end + 2 : end + 3] not in (b"Z", b"X")
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,6 +243,19 @@ class RingSet:
                 return best
             best = limits
             share *= 2
+
+    def gone(self) -> list[int]:
+        """Probes whose ring's writer process ended since the last call, their rings empty
+        (everything they recorded is drained)."""
+        out = []
+        me = os.getpid()
+        for ring in self._rings.values():
+            r = ring.reader
+            if ring.gone or r.pid == me or r.pending or alive(r.pid):
+                continue
+            ring.gone = True
+            out.append(r.probe)
+        return out
 
     def costs(self) -> dict[int, RingCost]:
         """Per probe (the ring's own probe id), what its rings sampled of their cost so far."""

@@ -56,6 +56,9 @@ DRAIN_BUDGET = 1 << 18
 #: How far the reduced timeline may trail real time when the monitor cannot drain every ring
 #: in full; records drained later than this are counted as refused.
 MAX_LAG_NS = 1_000_000_000
+#: How often the monitor looks for writers whose process ended (a pool's worker that is gone
+#: is in no state, not idle).
+GONE_CHECK_NS = 250_000_000
 #: Records drained since the last reduction that make the engine reduce before a frame closes
 #: (what the monitor holds between two reductions stays bounded).
 ADVANCE_RECORDS = 1 << 19
@@ -155,6 +158,7 @@ class MonitorService:
         self.bad_messages = 0
         self._t0: int | None = None
         self._prev_drain: int | None = None
+        self._gone_checked = 0
         self._due = 0  # the engine reduces once the watermark passes this (virtual ns)
         self._pending = 0  # records drained since the engine last reduced
         self._stats: dict[int, _FrameStats] = {}
@@ -294,6 +298,10 @@ class MonitorService:
                 )
             for pid, seq in drain.refused.items():
                 eng.note_refused(pid, seq, t_report)
+            if t_now - self._gone_checked >= GONE_CHECK_NS or final:
+                self._gone_checked = t_now
+                for pid in self.rings.gone():
+                    eng.writer_gone(pid)
             # A writer reads its clock and commits its record in a few ns, so what this drain
             # did not see is younger than the previous drain: that is the rings' watermark.
             # Before the first drain, only the run's start is known to have passed. A ring left

@@ -312,6 +312,7 @@ class StageStream:
         self.last_t = start_ns or 0
         self.last_record_t = self.last_t
         self.state = 0 if start_ns is None else UNKNOWN  # idle until the first record
+        self.gone = False  # the worker's process ended: nothing is known after its last record
 
     def add(self, t_ns: I64, state: I64) -> int:
         late = t_ns < self.last_t
@@ -324,6 +325,11 @@ class StageStream:
     def add_refusal(self, t_report: int) -> None:
         self._gaps.report(t_report, self._pending, self.last_record_t, self.last_t)
 
+    def end(self) -> None:
+        """The worker is gone (its process ended; its records are all in): after its last
+        record it is in no state at all, not idle."""
+        self.gone = True
+
     def advance(self, until: int) -> Segments:
         until = max(until, self.last_t)
         t, s = self._pending.take(until)
@@ -333,6 +339,9 @@ class StageStream:
         if len(s):
             self.state = int(s[-1])
             self.last_record_t = int(t[-1])
+        if self.gone and not len(self._pending.merged()[0]):
+            seg.level[seg.start >= self.last_record_t] = UNKNOWN
+            self.state = UNKNOWN
         self.last_t = until
         return seg
 
