@@ -151,3 +151,30 @@ def test_cli_sets_the_calibration_cadence_and_method(tmp_path: Path) -> None:
         fits = run.table("clock_fit")
     assert set(fits["method"].tolist()) == {"timetrial"}
     assert len(fits["method"]) >= 4  # start, several short bursts in ~0.4 s, end
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("step_ns", [300_000, 3_000_000])
+def test_a_clock_step_mid_run_stays_inside_the_bounds_live_and_after_retime(
+    tmp_path: Path, step_ns: int
+) -> None:
+    """The device clock jumps mid-run. Frames after the step are placed in time only once a
+    later burst brackets them, and their uncertainty reaches the truth whichever side of the
+    step it lies on; no latency comes out negative."""
+    host = errors(run_once(tmp_path / "host", None), tmp_path / "host")
+    baseline = float(np.median([e for _, e, _, _ in host]))
+    noise = max(abs(e - baseline) for _, e, _, _ in host) + 5_000.0
+    out = run_once(tmp_path / "dev", f"{CLOCK},step_at_s=0.6,step_ns={step_ns}")
+    live = errors(out, tmp_path / "dev")
+    retime(out)
+    retimed = errors(out, tmp_path / "dev")
+    stepped = False
+    for label, rows in (("live", live), ("retimed", retimed)):
+        for f, err, unc, _ in rows:
+            assert abs(err - baseline) <= unc + noise, f"{label} frame {f}: {err} vs {unc}"
+            stepped |= unc >= abs(step_ns) / 2  # the monitor saw the step
+        with ss.load(out) as run:
+            for fr in run.results(0, "src -> work"):
+                low = [p.value for p in fr.points if p.stat in ("first", "last", "min")]
+                assert all(v is None or v >= 0 for v in low), (label, fr.frame, fr.points)
+    assert stepped, "no frame's bounds allow for the step: was it seen at all?"

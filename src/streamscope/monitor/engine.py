@@ -82,6 +82,10 @@ class Engine:
         self.timebase: HostMap | None = None
         #: Batches and device messages of domains not yet calibrated, in arrival order.
         self._waiting: dict[str, list[_Batch | Message]] = {}
+        #: Records of a clock domain past its latest calibration burst, in arrival order: they
+        #: are placed in time only once a later burst brackets them (interpolation, never
+        #: extrapolation past a step or a change of rate), and frames wait for them.
+        self._held: dict[str, list[_Batch]] = {}
         #: What the monitor's own drain of the rings promises: no ring record still to come is
         #: older than this (virtual ns); None before the first drain.
         self.ring_watermark_ns: int | None = None
@@ -187,6 +191,8 @@ class Engine:
                     self._take(domain, held)
                 else:
                     self.handle(held)
+            for batch in self._held.pop(domain, []):
+                self._take(domain, batch)  # what the new burst brackets; the rest waits again
             return
         if self.timebase is None:
             return
@@ -232,7 +238,25 @@ class Engine:
             return
         self._take(domain, batch)
 
-    def _take(self, domain: str, batch: _Batch) -> None:
+    def _bracketed(self, domain: str, batch: _Batch) -> _Batch | None:
+        """The part of ``batch`` its domain's bursts bracket; the rest is held for the next."""
+        bracket = self.domains.bracket_ticks(domain)
+        rec = batch.records
+        if domain == HOST or bracket is None or not len(rec):
+            return batch
+        past = rec["ticks"] > bracket
+        if not past.any():
+            return batch
+        # Refusals noticed after these records go with the latest of them.
+        self._held.setdefault(domain, []).append(_Batch(rec[past], batch.drops))
+        return None if past.all() else _Batch(rec[~past])
+
+    def _take(self, domain: str, batch: _Batch, *, hold: bool = True) -> None:
+        if hold:
+            ready = self._bracketed(domain, batch)
+            if ready is None:
+                return
+            batch = ready
         rec = batch.records
         drops = list(batch.drops)
         refused = rec["kind"] == Kind.REFUSED
@@ -441,9 +465,19 @@ class Engine:
         if self.ring_watermark_ns is not None:
             live.append(self.ring_watermark_ns)
         if live:
-            return min(live)
+            return min([*live, *self._brackets()])
         done = [a.watermark_ns for a in data if a.watermark_ns < WATERMARK_END]
         return max(done) if done else self.watermark_ns
+
+    def _brackets(self) -> list[int]:
+        """For each clock domain that holds records past its latest burst: where that burst
+        ends, in virtual ns (frames after it wait for the next burst)."""
+        out = []
+        for domain, held in self._held.items():
+            bracket = self.domains.bracket_ticks(domain)
+            if held and bracket is not None:
+                out.append(max(self.domains.scalar_to_ns(domain, bracket), 0))
+        return out
 
     def next_due(self) -> int:
         """The next virtual time at which a frame closes (of any query, or of the drop counts):
@@ -529,6 +563,12 @@ class Engine:
                     self.dropped[key] = self.dropped.get(key, 0) + n
                     self.late += n
         self._waiting.clear()
+        # No burst came after these (a device that stopped answering): extrapolated, as a last
+        # resort, with the bounds that come with it.
+        for domain, held_batches in self._held.items():
+            for batch in held_batches:
+                self._take(domain, batch, hold=False)
+        self._held.clear()
         for name, stream in self.channels.items():
             # Items refused (or late) after each end's last kept record: counted all the same.
             for end, metric in (("tail", "count"), ("head", "throughput")):

@@ -260,6 +260,12 @@ class ChannelStream:
         lat, unmatched = self._latency(tt, ts, ht, hs)
         violations = np.concatenate((t[raw_levels < 0], lat.t[lat.value < 0]))
         uncertainty = self._halfwidth["tail"] + self._halfwidth["head"]
+        if len(lat.value) and int(lat.value.min()) < 0:
+            # An item removed before it was inserted: the clocks' map is off by at least that
+            # much here. It is evidence about the map, not a result: the latency is at least 0,
+            # and the frame's uncertainty covers the correction.
+            uncertainty = max(uncertainty, float(-lat.value.min()))
+            lat = Events(lat.t, np.maximum(lat.value, 0))
         self._halfwidth = {"tail": 0.0, "head": 0.0}
         return ChannelOutput(
             occ, Events(tt, t_items), Events(ht, h_items), ii, dd, lat, unmatched,

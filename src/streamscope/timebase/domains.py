@@ -110,8 +110,17 @@ class Domains:
             self._on_table("clock_fit", fit_row(domain, burst, f))
         return f
 
+    def bracket_ticks(self, domain: str) -> int | None:
+        """The last tick of ``domain``'s latest burst: records up to it lie between bursts, where
+        its map interpolates (and splits at steps); past it the map would extrapolate. None
+        before its first burst."""
+        fits = self.fits.get(domain)
+        return max(f.x_hi_ticks for f in fits) if fits else None
+
     def to_ns(self, domain: str, ticks: NDArray[np.int64]) -> tuple[NDArray[np.int64], float]:
-        """Virtual ns since the run's start, and the largest half-width of the bounds used."""
+        """Virtual ns since the run's start, and how far the truth may lie from them: the
+        largest distance from an estimate to either of its hard bounds (across a clock step the
+        estimate follows one side and the bounds cover both, so it is not their centre)."""
         assert self.host is not None
         if domain == HOST:
             return self.host.to_ns(ticks), 0.0
@@ -120,9 +129,8 @@ class Domains:
         t = np.rint(host_ns - float(self.host.t0_ticks)).astype(np.int64)
         if not len(ticks):
             return t, 0.0
-        ends = np.array([ticks.min(), ticks.max()], dtype=np.int64)
-        lo, hi = model.bounds(ends)
-        return t, float(np.max(np.asarray(hi) - np.asarray(lo)) / 2.0)
+        lo, hi = model.bounds(ticks)
+        return t, float(_reach(host_ns, lo, hi).max())
 
     def to_ns_each(
         self, domain: str, ticks: NDArray[np.int64]
@@ -138,9 +146,10 @@ class Domains:
         if model is None:
             nominal = np.rint(ticks * self.tick_ns.get(domain, 1.0)).astype(np.int64)
             return nominal, np.full(len(ticks), np.inf)
-        t = np.rint(model.to_ns(ticks) - float(self.host.t0_ticks)).astype(np.int64)
+        host_ns = model.to_ns(ticks)
+        t = np.rint(host_ns - float(self.host.t0_ticks)).astype(np.int64)
         lo, hi = model.bounds(ticks)
-        return t, np.asarray((np.asarray(hi) - np.asarray(lo)) / 2.0, dtype=np.float64)
+        return t, _reach(host_ns, lo, hi)
 
     def scalar_to_ns(self, domain: str, ticks: int) -> int:
         assert self.host is not None
@@ -148,6 +157,12 @@ class Domains:
             return self.host.scalar_to_ns(ticks)
         host_ns = float(np.asarray(self.models[domain].to_ns(np.array([ticks], np.int64)))[0])
         return round(host_ns - self.host.t0_ticks)
+
+
+def _reach(est: NDArray[np.float64], lo: Any, hi: Any) -> NDArray[np.float64]:
+    """How far the truth may lie from each estimate: to the farther of its bounds."""
+    out: NDArray[np.float64] = np.maximum(est - np.asarray(lo), np.asarray(hi) - est)
+    return np.maximum(out, 0.0)
 
 
 def fit_row(domain: str, burst: int, f: Fit) -> dict[str, Any]:
