@@ -14,9 +14,14 @@ which repeat exactly from run to run where times on a shared machine do not: the
 process alone (the monitor runs outside valgrind), instructions per item from the difference of
 two run lengths (start-up and shut-down cancel out), for the bare runner in a process that has
 loaded what a monitored run loads (the query compiler, the run-time modules) and for the
-monitored run; and, apart, what loading those modules costs the bare runner.
+monitored run, against the probe time the monitored run's file reports; and, apart, what
+loading those modules costs the bare runner. ``--callgrind-only`` skips the timed runs. The
+three stage threads share one interpreter lock, and valgrind schedules them by its own
+slices: how often the lock changes hands differs from variant to variant, so even these counts
+move by a few percent per item between runs that differ only in what they loaded ("loading
+alone"), far more than the probes add (``bench_probe_core.py`` counts those exactly).
 
-    python benchmarks/bench_overhead.py [--quick] [--reps N] [--callgrind]
+    python benchmarks/bench_overhead.py [--quick] [--reps N] [--callgrind | --callgrind-only]
 """
 
 from __future__ import annotations
@@ -114,6 +119,10 @@ if mode == "loaded":  # what a monitored run loads: the query compiler, the run-
     prepare(pipeline(work, 10, Window()), EVERY_CHANNEL_AND_STAGE, 10**9)
 win = Window()
 p = pipeline(work, n, win)
+# What is loaded by now stays: freezing it keeps the collector from rescanning it, which would
+# cost every variant in proportion to its heap rather than to what it records.
+import gc
+gc.freeze()
 if mode == "monitored":
     res = ss.run(p, EVERY_CHANNEL_AND_STAGE, ss.RunOptions(out=out, overwrite=True))
     assert res.status == "completed", res.error
@@ -125,7 +134,8 @@ else:
 
 
 def callgrind_per_item(k: int, n: int, tmp: Path) -> dict[str, float] | None:
-    """Instructions per item of the application's process, by variant (None: no valgrind)."""
+    """Instructions per item of the application's process, by variant, and the share of the
+    run the monitored run's file reports as probe time (``reported``; None: no valgrind)."""
     valgrind = shutil.which("valgrind")
     if valgrind is None:
         return None
@@ -147,18 +157,17 @@ def callgrind_per_item(k: int, n: int, tmp: Path) -> dict[str, float] | None:
                 return None
             totals.append(int(found.group(1)))
         out[mode] = (totals[1] - totals[0]) / n
+    # What the longer monitored run (under valgrind, everything slowed alike) says it cost.
+    with ss.load(tmp / "cg.duckdb") as run:
+        out["reported"] = (
+            100 * sum(r["est_probe_ns"] for r in run.overhead()) / (run.duration_ns or 1)
+        )
     return out
 
 
-def main() -> int:
-    ap = parser(__doc__.splitlines()[0])
-    ap.add_argument("--callgrind", action="store_true", help="also count instructions")
-    args = ap.parse_args()
-    quick = args.quick
-    reps = args.reps or (2 if quick else 9)
-    print(machine())
+def timed(quick: bool, reps: int) -> None:
+    """The paired timed comparison, one row per event rate."""
     rows = []
-    reported_by_rate: list[float] = []
     with tempfile.TemporaryDirectory(prefix="bench-overhead-") as tmp:
         for rate in RATES[:2] if quick else RATES:
             # About two probe events per item and stage (a put or a get, a state change);
@@ -168,7 +177,6 @@ def main() -> int:
             n = max(300, round(items_s * (0.5 if quick else 4.0)))
             f = measure(work, n, reps, Path(tmp))
             m, r = statistics.median(f.measured), statistics.median(f.reported)
-            reported_by_rate.append(r)
             rows.append(
                 [f"{rate:,}", f"{f.events:,}", f"{m:+.2f} %",
                  f"{min(f.measured):+.2f}..{max(f.measured):+.2f}", f"{f.wall:+.2f} %",
@@ -185,19 +193,40 @@ def main() -> int:
         "measured: paired slowdown of the stage threads' own CPU, monitored vs the bare runner; "
         "reported: the run file's probe time over the run's duration"
     )
+
+
+def main() -> int:
+    ap = parser(__doc__.splitlines()[0])
+    ap.add_argument("--callgrind", action="store_true", help="also count instructions")
+    ap.add_argument(
+        "--callgrind-only", action="store_true", help="count instructions, skip the timed runs"
+    )
+    args = ap.parse_args()
+    if args.callgrind_only:
+        args.callgrind = True
+    quick = args.quick
+    reps = args.reps or (2 if quick else 9)
+    print(machine())
+    if not args.callgrind_only:
+        timed(quick, reps)
     if args.callgrind:
         cg_rows = []
         with tempfile.TemporaryDirectory(prefix="bench-overhead-cg-") as tmp:
-            for rate, r in zip(RATES, reported_by_rate, strict=False):
+            for rate in RATES:
                 if rate < 10_000:
                     continue  # long stages: too slow under valgrind
                 items_s = rate / 2
                 work = size_light(1e6 / (3 * items_s))
-                per = callgrind_per_item(work.spin, 5000 if quick else 20_000, Path(tmp))
+                # Valgrind runs some fifty times slower: 0.4 s of items per run (0.1 s quick).
+                # Fewer items leave the allocator's and collector's uneven work (which does not
+                # cancel between two run lengths) at a percent or two of an item's instructions.
+                n_cg = max(200, round(items_s * (0.1 if quick else 0.4)))
+                per = callgrind_per_item(work.spin, n_cg, Path(tmp))
                 if per is None:
                     print("callgrind: not counted (valgrind is not installed)")
                     break
                 mon = 100 * (per["monitored"] / per["loaded"] - 1)
+                r = per["reported"]
                 load = 100 * (per["loaded"] / per["bare"] - 1)
                 cg_rows.append(
                     [f"{rate:,}", f"{per['loaded']:,.0f}", f"{per['monitored']:,.0f}",
