@@ -8,6 +8,8 @@ uncertainty it reports, and ``retime`` (interpolating between bursts) must not m
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -178,3 +180,17 @@ def test_a_clock_step_mid_run_stays_inside_the_bounds_live_and_after_retime(
                 low = [p.value for p in fr.points if p.stat in ("first", "last", "min")]
                 assert all(v is None or v >= 0 for v in low), (label, fr.frame, fr.points)
     assert stepped, "no frame's bounds allow for the step: was it seen at all?"
+
+
+@pytest.mark.slow
+def test_randomised_clock_trials_keep_the_truth_inside_the_bounds() -> None:
+    """A few of ``benchmarks/bench_clock_trials.py``'s trials (random rates, drifts, ticks,
+    steps and changes of rate, through real processes), held to its targets: the truth inside
+    every frame's bounds, live and after retime, and no negative latency."""
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_clock_trials.py"
+    proc = subprocess.run(
+        [sys.executable, str(script), "--trials", "6", "--seed", "7", "--strict"],
+        capture_output=True, text=True, timeout=300, check=False, cwd=script.parents[1],
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "truth inside 100.00 %" in proc.stdout

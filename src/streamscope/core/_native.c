@@ -71,7 +71,7 @@ typedef struct {
     PyObject_HEAD
     int kind;
     int64_t epoch;
-    double c0, c1, c2, step_at, step, tick;
+    double c0, c1, c2, step_at, step, tick, rate_at, rate_step;
     int64_t manual;
 } ClockObject;
 
@@ -83,6 +83,8 @@ static inline int64_t emulated_at(const ClockObject *c, int64_t host)
     double d = c->c0 + tau * (c->c1 + tau * c->c2);
     if (tau >= c->step_at)
         d += c->step;
+    if (tau >= c->rate_at)
+        d += (tau - c->rate_at) * c->rate_step;
     return (int64_t)floor(d / c->tick);
 }
 
@@ -98,12 +100,13 @@ static inline int64_t clock_now(const ClockObject *c)
 static int Clock_init(ClockObject *self, PyObject *args, PyObject *kw)
 {
     static char *names[] = {"kind", "epoch_ns", "c0", "c1", "c2", "step_at", "step",
-                            "tick_ns", "start", NULL};
+                            "tick_ns", "start", "rate_at", "rate_step", NULL};
     const char *kind = "host";
     long long epoch = 0, start = 0;
     double c0 = 0.0, c1 = 1.0, c2 = 0.0, step_at = INFINITY, step = 0.0, tick = 1.0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|s$LddddddL", names, &kind, &epoch, &c0, &c1,
-                                     &c2, &step_at, &step, &tick, &start))
+    double rate_at = INFINITY, rate_step = 0.0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|s$LddddddLdd", names, &kind, &epoch, &c0, &c1,
+                                     &c2, &step_at, &step, &tick, &start, &rate_at, &rate_step))
         return -1;
     if (strcmp(kind, "host") == 0)
         self->kind = CLOCK_HOST;
@@ -128,6 +131,8 @@ static int Clock_init(ClockObject *self, PyObject *args, PyObject *kw)
     self->step = step;
     self->tick = tick;
     self->manual = start;
+    self->rate_at = rate_at;
+    self->rate_step = rate_step;
     return 0;
 }
 

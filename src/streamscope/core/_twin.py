@@ -66,7 +66,10 @@ def clock_gap_ns() -> int:
 class Clock:
     """See ``_native.Clock``."""
 
-    __slots__ = ("_c0", "_c1", "_c2", "_epoch", "_kind", "_manual", "_step", "_step_at", "_tick")
+    __slots__ = (
+        "_c0", "_c1", "_c2", "_epoch", "_kind", "_manual", "_rate_at", "_rate_step", "_step",
+        "_step_at", "_tick",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -80,6 +83,8 @@ class Clock:
         step: float = 0.0,
         tick_ns: float = 1.0,
         start: int = 0,
+        rate_at: float = math.inf,
+        rate_step: float = 0.0,
     ) -> None:
         if kind not in ("host", "emulated", "manual"):
             raise ValueError(f"clock kind must be host, emulated or manual, not {kind!r}")
@@ -90,12 +95,15 @@ class Clock:
         self._c0, self._c1, self._c2 = float(c0), float(c1), float(c2)
         self._step_at, self._step, self._tick = float(step_at), float(step), float(tick_ns)
         self._manual = int(start)
+        self._rate_at, self._rate_step = float(rate_at), float(rate_step)
 
     def _emulated(self, host: int) -> int:
         tau = (host - self._epoch) * 1.0
         d = self._c0 + tau * (self._c1 + tau * self._c2)
         if tau >= self._step_at:
             d += self._step
+        if tau >= self._rate_at:
+            d += (tau - self._rate_at) * self._rate_step
         return _floor(d / self._tick)
 
     def now(self) -> int:

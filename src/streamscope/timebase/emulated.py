@@ -6,6 +6,7 @@ the truth (host ns at any tick position) and how far a fit's bounds sit from it.
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from dataclasses import dataclass
@@ -24,7 +25,11 @@ _floor = math.floor
 
 __all__ = ["EmulatedClock", "EmulatedClockSpec", "TruthCheck", "check_truth"]
 
-_VALID_KEYS = ("rate_ppm", "offset_s", "drift_ppb_s", "tick_ns", "step_at_s", "step_ns")
+_VALID_KEYS = (
+    "rate_ppm", "offset_s", "drift_ppb_s", "tick_ns", "step_at_s", "step_ns", "rate_step_at_s",
+    "rate_step_ppm",
+)  # fmt: skip
+_OPTIONAL = ("step_at_s", "rate_step_at_s")  # a time, or none
 _VALID = ", ".join(_VALID_KEYS)
 _DEFAULTS: dict[str, float | None] = {
     "rate_ppm": 0.0,
@@ -33,6 +38,8 @@ _DEFAULTS: dict[str, float | None] = {
     "tick_ns": 1.0,
     "step_at_s": None,
     "step_ns": 0.0,
+    "rate_step_at_s": None,
+    "rate_step_ppm": 0.0,
 }
 
 
@@ -43,7 +50,9 @@ class EmulatedClockSpec:
     ``rate_ppm``: frequency error (parts per million); ``offset_s``: device time at the epoch;
     ``drift_ppb_s``: change of the rate per second of host time (ppb/s); ``tick_ns``: the counter's
     period (nominal: the device believes its counter runs at exactly this); ``step_at_s``: host
-    seconds after the epoch at which device time jumps forward by ``step_ns`` (None: never).
+    seconds after the epoch at which device time jumps by ``step_ns`` (forward, or backward
+    when negative: a clock set back; None: never); ``rate_step_at_s``: host seconds after the
+    epoch at which the rate changes by ``rate_step_ppm`` (None: never).
     """
 
     rate_ppm: float = 0.0
@@ -52,6 +61,8 @@ class EmulatedClockSpec:
     tick_ns: float = 1.0
     step_at_s: float | None = None
     step_ns: float = 0.0
+    rate_step_at_s: float | None = None
+    rate_step_ppm: float = 0.0
 
     def __post_init__(self) -> None:
         problem = _problem({key: getattr(self, key) for key in _VALID_KEYS})
@@ -78,7 +89,7 @@ class EmulatedClockSpec:
                 problem = f"{key} needs a value ({key}=NUMBER)"
             elif key in values:
                 problem = f"{key} is given twice"
-            elif key == "step_at_s" and value.lower() == "none":
+            elif key in _OPTIONAL and value.lower() == "none":
                 values[key] = None
                 continue
             else:
@@ -103,6 +114,10 @@ class EmulatedClockSpec:
         if self.step_at_s is not None or self.step_ns:
             parts.append(f"step_at_s={'none' if self.step_at_s is None else repr(self.step_at_s)}")
             parts.append(f"step_ns={self.step_ns!r}")
+        if self.rate_step_at_s is not None or self.rate_step_ppm:
+            at = "none" if self.rate_step_at_s is None else repr(self.rate_step_at_s)
+            parts.append(f"rate_step_at_s={at}")
+            parts.append(f"rate_step_ppm={self.rate_step_ppm!r}")
         return ",".join(parts)
 
     @classmethod
@@ -127,18 +142,21 @@ class EmulatedClockSpec:
 def _problem(values: dict[str, float | None]) -> str:
     """What is wrong with a spec's values (naming the key), or ""."""
     for key, value in values.items():
-        if value is None and key == "step_at_s":
+        if value is None and key in _OPTIONAL:
             continue
         if not isinstance(value, (int, float)) or not math.isfinite(value):
             return f"{key} must be a finite number, got {value!r}"
-    # None was refused above for every key but step_at_s, so `or 0.0` only satisfies the types.
-    tick, rate, step = (float(values[k] or 0.0) for k in ("tick_ns", "rate_ppm", "step_ns"))
+    # None was refused above for every key but the optional times, so `or 0.0` only satisfies
+    # the types.
+    tick, rate, rate_step = (
+        float(values[k] or 0.0) for k in ("tick_ns", "rate_ppm", "rate_step_ppm")
+    )
     if tick <= 0:
         return f"tick_ns must be > 0, got {tick!r}"
     if rate <= -1e6:
         return f"rate_ppm must be > -1000000 (the clock runs forwards), got {rate!r}"
-    if step < 0:
-        return f"step_ns must be >= 0 (a counter never runs backwards), got {step!r}"
+    if rate + rate_step <= -1e6:
+        return f"rate_ppm + rate_step_ppm must be > -1000000 (the clock runs forwards), got {rate + rate_step!r}"
     return ""
 
 
@@ -154,6 +172,8 @@ class EmulatedClock:
         "_c1",
         "_c2",
         "_epoch",
+        "_rate_at",
+        "_rate_step",
         "_step",
         "_step_at",
         "domain",
@@ -173,6 +193,8 @@ class EmulatedClock:
         self._c2 = 0.5 * spec.drift_ppb_s * 1e-18  # ppb/s → 1/ns, halved by the integral
         self._step_at = math.inf if spec.step_at_s is None else spec.step_at_s * 1e9
         self._step = spec.step_ns
+        self._rate_at = math.inf if spec.rate_step_at_s is None else spec.rate_step_at_s * 1e9
+        self._rate_step = spec.rate_step_ppm * 1e-6
 
     @property
     def epoch_host_ns(self) -> int:
@@ -185,6 +207,8 @@ class EmulatedClock:
         d = self._c0 + tau * (self._c1 + tau * self._c2)
         if tau >= self._step_at:
             d += self._step
+        if tau >= self._rate_at:
+            d += (tau - self._rate_at) * self._rate_step
         return _floor(d / self.tick_period_ns)
 
     def native_clock(self, impl: Any = None) -> Any:
@@ -196,6 +220,7 @@ class EmulatedClock:
         return mod.Clock(
             "emulated", epoch_ns=self._epoch, c0=self._c0, c1=self._c1, c2=self._c2,
             step_at=self._step_at, step=self._step, tick_ns=self.tick_period_ns,
+            rate_at=self._rate_at, rate_step=self._rate_step,
         )  # fmt: skip
 
     def ticks_at(self, host_ns: ArrayLike) -> NDArray[np.int64]:
@@ -203,32 +228,55 @@ class EmulatedClock:
         tau = (np.asarray(host_ns, dtype=np.int64) - np.int64(self._epoch)).astype(np.float64)
         d = self._c0 + tau * (self._c1 + tau * self._c2)
         d = np.where(tau >= self._step_at, d + self._step, d)
+        d = np.where(tau >= self._rate_at, d + (tau - self._rate_at) * self._rate_step, d)
         return np.floor(d / self.tick_period_ns).astype(np.int64)
 
-    def _tau_for(self, d_ns: NDArray[np.float64], c0: float) -> NDArray[np.float64]:
+    def _tau_for(
+        self, d_ns: NDArray[np.float64], c0: float, c1: float | None = None
+    ) -> NDArray[np.float64]:
         # The root of c2·τ² + c1·τ + (c0 − d) = 0 near (d − c0)/c1, in the form that stays exact
         # as c2 → 0 (no cancellation between c1 and the square root).
+        c1 = self._c1 if c1 is None else c1
         u = d_ns - c0
-        disc = np.sqrt(np.maximum(self._c1 * self._c1 + 4.0 * self._c2 * u, 0.0))
-        return 2.0 * u / (self._c1 + disc)
+        disc = np.sqrt(np.maximum(c1 * c1 + 4.0 * self._c2 * u, 0.0))
+        return 2.0 * u / (c1 + disc)
+
+    def _pieces(self) -> list[tuple[float, float, float, float]]:
+        """The map's smooth pieces in host time: (τ from, τ to, c0, c1) with d = c0 + c1·τ +
+        c2·τ² on each (the step and the change of rate folded into c0 and c1)."""
+        events = sorted(t for t in (self._step_at, self._rate_at) if math.isfinite(t))
+        edges = [-math.inf, *events, math.inf]
+        out = []
+        for lo, hi in itertools.pairwise(edges):
+            c0, c1 = self._c0, self._c1
+            if lo >= self._step_at:
+                c0 += self._step
+            if lo >= self._rate_at:
+                c0 -= self._rate_at * self._rate_step
+                c1 += self._rate_step
+            out.append((lo, hi, c0, c1))
+        return out
 
     def true_host_ns(self, x_ticks: ArrayLike) -> NDArray[np.float64]:
         """Host ns at which the device was at tick position ``x_ticks`` (continuous; a reading k
         means the position was in [k, k+1)). Exact to float rounding. Positions skipped by a
-        forward step map to the step's host time."""
+        forward step map to the step's host time; positions a backward step repeats, to the
+        first time the device was there."""
         d = np.asarray(x_ticks, dtype=np.float64) * self.tick_period_ns
-        tau = self._tau_for(d, self._c0)
-        if math.isfinite(self._step_at) and self._step:
-            s = self._step_at
-            d_step = self._c0 + s * (self._c1 + s * self._c2)  # device ns just before the step
-            after = self._tau_for(d, self._c0 + self._step)
-            tau = np.where(d < d_step, tau, np.where(d < d_step + self._step, s, after))
+        tau = np.full(d.shape, np.nan)
+        for lo, hi, c0, c1 in self._pieces():
+            cand = self._tau_for(d, c0, c1)
+            fits = np.isnan(tau) & (cand >= lo) & (cand < hi)
+            tau = np.where(fits, cand, tau)
+        # Not reached by any piece: skipped by a forward step, at the step.
+        tau = np.where(np.isnan(tau), self._step_at, tau)
         return tau + float(self._epoch)
 
     def true_s_ns_per_tick(self, x_ticks: ArrayLike) -> NDArray[np.float64]:
         """The true local slope dt_host/dx (host ns per device tick) at tick position ``x_ticks``."""
         tau = self.true_host_ns(x_ticks) - float(self._epoch)
-        return self.tick_period_ns / (self._c1 + 2.0 * self._c2 * tau)
+        rate = np.where(tau >= self._rate_at, self._rate_step, 0.0)
+        return self.tick_period_ns / (self._c1 + rate + 2.0 * self._c2 * tau)
 
 
 @dataclass(frozen=True, slots=True)

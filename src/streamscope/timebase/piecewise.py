@@ -95,7 +95,9 @@ class ClockModel:
     trips admit no line, when the burst before it did not, or when no clock drifting at most
     ``drift_ppb_per_s`` can meet it and its neighbours (a step; see ``steps.py``). Across a step
     the earlier side's line is used up to the first reading of the later side's first burst, and
-    the bounds cover both sides.
+    the bounds cover both sides and whatever the clock did between the two bursts: it only runs
+    forwards, never slower than the slowest rate either burst admits less
+    ``max_rate_change_ppm`` (a step, a change of rate, or both may lie between them).
 
     Hard bounds hold while the clock's rate changes no faster than ``drift_ppb_per_s`` (ppb per
     second of host time) and each burst is short enough for the clock to be linear across it.
@@ -120,12 +122,20 @@ class ClockModel:
         "_seg",
         "_segments",
         "_x0",
+        "_xhi",
+        "_xlo",
         "drift_ppb_per_s",
+        "max_rate_change_ppm",
         "tick_period_ns",
     )
 
     def __init__(
-        self, fits: Sequence[Fit], *, drift_ppb_per_s: float = 100.0, tick_period_ns: float = 1.0
+        self,
+        fits: Sequence[Fit],
+        *,
+        drift_ppb_per_s: float = 100.0,
+        tick_period_ns: float = 1.0,
+        max_rate_change_ppm: float = 200.0,
     ) -> None:
         if not np.isfinite(drift_ppb_per_s) or drift_ppb_per_s < 0:
             raise CalibrationError(
@@ -136,6 +146,7 @@ class ClockModel:
         self._fits = tuple(fits)
         self.drift_ppb_per_s = float(drift_ppb_per_s)
         self.tick_period_ns = float(tick_period_ns)
+        self.max_rate_change_ppm = float(max_rate_change_ppm)
         x0_all = [f.x0_ticks for f in self._fits]
         for k in range(1, len(x0_all)):
             if x0_all[k] <= x0_all[k - 1]:
@@ -151,6 +162,8 @@ class ClockModel:
         af = [self._fits[k] for k in anchors]
         self._seg = seg_of[anchors]
         self._x0 = np.array([f.x0_ticks for f in af], dtype=np.int64)
+        self._xlo = np.array([f.x_lo_ticks for f in af], dtype=np.int64)
+        self._xhi = np.array([f.x_hi_ticks for f in af], dtype=np.int64)
         own = [_Cone.of_fit(f) for f in af]
         # per anchor (per burst, not per event): the cone it shares with its segment neighbour
         # before (bounds after the anchor) and after (bounds before it), if any
@@ -256,20 +269,42 @@ class ClockModel:
         allow = 0.5 * kappa * da * (gap - da)
         lo_in = np.maximum(ca_lo + t * (cb_lo - ca_lo) - allow, np.maximum(lo_a, lo_b))
         hi_in = np.minimum(ca_hi + t * (cb_hi - ca_hi) + allow, np.minimum(hi_a, hi_b))
-        # across a step the truth follows one side or the other
-        lo = np.where(same, lo_in, np.where(inner, np.minimum(lo_a, lo_b), lo_a))
-        hi = np.where(same, hi_in, np.where(inner, np.maximum(hi_a, hi_b), hi_a))
+        # across a step the truth follows one side or the other, or did both and more between
+        # the bursts: it only ran forwards, no slower than the slowest rate allowed
+        lo_m, hi_m = self._monotone(x, ia, ib)
+        lo_x = np.minimum(np.minimum(lo_a, lo_b), lo_m)
+        hi_x = np.maximum(np.maximum(hi_a, hi_b), hi_m)
+        lo = np.where(same, lo_in, np.where(inner, lo_x, lo_a))
+        hi = np.where(same, hi_in, np.where(inner, hi_x, hi_a))
         lo = np.where(j == 0, lo_b, lo)
         hi = np.where(j == 0, hi_b, hi)
         xf = x.astype(np.float64)
         open_ = (xf < self._open_before) | (xf >= self._open_after)
         return np.where(open_, -np.inf, lo), np.where(open_, np.inf, hi)
 
+    def _monotone(
+        self, x: NDArray[Any], ia: NDArray[np.intp], ib: NDArray[np.intp]
+    ) -> tuple[F64, F64]:
+        """Bounds between anchors a and b from monotony alone: after a's last reading the clock
+        took at most (ticks) x (the slowest rate: the largest ns per tick either cone admits,
+        less the allowed change of rate) to get to x, and before b's first reading at most as
+        long again to get from x to it."""
+        slow = 1.0 + self.max_rate_change_ppm * 1e-6
+        s_a = self._own.vs[ia].max(axis=1) * slow
+        s_b = self._own.vs[ib].max(axis=1) * slow
+        xa, xb = self._xhi[ia], self._xlo[ib]
+        _, hi_at_a = self._own.bounds(xa, ia)
+        lo_at_b, _ = self._own.bounds(xb, ib)
+        hi = hi_at_a + np.maximum(_offsets(x, xa), 0.0) * s_a
+        lo = lo_at_b - np.maximum(-_offsets(x, xb), 0.0) * s_b
+        return lo, hi
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "fits": [f.to_dict() for f in self._fits],
             "drift_ppb_per_s": self.drift_ppb_per_s,
             "tick_period_ns": self.tick_period_ns,
+            "max_rate_change_ppm": self.max_rate_change_ppm,
         }
 
     @classmethod
@@ -278,6 +313,7 @@ class ClockModel:
             [Fit.from_dict(f) for f in d["fits"]],
             drift_ppb_per_s=float(d["drift_ppb_per_s"]),
             tick_period_ns=float(d["tick_period_ns"]),
+            max_rate_change_ppm=float(d.get("max_rate_change_ppm", 200.0)),
         )
 
 
