@@ -10,86 +10,39 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import streamscope as ss
-from streamscope.aggregate.points import ScalarPoint
+from oracles import example
 from streamscope.monitor.retime import retime
 
 CLOCK = "rate_ppm=37,offset_s=12.5,drift_ppb_s=1,tick_ns=7.5"
 ITEMS = 1500
-FRAME_NS = 250_000_000
-
-
-class Source:
-    def __init__(self, truth: Path) -> None:
-        self.truth = truth
-
-    def generate(self):  # type: ignore[no-untyped-def]
-        inserted = np.zeros(ITEMS, dtype=np.int64)
-        for k in range(ITEMS):
-            time.sleep(0.0003)
-            yield k
-            inserted[k] = time.monotonic_ns()  # resumed right after the insertion completed
-        np.save(self.truth / "inserted.npy", inserted)
-
-
-class Work:
-    def __init__(self, truth: Path) -> None:
-        self.truth = truth
-        self.removed: list[int] = []
-
-    def process(self, item: int) -> int:
-        self.removed.append(time.monotonic_ns())  # the host clock: truth, not the device's
-        time.sleep(0.0004)
-        return item
-
-    def teardown(self) -> None:
-        np.save(self.truth / "removed.npy", np.array(self.removed, dtype=np.int64))
+FRAME_NS = 100_000_000
 
 
 def pipeline(truth: Path, clock: str | None) -> ss.Pipeline:
-    p = ss.Pipeline("timezones")
-    p.add("src", Source(truth))
-    p.add("work", Work(truth), resource=ss.Process("dev", clock=clock))
-    p.add("sink", lambda x: None)
-    p.chain("src", "work", "sink", capacity=8)
-    return p
+    return example("timezones").build(truth, clock, ITEMS)
 
 
 def errors(out: Path, truth: Path) -> list[tuple[int, float, float, float]]:
-    """Per frame with enough items: (frame, monitored mean - true mean, uncertainty, violations)."""
-    inserted = np.load(truth / "inserted.npy")
-    removed = np.load(truth / "removed.npy")
-    rows = []
-    with ss.load(out) as run:
-        frame_of = (removed - run.meta.t0_host_ns) // FRAME_NS
-        for fr in run.results(0, "src -> work"):
-            sel = frame_of == fr.frame
-            if sel.sum() < 20:
-                continue  # a handful of items: the mean is dominated by the frame's edges
-            stats = {p.stat: p.value for p in fr.points if isinstance(p, ScalarPoint)}
-            err = float(stats["mean"] or 0.0) - float((removed - inserted)[sel].mean())
-            rows.append(
-                (
-                    fr.frame,
-                    err,
-                    float(stats.get("uncertainty_ns") or 0.0),
-                    float(stats.get("violations") or 0.0),
-                )
-            )
-    return rows
+    """Per frame checked (``examples/timezones.py``: medians, frames holding a calibration
+    burst or the run's edges left out): (frame, monitored - true, uncertainty, violations)."""
+    return [
+        (f.frame, f.error_ns, f.uncertainty_ns, f.violations)
+        for f in example("timezones").frames(out, truth, FRAME_NS)
+        if f.uncertainty_ns != float("inf")
+    ]
 
 
 def run_once(tmp: Path, clock: str | None) -> Path:
     tmp.mkdir()
     res = ss.run(
         pipeline(tmp, clock),
-        ["latency(src -> work): mean, first, last, box every 250ms"],
+        ["latency(src -> work): mean, first, last, box every 100ms"],
         ss.RunOptions(
             frame_ns=FRAME_NS, out=tmp / "run.duckdb", mode="inline", calibrate_every_s=0.3
         ),
@@ -182,15 +135,15 @@ def test_a_clock_step_mid_run_stays_inside_the_bounds_live_and_after_retime(
     assert stepped, "no frame's bounds allow for the step: was it seen at all?"
 
 
-@pytest.mark.slow
-def test_randomised_clock_trials_keep_the_truth_inside_the_bounds() -> None:
-    """A few of ``benchmarks/bench_clock_trials.py``'s trials (random rates, drifts, ticks,
-    steps and changes of rate, through real processes), held to its targets: the truth inside
-    every frame's bounds, live and after retime, and no negative latency."""
-    script = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_clock_trials.py"
+def test_clock_steps_and_changes_of_rate_stay_inside_the_bounds_against_an_exact_truth() -> None:
+    """``benchmarks/bench_clock_exact.py``'s trials, held to its targets: emulated clocks with
+    random rates, drifts, ticks, steps and changes of rate, read at known host times and
+    calibrated by simulated round trips, fed to the engine live and refitted; every frame's
+    latency median and extremes within its uncertainty of the exact truth, none negative."""
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_clock_exact.py"
     proc = subprocess.run(
-        [sys.executable, str(script), "--trials", "6", "--seed", "7", "--strict"],
+        [sys.executable, str(script), "--trials", "200", "--seed", "7", "--strict"],
         capture_output=True, text=True, timeout=300, check=False, cwd=script.parents[1],
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
-    assert "truth inside 100.00 %" in proc.stdout
+    assert proc.stdout.count("truth inside 100.00 %") == 2

@@ -240,11 +240,11 @@ class Engine:
 
     def _bracketed(self, domain: str, batch: _Batch) -> _Batch | None:
         """The part of ``batch`` its domain's bursts bracket; the rest is held for the next."""
-        bracket = self.domains.bracket_ticks(domain)
         rec = batch.records
-        if domain == HOST or bracket is None or not len(rec):
+        if domain == HOST or not len(rec):
             return batch
-        past = rec["ticks"] > bracket
+        bracket = self.domains.bracket_ticks(domain)
+        past = rec["ticks"] > bracket if bracket is not None else np.ones(len(rec), dtype=bool)
         if not past.any():
             return batch
         # Refusals noticed after these records go with the latest of them.
@@ -474,8 +474,12 @@ class Engine:
         ends, in virtual ns (frames after it wait for the next burst)."""
         out = []
         for domain, held in self._held.items():
+            if not held:
+                continue
             bracket = self.domains.bracket_ticks(domain)
-            if held and bracket is not None:
+            if bracket is None:  # not bracketed at all yet: nothing passes
+                out.append(self.watermark_ns)
+            else:
                 out.append(max(self.domains.scalar_to_ns(domain, bracket), 0))
         return out
 

@@ -111,11 +111,14 @@ class Domains:
         return f
 
     def bracket_ticks(self, domain: str) -> int | None:
-        """The last tick of ``domain``'s latest burst: records up to it lie between bursts, where
-        its map interpolates (and splits at steps); past it the map would extrapolate. None
-        before its first burst."""
+        """How far ``domain``'s map is final: the last tick of its burst before the latest.
+        Records up to it lie between bursts with another burst after them, so a step between
+        any two is seen (two short bursts alone can always be joined by a line of another rate;
+        a third one cannot); past it the map may still change. None before two bursts."""
         fits = self.fits.get(domain)
-        return max(f.x_hi_ticks for f in fits) if fits else None
+        if not fits or len(fits) < 2:
+            return None
+        return sorted(f.x_hi_ticks for f in fits)[-2]
 
     def to_ns(self, domain: str, ticks: NDArray[np.int64]) -> tuple[NDArray[np.int64], float]:
         """Virtual ns since the run's start, and how far the truth may lie from them: the

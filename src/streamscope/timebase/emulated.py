@@ -228,7 +228,8 @@ class EmulatedClock:
         tau = (np.asarray(host_ns, dtype=np.int64) - np.int64(self._epoch)).astype(np.float64)
         d = self._c0 + tau * (self._c1 + tau * self._c2)
         d = np.where(tau >= self._step_at, d + self._step, d)
-        d = np.where(tau >= self._rate_at, d + (tau - self._rate_at) * self._rate_step, d)
+        if math.isfinite(self._rate_at):
+            d = np.where(tau >= self._rate_at, d + (tau - self._rate_at) * self._rate_step, d)
         return np.floor(d / self.tick_period_ns).astype(np.int64)
 
     def _tau_for(

@@ -102,7 +102,8 @@ class ClockModel:
     Hard bounds hold while the clock's rate changes no faster than ``drift_ppb_per_s`` (ppb per
     second of host time) and each burst is short enough for the clock to be linear across it.
     Between two bursts of a segment: their bounds at their centres joined linearly and widened
-    by a*(x - xa)*(xb - x)/2. From each anchor outwards: the spread of its feasible lines, and of
+    by a*(x - xa)*(xb - x)/2, and by both bursts' spreads together (a step no larger cannot
+    split the segment, yet moves the clock off the line between them). From each anchor outwards: the spread of its feasible lines, and of
     the lines that meet it and its segment neighbour (with the drift allowance), plus a*d**2/2.
     All that apply hold, so the tightest is used. ``tick_period_ns`` is the nominal period: only
     a model without fits uses it (ticks * period, unbounded); the allowance uses measured rates.
@@ -267,8 +268,11 @@ class ClockModel:
         (ca_lo, ca_hi), (cb_lo, cb_hi) = self._own.at_ref(ia), self._own.at_ref(ib)
         kappa = np.maximum(self._own.kappa[ia], self._own.kappa[ib])
         allow = 0.5 * kappa * da * (gap - da)
-        lo_in = np.maximum(ca_lo + t * (cb_lo - ca_lo) - allow, np.maximum(lo_a, lo_b))
-        hi_in = np.minimum(ca_hi + t * (cb_hi - ca_hi) + allow, np.minimum(hi_a, hi_b))
+        # ... and by the largest step the two bursts cannot tell from their own spread: one no
+        # larger than their spreads together lets a single line meet both, so no split shows it
+        hide = (ca_hi - ca_lo) + (cb_hi - cb_lo)
+        lo_in = np.maximum(ca_lo + t * (cb_lo - ca_lo) - allow, np.maximum(lo_a, lo_b)) - hide
+        hi_in = np.minimum(ca_hi + t * (cb_hi - ca_hi) + allow, np.minimum(hi_a, hi_b)) + hide
         # across a step the truth follows one side or the other, or did both and more between
         # the bursts: it only ran forwards, no slower than the slowest rate allowed
         lo_m, hi_m = self._monotone(x, ia, ib)

@@ -1,0 +1,234 @@
+"""Cross-clock bounds through clock steps and changes of rate, against a truth known exactly.
+
+An emulated device clock (random rate, offset, drift, tick; a forward step, a change of rate,
+or both, at random times) is read by a simulated device: its removal records are the clock's
+exact ticks at known host times, its calibration bursts round trips with random delays. The
+monitor's engine gets them as it would live (records and bursts interleaved in time, frames
+closing as the watermark passes) and, apart, all at once after the run (as ``retime`` does).
+Out: the share of frames whose latency median and extremes lie within the frame's reported
+uncertainty of the exact truth (a device tick's quantisation and ns rounding allowed for), live
+and refitted, the worst excess, and any negative latency. Target: 100 %, none.
+
+Unlike ``bench_clock_trials.py`` (real processes, the application's own stamps, whose noise
+limits what it can resolve), nothing here is noisy: a miss is the model's.
+
+    python benchmarks/bench_clock_exact.py [--quick] [--trials N] [--seed S] [--strict]
+
+It exits 0 whatever the figures; with ``--strict`` (the test suite's use) it exits 1 when a
+target is missed: nothing here is noisy, so a miss is a bug, not a measurement.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+
+import numpy as np
+
+from _harness import machine, parser
+from streamscope.aggregate.points import FrameResult, QuantilesPoint, ScalarPoint
+from streamscope.core.records import Kind, make_records
+from streamscope.core.topology import ChannelInfo, ProbeInfo, ResourceInfo, StageInfo, Topology
+from streamscope.monitor.engine import Engine
+from streamscope.query.compile import compile_queries
+from streamscope.timebase.emulated import EmulatedClock, EmulatedClockSpec
+from streamscope.transport.wire import EXCHANGE_DTYPE, Message, MsgType
+
+FRAME_NS = 100_000_000
+RUN_NS = 1_200_000_000
+BURST_EVERY_NS = 200_000_000
+T0 = 5_000_000_000  # host ns at the run's start
+QUERY = "latency(src -> work): p50, min, max every 100ms"
+#: Times are whole ns and each conversion rounds: two ns of slack on top of the bounds.
+SLACK_NS = 2.0
+
+
+def topology() -> Topology:
+    return Topology(
+        "steps",
+        resources=(ResourceInfo("main", "thread"), ResourceInfo("dev", "process", "dev")),
+        stages=(StageInfo("src", "main", "source"), StageInfo("work", "dev", "sink")),
+        channels=(ChannelInfo("src -> work", "src", "work", 64),),
+        probes=(ProbeInfo(1, "tail", "src -> work"), ProbeInfo(2, "head", "src -> work", "dev")),
+    )
+
+
+def burst(clock: EmulatedClock, at: int, rng: np.random.Generator, n: int = 60) -> np.ndarray:
+    """Round trips starting at host ns ``at``: request, the counter read on arrival, reply."""
+    rows = np.zeros(n, dtype=EXCHANGE_DTYPE)
+    t = at
+    for i in range(n):
+        up, down = (int(x) for x in rng.integers(2_000, 20_000, 2))
+        rows[i] = (t, int(clock.ticks_at(np.array([t + up]))[0]), t + up + down)
+        t += up + down + 5_000
+    return rows
+
+
+def msg(kind: MsgType, agent: int, watermark: int, records=None, info=None) -> Message:  # type: ignore[no-untyped-def]
+    rec = (
+        records
+        if records is not None
+        else make_records(0, 0, np.zeros(0, np.int64), np.zeros(0, np.int64))
+    )
+    return Message(kind, agent, 0, watermark, rec, dict(info or {}))
+
+
+class Truth:
+    """One simulated run: the host's insertion times, the device's removal times (host ns, the
+    truth) and ticks, and the bursts."""
+
+    def __init__(self, spec: EmulatedClockSpec, seed: int) -> None:
+        rng = np.random.default_rng(seed)
+        self.clock = EmulatedClock(spec, T0 - 300_000_000)  # the device started before the run
+        gaps = rng.integers(300_000, 900_000, 4000)
+        ins = T0 + 1_000_000 + np.cumsum(gaps)
+        self.inserted = ins[ins < T0 + RUN_NS - 50_000_000]
+        lat = rng.integers(50_000, 600_000, len(self.inserted))
+        self.removed = np.maximum.accumulate(self.inserted + lat)  # FIFO: in order
+        self.ticks = self.clock.ticks_at(self.removed)
+        self.bursts = [
+            (at, burst(self.clock, at, rng)) for at in range(T0, T0 + RUN_NS + 1, BURST_EVERY_NS)
+        ]
+
+
+def run_engine(truth: Truth, live: bool) -> list[FrameResult]:
+    """Feed the engine as the monitor would: live, every 20 ms what happened by then; or, as
+    ``retime`` does, every burst first and then every record."""
+    out: list[FrameResult] = []
+    topo = topology()
+    plan = compile_queries([QUERY], topo, FRAME_NS)
+    eng = Engine(plan, topo, FRAME_NS, lambda frames, drops: out.extend(frames))
+    eng.handle(msg(MsgType.START, 0, T0))
+    eng.handle(msg(MsgType.HELLO, 0, T0, info={"domain": "host"}))
+    eng.handle(msg(MsgType.HELLO, 1, T0, info={"domain": "dev"}))
+    seq = np.arange(1, len(truth.inserted) + 1, dtype=np.int64)
+    tail = make_records(int(Kind.PUT), 1, truth.inserted, seq)
+    head = make_records(int(Kind.GET), 2, truth.ticks, seq)
+    steps = range(T0, T0 + RUN_NS + 20_000_000, 20_000_000) if live else [T0 + RUN_NS]
+    sent = {"tail": 0, "head": 0, "burst": 0}
+    for now in steps:
+        while sent["burst"] < len(truth.bursts):
+            _at, rows = truth.bursts[sent["burst"]]
+            if live and int(rows["t3_ns"][-1]) > now:
+                break
+            eng.handle(msg(MsgType.CALIBRATION, 1, 0, rows))
+            sent["burst"] += 1
+        for name, rec, times, agent in (
+            ("tail", tail, truth.inserted, 0),
+            ("head", head, truth.removed, 1),
+        ):
+            upto = int(np.searchsorted(times, now))
+            if upto > sent[name]:
+                part = rec[sent[name] : upto]
+                wm = int(part["ticks"][-1])
+                eng.handle(msg(MsgType.BATCH, agent, wm, part))
+                sent[name] = upto
+        if live:
+            eng.advance()
+    for _, rows in truth.bursts[sent["burst"] :]:  # the end burst, before the end
+        eng.handle(msg(MsgType.CALIBRATION, 1, 0, rows))
+    end_ticks = int(truth.clock.ticks_at(np.array([T0 + RUN_NS]))[0])
+    eng.handle(msg(MsgType.END, 0, T0 + RUN_NS))
+    eng.handle(msg(MsgType.END, 1, end_ticks))
+    eng.finish(RUN_NS)
+    return out
+
+
+def lower_median(x: np.ndarray) -> float:
+    """The median as the monitor defines its quantiles: the smallest value whose cumulative
+    count reaches half the count (the inverted distribution function)."""
+    return float(np.sort(x)[math.ceil(0.5 * len(x)) - 1])
+
+
+def check(truth: Truth, frames: list[FrameResult]) -> tuple[int, int, float, int]:
+    """(frames checked, frames where a median or extreme lies outside its uncertainty of the
+    truth, the worst excess in ns, negative latencies)."""
+    lat = truth.removed - truth.inserted
+    frame_of = (truth.removed - T0) // FRAME_NS
+    tick_host = truth.clock.spec.tick_ns * 1.001  # a reading is the tick it lies in
+    checked = missed = negative = 0
+    worst = 0.0
+    for fr in frames:
+        sel = frame_of == fr.frame
+        stats = {p.stat: p.value for p in fr.points if isinstance(p, ScalarPoint)}
+        for p in fr.points:
+            if isinstance(p, QuantilesPoint):
+                stats.update({f"q{q}": v for q, v in zip(p.qs, p.values, strict=True)})
+        if not sel.any() or stats.get("q0.5") is None:
+            continue
+        reported = float(stats.get("uncertainty_ns") or 0.0)
+        unc = reported + tick_host + SLACK_NS
+        over = -math.inf
+        for name, want in (
+            ("q0.5", lower_median(lat[sel])), ("min", lat[sel].min()), ("max", lat[sel].max()),
+        ):  # fmt: skip
+            got = float(stats[name] or 0.0)
+            negative += got < 0
+            # A frame's median (or extreme) of latencies that each move by at most the
+            # uncertainty moves by at most as much.
+            over = max(over, abs(got - float(want)) - unc)
+        checked += 1
+        if over > 0:
+            missed += 1
+            worst = max(worst, over)
+    return checked, missed, worst, negative
+
+
+def random_spec(rng: np.random.Generator) -> EmulatedClockSpec:
+    """Rate ±100 ppm, offset ±1000 s, drift ±10 ppb/s, tick 1 ns – 2 µs; a forward step of
+    1 µs – 10 ms (log-uniform), a change of rate of up to ±100 ppm, or both, at random times
+    inside the run."""
+    what = int(rng.integers(3))
+    step = what in (0, 2)
+    rate = what in (1, 2)
+    return EmulatedClockSpec(
+        rate_ppm=float(rng.uniform(-100, 100)),
+        offset_s=float(rng.uniform(-1000, 1000)),
+        drift_ppb_s=float(rng.uniform(-10, 10)),
+        tick_ns=float(math.exp(rng.uniform(0, math.log(2000)))),
+        step_at_s=float(rng.uniform(0.35, 1.4)) if step else None,
+        step_ns=float(math.exp(rng.uniform(math.log(1e3), math.log(1e7)))) if step else 0.0,
+        rate_step_at_s=float(rng.uniform(0.35, 1.4)) if rate else None,
+        rate_step_ppm=float(rng.uniform(-100, 100)) if rate else 0.0,
+    )
+
+
+def main() -> int:
+    ap = parser(__doc__.splitlines()[0])
+    ap.add_argument("--trials", type=int, default=300)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
+    args = ap.parse_args()
+    trials = 20 if args.quick else args.trials
+    print(machine())
+    rng = np.random.default_rng(args.seed)
+    totals = {"live": [0, 0, 0.0, 0], "refitted": [0, 0, 0.0, 0]}
+    for k in range(trials):
+        spec = random_spec(rng)
+        truth = Truth(spec, int(rng.integers(2**31)))
+        for label, live in (("live", True), ("refitted", False)):
+            checked, missed, worst, negative = check(truth, run_engine(truth, live))
+            t = totals[label]
+            t[0] += checked
+            t[1] += missed
+            t[2] = max(float(t[2]), worst)
+            t[3] += negative
+            if missed:
+                print(f"trial {k} {label}: {missed} of {checked} frames outside, by up to "
+                      f"{worst / 1e3:.2f} us [{spec}]")  # fmt: skip
+    print(f"{trials} trials")
+    failed = False
+    for label, (checked, missed, worst, negative) in totals.items():
+        inside = 100.0 * (1 - missed / max(int(checked), 1))
+        ok = missed == 0 and negative == 0
+        failed |= not ok
+        print(
+            f"{label:9s} frames {int(checked):5d}  truth inside {inside:6.2f} %  worst excess "
+            f"{float(worst) / 1e3:.2f} us  negative {int(negative)}  target 100 %, none: "
+            f"{'meets' if ok else 'misses'}"
+        )
+    return 1 if args.strict and failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
