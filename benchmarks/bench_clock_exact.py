@@ -1,7 +1,7 @@
 """Cross-clock bounds through clock steps and changes of rate, against a truth known exactly.
 
-An emulated device clock (random rate, offset, drift, tick; a forward step, a change of rate,
-or both, at random times) is read by a simulated device: its removal records are the clock's
+An emulated device clock (random rate, offset, drift, tick; a step forward or back, a change
+of rate, or both, at random times) is read by a simulated device: its removal records are the clock's
 exact ticks at known host times, its calibration bursts round trips with random delays. The
 monitor's engine gets them as it would live (records and bursts interleaved in time, frames
 closing as the watermark passes) and, apart, all at once after the run (as ``retime`` does).
@@ -175,9 +175,9 @@ def check(truth: Truth, frames: list[FrameResult]) -> tuple[int, int, float, int
 
 
 def random_spec(rng: np.random.Generator) -> EmulatedClockSpec:
-    """Rate ±100 ppm, offset ±1000 s, drift ±10 ppb/s, tick 1 ns – 2 µs; a forward step of
-    1 µs – 10 ms (log-uniform), a change of rate of up to ±100 ppm, or both, at random times
-    inside the run."""
+    """Rate ±100 ppm, offset ±1000 s, drift ±10 ppb/s, tick 1 ns – 2 µs; a step forward or
+    back of 1 µs – 10 ms (log-uniform), a change of rate of up to ±100 ppm, or both, at random
+    times inside the run."""
     what = int(rng.integers(3))
     step = what in (0, 2)
     rate = what in (1, 2)
@@ -187,7 +187,9 @@ def random_spec(rng: np.random.Generator) -> EmulatedClockSpec:
         drift_ppb_s=float(rng.uniform(-10, 10)),
         tick_ns=float(math.exp(rng.uniform(0, math.log(2000)))),
         step_at_s=float(rng.uniform(0.35, 1.4)) if step else None,
-        step_ns=float(math.exp(rng.uniform(math.log(1e3), math.log(1e7)))) if step else 0.0,
+        step_ns=float(rng.choice([-1.0, 1.0]) * math.exp(rng.uniform(math.log(1e3), math.log(1e7))))
+        if step
+        else 0.0,
         rate_step_at_s=float(rng.uniform(0.35, 1.4)) if rate else None,
         rate_step_ppm=float(rng.uniform(-100, 100)) if rate else 0.0,
     )

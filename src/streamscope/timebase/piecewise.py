@@ -103,8 +103,9 @@ class ClockModel:
     second of host time) and each burst is short enough for the clock to be linear across it.
     Between two bursts of a segment: their bounds at their centres joined linearly and widened
     by a*(x - xa)*(xb - x)/2, and by both bursts' spreads together (a step no larger cannot
-    split the segment, yet moves the clock off the line between them). From each anchor outwards: the spread of its feasible lines, and of
-    the lines that meet it and its segment neighbour (with the drift allowance), plus a*d**2/2.
+    split the segment, yet moves the clock off the line between them). From each anchor
+    outwards: the spread of its feasible lines, and of the lines that meet it and its segment
+    neighbour (with the drift allowance), plus a*d**2/2.
     All that apply hold, so the tightest is used. ``tick_period_ns`` is the nominal period: only
     a model without fits uses it (ticks * period, unbounded); the allowance uses measured rates.
     """
