@@ -133,6 +133,8 @@ def test_a_clock_step_mid_run_stays_inside_the_bounds_live_and_after_retime(
                 low = [p.value for p in fr.points if p.stat in ("first", "last", "min")]
                 assert all(v is None or v >= 0 for v in low), (label, fr.frame, fr.points)
     assert stepped, "no frame's bounds allow for the step: was it seen at all?"
+    # Frames away from the step keep bounds of their own, after retime too (not the run's widest).
+    assert min(u for *_, u, _ in retimed) < abs(step_ns) / 10
 
 
 def test_clock_steps_and_changes_of_rate_stay_inside_the_bounds_against_an_exact_truth() -> None:

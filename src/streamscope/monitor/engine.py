@@ -86,6 +86,8 @@ class Engine:
         #: are placed in time only once a later burst brackets them (interpolation, never
         #: extrapolation past a step or a change of rate), and frames wait for them.
         self._held: dict[str, list[_Batch]] = {}
+        #: Every burst of the run is known already (``retime``): nothing waits for another.
+        self.final_map = False
         #: What the monitor's own drain of the rings promises: no ring record still to come is
         #: older than this (virtual ns); None before the first drain.
         self.ring_watermark_ns: int | None = None
@@ -241,7 +243,7 @@ class Engine:
     def _bracketed(self, domain: str, batch: _Batch) -> _Batch | None:
         """The part of ``batch`` its domain's bursts bracket; the rest is held for the next."""
         rec = batch.records
-        if domain == HOST or not len(rec):
+        if domain == HOST or not len(rec) or self.final_map:
             return batch
         bracket = self.domains.bracket_ticks(domain)
         past = rec["ticks"] > bracket if bracket is not None else np.ones(len(rec), dtype=bool)

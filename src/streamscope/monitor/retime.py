@@ -75,6 +75,7 @@ def retime(path: str | Path, *, method: str = "hull") -> Retimed:
                 rows[col] = cal[col][rows_sel]
             engine.handle(_msg(MsgType.CALIBRATION, index[domain], 0, rows))
             bursts += 1
+    engine.final_map = True  # every burst is in: each record is placed at once, interpolated
     probe_domain = {pr.id: pr.domain for pr in topology.probes}
     n_records = len(raw["probe_id"]) if "probe_id" in raw else 0
     if n_records:
@@ -87,12 +88,27 @@ def retime(path: str | Path, *, method: str = "hull") -> Retimed:
         ):
             rec[col] = raw[src]
         of = np.array([probe_domain.get(int(pid), HOST) for pid in rec["probe"].tolist()])
+        parts: list[tuple[int, np.ndarray, np.ndarray]] = []
         for agent, domain in enumerate(sorted(set(of.tolist()))):
             engine.handle(_msg(MsgType.HELLO, agent, 0, info={"domain": domain}))
             part = rec[of == domain]
             part = part[np.argsort(part["ticks"], kind="stable")]
+            t_ns, _ = engine.domains.to_ns_each(domain, part["ticks"].astype(np.int64))
+            parts.append((agent, part, t_ns))
+        # A frame at a time, every domain's records of it, then that frame reduced: each
+        # frame's uncertainty is its own records' (not the whole run's widest).
+        frame = run.meta.frame_ns
+        first = min([0, *(int(t.min()) for _, _, t in parts if len(t))]) // frame * frame
+        last = max([duration, *(int(t.max()) for _, _, t in parts if len(t))])
+        for lo in range(first, last + frame, frame):
+            for agent, part, t_ns in parts:
+                sel = (t_ns >= lo) & (t_ns < lo + frame)
+                if sel.any():
+                    chunk = part[sel]
+                    engine.handle(_msg(MsgType.BATCH, agent, int(chunk["ticks"][-1]), chunk))
+            engine.advance(until=lo + frame)
+        for agent, part, _ in parts:
             last = int(part["ticks"][-1]) if len(part) else 0
-            engine.handle(_msg(MsgType.BATCH, agent, 0, part))
             engine.handle(_msg(MsgType.END, agent, last))
     engine.finish(duration)
     keep = set(keys)
