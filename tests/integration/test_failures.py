@@ -404,9 +404,11 @@ def test_a_monitor_paused_for_two_seconds_costs_the_application_only_counted_ref
     p.connect("src", "sink", capacity=CHANNEL_CAPACITY)
     out = tmp_path / "paused.duckdb"
     results: list[ss.RunResult] = []
+    draining = threading.Event()  # the monitor is past its start-up and reducing frames
+    opts = RunOptions(frame_ns=FRAME_NS, out=out, tap_capacity=capacity)
     worker = threading.Thread(
         target=lambda: results.append(
-            run(p, [OVERFLOW_QUERY], RunOptions(frame_ns=FRAME_NS, out=out, tap_capacity=capacity))
+            run(p, [OVERFLOW_QUERY], opts, on_lag=lambda _lag: draining.set())
         )
     )
     worker.start()
@@ -419,6 +421,10 @@ def test_a_monitor_paused_for_two_seconds_costs_the_application_only_counted_ref
                         monitor = child
             time.sleep(0.01)
         assert monitor is not None
+        # Pause a monitor that runs (on a busy machine its start-up may take longer than the
+        # rings take to fill): only then does the pause show as its lag.
+        while not draining.is_set() and worker.is_alive():
+            time.sleep(0.01)
         while counted.puts < 10 * capacity:
             time.sleep(0.01)
         monitor.suspend()
