@@ -314,6 +314,11 @@ def test_cli_report_with_compare_escapes_names(runs: dict[str, Path], tmp_path: 
     html = out.read_text()
     assert 'id="compare"' in html and 'class="ss-compare-summary"' in html
     assert html.index('id="findings"') < html.index('id="compare"')
+    # The comparison leads with whether the other run is faster, in one plain sentence.
+    lead = html.index('class="ss-compare-headline"')
+    assert html.index('id="compare"') < lead < html.index('class="ss-compare-summary"')
+    sentence = html[lead : html.index("</p>", lead)]
+    assert re.search(r"faster|slower|as fast|[Cc]annot say", sentence), sentence
     # Names from the run never reach the page as markup.
     assert HOSTILE_STAGE not in html and HOSTILE_NAME not in html
     assert "alert(1)" in html  # ...but they are shown, escaped

@@ -596,6 +596,9 @@ def _profiles(run: Run, top: int = 20) -> str:
 def _compare(page: Page, run: Run, other: Run) -> str:
     d = compare(run, other).to_dict()
     out = ['<section id="compare"><h2>Comparison</h2>']
+    headline = d.get("headline")
+    if headline:  # first: is the other run faster?
+        out.append(f'<p class="ss-compare-headline"><b>{_e(headline)}</b></p>')
     out.append(
         f"<p>This run (a): <b>{_e(run.meta.name)}</b> ({_e(run.path or run.meta.run_id)}); "
         f"other run (b): <b>{_e(other.meta.name)}</b> ({_e(other.path or other.meta.run_id)})</p>"
@@ -615,7 +618,7 @@ def _compare(page: Page, run: Run, other: Run) -> str:
         out.append(table(keys, body, "ss-compare"))
     else:
         out.append('<p class="muted">Nothing in common to compare.</p>')
-    rest = {k: v for k, v in d.items() if k not in ("rows", "summary")}
+    rest = {k: v for k, v in d.items() if k not in ("rows", "summary", "headline")}
     if rest:
         blob = json.dumps(rest, indent=1, default=str)
         out.append(f"<details><summary>details</summary><pre>{_e(blob)}</pre></details>")
