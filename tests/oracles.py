@@ -16,10 +16,25 @@ import numpy as np
 from numpy.typing import NDArray
 
 from streamscope.aggregate.points import HistogramPoint
+from streamscope.core.topology import ChannelInfo, ProbeInfo, ResourceInfo, StageInfo, Topology
 from streamscope.store.reader import Run
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 F64 = NDArray[np.float64]
+
+#: src -> work -> sink on one thread, both channels of capacity 4, the first one's ends probed:
+#: the topology of runs tests build in memory.
+THREE_STAGES = Topology(
+    "t",
+    (ResourceInfo("main", "thread"),),
+    (
+        StageInfo("src", "main", "source"),
+        StageInfo("work", "main", "stage"),
+        StageInfo("sink", "main", "sink"),
+    ),
+    (ChannelInfo("src -> work", "src", "work", 4), ChannelInfo("work -> sink", "work", "sink", 4)),
+    (ProbeInfo(1, "tail", "src -> work"), ProbeInfo(2, "head", "src -> work")),
+)
 
 
 @cache

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import pytest
 
+from oracles import THREE_STAGES
 from streamscope.aggregate.points import (
     DropCount,
     DutyPoint,
@@ -24,23 +25,12 @@ from streamscope.analysis import (
 from streamscope.analysis.breakdown import level_fractions, whole_run
 from streamscope.analysis.compare import direction
 from streamscope.analysis.findings import frame_ranges
-from streamscope.core.topology import ChannelInfo, ProbeInfo, ResourceInfo, StageInfo, Topology
 from streamscope.store.reader import Run
 from streamscope.store.writer import InMemoryStore, QueryRecord, RunMeta
 
 F = 100_000_000
 LABELS = ("idle", "busy", "blocked_in", "blocked_out")
-TOPO = Topology(
-    "t",
-    (ResourceInfo("main", "thread"),),
-    (
-        StageInfo("src", "main", "source"),
-        StageInfo("work", "main", "stage"),
-        StageInfo("sink", "main", "sink"),
-    ),
-    (ChannelInfo("src -> work", "src", "work", 4), ChannelInfo("work -> sink", "work", "sink", 4)),
-    (ProbeInfo(1, "tail", "src -> work"), ProbeInfo(2, "head", "src -> work")),
-)
+TOPO = THREE_STAGES
 
 
 def duty(*fr: float) -> DutyPoint:

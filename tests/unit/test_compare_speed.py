@@ -8,24 +8,15 @@ from collections.abc import Sequence
 import pytest
 from rich.console import Console
 
+from oracles import THREE_STAGES
 from streamscope.aggregate.points import FrameResult, ScalarPoint
 from streamscope.analysis import Comparison, compare
 from streamscope.cli.compare import print_comparison
-from streamscope.core.topology import ChannelInfo, ResourceInfo, StageInfo, Topology
 from streamscope.store.reader import Run
 from streamscope.store.writer import InMemoryStore, QueryRecord, RunMeta
 
 F = 100_000_000
-TOPO = Topology(
-    "t",
-    (ResourceInfo("main", "thread"),),
-    (
-        StageInfo("src", "main", "source"),
-        StageInfo("work", "main", "stage"),
-        StageInfo("sink", "main", "sink"),
-    ),
-    (ChannelInfo("src -> work", "src", "work", 4), ChannelInfo("work -> sink", "work", "sink", 4)),
-)
+TOPO = THREE_STAGES
 OUT = "throughput(work -> sink): mean"
 IN = "throughput(src -> work): mean"
 
