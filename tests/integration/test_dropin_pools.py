@@ -21,7 +21,10 @@ from streamscope.aggregate.points import DutyPoint, ScalarPoint
 from streamscope.analysis import findings
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "dropin_pool.py"
-WORKERS, ITEMS, CAPACITY = 4, 600, 32
+WORKERS, ITEMS, CAPACITY = 4, 300, 32
+#: Long items: a worker's calls that take and pass on items are then a small part of its time,
+#: so its own stamps can show it saturated even on a machine busy with other work.
+WORK_MS = 10.0
 
 
 def overlap(spans: list[list[int]], lo: int, hi: int) -> float:
@@ -44,7 +47,8 @@ def pool_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     mode = ["--threads", "--io"] if request.param == "threads" else ["--start", request.param]
     proc = subprocess.run(
         [sys.executable, str(EXAMPLE), "--out", str(out), "--truth", str(truth),
-         "--workers", str(WORKERS), "--items", str(ITEMS), "--capacity", str(CAPACITY), *mode],
+         "--workers", str(WORKERS), "--items", str(ITEMS), "--capacity", str(CAPACITY),
+         "--work-ms", str(WORK_MS), *mode],
         capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
