@@ -37,6 +37,7 @@ __all__ = [
     "RunResult",
     "StageError",
     "StreamscopeError",
+    "StreamscopeWarning",
     "__version__",
     "count",
     "counter",
@@ -69,7 +70,10 @@ _QUERY = (
 __getattr__, __dir__ = lazy_exports(
     globals(),
     {
-        **{n: f"streamscope.core.errors:{n}" for n in (*_ERRORS, "StreamscopeError")},
+        **{
+            n: f"streamscope.core.errors:{n}"
+            for n in (*_ERRORS, "StreamscopeError", "StreamscopeWarning")
+        },
         **{n: f"streamscope.pipeline.dropin:{n}" for n in ("MPQueue", "Queue", "stage")},
         "Pipeline": "streamscope.pipeline.pipeline:Pipeline",
         "EmulatedDevice": "streamscope.pipeline.resources:EmulatedDevice",
@@ -106,6 +110,7 @@ if TYPE_CHECKING:
     from streamscope.core.errors import RunFileError as RunFileError
     from streamscope.core.errors import StageError as StageError
     from streamscope.core.errors import StreamscopeError as StreamscopeError
+    from streamscope.core.errors import StreamscopeWarning as StreamscopeWarning
     from streamscope.pipeline.dropin import MPQueue as MPQueue
     from streamscope.pipeline.dropin import Queue as Queue
     from streamscope.pipeline.dropin import stage as stage

@@ -64,7 +64,7 @@ def test_public_surface_is_pinned() -> None:
         [
             "ConfigError", "EmulatedDevice", "MPQueue", "Pipeline", "PipelineError", "Process", "Query", "QueryError",
             "Queue", "Run", "RunFileError", "RunOptions", "RunResult", "StageError",
-            "StreamscopeError", "__version__", "count", "counter", "input_wait", "interdeparture",
+            "StreamscopeError", "StreamscopeWarning", "__version__", "count", "counter", "input_wait", "interdeparture",
             "interinsertion", "iteration", "output_wait", "probe", "sample", "timer", "tracing",
             "latency", "load", "monitor", "occupancy", "parse_query", "run", "stage", "state",
             "throughput",

@@ -11,7 +11,6 @@ import pytest
 import streamscope as ss
 from streamscope.aggregate.points import DutyPoint, ScalarPoint
 from streamscope.pipeline.dropin import REGISTRY
-from streamscope.runtime.instrument import StreamscopeWarning
 
 
 @pytest.fixture(autouse=True)
@@ -104,7 +103,7 @@ def test_a_query_on_a_name_never_seen_warns_and_matches_no_phantom() -> None:
         for t in pool:
             t.join()
 
-    with pytest.warns(StreamscopeWarning) as caught, ss.monitor(queries) as m:
+    with pytest.warns(ss.StreamscopeWarning) as caught, ss.monitor(queries) as m:
         program()
     assert m.result is not None and m.result.status == "completed"
     said = [str(w.message) for w in caught]

@@ -12,6 +12,11 @@ class StreamscopeError(Exception):
     exit_code = 2
 
 
+class StreamscopeWarning(UserWarning):
+    """Something in what was asked deserves a look, though nothing failed (a query of a
+    monitored program that matched nothing that ran)."""
+
+
 class ConfigError(StreamscopeError):
     """A bad option, duration, environment variable or path."""
 

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from streamscope.core.clock import host_now_ticks
-from streamscope.core.errors import StreamscopeError
+from streamscope.core.errors import StreamscopeError, StreamscopeWarning
 from streamscope.pipeline.dropin import REGISTRY
 from streamscope.pipeline.pipeline import plan_probes
 from streamscope.query.ast import Query
@@ -83,10 +83,6 @@ def monitor(
         finally:
             launched.cleanup()
         _warn_unmatched(session.result)
-
-
-class StreamscopeWarning(UserWarning):
-    """Something in a monitored program's queries deserves a look (nothing failed)."""
 
 
 def _warn_unmatched(result: RunResult) -> None:
