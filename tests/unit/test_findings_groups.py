@@ -248,3 +248,10 @@ def test_replicated_sources_that_set_the_pace_are_named_together() -> None:
     (nb,) = [f for f in findings(run) if f.kind == "no_bottleneck"]
     assert f"The sources src0{DASH}src1 are busy 96 % on average" in nb.detail
     assert nb.suggestion.startswith(f"to go faster, feed src0{DASH}src1 faster")
+
+
+def test_a_replica_only_a_little_busier_than_the_rest_is_no_straggler() -> None:
+    """The group's own spread (one walk at 0.82 among walks at 0.75) names no one alone."""
+    busy = dict.fromkeys(WALKS, 0.75) | {"walk2": 0.82}
+    found = findings(make_run(LAPLACE, busy, {}))
+    assert not any(f.target == "walk2" for f in found), [f.title for f in found]

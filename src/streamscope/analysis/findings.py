@@ -44,6 +44,8 @@ from streamscope.store.reader import Run
 
 SEVERITIES = ("problem", "warning", "info")
 BUSY_THRESHOLD = 0.8
+#: How much busier than its group's mean a replica must be to be named alone (a straggler).
+STRAGGLER_MARGIN = 0.2
 MOSTLY = 0.5
 LITTLES_TOLERANCE = 0.2
 
@@ -332,10 +334,14 @@ def _stragglers(
     mostly: float,
 ) -> list[_Candidate]:
     """Members of group ``u`` busy enough to limit the rate while the group, on average, is not:
-    with work dealt in turn, one slow replica holds up all of them."""
+    with work dealt in turn, one slow replica holds up all of them. A member only a little
+    busier than the others (less than ``STRAGGLER_MARGIN`` above the group's mean) is the
+    group's own spread, not a straggler."""
     out = []
+    mean = u.busy or 0.0
     for m in u.group.members:
-        if (by_stage[m].busy or 0.0) < busy_threshold:
+        busy = by_stage[m].busy or 0.0
+        if busy < busy_threshold or busy - mean < STRAGGLER_MARGIN:
             continue
         ins = tuple(c.name for c in topo.channels if c.dst == m) or u.group.ins
         outs = tuple(c.name for c in topo.channels if c.src == m) or u.group.outs
