@@ -17,6 +17,7 @@ import pytest
 
 import streamscope as ss
 from oracles import example
+from streamscope.cli.summary import monitor_line
 from streamscope.monitor.retime import retime
 
 CLOCK = "rate_ppm=37,offset_s=12.5,drift_ppb_s=1,tick_ns=7.5"
@@ -135,6 +136,11 @@ def test_a_clock_step_mid_run_stays_inside_the_bounds_live_and_after_retime(
     assert stepped, "no frame's bounds allow for the step: was it seen at all?"
     # Frames away from the step keep bounds of their own, after retime too (not the run's widest).
     assert min(u for *_, u, _ in retimed) < abs(step_ns) / 10
+    # The monitor's lag is said to be the wait for calibration, not the monitor falling behind.
+    with ss.load(out) as run:
+        assert "wait for two calibration bursts" in monitor_line(run)
+    with ss.load(tmp_path / "host" / "run.duckdb") as run:
+        assert "calibration" not in monitor_line(run)
 
 
 def test_clock_steps_and_changes_of_rate_stay_inside_the_bounds_against_an_exact_truth() -> None:

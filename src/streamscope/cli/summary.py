@@ -13,6 +13,7 @@ from streamscope.aggregate.points import DutyPoint, FrameResult, ScalarPoint
 from streamscope.analysis import findings
 from streamscope.cli.common import fmt_ns, fmt_value
 from streamscope.cli.live import describe_points
+from streamscope.core.topology import HOST
 from streamscope.store.reader import Run, load
 
 
@@ -101,6 +102,10 @@ def monitor_line(run: Run) -> str:
     lag = ""
     if m["lag_max_ns"] is not None:
         lag = f"; lag {fmt_ns(m['lag_median_ns'])} typical, {fmt_ns(m['lag_max_ns'])} at most"
+        if any(r.clock_domain != HOST for r in run.topology.resources):
+            # Not the monitor falling behind: records of another clock wait for the
+            # calibration bursts that place them in time.
+            lag += " (frames with other clocks' records wait for two calibration bursts)"
     return f"monitor process: {fmt_ns(m['cpu_ns'])} CPU{cores}{lag}"
 
 
