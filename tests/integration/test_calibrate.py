@@ -154,10 +154,8 @@ def test_a_silent_device_times_out_and_is_closed() -> None:
     pid = device.pid
     assert pid is not None
     os.kill(pid, signal.SIGSTOP)
-    t = time.monotonic()
     with pytest.raises(TimeoutError, match=r"did not answer within 0\.2 s"):
-        device.exchange(10)
-    assert time.monotonic() - t < 5
+        device.exchange(10)  # a hang would be ended by the suite's per-test timeout
     assert not _alive(pid)
     with pytest.raises(RuntimeError, match="not running"):
         device.exchange(1)

@@ -137,19 +137,18 @@ def start_steady(
     )  # fmt: skip
 
 
-def wait_for_frames(w: Watched, n: int, timeout_s: float = 30.0) -> list[str]:
-    """Read the live view until ``n`` frames of q0 were printed; returns the lines read."""
+def wait_for_frames(w: Watched, n: int) -> list[str]:
+    """Read the live view until ``n`` frames of q0 were printed; returns the lines read (a run
+    that never prints them is ended by the suite's per-test timeout, not by a clock here)."""
     assert w.proc.stdout is not None
     lines: list[str] = []
     seen = 0
-    deadline = time.monotonic() + timeout_s
     for line in w.proc.stdout:
         lines.append(line)
         if FRAME_LINE.match(line):
             seen += 1
             if seen >= n:
                 return lines
-        assert time.monotonic() < deadline, f"only {seen} frames in {timeout_s}s: {lines}"
     raise AssertionError(f"the run ended after {seen} frames: {''.join(lines)}")
 
 
