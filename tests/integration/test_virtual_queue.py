@@ -61,7 +61,8 @@ def test_hw2sw_runs_with_the_device_as_producer(tmp_path: Path) -> None:
         assert vq["w1_truth_items"] < vq["w1_truth_ideal_items"]
         _, rows = run.sql("SELECT DISTINCT series FROM vq_level ORDER BY series")
         assert [r[0] for r in rows] == [
-            "head", "head_predicted", "ideal", "predicted", "tail", "tail_predicted", "truth",
+            "head", "head_predicted", "ideal", "predicted", "renewal", "tail", "tail_predicted",
+            "truth",
         ]  # fmt: skip
 
 

@@ -8,6 +8,7 @@ import numpy as np
 
 from streamscope.aggregate.points import ScalarPoint
 from streamscope.aggregate.specs import Mean
+from streamscope.aggregate.subqueue import SubQueueFrames
 from streamscope.core.records import State
 from streamscope.core.topology import ChannelInfo, Topology
 from streamscope.monitor.virtual import VirtualQueue
@@ -58,11 +59,18 @@ def _run(with_states: bool) -> tuple[float, dict[str, list[dict[str, Any]]]]:
 
 def test_production_times_replace_inter_insertion_times_when_states_are_watched() -> None:
     without, tables = _run(False)
-    with_states, _ = _run(True)
-    # Without states the arrivals look like one per 100 ns against a 100 ns server; with them,
-    # one per 10 ns of production: the model sees the producer's real pace and a long queue.
-    assert with_states > 5 * max(without, 1.0)
+    with_states, tables_states = _run(True)
     (frame_rows,) = tables["vq_frame"][:1]
+    (frame_rows_states,) = tables_states["vq_frame"][:1]
+    # The renewal model (i.i.d. gaps): without states the arrivals look like one per 100 ns
+    # against a 100 ns server; with them, one per 10 ns of production: the model sees the
+    # producer's real pace and a long queue.
+    renewal, renewal_states = frame_rows["renewal_mean"][0], frame_rows_states["renewal_mean"][0]
+    assert renewal_states > 5 * max(renewal, 1.0)
+    # The model used places the insertions where the profile measured them (one per 100 ns,
+    # as they happened): the production gaps only space them inside a sub-window.
+    assert frame_rows["arrivals"] == frame_rows_states["arrivals"] == ["profile"]
+    assert abs(with_states - without) < 0.05 * without
     assert frame_rows["verdict"][0] in ("consistent", "rejected")
     assert tables["virtual_queue"][0]["frames"] == [1]
 
@@ -82,3 +90,71 @@ def test_frames_without_gaps_or_departures_are_still_modelled() -> None:
              for r in results}  # fmt: skip
     assert means[1] is not None and abs(means[1] - 3.0) < 1e-9  # held all through frame 1
     assert means[0] is not None and means[0] > 0  # sampled gaps: a model, not a replay
+
+
+def _bursts(vq: VirtualQueue, frames: int) -> None:
+    """Periodic bursts: 25 items 400 ns apart at the start of every 100 us; the bus takes 4
+    at a time as the 4th is in (the last of a burst at once: as if by its timeout); the consumer
+    serves 1 us each, back to back."""
+    start = np.repeat(np.arange(frames * 10) * 100_000 + 1_000, 25)
+    t_in = start + 400 * np.tile(np.arange(25), frames * 10)
+    n = t_in.size
+    seq = np.arange(1, n + 1, dtype=np.int64)
+    k = np.arange(n)
+    last = np.minimum((k // 25) * 25 + 24, (k // 4) * 4 + 3)
+    sent = t_in[np.minimum(last, n - 1)] + 1
+    removed = np.empty(n, dtype=np.int64)
+    free = 0
+    for i in range(n):  # test-only: the consumer's removals, one service after another
+        removed[i] = max(int(sent[i]) + 1, free)
+        free = int(removed[i]) + 1_000
+    vq.add_records("tail", "insert", t_in.astype(np.int64), seq)
+    vq.add_records("tail", "remove", sent.astype(np.int64), seq)
+    vq.add_records("head", "insert", sent.astype(np.int64) + 1, seq)
+    vq.add_records("head", "remove", removed, seq)
+
+
+def _columns(parts: list[dict[str, Any]]) -> dict[str, list[Any]]:
+    """One table's column lists, written in parts (one per frame), joined."""
+    return {k: [x for p in parts for x in p[k]] for k in parts[0]}
+
+
+def _frames_of(with_profile: bool) -> dict[str, list[dict[str, Any]]]:
+    vq, tables = _vq(False)
+    if not with_profile:  # a producer's side whose summaries carry no profile (an older device)
+        for side in vq.sides.values():
+            side.frames = SubQueueFrames(1.0)
+            side.frames.set_grid(0.0, float(FRAME))
+    _bursts(vq, 3)
+    domains = Domains(Topology("t"))
+    domains.start(0)
+    vq.advance(3 * FRAME, domains)
+    vq.finish(3 * FRAME, domains, None)
+    return tables
+
+
+def test_the_profile_is_the_model_used_and_the_renewal_model_is_checked_beside_it() -> None:
+    tables = _frames_of(True)
+    rows = _columns(tables["vq_frame"])
+    assert rows["arrivals"] == ["profile"] * 3
+    assert all(v in ("consistent", "rejected") for v in rows["verdict"])
+    # Bursts of one size at one period: i.i.d. gaps cannot make them, and the test says so.
+    assert all(p is not None and p < 0.025 for p in rows["dependence_p"])
+    assert rows["renewal_verdict"] == ["rejected"] * 3
+    assert all(m is not None for m in rows["renewal_mean"])
+    (run,) = tables["virtual_queue"]
+    assert run["renewal_verdict"] == ["rejected"] and run["dependence_p"][0] < 0.025
+    series = {s for t in tables["vq_level"] for s in t["series"]}
+    assert {"predicted", "renewal", "ideal", "tail", "head"} <= series
+
+
+def test_without_a_profile_the_renewal_model_is_used() -> None:
+    tables = _frames_of(False)
+    rows = _columns(tables["vq_frame"])
+    assert rows["arrivals"] == ["renewal"] * 3
+    assert rows["dependence_p"] == [None] * 3
+    assert rows["renewal_mean"] == rows["predicted_mean"]
+    assert rows["renewal_verdict"] == rows["verdict"]
+    (run,) = tables["virtual_queue"]
+    assert run["dependence_p"] == [None]
+    assert "renewal" not in {s for t in tables["vq_level"] for s in t["series"]}

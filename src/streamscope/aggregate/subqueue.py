@@ -3,8 +3,9 @@
 In: the insertion and removal records of one sub-queue (both ends stamped by the same clock, in
 raw ticks of nominal period ``tick_ns``), optionally the producer stage's state records, and a
 frame grid in those ticks. Out: one small :class:`SubQueueSummary` per frame (time at each level,
-counts, and fixed-edge histograms of inter-insertion, back-to-back inter-departure and production
-gaps), with a compact binary form, so a device can send summaries instead of records.
+counts, fixed-edge histograms of inter-insertion, back-to-back inter-departure and production
+gaps and, where asked, the insertions and the removals per equal sub-window of the frame: its
+profiles), with a compact binary form, so a device can send summaries instead of records.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from streamscope.core.records import State
 __all__ = [
     "GAP_EDGES_NS",
     "N_GAP_BINS",
+    "PROFILE_BINS",
     "SubQueueFrames",
     "SubQueueSummary",
     "SummaryFormatError",
@@ -42,6 +44,12 @@ GAP_EDGES_NS.setflags(write=False)
 N_GAP_BINS = len(GAP_EDGES_NS) - 1
 
 GapKind = Literal["gap_in", "gap_out", "gap_prod"]
+
+#: Sub-windows of the insertion profile that virtual queues ask for (1/128 of a 1 s frame is
+#: ~8 ms, a few service times of the micro-benchmarks; of a 200 ms frame, ~1.6 ms).
+PROFILE_BINS = 128
+#: The most sub-windows a profile may have (its bins are stored as <u2).
+MAX_PROFILE_BINS = 65535
 
 #: The most frames one call may close (a runaway watermark must not build an endless list).
 MAX_FRAMES_PER_CALL = 1_000_000
@@ -74,25 +82,47 @@ def gap_bins(d_ns: ArrayLike) -> I64:
 # --------------------------------------------------------------------------------------------
 
 _MAGIC = b"SSQF"
+#: Version 1: no profile; version 2 (written only for a summary with profiles): version 1's
+#: header, then ``_HEAD2``, and the two profiles after the histograms. Readers take both.
 _VERSION = 1
+_VERSION_PROFILE = 2
 _FLAG_LOSSY = 1
 _FLAG_PROD = 2
+_FLAG_PROFILE = 4
 #: magic, version, flags, frame, start, end, covered, n_in, n_out, level_start, tick_ns,
 #: then the lengths of level_ticks and of the three sparse histograms.
 _HEAD = struct.Struct("<4sHHqqqqqqqdIIII")
 _PAIR = 2 + 8  # one sparse histogram entry: <u2 bin, <i8 count (stored as two columns)
+#: version 2: the profiles' number of sub-windows and of each one's stored (non-zero) entries.
+_HEAD2 = struct.Struct("<III")
 
 _BATCH_MAGIC = b"SSQB"
+_BATCH_VERSION = 1
 #: magic, version, reserved, key, number of summaries; each summary is then <u4 length + bytes.
 _BATCH_HEAD = struct.Struct("<4sHHqI")
 _LEN = struct.Struct("<I")
 
 
-def _sparse(h: I64) -> tuple[bytes, bytes, int]:
+def _sparse(h: I64, limit: int = N_GAP_BINS) -> tuple[bytes, bytes, int]:
     nz = np.flatnonzero(h)
-    if nz.size and int(nz[-1]) >= N_GAP_BINS:
-        raise ValueError(f"a gap histogram has {h.size} bins; at most {N_GAP_BINS} can be stored")
+    if nz.size and int(nz[-1]) >= limit:
+        raise ValueError(f"a gap histogram has {h.size} bins; at most {limit} can be stored")
     return nz.astype("<u2").tobytes(), h[nz].astype("<i8").tobytes(), int(nz.size)
+
+
+def _read_sparse(data: bytes, pos: int, n: int, size: int) -> tuple[I64, int]:
+    """A dense array of ``size`` from ``n`` sparse entries at ``pos``, and the position after."""
+    bins = np.frombuffer(data, dtype="<u2", count=n, offset=pos).astype(np.int64)
+    pos += 2 * n
+    counts = np.frombuffer(data, dtype="<i8", count=n, offset=pos).astype(np.int64)
+    pos += 8 * n
+    if n and (
+        int(bins[-1]) >= size or bool(np.any(np.diff(bins) <= 0)) or bool(np.any(counts <= 0))
+    ):
+        raise SummaryFormatError("corrupt sparse histogram")
+    h = np.zeros(size, dtype=np.int64)
+    h[bins] = counts
+    return h, pos
 
 
 @dataclass(frozen=True, eq=False)
@@ -103,6 +133,14 @@ class SubQueueSummary:
     covered_ticks)`` (it sums to ``covered_ticks``). The gap histograms count gaps in nominal ns
     (ticks * ``tick_ns``) over the fixed bins of :data:`GAP_EDGES_NS`; ``gap_prod`` is ``None``
     when the producer's states were not tracked.
+
+    ``profile`` (``None`` unless the reducer was asked for one): the insertions in each of its
+    ``len(profile)`` equal sub-windows of ``[start_ticks, end_ticks)`` (sub-window ``i`` starts
+    at ``start_ticks + (i * span) // len(profile)``); it sums to ``n_in``. ``profile_out``: the
+    removals in the same sub-windows (sums to ``n_out``); both or neither. Items whose records
+    were refused count where the next kept record of their end lies. (The virtual-queue model
+    draws its insertions from ``profile``; ``profile_out`` is summarised beside it for checks
+    and estimates that follow the consumer's removals, which the model does not make yet.)
     """
 
     frame: int
@@ -118,6 +156,8 @@ class SubQueueSummary:
     gap_prod: I64 | None
     tick_ns: float
     lossy: bool
+    profile: I64 | None = None
+    profile_out: I64 | None = None
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, SubQueueSummary):
@@ -137,11 +177,17 @@ class SubQueueSummary:
             return False
         if (self.gap_prod is None) != (other.gap_prod is None):
             return False
+        for mine, theirs in ((self.profile, other.profile),
+                             (self.profile_out, other.profile_out)):  # fmt: skip
+            if (mine is None) != (theirs is None):
+                return False
         pairs: list[tuple[Any, Any]] = [
             (self.level_ticks, other.level_ticks),
             (self.gap_in, other.gap_in),
             (self.gap_out, other.gap_out),
             (self.gap_prod, other.gap_prod),
+            (self.profile, other.profile),
+            (self.profile_out, other.profile_out),
         ]
         return all(a is None or np.array_equal(a, b) for a, b in pairs)
 
@@ -168,7 +214,8 @@ class SubQueueSummary:
         return edges[lo : hi + 2].copy(), h[lo : hi + 1].astype(np.float64)
 
     def to_bytes(self) -> bytes:
-        """Fixed little-endian layout: a header, ``level_ticks``, then each histogram sparsely."""
+        """Fixed little-endian layout: a header, ``level_ticks``, then each histogram sparsely
+        (and, in version 2, the profiles' size in the header and their entries last)."""
         lt = np.asarray(self.level_ticks, dtype="<i8")
         parts = [_sparse(np.asarray(h, dtype=np.int64)) for h in (self.gap_in, self.gap_out)]
         has_prod = self.gap_prod is not None
@@ -176,9 +223,27 @@ class SubQueueSummary:
             _sparse(np.asarray(self.gap_prod, dtype=np.int64)) if has_prod else (b"", b"", 0)
         )
         flags = (_FLAG_LOSSY if self.lossy else 0) | (_FLAG_PROD if has_prod else 0)
+        extra = b""
+        if (self.profile is None) != (self.profile_out is None):
+            raise ValueError("a summary has both profiles (insertions, removals) or neither")
+        if self.profile is not None and self.profile_out is not None:
+            p_in = np.asarray(self.profile, dtype=np.int64)
+            p_out = np.asarray(self.profile_out, dtype=np.int64)
+            if not (
+                1 <= p_in.size <= MAX_PROFILE_BINS
+                and p_out.size == p_in.size
+                and not bool(np.any(p_in < 0) or np.any(p_out < 0))
+            ):
+                raise ValueError(
+                    f"profiles need 1..{MAX_PROFILE_BINS} sub-windows (both alike) of counts >= 0"
+                )
+            sp_in, sp_out = _sparse(p_in, p_in.size), _sparse(p_out, p_out.size)
+            parts += [sp_in, sp_out]
+            flags |= _FLAG_PROFILE
+            extra = _HEAD2.pack(p_in.size, sp_in[2], sp_out[2])
         head = _HEAD.pack(
             _MAGIC,
-            _VERSION,
+            _VERSION_PROFILE if extra else _VERSION,
             flags,
             self.frame,
             self.start_ticks,
@@ -193,7 +258,7 @@ class SubQueueSummary:
             parts[1][2],
             parts[2][2],
         )
-        return b"".join([head, lt.tobytes(), *(p for b, c, _ in parts for p in (b, c))])
+        return b"".join([head, extra, lt.tobytes(), *(p for b, c, _ in parts for p in (b, c))])
 
     @classmethod
     def from_bytes(cls, b: bytes) -> SubQueueSummary:
@@ -206,14 +271,30 @@ class SubQueueSummary:
         tick_ns, n_lt, n_gi, n_go, n_gp = fields[10:]
         if magic != _MAGIC:
             raise SummaryFormatError(f"bad magic {magic!r}: not a sub-queue summary")
-        if version != _VERSION:
-            raise SummaryFormatError(f"summary version {version}, this reader knows {_VERSION}")
-        if flags & ~(_FLAG_LOSSY | _FLAG_PROD):
+        if version not in (_VERSION, _VERSION_PROFILE):
+            raise SummaryFormatError(
+                f"summary version {version}, this reader knows {_VERSION} and {_VERSION_PROFILE}"
+            )
+        if flags & ~(_FLAG_LOSSY | _FLAG_PROD | _FLAG_PROFILE):
             raise SummaryFormatError(f"unknown summary flags {flags:#x}")
         has_prod = bool(flags & _FLAG_PROD)
         if not has_prod and n_gp:
             raise SummaryFormatError("production gaps present but not flagged")
-        want = _HEAD.size + 8 * n_lt + _PAIR * (n_gi + n_go + n_gp)
+        has_profile = bool(flags & _FLAG_PROFILE)
+        if has_profile != (version == _VERSION_PROFILE):
+            raise SummaryFormatError(f"a version {version} summary with flags {flags:#x}")
+        n_prof, n_pe, n_po = 0, 0, 0
+        pos = _HEAD.size
+        if has_profile:
+            if len(data) < _HEAD.size + _HEAD2.size:
+                raise SummaryFormatError("truncated summary: the profiles' header is cut short")
+            n_prof, n_pe, n_po = _HEAD2.unpack_from(data, pos)
+            pos += _HEAD2.size
+            if not (1 <= n_prof <= MAX_PROFILE_BINS and n_pe <= n_prof and n_po <= n_prof):
+                raise SummaryFormatError(
+                    f"profiles of {n_prof} sub-windows, {n_pe} and {n_po} stored"
+                )
+        want = pos + 8 * n_lt + _PAIR * (n_gi + n_go + n_gp + n_pe + n_po)
         if len(data) != want:
             raise SummaryFormatError(f"summary of {len(data)} bytes, its header says {want}")
         if frame < 0 or not (0 <= covered <= end - start):
@@ -224,7 +305,6 @@ class SubQueueSummary:
             raise SummaryFormatError("negative count or level in summary")
         if not (math.isfinite(tick_ns) and tick_ns > 0.0):
             raise SummaryFormatError(f"tick_ns must be finite and positive, got {tick_ns}")
-        pos = _HEAD.size
         lt = np.frombuffer(data, dtype="<i8", count=n_lt, offset=pos).astype(np.int64)
         pos += 8 * n_lt
         if n_lt < 1 or bool(np.any(lt < 0)) or sum(lt.tolist()) != covered:
@@ -233,19 +313,12 @@ class SubQueueSummary:
             raise SummaryFormatError("level_ticks has untrimmed trailing zeros")
         hists: list[I64] = []
         for n in (n_gi, n_go, n_gp):
-            bins = np.frombuffer(data, dtype="<u2", count=n, offset=pos).astype(np.int64)
-            pos += 2 * n
-            counts = np.frombuffer(data, dtype="<i8", count=n, offset=pos).astype(np.int64)
-            pos += 8 * n
-            if n and (
-                int(bins[-1]) >= N_GAP_BINS
-                or bool(np.any(np.diff(bins) <= 0))
-                or bool(np.any(counts <= 0))
-            ):
-                raise SummaryFormatError("corrupt sparse gap histogram")
-            h = np.zeros(N_GAP_BINS, dtype=np.int64)
-            h[bins] = counts
+            h, pos = _read_sparse(data, pos, n, N_GAP_BINS)
             hists.append(h)
+        profile = profile_out = None
+        if has_profile:
+            profile, pos = _read_sparse(data, pos, n_pe, n_prof)
+            profile_out = _read_sparse(data, pos, n_po, n_prof)[0]
         return cls(
             frame=frame,
             start_ticks=start,
@@ -260,13 +333,15 @@ class SubQueueSummary:
             gap_prod=hists[2] if has_prod else None,
             tick_ns=tick_ns,
             lossy=bool(flags & _FLAG_LOSSY),
+            profile=profile,
+            profile_out=profile_out,
         )
 
 
 def encode_summaries(key: int, summaries: Iterable[SubQueueSummary]) -> bytes:
     """One message body: ``key`` (which sub-queue; the caller decides its meaning) and summaries."""
     bodies = [s.to_bytes() for s in summaries]
-    out = [_BATCH_HEAD.pack(_BATCH_MAGIC, _VERSION, 0, key, len(bodies))]
+    out = [_BATCH_HEAD.pack(_BATCH_MAGIC, _BATCH_VERSION, 0, key, len(bodies))]
     for body in bodies:
         out += [_LEN.pack(len(body)), body]
     return b"".join(out)
@@ -280,8 +355,10 @@ def decode_summaries(b: bytes) -> tuple[int, list[SubQueueSummary]]:
     magic, version, reserved, key, count = _BATCH_HEAD.unpack_from(data)
     if magic != _BATCH_MAGIC:
         raise SummaryFormatError(f"bad magic {magic!r}: not a batch of sub-queue summaries")
-    if version != _VERSION or reserved:
-        raise SummaryFormatError(f"summary batch version {version}, this reader knows {_VERSION}")
+    if version != _BATCH_VERSION or reserved:
+        raise SummaryFormatError(
+            f"summary batch version {version}, this reader knows {_BATCH_VERSION}"
+        )
     if count * (_LEN.size + _HEAD.size) > len(data) - _BATCH_HEAD.size:
         raise SummaryFormatError(f"{count} summaries cannot fit in {len(data)} bytes")
     pos = _BATCH_HEAD.size
@@ -374,6 +451,20 @@ def _jumped_frames(seq: I64, prev0: int, fr: I64, nf: int) -> NDArray[np.bool_]:
     return out
 
 
+def _sub_windows(t: I64, fr: I64, grid: I64, k: int) -> I64:
+    """The profile sub-window (of ``k``) of each record: sub-window ``i`` of a frame starts at
+    ``(i * span) // k`` ticks into it (records of no frame get a meaningless one)."""
+    f = np.maximum(fr, 0)
+    span = np.maximum(grid[f + 1] - grid[f], 1)
+    out: I64 = ((t - grid[f] + 1) * k - 1) // span
+    return out
+
+
+def _count(sub: I64, weights: I64, k: int) -> I64:
+    out: I64 = np.rint(np.bincount(sub, weights=weights, minlength=k)).astype(np.int64)
+    return out
+
+
 def _frame_slices(fr: I64, nf: int) -> I64:
     """Start offsets of frames ``0..nf`` in a non-decreasing frame array (``-1`` entries first)."""
     out: I64 = np.searchsorted(fr, np.arange(nf + 1), side="left").astype(np.int64)
@@ -396,13 +487,18 @@ class SubQueueFrames:
 
     With ``states=True`` (or once :meth:`add_states` has been called) summaries carry production
     gaps: each inter-insertion gap less the producer's time in BLOCKED_OUT between the two
-    insertions.
+    insertions. With ``profile=K`` (``1..MAX_PROFILE_BINS``; 0: none) they carry the insertions
+    and the removals in each of ``K`` equal sub-windows of the frame (see
+    :class:`SubQueueSummary`).
     """
 
-    def __init__(self, tick_ns: float = 1.0, *, states: bool = False) -> None:
+    def __init__(self, tick_ns: float = 1.0, *, states: bool = False, profile: int = 0) -> None:
         if not (math.isfinite(tick_ns) and tick_ns > 0.0):
             raise ValueError(f"tick_ns must be a finite positive number, got {tick_ns}")
+        if int(profile) != profile or not 0 <= profile <= MAX_PROFILE_BINS:
+            raise ValueError(f"profile must be an integer in 0..{MAX_PROFILE_BINS}, got {profile}")
         self.tick_ns = float(tick_ns)
+        self._profile = int(profile)
         self._with_states = bool(states)
         self._origin: float | None = None
         self._period = 0.0
@@ -644,6 +740,11 @@ class SubQueueFrames:
         prev_c = np.concatenate(([self._ins_c], c_ins[:-1]))
         bins_prod = gap_bins((gap_in - (c_ins - prev_c)) * self.tick_ns)
         lossy = _jumped_frames(ins_s, self._I, ins_fr, nf)
+        # Items per insertion record: its seq over the highest before it (refused ones included).
+        ins_w = np.diff(np.maximum.accumulate(np.concatenate(([self._I], ins_s))))
+        k_prof = self._profile
+        if k_prof:
+            sub = _sub_windows(ins_t, ins_fr, grid, k_prof)
 
         # ---- back-to-back inter-departure gaps ---------------------------------------------
         live_seq = np.concatenate((self._live_seq, ins_s))
@@ -659,6 +760,9 @@ class SubQueueFrames:
             ok_out[0] = False
         bins_out = gap_bins((rem_t - prev_rem_t) * self.tick_ns)
         lossy |= _jumped_frames(rem_s, self._R, rem_fr, nf)
+        rem_w = np.diff(np.maximum.accumulate(np.concatenate(([self._R], rem_s))))
+        if k_prof:
+            sub_out = _sub_windows(rem_t, rem_fr, grid, k_prof)
 
         ins_off = _frame_slices(ins_fr, nf)
         rem_off = _frame_slices(rem_fr, nf)
@@ -680,6 +784,10 @@ class SubQueueFrames:
             h_prod = (
                 np.bincount(bins_prod[ia:ib][m_in], minlength=N_GAP_BINS) if with_prod else None
             )
+            prof = prof_out = None
+            if k_prof:
+                prof = _count(sub[ia:ib], ins_w[ia:ib], k_prof)
+                prof_out = _count(sub_out[ra:rb], rem_w[ra:rb], k_prof)
             out.append(
                 SubQueueSummary(
                     frame=self._next + j,
@@ -695,6 +803,8 @@ class SubQueueFrames:
                     gap_prod=None if h_prod is None else h_prod.astype(np.int64),
                     tick_ns=self.tick_ns,
                     lossy=bool(lossy[j]),
+                    profile=prof,
+                    profile_out=prof_out,
                 )
             )
 

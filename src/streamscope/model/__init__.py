@@ -8,9 +8,12 @@ from streamscope.model.bulk import BulkTandemTimes, bulk_transfer, tandem_bulk
 from streamscope.model.estimator import (
     Bus,
     Prediction,
+    Profile,
     SubQueues,
+    condition,
     predict,
     sample_histogram,
+    sample_profile,
     simulate_frame,
 )
 from streamscope.model.occupancy import occupancy_from_events, tv, w1_items
@@ -20,24 +23,38 @@ from streamscope.model.recursions import (
     lindley_fifo,
     tandem_blocking,
 )
-from streamscope.model.selfcheck import FrameVerdict, RunVerdict, combine_frames, self_check
+from streamscope.model.selfcheck import (
+    Dependence,
+    DependencePool,
+    FrameVerdict,
+    RunVerdict,
+    combine_frames,
+    dependence_test,
+    self_check,
+)
 
 __all__ = [
     "BulkTandemTimes",
     "Bus",
+    "Dependence",
+    "DependencePool",
     "FrameVerdict",
     "ModelInputError",
     "Prediction",
+    "Profile",
     "RunVerdict",
     "SubQueues",
     "TandemTimes",
     "blocking_fifo",
     "bulk_transfer",
     "combine_frames",
+    "condition",
+    "dependence_test",
     "lindley_fifo",
     "occupancy_from_events",
     "predict",
     "sample_histogram",
+    "sample_profile",
     "self_check",
     "simulate_frame",
     "tandem_blocking",

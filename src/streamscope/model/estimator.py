@@ -1,36 +1,49 @@
 """Virtual-queue estimator (seed 002 step 3): one frame's inter-insertion (or production) and
-back-to-back inter-departure histograms (ns; counts) and its start levels in, the predicted
+back-to-back inter-departure histograms (ns; counts), its start levels and, where the producer's
+side measured it, its insertion profile (insertions per sub-window) in, the predicted
 time-weighted occupancy of the whole virtual queue and of its tail (producer's side) and head
 (consumer's side) sub-queues out (fractions of the frame per level).
+
+Two models of the insertions: "renewal" (the seed's: gaps drawn i.i.d. from the histogram) and
+"profile" (each sub-window gets the measured number of insertions, spaced by gaps drawn from
+the histogram): the second keeps bursts, lulls and rate changes longer than a sub-window, which
+i.i.d. gaps cannot reproduce.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
 import numpy as np
-from numpy.typing import ArrayLike
+from numpy.typing import ArrayLike, NDArray
 
 from streamscope.aggregate.points import HistogramPoint
 from streamscope.model._inputs import F64, ModelInputError
 from streamscope.model.bulk import tandem_bulk
-from streamscope.model.occupancy import occupancy_from_events
+from streamscope.model.occupancy import occupancy_from_events, w1_items
 from streamscope.model.recursions import lindley_fifo
 
 __all__ = [
+    "Arrivals",
     "Bus",
     "HistogramLike",
     "Model",
     "Prediction",
+    "Profile",
     "SubQueues",
+    "condition",
     "predict",
     "sample_histogram",
+    "sample_profile",
     "simulate_frame",
+    "summarise",
 ]
 
 Model = Literal["ideal", "tandem"]
+Arrivals = Literal["renewal", "profile"]
 HistogramLike = HistogramPoint | tuple[ArrayLike, ArrayLike]
 
 
@@ -47,6 +60,14 @@ class Bus:
     timeout_ns: float = math.inf
     latency_ns: float = 0.0
     capacity2: int | None = None
+
+
+class Profile(NamedTuple):
+    """Insertions measured in consecutive sub-windows of a frame: ``counts[i]`` items in
+    ``[i * width_ns, (i + 1) * width_ns)`` from the frame start."""
+
+    counts: ArrayLike
+    width_ns: float
 
 
 class SubQueues(NamedTuple):
@@ -106,6 +127,52 @@ def sample_residual(h: HistogramLike, rng: np.random.Generator) -> float:
     return float(rng.random() * gap)
 
 
+def _profile(p: Profile) -> tuple[NDArray[np.int64], float]:
+    c = np.asarray(p.counts)
+    w = float(p.width_ns)
+    if c.ndim != 1 or c.size == 0 or c.dtype.kind not in "iu" or bool(np.any(c < 0)):
+        raise ModelInputError("profile: counts must be a non-empty 1-D array of integers >= 0")
+    if not (math.isfinite(w) and w > 0.0):
+        raise ModelInputError(f"profile: width_ns must be finite and > 0, got {p.width_ns}")
+    return c.astype(np.int64), w
+
+
+def sample_profile(h: HistogramLike, profile: Profile, rng: np.random.Generator) -> F64:
+    """Insertion times (ns, sorted) with exactly ``profile.counts[i]`` in sub-window ``i``.
+
+    In a sub-window holding ``c`` items, ``c + 1`` gaps are drawn from ``h`` and scaled to fill
+    it; the items sit at the first ``c`` cumulative sums (for exponential gaps: ``c`` uniform
+    points, the Poisson process given its count; for constant gaps: evenly spaced). Only gaps
+    shorter than a sub-window are drawn when ``h`` has any: longer ones are what the profile's
+    empty sub-windows already show.
+    """
+    counts, width = _profile(profile)
+    e, w = _hist(h, "histogram")
+    short = e[1:] <= width
+    if bool(np.any(w[short] > 0.0)):
+        e, w = e[: int(np.flatnonzero(short)[-1]) + 2], w[short]
+    busy = np.flatnonzero(counts)
+    if busy.size == 0:
+        return np.zeros(0)
+    c = counts[busy]
+    draws = sample_histogram((e, w), int(c.sum()) + busy.size, rng)
+    first = np.concatenate(([0], np.cumsum(c + 1)[:-1]))
+    total = np.add.reduceat(draws, first)
+    cum = np.cumsum(draws)
+    before = np.concatenate(([0.0], cum))[first]  # cumulative sum before each sub-window
+    # the items: every draw but the last of each sub-window
+    keep = np.ones(draws.size, dtype=bool)
+    keep[first + c] = False
+    win = np.repeat(np.arange(busy.size), c)
+    within = (cum[keep] - before[win]) / np.where(total > 0.0, total, 1.0)[win]
+    flat = total[win] <= 0.0  # every gap drawn was 0 ns: spread them evenly instead
+    if bool(flat.any()):
+        rank = np.arange(win.size) - np.repeat(np.cumsum(c) - c, c)
+        within[flat] = (rank[flat] + 1.0) / (c[win[flat]] + 1.0)
+    out: F64 = (busy[win] + within) * width
+    return out
+
+
 def _start_level(name: str, value: int) -> int:
     if int(value) != value or value < 0:
         raise ModelInputError(
@@ -123,6 +190,8 @@ def simulate_frame(
     *,
     start_tail: int = 0,
     start_head: int = 0,
+    windows: tuple[float, float] | None = None,
+    ended: bool = False,
 ) -> SubQueues:
     """Replay one frame: inter-insertion ``gaps`` and per-item ``service`` (ns) in, the ns at
     each level of the whole queue and of its tail and head sub-queues over ``[0, frame_ns)`` out.
@@ -143,7 +212,14 @@ def simulate_frame(
     is the whole queue. "tandem": tail buffer, then ``bus``, then the head buffer and its server
     (removal at the service start); the head items skip the bus; the bus's last partial batch
     is flushed at ``frame_ns``.
+
+    ``windows``: ``(tail_ns, head_ns)``, each in ``(0, frame_ns]``: the tail and head
+    sub-queues over ``[0, tail_ns)`` and ``[0, head_ns)`` instead (where a side measured less
+    of the frame than the whole queue is estimated over). ``ended``: the stream ends with the
+    last insertion (the producer finished in this frame), so the bus flushes its partial batch
+    then rather than at ``frame_ns``.
     """
+    tail_ns, head_ns = _windows(windows, frame_ns)
     tail0 = _start_level("start_tail", start_tail)
     head0 = _start_level("start_head", start_head)
     g = np.asarray(gaps, dtype=np.float64)
@@ -162,14 +238,14 @@ def simulate_frame(
         # Removed when its service starts: d_k - s_k = max(a_k, d_{k-1}).
         removed = lindley_fifo(a, s) - s
         whole = occupancy_from_events(a, removed, 0.0, frame_ns)[1]
-        return SubQueues(whole, np.array([frame_ns]), whole)
+        head = whole if head_ns == frame_ns else occupancy_from_events(a, removed, 0.0, head_ns)[1]
+        return SubQueues(whole, np.array([tail_ns]), head)
     if model != "tandem":
         raise ModelInputError(f"model must be 'ideal' or 'tandem', got {model!r}")
     if bus is None:
         raise ModelInputError("the 'tandem' model needs a Bus")
     if a.size == 0:
-        empty = np.array([frame_ns])
-        return SubQueues(empty, empty, empty)
+        return SubQueues(np.array([frame_ns]), np.array([tail_ns]), np.array([head_ns]))
     t = tandem_bulk(
         a,
         bus.bulk_size,
@@ -177,15 +253,26 @@ def simulate_frame(
         bus.timeout_ns,
         s,
         bus.capacity2,
-        end_ns=frame_ns,
+        end_ns=float(a[-1]) if ended else frame_ns,
         latency_ns=bus.latency_ns,
         preloaded=head0,
     )
     return SubQueues(
         occupancy_from_events(a, t.start2, 0.0, frame_ns)[1],
-        occupancy_from_events(a, t.start1, 0.0, frame_ns)[1],
-        occupancy_from_events(t.deliver, t.start2, 0.0, frame_ns)[1],
+        occupancy_from_events(a, t.start1, 0.0, tail_ns)[1],
+        occupancy_from_events(t.deliver, t.start2, 0.0, head_ns)[1],
     )
+
+
+def _windows(windows: tuple[float, float] | None, frame_ns: float) -> tuple[float, float]:
+    if windows is None:
+        return frame_ns, frame_ns
+    tail_ns, head_ns = (float(w) for w in windows)
+    if not (0.0 < tail_ns <= frame_ns and 0.0 < head_ns <= frame_ns):
+        raise ModelInputError(
+            f"windows must be in (0, frame_ns={frame_ns}] ns, got ({tail_ns}, {head_ns})"
+        )
+    return tail_ns, head_ns
 
 
 def _pad_mean(rows: list[F64]) -> F64:
@@ -208,10 +295,12 @@ class Prediction:
     mean_occupancy: float  #: mean items in the whole virtual queue
     items_simulated: int  #: inserted items, over all replications
     replications: int
+    arrivals: str = "renewal"  #: "renewal" (i.i.d. gaps) or "profile"
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "model": self.model,
+            "arrivals": self.arrivals,
             "whole": list(self.whole),
             "tail": list(self.tail),
             "head": list(self.head),
@@ -232,11 +321,15 @@ def replicate(
     start_tail: int = 0,
     start_head: int = 0,
     residual: bool = True,
+    profile: Profile | None = None,
+    windows: tuple[float, float] | None = None,
+    ended: bool = False,
 ) -> tuple[SubQueues, int]:
     """One model replication of a frame: histogram draws through :func:`simulate_frame`.
 
     The first insertion comes after a residual gap (:func:`sample_residual`: the frame starts
-    at an arbitrary instant), or, with ``residual=False``, after a whole gap.
+    at an arbitrary instant), or, with ``residual=False``, after a whole gap. With a
+    ``profile`` the insertions are :func:`sample_profile`'s instead (``residual`` unused).
 
     Out: the frame's :class:`SubQueues` and the number of items inserted during the frame.
     The start items' service times are the first ``start_head + start_tail`` service draws, so
@@ -245,6 +338,15 @@ def replicate(
     if not (math.isfinite(frame_ns) and frame_ns > 0.0):
         raise ModelInputError(f"frame_ns must be finite and > 0, got {frame_ns}")
     k0 = _start_level("start_tail", start_tail) + _start_level("start_head", start_head)
+    if profile is not None:
+        times = sample_profile(inter_insert, profile, rng)
+        times = times[times < frame_ns]
+        service = sample_histogram(inter_depart, k0 + times.size, rng)
+        occ = simulate_frame(
+            np.diff(times, prepend=0.0), service, frame_ns, model, bus,
+            start_tail=start_tail, start_head=start_head, windows=windows, ended=ended,
+        )  # fmt: skip
+        return occ, int(times.size)
     e, w = _hist(inter_insert, "inter_insert")
     mean_gap = float(np.dot(w, 0.5 * (e[:-1] + e[1:])) / w.sum())
     if mean_gap <= 0.0:
@@ -258,8 +360,9 @@ def replicate(
         gaps = np.concatenate((gaps, sample_histogram(inter_insert, n, rng)))
     service = sample_histogram(inter_depart, k0 + gaps.size, rng)
     occ = simulate_frame(
-        gaps, service, frame_ns, model, bus, start_tail=start_tail, start_head=start_head
-    )
+        gaps, service, frame_ns, model, bus, start_tail=start_tail, start_head=start_head,
+        windows=windows, ended=ended,
+    )  # fmt: skip
     return occ, int(np.searchsorted(np.cumsum(gaps), frame_ns, side="left"))
 
 
@@ -275,12 +378,25 @@ def replicates(
     start_tail: int = 0,
     start_head: int = 0,
     residual: bool = True,
+    profile: Profile | None = None,
+    windows: tuple[float, float] | None = None,
+    ended: bool = False,
 ) -> list[tuple[SubQueues, int]]:
     """``n`` independent :func:`replicate` runs of the same frame, in order (one rng stream)."""
     starts = {"start_tail": start_tail, "start_head": start_head}
     return [
         replicate(
-            inter_insert, inter_depart, frame_ns, model, bus, rng, **starts, residual=residual
+            inter_insert,
+            inter_depart,
+            frame_ns,
+            model,
+            bus,
+            rng,
+            **starts,
+            residual=residual,
+            profile=profile,
+            windows=windows,
+            ended=ended,
         )
         for _ in range(n)
     ]
@@ -298,6 +414,8 @@ def predict(
     start_tail: int = 0,
     start_head: int = 0,
     residual: bool = True,
+    profile: Profile | None = None,
+    windows: tuple[float, float] | None = None,
 ) -> Prediction:
     """Seed 002 step 3 for one frame: histograms (ns; counts) in, a :class:`Prediction` out.
 
@@ -313,13 +431,26 @@ def predict(
     ``start_head`` items (measured by the caller; 0: the frame starts empty) are already in the
     tail and head sub-queues (see :func:`simulate_frame`). The first insertion comes after a
     residual gap (``residual=False``: a whole one, e.g. to model no insertion at all).
+
+    With a ``profile`` (the insertions measured per sub-window of the frame) the insertions are
+    :func:`sample_profile`'s: the measured count in each sub-window, spaced by gaps drawn from
+    ``inter_insert`` (the "profile" model); without one, the "renewal" model above.
+    ``windows``: the tail's and head's windows, as for :func:`simulate_frame`.
     """
     if replications < 1:
         raise ModelInputError(f"replications must be >= 1, got {replications}")
     runs = replicates(
         inter_insert, inter_depart, frame_ns, model, bus, rng, replications,
-        start_tail=start_tail, start_head=start_head, residual=residual,
+        start_tail=start_tail, start_head=start_head, residual=residual, profile=profile,
+        windows=windows,
     )  # fmt: skip
+    return summarise(runs, model, "renewal" if profile is None else "profile")
+
+
+def summarise(runs: Sequence[tuple[SubQueues, int]], model: str, arrivals: str) -> Prediction:
+    """Replications (:func:`replicates`' output) averaged into a :class:`Prediction`."""
+    if not runs:
+        raise ModelInputError("no replication to summarise")
     whole = _pad_mean([r[0].whole for r in runs])
     return Prediction(
         model=model,
@@ -328,5 +459,29 @@ def predict(
         head=tuple(_pad_mean([r[0].head for r in runs]).tolist()),
         mean_occupancy=float(np.dot(np.arange(whole.size), whole)),
         items_simulated=sum(r[1] for r in runs),
-        replications=replications,
+        replications=len(runs),
+        arrivals=arrivals,
     )
+
+
+def condition(
+    runs: Sequence[tuple[SubQueues, int]],
+    measured_tail: ArrayLike,
+    measured_head: ArrayLike,
+    keep: int,
+    model: str,
+    arrivals: str,
+) -> Prediction:
+    """The model's prediction given what was measured: the mean of the ``keep`` replications
+    whose tail and head sub-queues come closest (W1, summed) to the measured level weights.
+
+    A nearest-neighbour estimate of the whole queue's levels given its two visible ends: what
+    the replications disagree on that the ends show (how long the consumer's services happened
+    to take, say) is taken as measured, not averaged over. Ties keep the earlier replication.
+    """
+    if not 1 <= keep <= len(runs):
+        raise ModelInputError(f"keep must be in 1..{len(runs)} (the replications), got {keep}")
+    d = np.array([w1_items(o.tail, measured_tail) + w1_items(o.head, measured_head)
+                  for o, _ in runs])  # fmt: skip
+    near = np.argsort(d, kind="stable")[:keep]
+    return summarise([runs[int(i)] for i in near], model, arrivals)

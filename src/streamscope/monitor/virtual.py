@@ -7,6 +7,12 @@ the host's frame grid). Out: per frame, the predicted occupancy of the whole que
 query's aggregations), the self-check of the model against the measured sub-queues, and rows
 for the ``vq_frame``/``vq_level``/``virtual_queue`` tables. With ground truth (validation runs
 only, read after the last frame has been estimated), the distance to the true occupancy.
+
+The model draws the insertions from the tail's insertion profile where its summary has one
+("profile": bursts and rate changes as measured), else i.i.d. from its gap histogram (the
+seed's "renewal" model). The renewal model is kept beside the profile one, with its own
+self-check, whose dependence test (pooled over the run as well) says whether i.i.d. gaps would
+have done.
 """
 
 from __future__ import annotations
@@ -21,11 +27,21 @@ from numpy.typing import NDArray
 
 from streamscope.aggregate.points import FrameResult, Point, ScalarPoint
 from streamscope.aggregate.specs import AggregationSpec
-from streamscope.aggregate.subqueue import SubQueueFrames, SubQueueSummary
+from streamscope.aggregate.subqueue import PROFILE_BINS, SubQueueFrames, SubQueueSummary
 from streamscope.core.topology import ChannelInfo, Topology
 from streamscope.model import Bus, combine_frames, occupancy_from_events, predict, self_check
 from streamscope.model import w1_items as w1
-from streamscope.model.selfcheck import FrameVerdict
+from streamscope.model.estimator import (
+    Arrivals,
+    HistogramLike,
+    Prediction,
+    Profile,
+    SubQueues,
+    condition,
+    replicates,
+    summarise,
+)
+from streamscope.model.selfcheck import DependencePool, FrameVerdict
 from streamscope.query.compile import Plan
 from streamscope.timebase.domains import HOST, Domains, TableSink
 
@@ -33,6 +49,14 @@ F64 = NDArray[np.float64]
 #: Level of each frame's self-check (and of the run's binomial test over frames).
 ALPHA = 0.05
 SIDES = ("tail", "head")
+#: Replications of a model per frame (its prediction, and the null of its self-check, each
+#: replication against the others: 39 makes the 95 % quantile exact), and how many of those
+#: nearest the measured sub-queues make the profile model's estimate.
+REPLICATIONS = 39
+NEAREST = 10
+#: Spacing inside a sub-window when a frame's insertions left no gap to sample (at most one
+#: insertion, or refused records): uniform.
+_FLAT: HistogramLike = (np.array([0.0, 1.0]), np.ones(1))
 
 
 @dataclass(slots=True)
@@ -52,7 +76,24 @@ class _Estimate:
     frame: int
     whole: F64
     ideal: F64
+    renewal: F64 | None
     covered_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Inputs:
+    """One frame's model inputs: the gap histogram (None: none; ``assumed``: made up, as no gap
+    was measured), the service histogram, the insertion profile (None: not measured), and the
+    windows (ns from the frame start) of the checks and of the estimate."""
+
+    arrivals: HistogramLike | None
+    assumed: bool
+    service: HistogramLike
+    profile: Profile | None
+    span: float  #: the window of the estimate (the frame's, when it is the run's last)
+    windows: tuple[float, float] | None  #: the tail's and head's, where shorter than the span
+    final: bool  #: the run's last frame (its producer stops in it)
+    edge: bool  #: the run's first or last frame (its producer starts or stops in it)
 
 
 def _fractions(levels_weight: NDArray[Any]) -> F64:
@@ -95,16 +136,18 @@ class VirtualQueue:
         for side, (domain, ins, rem, state) in sides.items():
             frames = None
             if domain == HOST:
-                frames = SubQueueFrames(1.0, states=state != 0)
+                frames = SubQueueFrames(1.0, states=state != 0, profile=PROFILE_BINS)
                 frames.set_grid(0.0, float(frame_ns))
             self.sides[side] = _Side(domain, ins, rem, state, frames, {})
         self.next_frame = 0
         self.verdicts: list[FrameVerdict] = []
+        self.renewal_verdicts: list[FrameVerdict] = []
+        self.dependence = DependencePool()
         self.w1_sum = 0.0
         self.keep_truth = keep_truth
         self.estimates: list[_Estimate] = []
         self.frame_rows: list[dict[str, Any]] = []
-        self._truth_w1: list[tuple[float, float]] = []
+        self._truth_w1: list[tuple[float, float, float]] = []
 
     # -- input -------------------------------------------------------------------------------
 
@@ -186,13 +229,15 @@ class VirtualQueue:
         tail, tail_scale, tail_mis = views["tail"]
         head, head_scale, head_mis = views["head"]
         row: dict[str, Any] = {
-            "frame": frame, "model": "tandem", "verdict": None, "w1_items": None, "tv": None,
-            "threshold_items": None, "null_quantile_items": None, "clock_bias_items": None,
-            "predicted_mean": None, "ideal_mean": None,
+            "frame": frame, "model": "tandem", "arrivals": None, "verdict": None,
+            "w1_items": None, "tv": None, "threshold_items": None, "null_quantile_items": None,
+            "clock_bias_items": None, "predicted_mean": None, "ideal_mean": None,
             "tail_mean": _mean(tail.level_ticks) if tail else None,
             "head_mean": _mean(head.level_ticks) if head else None,
             "items_in": tail.n_in if tail else 0, "items_out": head.n_out if head else 0,
             "truth_mean": None, "w1_truth_items": None, "w1_truth_ideal_items": None,
+            "renewal_verdict": None, "dependence_p": None, "renewal_mean": None,
+            "w1_truth_renewal_items": None,
         }  # fmt: skip
         levels: dict[str, F64] = {}
         extra: list[Point] = []
@@ -202,64 +247,33 @@ class VirtualQueue:
             if arrivals is None:
                 arrivals = tail.histogram("gap_in", scale=tail_scale)
             service = head.histogram("gap_out", scale=head_scale)
-            length = float(
-                min(covered, _covered_ns(tail, tail_scale), _covered_ns(head, head_scale))
-            )
+            tail_ns, head_ns = _covered_ns(tail, tail_scale), _covered_ns(head, head_scale)
+            length = float(min(covered, tail_ns, head_ns))
             assumed = arrivals is None
             if assumed and tail.n_in <= 1 and length > 0:
                 # No gap to sample: at most one insertion in the frame. Modelled as none, so the
                 # prediction is the start levels draining (one item's arrival is lost), and the
-                # frame is not self-checked: an assumed input cannot be tested.
+                # frame is not self-checked: an assumed input cannot be tested. (Where the
+                # profile places the insertion, it is the model used instead.)
                 arrivals = (np.array([2.0 * length, 2.0 * length + 1.0]), np.ones(1))
             if service is None and length > 0:
                 # The head buffer never held two items at a removal: the consumer kept up with
                 # what reached it, so its service never delayed anything. Modelled as instant.
                 service = (np.array([0.0, 1.0]), np.ones(1))
-            if arrivals is not None and service is not None and length > 0:
-                rng = np.random.default_rng((self.seed, self.key, frame))
-                st, sh = tail.level_start, head.level_start
-                # An assumed input models no insertion: a whole gap, longer than the frame.
-                resid = not assumed
-                pred = predict(
-                    arrivals, service, length, rng, model="tandem", bus=self.bus,
-                    start_tail=st, start_head=sh, residual=resid,
-                )  # fmt: skip
-                ideal = predict(
-                    arrivals, service, length, rng, model="ideal", start_tail=st, start_head=sh,
-                    residual=resid,
-                )  # fmt: skip
-                rate_per_ns = head.n_out / length
-                bias = rate_per_ns * max(tail_mis, head_mis)
-                mt, mh = _fractions(tail.level_ticks), _fractions(head.level_ticks)
-                whole = np.asarray(pred.whole, dtype=np.float64)
-                levels = {
-                    "predicted": whole, "ideal": np.asarray(ideal.whole), "tail": mt, "head": mh,
-                    "tail_predicted": np.asarray(pred.tail),
-                    "head_predicted": np.asarray(pred.head),
-                }  # fmt: skip
-                row.update(predicted_mean=pred.mean_occupancy, ideal_mean=ideal.mean_occupancy)
-                if not assumed:
-                    v = self_check(
-                        arrivals, service, length, mt, mh, rng, model="tandem", bus=self.bus,
-                        prediction=pred, alpha=ALPHA, clock_bias_items=bias, start_tail=st,
-                        start_head=sh,
-                    )  # fmt: skip
-                    self.verdicts.append(v)
-                    self.w1_sum += v.w1_items
-                    row.update(
-                        verdict=v.verdict, w1_items=v.w1_items, tv=v.tv,
-                        threshold_items=v.threshold_items,
-                        null_quantile_items=v.null_quantile_items,
-                        clock_bias_items=v.clock_bias_items,
-                    )  # fmt: skip
-                    extra = [
-                        ScalarPoint("w1_items", v.w1_items),
-                        ScalarPoint("threshold_items", v.threshold_items),
-                        ScalarPoint("clock_bias_items", v.clock_bias_items),
-                        ScalarPoint("rejected", 1.0 if v.verdict == "rejected" else 0.0),
-                    ]
-                if self.keep_truth:
-                    self.estimates.append(_Estimate(frame, whole, np.asarray(ideal.whole), covered))
+            profile = _profile(tail, tail_scale)
+            if (arrivals is not None or profile is not None) and service is not None and length:
+                # A side's records end with its process: in the run's last frame the queue is
+                # estimated up to the run's end (the model drains it), each side checked over
+                # what it measured.
+                span = float(covered) if end_ns is not None else length
+                sides = (min(tail_ns, span), min(head_ns, span))
+                windows = sides if min(sides) < span else None
+                final = end_ns is not None and end_ns <= hi
+                edge = final or frame == 0
+                inputs = _Inputs(arrivals, assumed, service, profile, span, windows, final, edge)
+                whole = self._model(
+                    row, levels, extra, tail, head, inputs, max(tail_mis, head_mis), frame, covered
+                )
         self.frame_rows.append(row)
         self._write_levels(frame, levels)
         if not self.keep_truth:
@@ -274,6 +288,122 @@ class VirtualQueue:
             points: tuple[Point, ...] = tuple(a.collect() for a in accs) + tuple(extra)
             results.append(FrameResult(query_id, self.channel.name, frame, lo, hi, covered, points))
         return results
+
+    def _model(
+        self,
+        row: dict[str, Any],
+        levels: dict[str, F64],
+        extra: list[Point],
+        tail: SubQueueSummary,
+        head: SubQueueSummary,
+        x: _Inputs,
+        misalign_ns: float,
+        frame: int,
+        covered: int,
+    ) -> F64:
+        """One frame's models and checks: fills ``row``, ``levels`` and ``extra``; returns the
+        predicted whole-queue level fractions.
+
+        The model used draws the insertions from the profile where there is one, else i.i.d.
+        from the gap histogram (the seed's renewal model); the renewal model is also run and
+        checked beside the profile one, as a diagnostic (its dependence tests pooled, but for
+        the run's first and last frames: a producer that starts or stops is no dependence
+        between its gaps). The
+        profile model's estimate is its replications nearest the measured ends (``condition``);
+        its check, as the seed's, takes their mean."""
+        rng = np.random.default_rng((self.seed, self.key, frame))
+        st, sh = tail.level_start, head.level_start
+        # An assumed input models no insertion: a whole gap, longer than the frame.
+        common: dict[str, Any] = {
+            "start_tail": st, "start_head": sh, "residual": not x.assumed, "windows": x.windows,
+        }  # fmt: skip
+        length = x.span
+        mt, mh = _fractions(tail.level_ticks), _fractions(head.level_ticks)
+
+        def tandem(h: HistogramLike, profile: Profile | None) -> list[tuple[SubQueues, int]]:
+            # In the run's last frame the producer has finished: the profile's last insertion
+            # ends its stream, and the bus sends what waits at once (as a link does at the end).
+            ended = x.final and profile is not None
+            return replicates(h, x.service, length, "tandem", self.bus, rng, REPLICATIONS,
+                              profile=profile, ended=ended, **common)  # fmt: skip
+
+        renewal: Prediction | None = None
+        renewal_runs: list[tuple[SubQueues, int]] | None = None
+        use: Arrivals = "renewal"
+        if x.profile is not None:
+            use = "profile"
+            # The profile places every insertion; without a measured gap, only the spacing
+            # inside a sub-window is made up.
+            drawn = _FLAT if x.assumed or x.arrivals is None else x.arrivals
+            runs = tandem(drawn, x.profile)
+            pred = summarise(runs, "tandem", use)
+            est = condition(runs, mt, mh, NEAREST, "tandem", use)
+            ideal = predict(drawn, x.service, length, rng, model="ideal", profile=x.profile,
+                            **common)  # fmt: skip
+            if x.arrivals is not None:
+                renewal_runs = tandem(x.arrivals, None)
+                renewal = summarise(renewal_runs, "tandem", "renewal")
+        else:
+            assert x.arrivals is not None
+            drawn = x.arrivals
+            runs = renewal_runs = tandem(drawn, None)
+            est = pred = renewal = summarise(runs, "tandem", use)
+            ideal = predict(drawn, x.service, length, rng, model="ideal", **common)
+        bias = head.n_out / (length if x.windows is None else x.windows[1]) * misalign_ns
+        whole = np.asarray(est.whole, dtype=np.float64)
+        levels.update(
+            predicted=whole, ideal=np.asarray(ideal.whole), tail=mt, head=mh,
+            tail_predicted=np.asarray(pred.tail), head_predicted=np.asarray(pred.head),
+        )  # fmt: skip
+        if renewal is not None and renewal is not pred:
+            levels["renewal"] = np.asarray(renewal.whole)
+        row.update(
+            arrivals=use, predicted_mean=est.mean_occupancy, ideal_mean=ideal.mean_occupancy,
+            renewal_mean=None if renewal is None else renewal.mean_occupancy,
+        )  # fmt: skip
+        check: dict[str, Any] = {
+            "model": "tandem", "bus": self.bus, "alpha": ALPHA, "clock_bias_items": bias,
+            "start_tail": st, "start_head": sh, "profile": x.profile, "windows": x.windows,
+        }  # fmt: skip
+        if use == "profile" or not x.assumed:
+            v = self_check(drawn, x.service, length, mt, mh, rng, runs=runs, arrivals=use, **check)
+            self.verdicts.append(v)
+            self.w1_sum += v.w1_items
+            row.update(
+                verdict=v.verdict, w1_items=v.w1_items, tv=v.tv,
+                threshold_items=v.threshold_items, null_quantile_items=v.null_quantile_items,
+                clock_bias_items=v.clock_bias_items,
+            )  # fmt: skip
+            extra += [
+                ScalarPoint("w1_items", v.w1_items),
+                ScalarPoint("threshold_items", v.threshold_items),
+                ScalarPoint("clock_bias_items", v.clock_bias_items),
+                ScalarPoint("rejected", 1.0 if v.verdict == "rejected" else 0.0),
+            ]
+            rv: FrameVerdict | None = v if use == "renewal" else None
+            if (
+                use == "profile"
+                and x.arrivals is not None
+                and renewal_runs is not None
+                and not x.assumed
+            ):
+                # The seed's model on the same frame: would i.i.d. gaps have done?
+                rv = self_check(
+                    x.arrivals, x.service, length, mt, mh, rng, runs=renewal_runs,
+                    arrivals="renewal", pool=None if x.edge else self.dependence, **check,
+                )  # fmt: skip
+            if rv is not None:
+                self.renewal_verdicts.append(rv)
+                row.update(
+                    renewal_verdict=rv.verdict,
+                    dependence_p=None if rv.dependence is None else rv.dependence.p_value,
+                )
+        if self.keep_truth:
+            self.estimates.append(
+                _Estimate(frame, whole, np.asarray(ideal.whole),
+                          None if renewal is None else np.asarray(renewal.whole), covered)
+            )  # fmt: skip
+        return whole
 
     # -- tables ------------------------------------------------------------------------------
 
@@ -310,7 +440,12 @@ class VirtualQueue:
         if self.on_table is None:
             return
         run = combine_frames(self.verdicts, ALPHA)
-        w1_truth = self._truth_w1
+        pooled = self.dependence.result()
+        renewal = combine_frames(self.renewal_verdicts, ALPHA, pooled)
+        w1_truth = np.array(self._truth_w1, dtype=np.float64).reshape(-1, 3)
+        means: list[float | None] = [
+            float(np.nanmean(c)) if np.isfinite(c).any() else None for c in w1_truth.T
+        ]
         for query_id, _ in self.queries[:1]:
             self.on_table(
                 "virtual_queue",
@@ -320,12 +455,10 @@ class VirtualQueue:
                     "frames_rejected": [run.frames_rejected], "alpha": [run.alpha],
                     "p_value": [run.p_value],
                     "w1_items": [self.w1_sum / len(self.verdicts) if self.verdicts else None],
-                    "w1_truth_items": [
-                        float(np.mean([a for a, _ in w1_truth])) if w1_truth else None
-                    ],
-                    "w1_truth_ideal_items": [
-                        float(np.mean([b for _, b in w1_truth])) if w1_truth else None
-                    ],
+                    "w1_truth_items": [means[0]], "w1_truth_ideal_items": [means[1]],
+                    "renewal_verdict": [renewal.verdict if renewal.frames else None],
+                    "dependence_p": [pooled.p_value if pooled else None],
+                    "w1_truth_renewal_items": [means[2]],
                 },
             )  # fmt: skip
 
@@ -353,7 +486,11 @@ class VirtualQueue:
             if e is not None:
                 r["w1_truth_items"] = w1(e.whole, true)
                 r["w1_truth_ideal_items"] = w1(e.ideal, true)
-                self._truth_w1.append((r["w1_truth_items"], r["w1_truth_ideal_items"]))
+                r["w1_truth_renewal_items"] = None if e.renewal is None else w1(e.renewal, true)
+                self._truth_w1.append(
+                    (r["w1_truth_items"], r["w1_truth_ideal_items"],
+                     np.nan if e.renewal is None else r["w1_truth_renewal_items"])
+                )  # fmt: skip
             self._write_levels(f, {"truth": true})
 
 
@@ -365,6 +502,14 @@ def _mean(level_ticks: NDArray[Any]) -> float:
 
 def _covered_ns(s: SubQueueSummary, scale: float) -> float:
     return s.covered_ticks * s.tick_ns * scale
+
+
+def _profile(s: SubQueueSummary, scale: float) -> Profile | None:
+    """The summary's insertion profile in fitted ns from the frame start, if it has one."""
+    if s.profile is None or s.end_ticks <= s.start_ticks:
+        return None
+    span_ns = (s.end_ticks - s.start_ticks) * s.tick_ns * scale
+    return Profile(s.profile, span_ns / s.profile.size)
 
 
 def virtual_queues(

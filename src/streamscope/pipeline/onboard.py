@@ -4,8 +4,9 @@ In: the raw records of the two taps of a device-side buffer (and of its producer
 when a query watches it), in the device's ticks, and where the host's run start lies in those
 ticks and how many ticks make a ns (sent by the runner after the device's first calibration
 burst), which place the host's frame grid on the device's clock. Out: one summary per frame (level
-histogram, inter-insertion and back-to-back inter-departure histograms, counts), encoded for a
-SUMMARY message; the raw records themselves stay on the device unless tracing is asked for.
+histogram, inter-insertion and back-to-back inter-departure histograms, counts, and the insertions
+per sub-window, which let the model keep bursts), encoded for a SUMMARY message; the raw records
+themselves stay on the device unless tracing is asked for.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from streamscope.aggregate.subqueue import SubQueueFrames, encode_summaries
+from streamscope.aggregate.subqueue import PROFILE_BINS, SubQueueFrames, encode_summaries
 from streamscope.core.records import Kind, Records
 from streamscope.pipeline.local import LocalQueue
 
@@ -27,7 +28,10 @@ class LocalReduction:
 
     def __init__(self, queues: tuple[LocalQueue, ...], tick_ns: float, grid: Any) -> None:
         self.queues = queues
-        self.frames = {q.key: SubQueueFrames(tick_ns, states=q.state_probe != 0) for q in queues}
+        self.frames = {
+            q.key: SubQueueFrames(tick_ns, states=q.state_probe != 0, profile=PROFILE_BINS)
+            for q in queues
+        }
         self._grid = grid  # the child's end of the runner's pipe, or None
         self._has_grid = False
         #: Probes whose records stay here (the state tracker's also go out: a query asked).

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 FORMAT = "streamscope-run"
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 STATUSES = ("running", "completed", "failed", "interrupted")
 UNDER_BIN = -1
 OVER_BIN = -2
@@ -54,7 +54,8 @@ _STATUS_CHECK = ", ".join(f"'{s}'" for s in STATUSES)
 TABLES: tuple[Table, ...] = (
     Table(
         "streamscope_meta",
-        "Identifies the file: key 'format' is 'streamscope-run', 'schema_version' is '4', "
+        "Identifies the file: key 'format' is 'streamscope-run', "
+        f"'schema_version' is '{SCHEMA_VERSION}', "
         "'probe_core' the probe core that recorded the run ('native' or 'python').",
         (
             _C("key", "VARCHAR PRIMARY KEY", "format, schema_version or probe_core"),
@@ -261,6 +262,13 @@ TABLES: tuple[Table, ...] = (
         (
             *_QTF,
             _C("model", "VARCHAR NOT NULL", "tandem (bulk-transfer bus) or ideal"),
+            _C(
+                "arrivals",
+                "VARCHAR",
+                "how the model drew the insertions: profile (the measured insertions per "
+                "sub-window, spaced by gaps from the histogram) or renewal (i.i.d. gaps from the "
+                "histogram, seed 002); NULL: not modelled",
+            ),
             _C("verdict", "VARCHAR", "consistent or rejected; NULL: not enough data to model"),
             _C("w1_items", "DOUBLE", "W1 (items) of the sub-queues, measured vs predicted"),
             _C("tv", "DOUBLE", "larger total variation of the two sub-queues"),
@@ -276,6 +284,20 @@ TABLES: tuple[Table, ...] = (
             _C("truth_mean", "DOUBLE", "true mean occupancy (--ground-truth runs; else NULL)"),
             _C("w1_truth_items", "DOUBLE", "W1 (items) predicted vs true occupancy"),
             _C("w1_truth_ideal_items", "DOUBLE", "W1 (items) ideal-model vs true occupancy"),
+            _C(
+                "renewal_verdict",
+                "VARCHAR",
+                "self-check of the renewal model (i.i.d. gaps), with its dependence test where "
+                "the profile was measured; NULL: not checked",
+            ),
+            _C(
+                "dependence_p",
+                "DOUBLE",
+                "p-value of the test that the insertions are a renewal process (small: they "
+                "are not i.i.d.); NULL: no profile",
+            ),
+            _C("renewal_mean", "DOUBLE", "predicted mean occupancy of the renewal model"),
+            _C("w1_truth_renewal_items", "DOUBLE", "W1 (items) renewal-model vs true occupancy"),
         ),
     ),
     Table(
@@ -286,7 +308,8 @@ TABLES: tuple[Table, ...] = (
             _C(
                 "series",
                 "VARCHAR NOT NULL",
-                "predicted (whole queue, tandem), ideal, tail/head (measured buffers), "
+                "predicted (whole queue, tandem), ideal, renewal (tandem with i.i.d. gaps, "
+                "where the profile was used), tail/head (measured buffers), "
                 "tail_predicted/head_predicted, truth",
             ),
             _C("level", "INTEGER NOT NULL", "items in the queue"),
@@ -380,6 +403,14 @@ TABLES: tuple[Table, ...] = (
             _C("w1_items", "DOUBLE", "mean over frames of the self-check W1"),
             _C("w1_truth_items", "DOUBLE", "mean over frames of W1 to the truth; NULL: none"),
             _C("w1_truth_ideal_items", "DOUBLE", "the same for the ideal-queue model"),
+            _C(
+                "renewal_verdict",
+                "VARCHAR",
+                "the renewal model's frames combined, and their dependence tests pooled (each "
+                "at alpha/2); NULL: no frame checked",
+            ),
+            _C("dependence_p", "DOUBLE", "p-value of the pooled dependence test; NULL: none"),
+            _C("w1_truth_renewal_items", "DOUBLE", "the same for the renewal model"),
         ),
     ),
     Table(
