@@ -92,12 +92,12 @@ def test_occupancy_stays_within_capacity_and_counts_are_exact(pool_run) -> None:
 def test_worker_states_agree_with_the_programs_own_stamps(pool_run) -> None:  # type: ignore[no-untyped-def]
     """In every frame a worker spent wholly inside its stage: the monitor's busy fraction is at
     least the time the program stamped as work, its blocked fractions at most the time the
-    program spent in calls that took (or passed on) an item; where those calls took almost no
-    time (items were waiting and room was free: the worker was saturated), the worker reads
-    busy >= 0.9."""
+    program spent in calls that took (or passed on) an item, and its busy fraction at least the
+    rest; where those calls took almost no time (items were waiting and room was free: the
+    worker was saturated), the worker reads busy >= 0.9."""
     _, run, truth = pool_run
     t0 = run.meta.t0_host_ns
-    checked = saturated = 0
+    checked = 0
     for name, st in truth.items():
         work = [[a - t0, b - t0] for a, b in st["work"]]
         took = [[a - t0, b - t0] for a, b in st["get"]]
@@ -115,12 +115,15 @@ def test_worker_states_agree_with_the_programs_own_stamps(pool_run) -> None:  # 
             assert got["busy"] >= w - 0.02, (name, f.frame, got, w)
             assert got["blocked_in"] <= g + 0.02, (name, f.frame, got, g)
             assert got["blocked_out"] <= p + 0.02, (name, f.frame, got, p)
+            # Inside its stage a worker is busy whenever it is not waiting in those calls.
+            assert got["busy"] >= 1 - g - p - 0.04, (name, f.frame, got, g, p)
             checked += 1
             if g + p <= 0.05:
                 assert got["busy"] >= 0.9, (name, f.frame, got, w, g, p)
-                saturated += 1
+    # Whether any frame is saturated by the program's own measure depends on the machine (on a
+    # busy one the workers wait for the queue's lock, held by a worker that was descheduled):
+    # the bounds above hold in every frame either way.
     assert checked >= WORKERS, "no frame lay wholly inside the workers' stages"
-    assert saturated >= 1, "no frame where the program's stamps say a worker was saturated"
 
 
 def test_the_pool_is_named_the_bottleneck_as_one_group(pool_run) -> None:  # type: ignore[no-untyped-def]
