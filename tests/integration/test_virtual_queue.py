@@ -4,6 +4,7 @@ its self-check, against the ground truth each run records (real processes, real 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -86,8 +87,11 @@ def test_cli_show_json_carries_verdict_and_distances(tmp_path: Path) -> None:
         text=True,
         timeout=60,
         check=True,
+        env={**os.environ, "COLUMNS": "200"},  # wide enough that no cell wraps mid-phrase
     ).stdout
     assert "virtual queues" in text and "source -> server" in text and "ideal queue" in text
+    # Which arrivals model the frames used is said (the device counted insertions per window).
+    assert "arrivals" in text and "profile" in text
     doc = json.loads(show.stdout)
     (vq,) = doc["virtual_queues"]
     assert vq["verdict"] in ("consistent", "rejected")

@@ -236,14 +236,27 @@ def vq_table(run: Run) -> Table | None:
     for v in vqs:
         truth = v["w1_truth_items"]
         ideal = v["w1_truth_ideal_items"]
+        # Which arrivals each frame was simulated with: the insertions the device counted per
+        # sub-window (profile), or gaps drawn independently (renewal, the seed's model).
+        used: dict[str, int] = {}
+        for f in v["frames_detail"]:
+            if f.get("arrivals"):
+                used[f["arrivals"]] = used.get(f["arrivals"], 0) + 1
+        arrivals = ", ".join(f"{k} {n}" for k, n in sorted(used.items()))
+        iid = v.get("renewal_verdict")
         table.add_row(
             v["target"],
-            v["model"],
-            v["verdict"],
+            v["model"] + (f"; arrivals: {arrivals}" if arrivals else ""),
+            v["verdict"] + (f"; i.i.d. gaps: {iid}" if iid else ""),
             f"{v['frames_rejected']}/{v['frames']} (p={v['p_value']:.3g})",
             "-" if v["w1_items"] is None else f"{v['w1_items']:.2f} items",
             "-" if truth is None else f"{truth:.2f} items (ideal queue {ideal:.2f})",
         )
+    table.caption = (
+        "arrivals: frames simulated with the insertions the device counted per sub-window "
+        "(profile) or with independent gaps (renewal); i.i.d. gaps: the self-check's verdict on "
+        "a model whose gaps are independent (rejected: the source's gaps depend on each other)"
+    )
     return table
 
 
