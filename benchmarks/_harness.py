@@ -10,7 +10,10 @@ import argparse
 import gc
 import os
 import platform
+import re
 import statistics
+import subprocess
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -111,3 +114,20 @@ def machine() -> str:
 
 def fmt_spread(s: Summary) -> str:
     return f"±{100 * s.spread / 2:.0f}%"
+
+
+def callgrind_instructions(
+    valgrind: str, options: Sequence[str], argv: Sequence[str]
+) -> int | None:
+    """Instructions ``valgrind --tool=callgrind OPTIONS python ARGV`` collected (hash seed
+    fixed, so runs repeat); None, with what valgrind said, when it failed."""
+    proc = subprocess.run(
+        [valgrind, "--tool=callgrind", *options, sys.executable, *argv],
+        capture_output=True, text=True, check=False,
+        env={**os.environ, "PYTHONHASHSEED": "0"},
+    )  # fmt: skip
+    found = re.search(r"Collected : (\d+)", proc.stderr)
+    if proc.returncode != 0 or found is None:
+        print(f"callgrind failed: {proc.stderr[-800:]}")
+        return None
+    return int(found.group(1))

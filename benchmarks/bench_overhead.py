@@ -26,19 +26,15 @@ alone"), far more than the probes add (``bench_probe_core.py`` counts those exac
 
 from __future__ import annotations
 
-import os
-import re
 import shutil
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import streamscope as ss
-from _harness import interleave, machine, paired_ratios, parser, table
+from _harness import callgrind_instructions, interleave, machine, paired_ratios, parser, table
 from _workload import EVERY_CHANNEL_AND_STAGE, Window, Work, pipeline, size_light
 from streamscope.pipeline.runner import Runner
 
@@ -145,17 +141,14 @@ def callgrind_per_item(k: int, n: int, tmp: Path) -> dict[str, float] | None:
     for mode in ("bare", "loaded", "monitored"):
         totals = []
         for items in (n, 2 * n):
-            proc = subprocess.run(
-                [valgrind, "--tool=callgrind", f"--callgrind-out-file={tmp / 'cg.out'}",
-                 sys.executable, str(app), mode, str(items), str(k), str(tmp / "cg.duckdb")],
-                capture_output=True, text=True, check=False,
-                env={**os.environ, "PYTHONHASHSEED": "0"},
-            )  # fmt: skip
-            found = re.search(r"Collected : (\d+)", proc.stderr)
-            if proc.returncode != 0 or found is None:
-                print(f"callgrind {mode} failed: {proc.stderr[-800:]}")
+            total = callgrind_instructions(
+                valgrind,
+                [f"--callgrind-out-file={tmp / 'cg.out'}"],
+                [str(app), mode, str(items), str(k), str(tmp / "cg.duckdb")],
+            )
+            if total is None:
                 return None
-            totals.append(int(found.group(1)))
+            totals.append(total)
         out[mode] = (totals[1] - totals[0]) / n
     # What the longer monitored run (under valgrind, everything slowed alike) says it cost.
     with ss.load(tmp / "cg.duckdb") as run:

@@ -13,18 +13,22 @@ otherwise identical runs, divided by the events).
 
 from __future__ import annotations
 
-import os
-import re
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
-from _harness import fmt_spread, interleave, machine, paired_ratios, parse_args, table
+from _harness import (
+    callgrind_instructions,
+    fmt_spread,
+    interleave,
+    machine,
+    paired_ratios,
+    parse_args,
+    table,
+)
 from streamscope.core import native, rings
 from streamscope.core.records import Kind
 from streamscope.core.rings import W_R
@@ -118,18 +122,15 @@ def callgrind(what: str, n: int) -> float | None:
         script.write_text(_CALLGRIND_SCRIPT)
         for on in ("0", "1"):
             out = Path(tmp) / f"cg.{what}.{on}"
-            proc = subprocess.run(
-                [valgrind, "--tool=callgrind", "--collect-atstart=no",
-                 *(f"--toggle-collect={t}" for t in toggles),
-                 f"--callgrind-out-file={out}", sys.executable, str(script), what, on, str(n)],
-                capture_output=True, text=True, check=False,
-                env={**os.environ, "PYTHONHASHSEED": "0"},
+            total = callgrind_instructions(
+                valgrind,
+                ["--collect-atstart=no", *(f"--toggle-collect={t}" for t in toggles),
+                 f"--callgrind-out-file={out}"],
+                [str(script), what, on, str(n)],
             )  # fmt: skip
-            found = re.search(r"Collected : (\d+)", proc.stderr)
-            if proc.returncode != 0 or found is None:
-                print(f"callgrind failed: {proc.stderr[-500:]}")
+            if total is None:
                 return None
-            totals.append(int(found.group(1)))
+            totals.append(total)
     events = 2 * n if what == "channel" else 2 * (n // 2)
     return (totals[1] - totals[0]) / events
 
