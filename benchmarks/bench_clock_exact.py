@@ -25,8 +25,9 @@ import sys
 
 import numpy as np
 
+from _clocktruth import check
 from _harness import machine, parser
-from streamscope.aggregate.points import FrameResult, QuantilesPoint, ScalarPoint
+from streamscope.aggregate.points import FrameResult
 from streamscope.core.records import Kind, make_records
 from streamscope.core.topology import ChannelInfo, ProbeInfo, ResourceInfo, StageInfo, Topology
 from streamscope.monitor.engine import Engine
@@ -39,8 +40,6 @@ RUN_NS = 1_200_000_000
 BURST_EVERY_NS = 200_000_000
 T0 = 5_000_000_000  # host ns at the run's start
 QUERY = "latency(src -> work): p50, min, max every 100ms"
-#: Times are whole ns and each conversion rounds: two ns of slack on top of the bounds.
-SLACK_NS = 2.0
 
 
 def topology() -> Topology:
@@ -134,46 +133,6 @@ def run_engine(truth: Truth, live: bool) -> list[FrameResult]:
     return out
 
 
-def lower_median(x: np.ndarray) -> float:
-    """The median as the monitor defines its quantiles: the smallest value whose cumulative
-    count reaches half the count (the inverted distribution function)."""
-    return float(np.sort(x)[math.ceil(0.5 * len(x)) - 1])
-
-
-def check(truth: Truth, frames: list[FrameResult]) -> tuple[int, int, float, int]:
-    """(frames checked, frames where a median or extreme lies outside its uncertainty of the
-    truth, the worst excess in ns, negative latencies)."""
-    lat = truth.removed - truth.inserted
-    frame_of = (truth.removed - T0) // FRAME_NS
-    tick_host = truth.clock.spec.tick_ns * 1.001  # a reading is the tick it lies in
-    checked = missed = negative = 0
-    worst = 0.0
-    for fr in frames:
-        sel = frame_of == fr.frame
-        stats = {p.stat: p.value for p in fr.points if isinstance(p, ScalarPoint)}
-        for p in fr.points:
-            if isinstance(p, QuantilesPoint):
-                stats.update({f"q{q}": v for q, v in zip(p.qs, p.values, strict=True)})
-        if not sel.any() or stats.get("q0.5") is None:
-            continue
-        reported = float(stats.get("uncertainty_ns") or 0.0)
-        unc = reported + tick_host + SLACK_NS
-        over = -math.inf
-        for name, want in (
-            ("q0.5", lower_median(lat[sel])), ("min", lat[sel].min()), ("max", lat[sel].max()),
-        ):  # fmt: skip
-            got = float(stats[name] or 0.0)
-            negative += got < 0
-            # A frame's median (or extreme) of latencies that each move by at most the
-            # uncertainty moves by at most as much.
-            over = max(over, abs(got - float(want)) - unc)
-        checked += 1
-        if over > 0:
-            missed += 1
-            worst = max(worst, over)
-    return checked, missed, worst, negative
-
-
 def random_spec(rng: np.random.Generator) -> EmulatedClockSpec:
     """Rate ±100 ppm, offset ±1000 s, drift ±10 ppb/s, tick 1 ns – 2 µs; a step forward or
     back of 1 µs – 10 ms (log-uniform), a change of rate of up to ±100 ppm, or both, at random
@@ -209,7 +168,9 @@ def main() -> int:
         spec = random_spec(rng)
         truth = Truth(spec, int(rng.integers(2**31)))
         for label, live in (("live", True), ("refitted", False)):
-            checked, missed, worst, negative = check(truth, run_engine(truth, live))
+            checked, missed, worst, negative = check(
+                truth.inserted, truth.removed, T0, FRAME_NS, spec.tick_ns, run_engine(truth, live)
+            )
             t = totals[label]
             t[0] += checked
             t[1] += missed

@@ -155,3 +155,42 @@ def test_clock_steps_and_changes_of_rate_stay_inside_the_bounds_against_an_exact
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert proc.stdout.count("truth inside 100.00 %") == 2
+
+
+@pytest.mark.slow
+def test_clock_trials_through_real_processes_stay_inside_the_bounds() -> None:
+    """``benchmarks/bench_clock_trials.py``, held to its targets on a few trials: a real device
+    process on a random emulated clock (steps either way, changes of rate), real calibration
+    round trips, the monitor live and ``retime`` after; every frame's median and extremes within
+    their uncertainty of the exact truth (each removal tick through the clock's true inverse),
+    none negative."""
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_clock_trials.py"
+    proc = subprocess.run(
+        [sys.executable, str(script), "--trials", "6", "--seed", "3", "--strict"],
+        capture_output=True, text=True, timeout=300, check=False, cwd=script.parents[1],
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert proc.stdout.count("truth inside 100.00 %") == 2
+
+
+def test_the_live_output_shows_waiting_frames_provisional_and_stores_only_final_ones(
+    tmp_path: Path,
+) -> None:
+    """Frames that wait for two later calibration bursts are printed ``(provisional)`` while
+    they wait, and again, final, when the bursts come; the run file holds the final ones."""
+    cli = Path(sys.executable).with_name("streamscope")
+    app = Path(__file__).resolve().parents[2] / "examples" / "timezones.py"
+    out = tmp_path / "p.duckdb"
+    proc = subprocess.run(
+        [str(cli), "run", str(app), "-q", "latency(src -> work): p50 every 100ms", "-o", str(out),
+         "--calibrate-every", "1s", "--", "--truth", str(tmp_path / "truth"), "--items", "3000"],
+        capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    lines = [line for line in proc.stdout.splitlines() if " q0 src -> work: " in line]
+    provisional = [line.split("]")[0] for line in lines if line.endswith("(provisional)")]
+    final = [line.split("]")[0] for line in lines if not line.endswith("(provisional)")]
+    assert provisional, proc.stdout[-2000:]
+    assert set(provisional) <= set(final)  # every waiting frame came, final, later
+    with ss.load(out) as run:
+        assert len(run.results(0, "src -> work")) == len(final)

@@ -158,6 +158,35 @@ def test_ticks_at_and_true_host_ns_are_inverse(spec: EmulatedClockSpec, host: li
     assert np.all(clock.true_host_ns(k + 1) > t - tol)
 
 
+@given(
+    step_ns=st.floats(1e3, 1e7).flatmap(lambda v: st.sampled_from([v, -v])),
+    rate_step_ppm=st.floats(-100, 100),
+    step_at=st.floats(0.01, 0.09),
+    rate_at=st.floats(0.01, 0.09),
+    tick_ns=st.floats(1, 2000),
+    seed=st.integers(0, 2**31),
+)
+def test_readings_in_order_invert_through_steps_back_and_forth(
+    step_ns: float, rate_step_ppm: float, step_at: float, rate_at: float, tick_ns: float, seed: int
+) -> None:
+    spec = EmulatedClockSpec(
+        rate_ppm=30, offset_s=5, tick_ns=tick_ns, step_at_s=step_at, step_ns=step_ns,
+        rate_step_at_s=rate_at, rate_step_ppm=rate_step_ppm,
+    )  # fmt: skip
+    clock = EmulatedClock(spec, 10**12)
+    rng = np.random.default_rng(seed)
+    # Readings one after another through both events (a backward step repeats positions: only
+    # the order tells which time a repeated reading was taken at).
+    t = 10**12 + np.sort(rng.integers(0, 100_000_000, 400))
+    k = clock.ticks_at(t)
+    got = clock.true_host_ns_in_order(k)
+    tol = 1e-6 * tick_ns + 0.05
+    assert np.all(np.diff(got) >= 0)
+    assert np.all(got <= t + tol)
+    # A reading k means the position was in [k, k + 1): within one tick (in host ns) after.
+    assert np.all(t - got < tick_ns * (1 + 2e-4) + tol)
+
+
 def test_readings_are_quantised_to_whole_ticks() -> None:
     clock = EmulatedClock(EmulatedClockSpec(tick_ns=2000.0), 0)
     t = np.arange(0, 100_000, 7, dtype=np.int64)

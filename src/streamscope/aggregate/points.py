@@ -120,6 +120,9 @@ class FrameResult:
     t_end_ns: int
     covered_ns: int
     points: tuple[Point, ...]
+    #: Live only, never stored: figures across a clock not yet bracketed by a later calibration
+    #: (placed by extrapolating the latest fit); the final frame follows once it is.
+    provisional: bool = False
 
     def point(self, stat: str) -> Point:
         for p in self.points:
@@ -136,6 +139,7 @@ class FrameResult:
             "t_end_ns": self.t_end_ns,
             "covered_ns": self.covered_ns,
             "points": [p.to_dict() for p in self.points],
+            **({"provisional": True} if self.provisional else {}),
         }
 
     @classmethod
@@ -148,6 +152,7 @@ class FrameResult:
             d["t_end_ns"],
             d["covered_ns"],
             tuple(point_from_dict(p) for p in d["points"]),
+            bool(d.get("provisional", False)),
         )
 
 

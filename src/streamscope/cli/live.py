@@ -53,6 +53,8 @@ def describe_points(points: Sequence[Point], unit: str) -> str:
     return "  ".join(parts) or "(no data)"
 
 
+#: How a frame that waits for a clock's next calibration is marked (its final one follows).
+PROVISIONAL = "(provisional)"
 #: Printed lines mention the monitor's lag once it is past this (ns); the live table always does.
 LAG_SHOWN_NS = 250_000_000
 
@@ -64,6 +66,9 @@ class LiveView:
         self.plan = plan
         self.console = console
         self.latest: dict[tuple[int, str], FrameResult] = {}
+        #: Frames waiting for a clock's next calibration, shown until their final ones come.
+        self.waiting: dict[tuple[int, str], FrameResult] = {}
+        self._printed: set[tuple[int, str, int]] = set()
         self.dropped = 0
         self.lag_ns = 0
         self._lock = threading.Lock()
@@ -87,13 +92,24 @@ class LiveView:
     def on_frames(self, results: Sequence[FrameResult], drops: Sequence[DropCount]) -> None:
         with self._lock:
             for r in results:
-                self.latest[(r.query_id, r.target)] = r
+                key = (r.query_id, r.target)
+                if r.provisional:
+                    if (r.query_id, r.target, r.frame) in self._printed:
+                        continue
+                    self.waiting[key] = r
+                else:
+                    self.latest[key] = r
+                    if key in self.waiting and self.waiting[key].frame <= r.frame:
+                        del self.waiting[key]
                 if self._live is None:
+                    self._printed.add((r.query_id, r.target, r.frame))
                     t0 = fmt_ns(r.t_start_ns)
                     text = describe_points(r.points, self._units.get(r.query_id, ""))
+                    tag = f" {PROVISIONAL}" if r.provisional else ""
                     self.console.print(
-                        f"[{t0:>7}] q{r.query_id} {r.target}: {text}", markup=False, highlight=False
-                    )
+                        f"[{t0:>7}] q{r.query_id} {r.target}: {text.rstrip()}{tag}",
+                        markup=False, highlight=False, soft_wrap=True,
+                    )  # fmt: skip
             if self._live is None and results and self.lag_ns > LAG_SHOWN_NS:
                 self.console.print(
                     f"[monitor lag {fmt_ns(self.lag_ns)}]", markup=False, highlight=False
@@ -112,11 +128,14 @@ class LiveView:
         table.add_column("target")
         table.add_column("frame", justify="right")
         table.add_column("values")
-        for (qid, target), r in sorted(self.latest.items()):
+        for key in sorted({*self.latest, *self.waiting}):
+            qid, target = key
+            r = self.waiting.get(key) or self.latest[key]
+            tag = f" {PROVISIONAL}" if r.provisional else ""
             table.add_row(
                 self._labels.get(qid, str(qid)),
                 target,
-                f"{r.frame} @ {fmt_ns(r.t_start_ns)}",
+                f"{r.frame} @ {fmt_ns(r.t_start_ns)}{tag}",
                 describe_points(r.points, self._units.get(qid, "")),
             )
         caption = f"monitor lag {fmt_ns(self.lag_ns)}"

@@ -9,9 +9,12 @@ watermark passes them.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 from numpy.typing import NDArray
@@ -29,6 +32,7 @@ from streamscope.query.compile import Plan, TargetPlan, new_targets
 from streamscope.query.metrics import METRICS
 from streamscope.timebase.clockmap import HostMap
 from streamscope.timebase.domains import HOST, Domains, TableSink
+from streamscope.timebase.emulated import CLOCK_TRUTH
 from streamscope.transport.wire import WATERMARK_END, Message, MsgType
 
 FrameSink = Callable[[Sequence[FrameResult], Sequence[DropCount]], None]
@@ -471,6 +475,30 @@ class Engine:
         done = [a.watermark_ns for a in data if a.watermark_ns < WATERMARK_END]
         return max(done) if done else self.watermark_ns
 
+    def provisional(self) -> list[FrameResult]:
+        """Frames that wait for a clock's next calibration, as they would close if the latest
+        fit held past it (extrapolated, with the bounds that come with it): for a live view
+        only, marked provisional; nothing here is written, and the final frames follow once a
+        burst brackets them. Empty when nothing waits."""
+        if not any(self._held.values()) or self.timebase is None:
+            return []
+        data = [a for a in self.agents.values() if a.data]
+        live = [a.watermark_ns for a in data if not a.ended]
+        if self.ring_watermark_ns is not None:
+            live.append(self.ring_watermark_ns)
+        until = min(live) if live else self.watermark_ns
+        if until <= self.watermark_ns:
+            return []
+        # A copy that writes nothing: the engine's own state and outputs stay as they are.
+        memo: dict[int, object] = {id(self.sink): _discard, id(self.on_table): None}
+        twin = copy.deepcopy(self, memo)
+        twin.truth_dir = None
+        for domain, batches in twin._held.items():
+            for batch in batches:
+                twin._take(domain, batch, hold=False)
+        twin._held.clear()
+        return [dataclasses.replace(r, provisional=True) for r in twin.advance(until=until)]
+
     def _brackets(self) -> list[int]:
         """For each clock domain that holds records past its latest burst: where that burst
         ends, in virtual ns (frames after it wait for the next burst)."""
@@ -593,6 +621,8 @@ class Engine:
                      "calls": [p.calls for p in prof], "total_ns": [p.total_ns for p in prof],
                      "self_ns": [p.self_ns for p in prof], "max_ns": [p.max_ns for p in prof]},
                 )  # fmt: skip
+        if self.on_table is not None and self.truth_dir is not None:
+            self._clock_truth(self.truth_dir)
         if self.on_table is not None and self.runner:
             stages = sorted(self.runner)
             cols: dict[str, list[object]] = {"stage": list(stages)}
@@ -617,6 +647,27 @@ class Engine:
                  "ns_per_event": [c for c, _ in per], "measured": [m for _, m in per]},
             )  # fmt: skip
         return out
+
+    def _clock_truth(self, truth_dir: str) -> None:
+        """Validation runs: the emulated clocks' specs and epochs, read only now, after every
+        estimate is made, into ``clock_truth``."""
+        path = Path(truth_dir) / CLOCK_TRUTH
+        if self.on_table is None or not path.exists():
+            return
+        clocks = json.loads(path.read_text(encoding="utf-8"))
+        domain = {r.name: r.clock_domain for r in self.topology.resources}
+        names = sorted(n for n in clocks if n in domain)
+        if names:
+            self.on_table(
+                "clock_truth",
+                {"domain": [domain[n] for n in names],
+                 "spec": [str(clocks[n]["spec"]) for n in names],
+                 "epoch_host_ns": [int(clocks[n]["epoch_host_ns"]) for n in names]},
+            )  # fmt: skip
+
+
+def _discard(results: Sequence[FrameResult], drops: Sequence[DropCount]) -> None:
+    """A sink that keeps nothing (provisional frames go to the live view only)."""
 
 
 def crossing_channels(topology: Topology) -> frozenset[str]:

@@ -59,6 +59,9 @@ MAX_LAG_NS = 1_000_000_000
 #: How often the monitor looks for writers whose process ended (a pool's worker that is gone
 #: is in no state, not idle).
 GONE_CHECK_NS = 250_000_000
+#: How often, while frames wait for a clock's next calibration, the live view is shown them
+#: provisionally (ns; only when something watches the run live).
+PROVISIONAL_EVERY_NS = 500_000_000
 #: Records drained since the last reduction that make the engine reduce before a frame closes
 #: (what the monitor holds between two reductions stays bounded).
 ADVANCE_RECORDS = 1 << 19
@@ -159,6 +162,7 @@ class MonitorService:
         self._t0: int | None = None
         self._prev_drain: int | None = None
         self._gone_checked = 0
+        self._provisional_at = 0
         self._due = 0  # the engine reduces once the watermark passes this (virtual ns)
         self._pending = 0  # records drained since the engine last reduced
         self._stats: dict[int, _FrameStats] = {}
@@ -326,6 +330,11 @@ class MonitorService:
             eng.advance()
             self._due = eng.next_due()
             self._pending = 0
+        if self._on_frames is not None and not final and t_now >= self._provisional_at:
+            self._provisional_at = t_now + PROVISIONAL_EVERY_NS
+            shown = eng.provisional()
+            if shown:
+                self._on_frames(shown, ())
         cpu = time.process_time_ns()
         frame = max(t_now - self._t0, 0) // self.frame_ns
         st = self._stats.setdefault(frame, _FrameStats())

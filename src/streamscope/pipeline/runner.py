@@ -6,6 +6,7 @@ In: a ``Pipeline``, the probes to activate and a way to reach the monitor. Out: 
 
 from __future__ import annotations
 
+import json
 import multiprocessing as mp
 import os
 import queue
@@ -30,6 +31,7 @@ from streamscope.pipeline.shm import ProcessChannel
 from streamscope.pipeline.worker import Channel, runner_report
 from streamscope.probes.taps import DEFAULT_CAPACITY, Recorder
 from streamscope.probes.tracing import RateWatch
+from streamscope.timebase.emulated import CLOCK_TRUTH
 from streamscope.timebase.roundtrip import clock_socketpair
 from streamscope.transport.control import Control
 
@@ -121,6 +123,7 @@ class Runner:
                 groups.setdefault(spec.resource.name, []).append(spec.name)
         resources = {s.resource.name: s.resource for s in self.pipeline.stages.values()}
         index = {r.name: i for i, r in enumerate(self.pipeline.topology().resources)}
+        self._save_clock_truth(resources)
         domains: list[tuple[int, str, socket.socket]] = []
         # Fork every child before this process starts any thread of its own.
         for i, (name, stages) in enumerate(groups.items(), start=1):
@@ -202,6 +205,20 @@ class Runner:
             conn.send((origin, 1.0 / f.s_ns_per_tick))
         except (CalibrationError, OSError, ValueError, ZeroDivisionError):
             pass  # the device keeps its last grid (or, with none, its records: see local.py)
+
+    def _save_clock_truth(self, resources: dict[str, Any]) -> None:
+        """Validation runs only: each emulated clock's spec and epoch, for the run file's
+        ``clock_truth`` table (what a test holds cross-clock figures to; the monitor never
+        reads it while it estimates)."""
+        if self.truth_dir is None:
+            return
+        clocks = {
+            name: {"spec": str(res.clock), "epoch_host_ns": self.epoch_ns}
+            for name, res in resources.items()
+            if res.clock
+        }
+        with open(os.path.join(self.truth_dir, CLOCK_TRUTH), "w", encoding="utf-8") as f:
+            json.dump(clocks, f)
 
     def save_truth(self) -> None:
         """The main process's side of the ground truth (its stages are done)."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 FORMAT = "streamscope-run"
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 STATUSES = ("running", "completed", "failed", "interrupted")
 UNDER_BIN = -1
 OVER_BIN = -2
@@ -235,6 +235,16 @@ TABLES: tuple[Table, ...] = (
             _C("t1_ns", "BIGINT NOT NULL", "host monotonic ns just before the request"),
             _C("t2_ticks", "BIGINT NOT NULL", "the domain's counter in the reply"),
             _C("t3_ns", "BIGINT NOT NULL", "host monotonic ns just after the reply"),
+        ),
+    ),
+    Table(
+        "clock_truth",
+        "Validation runs (--ground-truth) only: each emulated clock as it really was, read by "
+        "nothing that estimates, for checking cross-clock figures and their bounds.",
+        (
+            _C("domain", "VARCHAR NOT NULL", "the clock domain"),
+            _C("spec", "VARCHAR NOT NULL", "the emulated clock (rate, offset, drift, steps)"),
+            _C("epoch_host_ns", "BIGINT NOT NULL", "host monotonic ns at which it counted from"),
         ),
     ),
     Table(

@@ -43,6 +43,10 @@ _DEFAULTS: dict[str, float | None] = {
 }
 
 
+#: In a validation run's truth folder: each emulated clock's spec and epoch, by resource.
+CLOCK_TRUTH = "clocks.json"
+
+
 @dataclass(frozen=True, slots=True)
 class EmulatedClockSpec:
     """How an emulated device clock departs from the host's: d(τ) = offset + τ(1 + rate) + ½drift·τ².
@@ -272,6 +276,24 @@ class EmulatedClock:
         # Not reached by any piece: skipped by a forward step, at the step.
         tau = np.where(np.isnan(tau), self._step_at, tau)
         return tau + float(self._epoch)
+
+    def true_host_ns_in_order(self, x_ticks: ArrayLike) -> NDArray[np.float64]:
+        """As ``true_host_ns`` for readings taken one after another (in host time): a position
+        a backward step repeats maps to the first time at or after the previous reading's."""
+        d = np.asarray(x_ticks, dtype=np.float64).ravel() * self.tick_period_ns
+        pieces = self._pieces()
+        cands = np.full((len(d), len(pieces)), np.nan)
+        for j, (lo, hi, c0, c1) in enumerate(pieces):
+            cand = self._tau_for(d, c0, c1)
+            cands[:, j] = np.where((cand >= lo) & (cand < hi), cand, np.nan)
+        out = np.empty(len(d))
+        last = -math.inf
+        for i, row in enumerate(cands):
+            ok = row[row >= last]
+            # Not reached by any piece (skipped by a forward step): at the step.
+            last = float(ok.min()) if len(ok) else max(last, self._step_at)
+            out[i] = last
+        return out + float(self._epoch)
 
     def true_s_ns_per_tick(self, x_ticks: ArrayLike) -> NDArray[np.float64]:
         """The true local slope dt_host/dx (host ns per device tick) at tick position ``x_ticks``."""
