@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from streamscope.core.errors import RunFileError
 from streamscope.store.reader import load
 
 APPS = Path(__file__).parent / "apps"
@@ -204,6 +205,49 @@ def test_sql_refuses_bad_sql_and_formats(run_file: Path) -> None:
     assert "Traceback" not in bad_format.stderr
     assert "xml" in bad_format.stderr
     assert "csv" in bad_format.stderr
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "SELECT * FROM read_csv('/etc/passwd')",
+        "SELECT * FROM glob('/etc/*')",
+        "COPY run TO '{tmp}/out.csv'",
+        "ATTACH '{tmp}/other.duckdb'",
+        "INSTALL httpfs",
+        "LOAD httpfs",
+        "SET enable_external_access = true",
+        "",
+        "   ",
+    ],
+)
+def test_sql_reaches_nothing_outside_the_run(run_file: Path, tmp_path: Path, query: str) -> None:
+    refused(streamscope("sql", run_file, query.format(tmp=tmp_path)))
+    assert list(tmp_path.iterdir()) == []  # nothing written
+
+
+def test_sql_json_is_strict_json_for_every_kind_of_value(run_file: Path) -> None:
+    query = (
+        "SELECT 'nan'::DOUBLE AS nan, 'inf'::DOUBLE AS inf, -1.5 AS num, "
+        "TIMESTAMPTZ '2026-01-02 03:04:05+00' AS tz, TIMESTAMP '2026-01-02 03:04:05' AS ts, "
+        "DATE '2026-01-02' AS d, INTERVAL 90 SECOND AS iv, 'ab'::BLOB AS b, "
+        "[1.0, 'nan'::DOUBLE] AS l, {'k': 'inf'::DOUBLE} AS st, 12.25::DECIMAL(6, 2) AS dec, "
+        "uuid() IS NOT NULL AS has_uuid, started_unix_ns FROM run"
+    )
+    proc = streamscope("sql", run_file, query, "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+
+    def refuse(token: str) -> None:
+        raise AssertionError(f"not JSON: {token}")
+
+    (row,) = json.loads(proc.stdout, parse_constant=refuse)
+    assert row["nan"] is None and row["inf"] is None and row["num"] == -1.5
+    assert row["tz"].startswith("2026-01-02T03:04:05") and row["ts"] == "2026-01-02T03:04:05"
+    assert row["d"] == "2026-01-02" and row["iv"] == "P0DT90S" and row["b"] == "YWI="
+    assert row["l"] == [1.0, None] and row["st"] == {"k": None} and row["dec"] == 12.25
+    assert row["has_uuid"] is True and isinstance(row["started_unix_ns"], int)
+    table = streamscope("sql", run_file, query)  # and the table shows them, no traceback
+    assert table.returncode == 0, table.stderr
 
 
 def test_queries_file_with_comments(tmp_path: Path) -> None:
@@ -418,3 +462,50 @@ def test_an_app_that_breaks_while_loading_gets_a_clear_error(
     assert "broken.py:" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert not (tmp_path / "r.duckdb").exists()
+
+
+#: Damage a copy of a run file as a careless tool or hand could (DuckDB SQL on the copy).
+DAMAGE = {
+    "renamed": "ALTER TABLE frame RENAME COLUMN frame TO frame_no",
+    "retyped": "ALTER TABLE stat ALTER COLUMN value TYPE VARCHAR",
+    "nullable": "ALTER TABLE frame ALTER COLUMN t_end_ns DROP NOT NULL",
+    "dropped": "ALTER TABLE histogram DROP COLUMN weight",
+    "frame_ns": "UPDATE run SET frame_ns = 0",
+}
+
+
+def damaged(run_file: Path, tmp_path: Path, how: str) -> Path:
+    import duckdb
+
+    copy = tmp_path / f"{how}.duckdb"
+    copy.write_bytes(run_file.read_bytes())
+    with duckdb.connect(str(copy)) as con:
+        con.execute(DAMAGE[how])
+    return copy
+
+
+@pytest.mark.parametrize("how", sorted(DAMAGE))
+def test_a_damaged_run_file_is_refused_naming_what_is_wrong(
+    run_file: Path, tmp_path: Path, how: str
+) -> None:
+    bad = damaged(run_file, tmp_path, how)
+    with pytest.raises(RunFileError, match=f"{bad.name} is not a streamscope run file: "):
+        load(bad)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["show"], ["show", "--json"], ["sql", "{bad}", "SELECT 1"], ["report", "-o", "{tmp}/r.html"],
+        ["export", "--format", "perfetto", "-o", "{tmp}/t.pftrace"],
+        ["export", "--format", "otf2", "-o", "{tmp}/otf2"], ["compare", "{good}"], ["retime"],
+    ],
+)  # fmt: skip
+def test_every_command_refuses_a_retyped_column_in_one_line(
+    run_file: Path, tmp_path: Path, command: list[str]
+) -> None:
+    bad = damaged(run_file, tmp_path, "retyped")
+    args = [a.format(bad=bad, tmp=tmp_path, good=run_file) for a in command]
+    if "{bad}" not in command:
+        args.insert(1, str(bad))
+    refused(streamscope(*args), bad.name, "column stat.value is VARCHAR, expected DOUBLE")

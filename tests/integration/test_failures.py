@@ -261,6 +261,123 @@ def test_sigkill_of_the_cli_alone_lets_the_monitor_finish_the_file(
         assert len(numbers) >= 3
 
 
+# -- the monitor dies, or two runs want one file --------------------------------------------------
+
+
+@pytest.mark.parametrize("resource", ["thread", "process"])
+def test_a_killed_monitor_stops_the_run_and_the_file_is_finalised_as_failed(
+    start: Callable[..., Watched], tmp_path: Path, resource: str
+) -> None:
+    """SIGKILL of the monitor process of an endless run: the application stops (the CLI exits
+    by itself), says why in one line, and the file is finalised ``failed`` with the cause and
+    the frames the monitor committed."""
+    out = tmp_path / "blind.duckdb"
+    w = start_steady(start, out, resource)
+    wait_for_frames(w, 4)
+    w.monitor().kill()
+    _, stderr = w.proc.communicate(timeout=60)  # the app never ends by itself: it was stopped
+    assert w.proc.returncode == 1, stderr
+    assert "Traceback" not in stderr
+    said = [line for line in stderr.splitlines() if "monitor" in line]
+    assert len(said) == 1 and "SIGKILL" in said[0], stderr
+    assert not w.alive_after(grace_s=2.0)
+    assert not (tmp_path / "blind.duckdb.lock").exists()
+    with load(out) as run:
+        assert run.status == "failed"
+        assert run.error is not None and "SIGKILL" in run.error
+        frames = run.results(0, "src -> work")
+        assert len(frames) >= 1  # committed before the kill (the monitor folds every second)
+        assert [f.frame for f in frames] == list(range(len(frames)))
+        assert run.duration_ns == frames[-1].t_end_ns
+
+
+def test_a_file_left_running_by_a_killed_run_is_repaired_when_opened(
+    start: Callable[..., Watched], tmp_path: Path
+) -> None:
+    """SIGKILL of the whole run (application and monitor): nobody finishes the file. The first
+    command that opens it finds its writer gone and finalises it as failed, frames kept."""
+    out = tmp_path / "orphan.duckdb"
+    w = start_steady(start, out, "thread")
+    wait_for_frames(w, 4)
+    monitor = w.monitor()
+    os.killpg(w.proc.pid, signal.SIGKILL)
+    w.proc.wait(timeout=10)
+    psutil.wait_procs([monitor], timeout=10)
+    proc = subprocess.run(
+        [*cli(), "show", str(out)], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "failed" in proc.stdout
+    with load(out) as run:
+        assert run.status == "failed"
+        assert run.error is not None and "ended without finishing" in run.error
+        assert run.results(0, "src -> work")
+    assert not (tmp_path / "orphan.duckdb.lock").exists()
+    assert not (tmp_path / "orphan.duckdb.wal").exists()
+
+
+def test_a_second_run_cannot_take_a_file_being_written(
+    start: Callable[..., Watched], tmp_path: Path
+) -> None:
+    """Two runs on one path, the second with ``--overwrite``: it is refused, naming the first
+    run's process, before its application starts; the first run goes on and ends normally."""
+    out = tmp_path / "shared.duckdb"
+    first = start_steady(start, out, "thread")
+    wait_for_frames(first, 3)
+    marker = tmp_path / "second-started"
+    second = start(
+        str(APP), "--frame", "100ms", "--out", str(out), "--overwrite", "--",
+        "--items", "20", "--marker", str(marker),
+    )  # fmt: skip
+    _, stderr = second.proc.communicate(timeout=60)
+    assert second.proc.returncode != 0
+    assert f"pid {first.proc.pid}" in stderr and "being written by another run" in stderr
+    assert "Traceback" not in stderr
+    assert not marker.exists()  # refused before the application started
+    os.killpg(first.proc.pid, signal.SIGINT)
+    first.proc.communicate(timeout=60)
+    assert first.proc.returncode == 130
+    with load(out) as run:
+        assert run.status == "interrupted"
+        assert len(check_frames_cover_the_run(run)) >= 3
+
+
+def test_a_hostile_batch_drops_its_connection_and_the_run_goes_on(
+    start: Callable[..., Watched], tmp_path: Path
+) -> None:
+    """A BATCH with a probe id that fits no run file column, sent to a live monitor's socket:
+    refused, the connection dropped and said so, the run goes on and ends as it would."""
+    import numpy as np
+
+    from streamscope.core.records import Kind, make_records
+    from streamscope.transport.wire import MsgType, encode
+
+    out = tmp_path / "hostile.duckdb"
+    w = start_steady(start, out, "thread")
+    wait_for_frames(w, 3)
+    paths = [c.laddr for c in w.monitor().net_connections(kind="unix") if c.laddr]
+    (path,) = {p for p in paths if p.endswith("monitor.sock")}
+    rec = make_records(int(Kind.PUT), 1, np.arange(4, dtype=np.int64), np.arange(4, dtype=np.int64))
+    rec["probe"][1] = 2**32 - 1
+    import socket
+
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.connect(path)
+        sock.sendall(encode(MsgType.BATCH, 99, os.getpid(), 0, rec))
+        sock.settimeout(30)
+        assert sock.recv(1) == b""  # the monitor hung up on it
+    printed = wait_for_frames(w, 3)  # and goes on reducing the run
+    assert printed
+    os.killpg(w.proc.pid, signal.SIGINT)
+    _, stderr = w.proc.communicate(timeout=60)
+    assert w.proc.returncode == 130, stderr
+    assert "dropped a connection" in stderr and "probe id 4294967295" in stderr
+    assert "Traceback" not in stderr
+    with load(out) as run:
+        assert run.status == "interrupted"
+        assert len(check_frames_cover_the_run(run)) >= 6
+
+
 # -- tap buffers overflow -------------------------------------------------------------------------
 
 #: Records per tap between two flushes for the small-buffer runs (a power of two, as rings need).

@@ -284,6 +284,10 @@ def test_virtual_queue_and_clock_sections(runs: dict[str, Path], tmp_path: Path)
         verdict = vq["verdict"]
         n_frames = len(vq["frames_detail"])
     assert f'data-verdict="{verdict}"' in html
+    # Which arrivals model simulated the frames, and the i.i.d. model's verdict, are said.
+    used = ", ".join(f"{k} {n}" for k, n in vq["arrivals_used"].items())
+    assert used and f"<td>{used}</td>" in html
+    assert "arrivals model (frames)" in html and "i.i.d. gaps" in html
     names = re.findall(r'class="ss-plot"[^>]*data-name="([^"]*)"', html)
     assert "vq source -&gt; server self-check" in names
     assert "vq source -&gt; server levels" in names

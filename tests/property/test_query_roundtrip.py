@@ -3,6 +3,7 @@ printing is a fixed point; arbitrary text never escapes as anything but a QueryE
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
@@ -135,3 +136,35 @@ def test_a_damaged_query_parses_or_raises_query_error(query: Query, at: int, jun
     text = str(query)
     cut = at % (len(text) + 1)
     _check_parse_or_error(text[:cut] + junk + text[cut + 1 :])
+
+
+#: Numbers at the edges: huge, tiny, negative, with every unit (or none) after them.
+_EDGE_NUMBERS = (
+    "1e400",
+    "-1e400",
+    "1e-400",
+    "9223372036854775808",
+    "1e18",
+    "0",
+    "-0",
+    "1e308",
+    "0.5",
+)
+_EDGE_UNITS = ("", "ns", "us", "ms", "s", "m")
+_EDGE_FORMS = (
+    "latency(a -> b): histogram(range={x}..{y}, width={z}) every {w}",
+    "occupancy(a -> b): histogram(range={x}..{y}, width={z})",
+    "occupancy(a -> b): histogram(bins={x}..{y})",
+    "interinsertion(a -> b): histogram(bins=[{x}, {y}, {z}])",
+    "occupancy(a -> b): quantiles({x}, {y}) every {w}",
+)
+
+
+@pytest.mark.parametrize("form", _EDGE_FORMS)
+def test_numbers_at_the_edges_parse_or_raise_query_error(form: str) -> None:
+    """Each edge number in each place of each form, the others ordinary: every one of them."""
+    plain = {"x": "1", "y": "2", "z": "1", "w": "1s"}
+    for place in plain:
+        for n in _EDGE_NUMBERS:
+            for u in _EDGE_UNITS:
+                _check_parse_or_error(form.format(**{**plain, place: n + u}))

@@ -39,6 +39,7 @@ from streamscope.store import (
     load,
 )
 from streamscope.store._rows import quantile_of, quantile_stat
+from streamscope.store.lock import WRITER_GONE, lock_path
 from streamscope.store.schema import TABLES, schema_markdown
 
 STORE_DIR = Path(streamscope.store.__file__).parent
@@ -176,8 +177,11 @@ def test_status_lifecycle(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="completed, failed, interrupted"):
         store.finish("running", None, 0, 0)
     store.close()
+    # Closed without finishing: its writer is gone, so the first load finalises it as failed.
+    assert not lock_path(path).exists()
     with load(path) as run:
-        assert (run.status, run.ended_unix_ns, run.duration_ns) == ("running", None, None)
+        assert (run.status, run.error) == ("failed", WRITER_GONE)
+        assert (run.ended_unix_ns, run.duration_ns) == (META.started_unix_ns, 0)
 
     failed = tmp_path / "failed.duckdb"
     with DuckDBStore(failed) as store:
@@ -256,9 +260,13 @@ def test_killed_writer_leaves_a_loadable_file_with_every_committed_frame(
         child.send_signal(signal.SIGKILL)
         child.wait(timeout=30)
     assert child.returncode == -signal.SIGKILL
+    assert lock_path(path).exists()  # left by the killed writer, held by nobody
     with load(path) as run:
-        assert run.status == "running"
+        # Its writer is gone: finalised as failed on opening, every committed frame kept.
+        assert (run.status, run.error) == ("failed", WRITER_GONE)
+        assert not lock_path(path).exists()
         results = run.results()
+        assert run.duration_ns == max(r.t_end_ns for r in results)
         assert len(results) >= 60
         assert len(results) % 20 == 0  # whole batches only: each call is one transaction
         assert results == [r for b in range(len(results) // 20) for r in _batch(b)]

@@ -98,3 +98,20 @@ def test_summary_with_a_record_count_is_refused() -> None:
     data = HEADER.pack(MAGIC, int(MsgType.SUMMARY), 0, 0, 0, R.itemsize, 1) + bytes(R.itemsize)
     with pytest.raises(WireError, match="SUMMARY"):
         decode(data)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "match"),
+    [
+        ("probe", 2**31, "probe id 2147483648"),
+        ("probe", 2**32 - 1, "probe id 4294967295"),
+        ("kind", 0, "unknown kind 0"),
+        ("kind", 999, "unknown kind 999"),
+    ],
+)
+def test_a_record_out_of_range_is_refused(field: str, value: int, match: str) -> None:
+    rec = make_records(int(Kind.PUT), 3, np.arange(5, dtype=np.int64), np.arange(5, dtype=np.int64))
+    rec[field][2] = value
+    data = encode(MsgType.BATCH, 1, 7, 100, rec)
+    with pytest.raises(WireError, match=f"record 2 has {match}"):
+        decode(data)

@@ -236,13 +236,7 @@ def vq_table(run: Run) -> Table | None:
     for v in vqs:
         truth = v["w1_truth_items"]
         ideal = v["w1_truth_ideal_items"]
-        # Which arrivals each frame was simulated with: the insertions the device counted per
-        # sub-window (profile), or gaps drawn independently (renewal, the seed's model).
-        used: dict[str, int] = {}
-        for f in v["frames_detail"]:
-            if f.get("arrivals"):
-                used[f["arrivals"]] = used.get(f["arrivals"], 0) + 1
-        arrivals = ", ".join(f"{k} {n}" for k, n in sorted(used.items()))
+        arrivals = ", ".join(f"{k} {n}" for k, n in v["arrivals_used"].items())
         iid = v.get("renewal_verdict")
         table.add_row(
             v["target"],

@@ -23,6 +23,7 @@ from streamscope.core.errors import StreamscopeError
 from streamscope.core.topology import Topology
 from streamscope.monitor.service import MonitorService
 from streamscope.query.compile import compile_queries
+from streamscope.store.lock import WriterLock
 from streamscope.store.writer import DuckDBStore, RunMeta
 
 
@@ -78,7 +79,10 @@ def main(argv: list[str]) -> int:
         m = cfg["meta"]
         meta = RunMeta(**{**m, "argv": tuple(m["argv"])})
         listener = socket.socket(fileno=int(cfg["listen_fd"]))
-        store = DuckDBStore(Path(cfg["out"]), overwrite=cfg["overwrite"], checkpoint_s=1.0)
+        out = Path(cfg["out"])
+        lock_fd = cfg.get("lock_fd")
+        lock = WriterLock.adopt(out, int(lock_fd)) if lock_fd is not None else None
+        store = DuckDBStore(out, overwrite=cfg["overwrite"], checkpoint_s=1.0, lock=lock)
         service = MonitorService(
             plan,
             topology,

@@ -8,6 +8,7 @@ from __future__ import annotations
 import difflib
 import itertools
 import json
+import math
 import re
 from decimal import Decimal
 from typing import Any
@@ -307,7 +308,10 @@ class TreeReader:
         exact = Decimal(str(digits))
         if exact == exact.to_integral_value() and "." not in digits and abs(exact) < 2**53:
             return int(exact)
-        return float(digits)
+        value = float(digits)
+        if not math.isfinite(value):
+            raise self.error(f"'{digits}' is too large a number", number)
+        return value
 
     def frame(self, number: Tree[Any]) -> int:
         if len(number.children) < 2:

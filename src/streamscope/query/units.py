@@ -51,6 +51,8 @@ def to_ns(number: str, unit: str) -> int:
         exact = Decimal(number) * UNIT_NS[unit]
     except InvalidOperation:
         raise DurationError(DURATION_HINT) from None
+    if not exact.is_finite() or abs(exact) >= 2**63:
+        raise DurationError("too large: durations go up to 2^63 - 1 ns (about 292 years)")
     if exact != exact.to_integral_value():
         raise DurationError("must be a whole number of nanoseconds")
     return int(exact)

@@ -408,6 +408,10 @@ def _virtual_queues(page: Page, run: Run) -> str:
                     "W1 self-check (items)",
                     "W1 to truth (items)",
                     "W1 ideal queue to truth",
+                    "arrivals model (frames)",
+                    "i.i.d. gaps",
+                    "dependence p",
+                    "W1 i.i.d. model to truth",
                 ],
                 [
                     [
@@ -418,9 +422,20 @@ def _virtual_queues(page: Page, run: Run) -> str:
                         v.get("w1_items"),
                         v.get("w1_truth_items"),
                         v.get("w1_truth_ideal_items"),
+                        ", ".join(f"{k} {n}" for k, n in v["arrivals_used"].items()) or None,
+                        v.get("renewal_verdict"),
+                        v.get("dependence_p"),
+                        v.get("w1_truth_renewal_items"),
                     ]
                 ],
             )
+        )
+        out.append(
+            '<p class="muted">Arrivals model: <b>profile</b> frames are simulated with the '
+            "insertions the device counted per sub-window (bursts kept), <b>renewal</b> frames "
+            "with gaps drawn independently from the histogram (the seed's model). i.i.d. gaps: "
+            "the self-check's verdict on the renewal model; rejected means the source's gaps "
+            "depend on each other.</p>"
         )
         frames = list(v.get("frames_detail") or [])
         levels = rd.vq_levels(run, int(v["query_id"]), target)
@@ -433,7 +448,10 @@ def _virtual_queues(page: Page, run: Run) -> str:
             out.append(page.plot(fg.vq_levels(target, levels), f"vq {target} levels"))
         cols = [
             "frame",
+            "arrivals",
             "verdict",
+            "renewal_verdict",
+            "dependence_p",
             "w1_items",
             "threshold_items",
             "clock_bias_items",
@@ -446,6 +464,8 @@ def _virtual_queues(page: Page, run: Run) -> str:
             "items_out",
             "truth_mean",
             "w1_truth_items",
+            "renewal_mean",
+            "w1_truth_renewal_items",
         ]
         rows = [[f.get(c) for c in cols] for f in frames]
         out.append(

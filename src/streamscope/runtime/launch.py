@@ -16,6 +16,7 @@ import dataclasses
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -26,11 +27,12 @@ from pathlib import Path
 from typing import IO, Any
 
 from streamscope.aggregate.points import DropCount, FrameResult
-from streamscope.core.errors import ConfigError
+from streamscope.core.errors import ConfigError, RunFileError
 from streamscope.core.rings import ring_directory
 from streamscope.core.topology import Topology
 from streamscope.query.compile import Plan
 from streamscope.runtime.options import FramesCallback, RunOptions, RunResult
+from streamscope.store.lock import WriterLock, repair
 from streamscope.store.writer import DuckDBStore, InMemoryStore, RunMeta, RunStore
 from streamscope.transport.channels import InMemoryTransport, UnixSocketTransport
 from streamscope.transport.control import Control
@@ -58,6 +60,24 @@ class Launched:
         if opts.mode == "process" and opts.out is None:
             raise ConfigError("a dedicated monitor process needs an output file (--out)")
         self.opts = opts
+        #: One writer per run file, from before the application starts to the file's end.
+        self.lock = WriterLock(opts.out).acquire() if opts.out is not None else None
+        try:
+            self._launch(plan, topology, meta, on_frames, on_lag)
+        except BaseException:
+            if self.lock is not None:
+                self.lock.release()
+            raise
+
+    def _launch(
+        self,
+        plan: Plan,
+        topology: Topology,
+        meta: RunMeta,
+        on_frames: FramesCallback | None,
+        on_lag: Callable[[int], None] | None,
+    ) -> None:
+        opts = self.opts
         self.dir = ring_directory(tempfile.gettempdir())
         self.ring_dir = os.path.join(self.dir, RINGS)
         os.mkdir(self.ring_dir, 0o700)
@@ -107,6 +127,7 @@ class Launched:
             "meta": {f.name: getattr(meta, f.name) for f in dataclasses.fields(meta)},
             "truth_dir": self.truth_dir,
             "trace": opts.trace,
+            "lock_fd": self.lock.inheritable() if self.lock is not None else None,
             # Frames go to the application's stdout pipe only when someone here watches them.
             "live": on_frames is not None or self._on_lag is not None,
         }
@@ -118,7 +139,7 @@ class Launched:
             stdout=subprocess.PIPE,
             stdin=subprocess.DEVNULL,
             text=True,
-            pass_fds=(listener.fileno(),),
+            pass_fds=(listener.fileno(), *([self.lock.fd] if self.lock and self.lock.fd else [])),
         )
         listener.close()  # the monitor's now
         assert self._proc.stdout is not None
@@ -140,7 +161,9 @@ class Launched:
 
         opts = self.opts
         self.store = (
-            DuckDBStore(opts.out, overwrite=opts.overwrite) if opts.out else InMemoryStore()
+            DuckDBStore(opts.out, overwrite=opts.overwrite, lock=self.lock)
+            if opts.out
+            else InMemoryStore()
         )
         service = MonitorService(
             plan, topology, self.store, meta=meta, drop_frame_ns=opts.frame_ns,
@@ -177,9 +200,7 @@ class Launched:
             return None
         if self._reader is not None:
             self._reader.join(timeout=1.0)  # its last words may still be in the pipe
-        return self._error or (
-            f"the monitor process exited with code {proc.returncode} while the run went on"
-        )
+        return self._error or f"{_ended(proc.returncode)} while the run went on"
 
     def finish(self, stage: str | None) -> RunResult:
         """Wait for the monitor to finish the run file (after the application sent FINISH)."""
@@ -204,7 +225,14 @@ class Launched:
             except KeyboardInterrupt:
                 continue  # the monitor is finishing the file; a second Ctrl-C must not lose it
         if not self._events:
-            error = self._error or f"the monitor process exited with code {proc.returncode}"
+            error = self._error or _ended(proc.returncode)
+            # Nobody finished the file: finalised here, as failed with the cause, every frame
+            # the monitor committed kept.
+            if opts.out is not None and opts.out.is_file():
+                try:
+                    repair(opts.out, f"the run stopped: {error}", holding=self.lock is not None)
+                except RunFileError as e:
+                    error += f"; the run file could not be finalised: {e}"
             return RunResult("failed", error, opts.out, None, stage)
         d = self._events[-1]
         return RunResult(
@@ -212,9 +240,23 @@ class Launched:
         )
 
     def cleanup(self) -> None:
-        """Remove the run's private directory (rings, socket), whatever happened."""
+        """Remove the run's private directory (rings, socket) and let go of the run file,
+        whatever happened."""
         shutil.rmtree(self.dir, ignore_errors=True)
+        if self.lock is not None:
+            self.lock.release()
 
     @property
     def path(self) -> Path:
         return Path(self.dir)
+
+
+def _ended(code: int | None) -> str:
+    """How the monitor process ended, in words."""
+    if code is not None and code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"the monitor process was killed ({name})"
+    return f"the monitor process exited with code {code}"

@@ -19,7 +19,8 @@ from streamscope.core.errors import QueryError, RunFileError
 from streamscope.core.topology import ChannelInfo, ProbeInfo, ResourceInfo, StageInfo, Topology
 from streamscope.store import _rows, _sqlio
 from streamscope.store._json import run_json
-from streamscope.store.schema import FORMAT, SCHEMA_VERSION, TABLE_NAMES
+from streamscope.store.lock import WRITER_GONE, repair, writer_alive
+from streamscope.store.schema import FORMAT, SCHEMA_VERSION, STATUSES, TABLE_NAMES, TABLES
 from streamscope.store.writer import InMemoryStore, QueryRecord, RunMeta
 
 
@@ -119,7 +120,10 @@ class Run:
         return [DropCount(*r) for r in sorted(self._source.drops(), key=lambda r: (r[0], r[1]))]
 
     def sql(self, query: str) -> tuple[list[str], list[tuple[Any, ...]]]:
-        """Run SQL on the run's tables (read-only); returns column names and rows."""
+        """Run SQL on the run's tables (read-only; nothing outside the run can be reached:
+        ``CONFINED``); returns column names and rows."""
+        if not query.strip():
+            raise QueryError("empty query: give a SQL statement", text=query, source="sql")
         con = self._source.connection()
         try:
             cur = con.execute(query)
@@ -130,7 +134,9 @@ class Run:
 
     def virtual_queues(self) -> list[dict[str, Any]]:
         """One dict per virtual queue (link channel with an occupancy query): the run's
-        verdict and distances (``virtual_queue``), with its per-frame rows (``vq_frame``)."""
+        verdict and distances (``virtual_queue``), with its per-frame rows (``vq_frame``) and
+        ``arrivals_used``: how many frames each arrivals model simulated (``profile``: the
+        insertions the device counted per sub-window; ``renewal``: independent gaps)."""
         cols, rows = self.sql("SELECT * FROM virtual_queue ORDER BY query_id, target")
         fcols, frows = self.sql("SELECT * FROM vq_frame ORDER BY query_id, target, frame")
         frames: dict[tuple[int, str], list[dict[str, Any]]] = {}
@@ -142,6 +148,11 @@ class Run:
         for r in rows:
             d = dict(zip(cols, r, strict=True))
             d["frames_detail"] = frames.get((d["query_id"], d["target"]), [])
+            used: dict[str, int] = {}
+            for f in d["frames_detail"]:
+                if f.get("arrivals"):
+                    used[f["arrivals"]] = used.get(f["arrivals"], 0) + 1
+            d["arrivals_used"] = dict(sorted(used.items()))
             out.append(d)
         return out
 
@@ -301,6 +312,8 @@ class _MemorySource:
             _sqlio.set_status(con, s.status, s.error, s.ended_unix_ns, s.duration_ns)
             for table in ("frame", "stat", "histogram", "drops", *s.tables):
                 _sqlio.insert(con, table, list(zip(*self._table(table), strict=True)))
+            for key, value in CONFINED.items():
+                con.execute(f"SET {key} = {str(value).lower()}")
             self._con = con
         return self._con
 
@@ -310,18 +323,49 @@ class _MemorySource:
             self._con = None
 
 
+#: A run file is read with nothing outside it within reach: no other file (``read_csv``,
+#: ``COPY … TO``, ``ATTACH``, ``glob``), no extension installed or loaded, no network, and these
+#: settings locked (``streamscope sql`` runs whatever the user types).
+CONFINED: dict[str, bool] = {
+    "enable_external_access": False,
+    "autoinstall_known_extensions": False,
+    "autoload_known_extensions": False,
+    "allow_community_extensions": False,
+    "lock_configuration": True,
+}
+
+
 def load(path: str | Path) -> Run:
     """Open the run file at ``path`` read-only (several readers may share it).
 
     Raises ``RunFileError`` naming the path when it is missing, not a DuckDB file, not a
     streamscope run, written by a newer schema, or locked by a writer that is still running.
+    A file left ``running`` by a writer that is gone is repaired first (``store/lock.py``):
+    its status becomes ``failed`` with the cause; every frame it committed stays.
     """
     p = Path(path)
+    run = _open(p)
+    if run.status != "running" or writer_alive(p):
+        return run
+    # Its writer is gone (killed, crashed, a full disk): the file is finalised as failed, with
+    # every frame it committed, once and for all; where it cannot be written, only as read.
+    run.close()
+    try:
+        repair(p)
+    except RunFileError as e:
+        run = _open(p)
+        if run.status == "running":
+            run.status, run.error = "failed", f"{WRITER_GONE} (not repaired: {e})"
+        return run
+    return _open(p)
+
+
+def _open(p: Path) -> Run:
     if not p.is_file():
         what = "is a directory, not a run file" if p.is_dir() else "does not exist"
         raise RunFileError(f"{p} {what}")
     try:
-        con = duckdb.connect(str(p), read_only=True)
+        con = duckdb.connect(str(p), read_only=True, config=dict(CONFINED))
     except duckdb.Error as e:
         raise RunFileError(f"{p} cannot be opened: {_open_problem(str(e))}") from None
     try:
@@ -342,6 +386,30 @@ def _open_problem(msg: str) -> str:
     if "lock" in msg.lower():
         return f"a process still writing it holds its lock (is the run still going?) [{msg}]"
     return msg
+
+
+def _columns_problem(con: duckdb.DuckDBPyConnection) -> str | None:
+    """What is wrong with the file's columns against the schema (a column renamed, retyped,
+    missing, or allowed NULL where the schema forbids it), or None."""
+    rows = con.execute(
+        "SELECT table_name, column_name, data_type, is_nullable FROM duckdb_columns() "
+        "WHERE schema_name = 'main'"
+    ).fetchall()
+    have: dict[str, dict[str, tuple[str, bool]]] = {}
+    for table, column, dtype, nullable in rows:
+        have.setdefault(table, {})[column] = (str(dtype), bool(nullable))
+    for t in TABLES:
+        cols = have.get(t.name, {})
+        for c in t.columns:
+            want = c.sql.split()[0]
+            if c.name not in cols:
+                return f"table {t.name} lacks the column {c.name} ({want})"
+            dtype, nullable = cols[c.name]
+            if dtype != want:
+                return f"column {t.name}.{c.name} is {dtype}, expected {want}"
+            if nullable and "NOT NULL" in c.sql:
+                return f"column {t.name}.{c.name} allows NULL; the schema says NOT NULL"
+    return None
 
 
 def _read(p: Path, con: duckdb.DuckDBPyConnection) -> Run:
@@ -367,11 +435,18 @@ def _read(p: Path, con: duckdb.DuckDBPyConnection) -> Run:
     missing = [t for t in TABLE_NAMES if t not in tables]
     if missing:
         raise refuse(f"it lacks the tables {', '.join(missing)}")
+    problem = _columns_problem(con)
+    if problem:
+        raise refuse(problem)
     cur = con.execute("SELECT * FROM run")
     runs = cur.fetchall()
     if len(runs) != 1:
         raise refuse(f"its run table has {len(runs)} rows, not 1")
     run = dict(zip([d[0] for d in cur.description], runs[0], strict=True))
+    if run["status"] not in STATUSES:
+        raise refuse(f"its run status is {run['status']!r}; valid: {', '.join(STATUSES)}")
+    if not run["frame_ns"] or run["frame_ns"] <= 0:
+        raise refuse(f"its frame length is {run['frame_ns']!r} ns; it must be positive")
 
     def fetch(table: str) -> list[tuple[Any, ...]]:
         return _sqlio.select(con, table)

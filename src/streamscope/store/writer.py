@@ -20,6 +20,7 @@ from streamscope.aggregate.points import DropCount, FrameResult
 from streamscope.core.errors import RunFileError
 from streamscope.core.topology import Topology
 from streamscope.store import _rows
+from streamscope.store.lock import WriterLock
 from streamscope.store.schema import STATUSES, TABLES
 
 if TYPE_CHECKING:
@@ -249,8 +250,12 @@ class DuckDBStore(_Lifecycle):
         overwrite: bool = False,
         checkpoint_every: int = 1,
         checkpoint_s: float | None = None,
+        lock: WriterLock | None = None,
     ) -> None:
         self.path = Path(path)
+        #: One writer per file (store/lock.py): given when the caller took it already (the run's
+        #: launcher, before the application starts), else taken by ``begin``.
+        self._lock = lock
         self.overwrite = overwrite
         self.checkpoint_every = checkpoint_every
         #: When set, a write folds the log into the file only if this many seconds passed since
@@ -277,6 +282,9 @@ class DuckDBStore(_Lifecycle):
         if self._con is not None:
             self._con.close()
             self._con = None
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
         super().close()
 
     def _refuse_existing(self) -> None:
@@ -290,6 +298,8 @@ class DuckDBStore(_Lifecycle):
     def _do_begin(
         self, meta: RunMeta, topology: Topology, queries: tuple[QueryRecord, ...]
     ) -> None:
+        if self._lock is None:
+            self._lock = WriterLock(self.path).acquire()
         self._refuse_existing()
         for p in (self.path, _wal(self.path)):
             p.unlink(missing_ok=True)

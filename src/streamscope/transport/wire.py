@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from streamscope.core.errors import StreamscopeError
-from streamscope.core.records import RECORD_DTYPE, Records, empty_records
+from streamscope.core.records import RECORD_DTYPE, Kind, Records, empty_records
 
 MAGIC = b"SSW1"
 #: magic, type, reserved, agent id, pid, watermark ticks, payload length (bytes), record count
@@ -118,6 +118,26 @@ def decode(data: bytes) -> Message:
     return decode_payload(kind, agent, pid, watermark, count, payload)
 
 
+#: Record kinds a message may carry, and the largest probe id (the run file's INTEGER).
+_KINDS = np.array(sorted(int(k) for k in Kind), dtype=np.uint32)
+MAX_PROBE_ID = 2**31 - 1
+
+
+def _check_records(records: Records) -> None:
+    """Every field of every record in range, or ``WireError`` saying which (the monitor drops
+    the connection that sent it and goes on)."""
+    bad_kind = ~np.isin(records["kind"], _KINDS)
+    if bad_kind.any():
+        i = int(np.argmax(bad_kind))
+        raise WireError(f"record {i} has unknown kind {int(records['kind'][i])}")
+    too_big = records["probe"] > MAX_PROBE_ID
+    if too_big.any():
+        i = int(np.argmax(too_big))
+        raise WireError(
+            f"record {i} has probe id {int(records['probe'][i])}, beyond {MAX_PROBE_ID}"
+        )
+
+
 def decode_payload(
     kind: MsgType, agent: int, pid: int, watermark: int, count: int, payload: bytes
 ) -> Message:
@@ -129,6 +149,8 @@ def decode_payload(
     if count:
         dtype = EXCHANGE_DTYPE if kind == MsgType.CALIBRATION else RECORD_DTYPE
         records = np.frombuffer(payload, dtype=dtype).copy()
+        if kind != MsgType.CALIBRATION:
+            _check_records(records)
     else:
         records = empty_records()
         if payload:

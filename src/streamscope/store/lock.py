@@ -1,0 +1,146 @@
+"""One writer per run file, and what to do with a file whose writer is gone.
+
+In: a run file's path. Out: ``WriterLock``, an exclusive ``flock`` on ``<file>.lock`` beside it,
+taken before the run file is created and held until the run is finished (a child that inherits
+the descriptor, the monitor process, holds it too: the lock lasts while either lives, and the
+kernel drops it when both are gone, however they ended); ``writer_alive``, whether anyone holds
+it; ``repair``, which finalises a file left ``running`` by a writer that is gone (a post-mortem
+consistency repair: its status becomes ``failed`` with the cause, every frame it committed
+stays).
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import time
+from pathlib import Path
+
+from streamscope.core.errors import RunFileError
+
+#: Said when a file is found ``running`` with nobody writing it.
+WRITER_GONE = "the process that wrote this run ended without finishing it (killed, or crashed)"
+
+
+def lock_path(path: Path) -> Path:
+    return path.with_name(path.name + ".lock")
+
+
+class WriterLock:
+    """The exclusive right to write the run file at ``path`` (see the module docstring).
+
+    ``acquire`` raises ``RunFileError`` naming the process that holds it."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.fd: int | None = None
+
+    @classmethod
+    def adopt(cls, path: str | Path, fd: int) -> WriterLock:
+        """The lock a parent took, through the descriptor this process inherited."""
+        lock = cls(path)
+        lock.fd = fd
+        return lock
+
+    def acquire(self) -> WriterLock:
+        lp = lock_path(self.path)
+        lp.parent.mkdir(parents=True, exist_ok=True)
+        while True:
+            fd = os.open(lp, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as e:
+                holder = _holder(fd)
+                os.close(fd)
+                if e.errno not in (errno.EWOULDBLOCK, errno.EACCES):
+                    raise RunFileError(f"cannot lock {self.path} for writing: {e}") from None
+                raise RunFileError(
+                    f"{self.path} is being written by another run ({holder}); wait for it to "
+                    "end or choose another path"
+                ) from None
+            # The lock file may have been removed (its writer finished) between our open and
+            # our lock: then we hold a lock on nothing; take the one at the path.
+            try:
+                same = os.fstat(fd).st_ino == os.stat(lp).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            os.close(fd)
+        os.ftruncate(fd, 0)
+        os.write(fd, f"pid {os.getpid()}, since {time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode())
+        self.fd = fd
+        return self
+
+    def inheritable(self) -> int:
+        """The descriptor, for a child process that writes the file on this lock's behalf."""
+        assert self.fd is not None
+        os.set_inheritable(self.fd, True)
+        return self.fd
+
+    def release(self) -> None:
+        """Remove the lock file and let go (the unlink comes first, under the lock)."""
+        if self.fd is None:
+            return
+        lock_path(self.path).unlink(missing_ok=True)
+        os.close(self.fd)
+        self.fd = None
+
+
+def _holder(fd: int) -> str:
+    try:
+        text = os.pread(fd, 200, 0).decode(errors="replace").strip()
+    except OSError:
+        text = ""
+    return text or "a process that has not said which"
+
+
+def writer_alive(path: str | Path) -> bool:
+    """Whether a process holds the writer's lock of the run file at ``path``."""
+    lp = lock_path(Path(path))
+    try:
+        fd = os.open(lp, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def repair(path: str | Path, cause: str = WRITER_GONE, *, holding: bool = False) -> bool:
+    """Finalise a run file left ``running`` as ``failed`` with ``cause`` (the duration: up to
+    its last frame); nothing it holds is removed. A no-op, returning False, when the file is
+    finished already or its writer still holds the lock (``holding``: this process holds it,
+    and its writer is gone). A stale lock file is removed."""
+    import duckdb
+
+    from streamscope.store import _sqlio
+
+    p = Path(path)
+    if not holding and writer_alive(p):
+        return False
+    try:
+        con = duckdb.connect(str(p))
+    except duckdb.Error as e:
+        raise RunFileError(f"{p} cannot be repaired: {e}") from None
+    try:
+        (status, started), *_ = con.execute("SELECT status, started_unix_ns FROM run").fetchall()
+        if status != "running":
+            return False
+        (last,) = con.execute("SELECT coalesce(max(t_end_ns), 0) FROM frame").fetchone() or (0,)
+        con.execute("BEGIN TRANSACTION")
+        _sqlio.set_status(con, "failed", cause, int(started) + int(last), int(last))
+        con.execute("COMMIT")
+        con.execute("CHECKPOINT")
+    except duckdb.Error as e:
+        raise RunFileError(f"{p} cannot be repaired: {e}") from None
+    finally:
+        con.close()
+    if not holding:
+        lock_path(p).unlink(missing_ok=True)
+    return True
