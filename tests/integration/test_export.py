@@ -450,3 +450,23 @@ def test_perfetto_shows_traced_calls_as_nested_slices(
                 depth += 1
             else:
                 depth -= 1
+
+
+def test_otf2_shifts_times_before_the_start_instead_of_failing(
+    runs: dict[str, Path], tmp_path: Path
+) -> None:
+    """OTF2's times are unsigned: frames (hence counter samples) before the run's virtual zero
+    are written shifted, whole, and the archive says by how much."""
+    import duckdb
+
+    copy = tmp_path / "early.duckdb"
+    copy.write_bytes(runs["traced"].read_bytes())
+    with duckdb.connect(str(copy)) as con:
+        con.execute("UPDATE frame SET t_start_ns = t_start_ns - 7000, t_end_ns = t_end_ns - 7000")
+    out = tmp_path / "early.otf2"
+    export_run(copy, "otf2", out)
+    with otf2.reader.open(str(out / "traces.otf2")) as tr:
+        shift = {p.name: p.value for p in tr.definitions.system_tree_node_properties}
+        times = [ev.time for _, ev in tr.events]
+    assert shift["time_shift_ns"] >= 7000
+    assert min(times) >= 0

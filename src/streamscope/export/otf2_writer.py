@@ -2,7 +2,8 @@
 
 In: a ``Timeline``. Out: an OTF2 archive in a directory (``<dir>/traces.otf2`` is its anchor),
 written with the OTF2 library: timer resolution 1 ns (10⁹ ticks per second), timestamps are
-virtual ns since the run's start. Each resource is a location group (properties: its clock
+virtual ns since the run's start (shifted whole when a record lies before it: OTF2 times are
+unsigned; the root's ``time_shift_ns`` property says by how much). Each resource is a location group (properties: its clock
 domain, nominal tick, bound widths), each stage a CPU-thread location in it; a region per state
 (idle, busy, blocked_in, blocked_out) entered and left for every state slice, and a region per
 traced function entered and left for every call, nested inside them (or, where calls cross state
@@ -64,6 +65,10 @@ def write_otf2(tl: Timeline, path: str | Path) -> tuple[int, int]:
         locations = 0
         ev, inst = nest_events(tl), tl.instants
         region = _region_ids(tl, ev)
+        # OTF2 times are unsigned: a run whose records start before its virtual zero (a device
+        # clock's bounds reach back, a damaged file) is shifted whole, and says by how much.
+        shift = _shift(ev.t_ns, inst.t_ns, *(c.t_ns for c in tl.counters))
+        d.system_tree_node_property(root, "time_shift_ns", value=shift)
         for t in tl.threads:
             loc = d.location(t.name, type=LocationType.CPU_THREAD, group=groups[t.pid])
             locations += 1
@@ -73,7 +78,7 @@ def write_otf2(tl: Timeline, path: str | Path) -> tuple[int, int]:
             k = int(mi.sum())
             # Enter and Leave in the order they nest, then the records merged in by a stable
             # sort on time: the pairs stay well nested even at equal times
-            ts = np.concatenate([ev.t_ns[m], inst.t_ns[mi]])
+            ts = np.concatenate([ev.t_ns[m], inst.t_ns[mi]]) + shift
             what = np.concatenate([ev.begin[m].astype(np.int8), np.full(k, 2, dtype=np.int8)])
             arg = np.concatenate([region[m], np.arange(k)]).astype(np.int64)
             order = np.argsort(ts, kind="stable")
@@ -96,7 +101,8 @@ def write_otf2(tl: Timeline, path: str | Path) -> tuple[int, int]:
                 w = trace.event_writer_from_location(loc)
                 m = (ev.tid == t.tid) & ev.calls_track
                 for time, enter, a in zip(
-                    ev.t_ns[m].tolist(), ev.begin[m].tolist(), region[m].tolist(), strict=True
+                    (ev.t_ns[m] + shift).tolist(), ev.begin[m].tolist(), region[m].tolist(),
+                    strict=True,
                 ):
                     if enter:
                         w.enter(time, regions[a])
@@ -109,11 +115,19 @@ def write_otf2(tl: Timeline, path: str | Path) -> tuple[int, int]:
             metric = d.metric(c.name, unit=c.unit)
             w = trace.event_writer_from_location(loc)
             ok = np.isfinite(c.values)
-            for time, v in zip(c.t_ns[ok].tolist(), c.values[ok].tolist(), strict=True):
+            for time, v in zip(
+                (c.t_ns[ok] + shift).tolist(), c.values[ok].tolist(), strict=True
+            ):
                 w.metric(time, metric, v)
             events += int(ok.sum())
         trace._realtime_timestamp = tl.started_unix_ns / 1e9  # the run's wall-clock start
     return locations, events
+
+
+def _shift(*times: np.ndarray) -> int:
+    """How many ns to add to every time so that none is negative (0 for most runs)."""
+    lows = [int(np.min(t)) for t in times if len(t)]
+    return max(0, -min(lows)) if lows else 0
 
 
 def _region_ids(tl: Timeline, ev: SliceEvents) -> np.ndarray:
