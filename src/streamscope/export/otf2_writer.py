@@ -3,13 +3,14 @@
 In: a ``Timeline``. Out: an OTF2 archive in a directory (``<dir>/traces.otf2`` is its anchor),
 written with the OTF2 library: timer resolution 1 ns (10⁹ ticks per second), timestamps are
 virtual ns since the run's start (shifted whole when a record lies before it: OTF2 times are
-unsigned; the root's ``time_shift_ns`` property says by how much). Each resource is a location group (properties: its clock
-domain, nominal tick, bound widths), each stage a CPU-thread location in it; a region per state
-(idle, busy, blocked_in, blocked_out) entered and left for every state slice, and a region per
-traced function entered and left for every call, nested inside them (or, where calls cross state
-slices' bounds, on a "STAGE calls" location of the same group); other raw records as
-``ParameterInt`` events on their stage's location; each counter series as a metric (one member,
-double) on a metric location of its own. OTF2's writer takes one call per event.
+unsigned; the root's ``time_shift_ns`` property says by how much). Each resource is a location
+group (properties: its clock domain, nominal tick, bound widths), each stage a CPU-thread
+location in it; a region per state (idle, busy, blocked_in, blocked_out) entered and left for
+every state slice, and a region per traced function entered and left for every call, nested
+inside them (or, where calls cross state slices' bounds, on a "STAGE calls" location of the same
+group); other raw records as ``ParameterInt`` events on their stage's location; each counter
+series as a metric (one member, double) on a metric location of its own. OTF2's writer takes one
+call per event.
 """
 
 from __future__ import annotations
@@ -101,7 +102,9 @@ def write_otf2(tl: Timeline, path: str | Path) -> tuple[int, int]:
                 w = trace.event_writer_from_location(loc)
                 m = (ev.tid == t.tid) & ev.calls_track
                 for time, enter, a in zip(
-                    (ev.t_ns[m] + shift).tolist(), ev.begin[m].tolist(), region[m].tolist(),
+                    (ev.t_ns[m] + shift).tolist(),
+                    ev.begin[m].tolist(),
+                    region[m].tolist(),
                     strict=True,
                 ):
                     if enter:
@@ -115,9 +118,7 @@ def write_otf2(tl: Timeline, path: str | Path) -> tuple[int, int]:
             metric = d.metric(c.name, unit=c.unit)
             w = trace.event_writer_from_location(loc)
             ok = np.isfinite(c.values)
-            for time, v in zip(
-                (c.t_ns[ok] + shift).tolist(), c.values[ok].tolist(), strict=True
-            ):
+            for time, v in zip((c.t_ns[ok] + shift).tolist(), c.values[ok].tolist(), strict=True):
                 w.metric(time, metric, v)
             events += int(ok.sum())
         trace._realtime_timestamp = tl.started_unix_ns / 1e9  # the run's wall-clock start
