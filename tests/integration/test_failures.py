@@ -11,14 +11,12 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import re
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
@@ -29,127 +27,15 @@ from streamscope.aggregate.points import HistogramPoint, ScalarPoint
 from streamscope.runtime import RunOptions, run
 from streamscope.store.reader import Run, load
 from streamscope.store.writer import InMemoryStore
+from watched import APP, FRAME_LINE, Watched, cli, start_steady, wait_for_frames
 
-APP = Path(__file__).parent / "apps" / "steady.py"
 FRAME_NS = 100_000_000
-#: A line of the live view when stdout is not a terminal: ``[  300ms] q0 src -> work: ...``.
-FRAME_LINE = re.compile(r"^\[\s*[\d.]+\w*\] q0 src -> work: ")
-
-
-def cli() -> list[str]:
-    script = Path(sys.executable).with_name("streamscope")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "streamscope"]
 
 
 def failure_line() -> int:
     """The line of steady.py that raises, as a stage error must report it."""
     lines = APP.read_text().splitlines()
     return next(i for i, text in enumerate(lines, start=1) if "# the planned failure" in text)
-
-
-@dataclass
-class Watched:
-    """A ``streamscope run`` in its own session, with every descendant it ever had."""
-
-    proc: subprocess.Popen[str]
-    seen: dict[int, psutil.Process] = field(default_factory=dict)
-    _stop: threading.Event = field(default_factory=threading.Event)
-
-    def watch(self) -> None:
-        """Collect descendants until the CLI exits (a forked stage may live only briefly)."""
-        try:
-            root = psutil.Process(self.proc.pid)
-        except psutil.NoSuchProcess:
-            return
-        while not self._stop.is_set() and self.proc.poll() is None:
-            try:
-                for child in root.children(recursive=True):
-                    self.seen.setdefault(child.pid, child)
-            except psutil.NoSuchProcess:
-                return
-            time.sleep(0.01)
-
-    def stop_watching(self) -> None:
-        self._stop.set()
-
-    def monitor(self) -> psutil.Process:
-        for p in self.seen.values():
-            try:
-                if "streamscope.monitor" in " ".join(p.cmdline()):
-                    return p
-            except psutil.NoSuchProcess:
-                continue
-        raise AssertionError(f"no monitor process among {sorted(self.seen)}")
-
-    def alive_after(self, grace_s: float) -> list[str]:
-        """Descendants still running (zombies aside) once ``grace_s`` has passed."""
-        deadline = time.monotonic() + grace_s
-        while True:
-            alive = []
-            for p in self.seen.values():
-                try:
-                    if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
-                        alive.append(f"{p.pid} {' '.join(p.cmdline())}")
-                except psutil.NoSuchProcess:
-                    continue
-            if not alive or time.monotonic() > deadline:
-                return alive
-            time.sleep(0.05)
-
-
-@pytest.fixture
-def start() -> Iterator[Callable[..., Watched]]:
-    """``start(*args)`` launches ``streamscope run`` watched; whatever is left is killed after."""
-    started: list[Watched] = []
-
-    def _start(*args: str) -> Watched:
-        proc = subprocess.Popen(
-            [*cli(), "run", *args],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            stdin=subprocess.DEVNULL,
-            text=True,
-            start_new_session=True,
-        )
-        w = Watched(proc)
-        threading.Thread(target=w.watch, daemon=True).start()
-        started.append(w)
-        return w
-
-    yield _start
-    for w in started:
-        w.stop_watching()
-        if w.proc.poll() is None:
-            w.proc.kill()
-        for p in w.seen.values():
-            with contextlib.suppress(psutil.NoSuchProcess):
-                p.kill()
-        w.proc.communicate(timeout=10)
-
-
-def start_steady(
-    start: Callable[..., Watched], out: Path, resource: str, gap_ms: int = 5, *extra: str
-) -> Watched:
-    """``streamscope run`` of the endless steady app with 100 ms frames into ``out``."""
-    return start(
-        str(APP), "--frame", "100ms", "--out", str(out), "--",
-        "--items", "0", "--gap-ms", str(gap_ms), "--work-resource", resource, *extra,
-    )  # fmt: skip
-
-
-def wait_for_frames(w: Watched, n: int) -> list[str]:
-    """Read the live view until ``n`` frames of q0 were printed; returns the lines read (a run
-    that never prints them is ended by the suite's per-test timeout, not by a clock here)."""
-    assert w.proc.stdout is not None
-    lines: list[str] = []
-    seen = 0
-    for line in w.proc.stdout:
-        lines.append(line)
-        if FRAME_LINE.match(line):
-            seen += 1
-            if seen >= n:
-                return lines
-    raise AssertionError(f"the run ended after {seen} frames: {''.join(lines)}")
 
 
 def check_frames_cover_the_run(run: Run, target: str = "src -> work") -> list[int]:

@@ -95,6 +95,7 @@ def main(argv: list[str]) -> int:
             ring_dir=cfg.get("rings"),
             on_frames=_on_frames if cfg.get("live", True) else None,
             on_lag=_on_lag,
+            on_broken=lambda why: _emit({"event": "broken", "error": why}),
             truth_dir=cfg.get("truth_dir"),
             trace=bool(cfg.get("trace", False)),
         )

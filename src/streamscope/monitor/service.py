@@ -134,6 +134,7 @@ class MonitorService:
         ring_dir: str | None = None,
         on_frames: Callable[[Sequence[FrameResult], Sequence[DropCount]], None] | None = None,
         on_lag: Callable[[int], None] | None = None,
+        on_broken: Callable[[str], None] | None = None,
         truth_dir: str | None = None,
         trace: bool = False,
     ) -> None:
@@ -147,6 +148,9 @@ class MonitorService:
         self.inbox: Inbox = queue.Queue(INBOX_LIMIT)
         self._on_frames = on_frames
         self._on_lag = on_lag
+        self._on_broken = on_broken
+        #: Why this monitor can no longer record the run (the run file failed); None while it can.
+        self.broken: str | None = None
         #: How far the drained timeline trails real time now (ns), as of the last drain.
         self.lag_ns = 0
         self.engine = Engine(
@@ -258,6 +262,11 @@ class MonitorService:
             if now >= next_drain:
                 self._cycle()
                 next_drain = now + DRAIN_S
+            if self.writer.error is not None and self.broken is None:
+                # The run file can take nothing more (a full disk): the run must stop now.
+                self.broken = f"the run file could not be written: {self.writer.error}"
+                if self._on_broken is not None:
+                    self._on_broken(self.broken)
             others_live = any(
                 a.data and not a.ended for k, a in self.engine.agents.items() if k != MAIN_AGENT
             )

@@ -24,27 +24,34 @@ QUEUE_LIMIT = 256
 
 class StoreWriter:
     """A ``RunStore`` whose calls run in a writer thread. ``error`` holds the first failure (the
-    calls after it are skipped: the file keeps every call that succeeded)."""
+    calls after it are skipped but ``finish``: the file keeps every call that succeeded, and
+    says how the run ended where it can)."""
 
     def __init__(self, store: RunStore) -> None:
         self.store = store
         self.error: BaseException | None = None
-        self._queue: queue.Queue[Callable[[], Any] | None] = queue.Queue(QUEUE_LIMIT)
+        self._queue: queue.Queue[tuple[Callable[[], Any], bool] | None] = queue.Queue(QUEUE_LIMIT)
         self._thread = threading.Thread(target=self._loop, name="streamscope-writer", daemon=True)
         self._thread.start()
 
     def _loop(self) -> None:
-        while (call := self._queue.get()) is not None:
-            if self.error is None:
+        while (item := self._queue.get()) is not None:
+            call, always = item
+            if self.error is None or always:
                 try:
                     call()
                 except BaseException as exc:  # reported by the service, never lost
-                    self.error = exc
+                    if self.error is None:
+                        # Its words only: a traceback would keep the failed store's objects
+                        # (a broken database connection) alive to the end of the process.
+                        self.error = exc.with_traceback(None)
+                        self.error.__context__ = self.error.__cause__ = None
+                    del exc
             self._queue.task_done()
         self._queue.task_done()
 
-    def _put(self, call: Callable[[], Any]) -> None:
-        self._queue.put(call)
+    def _put(self, call: Callable[[], Any], *, always: bool = False) -> None:
+        self._queue.put((call, always))
 
     def begin(self, meta: RunMeta, topology: Topology, queries: Sequence[QueryRecord]) -> None:
         self._put(lambda: self.store.begin(meta, topology, queries))
@@ -62,7 +69,10 @@ class StoreWriter:
         self._put(lambda: self.store.write_table(table, columns))
 
     def finish(self, status: str, error: str | None, ended_unix_ns: int, duration_ns: int) -> None:
-        self._put(lambda: self.store.finish(status, error, ended_unix_ns, duration_ns))
+        """Made even after a failure: how the run ended is written wherever the file allows."""
+        self._put(
+            lambda: self.store.finish(status, error, ended_unix_ns, duration_ns), always=True
+        )
 
     def flush(self) -> None:
         """Wait until every call so far has been made."""

@@ -188,6 +188,8 @@ class Launched:
                 on_frames(results, drops)
             elif kind == "error":
                 self._error = f"the monitor process failed to start: {ev.get('error')}"
+            elif kind == "broken":
+                self._error = str(ev.get("error"))
             elif kind == "done":
                 self._events.append(ev)
 
@@ -195,6 +197,9 @@ class Launched:
         """Why the monitor can no longer record this run (None while it can)."""
         if self._error is not None:
             return self._error
+        if self._inline is not None:
+            broken: str | None = self._inline.service.broken
+            return broken
         proc = self._proc
         if proc is None or proc.poll() is None or self._events:
             return None

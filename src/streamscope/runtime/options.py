@@ -91,6 +91,11 @@ def make_meta(name: str, opts: RunOptions) -> RunMeta:
     )
 
 
+#: Free space a run needs where its file goes, checked before anything runs (the file itself,
+#: its write-ahead log and the reserve kept to finish it should the disk fill: store/writer.py).
+MIN_FREE_BYTES = 32 << 20
+
+
 def check_out(out: Path | None, overwrite: bool) -> None:
     """Refuse an output file that cannot be written, before anything runs."""
     if out is None:
@@ -102,3 +107,10 @@ def check_out(out: Path | None, overwrite: bool) -> None:
         raise ConfigError(f"cannot write {out}: directory {parent} does not exist")
     if not os.access(parent, os.W_OK):
         raise ConfigError(f"cannot write {out}: directory {parent} is not writable")
+    st = os.statvfs(parent)
+    free = st.f_bavail * st.f_frsize
+    if free < MIN_FREE_BYTES:
+        raise ConfigError(
+            f"cannot write {out}: only {free / 2**20:.1f} MiB free in {parent}; a run needs at "
+            f"least {MIN_FREE_BYTES >> 20} MiB (free some space or choose another --out)"
+        )

@@ -141,6 +141,7 @@ def repair(path: str | Path, cause: str = WRITER_GONE, *, holding: bool = False)
         raise RunFileError(f"{p} cannot be repaired: {e}") from None
     finally:
         con.close()
+    p.with_name(p.name + ".reserve").unlink(missing_ok=True)  # a killed writer's reserve
     if not holding:
         lock_path(p).unlink(missing_ok=True)
     return True

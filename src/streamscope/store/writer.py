@@ -5,6 +5,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import os
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -265,6 +268,8 @@ class DuckDBStore(_Lifecycle):
         self._last_checkpoint = time.monotonic()
         self._writes = 0
         self._con: duckdb.DuckDBPyConnection | None = None
+        #: The connection failed (a full disk): ``finish`` reopens the file to say so.
+        self._broken = False
         self._refuse_existing()
 
     def __enter__(self) -> DuckDBStore:
@@ -280,8 +285,10 @@ class DuckDBStore(_Lifecycle):
 
     def close(self) -> None:
         if self._con is not None:
-            self._con.close()
+            with contextlib.suppress(Exception):  # a connection a full disk broke
+                self._con.close()
             self._con = None
+        reserve_path(self.path).unlink(missing_ok=True)
         if self._lock is not None:
             self._lock.release()
             self._lock = None
@@ -305,13 +312,16 @@ class DuckDBStore(_Lifecycle):
             p.unlink(missing_ok=True)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
+            _reserve(self.path)
             self._con = _duckdb().connect(str(self.path))
             with self._transaction() as con:
                 _sqlio().create(con, meta, topology, queries)
-        except BaseException:
+        except BaseException as exc:
             self.close()
             self.path.unlink(missing_ok=True)
             _wal(self.path).unlink(missing_ok=True)
+            if _no_space(exc):
+                raise RunFileError(_full(self.path, exc)) from None
             raise
 
     def _do_write(self, rows: _rows.Rows | None, drops: Sequence[DropCount]) -> None:
@@ -344,20 +354,43 @@ class DuckDBStore(_Lifecycle):
     def _do_finish(
         self, status: str, error: str | None, ended_unix_ns: int, duration_ns: int
     ) -> None:
+        if self._broken:
+            # A full disk broke the connection: the reserve makes room to reopen the file (its
+            # log replayed: every write that returned is there) and say how the run ended.
+            reserve_path(self.path).unlink(missing_ok=True)
+            with contextlib.suppress(Exception):
+                assert self._con is not None
+                self._con.close()
+            self._con = _duckdb().connect(str(self.path))
+            self._broken = False
+            # The run's length is what the file holds: up to its last frame written.
+            row = self._con.execute("SELECT coalesce(max(t_end_ns), 0) FROM frame").fetchone()
+            duration_ns = min(duration_ns, int(row[0]) if row else 0)
         with self._transaction() as con:
             _sqlio().set_status(con, status, error, ended_unix_ns, duration_ns)
 
     def _transaction(self, *, checkpoint: bool = True) -> _Transaction:
         assert self._con is not None
-        return _Transaction(self._con, checkpoint)
+        return _Transaction(self._con, checkpoint, self)
+
+    def _failed(self, exc: BaseException) -> BaseException:
+        """What a failed write raises: a full disk said plainly (and the connection marked
+        broken, for ``finish``), anything else as it came."""
+        if _no_space(exc):
+            self._broken = True
+            return RunFileError(_full(self.path, exc))
+        return exc
 
 
 class _Transaction:
     """BEGIN … COMMIT, then CHECKPOINT if asked (folds the WAL into the file); ROLLBACK on error."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, checkpoint: bool) -> None:
+    def __init__(
+        self, con: duckdb.DuckDBPyConnection, checkpoint: bool, store: DuckDBStore | None = None
+    ) -> None:
         self.con = con
         self.checkpoint = checkpoint
+        self.store = store
 
     def __enter__(self) -> duckdb.DuckDBPyConnection:
         self.con.execute("BEGIN TRANSACTION")
@@ -369,16 +402,59 @@ class _Transaction:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if exc_type is not None:
-            self.con.execute("ROLLBACK")
+        if exc is not None:
+            with contextlib.suppress(Exception):  # a broken connection cannot roll back
+                self.con.execute("ROLLBACK")
+            failed = self._failed(exc)
+            if failed is not exc:
+                raise failed from None
             return
-        self.con.execute("COMMIT")
-        if self.checkpoint:
-            self.con.execute("CHECKPOINT")
+        try:
+            self.con.execute("COMMIT")
+            if self.checkpoint:
+                self.con.execute("CHECKPOINT")
+        except Exception as e:
+            raise self._failed(e) from None
+
+    def _failed(self, exc: BaseException) -> BaseException:
+        if self.store is not None:
+            return self.store._failed(exc)
+        return exc
 
 
 def _wal(path: Path) -> Path:
     return path.with_name(path.name + ".wal")
+
+
+#: Space held beside a run file while it is written, given back when the disk fills so the file
+#: can still be finished (its status and cause written, its log folded in).
+RESERVE_BYTES = 4 << 20
+
+
+def reserve_path(path: Path) -> Path:
+    return path.with_name(path.name + ".reserve")
+
+
+def _reserve(path: Path) -> None:
+    fd = os.open(reserve_path(path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    try:
+        os.posix_fallocate(fd, 0, RESERVE_BYTES)
+    except OSError as e:
+        os.close(fd)
+        reserve_path(path).unlink(missing_ok=True)
+        raise RunFileError(_full(path, e)) from None
+    os.close(fd)
+
+
+def _no_space(exc: BaseException) -> bool:
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    text = str(exc)
+    return "No space left" in text or "Disk quota exceeded" in text
+
+
+def _full(path: Path, exc: BaseException) -> str:
+    return f"the disk holding {path} is full ({str(exc).splitlines()[0][:200]})"
 
 
 def replace_results(
