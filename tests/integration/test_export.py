@@ -144,7 +144,7 @@ def test_otf2_reads_back_with_the_runs_slices_and_times(
                     leaves[loc.name].append(ev.time)
                 elif isinstance(ev, otf2.events.Metric):
                     metrics[loc.name] += 1
-        assert set(states) == {"work"}
+        assert set(states) == {"src", "work", "sink"}  # every stage's state is tracked
         for stage, (ns, values) in states.items():
             # one Enter and one Leave per state slice, at the records' virtual ns
             assert len(enters[stage]) == len(leaves[stage]) == len(ns) > 0
@@ -197,12 +197,19 @@ def test_perfetto_parses_with_perfettos_protos(runs: dict[str, Path], tmp_path: 
     ]
     assert levels[0] == 0 and levels[-1] == 0 and max(levels) >= 1
     assert all(float(x).is_integer() for x in levels)
-    begins = [p for p in events if p.track_event.type == pb.TrackEvent.TYPE_SLICE_BEGIN]
-    ends = [p for p in events if p.track_event.type == pb.TrackEvent.TYPE_SLICE_END]
-    ns, values = _state_records(runs["device"])["work"]
-    assert len(begins) == len(ends) == len(ns) == summary.slices
-    assert [p.timestamp for p in begins] == ns.tolist()
-    assert [p.track_event.name for p in begins] == [STATE_LABELS[v] for v in values.tolist()]
+    states = _state_records(runs["device"])
+    assert summary.slices == sum(len(ns) for ns, _ in states.values())
+    for stage, (ns, values) in states.items():
+        (uuid,) = [
+            u for u, d in tracks.items()
+            if d.HasField("thread") and d.thread.thread_name.split(" ")[0] == stage
+        ]  # fmt: skip
+        mine = [p for p in events if p.track_event.track_uuid == uuid]
+        begins = [p for p in mine if p.track_event.type == pb.TrackEvent.TYPE_SLICE_BEGIN]
+        ends = [p for p in mine if p.track_event.type == pb.TrackEvent.TYPE_SLICE_END]
+        assert len(begins) == len(ends) == len(ns), stage
+        assert [p.timestamp for p in begins] == ns.tolist()
+        assert [p.track_event.name for p in begins] == [STATE_LABELS[v] for v in values.tolist()]
     instants = [p for p in events if p.track_event.type == pb.TrackEvent.TYPE_INSTANT]
     assert len(instants) == summary.events + 1  # + the metadata instant
     meta = json.loads(instants[0].track_event.debug_annotations[0].string_value)

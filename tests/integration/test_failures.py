@@ -264,6 +264,36 @@ def test_a_hostile_batch_drops_its_connection_and_the_run_goes_on(
         assert len(check_frames_cover_the_run(run)) >= 6
 
 
+@pytest.mark.parametrize("resource", ["thread", "process"])
+def test_a_hung_stage_is_said_live_becomes_a_finding_and_the_timeout_ends_the_run(
+    start: Callable[..., Watched], tmp_path: Path, resource: str
+) -> None:
+    """``work`` never returns from item 20: the live view says it stalled, ``--timeout`` ends
+    the run as interrupted with the reason, and the findings name the stall (only it: the
+    stages stopped with it are not)."""
+    from streamscope.analysis.findings import findings
+
+    out = tmp_path / "hung.duckdb"
+    w = start(
+        str(APP), "--frame", "100ms", "--out", str(out), "--stall", "500ms", "--timeout", "3s",
+        "--", "--items", "0", "--gap-ms", "5", "--work-resource", resource, "--hang-at", "20",
+    )  # fmt: skip
+    stdout, stderr = w.proc.communicate(timeout=60)
+    assert w.proc.returncode == 130, stderr
+    assert "time limit of 3 s" in stderr and "Traceback" not in stderr
+    notes = [line for line in stdout.splitlines() if line.startswith("[note]")]
+    assert any("stage 'work' has been busy for" in n for n in notes), stdout[-2000:]
+    assert not any("'src'" in n or "'sink'" in n for n in notes), notes
+    assert not w.alive_after(grace_s=2.0)
+    with load(out) as run:
+        assert run.status == "interrupted" and "time limit" in (run.error or "")
+        stalls = run.table("stall")
+        assert stalls["stage"].tolist() == ["work"] and stalls["ongoing"].tolist() == [True]
+        (found,) = [f for f in findings(run) if f.kind == "stall"]
+        assert found.target == "work" and found.evidence["seconds"] >= 2.0
+        check_frames_cover_the_run(run)
+
+
 # -- tap buffers overflow -------------------------------------------------------------------------
 
 #: Records per tap between two flushes for the small-buffer runs (a power of two, as rings need).
@@ -338,7 +368,7 @@ def test_overflowing_taps_count_every_refused_record(small_taps_run: tuple[Run, 
     assert run.status == "completed"
     assert counted.puts == counted.gets == counted.items
     by_end = drops_by_end(run)
-    assert set(by_end) == {"tail", "head"}
+    assert set(by_end) == {"tail", "head", "state"}  # the stages' trackers are always on
     for end, really in (("tail", counted.puts), ("head", counted.gets)):
         dropped, recorded = by_end[end]
         assert dropped > 0, f"{end}: nothing dropped; the test did not overflow the taps"

@@ -172,7 +172,9 @@ def test_lost_probe_records_are_a_finding(tmp_path: Path) -> None:
         drops = [f for f in findings(run) if f.kind == "drops"]
         assert drops
         assert sum(f.evidence["dropped"] for f in drops) == lost
-        assert {f.target for f in drops} == {"src -> sink"}
+        # The channel's taps, and the stages' own state trackers (always on) overflow alike.
+        assert {f.target for f in drops} <= {"src -> sink", "src", "sink"}
+        assert "src -> sink" in {f.target for f in drops}
         assert all(f.severity == "warning" and f.evidence["frames"] for f in drops)
         assert all("tap_capacity" in f.suggestion for f in drops)
         # no state queries: findings say what to add rather than guess

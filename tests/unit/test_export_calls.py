@@ -65,7 +65,7 @@ def _arrays(
     )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(streams(), st.integers(0, 200))
 def test_vectorised_pairing_equals_the_call_stack(
     s: tuple[list[int], list[int], list[int], list[int]], end_ns: int
@@ -132,7 +132,7 @@ def _check_nesting(tl: Timeline) -> None:
     assert len(seen) == len(tl.slices) + len(tl.calls)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(streams(), st.lists(st.integers(0, 4), max_size=12), st.integers(0, 10))
 def test_slices_and_calls_nest_on_every_track(
     s: tuple[list[int], list[int], list[int], list[int]], gaps: list[int], t0: int

@@ -55,7 +55,7 @@ class Finding:
     """One conclusion about a run.
 
     ``kind``: ``bottleneck``, ``no_bottleneck``, ``backpressure``, ``missing_queries``,
-    ``littles_law``, ``drops``, ``violations``, ``virtual_queue``, ``failed_run``,
+    ``littles_law``, ``stall``, ``drops``, ``violations``, ``virtual_queue``, ``failed_run``,
     ``unfinished_run``. ``severity``: ``problem``, ``warning`` or ``info``. ``target``: the stage
     (or group of replicas, ``walk0–walk7``, its members in ``evidence["members"]``) or channel
     (or probe target) it is about, ``""`` for the whole run. ``evidence``: the numbers
@@ -103,6 +103,7 @@ def findings(
     out.extend(_run_status(run))
     out.extend(_bottleneck(run.topology, stages, channels, series, busy_threshold, mostly))
     out.extend(_littles_law(run, series, littles_tolerance))
+    out.extend(_stalls(run))
     out.extend(_drops(run))
     out.extend(_violations(series))
     out.extend(_virtual_queues(run))
@@ -752,6 +753,45 @@ def _littles_law(run: Run, series: Sequence[_Series], tolerance: float) -> list[
 
 
 # --- drops, violations, virtual queues ------------------------------------------------------
+
+
+def _stalls(run: Run) -> list[Finding]:
+    """Stages busy past the run's stall limit without finishing anything, longest per stage."""
+    table = run.table("stall")
+    longest: dict[str, tuple[int, int, bool]] = {}
+    for stage, start, end, ongoing in zip(
+        table["stage"].tolist(), table["start_ns"].tolist(), table["end_ns"].tolist(),
+        table["ongoing"].tolist(), strict=True,
+    ):  # fmt: skip
+        best = longest.get(stage)
+        if best is None or end - start > best[1] - best[0]:
+            longest[stage] = (int(start), int(end), bool(ongoing))
+    out = []
+    for stage, (start, end, ongoing) in sorted(longest.items()):
+        secs = (end - start) / 1e9
+        until = "to the end of the run" if ongoing else f"until {end / 1e9:.1f} s"
+        out.append(
+            Finding(
+                "stall",
+                "problem",
+                stage,
+                f"{stage} made no progress for {secs:.1f} s"
+                + (" and was still stuck at the end" if ongoing else ""),
+                f"{stage} was busy from {start / 1e9:.1f} s {until} without finishing anything "
+                "(no state change): its code hung there, or one item takes that long. Frames in "
+                "that span show it 100 % busy, but it did no work the pipeline could see.",
+                {
+                    "start_ns": start,
+                    "end_ns": end,
+                    "seconds": _r(secs),
+                    "ongoing": ongoing,
+                    "stalls": sum(1 for s in table["stage"].tolist() if s == stage),
+                },
+                f"look at what {stage} does with one item (a lock, a blocking call without a "
+                "timeout, an endless loop); `streamscope run --trace-stage` shows its calls",
+            )
+        )
+    return out
 
 
 def _drops(run: Run) -> list[Finding]:

@@ -71,6 +71,7 @@ class LiveView:
         self._printed: set[tuple[int, str, int]] = set()
         self.dropped = 0
         self.lag_ns = 0
+        self.note = ""
         self._lock = threading.Lock()
         self._live: Live | None = None
         self._units = {q.id: q.unit for q in plan.queries}
@@ -118,6 +119,16 @@ class LiveView:
             if self._live is not None:
                 self._live.update(self._table())
 
+    def on_note(self, text: str) -> None:
+        """What the monitor says while the run goes on (a stage that stalls, and goes on):
+        printed at once, and the latest under the table."""
+        with self._lock:
+            self.note = text
+            if self._live is None:
+                self.console.print(f"[note] {text}", markup=False, highlight=False, soft_wrap=True)
+            else:
+                self._live.update(self._table())
+
     def on_lag(self, lag_ns: int) -> None:
         """How far the monitor trails the run (shown under the table)."""
         self.lag_ns = lag_ns
@@ -141,5 +152,7 @@ class LiveView:
         caption = f"monitor lag {fmt_ns(self.lag_ns)}"
         if self.dropped:
             caption += f"; {self.dropped} probe records refused (see `show`)"
+        if self.note:
+            caption += f"\n{self.note}"
         table.caption = caption
         return table

@@ -43,6 +43,19 @@ def run(
             help="Time between short calibration bursts of each clock domain (0: start and end only)."
         ),
     ] = "2s",
+    stall: Annotated[
+        str,
+        typer.Option(
+            help="A stage busy this long without finishing anything is said to stall (live, "
+            "and as a finding)."
+        ),
+    ] = "10s",
+    timeout: Annotated[
+        str | None,
+        typer.Option(
+            help="End the run after this long (e.g. 30s, 5m): it is then interrupted, saying why."
+        ),
+    ] = None,
     clock_method: Annotated[
         str,
         typer.Option(
@@ -124,6 +137,8 @@ def run(
         if calibrate_every.strip() == "0"
         else duration_option(calibrate_every, "--calibrate-every") / 1e9
     )
+    stall_ns = duration_option(stall, "--stall")
+    timeout_ns = duration_option(timeout, "--timeout") if timeout is not None else None
     if clock_method not in ("hull", "timetrial"):
         raise ConfigError(f"unknown --clock-method {clock_method!r}; valid: hull, timetrial")
     module = load_module(app)
@@ -167,6 +182,8 @@ def run(
         ground_truth=ground_truth,
         device_trace=device_trace,
         trace=trace,
+        stall_ns=stall_ns,
+        timeout_ns=timeout_ns,
     )
     view = LiveView(plan, console)
     if quiet:
@@ -179,6 +196,7 @@ def run(
                 opts,
                 on_frames=view.on_frames,
                 on_lag=view.on_lag,
+                on_note=view.on_note,
             )
     # What reads the run file back is loaded now, not before the run (its start stays short).
     from streamscope.cli.summary import print_findings, print_summary

@@ -21,6 +21,7 @@ import duckdb
 from streamscope.aggregate.points import DropCount, FrameResult
 from streamscope.core.errors import StreamscopeError
 from streamscope.core.topology import Topology
+from streamscope.monitor.engine import DEFAULT_STALL_NS
 from streamscope.monitor.service import MonitorService
 from streamscope.query.compile import compile_queries
 from streamscope.store.lock import WriterLock
@@ -96,6 +97,10 @@ def main(argv: list[str]) -> int:
             on_frames=_on_frames if cfg.get("live", True) else None,
             on_lag=_on_lag,
             on_broken=lambda why: _emit({"event": "broken", "error": why}),
+            on_note=(lambda text: _emit({"event": "note", "text": text}))
+            if cfg.get("live", True)
+            else None,
+            stall_ns=int(cfg.get("stall_ns", DEFAULT_STALL_NS)),
             truth_dir=cfg.get("truth_dir"),
             trace=bool(cfg.get("trace", False)),
         )

@@ -23,7 +23,7 @@ from streamscope.aggregate.frames import frame_index, runs
 from streamscope.aggregate.points import DropCount, FrameResult
 from streamscope.aggregate.profile import ProfileBuilder
 from streamscope.aggregate.subqueue import decode_summaries
-from streamscope.core.records import Kind, Records
+from streamscope.core.records import Kind, Records, State
 from streamscope.core.topology import Topology
 from streamscope.monitor.reducers import TargetReducer
 from streamscope.monitor.streams import EVENT_METRICS, ChannelStream, EventStream, StageStream
@@ -34,6 +34,20 @@ from streamscope.timebase.clockmap import HostMap
 from streamscope.timebase.domains import HOST, Domains, TableSink
 from streamscope.timebase.emulated import CLOCK_TRUTH
 from streamscope.transport.wire import WATERMARK_END, Message, MsgType
+
+#: A stage busy this long without a state change is stalled, unless the run says otherwise.
+DEFAULT_STALL_NS = 10_000_000_000
+
+
+@dataclass(slots=True)
+class Stall:
+    """A stage busy without finishing: since ``start_ns`` (its last state change) to
+    ``end_ns`` (as far as the monitor has seen), virtual ns."""
+
+    stage: str
+    start_ns: int
+    end_ns: int
+
 
 FrameSink = Callable[[Sequence[FrameResult], Sequence[DropCount]], None]
 #: A stage's time figures (``pipeline.worker.LoopStats``), as the ``runner`` table holds them.
@@ -75,8 +89,14 @@ class Engine:
         method: str = "hull",
         truth_dir: str | None = None,
         trace: bool = False,
+        stall_ns: int = DEFAULT_STALL_NS,
     ) -> None:
         self.plan = plan
+        #: A stage busy this long without finishing (no state change) is stalled: said live,
+        #: kept in ``stall``, a finding. Per state probe: [stage, start, end, ongoing].
+        self.stall_ns = stall_ns
+        self.stalls: dict[int, Stall] = {}
+        self._stall_rows: list[tuple[Stall, bool]] = []
         self.truth_dir = truth_dir
         self.topology = topology
         self.drop_frame_ns = drop_frame_ns
@@ -547,10 +567,11 @@ class Engine:
                 r.add_times(out.insertions)
             for r in self._by_target.get(("throughput", name), ()):
                 r.add_times(out.removals)
-        for sstream in self.stages.values():
+        for pid, sstream in self.stages.items():
             seg = sstream.advance(wm)
             for r in self._by_target.get(("state", sstream.name), ()):
                 r.add_segments(seg)
+            self._watch_stall(pid, sstream, wm)
         for es in self.events.values():
             ev = es.advance(wm)
             for r in self._by_target.get((es.metric, es.target), ()):
@@ -567,6 +588,22 @@ class Engine:
         if results or drops:
             self.sink(results, drops)
         return results
+
+    def _watch_stall(self, pid: int, sstream: StageStream, wm: int) -> None:
+        """Open, extend or close ``pid``'s stall: busy since its last record for ``stall_ns``."""
+        since = sstream.last_record_t
+        busy = sstream.state == State.BUSY and wm - since >= self.stall_ns
+        open_ = self.stalls.get(pid)
+        if open_ is not None and (not busy or open_.start_ns != since):
+            del self.stalls[pid]
+            # A worker whose process was stopped while stuck never went on: still stalled.
+            self._stall_rows.append((open_, sstream.gone))
+        if busy:
+            self.stalls[pid] = Stall(sstream.name, since, wm)
+
+    def current_stalls(self) -> list[Stall]:
+        """Stages stalled now, by stage."""
+        return sorted(self.stalls.values(), key=lambda x: (x.stage, x.start_ns))
 
     def _close_drops(self, wm: int, end_ns: int | None) -> list[DropCount]:
         last = wm // self.drop_frame_ns - 1 if end_ns is None else None
@@ -623,6 +660,13 @@ class Engine:
                 )  # fmt: skip
         if self.on_table is not None and self.truth_dir is not None:
             self._clock_truth(self.truth_dir)
+        rows = self._stall_rows + [(x, True) for x in self.stalls.values()]
+        if self.on_table is not None and rows:
+            self.on_table(
+                "stall",
+                {"stage": [x.stage for x, _ in rows], "start_ns": [x.start_ns for x, _ in rows],
+                 "end_ns": [x.end_ns for x, _ in rows], "ongoing": [o for _, o in rows]},
+            )  # fmt: skip
         if self.on_table is not None and self.runner:
             stages = sorted(self.runner)
             cols: dict[str, list[object]] = {"stage": list(stages)}

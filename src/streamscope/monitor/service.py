@@ -28,7 +28,7 @@ from streamscope.aggregate.points import DropCount, FrameResult
 from streamscope.core import native
 from streamscope.core.records import empty_records
 from streamscope.core.topology import Topology
-from streamscope.monitor.engine import Engine, crossing_channels
+from streamscope.monitor.engine import DEFAULT_STALL_NS, Engine, crossing_channels
 from streamscope.monitor.rings import RingSet
 from streamscope.monitor.writer import StoreWriter
 from streamscope.probes.cost import CostBook
@@ -135,8 +135,10 @@ class MonitorService:
         on_frames: Callable[[Sequence[FrameResult], Sequence[DropCount]], None] | None = None,
         on_lag: Callable[[int], None] | None = None,
         on_broken: Callable[[str], None] | None = None,
+        on_note: Callable[[str], None] | None = None,
         truth_dir: str | None = None,
         trace: bool = False,
+        stall_ns: int = DEFAULT_STALL_NS,
     ) -> None:
         self.store = store
         #: Every store call runs in the writer's thread, off the drain loop.
@@ -149,13 +151,16 @@ class MonitorService:
         self._on_frames = on_frames
         self._on_lag = on_lag
         self._on_broken = on_broken
+        #: Said to whoever watches the run live (a stage that stalls, and goes on).
+        self._on_note = on_note
+        self._noted: dict[tuple[str, int], int] = {}
         #: Why this monitor can no longer record the run (the run file failed); None while it can.
         self.broken: str | None = None
         #: How far the drained timeline trails real time now (ns), as of the last drain.
         self.lag_ns = 0
         self.engine = Engine(
             plan, topology, drop_frame_ns, self._write, self._write_table, method=clock_method,
-            truth_dir=truth_dir, trace=trace,
+            truth_dir=truth_dir, trace=trace, stall_ns=stall_ns,
         )  # fmt: skip
         self.frame_ns = drop_frame_ns
         self.rings = RingSet(ring_dir, topology, self._declare) if ring_dir is not None else None
@@ -339,6 +344,8 @@ class MonitorService:
             eng.advance()
             self._due = eng.next_due()
             self._pending = 0
+        if self._on_note is not None:
+            self._note_stalls()
         if self._on_frames is not None and not final and t_now >= self._provisional_at:
             self._provisional_at = t_now + PROVISIONAL_EVERY_NS
             shown = eng.provisional()
@@ -384,6 +391,21 @@ class MonitorService:
              "records": [r.records for r in rows], "cpu_ns": [r.cpu_ns for r in rows],
              "drains": [r.drains for r in rows]},
         )  # fmt: skip
+
+    def _note_stalls(self) -> None:
+        """Say when a stage stalls (busy past the limit without finishing) and when it goes on."""
+        assert self._on_note is not None
+        now = {(x.stage, x.start_ns): x.end_ns for x in self.engine.current_stalls()}
+        for key, end in now.items():
+            if key not in self._noted:
+                self._on_note(
+                    f"stage {key[0]!r} has been busy for {(end - key[1]) / 1e9:.1f} s without "
+                    "finishing anything: hung, or one item takes that long"
+                )
+        for key, end in self._noted.items():
+            if key not in now:
+                self._on_note(f"stage {key[0]!r} went on after {(end - key[1]) / 1e9:.1f} s")
+        self._noted = now
 
     def _begin(self, t0_ticks: int) -> None:
         """The run file starts when the run does, with its virtual time zero."""

@@ -70,9 +70,7 @@ class StoreWriter:
 
     def finish(self, status: str, error: str | None, ended_unix_ns: int, duration_ns: int) -> None:
         """Made even after a failure: how the run ended is written wherever the file allows."""
-        self._put(
-            lambda: self.store.finish(status, error, ended_unix_ns, duration_ns), always=True
-        )
+        self._put(lambda: self.store.finish(status, error, ended_unix_ns, duration_ns), always=True)
 
     def flush(self) -> None:
         """Wait until every call so far has been made."""

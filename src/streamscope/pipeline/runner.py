@@ -265,16 +265,26 @@ class Runner:
         return None
 
     def wait(
-        self, poll_s: float = 0.02, should_stop: Callable[[], str | None] | None = None
+        self,
+        poll_s: float = 0.02,
+        should_stop: Callable[[], str | None] | None = None,
+        timeout_s: float | None = None,
     ) -> Outcome:
-        """Supervise until every stage has finished, one failed, Ctrl-C, or ``should_stop``
-        gives a reason to stop (the monitor can no longer record the run)."""
+        """Supervise until every stage has finished, one failed, Ctrl-C, ``should_stop`` gives
+        a reason to stop (the monitor can no longer record the run), or ``timeout_s`` passed
+        (the run is then interrupted, saying so)."""
+        deadline = time.monotonic() + timeout_s if timeout_s is not None else None
         try:
             while True:
                 why = should_stop() if should_stop is not None else None
                 if why is not None:
                     self.stop()
                     return Outcome("failed", why)
+                if deadline is not None and time.monotonic() >= deadline:
+                    self.stop()
+                    return Outcome(
+                        "interrupted", f"stopped after its time limit of {timeout_s:g} s"
+                    )
                 failure = self._failure()
                 if failure is not None:
                     self.stop()

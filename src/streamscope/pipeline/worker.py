@@ -198,7 +198,8 @@ def run_stage(
         if tracker is not None:
             tracker.set(State.IDLE)
     except Aborted:
-        pass
+        if tracker is not None:
+            tracker.set(State.IDLE)  # stopped (the run is ending): no longer working
     except BaseException as exc:
         if probes.settle is not None:
             probes.settle()  # what the stage sampled before it failed is kept

@@ -54,6 +54,7 @@ class Launched:
         opts: RunOptions,
         on_frames: FramesCallback | None = None,
         on_lag: Callable[[int], None] | None = None,
+        on_note: Callable[[str], None] | None = None,
     ) -> None:
         if opts.mode not in ("process", "inline"):
             raise ConfigError(f"unknown monitor mode {opts.mode!r}; valid: process, inline")
@@ -63,6 +64,7 @@ class Launched:
         #: One writer per run file, from before the application starts to the file's end.
         self.lock = WriterLock(opts.out).acquire() if opts.out is not None else None
         try:
+            self._on_note = on_note
             self._launch(plan, topology, meta, on_frames, on_lag)
         except BaseException:
             if self.lock is not None:
@@ -130,6 +132,7 @@ class Launched:
             "lock_fd": self.lock.inheritable() if self.lock is not None else None,
             # Frames go to the application's stdout pipe only when someone here watches them.
             "live": on_frames is not None or self._on_lag is not None,
+            "stall_ns": opts.stall_ns,
         }
         cfg_path = os.path.join(self.dir, CONFIG)
         with open(cfg_path, "w") as f:
@@ -168,7 +171,8 @@ class Launched:
         service = MonitorService(
             plan, topology, self.store, meta=meta, drop_frame_ns=opts.frame_ns,
             clock_method=opts.clock_method, listener=listener, ring_dir=self.ring_dir,
-            on_frames=on_frames, on_lag=self._on_lag, truth_dir=self.truth_dir, trace=opts.trace,
+            on_frames=on_frames, on_lag=self._on_lag, on_note=self._on_note,
+            truth_dir=self.truth_dir, trace=opts.trace, stall_ns=opts.stall_ns,
         )  # fmt: skip
         self._inline = InlineMonitor(service)
         return service.inbox
@@ -188,6 +192,8 @@ class Launched:
                 on_frames(results, drops)
             elif kind == "error":
                 self._error = f"the monitor process failed to start: {ev.get('error')}"
+            elif kind == "note" and self._on_note is not None:
+                self._on_note(str(ev.get("text", "")))
             elif kind == "broken":
                 self._error = str(ev.get("error"))
             elif kind == "done":

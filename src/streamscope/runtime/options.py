@@ -52,6 +52,11 @@ class RunOptions:
     #: what ``streamscope export`` turns into state slices and events on a timeline. Implies
     #: ``device_trace``.
     trace: bool = False
+    #: A stage busy this long (ns) without finishing anything is stalled: said live, and a
+    #: finding.
+    stall_ns: int = 10_000_000_000
+    #: End the run (as interrupted, saying why) after this long (ns); None: when it ends.
+    timeout_ns: int | None = None
     app: str = ""
     argv: tuple[str, ...] = ()
     command: str = ""

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 
 from streamscope.core.clock import host_now_ticks
 from streamscope.core.errors import ConfigError
-from streamscope.core.topology import Topology
+from streamscope.core.topology import HOST, Topology
 from streamscope.pipeline.pipeline import Pipeline, plan_probes
 from streamscope.pipeline.runner import Outcome, Runner
 from streamscope.probes import tracing
@@ -40,6 +40,11 @@ def prepare(
     pipeline.validate()
     plan = compile_queries(list(queries), pipeline.topology(), frame_ns)
     taps = plan.taps | {("trace", s) for s in pipeline.traced_stages()}
+    # Every host stage's state is tracked, asked for or not: it is how a stage that hangs is
+    # seen. (A device's stages send only what queries ask for: their records cross its link.)
+    base = pipeline.topology()
+    on_host = {r.name for r in base.resources if r.clock_domain == HOST}
+    taps |= {("state", s.name) for s in base.stages if s.resource in on_host}
     topology = pipeline.topology(plan_probes(pipeline.topology(), taps))
     vq_frames(plan, topology)
     return plan, topology
@@ -81,11 +86,13 @@ def run(
     *,
     on_frames: FramesCallback | None = None,
     on_lag: Callable[[int], None] | None = None,
+    on_note: Callable[[str], None] | None = None,
 ) -> RunResult:
     """Monitor one run of ``pipeline``. Invalid input raises before anything runs.
 
     ``on_frames`` sees every frame as the monitor closes it; ``on_lag`` how far the monitor is
-    behind the application then (ns: one drain period when it keeps up)."""
+    behind the application then (ns: one drain period when it keeps up); ``on_note`` what the
+    monitor says while the run goes on (a stage that stalls, and goes on)."""
     opts = options or RunOptions()
     plan, topology = prepare(pipeline, queries, opts.frame_ns)
     check_out(opts.out, opts.overwrite)
@@ -94,7 +101,9 @@ def run(
         topology = traced.topology(topology)
     launched: Launched | None = None
     try:
-        launched = Launched(plan, topology, make_meta(pipeline.name, opts), opts, on_frames, on_lag)
+        launched = Launched(
+            plan, topology, make_meta(pipeline.name, opts), opts, on_frames, on_lag, on_note
+        )
         outcome = _drive(pipeline, plan, topology, launched, opts)
         return launched.finish(outcome.stage)
     finally:
@@ -136,7 +145,8 @@ def _drive(
         )
         try:
             runner.start()
-            outcome = runner.wait(should_stop=launched.failure)
+            limit = opts.timeout_ns / 1e9 if opts.timeout_ns is not None else None
+            outcome = runner.wait(should_stop=launched.failure, timeout_s=limit)
         except KeyboardInterrupt:
             runner.stop()
             outcome = Outcome("interrupted", "interrupted by the user (SIGINT)")

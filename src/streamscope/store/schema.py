@@ -238,6 +238,21 @@ TABLES: tuple[Table, ...] = (
         ),
     ),
     Table(
+        "stall",
+        "Stages busy for longer than the run's stall limit without finishing anything (no "
+        "state change): hung, or one item takes that long.",
+        (
+            _C("stage", "VARCHAR NOT NULL", "the stage (stage.name)"),
+            _C("start_ns", "BIGINT NOT NULL", "virtual ns of its last state change before"),
+            _C("end_ns", "BIGINT NOT NULL", "virtual ns it went on (or the run ended)"),
+            _C(
+                "ongoing",
+                "BOOLEAN NOT NULL",
+                "never went on (still busy at the end, or stopped so)",
+            ),
+        ),
+    ),
+    Table(
         "clock_truth",
         "Validation runs (--ground-truth) only: each emulated clock as it really was, read by "
         "nothing that estimates, for checking cross-clock figures and their bounds.",
