@@ -4,9 +4,19 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from streamscope.core.records import RECORD_DTYPE, Kind, make_records
-from streamscope.transport.wire import HEADER_SIZE, MsgType, WireError, decode, encode
+from streamscope.transport.wire import (
+    EXCHANGE_DTYPE,
+    HEADER_SIZE,
+    MAX_PROBE_ID,
+    MsgType,
+    WireError,
+    decode,
+    encode,
+)
 
 
 def test_batch_round_trip() -> None:
@@ -115,3 +125,36 @@ def test_a_record_out_of_range_is_refused(field: str, value: int, match: str) ->
     data = encode(MsgType.BATCH, 1, 7, 100, rec)
     with pytest.raises(WireError, match=f"record 2 has {match}"):
         decode(data)
+
+
+_GOOD = [
+    encode(MsgType.BATCH, 1, 7, 100, make_records(1, 3, np.arange(4, dtype=np.int64),
+                                                  np.arange(4, dtype=np.int64))),
+    encode(MsgType.HELLO, 2, 7, 0, info={"domain": "dev", "stages": ["a"]}),
+    encode(MsgType.CALIBRATION, 2, 7, 0, np.zeros(3, dtype=EXCHANGE_DTYPE)),
+    encode(MsgType.SUMMARY, 2, 7, 0, payload=b"\x01\x02\x03"),
+]  # fmt: skip
+
+
+@given(
+    st.sampled_from(_GOOD),
+    st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), max_size=8),
+    st.integers(0, 10_000),
+    st.binary(max_size=64),
+)
+def test_any_damage_to_a_message_decodes_or_is_refused(
+    good: bytes, flips: list[tuple[int, int]], cut: int, tail: bytes
+) -> None:
+    """Bytes changed anywhere, the message cut short or lengthened: ``decode`` gives a message
+    whose every record is in range, or a ``WireError`` — nothing else."""
+    data = bytearray(good)
+    for at, value in flips:
+        data[at % len(data)] = value
+    data = data[: max(cut, HEADER_SIZE // 2)] + tail if cut < len(data) else data + tail
+    try:
+        msg = decode(bytes(data))
+    except WireError:
+        return
+    if msg.type not in (MsgType.CALIBRATION, MsgType.SUMMARY) and len(msg.records):
+        assert set(msg.records["kind"].tolist()) <= {int(k) for k in Kind}
+        assert int(msg.records["probe"].max()) <= MAX_PROBE_ID

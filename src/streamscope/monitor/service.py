@@ -258,7 +258,7 @@ class MonitorService:
                     if item.type == MsgType.FINISH:
                         finish, finish_at = item, time.monotonic()
                     else:
-                        self.engine.handle(item)
+                        self._handle(item)
                 elif isinstance(item, _Disconnect):
                     self.engine.disconnect(item.agent)
                     if item.agent == MAIN_AGENT and main_gone_at is None:
@@ -391,6 +391,19 @@ class MonitorService:
              "records": [r.records for r in rows], "cpu_ns": [r.cpu_ns for r in rows],
              "drains": [r.drains for r in rows]},
         )  # fmt: skip
+
+    def _handle(self, msg: Message) -> None:
+        """One message into the engine. One that makes no sense (fields of the wrong type or
+        out of range, which decoding cannot see) is refused and said, and the run goes on."""
+        try:
+            self.engine.handle(msg)
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError) as e:
+            self.bad_messages += 1
+            print(
+                f"streamscope monitor: refused a {msg.type.name} message from agent {msg.agent}: "
+                f"{type(e).__name__}: {e}",
+                file=sys.stderr,
+            )
 
     def _note_stalls(self) -> None:
         """Say when a stage stalls (busy past the limit without finishing) and when it goes on."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 import numpy as np
@@ -20,6 +20,7 @@ from streamscope.aggregate.points import (
     QuantilesPoint,
     ScalarPoint,
 )
+from streamscope.core.errors import RunFileError
 from streamscope.store.schema import OVER_BIN, UNDER_BIN
 
 Key = tuple[int, str, int]
@@ -40,8 +41,15 @@ def quantile_stat(q: float) -> str:
 
 
 def quantile_of(stat: str) -> float:
-    """Inverse of ``quantile_stat`` (exact: decimal arithmetic, then one rounding to float)."""
-    return float(Decimal(stat[1:]) / 100)
+    """Inverse of ``quantile_stat`` (exact: decimal arithmetic, then one rounding to float).
+    ``RunFileError`` for a name ``quantile_stat`` never makes (a damaged file)."""
+    try:
+        q = Decimal(stat[1:]) / 100 if stat.startswith("p") else Decimal("nan")
+    except InvalidOperation:
+        q = Decimal("nan")
+    if q.is_nan() or not 0 <= q <= 1:
+        raise RunFileError(f"its stat table has a row {stat!r}, which is no quantile")
+    return float(q)
 
 
 @dataclass(slots=True)

@@ -108,6 +108,12 @@ class Run:
     def results(self, query_id: int | None = None, target: str | None = None) -> list[FrameResult]:
         """Frame results, ordered by query id, target, frame; ``None`` filters nothing."""
         src = self._source
+        try:
+            return self._rebuild(src, query_id, target)
+        except RunFileError as e:
+            raise RunFileError(f"{self.path or 'the run'} is damaged: {e}") from None
+
+    def _rebuild(self, src: _Source, query_id: int | None, target: str | None) -> list[FrameResult]:
         return _rows.rebuild(
             src.columns("frame", query_id, target),
             src.columns("stat", query_id, target),
@@ -459,6 +465,9 @@ def _read(p: Path, con: duckdb.DuckDBPyConnection) -> Run:
         tuple(ProbeInfo(*r) for r in fetch("probe")),
         functions=tuple(name for _, name in sorted(fetch("function"))),
     )
+    ids = [p.id for p in topology.probes]
+    if any(i < 1 for i in ids) or len(set(ids)) != len(ids):
+        raise refuse(f"its probe ids are not distinct positive numbers: {sorted(ids)[:10]}")
     queries = tuple(
         QueryRecord(i, text, metric, unit, fns, tuple(targets), tuple(stats))
         for i, text, metric, unit, fns, targets, stats in fetch("query")
