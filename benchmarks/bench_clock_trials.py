@@ -109,7 +109,7 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
     args = ap.parse_args()
-    trials = 10 if args.quick else args.trials
+    trials = 3 if args.quick else args.trials
     print(machine())
     rng = np.random.default_rng(args.seed)
     totals = {"live": [0, 0, 0.0, 0], "retimed": [0, 0, 0.0, 0]}

@@ -29,6 +29,8 @@ sys.path.insert(0, str(ROOT / "examples"))
 
 import streamscope as ss  # noqa: E402
 
+#: What ``--quick`` (a smoke test) runs: one source of each kind and one of the seed's rows.
+QUICK_ROWS = ("exp", "onoff", "seed M/M/1 hw")
 TOLERANCE = 0.15  #: W1 to the truth, as a share of the true mean occupancy
 FRAME = "200ms"
 
@@ -140,12 +142,15 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--seconds", type=float, default=3.0, help="length of each run")
-    ap.add_argument("--quick", action="store_true", help="one seed, short runs (smoke test)")
+    ap.add_argument(
+        "--quick", action="store_true", help="one seed, short runs, three rows (smoke test)"
+    )
     ap.add_argument("--only", nargs="+", help="rows whose label starts with one of these")
     ap.add_argument("-v", "--verbose", action="store_true", help="one line per run")
     a = ap.parse_args(argv)
     seeds, seconds = (1, 1.5) if a.quick else (a.seeds, a.seconds)
-    rows = [r for r in ROWS if not a.only or any(r.label.startswith(o) for o in a.only)]
+    only = a.only or (QUICK_ROWS if a.quick else None)
+    rows = [r for r in ROWS if not only or any(r.label.startswith(o) for o in only)]
     tmp = Path(tempfile.mkdtemp(prefix="bench-vq-sources-"))
     head = (
         f"{'':24} {'':9} {'':5}  {'model used (profile if measured)':29}  "

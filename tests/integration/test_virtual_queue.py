@@ -125,7 +125,7 @@ def test_a_device_stage_that_raises_fails_the_run_cleanly(tmp_path: Path) -> Non
     p.add("sink", lambda x: None)
     p.chain("source", "work", "sink", capacity=32)
     out = tmp_path / "boom.duckdb"
-    res = ss.run(p, ["occupancy(source -> work): mean every 100ms"], ss.RunOptions(out=out))
+    res = ss.run(p, ["occupancy(source -> work): mean every 500ms"], ss.RunOptions(out=out))
     assert res.status == "failed" and res.exit_code == 1
     assert res.stage == "work" and "bad item 300" in (res.error or "")
     assert "test_virtual_queue.py" in (res.error or "")

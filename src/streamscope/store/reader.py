@@ -466,8 +466,8 @@ def _read(p: Path, con: duckdb.DuckDBPyConnection) -> Run:
         functions=tuple(name for _, name in sorted(fetch("function"))),
     )
     ids = [p.id for p in topology.probes]
-    if any(i < 1 for i in ids) or len(set(ids)) != len(ids):
-        raise refuse(f"its probe ids are not distinct positive numbers: {sorted(ids)[:10]}")
+    if any(i < 0 for i in ids) or len(set(ids)) != len(ids):
+        raise refuse(f"its probe ids are not distinct non-negative numbers: {sorted(ids)[:10]}")
     queries = tuple(
         QueryRecord(i, text, metric, unit, fns, tuple(targets), tuple(stats))
         for i, text, metric, unit, fns, targets, stats in fetch("query")
