@@ -65,3 +65,37 @@ def check(
             missed += 1
             worst = max(worst, over)
     return checked, missed, worst, negative
+
+
+class Tally:
+    """Frames checked, missed, the worst excess and negative latencies, per label (``live``,
+    ``refitted``/``retimed``), over many trials; ``report`` prints the lines the benchmarks end
+    with and says whether every target was met."""
+
+    def __init__(self, *labels: str) -> None:
+        self.totals = {label: [0, 0, 0.0, 0] for label in labels}
+
+    def add(self, label: str, result: tuple[int, int, float, int], what: str) -> None:
+        checked, missed, worst, negative = result
+        t = self.totals[label]
+        t[0] += checked
+        t[1] += missed
+        t[2] = max(float(t[2]), worst)
+        t[3] += negative
+        if missed or negative:
+            print(f"{what} {label}: {missed} of {checked} frames outside, by up to "
+                  f"{worst / 1e3:.2f} us; {negative} negative")  # fmt: skip
+
+    def report(self) -> bool:
+        met = True
+        width = max(len(label) for label in self.totals) + 1
+        for label, (checked, missed, worst, negative) in self.totals.items():
+            inside = 100.0 * (1 - missed / max(int(checked), 1))
+            ok = missed == 0 and negative == 0
+            met &= ok
+            print(
+                f"{label:{width}s} frames {int(checked):5d}  truth inside {inside:6.2f} %  worst "
+                f"excess {float(worst) / 1e3:.2f} us  negative {int(negative)}  target 100 %, "
+                f"none: {'meets' if ok else 'misses'}"
+            )
+        return met

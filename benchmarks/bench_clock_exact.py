@@ -25,7 +25,7 @@ import sys
 
 import numpy as np
 
-from _clocktruth import check
+from _clocktruth import Tally, check
 from _harness import machine, parser
 from streamscope.aggregate.points import FrameResult
 from streamscope.core.records import Kind, make_records
@@ -163,33 +163,17 @@ def main() -> int:
     trials = 20 if args.quick else args.trials
     print(machine())
     rng = np.random.default_rng(args.seed)
-    totals = {"live": [0, 0, 0.0, 0], "refitted": [0, 0, 0.0, 0]}
+    tally = Tally("live", "refitted")
     for k in range(trials):
         spec = random_spec(rng)
         truth = Truth(spec, int(rng.integers(2**31)))
         for label, live in (("live", True), ("refitted", False)):
-            checked, missed, worst, negative = check(
+            result = check(
                 truth.inserted, truth.removed, T0, FRAME_NS, spec.tick_ns, run_engine(truth, live)
             )
-            t = totals[label]
-            t[0] += checked
-            t[1] += missed
-            t[2] = max(float(t[2]), worst)
-            t[3] += negative
-            if missed:
-                print(f"trial {k} {label}: {missed} of {checked} frames outside, by up to "
-                      f"{worst / 1e3:.2f} us [{spec}]")  # fmt: skip
+            tally.add(label, result, f"trial {k} [{spec}]")
     print(f"{trials} trials")
-    failed = False
-    for label, (checked, missed, worst, negative) in totals.items():
-        inside = 100.0 * (1 - missed / max(int(checked), 1))
-        ok = missed == 0 and negative == 0
-        failed |= not ok
-        print(
-            f"{label:9s} frames {int(checked):5d}  truth inside {inside:6.2f} %  worst excess "
-            f"{float(worst) / 1e3:.2f} us  negative {int(negative)}  target 100 %, none: "
-            f"{'meets' if ok else 'misses'}"
-        )
+    failed = not tally.report()
     return 1 if args.strict and failed else 0
 
 

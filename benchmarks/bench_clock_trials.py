@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 import streamscope as ss
-from _clocktruth import check
+from _clocktruth import Tally, check
 from _harness import machine, parser
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
@@ -112,7 +112,7 @@ def main() -> int:
     trials = 3 if args.quick else args.trials
     print(machine())
     rng = np.random.default_rng(args.seed)
-    totals = {"live": [0, 0, 0.0, 0], "retimed": [0, 0, 0.0, 0]}
+    tally = Tally("live", "retimed")
     with tempfile.TemporaryDirectory(prefix="trial-clocks-") as tmp_s:
         for k in range(trials):
             clock = random_clock(rng)
@@ -121,29 +121,12 @@ def main() -> int:
             for label in ("live", "retimed"):
                 if label == "retimed":
                     retime(out)
-                checked, missed, worst, negative = judge(out)
-                t = totals[label]
-                t[0] += checked
-                t[1] += missed
-                t[2] = max(float(t[2]), worst)
-                t[3] += negative
-                if missed or negative:
-                    print(f"trial {k} {label}: {missed} of {checked} frames outside, by up to "
-                          f"{worst / 1e3:.2f} us; {negative} negative [{clock}]")  # fmt: skip
+                tally.add(label, judge(out), f"trial {k} [{clock}]")
             for p in d.iterdir():
                 p.unlink()
             d.rmdir()
     print(f"{trials} trials")
-    failed = False
-    for label, (checked, missed, worst, negative) in totals.items():
-        inside = 100.0 * (1 - missed / max(int(checked), 1))
-        ok = missed == 0 and negative == 0
-        failed |= not ok
-        print(
-            f"{label:8s} frames {int(checked):5d}  truth inside {inside:6.2f} %  worst excess "
-            f"{float(worst) / 1e3:.2f} us  negative {int(negative)}  target 100 %, none: "
-            f"{'meets' if ok else 'misses'}"
-        )
+    failed = not tally.report()
     return 1 if args.strict and failed else 0
 
 

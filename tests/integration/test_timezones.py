@@ -148,13 +148,7 @@ def test_clock_steps_and_changes_of_rate_stay_inside_the_bounds_against_an_exact
     random rates, drifts, ticks, steps and changes of rate, read at known host times and
     calibrated by simulated round trips, fed to the engine live and refitted; every frame's
     latency median and extremes within its uncertainty of the exact truth, none negative."""
-    script = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_clock_exact.py"
-    proc = subprocess.run(
-        [sys.executable, str(script), "--trials", "200", "--seed", "7", "--strict"],
-        capture_output=True, text=True, timeout=300, check=False, cwd=script.parents[1],
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
-    assert proc.stdout.count("truth inside 100.00 %") == 2
+    strict_clock_benchmark("bench_clock_exact.py", "--trials", "200", "--seed", "7")
 
 
 @pytest.mark.slow
@@ -164,10 +158,16 @@ def test_clock_trials_through_real_processes_stay_inside_the_bounds() -> None:
     round trips, the monitor live and ``retime`` after; every frame's median and extremes within
     their uncertainty of the exact truth (each removal tick through the clock's true inverse),
     none negative."""
-    script = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_clock_trials.py"
+    strict_clock_benchmark("bench_clock_trials.py", "--trials", "6", "--seed", "3")
+
+
+def strict_clock_benchmark(script: str, *args: str) -> None:
+    """Run a clock benchmark with ``--strict``: it exits 0 only with every target met, and
+    prints the truth inside in 100 % of its frames, live and refitted."""
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / script
     proc = subprocess.run(
-        [sys.executable, str(script), "--trials", "6", "--seed", "3", "--strict"],
-        capture_output=True, text=True, timeout=300, check=False, cwd=script.parents[1],
+        [sys.executable, str(path), *args, "--strict"],
+        capture_output=True, text=True, timeout=300, check=False, cwd=path.parents[1],
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert proc.stdout.count("truth inside 100.00 %") == 2
