@@ -32,11 +32,15 @@ def check(
     frame_ns: int,
     tick_ns: float,
     frames: Sequence[FrameResult],
+    removed_latest: np.ndarray | None = None,
 ) -> tuple[int, int, float, int]:
     """(frames checked, frames where a median or extreme lies outside its uncertainty of the
     truth, the worst excess in ns, negative latencies). ``removed`` is when the device really
-    read each removal's tick: the event lies within one tick after it."""
-    lat = removed - inserted
+    read each removal's tick: the event lies within one tick after it. ``removed_latest``: the
+    latest it can have been, where the tick alone cannot say (a reading shortly after a
+    backward step repeats positions): the truth is then the interval between the two."""
+    late = removed if removed_latest is None else removed_latest
+    lat, lat_late = removed - inserted, late - inserted
     frame_of = (removed - t0_ns) // frame_ns
     tick_host = tick_ns * 1.001  # a reading is the tick it lies in
     checked = missed = negative = 0
@@ -54,12 +58,16 @@ def check(
         reported = float(stats.get("uncertainty_ns") or 0.0)
         unc = reported + tick_host + SLACK_NS
         over = -math.inf
-        for name, want in (
-            ("q0.5", lower_median(lat[sel])), ("min", lat[sel].min()), ("max", lat[sel].max()),
+        a, b = lat[sel], lat_late[sel]
+        for name, lo, hi in (
+            ("q0.5", lower_median(a), lower_median(b)), ("min", a.min(), b.min()),
+            ("max", a.max(), b.max()),
         ):  # fmt: skip
             # A frame's median (or extreme) of latencies that each move by at most the
-            # uncertainty moves by at most as much.
-            over = max(over, abs(float(stats[name] or 0.0) - float(want)) - unc)
+            # uncertainty moves by at most as much; each latency lies in [a, b], so its median
+            # (extreme) in [that of a, that of b].
+            got = float(stats[name] or 0.0)
+            over = max(over, max(float(lo) - got, got - float(hi), 0.0) - unc)
         checked += 1
         if over > 0:
             missed += 1

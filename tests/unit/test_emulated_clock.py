@@ -8,7 +8,7 @@ import time
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from streamscope.core.clock import Clock
@@ -166,6 +166,7 @@ def test_ticks_at_and_true_host_ns_are_inverse(spec: EmulatedClockSpec, host: li
     tick_ns=st.floats(1, 2000),
     seed=st.integers(0, 2**31),
 )
+@example(step_ns=-90522.0, rate_step_ppm=0.0, step_at=0.078125, rate_at=0.0625, tick_ns=1.0, seed=0)
 def test_readings_in_order_invert_through_steps_back_and_forth(
     step_ns: float, rate_step_ppm: float, step_at: float, rate_at: float, tick_ns: float, seed: int
 ) -> None:
@@ -179,12 +180,14 @@ def test_readings_in_order_invert_through_steps_back_and_forth(
     # the order tells which time a repeated reading was taken at).
     t = 10**12 + np.sort(rng.integers(0, 100_000_000, 400))
     k = clock.ticks_at(t)
-    got = clock.true_host_ns_in_order(k)
+    early, late = clock.true_host_ns_in_order(k), clock.true_host_ns_latest(k)
     tol = 1e-6 * tick_ns + 0.05
-    assert np.all(np.diff(got) >= 0)
-    assert np.all(got <= t + tol)
-    # A reading k means the position was in [k, k + 1): within one tick (in host ns) after.
-    assert np.all(t - got < tick_ns * (1 + 2e-4) + tol)
+    assert np.all(np.diff(early) >= 0)
+    # Each reading was taken inside [earliest, latest + one tick): a reading k means the
+    # position was in [k, k + 1). Only a backward step makes the two differ, by its size at most.
+    assert np.all(early <= t + tol)
+    assert np.all(t - late < tick_ns * (1 + 2e-4) + tol)
+    assert np.all(late - early <= max(-step_ns, 0) * (1 + 2e-4) + tol)
 
 
 def test_readings_are_quantised_to_whole_ticks() -> None:

@@ -277,9 +277,22 @@ class EmulatedClock:
         tau = np.where(np.isnan(tau), self._step_at, tau)
         return tau + float(self._epoch)
 
+    def true_host_ns_latest(self, x_ticks: ArrayLike) -> NDArray[np.float64]:
+        """As ``true_host_ns``, but a position a backward step repeats maps to the last time the
+        device was there (with ``true_host_ns_in_order``: the interval a reading lies in)."""
+        d = np.asarray(x_ticks, dtype=np.float64).ravel() * self.tick_period_ns
+        tau = np.full(d.shape, -np.inf)
+        for lo, hi, c0, c1 in self._pieces():
+            cand = self._tau_for(d, c0, c1)
+            tau = np.where((cand >= lo) & (cand < hi), np.maximum(tau, cand), tau)
+        tau = np.where(np.isfinite(tau), tau, self._step_at)  # skipped by a forward step
+        return tau + float(self._epoch)
+
     def true_host_ns_in_order(self, x_ticks: ArrayLike) -> NDArray[np.float64]:
         """As ``true_host_ns`` for readings taken one after another (in host time): a position
-        a backward step repeats maps to the first time at or after the previous reading's."""
+        a backward step repeats maps to the first time at or after the previous reading's.
+        That is the earliest the reading can have been taken (a reading shortly after a
+        backward step may as well be the later visit: ``true_host_ns_latest``)."""
         d = np.asarray(x_ticks, dtype=np.float64).ravel() * self.tick_period_ns
         pieces = self._pieces()
         cands = np.full((len(d), len(pieces)), np.nan)
