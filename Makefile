@@ -13,7 +13,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo -n)
 $(STAMP): pyproject.toml setup.py src/streamscope/core/_native.c
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,report,export]'
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
 run: $(STAMP)

@@ -195,15 +195,15 @@ def pipeline(argv: list[str]) -> ss.Pipeline:
     return p
 
 
-def queries(walks: int, frame: str = "1s") -> list[str]:
-    """What the seed asked, and what shows where the time goes."""
-    stages = ["prng", "split", *(f"walk{i}" for i in range(walks)), "avg"]
+def queries(frame: str = "1s") -> list[str]:
+    """What the seed asked, and what shows where the time goes: every walk stage, however many
+    ``--walks`` made (``walk*`` matches the stages the pipeline has)."""
     return [
         f"occupancy(prng -> split): mean, max every {frame}",
         f"occupancy(avg -> print): mean, max every {frame}",
         f"throughput(prng -> split): mean every {frame}",
-        *(f"state({s}): duty every {frame}" for s in stages),
+        *(f"state({s}): duty every {frame}" for s in ("prng", "split", "walk*", "avg")),
     ]
 
 
-QUERIES = queries(8)
+QUERIES = queries()

@@ -28,7 +28,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
         # 16 ms of device time per block: the walk units, not the interpreter, set the pace.
         args = ["--walks", str(walks), "--blocks", "1600", "--every", "120", "--block-us", "16000"]
         p = lap.pipeline([*args, "--quiet"])
-        res = ss.run(p, lap.queries(walks, FRAME), ss.RunOptions(out=path, mode="inline"))
+        res = ss.run(p, lap.queries(FRAME), ss.RunOptions(out=path, mode="inline"))
         assert res.status == "completed", res.error
         out[walks] = path
     return out
@@ -111,3 +111,14 @@ def test_the_solution_is_right_within_its_monte_carlo_error(tmp_path: Path) -> N
     sigma = 0.5 / np.sqrt(walks)  # values lie in [0, 1]: variance at most 1/4
     assert walks.min() > 1000
     assert np.all(np.abs(est - truth) < 4.5 * sigma), (est, truth, sigma)
+
+
+@pytest.mark.parametrize("walks", [1, 4, 16])
+def test_the_flagship_queries_follow_its_walks(walks: int) -> None:
+    """``make run`` with any ``--walks``: the app's QUERIES measure every walk stage it built."""
+    from streamscope.runtime.session import prepare
+
+    lap = example("laplace")
+    plan, _ = prepare(lap.pipeline(["--walks", str(walks), "--quiet"]), lap.QUERIES, 10**9)
+    measured = {t.name for q in plan.queries if q.metric == "state" for t in q.targets}
+    assert measured == {"prng", "split", "avg", *(f"walk{i}" for i in range(walks))}

@@ -41,8 +41,8 @@ def calibrate(
     """
     from rich.console import Console
 
-    from streamscope.cli.common import fmt_ns
     from streamscope.core.errors import ConfigError
+    from streamscope.core.fmt import fmt_ns
     from streamscope.timebase.emulated import EmulatedClockSpec
     from streamscope.timebase.roundtrip import calibrate_emulated
 

@@ -109,7 +109,7 @@ def _label(r: Delta) -> str:
 
 
 def _fmt(r: Delta, v: float | str | None) -> str:
-    from streamscope.cli.common import fmt_value
+    from streamscope.core.fmt import fmt_num, fmt_value
 
     if isinstance(v, str):
         return v
@@ -118,7 +118,7 @@ def _fmt(r: Delta, v: float | str | None) -> str:
     if r.unit == "fraction":
         return f"{v * 100:.1f} %"
     if r.unit in ("state", ""):
-        return f"{v:.4g}"
+        return fmt_num(float(v), 4)
     return fmt_value(v, r.unit)
 
 

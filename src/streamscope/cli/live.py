@@ -22,7 +22,7 @@ from streamscope.aggregate.points import (
     QuantilesPoint,
     ScalarPoint,
 )
-from streamscope.cli.common import fmt_ns, fmt_value
+from streamscope.core.fmt import fmt_ns, fmt_value
 from streamscope.query.compile import Plan
 
 

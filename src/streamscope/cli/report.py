@@ -36,14 +36,7 @@ def report(
         raise ConfigError(f"--out {target} would overwrite the run file")
     if target.parent and not target.parent.is_dir():
         raise ConfigError(f"--out {target}: the folder {target.parent} does not exist")
-    try:
-        summary = write_report(run_file, target, compare_with=compare_with)
-    except ModuleNotFoundError as exc:  # plotly is the optional `report` extra
-        if not (exc.name or "").startswith("plotly"):
-            raise
-        raise ConfigError(
-            "streamscope report needs plotly: pip install 'streamscope[report]'"
-        ) from None
+    summary = write_report(run_file, target, compare_with=compare_with)
     typer.echo(
         f"wrote {summary.path} ({summary.bytes / 1e6:.1f} MB): {', '.join(summary.sections)}"
     )

@@ -162,11 +162,7 @@ def run(
     for i, q in enumerate(query or []):
         texts.extend(parse_queries(q, source=f"--query #{i + 1}"))
     if not texts:
-        texts.extend(default_queries(module, app))
-    if not texts:
-        raise ConfigError(
-            "no queries: pass --query, --queries FILE, or define QUERIES in the app file"
-        )
+        texts.extend(default_queries(module, app))  # the app's QUERIES; none: the defaults
     plan, _ = prepare(pipeline, texts, frame_ns)  # type: ignore[arg-type]
     console = Console(highlight=False)
     opts = RunOptions(

@@ -24,7 +24,6 @@ def show(
     from rich.console import Console
     from rich.table import Table
 
-    from streamscope.cli.common import fmt_ns
     from streamscope.cli.summary import (
         clock_table,
         frames_table,
@@ -33,6 +32,7 @@ def show(
         summary_table,
         vq_table,
     )
+    from streamscope.core.fmt import fmt_ns
     from streamscope.store.reader import load
 
     with load(run_file) as run:

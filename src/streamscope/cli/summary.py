@@ -11,8 +11,8 @@ from rich.table import Table
 
 from streamscope.aggregate.points import DutyPoint, FrameResult, ScalarPoint
 from streamscope.analysis import findings
-from streamscope.cli.common import fmt_ns, fmt_value
 from streamscope.cli.live import describe_points
+from streamscope.core.fmt import fmt_ns, fmt_value
 from streamscope.core.topology import HOST
 from streamscope.store.reader import Run, load
 

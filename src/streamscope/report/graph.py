@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from html import escape
 from typing import Protocol
 
+from streamscope.core.fmt import fmt_num
 from streamscope.core.topology import HOST, ChannelInfo, Topology
 
 BOX_W = 200
@@ -139,11 +140,7 @@ def _pct(x: float | None) -> str:
 
 
 def _num(x: float | None, unit: str = "") -> str:
-    if x is None:
-        return "-"
-    if abs(x) >= 100 or float(x).is_integer():
-        return f"{x:,.0f}{unit}"
-    return f"{x:.3g}{unit}"
+    return "-" if x is None else fmt_num(float(x)) + unit
 
 
 def _short(name: str, n: int) -> str:

@@ -20,6 +20,8 @@ from html import escape
 from typing import Any
 
 from streamscope.analysis import channel_summary, compare, findings, stage_breakdown
+from streamscope.core.fmt import fmt_ns
+from streamscope.core.fmt import fmt_num as fmt
 from streamscope.report import data as rd
 from streamscope.report import figures as fg
 from streamscope.report.graph import STATES, pipeline_svg
@@ -139,32 +141,6 @@ def _json_script(obj: Any) -> str:
     """JSON safe inside ``<script>``: no ``<``, ``>`` or ``&`` survive as themselves."""
     text = json.dumps(_finite(obj), separators=(",", ":"), allow_nan=False, default=str)
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-
-
-def fmt_ns(ns: float | None) -> str:
-    if ns is None or (isinstance(ns, float) and not math.isfinite(ns)):
-        return "-"
-    a = abs(ns)
-    for unit, scale in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
-        if a >= scale:
-            return f"{ns / scale:.3g} {unit}"
-    return f"{ns:.3g} ns"
-
-
-def fmt(x: object, digits: int = 3) -> str:
-    if x is None:
-        return "-"
-    if isinstance(x, bool):
-        return "yes" if x else "no"
-    if isinstance(x, int):
-        return f"{x:,}"
-    if isinstance(x, float):
-        if not math.isfinite(x):
-            return "-"
-        if x.is_integer() and abs(x) < 1e15:
-            return f"{int(x):,}"
-        return f"{x:.{digits}g}"
-    return str(x)
 
 
 def pct(x: float | None) -> str:

@@ -18,6 +18,7 @@ from streamscope.pipeline.runner import Outcome, Runner
 from streamscope.probes import tracing
 from streamscope.query.ast import Query
 from streamscope.query.compile import Plan, compile_queries
+from streamscope.query.defaults import default_queries
 from streamscope.runtime.functrace import TracingSession
 from streamscope.runtime.launch import Launched
 from streamscope.runtime.options import (
@@ -36,8 +37,12 @@ __all__ = ["FramesCallback", "RunOptions", "RunResult", "prepare", "run"]
 def prepare(
     pipeline: Pipeline, queries: Sequence[Query | str], frame_ns: int
 ) -> tuple[Plan, Topology]:
-    """Validate everything before anything runs: the pipeline, then every query against it."""
+    """Validate everything before anything runs: the pipeline, then every query against it.
+    No queries: the defaults (every channel's occupancy, throughput and latency, every stage's
+    state)."""
     pipeline.validate()
+    if not queries:  # none asked: every channel and every stage (query/defaults.py)
+        queries = default_queries(pipeline.topology())
     plan = compile_queries(list(queries), pipeline.topology(), frame_ns)
     taps = plan.taps | {("trace", s) for s in pipeline.traced_stages()}
     # Every host stage's state is tracked, asked for or not: it is how a stage that hangs is

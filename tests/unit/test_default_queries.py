@@ -1,0 +1,45 @@
+"""No queries asked: every channel's occupancy, throughput and latency, every stage's state."""
+
+from __future__ import annotations
+
+import streamscope as ss
+from streamscope.query.defaults import default_queries
+from streamscope.runtime.session import prepare
+
+
+def _pipeline() -> ss.Pipeline:
+    p = ss.Pipeline("d")
+    p.add("src", range(10))
+    p.add("a", lambda x: x)
+    p.add("b", lambda x: x)
+    p.add("sink", lambda x: None)
+    p.connect("src", "a")
+    p.connect("src", "b")
+    p.connect("a", "sink")
+    p.connect("b", "sink")
+    return p
+
+
+def test_no_queries_measure_every_channel_and_every_stage() -> None:
+    p = _pipeline()
+    plan, _ = prepare(p, [], 1_000_000_000)
+    by_metric = {q.metric: {t.name for t in q.targets} for q in plan.queries}
+    channels = {c.name for c in p.topology().channels}
+    assert by_metric == {
+        "occupancy": channels, "throughput": channels, "latency": channels,
+        "state": {"src", "a", "b", "sink"},
+    }  # fmt: skip
+    occupancy = next(q for q in plan.queries if q.metric == "occupancy")
+    assert occupancy.text == "occupancy(* -> *)"  # its default aggregations: mean, max, histogram
+    assert all(q.frame_ns == 1_000_000_000 for q in plan.queries)
+
+
+def test_explicit_queries_replace_the_defaults() -> None:
+    plan, _ = prepare(_pipeline(), ["state(a): duty"], 1_000_000_000)
+    assert [q.text for q in plan.queries] == ["state(a): duty"]
+
+
+def test_a_single_stage_gets_only_its_state() -> None:
+    p = ss.Pipeline("one")
+    p.add("only", range(3))
+    assert default_queries(p.topology()) == ["state(*)"]
