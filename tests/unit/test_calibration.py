@@ -513,3 +513,22 @@ def test_unfittable_bursts_say_what_is_wrong() -> None:
     with pytest.raises(CalibrationError, match="time order"):
         f = fit_hull(Exchanges([0, 100, 200], [0, 100, 200], [10, 110, 210]))
         ClockModel([f, f])
+
+
+@pytest.mark.parametrize("jump_ticks", [3_000.0, -3_000.0, 8_000.0, -8_000.0])
+def test_a_step_a_close_third_burst_cannot_show_stays_inside_the_bounds(jump_ticks: float) -> None:
+    """Bursts at 0, 2.4 s and 2.6 s (the run's end burst shortly after the last periodic one),
+    a step between the first two: the third burst, so close to the second, misses the line
+    through the first two by only a twelfth of the step, so no split shows it. The bounds of that
+    gap allow the largest step the three could hide, and the truth stays inside."""
+    hidden = 0
+    for seed in range(6):
+        rng = np.random.default_rng(seed)
+        truth = Truth.make(rng, step_at_ns=1.2e9, jump_ticks=jump_ticks)
+        fits = _bursts(truth, rng, np.array([0.0, 2.4e9, 2.6e9]))
+        model = ClockModel(fits)
+        x, host = truth.pairs(np.linspace(0.1e9, 2.4e9, 801))
+        if model.segments() == [(0, 3)]:  # not split: the bounds alone must hold it
+            hidden += 1
+            assert inside(*model.bounds(x), host), (seed, jump_ticks)
+    assert hidden, "every step was split off: the case this test is about never arose"

@@ -102,8 +102,10 @@ class ClockModel:
     Hard bounds hold while the clock's rate changes no faster than ``drift_ppb_per_s`` (ppb per
     second of host time) and each burst is short enough for the clock to be linear across it.
     Between two bursts of a segment: their bounds at their centres joined linearly and widened
-    by a*(x - xa)*(xb - x)/2, and by both bursts' spreads together (a step no larger cannot
-    split the segment, yet moves the clock off the line between them). From each anchor
+    by a*(x - xa)*(xb - x)/2, and by the largest step the segment could hide in that gap (one
+    no larger than both bursts' spreads together cannot split it; a larger one is split off only
+    where a third burst before or after misses the line through the other two, which a third
+    burst close to its neighbour does only for a step many times its spread). From each anchor
     outwards: the spread of its feasible lines, and of the lines that meet it and its segment
     neighbour (with the drift allowance), plus a*d**2/2.
     All that apply hold, so the tightest is used. ``tick_period_ns`` is the nominal period: only
@@ -269,9 +271,15 @@ class ClockModel:
         (ca_lo, ca_hi), (cb_lo, cb_hi) = self._own.at_ref(ia), self._own.at_ref(ib)
         kappa = np.maximum(self._own.kappa[ia], self._own.kappa[ib])
         allow = 0.5 * kappa * da * (gap - da)
-        # ... and by the largest step the two bursts cannot tell from their own spread: one no
-        # larger than their spreads together lets a single line meet both, so no split shows it
-        hide = (ca_hi - ca_lo) + (cb_hi - cb_lo)
+        # ... and by the largest step the bursts around the gap cannot show: one no larger than
+        # the two bursts' spreads together lets a single line meet both; a larger one is split
+        # off where a third burst of the segment, before or after, misses the line through the
+        # other two by more than their spreads leave room for. How much more grows with the
+        # lever: a third burst close to its neighbour (the run's end burst, shortly after the
+        # last periodic one) shows only a large step, so the gap's bounds must allow the rest.
+        spread_a, spread_b = ca_hi - ca_lo, cb_hi - cb_lo
+        hidden = self._hidden(ia, ib, spread_a, spread_b)
+        hide = np.maximum(spread_a + spread_b, np.where(np.isfinite(hidden), hidden, 0.0))
         lo_in = np.maximum(ca_lo + t * (cb_lo - ca_lo) - allow, np.maximum(lo_a, lo_b)) - hide
         hi_in = np.minimum(ca_hi + t * (cb_hi - ca_hi) + allow, np.minimum(hi_a, hi_b)) + hide
         # across a step the truth follows one side or the other, or did both and more between
@@ -286,6 +294,33 @@ class ClockModel:
         xf = x.astype(np.float64)
         open_ = (xf < self._open_before) | (xf >= self._open_after)
         return np.where(open_, -np.inf, lo), np.where(open_, np.inf, hi)
+
+    def _hidden(self, ia: NDArray[np.intp], ib: NDArray[np.intp], w_a: F64, w_b: F64) -> F64:
+        """Per gap between anchors a and b: the largest step in it that the anchor before a or
+        the one after b, in the same segment, could not have shown (the line through two of the
+        three, tilted within their spreads, still meets the third), the smaller of the two; inf
+        where the segment has neither (two bursts alone: only the drift allowance holds)."""
+        m = self._x0.size
+        x0 = self._x0.astype(np.float64)
+        gap = x0[ib] - x0[ia]
+        out = np.full(ia.shape, np.inf)
+        z, c = ia - 1, ib + 1
+        ok_z = (z >= 0) & (ib > ia)
+        ok_z[ok_z] &= self._seg[z[ok_z]] == self._seg[ia[ok_z]]
+        if ok_z.any():
+            zi = z[ok_z]
+            z_lo, z_hi = self._own.at_ref(zi)
+            r = gap[ok_z] / np.maximum(x0[ia[ok_z]] - x0[zi], 1.0)
+            out[ok_z] = 0.5 * ((z_hi - z_lo) * r + w_a[ok_z] * (1 + r) + w_b[ok_z])
+        ok_c = (c < m) & (ib > ia)
+        ok_c[ok_c] &= self._seg[np.minimum(c[ok_c], m - 1)] == self._seg[ib[ok_c]]
+        if ok_c.any():
+            ci = c[ok_c]
+            c_lo, c_hi = self._own.at_ref(ci)
+            r = gap[ok_c] / np.maximum(x0[ci] - x0[ib[ok_c]], 1.0)
+            right = 0.5 * ((c_hi - c_lo) * r + w_b[ok_c] * (1 + r) + w_a[ok_c])
+            out[ok_c] = np.minimum(out[ok_c], right)
+        return out
 
     def _monotone(
         self, x: NDArray[Any], ia: NDArray[np.intp], ib: NDArray[np.intp]
