@@ -25,6 +25,32 @@ def lower_median(x: np.ndarray) -> float:
     return float(np.sort(x)[math.ceil(0.5 * len(x)) - 1])
 
 
+def _stats(frames: Sequence[FrameResult]) -> dict[int, dict[str, float | None]]:
+    """Per frame: its scalar points and quantiles by name (``q0.5`` for the median)."""
+    out: dict[int, dict[str, float | None]] = {}
+    for fr in frames:
+        stats: dict[str, float | None] = {
+            p.stat: p.value for p in fr.points if isinstance(p, ScalarPoint)
+        }
+        for p in fr.points:
+            if isinstance(p, QuantilesPoint):
+                stats.update({f"q{q}": v for q, v in zip(p.qs, p.values, strict=True)})
+        out[fr.frame] = stats
+    return out
+
+
+def _median_range(sure: np.ndarray, maybe: np.ndarray) -> tuple[float, float]:
+    """The lowest and highest median of ``sure`` with any subset of ``maybe`` added: the
+    lowest adds some of the smallest of ``maybe``, the highest some of the largest."""
+    maybe = np.sort(maybe)
+    low = [np.concatenate([sure, maybe[:k]]) for k in range(len(maybe) + 1)]
+    high = [np.concatenate([sure, maybe[len(maybe) - k :]]) for k in range(len(maybe) + 1)]
+    return (
+        min(lower_median(x) for x in low if len(x)),
+        max(lower_median(x) for x in high if len(x)),
+    )
+
+
 def check(
     inserted: np.ndarray,
     removed: np.ndarray,
@@ -38,34 +64,48 @@ def check(
     truth, the worst excess in ns, negative latencies). ``removed`` is when the device really
     read each removal's tick: the event lies within one tick after it. ``removed_latest``: the
     latest it can have been, where the tick alone cannot say (a reading shortly after a
-    backward step repeats positions): the truth is then the interval between the two."""
+    backward step repeats positions): the truth is then the interval between the two.
+
+    The monitor puts each removal in the frame its estimated time falls in, and that estimate
+    is as uncertain as the frame says: a removal within that uncertainty of a frame's edge may
+    be counted on either side, so a frame's truth is the range its figures take over every
+    such choice (a median: over adding any of those removals; an extreme: likewise).
+    """
     late = removed if removed_latest is None else removed_latest
     lat, lat_late = removed - inserted, late - inserted
-    frame_of = (removed - t0_ns) // frame_ns
     tick_host = tick_ns * 1.001  # a reading is the tick it lies in
+    by_frame = _stats(frames)
+    reach = {k: float(st.get("uncertainty_ns") or 0.0) + tick_host + SLACK_NS
+             for k, st in by_frame.items()}  # fmt: skip
     checked = missed = negative = 0
     worst = 0.0
-    for fr in frames:
-        sel = frame_of == fr.frame
-        stats = {p.stat: p.value for p in fr.points if isinstance(p, ScalarPoint)}
-        for p in fr.points:
-            if isinstance(p, QuantilesPoint):
-                stats.update({f"q{q}": v for q, v in zip(p.qs, p.values, strict=True)})
+    for k, stats in sorted(by_frame.items()):
         for name in ("q0.5", "min", "max"):
             negative += float(stats.get(name) or 0.0) < 0
-        if not sel.any() or stats.get("q0.5") is None:
+        if stats.get("q0.5") is None:
             continue
-        reported = float(stats.get("uncertainty_ns") or 0.0)
-        unc = reported + tick_host + SLACK_NS
+        unc = reach[k]
+        start, end = t0_ns + k * frame_ns, t0_ns + (k + 1) * frame_ns
+        u_lo, u_hi = max(unc, reach.get(k - 1, unc)), max(unc, reach.get(k + 1, unc))
+        sure = (removed >= start + u_lo) & (late < end - u_hi)
+        maybe = (late >= start - u_lo) & (removed < end + u_hi) & ~sure
+        if not (sure | maybe).any():
+            continue
+        a, b = lat[sure], lat_late[sure]
+        ma, mb = lat[maybe], lat_late[maybe]
+        both_a, both_b = np.concatenate([a, ma]), np.concatenate([b, mb])
+        med_lo, _ = _median_range(a, ma)
+        _, med_hi = _median_range(b, mb)
+        # A frame's median (or extreme) of latencies that each move by at most the uncertainty
+        # moves by at most as much; each latency lies in [a, b], so its median (extreme) lies
+        # between those of a and of b, over every choice of the removals near its edges.
+        ranges = (
+            ("q0.5", med_lo, med_hi),
+            ("min", both_a.min(), b.min() if len(b) else both_b.max()),
+            ("max", a.max() if len(a) else both_a.min(), both_b.max()),
+        )
         over = -math.inf
-        a, b = lat[sel], lat_late[sel]
-        for name, lo, hi in (
-            ("q0.5", lower_median(a), lower_median(b)), ("min", a.min(), b.min()),
-            ("max", a.max(), b.max()),
-        ):  # fmt: skip
-            # A frame's median (or extreme) of latencies that each move by at most the
-            # uncertainty moves by at most as much; each latency lies in [a, b], so its median
-            # (extreme) in [that of a, that of b].
+        for name, lo, hi in ranges:
             got = float(stats[name] or 0.0)
             over = max(over, max(float(lo) - got, got - float(hi), 0.0) - unc)
         checked += 1

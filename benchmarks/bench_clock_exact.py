@@ -12,7 +12,7 @@ and refitted, the worst excess, and any negative latency. Target: 100 %, none.
 Unlike ``bench_clock_trials.py`` (real processes, the application's own stamps, whose noise
 limits what it can resolve), nothing here is noisy: a miss is the model's.
 
-    python benchmarks/bench_clock_exact.py [--quick] [--trials N] [--seed S] [--strict]
+    python benchmarks/bench_clock_exact.py [--quick] [--trials N] [--seed S] [--close] [--strict]
 
 It exits 0 whatever the figures; with ``--strict`` (the test suite's use) it exits 1 when a
 target is missed: nothing here is noisy, so a miss is a bug, not a measurement.
@@ -133,25 +133,29 @@ def run_engine(truth: Truth, live: bool) -> list[FrameResult]:
     return out
 
 
-def random_spec(rng: np.random.Generator) -> EmulatedClockSpec:
+def random_spec(rng: np.random.Generator, close: bool = False) -> EmulatedClockSpec:
     """Rate ±100 ppm, offset ±1000 s, drift ±10 ppb/s, tick 1 ns – 2 µs; a step forward or
     back of 1 µs – 10 ms (log-uniform), a change of rate of up to ±100 ppm, or both, at random
-    times inside the run."""
-    what = int(rng.integers(3))
-    step = what in (0, 2)
-    rate = what in (1, 2)
+    times inside the run. ``close``: always both, at most 400 ms (two bursts' gaps) apart."""
+    what = 2 if close else int(rng.integers(3))
+    rate_ppm, offset_s = float(rng.uniform(-100, 100)), float(rng.uniform(-1000, 1000))
+    drift, tick = float(rng.uniform(-10, 10)), float(math.exp(rng.uniform(0, math.log(2000))))
+    step_at, step_ns, rate_at, rate_step = None, 0.0, None, 0.0
+    if what in (0, 2):
+        step_at = float(rng.uniform(0.35, 1.2 if close else 1.4))
+        step_ns = float(
+            rng.choice([-1.0, 1.0]) * math.exp(rng.uniform(math.log(1e3), math.log(1e7)))
+        )
+    if what in (1, 2):
+        if close and step_at is not None:
+            rate_at = min(max(step_at + float(rng.uniform(-0.4, 0.4)), 0.3), 1.45)
+        else:
+            rate_at = float(rng.uniform(0.35, 1.4))
+        rate_step = float(rng.uniform(-100, 100))
     return EmulatedClockSpec(
-        rate_ppm=float(rng.uniform(-100, 100)),
-        offset_s=float(rng.uniform(-1000, 1000)),
-        drift_ppb_s=float(rng.uniform(-10, 10)),
-        tick_ns=float(math.exp(rng.uniform(0, math.log(2000)))),
-        step_at_s=float(rng.uniform(0.35, 1.4)) if step else None,
-        step_ns=float(rng.choice([-1.0, 1.0]) * math.exp(rng.uniform(math.log(1e3), math.log(1e7))))
-        if step
-        else 0.0,
-        rate_step_at_s=float(rng.uniform(0.35, 1.4)) if rate else None,
-        rate_step_ppm=float(rng.uniform(-100, 100)) if rate else 0.0,
-    )
+        rate_ppm=rate_ppm, offset_s=offset_s, drift_ppb_s=drift, tick_ns=tick,
+        step_at_s=step_at, step_ns=step_ns, rate_step_at_s=rate_at, rate_step_ppm=rate_step,
+    )  # fmt: skip
 
 
 def main() -> int:
@@ -159,13 +163,16 @@ def main() -> int:
     ap.add_argument("--trials", type=int, default=300)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
+    ap.add_argument(
+        "--close", action="store_true", help="a step and a change of rate within 400 ms"
+    )
     args = ap.parse_args()
     trials = 20 if args.quick else args.trials
     print(machine())
     rng = np.random.default_rng(args.seed)
     tally = Tally("live", "refitted")
     for k in range(trials):
-        spec = random_spec(rng)
+        spec = random_spec(rng, args.close)
         truth = Truth(spec, int(rng.integers(2**31)))
         for label, live in (("live", True), ("refitted", False)):
             result = check(

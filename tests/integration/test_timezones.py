@@ -134,8 +134,10 @@ def test_a_clock_step_mid_run_stays_inside_the_bounds_live_and_after_retime(
                 low = [p.value for p in fr.points if p.stat in ("first", "last", "min")]
                 assert all(v is None or v >= 0 for v in low), (label, fr.frame, fr.points)
     assert stepped, "no frame's bounds allow for the step: was it seen at all?"
-    # Frames away from the step keep bounds of their own, after retime too (not the run's widest).
-    assert min(u for *_, u, _ in retimed) < abs(step_ns) / 10
+    # Frames away from the step keep bounds of their own, after retime too (not the run's widest,
+    # which hold the step): two bursts between steps allow a change of rate between them too.
+    assert min(u for *_, u, _ in retimed) < abs(step_ns) / 5
+    assert min(u for *_, u, _ in retimed) < max(u for *_, u, _ in retimed) / 20
     # The monitor's lag is said to be the wait for calibration, not the monitor falling behind.
     with ss.load(out) as run:
         assert "wait for two calibration bursts" in monitor_line(run)

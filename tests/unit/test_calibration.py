@@ -25,6 +25,7 @@ from streamscope.timebase.calibration import (
     fit_hull,
     fit_timetrial,
 )
+from streamscope.timebase.emulated import EmulatedClock, EmulatedClockSpec
 
 F64 = NDArray[np.float64]
 HOST0 = 10**12  # host monotonic ns at the synthetic run's start (~17 minutes after boot)
@@ -532,3 +533,58 @@ def test_a_step_a_close_third_burst_cannot_show_stays_inside_the_bounds(jump_tic
             hidden += 1
             assert inside(*model.bounds(x), host), (seed, jump_ticks)
     assert hidden, "every step was split off: the case this test is about never arose"
+
+
+def _emulated_bursts(clock: EmulatedClock, rng: np.random.Generator, starts_ns: range) -> list[Fit]:
+    """60 round trips from each start (host ns): 2–20 µs each way, the counter read on arrival."""
+    fits = []
+    for at in starts_ns:
+        up, down = rng.integers(2_000, 20_000, (2, 60))
+        t1 = at + np.concatenate([[0], np.cumsum(up + down + 5_000)[:-1]])
+        t2 = clock.ticks_at(t1 + up)
+        fits.append(fit_hull(Exchanges(t1, t2, t1 + up + down)))
+    return fits
+
+
+@pytest.mark.parametrize(
+    ("step_at_ms", "step_us", "rate_at_ms", "rate_ppm"),
+    [
+        (
+            174.4,
+            24.7,
+            216.0,
+            95.0,
+        ),  # the step in the first gap, the change just after the next burst
+        (168.3, 110.2, 412.6, 88.7),  # the change splits off the bursts the step lies between
+        (112.5, 163.2, 398.9, -78.7),  # the change just before a burst, the step two gaps back
+        (350.4, -662.6, 155.7, 90.3),  # the step split off, the change in the gap before it
+    ],
+)
+def test_a_step_beside_a_change_of_rate_stays_inside_the_bounds(
+    step_at_ms: float, step_us: float, rate_at_ms: float, rate_ppm: float
+) -> None:
+    """A step and a change of rate in neighbouring gaps between bursts every 200 ms: the change
+    tilts the burst beyond back onto the line the step left, or splits the run beside the step
+    rather than at it. Every tick of the run maps inside the bounds (cases found by
+    ``benchmarks/bench_clock_exact.py`` trials that missed)."""
+    epoch = HOST0 - 300_000_000
+    for seed in range(4):
+        rng = np.random.default_rng(seed)
+        spec = EmulatedClockSpec(
+            rate_ppm=float(rng.uniform(-80, 80)), offset_s=12.5, tick_ns=7.0,
+            step_at_s=0.3 + step_at_ms / 1e3, step_ns=step_us * 1e3,
+            rate_step_at_s=0.3 + rate_at_ms / 1e3, rate_step_ppm=rate_ppm,
+        )  # fmt: skip
+        clock = EmulatedClock(spec, epoch)
+        fits = _emulated_bursts(clock, rng, range(HOST0, HOST0 + 1_200_000_001, 200_000_000))
+        model = ClockModel(fits)
+        host = np.arange(HOST0 + 5_000_000, HOST0 + 1_195_000_000, 250_000)
+        ticks = clock.ticks_at(host)
+        lo, hi = model.bounds(ticks)
+        slack = spec.tick_ns + 1.0  # a tick's quantisation
+        # after a backward step the clock shows some ticks twice: those may map to either time
+        step_host = epoch + spec.step_at_s * 1e9
+        seen = clock.ticks_at(np.array([step_host - 1]))[0]
+        twice = (host >= step_host) & (ticks <= seen)
+        out = ~twice & ((host < lo - slack) | (host > hi + slack))
+        assert not out.any(), (seed, model.segments(), int(np.argmax(out)))

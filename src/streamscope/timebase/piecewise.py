@@ -61,22 +61,37 @@ class _Cone:
 
 
 class _Cones:
-    """One cone per anchor as padded arrays: bounds at many x in one vectorised pass."""
+    """One cone per anchor as padded arrays: bounds at many x in one vectorised pass.
 
-    __slots__ = ("base", "kappa", "ref", "vb", "vs")
+    ``rate_change_ppm`` widens cones that two bursts share: a change of rate between them that
+    no third burst showed tilts their joint slope by up to that much from the rate on either
+    side, so followed outwards it is off by as much per tick (one burst's own slope is measured
+    inside the burst, where no such change is taken to happen)."""
 
-    def __init__(self, cones: Sequence[_Cone], drift_ppb_per_s: float) -> None:
+    __slots__ = ("base", "kappa", "ref", "tilt", "vb", "vs")
+
+    def __init__(
+        self,
+        cones: Sequence[_Cone],
+        drift_ppb_per_s: float,
+        rate_change_ppm: float = 0.0,
+        shared: Sequence[bool] = (),
+    ) -> None:
         self.vs, self.vb = _padded([c.vs for c in cones]), _padded([c.vb for c in cones])
         self.ref = np.array([c.ref for c in cones], dtype=np.int64)
         self.base = np.array([c.base for c in cones], dtype=np.float64)
         s = np.abs(self.vs).max(axis=1) if cones else np.zeros(0)
         self.kappa = drift_ppb_per_s * 1e-18 * s * s
+        self.tilt = rate_change_ppm * 1e-6 * s * np.array(shared or [False] * len(cones), bool)
 
-    def bounds(self, x: NDArray[Any], i: NDArray[np.intp]) -> tuple[F64, F64]:
-        """Cone i's lines at x, widened by the drift allowance k*(x - ref)**2/2."""
+    def bounds(
+        self, x: NDArray[Any], i: NDArray[np.intp], tilted: NDArray[np.bool_] | bool = True
+    ) -> tuple[F64, F64]:
+        """Cone i's lines at x, widened by the drift allowance k*(x - ref)**2/2 and, where
+        ``tilted``, the tilt."""
         d = _offsets(x, self.ref[i])
         vals = self.vs[i] * d[:, None] + self.vb[i]
-        w = 0.5 * self.kappa[i] * d * d
+        w = 0.5 * self.kappa[i] * d * d + self.tilt[i] * np.abs(d) * tilted
         return self.base[i] + vals.min(axis=1) - w, self.base[i] + vals.max(axis=1) + w
 
     def at_ref(self, i: NDArray[np.intp]) -> tuple[F64, F64]:
@@ -99,15 +114,22 @@ class ClockModel:
     forwards, never slower than the slowest rate either burst admits less
     ``max_rate_change_ppm`` (a step, a change of rate, or both may lie between them).
 
-    Hard bounds hold while the clock's rate changes no faster than ``drift_ppb_per_s`` (ppb per
-    second of host time) and each burst is short enough for the clock to be linear across it.
+    Hard bounds hold while the clock's rate drifts no faster than ``drift_ppb_per_s`` (ppb per
+    second of host time) but for steps and sudden changes of rate of at most
+    ``max_rate_change_ppm``, each burst is short enough for the clock to be linear across it,
+    and no two steps, nor two changes of rate, lie in neighbouring gaps between bursts (a step
+    and a change of rate may: each can hide the other from the burst beyond it). Past the run's
+    first and last bursts the clock is taken to change no more than it drifts.
     Between two bursts of a segment: their bounds at their centres joined linearly and widened
     by a*(x - xa)*(xb - x)/2, and by the largest step the segment could hide in that gap (one
     no larger than both bursts' spreads together cannot split it; a larger one is split off only
     where a third burst before or after misses the line through the other two, which a third
-    burst close to its neighbour does only for a step many times its spread). From each anchor
-    outwards: the spread of its feasible lines, and of the lines that meet it and its segment
-    neighbour (with the drift allowance), plus a*d**2/2.
+    burst close to its neighbour does only for a step many times its spread, and a change of
+    rate just beyond tilts back towards the line: see ``_hidden``). Two bursts alone between
+    splits are bounded as across a step unless a split beside them only a step explains (then
+    only a change of rate may lie between them). From each anchor outwards: the spread of its
+    feasible lines, and of the lines that meet it and its segment neighbour (with the drift
+    allowance, and between bursts the change of rate their gap may hide), plus a*d**2/2.
     All that apply hold, so the tightest is used. ``tick_period_ns`` is the nominal period: only
     a model without fits uses it (ticks * period, unbounded); the allowance uses measured rates.
     """
@@ -125,6 +147,8 @@ class ClockModel:
         "_pieces_at",
         "_seg",
         "_segments",
+        "_step_after",
+        "_step_before",
         "_x0",
         "_xhi",
         "_xlo",
@@ -165,6 +189,12 @@ class ClockModel:
         anchors = [k for k, f in enumerate(self._fits) if f.feasible]
         af = [self._fits[k] for k in anchors]
         self._seg = seg_of[anchors]
+        # per segment: whether only a step explains the split before it / after it
+        stepped = steps.needs_step(
+            self._fits, self._segments, self.drift_ppb_per_s, self.max_rate_change_ppm
+        )
+        self._step_before = np.array([False, *stepped], dtype=bool)[self._seg]
+        self._step_after = np.array([*stepped, False], dtype=bool)[self._seg]
         self._x0 = np.array([f.x0_ticks for f in af], dtype=np.int64)
         self._xlo = np.array([f.x_lo_ticks for f in af], dtype=np.int64)
         self._xhi = np.array([f.x_hi_ticks for f in af], dtype=np.int64)
@@ -178,9 +208,15 @@ class ClockModel:
                 if pair is not None:
                     fwd[k] = pair
                     bwd[k - 1] = pair
-        self._own = _Cones(own, self.drift_ppb_per_s)
-        self._forward = _Cones(fwd, self.drift_ppb_per_s)
-        self._backward = _Cones(bwd, self.drift_ppb_per_s)
+        drift = self.drift_ppb_per_s
+        self._own = _Cones(own, drift)
+        rate = self.max_rate_change_ppm
+        self._forward = _Cones(
+            fwd, drift, rate, [c is not o for c, o in zip(fwd, own, strict=True)]
+        )
+        self._backward = _Cones(
+            bwd, drift, rate, [c is not o for c, o in zip(bwd, own, strict=True)]
+        )
         before = list(self._fits[: anchors[0]]) if anchors else []
         after = list(self._fits[anchors[-1] + 1 :]) if anchors else []
         self._open_before = float(before[-1].x_hi_ticks) if before else -np.inf
@@ -256,12 +292,14 @@ class ClockModel:
             return np.full(x.size, -np.inf), np.full(x.size, np.inf)
         j = np.searchsorted(self._x0, x, side="right")
         ia, ib = np.clip(j - 1, 0, m - 1), np.clip(j, 0, m - 1)
-        # after anchor a and before anchor b: each one's own cone, and the one it shares
-        (lo_a, hi_a), (lo_fa, hi_fa) = self._own.bounds(x, ia), self._forward.bounds(x, ia)
-        (lo_b, hi_b), (lo_bb, hi_bb) = self._own.bounds(x, ib), self._backward.bounds(x, ib)
+        inner = (j > 0) & (j < m)
+        # after anchor a and before anchor b: each one's own cone, and the one it shares (past
+        # the run's first and last bursts nothing is known of changes of rate: the lines
+        # extrapolate as if there were none, so a shared one is not tilted there either)
+        (lo_a, hi_a), (lo_fa, hi_fa) = self._own.bounds(x, ia), self._forward.bounds(x, ia, inner)
+        (lo_b, hi_b), (lo_bb, hi_bb) = self._own.bounds(x, ib), self._backward.bounds(x, ib, inner)
         lo_a, hi_a = np.maximum(lo_a, lo_fa), np.minimum(hi_a, hi_fa)
         lo_b, hi_b = np.maximum(lo_b, lo_bb), np.minimum(hi_b, hi_bb)
-        inner = (j > 0) & (j < m)
         same = inner & (self._seg[ia] == self._seg[ib])
         da = _offsets(x, self._x0[ia])
         gap = (self._x0[ib] - self._x0[ia]).astype(np.float64)
@@ -280,6 +318,16 @@ class ClockModel:
         spread_a, spread_b = ca_hi - ca_lo, cb_hi - cb_lo
         hidden = self._hidden(ia, ib, spread_a, spread_b)
         hide = np.maximum(spread_a + spread_b, np.where(np.isfinite(hidden), hidden, 0.0))
+        # two bursts alone between splits: beside a split only a step explains, no second step
+        # lies between them, but a change of rate may (the line strays from the chord by at
+        # most the change times a quarter of the gap); otherwise nothing shows whether a step
+        # hides between them too, so they are bounded as across one
+        if len(self._segments) > 1:
+            lone = ~np.isfinite(hidden)
+            calm = self._step_before[ia] | self._step_after[ib]
+            kink = 0.25 * self.max_rate_change_ppm * 1e-6 * np.abs(self._own.vs[ia]).max(axis=1)
+            hide = np.where(lone & calm, hide + kink * gap, hide)
+            same &= ~lone | calm
         lo_in = np.maximum(ca_lo + t * (cb_lo - ca_lo) - allow, np.maximum(lo_a, lo_b)) - hide
         hi_in = np.minimum(ca_hi + t * (cb_hi - ca_hi) + allow, np.minimum(hi_a, hi_b)) + hide
         # across a step the truth follows one side or the other, or did both and more between
@@ -296,30 +344,48 @@ class ClockModel:
         return np.where(open_, -np.inf, lo), np.where(open_, np.inf, hi)
 
     def _hidden(self, ia: NDArray[np.intp], ib: NDArray[np.intp], w_a: F64, w_b: F64) -> F64:
-        """Per gap between anchors a and b: the largest step in it that the anchor before a or
-        the one after b, in the same segment, could not have shown (the line through two of the
-        three, tilted within their spreads, still meets the third), the smaller of the two; inf
-        where the segment has neither (two bursts alone: only the drift allowance holds)."""
+        """Per gap between anchors a and b: the largest step in it that the anchors around it
+        in the same segment could not have shown; inf where the segment has no anchor but a
+        and b (two bursts alone: only the drift allowance holds).
+
+        The anchor before a shows a step unless the line through two of the three, tilted
+        within their spreads, still meets the third (its lever: the closer it is to a, the
+        larger the step it misses); likewise the anchor after b. A change of rate just beyond
+        a or b tilts the third burst back towards the line through the other two: a step of up
+        to the rate allowed to change (``max_rate_change_ppm``) times the gap, with such a
+        change right beside it, passes that side's test. It is taken to fool one side at most: a gap with a neighbour
+        on one side only allows the masked amount, one with both the larger of (one side's
+        masked test, the other's plain one) where that is the smaller."""
         m = self._x0.size
         x0 = self._x0.astype(np.float64)
         gap = x0[ib] - x0[ia]
-        out = np.full(ia.shape, np.inf)
+        rate = self.max_rate_change_ppm * 1e-6 * np.abs(self._own.vs[ia]).max(axis=1)
+        h_z, m_z = np.full(ia.shape, np.inf), np.zeros(ia.shape)
+        h_c, m_c = np.full(ia.shape, np.inf), np.zeros(ia.shape)
         z, c = ia - 1, ib + 1
         ok_z = (z >= 0) & (ib > ia)
         ok_z[ok_z] &= self._seg[z[ok_z]] == self._seg[ia[ok_z]]
         if ok_z.any():
             zi = z[ok_z]
             z_lo, z_hi = self._own.at_ref(zi)
-            r = gap[ok_z] / np.maximum(x0[ia[ok_z]] - x0[zi], 1.0)
-            out[ok_z] = 0.5 * ((z_hi - z_lo) * r + w_a[ok_z] * (1 + r) + w_b[ok_z])
+            lever = np.maximum(x0[ia[ok_z]] - x0[zi], 1.0)
+            r = gap[ok_z] / lever
+            h_z[ok_z] = 0.5 * ((z_hi - z_lo) * r + w_a[ok_z] * (1 + r) + w_b[ok_z])
+            m_z[ok_z] = rate[ok_z] * gap[ok_z]
         ok_c = (c < m) & (ib > ia)
         ok_c[ok_c] &= self._seg[np.minimum(c[ok_c], m - 1)] == self._seg[ib[ok_c]]
         if ok_c.any():
             ci = c[ok_c]
             c_lo, c_hi = self._own.at_ref(ci)
-            r = gap[ok_c] / np.maximum(x0[ci] - x0[ib[ok_c]], 1.0)
-            right = 0.5 * ((c_hi - c_lo) * r + w_b[ok_c] * (1 + r) + w_a[ok_c])
-            out[ok_c] = np.minimum(out[ok_c], right)
+            lever = np.maximum(x0[ci] - x0[ib[ok_c]], 1.0)
+            r = gap[ok_c] / lever
+            h_c[ok_c] = 0.5 * ((c_hi - c_lo) * r + w_b[ok_c] * (1 + r) + w_a[ok_c])
+            m_c[ok_c] = rate[ok_c] * gap[ok_c]
+        # events are taken to be at least a gap apart: beside a split that only a step
+        # explains, no second step hides, so that side's missing test needs no mask
+        m_c = np.where(~ok_z & self._step_before[ia], 0.0, m_c)
+        m_z = np.where(~ok_c & self._step_after[ib], 0.0, m_z)
+        out: F64 = np.maximum(np.minimum(h_z + m_z, h_c), np.minimum(h_z, h_c + m_c))
         return out
 
     def _monotone(

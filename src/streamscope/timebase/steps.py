@@ -6,6 +6,7 @@ round trips of neighbouring bursts, so a steady clock is never split.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from functools import lru_cache
 
@@ -39,19 +40,25 @@ def binding_points(f: Fit) -> tuple[F64, F64, F64, F64]:
 
 
 @lru_cache(maxsize=4096)
-def joint(fits: tuple[Fit, ...], drift_ppb_per_s: float) -> tuple[int, float, Region] | None:
+def joint(
+    fits: tuple[Fit, ...], drift_ppb_per_s: float, kink_ppm: float = 0.0
+) -> tuple[int, float, Region] | None:
     """The lines a clock drifting at most ``drift_ppb_per_s`` allows as its tangent at x_m, the
     middle of the bursts: (x_m, b_m, region), the region's offsets in ns relative to b_m.
 
     Such a clock g (|g''| <= k, k = drift in ns per tick**2) has a tangent at x_m that meets
     every round trip loosened by k*(x - x_m)**2/2, so the region of the bursts' binding points
-    so loosened holds it. None when too few points pin a line. Cached: a model rebuilt after
-    each burst asks the same questions again.
+    so loosened holds it. ``kink_ppm`` allows besides one change of rate of up to that much
+    anywhere: a line of the rate on x_m's side meets the clock at x_m and strays from it by at
+    most the change times |x - x_m|, so every round trip is loosened by that too. None when too
+    few points pin a line. Cached: a model rebuilt after each burst asks the same questions
+    again.
     """
     x_m = (fits[0].x0_ticks + fits[-1].x0_ticks) // 2
     b_m = fits[0].b_ns
     s = max(abs(f.s_ns_per_tick) for f in fits)
     kappa = drift_ppb_per_s * 1e-18 * s * s
+    tilt = kink_ppm * 1e-6 * s
     parts: list[list[F64]] = [[], [], [], []]
     for f in fits:  # a handful of bursts per question
         shift_x = float(f.x0_ticks - x_m)
@@ -60,8 +67,8 @@ def joint(fits: tuple[Fit, ...], drift_ppb_per_s: float) -> tuple[int, float, Re
     u, lo, v, hi = (np.concatenate(p) for p in parts)
     if not _bounded(u, v):
         return None
-    lo = lo - 0.5 * kappa * u * u - STEP_TOL_NS
-    hi = hi + 0.5 * kappa * v * v + STEP_TOL_NS
+    lo = lo - 0.5 * kappa * u * u - tilt * np.abs(u) - STEP_TOL_NS
+    hi = hi + 0.5 * kappa * v * v + tilt * np.abs(v) + STEP_TOL_NS
     return x_m, b_m, region(u, lo, v, hi)
 
 
@@ -120,3 +127,37 @@ def segments(fits: Sequence[Fit], drift_ppb_per_s: float) -> list[tuple[int, int
             end = k
     starts = sorted({0, *split})
     return list(zip(starts, [*starts[1:], n], strict=True))
+
+
+def needs_step(
+    fits: Sequence[Fit],
+    segments: Sequence[tuple[int, int]],
+    drift_ppb_per_s: float,
+    max_rate_change_ppm: float,
+) -> list[bool]:
+    """Per split between neighbouring segments: whether only a step in the split's own gap
+    explains it. With bursts z, a before it and b, c after, no clock drifting within the
+    allowance and changing its rate once by at most ``max_rate_change_ppm`` meets z, a, b, c
+    (a step among them), nor a, b, c (it is not in z–a), nor z, a, b (nor in b–c). A side with
+    fewer than two feasible bursts pins no rate, so its split may be either (False)."""
+    out = []
+    for (a0, a1), (b0, b1) in itertools.pairwise(segments):
+        before = tuple(f for f in fits[a0:a1] if f.feasible)[-2:]
+        after = tuple(f for f in fits[b0:b1] if f.feasible)[:2]
+        if len(before) < 2 or len(after) < 2:
+            out.append(False)
+            continue
+        out.append(
+            not any(
+                _kinked(group, drift_ppb_per_s, max_rate_change_ppm)
+                for group in (before + after, before[1:] + after, before + after[:1])
+            )
+        )
+    return out
+
+
+def _kinked(fits: tuple[Fit, ...], drift_ppb_per_s: float, kink_ppm: float) -> bool:
+    """Whether one drifting clock with one change of rate of at most ``kink_ppm`` may meet
+    every burst (also when too few points pin a line to tell)."""
+    j = joint(fits, drift_ppb_per_s, kink_ppm)
+    return j is None or j[2].feasible
