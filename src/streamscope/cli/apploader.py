@@ -6,6 +6,7 @@ object) and may define ``QUERIES``, a list of query strings used when none are g
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import sys
 from pathlib import Path
@@ -23,6 +24,33 @@ from streamscope.pipeline.pipeline import Pipeline
 
 APP_MODULE = "__streamscope_app__"
 HINT = "define `def pipeline(argv: list[str]) -> streamscope.Pipeline` in it"
+
+
+def defines_pipeline(path: Path) -> bool:
+    """Whether the file defines ``pipeline`` at its top level (a streamscope app), read without
+    running it; a program that does not is run as it is (``runtime/program.py``)."""
+    if not path.is_file():
+        raise ConfigError(f"app file {path} does not exist")
+    try:
+        tree = ast.parse(path.read_bytes(), filename=str(path))
+    except SyntaxError as exc:
+        raise AppError(f"{path}:{exc.lineno}: syntax error: {exc.msg}") from None
+    except ValueError as exc:  # null bytes
+        raise AppError(f"{path}: not Python source ({exc})") from None
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == "pipeline":
+            return True
+        targets = (
+            node.targets if isinstance(node, ast.Assign)
+            else [node.target] if isinstance(node, ast.AnnAssign) else []
+        )  # fmt: skip
+        if any(isinstance(t, ast.Name) and t.id == "pipeline" for t in targets):
+            return True
+        if isinstance(node, ast.ImportFrom | ast.Import) and any(
+            (a.asname or a.name) == "pipeline" for a in node.names
+        ):
+            return True
+    return False
 
 
 def load_module(path: Path) -> ModuleType:

@@ -12,12 +12,23 @@ import typer
 
 def run(
     app: Annotated[
-        Path,
-        typer.Argument(help="Python file that defines pipeline(argv) -> streamscope.Pipeline."),
-    ],
+        Path | None,
+        typer.Argument(
+            help="Python file: an app that defines pipeline(argv) -> streamscope.Pipeline, or "
+            "any program (run as it is, its standard queues, threads and processes watched)."
+        ),
+    ] = None,
     app_args: Annotated[
         list[str] | None,
         typer.Argument(help="Arguments for the app, after `--` (passed to pipeline(argv))."),
+    ] = None,
+    module: Annotated[
+        str | None,
+        typer.Option(
+            "--module",
+            "-m",
+            help="Run this module as a program (as python -m does) instead of a file.",
+        ),
     ] = None,
     query: Annotated[
         list[str] | None,
@@ -116,13 +127,25 @@ def run(
         ),
     ] = None,
 ) -> int:
-    """Run APP.py's pipeline under the monitor and write every frame to the run file.
+    """Run APP.py's pipeline, or any program, under the monitor and write every frame to the
+    run file.
 
-    Exit status: 0 completed, 1 a stage failed, 130 interrupted, 2 invalid input.
+    A file without a top-level `pipeline` is run as it is, as `python APP.py ARGS` would
+    (`-m MODULE` as `python -m MODULE ARGS`): every thread and process that puts into or gets
+    from a standard queue is a stage named after its target, every such queue a channel named
+    from who puts and who gets. Its output is its own: streamscope writes to stderr then.
+
+    Exit status: 0 completed, 1 a stage (or the program) failed, 130 interrupted, 2 invalid
+    input.
     """
     from rich.console import Console
 
-    from streamscope.cli.apploader import build_pipeline, default_queries, load_module
+    from streamscope.cli.apploader import (
+        build_pipeline,
+        default_queries,
+        defines_pipeline,
+        load_module,
+    )
     from streamscope.cli.common import duration_option, err_console
     from streamscope.cli.live import LiveView
     from streamscope.core.errors import ConfigError
@@ -141,10 +164,20 @@ def run(
     timeout_ns = duration_option(timeout, "--timeout") if timeout is not None else None
     if clock_method not in ("hull", "timetrial"):
         raise ConfigError(f"unknown --clock-method {clock_method!r}; valid: hull, timetrial")
-    module = load_module(app)
     argv = list(app_args or [])
+    if module is not None:
+        argv = [*([str(app)] if app is not None else []), *argv]
+    elif app is None:
+        raise ConfigError("name the app file to run (or a module with -m MODULE)")
+    if module is not None or (app is not None and not defines_pipeline(app)):
+        return _run_program(
+            module or str(app), module is not None, argv, query, queries, frame_ns, out,
+            overwrite, inline, quiet, every_s, stall_ns, timeout_ns, clock_method, trace, report,
+        )  # fmt: skip
+    assert app is not None
+    module_ = load_module(app)
     try:
-        pipeline = build_pipeline(module, app, argv)
+        pipeline = build_pipeline(module_, app, argv)
     except SystemExit as exc:  # the app's own argument parser printed its message
         raise typer.Exit(int(exc.code) if isinstance(exc.code, int) else 2) from None
     if trace_stage or trace_module or trace_exclude or trace_max_rate is not None:
@@ -162,7 +195,7 @@ def run(
     for i, q in enumerate(query or []):
         texts.extend(parse_queries(q, source=f"--query #{i + 1}"))
     if not texts:
-        texts.extend(default_queries(module, app))  # the app's QUERIES; none: the defaults
+        texts.extend(default_queries(module_, app))  # the app's QUERIES; none: the defaults
     plan, _ = prepare(pipeline, texts, frame_ns)  # type: ignore[arg-type]
     console = Console(highlight=False)
     opts = RunOptions(
@@ -195,6 +228,85 @@ def run(
                 on_note=view.on_note,
             )
     # What reads the run file back is loaded now, not before the run (its start stays short).
+    from streamscope.cli.summary import print_findings, print_summary
+    from streamscope.report import write_report
+
+    print_summary(out, console)
+    if result.status != "completed":
+        err_console.print(f"streamscope: run {result.status}: {result.error}", markup=False)
+    if report is not None and out.is_file():
+        print_findings(out, console)
+        written = write_report(out, report)
+        console.print(f"report: {written.path}")
+    if result.status == "completed":
+        console.print(f"run file: {out}")
+    return result.exit_code
+
+
+def _query_texts(query: list[str] | None, queries: Path | None) -> list[object]:
+    """The queries of ``--queries FILE`` and each ``--query``, parsed (errors say where)."""
+    from streamscope.core.errors import ConfigError
+    from streamscope.query.parser import parse_queries
+
+    texts: list[object] = []
+    if queries is not None:
+        if not queries.is_file():
+            raise ConfigError(f"query file {queries} does not exist")
+        texts.extend(parse_queries(queries.read_text(), source=str(queries)))
+    for i, q in enumerate(query or []):
+        texts.extend(parse_queries(q, source=f"--query #{i + 1}"))
+    return texts
+
+
+def _run_program(
+    target: str,
+    as_module: bool,
+    argv: list[str],
+    query: list[str] | None,
+    queries: Path | None,
+    frame_ns: int,
+    out: Path,
+    overwrite: bool,
+    inline: bool,
+    quiet: bool,
+    every_s: float,
+    stall_ns: int,
+    timeout_ns: int | None,
+    clock_method: str,
+    trace: bool,
+    report: Path | None,
+) -> int:
+    """``streamscope run prog.py`` on a program with no pipeline: run it as it is. What
+    streamscope says goes to stderr, so the program's stdout stays its own."""
+    from rich.console import Console
+
+    from streamscope.cli.live import LiveView
+    from streamscope.pipeline.dropin import REGISTRY
+    from streamscope.query.compile import compile_queries
+    from streamscope.runtime.instrument import open_queries
+    from streamscope.runtime.options import RunOptions
+    from streamscope.runtime.program import run_program
+
+    texts = open_queries(_query_texts(query, queries))  # type: ignore[arg-type]
+    # the plan the live view labels frames by (the session compiles the same)
+    plan = compile_queries(texts, REGISTRY.topology(), frame_ns, open_world=True)
+    console = Console(highlight=False, stderr=True)
+    opts = RunOptions(
+        frame_ns=frame_ns, out=out, overwrite=overwrite, mode="inline" if inline else "process",
+        app=target, argv=tuple(argv), command=shlex.join(["streamscope", *sys.argv[1:]]),
+        calibrate_every_s=every_s, clock_method=clock_method, trace=trace, stall_ns=stall_ns,
+        timeout_ns=timeout_ns,
+    )  # fmt: skip
+    view = LiveView(plan, console)
+    if quiet:
+        result = run_program(target, argv, texts, opts, module=as_module)
+    else:
+        with view:
+            result = run_program(
+                target, argv, texts, opts, module=as_module, on_frames=view.on_frames,
+                on_lag=view.on_lag, on_note=view.on_note,
+            )  # fmt: skip
+    from streamscope.cli.common import err_console
     from streamscope.cli.summary import print_findings, print_summary
     from streamscope.report import write_report
 

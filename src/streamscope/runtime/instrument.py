@@ -7,7 +7,7 @@ run as ``session.run``; the program runs inside ``with streamscope.monitor(...)`
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -17,6 +17,7 @@ from streamscope.pipeline.dropin import REGISTRY
 from streamscope.pipeline.pipeline import plan_probes
 from streamscope.query.ast import Query
 from streamscope.query.compile import compile_queries, watches
+from streamscope.query.defaults import CHANNEL_DEFAULTS, STAGE_DEFAULTS
 from streamscope.runtime.launch import Launched
 from streamscope.runtime.options import (
     FramesCallback,
@@ -43,6 +44,9 @@ def monitor(
     options: RunOptions | None = None,
     *,
     on_frames: FramesCallback | None = None,
+    on_lag: Callable[[int], None] | None = None,
+    on_note: Callable[[str], None] | None = None,
+    name: str = "program",
 ) -> Iterator[Session]:
     """Monitor the program's instrumented queues and stages while the block runs.
 
@@ -52,14 +56,16 @@ def monitor(
     whose names match nothing that appeared warns at the end (``StreamscopeWarning``). The
     program's queues and stage trackers record into rings the monitor drains; the monitor runs
     in a process of its own when ``options.out`` names a run file (``mode="process"``), else in
-    a thread here, keeping the run in memory.
+    a thread here, keeping the run in memory. No queries: the defaults (every channel's
+    occupancy, throughput and latency, every stage's state). ``on_frames``, ``on_lag`` and
+    ``on_note`` as ``streamscope.run``'s; ``name`` is the run's.
     """
     opts = options or RunOptions(mode="inline")
     base = REGISTRY.topology()
-    plan = compile_queries(list(queries), base, opts.frame_ns, open_world=True)
+    plan = compile_queries(open_queries(queries), base, opts.frame_ns, open_world=True)
     topology = REGISTRY.topology(plan_probes(base, plan.taps))
     check_out(opts.out, opts.overwrite)
-    launched = Launched(plan, topology, make_meta("program", opts), opts, on_frames)
+    launched = Launched(plan, topology, make_meta(name, opts), opts, on_frames, on_lag, on_note)
     session = Session(opts)
     control = launched.control
     REGISTRY.activate(topology.probes, launched.ring_dir, opts.tap_capacity, watches(plan))
@@ -83,6 +89,12 @@ def monitor(
         finally:
             launched.cleanup()
         _warn_unmatched(session.result)
+
+
+def open_queries(queries: Sequence[Query | str]) -> list[Query | str]:
+    """The queries of a session whose stages and channels appear as it runs; none asked:
+    the defaults, for every channel and stage that will (``query/defaults.py``)."""
+    return list(queries) or [*CHANNEL_DEFAULTS, *STAGE_DEFAULTS]
 
 
 def _warn_unmatched(result: RunResult) -> None:

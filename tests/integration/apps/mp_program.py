@@ -1,0 +1,65 @@
+"""An ordinary ``multiprocessing`` program, written with no thought of streamscope: a loader
+process fills a bounded queue, worker processes do fixed work per item, the main process
+collects the results.
+
+    python mp_program.py ITEMS fork|spawn TRUTH.json
+
+Its own truth (``TRUTH.json``): each worker's share of its working life spent working (from its
+first item to its last).
+"""
+
+import json
+import multiprocessing as mp
+import sys
+import time
+
+WORKERS = 2
+WORK_S = 0.004
+
+
+def loader(out, items):
+    for i in range(items):
+        out.put(i)
+    for _ in range(WORKERS):
+        out.put(None)
+
+
+def worker(inq, outq):
+    worked = 0.0
+    first = last = None
+    while True:
+        x = inq.get()
+        if x is None:
+            break
+        t = time.perf_counter()
+        first = t if first is None else first
+        while time.perf_counter() - t < WORK_S:
+            pass
+        worked += time.perf_counter() - t
+        outq.put(x + 1)
+        last = time.perf_counter()
+    outq.put(("share", worked / (last - first)))
+
+
+if __name__ == "__main__":
+    items, method, truth_path = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+    ctx = mp.get_context(method)
+    a = ctx.Queue(8)
+    b = ctx.Queue(8)
+    procs = [ctx.Process(target=loader, args=(a, items))]
+    procs += [ctx.Process(target=worker, args=(a, b)) for _ in range(WORKERS)]
+    for p in procs:
+        p.start()
+    shares = []
+    total = 0
+    while len(shares) < WORKERS:
+        x = b.get()
+        if isinstance(x, tuple):
+            shares.append(x[1])
+        else:
+            total += x
+    for p in procs:
+        p.join()
+    print("total", total)
+    with open(truth_path, "w") as f:
+        json.dump({"work_share": shares}, f)

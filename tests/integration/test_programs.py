@@ -1,0 +1,165 @@
+"""Unmodified programs under ``streamscope run prog.py``, held to their own truth.
+
+The programs (``apps/threads_program.py``, ``apps/mp_program.py``) were written with no thought
+of streamscope: standard queues, threads and processes, no ``pipeline()``, no query. Each run is
+a real ``streamscope run`` subprocess; the program measures its own workers' share of time spent
+working, and its stdout must be what ``python prog.py`` prints.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import streamscope as ss
+from streamscope.aggregate.points import DutyPoint, ScalarPoint
+from streamscope.analysis import findings
+from watched import cli
+
+APPS = Path(__file__).parent / "apps"
+
+
+def run_both(tmp: Path, program: str, *args: str) -> tuple[Path, dict, str]:  # type: ignore[type-arg]
+    """The program plain, then under ``streamscope run`` with no query: (run file, the
+    monitored run's own truth, its stderr); both stdouts must be equal."""
+    plain = subprocess.run(
+        [sys.executable, str(APPS / program), *args, str(tmp / "plain.json")],
+        capture_output=True, text=True, timeout=300, check=False, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert plain.returncode == 0, plain.stderr[-3000:]
+    out, truth = tmp / "run.duckdb", tmp / "truth.json"
+    proc = subprocess.run(
+        [*cli(), "run", str(APPS / program), "-o", str(out), "--quiet", "--frame", "200ms", "--",
+         *args, str(truth)],
+        capture_output=True, text=True, timeout=300, check=False, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout == plain.stdout, "the program's own output changed"
+    assert "summary of" in proc.stderr  # streamscope speaks on stderr
+    return out, json.loads(truth.read_text()), proc.stderr
+
+
+def query_id(run: ss.Run, prefix: str) -> int:
+    (q,) = [q for q in run.queries if q.text.startswith(prefix)]
+    return q.id
+
+
+def busy_share(run: ss.Run, stage: str) -> float:
+    """The stage's busy fraction over the frames it was working all through (its first and
+    last frames hold its start and end)."""
+    frames = run.results(query_id(run, "state("), stage)[1:-1]
+    assert frames, f"{stage}: too few frames"
+    shares = []
+    for f in frames:
+        duty = f.point("duty")
+        assert isinstance(duty, DutyPoint)
+        shares.append(dict(zip(duty.labels, duty.fractions, strict=True))["busy"])
+    return sum(shares) / len(shares)
+
+
+def occupancy(run: ss.Run, channel: str, stat: str) -> list[float]:
+    return [
+        float(p.value) for f in run.results(query_id(run, "occupancy("), channel) for p in f.points
+        if isinstance(p, ScalarPoint) and p.stat == stat and p.value is not None
+    ]  # fmt: skip
+
+
+def test_an_unmodified_threaded_program(tmp_path: Path) -> None:
+    """Reader -> 3 parser threads (3 ms of waiting work per item) -> writer, queues of 16: the parsers
+    are the bottleneck, saturated by their own measure and the monitor's; the input queue is
+    full most of the time and never over its capacity."""
+    out, truth, _ = run_both(tmp_path, "threads_program.py", "1500")
+    assert min(truth["parse_share"]) >= 0.9, truth  # the program's own: saturated
+    with ss.load(out) as run:
+        assert run.status == "completed"
+        stages = {s.name for s in run.topology.stages}
+        assert {"reader", "parser", "writer"} <= stages
+        assert "main" not in stages  # its main thread only starts and joins threads
+        channels = {c.name: c for c in run.topology.channels}
+        assert set(channels) == {"reader -> parser", "parser -> writer"}
+        assert channels["reader -> parser"].capacity == 16
+        workers = [s for s in run.topology.stages if s.name == "parser"]
+        assert workers and all(s.resource == "main" for s in workers)
+        got = busy_share(run, "parser")
+        assert got >= 0.9, got
+        assert abs(got - sum(truth["parse_share"]) / 3) <= 0.1
+        assert max(occupancy(run, "reader -> parser", "max")) <= 16
+        means = occupancy(run, "reader -> parser", "mean")[1:-1]
+        assert min(means) >= 12, means  # the reader finds it full: 16 but for a parser's take
+        (neck,) = [f for f in findings(run) if f.kind == "bottleneck"]
+        assert neck.target == "parser", neck.title
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_an_unmodified_multiprocessing_program(tmp_path: Path, method: str) -> None:
+    """Loader process -> 2 worker processes (4 ms of work per item) -> the main process: the
+    workers are the bottleneck, each a worker of one stage on its own process; the queues are
+    counted across processes, never over their capacity."""
+    out, truth, _ = run_both(tmp_path, "mp_program.py", "800", method)
+    assert min(truth["work_share"]) >= 0.9, truth
+    with ss.load(out) as run:
+        assert run.status == "completed"
+        stages = {s.name for s in run.topology.stages}
+        assert {"loader", "worker", "main"} <= stages
+        assert {c.name for c in run.topology.channels} == {"loader -> worker", "worker -> main"}
+        # one stage, a worker of it per process: each its own state probe and resource
+        procs = [r for r in run.topology.resources if r.kind == "process"]
+        assert len(procs) == 3, procs  # the loader and the two workers
+        probes = [p for p in run.topology.probes if p.kind == "state" and p.target == "worker"]
+        assert len(probes) == 2
+        got = busy_share(run, "worker")
+        assert got >= 0.9, got
+        assert max(occupancy(run, "loader -> worker", "max")) <= 8
+        # every item and both end markers, counted across the processes that put them
+        counted = sum(
+            (p.value or 0.0) * (min(f.t_end_ns, run.duration_ns) - f.t_start_ns) / 1e9
+            for f in run.results(query_id(run, "throughput("), "loader -> worker")
+            for p in f.points if isinstance(p, ScalarPoint) and p.stat == "mean"
+        )  # fmt: skip
+        assert counted == pytest.approx(802, abs=0.5)
+        (neck,) = [f for f in findings(run) if f.kind == "bottleneck"]
+        assert neck.target == "worker", neck.title
+
+
+def test_a_program_that_raises_fails_the_run_and_keeps_it(tmp_path: Path) -> None:
+    prog = tmp_path / "boom.py"
+    prog.write_text(
+        "import queue, threading\n"
+        "q = queue.Queue(4)\n"
+        "def eat():\n"
+        "    while q.get() is not None: pass\n"
+        "t = threading.Thread(target=eat); t.start()\n"
+        "for i in range(100): q.put(i)\n"
+        "q.put(None); t.join()\n"
+        "print('before')\n"
+        "raise RuntimeError('the program broke')\n"
+    )
+    out = tmp_path / "boom.duckdb"
+    proc = subprocess.run(
+        [*cli(), "run", str(prog), "-o", str(out), "--quiet"],
+        capture_output=True, text=True, timeout=120, check=False, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert proc.returncode == 1
+    assert proc.stdout == "before\n"
+    assert "RuntimeError: the program broke" in proc.stderr  # its traceback, as Python prints
+    assert "Traceback" in proc.stderr
+    with ss.load(out) as run:
+        assert run.status == "failed"
+        assert "the program broke" in (run.error or "")
+        assert "main -> eat" in {c.name for c in run.topology.channels}
+
+
+def test_a_program_exiting_non_zero_fails_the_run(tmp_path: Path) -> None:
+    prog = tmp_path / "exits.py"
+    prog.write_text("import sys\nprint('bye')\nsys.exit(3)\n")
+    out = tmp_path / "exits.duckdb"
+    proc = subprocess.run(
+        [*cli(), "run", str(prog), "-o", str(out), "--quiet"],
+        capture_output=True, text=True, timeout=120, check=False, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert proc.returncode == 1 and proc.stdout == "bye\n"
+    assert "exited with status 3" in proc.stderr
