@@ -163,3 +163,29 @@ def test_a_program_exiting_non_zero_fails_the_run(tmp_path: Path) -> None:
     )  # fmt: skip
     assert proc.returncode == 1 and proc.stdout == "bye\n"
     assert "exited with status 3" in proc.stderr
+
+
+def test_a_module_runs_as_python_dash_m_would(tmp_path: Path) -> None:
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "job.py").write_text(
+        "import queue, sys, threading\n"
+        "def consume(q):\n"
+        "    while q.get() is not None: pass\n"
+        "if __name__ == '__main__':\n"
+        "    q = queue.Queue(8)\n"
+        "    t = threading.Thread(target=consume, args=(q,)); t.start()\n"
+        "    for i in range(int(sys.argv[1])): q.put(i)\n"
+        "    q.put(None); t.join(); print('ran', sys.argv[1:])\n"
+    )
+    proc = subprocess.run(
+        [*cli(), "run", "-m", "pkg.job", "-o", "m.duckdb", "--quiet", "--", "50", "x"],
+        capture_output=True, text=True, timeout=120, check=False, stdin=subprocess.DEVNULL,
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout == "ran ['50', 'x']\n"
+    with ss.load(tmp_path / "m.duckdb") as run:
+        assert run.meta.name == "pkg.job"
+        assert {c.name for c in run.topology.channels} == {"main -> consume"}

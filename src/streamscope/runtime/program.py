@@ -10,6 +10,7 @@ processes have (as the interpreter would wait for them at exit).
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import runpy
 import sys
 import threading
@@ -84,7 +85,8 @@ def run_program(
             status = 0
             sys.argv = [target, *argv]
             try:
-                if module:
+                if module:  # as python -m: found from the working directory too
+                    sys.path.insert(0, os.getcwd())
                     runpy.run_module(target, run_name="__main__", alter_sys=True)
                 else:
                     sys.path.insert(0, str(Path(target).resolve().parent))
