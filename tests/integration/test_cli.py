@@ -441,8 +441,8 @@ def test_reading_what_is_not_a_run_file(tmp_path: Path, command: str) -> None:
 @pytest.mark.parametrize(
     ("body", "expect"),
     [
-        (
-            "x = undefined_name\n",
+        (  # an app (it defines pipeline) that breaks before it gets there
+            "x = undefined_name\ndef pipeline(argv):\n    pass\n",
             "could not be loaded: NameError: name 'undefined_name' is not defined (at",
         ),
         (

@@ -54,11 +54,10 @@ def test_quick_start_runs_as_written(tmp_path: Path) -> None:
 
 def test_the_five_likely_mistakes_print_what_the_readme_shows(tmp_path: Path) -> None:
     """Each ``$ streamscope ...`` line of "When something is wrong", run as written in a folder
-    with the quick start's app.py (and an app file without a pipeline): the tool's output is the
+    with the quick start's app.py (and no ap.py): the tool's output is the
     README's, character for character, and the exit status is 2."""
     (app,) = blocks("python")
     (tmp_path / "app.py").write_text(app)
-    (tmp_path / "noapp.py").write_text("x = 1\n")
     text = README.read_text()
     section = text[text.index("### When something is wrong") : text.index("## Describing")]
     (console,) = re.findall(r"```console\n(.*?)```", section, re.S)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from streamscope.cli.apploader import defines_pipeline
+from streamscope.cli.apploader import is_app
 from streamscope.pipeline import auto
 
 
@@ -159,13 +159,14 @@ def test_stages_are_named_after_their_targets() -> None:
         ("pipeline = make()\n", True),
         ("pipeline: object = make()\n", True),
         ("from builder import pipeline\n", True),
+        ("QUERIES = ['state(a)']\n", True),  # an app whose pipeline is missing: said so
         ("import queue\nq = queue.Queue()\nif __name__ == '__main__':\n    pipeline = 1\n", False),
         ("def main():\n    pipeline = 1\n", False),
     ],
 )
-def test_a_file_is_an_app_only_if_it_defines_pipeline_at_its_top(
+def test_a_file_is_an_app_only_if_it_is_app_at_its_top(
     tmp_path: Path, source: str, app: bool
 ) -> None:
     path = tmp_path / "prog.py"
     path.write_text(source)
-    assert defines_pipeline(path) is app
+    assert is_app(path) is app

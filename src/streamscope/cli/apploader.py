@@ -26,9 +26,10 @@ APP_MODULE = "__streamscope_app__"
 HINT = "define `def pipeline(argv: list[str]) -> streamscope.Pipeline` in it"
 
 
-def defines_pipeline(path: Path) -> bool:
-    """Whether the file defines ``pipeline`` at its top level (a streamscope app), read without
-    running it; a program that does not is run as it is (``runtime/program.py``)."""
+def is_app(path: Path) -> bool:
+    """Whether the file is a streamscope app: it defines ``pipeline`` (or ``QUERIES``, an app
+    whose pipeline is missing, which loading it then says) at its top level; read without
+    running it. Any other program is run as it is (``runtime/program.py``)."""
     if not path.is_file():
         raise ConfigError(f"app file {path} does not exist")
     try:
@@ -37,17 +38,18 @@ def defines_pipeline(path: Path) -> bool:
         raise AppError(f"{path}:{exc.lineno}: syntax error: {exc.msg}") from None
     except ValueError as exc:  # null bytes
         raise AppError(f"{path}: not Python source ({exc})") from None
+    names = {"pipeline", "QUERIES"}
     for node in tree.body:
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == "pipeline":
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name in names:
             return True
         targets = (
             node.targets if isinstance(node, ast.Assign)
             else [node.target] if isinstance(node, ast.AnnAssign) else []
         )  # fmt: skip
-        if any(isinstance(t, ast.Name) and t.id == "pipeline" for t in targets):
+        if any(isinstance(t, ast.Name) and t.id in names for t in targets):
             return True
         if isinstance(node, ast.ImportFrom | ast.Import) and any(
-            (a.asname or a.name) == "pipeline" for a in node.names
+            (a.asname or a.name) in names for a in node.names
         ):
             return True
     return False

@@ -143,7 +143,7 @@ def run(
     from streamscope.cli.apploader import (
         build_pipeline,
         default_queries,
-        defines_pipeline,
+        is_app,
         load_module,
     )
     from streamscope.cli.common import duration_option, err_console
@@ -169,7 +169,7 @@ def run(
         argv = [*([str(app)] if app is not None else []), *argv]
     elif app is None:
         raise ConfigError("name the app file to run (or a module with -m MODULE)")
-    if module is not None or (app is not None and not defines_pipeline(app)):
+    if module is not None or (app is not None and not is_app(app)):
         return _run_program(
             module or str(app), module is not None, argv, query, queries, frame_ns, out,
             overwrite, inline, quiet, every_s, stall_ns, timeout_ns, clock_method, trace, report,
