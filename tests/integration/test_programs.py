@@ -189,3 +189,35 @@ def test_a_module_runs_as_python_dash_m_would(tmp_path: Path) -> None:
     with ss.load(tmp_path / "m.duckdb") as run:
         assert run.meta.name == "pkg.job"
         assert {c.name for c in run.topology.channels} == {"main -> consume"}
+
+
+def test_an_unmodified_asyncio_program(tmp_path: Path) -> None:
+    """Producer task -> 2 consumer tasks (4 ms of waiting work per item) on one event loop:
+    each task is a worker of the stage named after its coroutine, on the loop (a resource of
+    its own); consumers awaiting get are blocked in, the producer awaiting put blocked out."""
+    out, truth, _ = run_both(tmp_path, "async_program.py", "600")
+    assert min(truth["work_share"]) >= 0.9, truth
+    assert truth["put_share"] >= 0.8, truth  # the producer mostly waits for room
+    with ss.load(out) as run:
+        assert run.status == "completed"
+        stages = {s.name: s for s in run.topology.stages}
+        assert {"produce", "consume"} <= set(stages)
+        assert [c.name for c in run.topology.channels] == ["produce -> consume"]
+        assert run.topology.channels[0].capacity == 8
+        kinds = {r.name: r.kind for r in run.topology.resources}
+        assert kinds[stages["consume"].resource] == "asyncio"
+        probes = [p for p in run.topology.probes if p.kind == "state" and p.target == "consume"]
+        assert len(probes) == 2  # a worker per task
+        got = busy_share(run, "consume")
+        assert got >= 0.9, got
+        assert abs(got - sum(truth["work_share"]) / 2) <= 0.1
+        frames = run.results(query_id(run, "state("), "produce")[1:-1]
+        blocked = [
+            dict(zip(d.labels, d.fractions, strict=True))["blocked_out"]
+            for f in frames if isinstance(d := f.point("duty"), DutyPoint)
+        ]  # fmt: skip
+        assert blocked and min(blocked) >= 0.8, blocked
+        assert abs(sum(blocked) / len(blocked) - truth["put_share"]) <= 0.1
+        assert max(occupancy(run, "produce -> consume", "max")) <= 8
+        (neck,) = [f for f in findings(run) if f.kind == "bottleneck"]
+        assert neck.target == "consume", neck.title

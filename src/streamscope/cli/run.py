@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+if TYPE_CHECKING:
+    from streamscope.aggregate.points import DropCount, FrameResult
+    from streamscope.core.topology import Topology
+    from streamscope.query.compile import Plan
+    from streamscope.report.live import LivePage
+    from streamscope.runtime.options import FramesCallback, RunOptions
+
+#: How long the live page stays up after the run, for open pages to get its end (s).
+LINGER_S = 1.5
 
 
 def run(
@@ -94,6 +106,17 @@ def run(
         Path | None,
         typer.Option(help="After the run, write the HTML report here and print the top findings."),
     ] = None,
+    serve: Annotated[
+        bool,
+        typer.Option(
+            "--serve",
+            help="Serve the report on loopback while the run goes on, frames pushed as they "
+            "close (its address is printed; --serve-port picks the port).",
+        ),
+    ] = False,
+    serve_port: Annotated[
+        int, typer.Option(help="Port of --serve's page on 127.0.0.1 (0: any free one).")
+    ] = 0,
     trace_stage: Annotated[
         list[str] | None,
         typer.Option(
@@ -170,6 +193,11 @@ def run(
     elif app is None:
         raise ConfigError("name the app file to run (or a module with -m MODULE)")
     if module is not None or (app is not None and not is_app(app)):
+        if serve:
+            raise ConfigError(
+                "--serve shows the live page of an app's pipeline; a program run as it is "
+                "shows its frames in the terminal (its report: --report FILE)"
+            )
         return _run_program(
             module or str(app), module is not None, argv, query, queries, frame_ns, out,
             overwrite, inline, quiet, every_s, stall_ns, timeout_ns, clock_method, trace, report,
@@ -196,7 +224,7 @@ def run(
         texts.extend(parse_queries(q, source=f"--query #{i + 1}"))
     if not texts:
         texts.extend(default_queries(module_, app))  # the app's QUERIES; none: the defaults
-    plan, _ = prepare(pipeline, texts, frame_ns)  # type: ignore[arg-type]
+    plan, topology = prepare(pipeline, texts, frame_ns)  # type: ignore[arg-type]
     console = Console(highlight=False)
     opts = RunOptions(
         frame_ns=frame_ns,
@@ -215,18 +243,29 @@ def run(
         timeout_ns=timeout_ns,
     )
     view = LiveView(plan, console)
-    if quiet:
-        result = run_monitored(pipeline, texts, opts)  # type: ignore[arg-type]
-    else:
-        with view:
+    page = _live_page(pipeline.name, plan, topology, opts, serve_port) if serve else None
+    on_frames = view.on_frames if page is None else _both(view.on_frames, page.on_frames)
+    try:
+        if quiet:
             result = run_monitored(
                 pipeline,
                 texts,  # type: ignore[arg-type]
                 opts,
-                on_frames=view.on_frames,
-                on_lag=view.on_lag,
-                on_note=view.on_note,
+                on_frames=None if page is None else page.on_frames,
             )
+        else:
+            with view:
+                result = run_monitored(
+                    pipeline,
+                    texts,  # type: ignore[arg-type]
+                    opts,
+                    on_frames=on_frames,
+                    on_lag=view.on_lag,
+                    on_note=view.on_note,
+                )
+    finally:
+        if page is not None:
+            _end_page(page, out)
     # What reads the run file back is loaded now, not before the run (its start stays short).
     from streamscope.cli.summary import print_findings, print_summary
     from streamscope.report import write_report
@@ -320,3 +359,44 @@ def _run_program(
     if result.status == "completed":
         console.print(f"run file: {out}")
     return result.exit_code
+
+
+def _live_page(name: str, plan: Plan, topology: Topology, opts: RunOptions, port: int) -> LivePage:
+    """``--serve``: the live page, listening before the run starts (its address printed)."""
+    from streamscope.cli.common import err_console
+    from streamscope.monitor.service import query_records
+    from streamscope.report.live import LivePage
+    from streamscope.runtime.options import make_meta
+
+    page = LivePage(make_meta(name, opts), topology, query_records(plan, topology), port)
+    try:
+        url = page.start()
+    except OSError as exc:
+        from streamscope.core.errors import ConfigError
+
+        raise ConfigError(f"--serve: {exc}") from None
+    err_console.print(f"live page: {url}", markup=False, highlight=False)
+    return page
+
+
+def _end_page(page: LivePage, out: Path) -> None:
+    """The run ended: the live page says how (from its run file), serves its last report a
+    moment longer for open pages to get it, then stops."""
+    from streamscope.store.reader import load
+
+    status, duration = "interrupted", 0
+    error: str | None = "the run file could not be read"
+    with contextlib.suppress(Exception), load(out) as done:
+        status, error, duration = done.status, done.error, int(done.duration_ns or 0)
+    page.finish(status if status != "running" else "interrupted", error, duration)
+    page.stop(linger_s=LINGER_S)
+
+
+def _both(*sinks: FramesCallback) -> FramesCallback:
+    """One frames callback that calls each of ``sinks`` in turn."""
+
+    def call(results: Sequence[FrameResult], drops: Sequence[DropCount]) -> None:
+        for sink in sinks:
+            sink(results, drops)
+
+    return call

@@ -16,8 +16,11 @@ same methods, waits and errors.
 
 from __future__ import annotations
 
+import asyncio
+import asyncio.queues
 import contextlib
 import functools
+import itertools
 import multiprocessing as mp
 import multiprocessing.context
 import multiprocessing.process
@@ -33,7 +36,7 @@ from typing import Any
 from streamscope.core import native
 from streamscope.core.records import Kind, State
 from streamscope.core.rings import declare, next_probe_ids
-from streamscope.core.topology import ChannelInfo, ProbeInfo, Topology
+from streamscope.core.topology import ChannelInfo, ProbeInfo, ResourceInfo, Topology
 from streamscope.pipeline.dropin import REGISTRY, taps_for
 from streamscope.probes.taps import COST_CALL
 
@@ -172,10 +175,14 @@ def _ring(probe: int, end: str) -> Any:
 class _Channel:
     """One thread queue's names, counts and rings (used under the queue's own lock)."""
 
-    __slots__ = ("__weakref__", "capacity", "dst", "head", "n_in", "n_out", "name", "src", "tail")
+    __slots__ = (
+        "__weakref__", "capacity", "dst", "head", "n_in", "n_out", "name", "src", "tail",
+        "transport",
+    )  # fmt: skip
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, transport: str = "thread") -> None:
         self.capacity = capacity
+        self.transport = transport
         self.src: str | None = None
         self.dst: str | None = None
         self.name: str | None = None
@@ -183,10 +190,10 @@ class _Channel:
         self.tail: Any = None
         self.head: Any = None
 
-    def saw(self, end: str) -> None:
-        """The calling thread put (``tail``) or gets (``head``): name the channel once both
-        ends are known, while a session is active."""
-        who = stage()
+    def saw(self, end: str, who: str | None = None) -> None:
+        """The calling thread (or ``who``) put (``tail``) or gets (``head``): name the channel
+        once both ends are known, while a session is active."""
+        who = who or stage()
         if who is None:
             return
         if end == "tail" and self.src is None:
@@ -194,7 +201,7 @@ class _Channel:
         elif end == "head" and self.dst is None:
             self.dst = who
         if self.name is None and self.src and self.dst and REGISTRY.active():
-            self.name, tail, head = _declare(self.src, self.dst, self.capacity, "thread")
+            self.name, tail, head = _declare(self.src, self.dst, self.capacity, self.transport)
             self.tail, self.head = _ring(tail, "tail"), _ring(head, "head")
             _channels.add(self)
 
@@ -483,6 +490,123 @@ class AutoMPQueue:
         self._q.cancel_join_thread()
 
 
+_AsyncQueue = asyncio.Queue
+#: Per task: its stage's tracker (None: not one of the program's, or no session).
+_tasks: weakref.WeakKeyDictionary[asyncio.Task[Any], native.StateTracker | None] = (
+    weakref.WeakKeyDictionary()
+)
+_task_serial = itertools.count(1)
+
+
+def _current_task() -> asyncio.Task[Any] | None:
+    try:
+        return asyncio.current_task()
+    except RuntimeError:  # no loop runs in this thread
+        return None
+
+
+def task_stage(task: asyncio.Task[Any]) -> str | None:
+    """The stage an asyncio task works for: its coroutine function's name (None: a task of
+    streamscope's or the standard library's own)."""
+    coro = task.get_coro()
+    frame = getattr(coro, "cr_frame", None)
+    if frame is not None and _internal(frame.f_globals.get("__name__")):
+        return None
+    code = getattr(coro, "cr_code", None)
+    name = getattr(code, "co_qualname", None) or getattr(coro, "__qualname__", None)
+    return name.replace("<locals>.", "") if isinstance(name, str) else None
+
+
+def _loop_resource() -> ResourceInfo:
+    """The event loop a task runs on: a resource of its own, in its process and thread."""
+    where = "" if os.getpid() == REGISTRY.owner else f", pid {os.getpid()}"
+    thread = threading.current_thread()
+    on = "" if thread is threading.main_thread() else f", thread {thread.name}"
+    return ResourceInfo(f"asyncio loop{on}{where}", "asyncio")
+
+
+def _task_tracker(task: asyncio.Task[Any] | None) -> native.StateTracker | None:
+    """``task``'s tracker, made (and the task declared a worker of its stage) on its first put
+    or get: from then on it is busy but while it waits on a queue, idle once it is done."""
+    if task is None:
+        return None
+    try:
+        return _tasks[task]
+    except KeyError:
+        pass
+    tracker = None
+    name = task_stage(task)
+    if name is not None and REGISTRY.active():
+        REGISTRY.add_stage(name)
+        tracker = REGISTRY.tracker(name, ("task", next(_task_serial)), _loop_resource())
+        if tracker is not None:
+            tracker.set(State.BUSY)
+            done = tracker
+            task.add_done_callback(lambda _t: done.set(State.IDLE))
+    _tasks[task] = tracker
+    return tracker
+
+
+class AutoAsyncQueue(_AsyncQueue):  # type: ignore[type-arg]
+    """``asyncio.Queue`` as the program made it, recorded: a task awaiting ``get`` on an empty
+    queue is blocked in, one awaiting ``put`` on a full one blocked out, and otherwise busy.
+    One event loop's tasks take turns, so its counts need no lock."""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        if cls is AutoAsyncQueue and _caller_internal():
+            return _AsyncQueue(*args, **kwargs)
+        return super().__new__(cls)
+
+    def __init__(self, maxsize: int = 0) -> None:
+        super().__init__(maxsize)
+        self._ss = _Channel(maxsize if maxsize > 0 else 0, "asyncio")
+
+    def _end(self, end: str) -> native.StateTracker | None:
+        task = _current_task()
+        if self._ss.name is None and task is not None:
+            self._ss.saw(end, task_stage(task))
+        return _task_tracker(task)
+
+    def put_nowait(self, item: Any) -> None:
+        ss = self._ss
+        if ss.name is None:
+            self._end("tail")
+        super().put_nowait(item)
+        ss.n_in += 1
+        if ss.tail is not None:
+            ss.tail.record(ss.n_in)
+
+    def get_nowait(self) -> Any:
+        ss = self._ss
+        if ss.name is None:
+            self._end("head")
+        item = super().get_nowait()
+        ss.n_out += 1
+        if ss.head is not None:
+            ss.head.record(ss.n_out)
+        return item
+
+    async def put(self, item: Any) -> None:
+        tracker = self._end("tail")
+        if tracker is None or not self.full():
+            return await super().put(item)
+        prev = tracker.set(State.BLOCKED_OUT)
+        try:  # the standard wait, then put_nowait (recorded)
+            return await super().put(item)
+        finally:
+            tracker.set(prev)
+
+    async def get(self) -> Any:
+        tracker = self._end("head")
+        if tracker is None or not self.empty():
+            return await super().get()
+        prev = tracker.set(State.BLOCKED_IN)
+        try:
+            return await super().get()
+        finally:
+            tracker.set(prev)
+
+
 class StageTarget:
     """A process's target, run as a worker of the stage named after it (picklable, so a
     spawned child gets it too, and installs the instrumentation there first)."""
@@ -528,6 +652,7 @@ def install() -> None:
     )
     queue.Queue = AutoQueue  # type: ignore[misc]
     queue.SimpleQueue = AutoSimpleQueue  # type: ignore[misc]
+    asyncio.Queue = asyncio.queues.Queue = AutoAsyncQueue  # type: ignore[misc]
 
     def ctx_queue(self: Any, maxsize: int = 0) -> Any:
         if _caller_internal():
@@ -575,6 +700,7 @@ def uninstall() -> None:
         return
     queue.Queue = _saved["queue_Queue"]  # type: ignore[misc]
     queue.SimpleQueue = _saved["queue_SimpleQueue"]  # type: ignore[misc]
+    asyncio.Queue = asyncio.queues.Queue = _AsyncQueue  # type: ignore[misc]
     ctx_cls = multiprocessing.context.BaseContext
     ctx_cls.Queue = _saved["ctx_Queue"]  # type: ignore[method-assign]
     ctx_cls.JoinableQueue = _saved["ctx_JoinableQueue"]  # type: ignore[method-assign]
@@ -590,6 +716,7 @@ def uninstall() -> None:
 
 __all__ = [
     "MAIN",
+    "AutoAsyncQueue",
     "AutoMPQueue",
     "AutoQueue",
     "AutoSimpleQueue",
@@ -598,5 +725,6 @@ __all__ = [
     "install",
     "installed",
     "stage",
+    "task_stage",
     "uninstall",
 ]

@@ -72,7 +72,7 @@ class Registry:
         self.owner = 0  # the pid that activated the session
         #: Per process (pid): its recorder. Per worker (pid, thread, stage): its tracker.
         self._recorders: dict[int, Recorder] = {}
-        self._trackers: dict[tuple[int, int, str], native.StateTracker | None] = {}
+        self._trackers: dict[tuple[int, object, str], native.StateTracker | None] = {}
         self._env_checked = 0
         self.lock = threading.RLock()
 
@@ -151,11 +151,14 @@ class Registry:
             return "source"
         return "sink" if stage in dsts and stage not in srcs else "stage"
 
-    def tracker(self, stage: str) -> native.StateTracker | None:
+    def tracker(
+        self, stage: str, worker: object = None, resource: ResourceInfo | None = None
+    ) -> native.StateTracker | None:
         """The calling thread's tracker of ``stage`` while a session is active: made, and the
         worker declared to the monitor, the first time this thread works in it (None when no
-        query watches the stage)."""
-        key = (os.getpid(), threading.get_ident(), stage)
+        query watches the stage). ``worker``: another worker than the thread (an asyncio task,
+        on ``resource``, its event loop)."""
+        key = (os.getpid(), threading.get_ident() if worker is None else worker, stage)
         try:
             return self._trackers[key]
         except KeyError:
@@ -166,7 +169,7 @@ class Registry:
             tracker = None
             rec = self.recorder()
             if rec is not None and self.directory is not None:
-                res = self.resource()
+                res = resource or self.resource()
                 probes: tuple[ProbeInfo, ...] = ()
                 if "state" in taps_for(self.watches, stage=stage):
                     probes = (ProbeInfo(next_probe_ids(self.directory, 1), "state", stage),)

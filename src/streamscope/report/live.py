@@ -1,0 +1,202 @@
+"""The report of a run while it goes on, served on loopback (``streamscope run --serve``).
+
+In: the run's metadata, topology and queries, then every batch of frames as the monitor closes
+them (``on_frames``) and, at the end, how the run ended. Out: a page on ``127.0.0.1`` that shows
+the report, rendered by ``report.html`` from everything closed so far (the same figures and
+findings the final report will have, over fewer frames), replaced as frames close: the server
+pushes each new batch as a server-sent event (Starlette, served by Uvicorn in a thread of its
+own), and the page then loads the report again. Frames still waiting for a clock's calibration
+are not shown until they are final.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import json
+import threading
+import time
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from streamscope.aggregate.points import DropCount, FrameResult
+from streamscope.core.topology import Topology
+from streamscope.store.reader import Run
+from streamscope.store.writer import InMemoryStore, QueryRecord, RunMeta
+
+#: The report is rendered again at most this often (s) while frames keep closing.
+RENDER_EVERY_S = 1.0
+#: How often a connected page is told of new frames (s).
+PUSH_EVERY_S = 0.25
+
+_SHELL = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>streamscope live: {name}</title>
+<style>
+body {{ margin: 0; font: 14px system-ui, sans-serif; }}
+#bar {{ padding: 6px 12px; background: #123; color: #fff; }}
+#bar b {{ font-variant-numeric: tabular-nums; }}
+iframe {{ border: 0; width: 100%; height: calc(100vh - 32px); }}
+</style></head>
+<body>
+<div id="bar">streamscope live: {name} &mdash; <b id="frames">0</b> frames closed,
+run <b id="state">running</b></div>
+<iframe id="report" title="report" src="report?v=0"></iframe>
+<script>
+let shown = 0;
+function show(v) {{
+  if (v <= shown) return;
+  shown = v;
+  document.getElementById("report").src = "report?v=" + v;
+}}
+const events = new EventSource("events");
+events.addEventListener("frames", (e) => {{
+  const d = JSON.parse(e.data);
+  document.getElementById("frames").textContent = d.frames;
+  show(d.version);
+}});
+events.addEventListener("end", (e) => {{
+  const d = JSON.parse(e.data);
+  document.getElementById("frames").textContent = d.frames;
+  document.getElementById("state").textContent = d.status;
+  show(d.version);
+  events.close();
+}});
+</script>
+</body></html>
+"""
+
+
+class LivePage:
+    """A run's report, served while it runs; ``on_frames`` feeds it, ``finish`` ends it."""
+
+    def __init__(
+        self,
+        meta: RunMeta,
+        topology: Topology,
+        queries: Sequence[QueryRecord],
+        port: int = 0,
+    ) -> None:
+        self.name = meta.name
+        self._store = InMemoryStore()
+        self._store.begin(meta, topology, queries)
+        self._lock = threading.Lock()
+        self.version = 0
+        self.frames = 0
+        self.status = "running"
+        self._rendered: tuple[int, str] = (-1, "")
+        self._rendered_at = 0.0
+        self._port = port
+        self._server: Any = None
+        self._thread: threading.Thread | None = None
+
+    # --- fed by the run ---------------------------------------------------------------------
+
+    def on_frames(self, results: Sequence[FrameResult], drops: Sequence[DropCount]) -> None:
+        final = [r for r in results if not r.provisional]
+        if not final and not drops:
+            return
+        with self._lock:
+            self._store.write_frames(final)
+            self._store.write_drops(drops)
+            self.frames += len({(r.frame) for r in final})
+            self.version += 1
+
+    def finish(self, status: str, error: str | None, duration_ns: int) -> None:
+        with self._lock:
+            self._store.finish(status, error, time.time_ns(), duration_ns)
+            self.status = status
+            self.version += 1
+
+    # --- the page -----------------------------------------------------------------------------
+
+    def report(self) -> str:
+        """The report of everything closed so far (rendered again at most every
+        ``RENDER_EVERY_S`` while the run goes on, at once when it ended)."""
+        with self._lock:
+            version, ended = self.version, self.status != "running"
+            cached_version, page = self._rendered
+            fresh = time.monotonic() - self._rendered_at < RENDER_EVERY_S
+            if version == cached_version or (page and fresh and not ended):
+                return page
+            from streamscope.report import render_report  # plotly loads only when asked
+
+            run = Run.from_memory(self._store)
+            page, _ = render_report(run)
+            self._rendered = (version, page)
+            self._rendered_at = time.monotonic()
+            return page
+
+    def shell(self) -> str:
+        return _SHELL.format(name=html.escape(self.name))
+
+    async def events(self) -> AsyncIterator[str]:
+        """Server-sent events: ``frames`` whenever frames closed, ``end`` when the run ended."""
+        seen = -1
+        while True:
+            with self._lock:
+                version, frames, status = self.version, self.frames, self.status
+            if version != seen:
+                seen = version
+                data = json.dumps({"version": version, "frames": frames, "status": status})
+                kind = "end" if status != "running" else "frames"
+                yield f"event: {kind}\ndata: {data}\n\n"
+                if kind == "end":
+                    return
+            await asyncio.sleep(PUSH_EVERY_S)
+
+    # --- serving ------------------------------------------------------------------------------
+
+    def start(self) -> str:
+        """Serve on loopback in a thread of its own; the page's address."""
+        import uvicorn
+        from starlette.applications import Starlette
+        from starlette.responses import HTMLResponse, StreamingResponse
+        from starlette.routing import Route
+
+        async def shell(_request: Any) -> HTMLResponse:
+            return HTMLResponse(self.shell())
+
+        async def report(_request: Any) -> HTMLResponse:
+            page = await asyncio.get_running_loop().run_in_executor(None, self.report)
+            return HTMLResponse(page, headers={"Cache-Control": "no-store"})
+
+        async def events(_request: Any) -> StreamingResponse:
+            return StreamingResponse(
+                self.events(),
+                media_type="text/event-stream",
+                headers={"Cache-Control": "no-store"},
+            )
+
+        app = Starlette(
+            routes=[Route("/", shell), Route("/report", report), Route("/events", events)]
+        )
+        config = uvicorn.Config(
+            app, host="127.0.0.1", port=self._port, log_level="warning", access_log=False,
+            lifespan="off",
+        )  # fmt: skip
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(
+            target=self._server.run, name="streamscope-live-page", daemon=True
+        )
+        self._thread.start()
+        deadline = time.monotonic() + 10.0
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise OSError(f"the live page could not listen on 127.0.0.1:{self._port}")
+            time.sleep(0.02)
+        port = self._server.servers[0].sockets[0].getsockname()[1]
+        return f"http://127.0.0.1:{port}/"
+
+    def stop(self, linger_s: float = 0.0) -> None:
+        """Stop serving (after ``linger_s``, so that open pages get the end and the last
+        report)."""
+        if self._server is None:
+            return
+        if linger_s > 0:
+            time.sleep(linger_s)
+        self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(5.0)
+
+
+__all__ = ["LivePage"]
