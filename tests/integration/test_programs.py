@@ -221,3 +221,38 @@ def test_an_unmodified_asyncio_program(tmp_path: Path) -> None:
         assert max(occupancy(run, "produce -> consume", "max")) <= 8
         (neck,) = [f for f in findings(run) if f.kind == "bottleneck"]
         assert neck.target == "consume", neck.title
+
+
+def test_an_event_loops_lag_is_measured(tmp_path: Path) -> None:
+    """A task that blocks its loop for 30 ms every 100 ms (the program's own truth): the loop's
+    lag, measured by default, reaches most of a block and never much more than one."""
+    prog = tmp_path / "blocking.py"
+    prog.write_text(
+        "import asyncio, time\n"
+        "async def hog(q):\n"
+        "    for i in range(25):\n"
+        "        time.sleep(0.03)\n"  # blocks the loop, as a careless call would
+        "        await q.put(i)\n"
+        "        await asyncio.sleep(0.07)\n"
+        "    await q.put(None)\n"
+        "async def eat(q):\n"
+        "    while await q.get() is not None: pass\n"
+        "async def main():\n"
+        "    q = asyncio.Queue(4)\n"
+        "    await asyncio.gather(hog(q), eat(q))\n"
+        "asyncio.run(main())\n"
+    )
+    out = tmp_path / "lag.duckdb"
+    proc = subprocess.run(
+        [*cli(), "run", str(prog), "-o", str(out), "--quiet"],
+        capture_output=True, text=True, timeout=120, check=False, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    with ss.load(out) as run:
+        qid = query_id(run, "timer(loop*.lag)")
+        maxima = [
+            float(p.value) for f in run.results(qid, "loop.lag") for p in f.points
+            if isinstance(p, ScalarPoint) and p.stat == "max" and p.value is not None
+        ]  # fmt: skip
+    assert maxima, "no lag measured"
+    assert 15e6 <= max(maxima) <= 30e6 + 10e6, maxima

@@ -351,7 +351,13 @@ class Engine:
                 self.channels.setdefault(p.target, ChannelStream(p.target, wm))
             elif p.kind == "state":
                 self.stages[p.id] = StageStream(p.target, wm)
-        added = new_targets(self.plan, [s.name for s in new_stg], new_chn)
+            elif p.kind in EVENT_METRICS:
+                durations = METRICS[EVENT_METRICS[p.kind]].time_valued
+                ticks = {r.clock_domain: r.tick_period_ns for r in self.topology.resources}
+                scale = ticks.get(p.domain, 1.0) if durations else None
+                self.events[p.id] = EventStream(EVENT_METRICS[p.kind], p.target, scale)
+        valued = [(p.kind, p.target) for p in new_prb if p.kind in EVENT_METRICS]
+        added = new_targets(self.plan, [s.name for s in new_stg], new_chn, valued)
         if added:
             by_id = {q.id: q for q in self.plan.queries}
             extra: dict[int, tuple[TargetPlan, ...]] = {}

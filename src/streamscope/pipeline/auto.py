@@ -26,6 +26,7 @@ import multiprocessing.context
 import multiprocessing.process
 import os
 import queue
+import random
 import sys
 import threading
 import weakref
@@ -525,6 +526,58 @@ def _loop_resource() -> ResourceInfo:
     return ResourceInfo(f"asyncio loop{on}{where}", "asyncio")
 
 
+#: How often an event loop's lag is sampled (s).
+LAG_EVERY_S = 0.05
+_loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopLag] = weakref.WeakKeyDictionary()
+
+
+class _LoopLag:
+    """An event loop's lag: every ``LAG_EVERY_S`` on average (at random, so as not to fall in
+    step with the program) a callback due then records how late the loop ran it, as an
+    interval of the timer probe ``loopN.lag`` (``timer(loop*.lag)``)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, name: str) -> None:
+        self.loop = loop
+        self.name = name
+        self.ring: Any = None
+        self.rng = random.Random()
+        probe = f"{name}.lag"
+        rec = REGISTRY.recorder()
+        if rec is None or REGISTRY.directory is None:
+            return
+        if "timer" not in taps_for(REGISTRY.watches, probe=probe):
+            return
+        pid = next_probe_ids(REGISTRY.directory, 1)
+        declare(REGISTRY.directory, Topology("", probes=(ProbeInfo(pid, "timer", probe),)))
+        self.ring = rec.tap(pid, Kind.DURATION, cost=COST_CALL).ring
+        due = loop.time() + LAG_EVERY_S
+        loop.call_at(due, self.tick, due)
+
+    def tick(self, due: float) -> None:
+        if self.ring is None:  # the session ended
+            return
+        now = self.loop.time()
+        self.ring.record(max(round((now - due) * 1e9), 0))
+        # at a random phase: a program that blocks its loop periodically is not sampled only
+        # between its blocks
+        due = now + LAG_EVERY_S * (0.5 + self.rng.random())
+        self.loop.call_at(due, self.tick, due)
+
+    def stop(self) -> None:
+        self.ring = None
+
+
+def _watch_loop() -> None:
+    """Measure the running loop's lag from its first task that puts or gets on."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    if loop not in _loops:
+        n = len(_loops) + 1
+        _loops[loop] = _LoopLag(loop, "loop" if n == 1 else f"loop{n}")
+
+
 def _task_tracker(task: asyncio.Task[Any] | None) -> native.StateTracker | None:
     """``task``'s tracker, made (and the task declared a worker of its stage) on its first put
     or get: from then on it is busy but while it waits on a queue, idle once it is done."""
@@ -537,6 +590,7 @@ def _task_tracker(task: asyncio.Task[Any] | None) -> native.StateTracker | None:
     tracker = None
     name = task_stage(task)
     if name is not None and REGISTRY.active():
+        _watch_loop()
         REGISTRY.add_stage(name)
         tracker = REGISTRY.tracker(name, ("task", next(_task_serial)), _loop_resource())
         if tracker is not None:
@@ -711,6 +765,9 @@ def uninstall() -> None:
     _saved.clear()
     for ch in list(_channels):
         ch.detach()
+    for lag in list(_loops.values()):
+        lag.stop()
+    _loops.clear()
     _names.clear()
 
 

@@ -36,13 +36,18 @@ SESSION_ENV = "STREAMSCOPE_DROPIN_SESSION"
 
 
 def taps_for(
-    watches: list[dict[str, Any]], stage: str | None = None, channel: ChannelInfo | None = None
+    watches: list[dict[str, Any]],
+    stage: str | None = None,
+    channel: ChannelInfo | None = None,
+    probe: str | None = None,
 ) -> set[str]:
-    """The probe kinds a stage or channel needs for the session's queries (``watches``, as
-    ``query.compile.watches`` gives them)."""
+    """The probe kinds a stage, channel or value probe (``STAGE.NAME``) needs for the
+    session's queries (``watches``, as ``query.compile.watches`` gives them)."""
     kinds: set[str] = set()
     for w in watches:
-        if "stage" in w:
+        if "probe" in w:
+            hit = probe is not None and fnmatchcase(probe, w["probe"])
+        elif "stage" in w:
             hit = stage is not None and fnmatchcase(stage, w["stage"])
         else:
             hit = channel is not None and (

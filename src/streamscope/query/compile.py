@@ -221,16 +221,28 @@ def _compile_one(
 
 
 def new_targets(
-    plan: Plan, stages: Sequence[str] = (), channels: Sequence[ChannelInfo] = ()
+    plan: Plan,
+    stages: Sequence[str] = (),
+    channels: Sequence[ChannelInfo] = (),
+    probes: Sequence[tuple[str, str]] = (),
 ) -> list[tuple[int, TargetPlan]]:
-    """What stages or channels that appeared during the run add to ``plan``'s queries:
-    (query id, target) for each query whose pattern matches one it does not have yet."""
+    """What stages, channels or value probes (``(kind, "STAGE.NAME")``) that appeared during
+    the run add to ``plan``'s queries: (query id, target) for each query whose pattern matches
+    one it does not have yet."""
     out: list[tuple[int, TargetPlan]] = []
     for cq in plan.queries:
         have = {t.name for t in cq.targets}
         target = cq.query.target
         origin = cq.query.origin or parse_query(cq.text, source=f"query {cq.id + 1}").origin
         assert origin is not None
+        wanted = METRICS[cq.metric].probe
+        if wanted and not isinstance(target, Edge):
+            for kind, name in probes:
+                if kind != wanted or name in have or not fnmatchcase(name, target.name):
+                    continue
+                out.append((cq.id, TargetPlan(name, _specs(cq.query, [], origin))))
+                have.add(name)
+            continue
         if isinstance(target, Edge):
             for c in channels:
                 if c.name in have or not (
@@ -254,7 +266,8 @@ def new_targets(
 def watches(plan: Plan) -> list[dict[str, Any]]:
     """What stages and channels that appear during the run need recorded, as plain data (a
     process the program starts later reads it from its environment): per query, the probe
-    kinds its metric needs and its target's name patterns (``stage``, or ``src`` and ``dst``)."""
+    kinds its metric needs and its target's name patterns (``stage``, ``src`` and ``dst``, or
+    ``probe``: a value probe's ``STAGE.NAME``)."""
     out: list[dict[str, Any]] = []
     for cq in plan.queries:
         target = cq.query.target
@@ -263,6 +276,8 @@ def watches(plan: Plan) -> list[dict[str, Any]]:
             out.append({"kinds": kinds, "src": target.src, "dst": target.dst})
         elif not METRICS[cq.metric].probe:
             out.append({"kinds": kinds, "stage": target.name})
+        else:  # a value probe the program's instrumentation may make (an event loop's lag)
+            out.append({"kinds": [METRICS[cq.metric].probe], "probe": target.name})
     return out
 
 

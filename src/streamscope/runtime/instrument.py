@@ -17,7 +17,7 @@ from streamscope.pipeline.dropin import REGISTRY
 from streamscope.pipeline.pipeline import plan_probes
 from streamscope.query.ast import Query
 from streamscope.query.compile import compile_queries, watches
-from streamscope.query.defaults import CHANNEL_DEFAULTS, STAGE_DEFAULTS
+from streamscope.query.defaults import CHANNEL_DEFAULTS, PROGRAM_DEFAULTS, STAGE_DEFAULTS
 from streamscope.runtime.launch import Launched
 from streamscope.runtime.options import (
     FramesCallback,
@@ -88,13 +88,14 @@ def monitor(
             session.result = launched.finish(None)
         finally:
             launched.cleanup()
-        _warn_unmatched(session.result)
+        if queries:  # the defaults ask for what may not be there
+            _warn_unmatched(session.result)
 
 
 def open_queries(queries: Sequence[Query | str]) -> list[Query | str]:
     """The queries of a session whose stages and channels appear as it runs; none asked:
-    the defaults, for every channel and stage that will (``query/defaults.py``)."""
-    return list(queries) or [*CHANNEL_DEFAULTS, *STAGE_DEFAULTS]
+    the defaults, for every channel, stage and event loop that will (``query/defaults.py``)."""
+    return list(queries) or [*CHANNEL_DEFAULTS, *STAGE_DEFAULTS, *PROGRAM_DEFAULTS]
 
 
 def _warn_unmatched(result: RunResult) -> None:
