@@ -14,6 +14,7 @@ import typer
 if TYPE_CHECKING:
     from streamscope.aggregate.points import DropCount, FrameResult
     from streamscope.core.topology import Topology
+    from streamscope.query.ast import Query
     from streamscope.query.compile import Plan
     from streamscope.report.live import LivePage
     from streamscope.runtime.options import FramesCallback, RunOptions
@@ -282,12 +283,12 @@ def run(
     return result.exit_code
 
 
-def _query_texts(query: list[str] | None, queries: Path | None) -> list[object]:
+def _query_texts(query: list[str] | None, queries: Path | None) -> list[Query | str]:
     """The queries of ``--queries FILE`` and each ``--query``, parsed (errors say where)."""
     from streamscope.core.errors import ConfigError
     from streamscope.query.parser import parse_queries
 
-    texts: list[object] = []
+    texts: list[Query | str] = []
     if queries is not None:
         if not queries.is_file():
             raise ConfigError(f"query file {queries} does not exist")
@@ -326,9 +327,9 @@ def _run_program(
     from streamscope.runtime.options import RunOptions
     from streamscope.runtime.program import run_program
 
-    texts = open_queries(_query_texts(query, queries))  # type: ignore[arg-type]
+    texts = _query_texts(query, queries)  # none: the session's defaults
     # the plan the live view labels frames by (the session compiles the same)
-    plan = compile_queries(texts, REGISTRY.topology(), frame_ns, open_world=True)
+    plan = compile_queries(open_queries(texts), REGISTRY.topology(), frame_ns, open_world=True)
     console = Console(highlight=False, stderr=True)
     opts = RunOptions(
         frame_ns=frame_ns, out=out, overwrite=overwrite, mode="inline" if inline else "process",
