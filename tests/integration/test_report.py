@@ -359,3 +359,37 @@ def test_cli_bad_run_file_fails_clearly(kind: str, tmp_path: Path) -> None:
     assert ("does not exist" if kind == "missing" else "not a streamscope run") in proc.stderr
     assert "Traceback" not in proc.stderr
     assert not out.exists()
+
+
+def test_sixteen_walks_fit_the_graph_at_1400px(tmp_path: Path) -> None:
+    """The flagship with 16 parallel walks, its report drawn by Chromium in a 1400 px window:
+    the graph is no wider than its place, every stage box lies inside the drawn graph and no
+    two overlap (the browser's own geometry); a screenshot is kept beside the test's files."""
+    out = tmp_path / "l16.duckdb"
+    mod = example("laplace")
+    ss.run(
+        mod.pipeline(["--walks", "16", "--blocks", "2000"]),
+        mod.queries("1s"),
+        ss.RunOptions(out=out, mode="inline"),
+    )
+    page = tmp_path / "l16.html"
+    write_report(out, page)
+    proc = subprocess.run(
+        [*_browser_args(tmp_path / "profile-16"), "--window-size=1400,2000", "--dump-dom",
+         page.resolve().as_uri()],
+        capture_output=True, text=True, timeout=90, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (svg,) = _tree(proc.stdout).find("svg", "ss-graph")
+    wrap_w, svg_w, svg_h = (float(v) for v in svg.attrs["data-shown"].split(","))
+    assert svg_w <= wrap_w + 0.5, (svg_w, wrap_w)  # no part of it off to the side
+    boxes = [tuple(float(v) for v in b.split(",")) for b in svg.attrs["data-boxes"].split(";")]
+    assert len(boxes) == 16 + 4  # prng, split, 16 walks, avg, print
+    for x, y, w, h in boxes:
+        assert x >= 0 and y >= 0 and x + w <= svg_w + 0.5 and y + h <= svg_h + 0.5
+        assert w >= 100  # legible: at least half its drawn size
+    for i, (x, y, w, h) in enumerate(boxes):
+        for x2, y2, w2, h2 in boxes[i + 1 :]:
+            assert x + w <= x2 or x2 + w2 <= x or y + h <= y2 or y2 + h2 <= y, "boxes overlap"
+    shot = _screenshot(page, tmp_path)
+    assert shot.stat().st_size > 10_000

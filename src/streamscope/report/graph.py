@@ -1,15 +1,18 @@
 """The pipeline drawn as inline SVG, with its performance on it (seed 003, Fig. 2).
 
-Stages are boxes in topological layers, left to right (longest path from a source), ordered in
-each layer by the barycentre of their neighbours; channels are arrows. Each stage carries its
-state breakdown as a stacked bar (busy, blocked_in, blocked_out, idle), each channel its mean
-occupancy against its capacity (a fill bar, with the maximum marked) and its throughput; link
-channels are dashed and carry their virtual queue's verdict. Every name is escaped.
+Stages are boxes placed by a layered-graph layout (grandalf's Sugiyama layout: layers, crossings
+reduced, long channels routed through the layers they cross), left to right; channels are
+arrows. Each stage carries its state breakdown as a stacked bar (busy, blocked_in, blocked_out,
+idle), each channel with figures its mean occupancy against its capacity (a fill bar, with the
+maximum marked) and its throughput on its edge; a channel without figures is a plain arrow.
+Link channels are dashed and carry their virtual queue's verdict; the bottleneck's stages are
+outlined. The drawing scales to the width it is given. Every name is escaped.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
 from html import escape
 from typing import Protocol
 
@@ -38,6 +41,8 @@ CATEGORIES = (
 )
 VERDICT_COLOURS = {"consistent": "#15803d", "rejected": "#b91c1c"}
 DEVICE_STROKE = "#7c3aed"
+#: The bottleneck's outline.
+NECK = "#dc2626"
 HOST_STROKE = "#334155"
 
 
@@ -79,55 +84,81 @@ class ChannelLike(Protocol):
     def verdict(self) -> str | None: ...
 
 
-def layers(topology: Topology) -> list[list[str]]:
-    """Stages in topological layers (a stage's layer: the longest path to it from a source),
-    each layer ordered to limit crossings (barycentre sweeps)."""
+class _Box:
+    """A vertex's size for the layout (its extent across and along the layers: the layout
+    runs top-down, and the drawing turns it to run left to right)."""
+
+    def __init__(self, w: float, h: float) -> None:
+        self.w, self.h = w, h
+        self.xy = (0.0, 0.0)
+
+
+class _Route:
+    """Where the layout routes an edge (the points of the layers it crosses)."""
+
+    def __init__(self) -> None:
+        self.pts: list[tuple[float, float]] = []
+
+    def setpath(self, pts: list[tuple[float, float]]) -> None:
+        self.pts = [(float(x), float(y)) for x, y in pts]
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """Each stage's box (top-left corner), each channel's route between its ends (the points
+    between its two boxes, left to right), and the drawing's size."""
+
+    boxes: dict[str, tuple[float, float]]
+    routes: dict[str, list[tuple[float, float]]]
+    width: float
+    height: float
+
+
+def layout(topology: Topology) -> Layout:
+    """Place the stages by a layered-graph layout, left to right; each connected part of the
+    pipeline below the one before."""
+    from grandalf.graphs import Edge, Graph, Vertex
+    from grandalf.layouts import SugiyamaLayout
+
     names = [s.name for s in topology.stages]
     for c in topology.channels:
-        for n in (c.src, c.dst):
-            if n not in names:
-                names.append(n)
-    preds: dict[str, list[str]] = {n: [] for n in names}
-    succs: dict[str, list[str]] = {n: [] for n in names}
+        names += [n for n in (c.src, c.dst) if n not in names]
+    vertex = {n: Vertex(n) for n in names}
+    for v in vertex.values():
+        v.view = _Box(BOX_H, BOX_W)  # across the layers: the box's height
+    edges: dict[str, Edge] = {}
     for c in topology.channels:
-        if c.src != c.dst:
-            preds[c.dst].append(c.src)
-            succs[c.src].append(c.dst)
-    indeg = {n: len(preds[n]) for n in names}
-    layer = dict.fromkeys(names, 0)
-    ready = [n for n in names if indeg[n] == 0]
-    seen: set[str] = set()
-    while ready:
-        n = ready.pop(0)
-        seen.add(n)
-        for m in succs[n]:
-            layer[m] = max(layer[m], layer[n] + 1)
-            indeg[m] -= 1
-            if indeg[m] == 0:
-                ready.append(m)
-    top = max(layer.values(), default=0)
-    for n in names:  # a cycle (never written by a valid pipeline): park its stages at the end
-        if n not in seen:
-            layer[n] = top + 1
-    count = max(layer.values(), default=-1) + 1
-    out: list[list[str]] = [[] for _ in range(count)]
-    for n in names:
-        out[layer[n]].append(n)
-    pos = {n: float(i) for col in out for i, n in enumerate(col)}
-    for sweep in range(4):
-        order = range(1, count) if sweep % 2 == 0 else range(count - 2, -1, -1)
-        nbrs = preds if sweep % 2 == 0 else succs
-        for li in order:
-            col = out[li]
-
-            def key(n: str, nb: Mapping[str, list[str]] = nbrs) -> float:
-                ps = [pos[m] for m in nb[n]]
-                return sum(ps) / len(ps) if ps else pos[n]
-
-            col.sort(key=key)
-            for i, n in enumerate(col):
-                pos[n] = float(i)
-    return out
+        if c.src != c.dst and c.name not in edges:
+            e = Edge(vertex[c.src], vertex[c.dst])
+            e.view = _Route()
+            edges[c.name] = e
+    graph = Graph(list(vertex.values()), list(edges.values()))
+    boxes: dict[str, tuple[float, float]] = {}
+    routes: dict[str, list[tuple[float, float]]] = {}
+    top = float(MARGIN)
+    width = 0.0
+    for part in graph.C:
+        sug = SugiyamaLayout(part)
+        sug.xspace, sug.yspace = ROW - BOX_H, GAP
+        sug.init_all()
+        sug.draw()
+        # top-down (x across, y along the layers) turned left to right
+        xs = [v.view.xy[1] for v in part.sV]
+        ys = [v.view.xy[0] for v in part.sV]
+        x0, y0 = min(xs) - BOX_W / 2, min(ys) - BOX_H / 2
+        for v in part.sV:
+            cx, cy = v.view.xy[1] - x0 + MARGIN, v.view.xy[0] - y0 + top
+            boxes[v.data] = (cx - BOX_W / 2, cy - BOX_H / 2)
+        for name, e in edges.items():
+            if e.v[0] in part.sV and e.view.pts:
+                inner = e.view.pts[1:-1]
+                routes[name] = [(py - x0 + MARGIN, px - y0 + top) for px, py in inner]
+        right = max(x for x, _ in (boxes[v.data] for v in part.sV)) + BOX_W
+        bottom = max(y for _, y in (boxes[v.data] for v in part.sV)) + BOX_H
+        width = max(width, right + MARGIN)
+        top = bottom + (ROW - BOX_H)
+    height = top - (ROW - BOX_H) + MARGIN
+    return Layout(boxes, routes, max(width, 760.0), height + LEGEND_H)
 
 
 def _frac(x: object) -> float | None:
@@ -174,6 +205,7 @@ def _stage_box(
     role: str,
     device: bool,
     sb: StageLike | None,
+    neck: bool = False,
 ) -> str:
     e = escape
     stroke = DEVICE_STROKE if device else HOST_STROKE
@@ -186,8 +218,11 @@ def _stage_box(
             for label, _ in CATEGORIES
             if getattr(sb, label, None) is not None
         ]
+    if neck:
+        tip.append("the bottleneck (see the findings)")
     parts.append(
-        f'<g class="ss-stage" data-stage="{e(name)}" transform="translate({x:.1f},{y:.1f})">'
+        f'<g class="ss-stage{" ss-bottleneck" if neck else ""}" data-stage="{e(name)}" '
+        f'transform="translate({x:.1f},{y:.1f})">'
         f"<title>{e(chr(10).join(tip))}</title>"
         f'<rect class="ss-stage-box" width="{BOX_W}" height="{BOX_H}" rx="8" fill="#ffffff" '
         f'stroke="{stroke}" stroke-width="{2 if device else 1.4}"/>'
@@ -216,8 +251,27 @@ def _stage_box(
             'stroke="#cbd5e1" stroke-dasharray="3 2"/>'
             '<text x="10" y="82" class="ss-small ss-muted">no state query</text>'
         )
+    if neck:
+        parts.append(
+            f'<rect class="ss-neck" x="-4" y="-4" width="{BOX_W + 8}" height="{BOX_H + 8}" '
+            f'rx="11" fill="none" stroke="{NECK}" stroke-width="3"/>'
+            f'<text x="{BOX_W - 8}" y="22" text-anchor="end" class="ss-small ss-neck-tag" '
+            f'fill="{NECK}">bottleneck</text>'
+        )
     parts.append("</g>")
     return "".join(parts)
+
+
+def _path(pts: list[tuple[float, float]]) -> str:
+    """A smooth path through ``pts``, left to right: each step a curve leaving and reaching its
+    points level."""
+    (x, y), rest = pts[0], pts[1:]
+    d = [f"M{x:.1f},{y:.1f}"]
+    for nx, ny in rest:
+        dx = (nx - x) / 2
+        d.append(f"C{x + dx:.1f},{y:.1f} {nx - dx:.1f},{ny:.1f} {nx:.1f},{ny:.1f}")
+        x, y = nx, ny
+    return " ".join(d)
 
 
 def _channel(
@@ -226,27 +280,23 @@ def _channel(
     y1: float,
     x2: float,
     y2: float,
-    span: int,
+    via: list[tuple[float, float]],
     cs: ChannelLike | None,
 ) -> tuple[str, str]:
-    """The arrow (drawn under the boxes) and the label (drawn over them) of one channel."""
+    """The arrow (drawn under the boxes) and the label (drawn over them) of one channel: its
+    figures on its edge, halfway along its first step; a channel without figures is a plain
+    arrow (its name and capacity in its tooltip)."""
     e = escape
     virtual = c.is_link or (cs is not None and cs.virtual)
     colour = DEVICE_STROKE if virtual else "#475569"
     dash = ' stroke-dasharray="7 4"' if virtual else ""
-    lx = x1 + GAP / 2
-    ly = (y1 + y2) / 2 if span <= 1 else y1
-    if span <= 1:
-        dx = (x2 - x1) / 2
-        d = f"M{x1:.1f},{y1:.1f} C{x1 + dx:.1f},{y1:.1f} {x2 - dx:.1f},{y2:.1f} {x2:.1f},{y2:.1f}"
-    else:
-        d = (
-            f"M{x1:.1f},{y1:.1f} L{lx + 90:.1f},{y1:.1f} "
-            f"C{lx + 90 + GAP / 2:.1f},{y1:.1f} {x2 - GAP / 2:.1f},{y2:.1f} {x2:.1f},{y2:.1f}"
-        )
+    pts = [(x1, y1), *via, (x2, y2)]
+    (ax, ay), (bx_, by_) = pts[0], pts[1]
+    lx, ly = (ax + bx_) / 2, (ay + by_) / 2
     arrow = (
-        f'<path class="ss-channel-line" d="{d}" fill="none" stroke="{colour}" '
-        f'stroke-width="1.6"{dash} marker-end="url(#ss-arrow{"-dev" if virtual else ""})"/>'
+        f'<path class="ss-channel-line" d="{_path(pts)}" fill="none" stroke="{colour}" '
+        f'stroke-width="1.6"{dash} marker-end="url(#ss-arrow{"-dev" if virtual else ""})">'
+        f"<title>{e(c.name)} · capacity {c.capacity}</title></path>"
     )
     cap = c.capacity
     tip = [f"channel {c.name}", f"{c.transport}, capacity {cap}"]
@@ -272,6 +322,12 @@ def _channel(
                 tip.append(f"{extra} {_pct(float(v))}")
         if verdict:
             tip.append(f"virtual queue: {verdict}")
+    if cs is None or (mean is None and tput is None and not virtual):
+        plain = (
+            f'<g class="ss-channel ss-plain" data-channel="{e(c.name)}" '
+            f'data-virtual="{"1" if virtual else "0"}"><title>{e(chr(10).join(tip))}</title></g>'
+        )
+        return arrow, plain
     w, h = 184, 50
     bx, by = lx - w / 2, ly - h / 2
     label = [
@@ -317,18 +373,13 @@ def pipeline_svg(
     topology: Topology,
     stages: Mapping[str, StageLike],
     channels: Mapping[str, ChannelLike],
+    bottleneck: Collection[str] = (),
 ) -> str:
-    """The whole graph as one ``<svg>`` element (scales to the page width)."""
-    cols = layers(topology)
-    rows = max((len(c) for c in cols), default=1)
-    height = MARGIN * 2 + rows * ROW - (ROW - BOX_H) + LEGEND_H
-    width = MARGIN * 2 + max(len(cols), 1) * (BOX_W + GAP) - GAP
-    width = max(width, 760)
-    where: dict[str, tuple[float, float, int]] = {}
-    for li, col in enumerate(cols):
-        off = (rows - len(col)) * ROW / 2
-        for i, n in enumerate(col):
-            where[n] = (MARGIN + li * (BOX_W + GAP), MARGIN + off + i * ROW, li)
+    """The whole graph as one ``<svg>`` element, scaled to the width it is given (never wider
+    than drawn). ``bottleneck``: the stages the findings name the bottleneck, outlined."""
+    placed = layout(topology)
+    width, height = placed.width, placed.height
+    where = placed.boxes
     info = {s.name: s for s in topology.stages}
     res = {r.name: r for r in topology.resources}
     # Ports: spread a box's outgoing (incoming) channels along its right (left) edge.
@@ -339,7 +390,7 @@ def pipeline_svg(
         ins.setdefault(c.dst, []).append(c)
 
     def other_end_y(ch: ChannelInfo, end: str) -> float:
-        return where.get(ch.dst if end == "dst" else ch.src, (0.0, 0.0, 0))[1]
+        return where.get(ch.dst if end == "dst" else ch.src, (0.0, 0.0))[1]
 
     for lst in outs.values():
         lst.sort(key=lambda ch: other_end_y(ch, "dst"))
@@ -355,21 +406,21 @@ def pipeline_svg(
     for c in topology.channels:
         if c.src not in where or c.dst not in where:
             continue
-        sx, sy, sl = where[c.src]
-        dx, dy, dl = where[c.dst]
+        sx, sy = where[c.src]
+        dx, dy = where[c.dst]
         arrow, label = _channel(
             c,
             sx + BOX_W,
             sy + port(outs[c.src], c),
             dx,
             dy + port(ins[c.dst], c),
-            dl - sl,
+            placed.routes.get(c.name, []),
             channels.get(c.name),
         )
         lines.append(arrow)
         labels.append(label)
     boxes: list[str] = []
-    for name, (x, y, _) in where.items():
+    for name, (x, y) in where.items():
         s = info.get(name)
         r = res.get(s.resource) if s is not None else None
         kind = r.kind if r is not None else "?"
@@ -384,6 +435,7 @@ def pipeline_svg(
                 s.role if s is not None else "stage",
                 device,
                 stages.get(name),
+                name in bottleneck,
             )
         )
     ly = height - LEGEND_H + 14
@@ -419,7 +471,8 @@ def pipeline_svg(
     )
     return (
         f'<svg class="ss-graph" role="img" '
-        f'aria-label="pipeline {escape(topology.name)}" viewBox="0 0 {width} {height}" '
-        f'width="{width}" height="{height}" preserveAspectRatio="xMinYMin meet">'
+        f'aria-label="pipeline {escape(topology.name)}" viewBox="0 0 {width:.0f} {height:.0f}" '
+        f'width="{width:.0f}" height="{height:.0f}" style="width:100%;max-width:{width:.0f}px;'
+        f'height:auto" preserveAspectRatio="xMinYMin meet">'
         f"{defs}{''.join(lines)}{''.join(boxes)}{''.join(labels)}{''.join(legend)}</svg>"
     )

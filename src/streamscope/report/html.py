@@ -7,7 +7,8 @@ figure is a JSON spec in one data block, drawn by ``Plotly.newPlot`` when the pa
 Content-Security-Policy forbids every fetch, so the page works offline or not at all. A small
 collector counts script errors, unhandled rejections, ``console.error`` calls and blocked
 fetches, and writes the count into ``<body data-errors>`` once the figures are drawn (with
-``data-plots`` and ``data-rendered``), so a headless browser can check the page.
+``data-plots`` and ``data-rendered``), and where the pipeline graph's stage boxes were drawn
+(``data-shown``, ``data-boxes`` on its ``<svg>``), so a headless browser can check the page.
 """
 
 from __future__ import annotations
@@ -94,7 +95,17 @@ return ce.apply(console,arguments)};
 RENDER = """
 (function(){
 var E=window.__ssErrors;
+function graph(){
+var svg=document.querySelector('svg.ss-graph');if(!svg)return;
+var wrap=svg.parentNode.getBoundingClientRect(),r=svg.getBoundingClientRect();
+svg.setAttribute('data-shown',[wrap.width,r.width,r.height].map(Math.round).join(','));
+var boxes=[];document.querySelectorAll('svg.ss-graph .ss-stage-box').forEach(function(b){
+var q=b.getBoundingClientRect();
+boxes.push([q.left-r.left,q.top-r.top,q.width,q.height].map(function(v){return v.toFixed(1)}).join(','))});
+svg.setAttribute('data-boxes',boxes.join(';'));
+}
 function done(n,ok){
+try{graph()}catch(e){E.push('graph: '+e)}
 document.body.setAttribute('data-plots',String(n));
 document.body.setAttribute('data-rendered',String(ok));
 document.body.setAttribute('data-errors',String(E.length));
@@ -235,16 +246,32 @@ def _findings(run: Run) -> str:
     return "".join(out)
 
 
+def _bottleneck(run: Run) -> list[str]:
+    """The stages the findings name the bottleneck (a group's members)."""
+    out: list[str] = []
+    for f in findings(run):
+        if f.kind == "bottleneck":
+            members = f.evidence.get("members") if isinstance(f.evidence, dict) else None
+            out += [str(m) for m in members] if isinstance(members, list | tuple) else [f.target]
+    return out
+
+
 def _pipeline(run: Run) -> str:
     stages = stage_breakdown(run)
     channels = channel_summary(run)
-    svg = pipeline_svg(run.topology, {s.stage: s for s in stages}, {c.channel: c for c in channels})
+    svg = pipeline_svg(
+        run.topology,
+        {s.stage: s for s in stages},
+        {c.channel: c for c in channels},
+        _bottleneck(run),
+    )
     out = [
         '<section id="pipeline"><h2>Pipeline</h2>',
         '<p class="muted">Stages in topological order, left to right; each with the share of '
         "its observed time in each state, each channel with its mean occupancy against its "
         "capacity (the tick marks the maximum) and its throughput. Dashed: a link to a device, "
-        "estimated as a virtual queue. Hover for the figures.</p>",
+        "estimated as a virtual queue. Outlined in red: the bottleneck. Hover for the "
+        "figures.</p>",
         f'<div class="graph-wrap">{svg}</div>',
         "<h3>Stages</h3>",
     ]
