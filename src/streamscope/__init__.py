@@ -95,12 +95,14 @@ def monitor(
     options: RunOptions | None = None,
     *,
     on_frames: Any = None,
+    live: bool = False,
 ) -> AbstractContextManager[Any]:
     """Monitor the program's instrumented queues and stages while the ``with`` block runs (see
-    ``streamscope.runtime.instrument.monitor``)."""
+    ``streamscope.runtime.instrument.monitor``); ``live``: show the frames on stderr as they
+    close."""
     from streamscope.runtime.instrument import monitor as _monitor
 
-    return _monitor(queries, options, on_frames=on_frames)
+    return _monitor(queries, options, on_frames=on_frames, live=live)
 
 
 if TYPE_CHECKING:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from streamscope.cli import live
 from streamscope.core import fmt
 from streamscope.report import html
+from streamscope.report import terminal as live
 
 
 @pytest.mark.parametrize(

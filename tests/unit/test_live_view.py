@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import io
 
+import pytest
 from rich.console import Console
 
 from streamscope.aggregate.points import FrameResult, ScalarPoint
-from streamscope.cli.live import PROVISIONAL, LiveView
 from streamscope.pipeline.pipeline import Pipeline
+from streamscope.report.terminal import PROVISIONAL, LiveView
 from streamscope.runtime.session import prepare
 
 
@@ -59,3 +60,26 @@ def _rendered(view: LiveView) -> str:
     buf = io.StringIO()
     Console(file=buf, width=200, color_system=None).print(view._table())
     return buf.getvalue()
+
+
+def test_the_python_api_and_the_drop_in_show_the_live_view_when_asked(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    import streamscope as ss
+
+    p = Pipeline("live")
+    p.add("src", range(300))
+    p.add("sink", lambda x: None)
+    p.chain("src", "sink", capacity=4)
+    opts = ss.RunOptions(mode="inline", frame_ns=100_000_000)
+    ss.run(p, ["throughput(src -> sink): mean"], opts)
+    assert capfd.readouterr().err == ""  # not asked: nothing shown
+    ss.run(p, ["throughput(src -> sink): mean"], opts, live=True)
+    err = capfd.readouterr().err
+    assert "q0 src -> sink: mean=" in err
+    q = ss.Queue(4, src="a", dst="b")
+    with ss.monitor(["throughput(a -> b): mean"], opts, live=True):
+        for i in range(50):
+            q.put(i)
+            q.get()
+    assert "q0 a -> b: mean=" in capfd.readouterr().err

@@ -209,7 +209,7 @@ def test_a_raising_stage_fails_the_run_and_names_itself() -> None:
 
 def test_terminal_values_say_counts_as_counts_and_bounds_as_plus_minus() -> None:
     from streamscope.aggregate.points import ScalarPoint
-    from streamscope.cli.live import describe_points
+    from streamscope.report.terminal import describe_points
 
     text = describe_points(
         [

@@ -171,9 +171,9 @@ def run(
         load_module,
     )
     from streamscope.cli.common import duration_option, err_console
-    from streamscope.cli.live import LiveView
     from streamscope.core.errors import ConfigError
     from streamscope.query.parser import parse_queries
+    from streamscope.report.terminal import LiveView
     from streamscope.runtime.options import RunOptions
     from streamscope.runtime.session import prepare
     from streamscope.runtime.session import run as run_monitored
@@ -320,9 +320,9 @@ def _run_program(
     streamscope says goes to stderr, so the program's stdout stays its own."""
     from rich.console import Console
 
-    from streamscope.cli.live import LiveView
     from streamscope.pipeline.dropin import REGISTRY
     from streamscope.query.compile import compile_queries
+    from streamscope.report.terminal import LiveView
     from streamscope.runtime.instrument import open_queries
     from streamscope.runtime.options import RunOptions
     from streamscope.runtime.program import run_program

@@ -11,9 +11,9 @@ from rich.table import Table
 
 from streamscope.aggregate.points import DutyPoint, FrameResult, ScalarPoint
 from streamscope.analysis import findings
-from streamscope.cli.live import describe_points
 from streamscope.core.fmt import fmt_ns, fmt_value
 from streamscope.core.topology import HOST
+from streamscope.report.terminal import describe_points
 from streamscope.store.reader import Run, load
 
 

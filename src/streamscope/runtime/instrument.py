@@ -26,6 +26,7 @@ from streamscope.runtime.options import (
     check_out,
     make_meta,
 )
+from streamscope.runtime.session import live_view
 from streamscope.store.writer import InMemoryStore
 from streamscope.transport.wire import MsgType
 
@@ -47,6 +48,7 @@ def monitor(
     on_lag: Callable[[int], None] | None = None,
     on_note: Callable[[str], None] | None = None,
     name: str = "program",
+    live: bool = False,
 ) -> Iterator[Session]:
     """Monitor the program's instrumented queues and stages while the block runs.
 
@@ -58,11 +60,18 @@ def monitor(
     in a process of its own when ``options.out`` names a run file (``mode="process"``), else in
     a thread here, keeping the run in memory. No queries: the defaults (every channel's
     occupancy, throughput and latency, every stage's state). ``on_frames``, ``on_lag`` and
-    ``on_note`` as ``streamscope.run``'s; ``name`` is the run's.
+    ``on_note`` and ``live`` as ``streamscope.run``'s; ``name`` is the run's.
     """
     opts = options or RunOptions(mode="inline")
     base = REGISTRY.topology()
     plan = compile_queries(open_queries(queries), base, opts.frame_ns, open_world=True)
+    if live:
+        with (
+            live_view(plan, on_frames, on_lag, on_note) as (frames, lag, note),
+            monitor(queries, opts, on_frames=frames, on_lag=lag, on_note=note, name=name) as s,
+        ):
+            yield s
+        return
     topology = REGISTRY.topology(plan_probes(base, plan.taps))
     check_out(opts.out, opts.overwrite)
     launched = Launched(plan, topology, make_meta(name, opts), opts, on_frames, on_lag, on_note)

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 
+from streamscope.aggregate.points import DropCount, FrameResult
 from streamscope.core.clock import host_now_ticks
 from streamscope.core.errors import ConfigError
 from streamscope.core.topology import HOST, Topology
@@ -92,15 +94,21 @@ def run(
     on_frames: FramesCallback | None = None,
     on_lag: Callable[[int], None] | None = None,
     on_note: Callable[[str], None] | None = None,
+    live: bool = False,
 ) -> RunResult:
     """Monitor one run of ``pipeline``. Invalid input raises before anything runs.
 
     ``on_frames`` sees every frame as the monitor closes it; ``on_lag`` how far the monitor is
     behind the application then (ns: one drain period when it keeps up); ``on_note`` what the
-    monitor says while the run goes on (a stage that stalls, and goes on)."""
+    monitor says while the run goes on (a stage that stalls, and goes on). ``live``: show the
+    frames on stderr as they close, as ``streamscope run`` does (a table on a terminal, lines
+    otherwise), besides any callbacks."""
     opts = options or RunOptions()
     plan, topology = prepare(pipeline, queries, opts.frame_ns)
     check_out(opts.out, opts.overwrite)
+    if live:
+        with live_view(plan, on_frames, on_lag, on_note) as (frames, lag, note):
+            return run(pipeline, queries, opts, on_frames=frames, on_lag=lag, on_note=note)
     traced = TracingSession(pipeline) if pipeline.tracing is not None else None
     if traced is not None:
         topology = traced.topology(topology)
@@ -116,6 +124,43 @@ def run(
             traced.close()
         if launched is not None:
             launched.cleanup()
+
+
+Callbacks = tuple[FramesCallback | None, Callable[[int], None] | None, Callable[[str], None] | None]
+
+
+@contextmanager
+def live_view(
+    plan: Plan,
+    on_frames: FramesCallback | None = None,
+    on_lag: Callable[[int], None] | None = None,
+    on_note: Callable[[str], None] | None = None,
+) -> Iterator[Callbacks]:
+    """The terminal's live view of ``plan``'s frames on stderr while the block runs: the
+    callbacks to give the run, each also calling the one given here (if any)."""
+    from rich.console import Console
+
+    from streamscope.report.terminal import LiveView
+
+    view = LiveView(plan, Console(stderr=True, highlight=False))
+
+    def frames(results: Sequence[FrameResult], drops: Sequence[DropCount]) -> None:
+        view.on_frames(results, drops)
+        if on_frames is not None:
+            on_frames(results, drops)
+
+    def lag(ns: int) -> None:
+        view.on_lag(ns)
+        if on_lag is not None:
+            on_lag(ns)
+
+    def note(text: str) -> None:
+        view.on_note(text)
+        if on_note is not None:
+            on_note(text)
+
+    with view:
+        yield frames, lag, note
 
 
 def _drive(

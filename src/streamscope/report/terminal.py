@@ -1,4 +1,5 @@
-"""What the terminal shows while a run goes on and when it ends.
+"""What the terminal shows while a run goes on and when it ends (the CLI, and the Python API
+when asked: ``live=True``).
 
 In: frame results as the monitor closes them. Out: a live table on a terminal (plain lines when
 output is piped), and a closing summary table over all frames.
