@@ -93,6 +93,12 @@ def test_show_last_limits_the_frames(run_file: Path) -> None:
     rows = [line for line in body.splitlines() if line.startswith("│") and "src -> work" in line]
     assert len(rows) == 1, body
     assert rows[0].split()[1] == str(frames[-1])
+    with load(run_file) as run:
+        last = run.results(0)[-1]
+    if last.covered_ns < last.t_end_ns - last.t_start_ns:  # the run ended inside it
+        assert "(partial:" in rows[0], rows[0]
+    else:
+        assert "(partial:" not in rows[0], rows[0]
 
 
 def test_show_json_is_the_documented_document(run_file: Path) -> None:

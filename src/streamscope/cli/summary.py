@@ -188,7 +188,8 @@ def frames_table(run: Run, query_id: int, last: int | None) -> Table:
         keep = sorted({r.frame for r in rows})[-last:]
         rows = [r for r in rows if r.frame in keep]
     for r in rows:
-        partial = "" if r.covered_ns == r.t_end_ns - r.t_start_ns else f" ({fmt_ns(r.covered_ns)})"
+        whole = r.t_end_ns - r.t_start_ns
+        partial = "" if r.covered_ns >= whole else f" (partial: {fmt_ns(r.covered_ns)})"
         table.add_row(
             str(r.frame),
             fmt_ns(r.t_start_ns) + partial,

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from html import escape
 from typing import Any
 
+from streamscope.core.fmt import fmt_ns
 from streamscope.report.data import (
     BOX_STATS,
     CLOCK_STATS,
@@ -100,6 +101,16 @@ def _unit_label(unit: str) -> str:
     )
 
 
+def partial_notes(ts: TargetSeries) -> list[str]:
+    """Per frame: empty for a whole frame; for a partial one (the run began or ended inside
+    it), how much of it was observed, as hover text."""
+    out = []
+    for t0, t1, cov in zip(ts.t_start_ns, ts.t_end_ns, ts.covered_ns, strict=True):
+        whole = t1 - t0
+        out.append("" if cov >= whole else f" (partial: {fmt_ns(cov)} of {fmt_ns(whole)})")
+    return out
+
+
 def timeseries(q: QuerySeries) -> Figure | None:
     """Every scalar and quantile of the query per frame, one line per target and stat."""
     skip = set(SELF_CHECK_STATS) | set(CLOCK_STATS)
@@ -118,6 +129,7 @@ def timeseries(q: QuerySeries) -> Figure | None:
     data = []
     for i, (ts, stat) in enumerate(rows):
         name = stat if len(q.targets) == 1 else f"{label(ts.target)} {stat}"
+        notes = partial_notes(ts)
         data.append(
             {
                 "type": "scatter",
@@ -125,10 +137,16 @@ def timeseries(q: QuerySeries) -> Figure | None:
                 "name": name,
                 "x": _times(ts),
                 "y": _scaled(ts.stats[stat], scale),
-                "customdata": ts.frames,
-                "hovertemplate": f"frame %{{customdata}}: %{{y}} {unit}<extra>{name}</extra>",
+                "customdata": [[f, n] for f, n in zip(ts.frames, notes, strict=True)],
+                "hovertemplate": (
+                    f"frame %{{customdata[0]}}%{{customdata[1]}}: %{{y}} {unit}<extra>{name}</extra>"
+                ),
                 "line": {"width": 1.6, "color": _colour(i)},
-                "marker": {"size": 4},
+                # a partial frame (the run's first or last: part of it observed) is hollow
+                "marker": {
+                    "size": [7 if n else 4 for n in notes],
+                    "symbol": ["circle-open" if n else "circle" for n in notes],
+                },
                 "connectgaps": False,
             }
         )
