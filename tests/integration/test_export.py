@@ -477,3 +477,51 @@ def test_otf2_shifts_times_before_the_start_instead_of_failing(
         times = [ev.time for _, ev in tr.events]
     assert shift["time_shift_ns"] >= 7000
     assert min(times) >= 0
+
+
+def test_an_ordinary_run_exports_its_last_stretch_from_the_flight_recorder(
+    tmp_path: Path,
+) -> None:
+    """No --trace: the flight recorder keeps the latest 400 raw records, so the export shows
+    state slices and occupancy for the run's last stretch and says the rest was let go; the
+    frames are whole either way, and with the recorder off nothing raw is kept."""
+    app = tmp_path / "app.py"
+    app.write_text(
+        "import time\nimport streamscope as ss\n"
+        "def pipeline(argv):\n"
+        "    p = ss.Pipeline('flight')\n"
+        "    p.add('src', range(1500))\n"
+        "    p.add('work', lambda x: (time.sleep(0.0004), x)[1])\n"
+        "    p.add('sink', lambda x: None)\n"
+        "    p.chain('src', 'work', 'sink', capacity=4)\n"
+        "    return p\n"
+    )
+    cli = Path(sys.executable).with_name("streamscope")
+    runs = {}
+    for n in (400, 0):
+        out = tmp_path / f"f{n}.duckdb"
+        proc = subprocess.run(
+            [str(cli), "run", str(app), "-q", "occupancy(src -> work): mean", "-o", str(out),
+             "--quiet", "--flight-records", str(n)],
+            capture_output=True, text=True, timeout=120, check=False, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        runs[n] = out
+    with ss.load(runs[400]) as run:
+        (row,) = zip(*run.table("flight").values(), strict=True)
+        capacity, kept, overwritten = (int(v) for v in row)
+        assert (capacity, kept) == (400, 400) and overwritten > 1000
+        rec = run.table("record")
+        assert len(rec["probe_id"]) == 400
+        states = {p.id for p in run.topology.probes if p.kind == "state"}
+        assert np.isin(rec["probe_id"], list(states)).any()
+        tl = build_timeline(run)
+        duration = run.duration_ns or 0
+        assert len(tl.slices) > 0 and not tl.traced and tl.flight_overwritten == overwritten
+        # the last stretch only: no slice starts in the run's first half
+        assert int(tl.slices.start_ns.min()) > duration // 2
+        summary = export_run(run, "chrome", tmp_path / "f.json")
+        assert "flight recorder" in summary.line()
+    with ss.load(runs[0]) as run:
+        assert len(run.table("record")["probe_id"]) == 0
+        assert build_timeline(run).slices.start_ns.size == 0

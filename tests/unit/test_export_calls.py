@@ -101,7 +101,7 @@ def _timeline(slices: Slices, calls: Calls, split: tuple[int, ...]) -> Timeline:
     i64, i32 = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int32)
     return Timeline(
         name="t", run_id="r", status="completed", duration_ns=1000, started_unix_ns=0,
-        traced=True, processes=[], threads=[], slices=slices, counters=[],
+        traced=True, flight_overwritten=0, processes=[], threads=[], slices=slices, counters=[],
         instants=Instants(i32, i64, np.zeros(0, dtype=np.int8), i64, i32), domains=[],
         calls=calls, functions=("m:a", "m:b"), call_tracks=split,
     )  # fmt: skip

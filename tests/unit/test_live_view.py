@@ -77,9 +77,9 @@ def test_the_python_api_and_the_drop_in_show_the_live_view_when_asked(
     ss.run(p, ["throughput(src -> sink): mean"], opts, live=True)
     err = capfd.readouterr().err
     assert "q0 src -> sink: mean=" in err
-    q = ss.Queue(4, src="a", dst="b")
-    with ss.monitor(["throughput(a -> b): mean"], opts, live=True):
+    q = ss.Queue(4, src="live_a", dst="live_b")
+    with ss.monitor(["throughput(live_a -> live_b): mean"], opts, live=True):
         for i in range(50):
             q.put(i)
             q.get()
-    assert "q0 a -> b: mean=" in capfd.readouterr().err
+    assert "q0 live_a -> live_b: mean=" in capfd.readouterr().err

@@ -103,6 +103,14 @@ def run(
             help="Keep every probe record in the run file, for `streamscope export` timelines."
         ),
     ] = False,
+    flight_records: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            help="Without --trace, keep the latest N raw records of host stages and channels "
+            "(a flight recorder): exports show the run's last stretch (0: none).",
+        ),
+    ] = 200_000,
     report: Annotated[
         Path | None,
         typer.Option(help="After the run, write the HTML report here and print the top findings."),
@@ -202,6 +210,7 @@ def run(
         return _run_program(
             module or str(app), module is not None, argv, query, queries, frame_ns, out,
             overwrite, inline, quiet, every_s, stall_ns, timeout_ns, clock_method, trace, report,
+            flight_records,
         )  # fmt: skip
     assert app is not None
     module_ = load_module(app)
@@ -240,6 +249,7 @@ def run(
         ground_truth=ground_truth,
         device_trace=device_trace,
         trace=trace,
+        flight_records=flight_records,
         stall_ns=stall_ns,
         timeout_ns=timeout_ns,
     )
@@ -315,6 +325,7 @@ def _run_program(
     clock_method: str,
     trace: bool,
     report: Path | None,
+    flight_records: int,
 ) -> int:
     """``streamscope run prog.py`` on a program with no pipeline: run it as it is. What
     streamscope says goes to stderr, so the program's stdout stays its own."""
@@ -335,7 +346,7 @@ def _run_program(
         frame_ns=frame_ns, out=out, overwrite=overwrite, mode="inline" if inline else "process",
         app=target, argv=tuple(argv), command=shlex.join(["streamscope", *sys.argv[1:]]),
         calibrate_every_s=every_s, clock_method=clock_method, trace=trace, stall_ns=stall_ns,
-        timeout_ns=timeout_ns,
+        timeout_ns=timeout_ns, flight_records=flight_records,
     )  # fmt: skip
     view = LiveView(plan, console)
     if quiet:

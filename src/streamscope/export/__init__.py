@@ -38,10 +38,17 @@ class ExportSummary:
     events: int
     written: int
     traced: bool
+    #: Older raw records the flight recorder let go: slices cover the run's last stretch.
+    flight_overwritten: int = 0
 
     def line(self) -> str:
         """One line for people."""
         traced = "traced" if self.traced else "untraced: counters from frames"
+        if self.flight_overwritten:
+            traced = (
+                f"flight recorder: the run's last {self.events} records, "
+                f"{self.flight_overwritten} older let go"
+            )
         return (
             f"{self.format}: {self.path} — {self.tracks} tracks, {self.slices} state slices, "
             f"{self.counters} counter samples, {self.events} raw events ({traced})"
@@ -95,4 +102,5 @@ def write_timeline(tl: Timeline, fmt: str, path: str | Path) -> ExportSummary:
         events=len(tl.instants),
         written=written,
         traced=tl.traced,
+        flight_overwritten=tl.flight_overwritten,
     )

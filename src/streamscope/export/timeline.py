@@ -135,6 +135,8 @@ class Timeline:
     duration_ns: int
     started_unix_ns: int
     traced: bool
+    #: Older raw records the flight recorder let go (its records cover the run's last stretch).
+    flight_overwritten: int
     processes: list[ProcessTrack]
     threads: list[ThreadTrack]
     slices: Slices
@@ -229,6 +231,8 @@ def build_timeline(run: Run, *, instants: bool = True) -> Timeline:
 
     clocks = clock_domains(run)
     rec = _numpy(run, "SELECT probe_id, kind, ticks, value FROM record")
+    flight = run.table("flight")
+    overwritten = int(sum(flight["overwritten"].tolist())) if len(flight["overwritten"]) else 0
     n = len(rec["probe_id"])
     probe_ids = rec["probe_id"].astype(np.int32)
     ns = np.zeros(n, dtype=np.int64)
@@ -287,7 +291,8 @@ def build_timeline(run: Run, *, instants: bool = True) -> Timeline:
         status=run.status,
         duration_ns=duration,
         started_unix_ns=int(run.meta.started_unix_ns),
-        traced=_traced(run, probe_ids),
+        traced=_traced(run, probe_ids) and not overwritten,
+        flight_overwritten=overwritten,
         processes=processes,
         threads=threads,
         slices=slices,

@@ -22,6 +22,7 @@ from streamscope.aggregate.points import DropCount, FrameResult
 from streamscope.core.errors import StreamscopeError
 from streamscope.core.topology import Topology
 from streamscope.monitor.engine import DEFAULT_STALL_NS
+from streamscope.monitor.flight import DEFAULT_FLIGHT_RECORDS
 from streamscope.monitor.service import MonitorService
 from streamscope.query.compile import compile_queries
 from streamscope.store.lock import WriterLock
@@ -103,6 +104,7 @@ def main(argv: list[str]) -> int:
             stall_ns=int(cfg.get("stall_ns", DEFAULT_STALL_NS)),
             truth_dir=cfg.get("truth_dir"),
             trace=bool(cfg.get("trace", False)),
+            flight_records=int(cfg.get("flight_records", DEFAULT_FLIGHT_RECORDS)),
         )
     except (StreamscopeError, OSError, KeyError, ValueError, duckdb.Error) as exc:
         _emit({"event": "error", "error": str(exc)})

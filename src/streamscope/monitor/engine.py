@@ -25,6 +25,7 @@ from streamscope.aggregate.profile import ProfileBuilder
 from streamscope.aggregate.subqueue import decode_summaries
 from streamscope.core.records import Kind, Records, State
 from streamscope.core.topology import Topology
+from streamscope.monitor.flight import DEFAULT_FLIGHT_RECORDS, FlightRecorder
 from streamscope.monitor.reducers import TargetReducer
 from streamscope.monitor.streams import EVENT_METRICS, ChannelStream, EventStream, StageStream
 from streamscope.monitor.virtual import SIDES, virtual_queues
@@ -90,6 +91,7 @@ class Engine:
         truth_dir: str | None = None,
         trace: bool = False,
         stall_ns: int = DEFAULT_STALL_NS,
+        flight_records: int = DEFAULT_FLIGHT_RECORDS,
     ) -> None:
         self.plan = plan
         #: A stage busy this long without finishing (no state change) is stalled: said live,
@@ -125,6 +127,9 @@ class Engine:
             p.id for p in topology.probes
             if trace or p.domain != HOST or p.target in self.crossing or p.kind == "trace"
         }  # fmt: skip
+        #: The latest of the other records (host stages' states, host channels' ends), so an
+        #: export of an ordinary run shows its last stretch; with ``trace`` all are kept anyway.
+        self.flight = FlightRecorder(0 if trace else flight_records)
         self.agents: dict[int, _AgentState] = {}
         #: Function tracing: the traced stage of each trace probe, and their profiles.
         self.traces = {p.id: p.target for p in topology.probes if p.kind == "trace"}
@@ -307,6 +312,7 @@ class Engine:
         t, halfwidth = self.domains.to_ns(domain, rec["ticks"].astype(np.int64))
         keep = np.ones(len(rec), dtype=bool)
         self._keep_raw(rec)
+        self._fly(rec)
         traced = np.isin(rec["probe"], self._trace_ids) if self.traces else None
         if traced is not None and traced.any():
             self._traces(rec[traced], t[traced])
@@ -420,6 +426,13 @@ class Engine:
         found = self._vq_key.get(key)
         if found is not None:
             found[0].add_summaries(found[1], summaries)
+
+    def _fly(self, rec: Records) -> None:
+        """Into the flight recorder: the records neither kept raw nor traced."""
+        if not self.flight.capacity or not len(rec):
+            return
+        kept = np.fromiter(self.keep_raw | set(self.traces), dtype=np.int64)
+        self.flight.add(rec[~np.isin(rec["probe"], kept)] if len(kept) else rec)
 
     def _keep_raw(self, rec: Records) -> None:
         if self.on_table is None or not self.keep_raw or not len(rec):
@@ -666,6 +679,20 @@ class Engine:
                 )  # fmt: skip
         if self.on_table is not None and self.truth_dir is not None:
             self._clock_truth(self.truth_dir)
+        if self.on_table is not None and self.flight.seen:
+            kept = self.flight.records()
+            if len(kept):
+                self.on_table(
+                    "record",
+                    {"probe_id": kept["probe"].astype(np.int64),
+                     "kind": kept["kind"].astype(np.int64), "ticks": kept["ticks"],
+                     "value": kept["value"]},
+                )  # fmt: skip
+            self.on_table(
+                "flight",
+                {"capacity": [self.flight.capacity], "kept": [len(kept)],
+                 "overwritten": [self.flight.overwritten]},
+            )  # fmt: skip
         rows = self._stall_rows + [(x, True) for x in self.stalls.values()]
         if self.on_table is not None and rows:
             self.on_table(

@@ -29,6 +29,7 @@ from streamscope.core import native
 from streamscope.core.records import empty_records
 from streamscope.core.topology import Topology
 from streamscope.monitor.engine import DEFAULT_STALL_NS, Engine, crossing_channels
+from streamscope.monitor.flight import DEFAULT_FLIGHT_RECORDS
 from streamscope.monitor.rings import RingSet
 from streamscope.monitor.writer import StoreWriter
 from streamscope.probes.cost import CostBook
@@ -139,6 +140,7 @@ class MonitorService:
         truth_dir: str | None = None,
         trace: bool = False,
         stall_ns: int = DEFAULT_STALL_NS,
+        flight_records: int = DEFAULT_FLIGHT_RECORDS,
     ) -> None:
         self.store = store
         #: Every store call runs in the writer's thread, off the drain loop.
@@ -160,7 +162,7 @@ class MonitorService:
         self.lag_ns = 0
         self.engine = Engine(
             plan, topology, drop_frame_ns, self._write, self._write_table, method=clock_method,
-            truth_dir=truth_dir, trace=trace, stall_ns=stall_ns,
+            truth_dir=truth_dir, trace=trace, stall_ns=stall_ns, flight_records=flight_records,
         )  # fmt: skip
         self.frame_ns = drop_frame_ns
         self.rings = RingSet(ring_dir, topology, self._declare) if ring_dir is not None else None

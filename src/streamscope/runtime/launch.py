@@ -133,6 +133,7 @@ class Launched:
             # Frames go to the application's stdout pipe only when someone here watches them.
             "live": on_frames is not None or self._on_lag is not None,
             "stall_ns": opts.stall_ns,
+            "flight_records": opts.flight_records,
         }
         cfg_path = os.path.join(self.dir, CONFIG)
         with open(cfg_path, "w") as f:
@@ -173,6 +174,7 @@ class Launched:
             clock_method=opts.clock_method, listener=listener, ring_dir=self.ring_dir,
             on_frames=on_frames, on_lag=self._on_lag, on_note=self._on_note,
             truth_dir=self.truth_dir, trace=opts.trace, stall_ns=opts.stall_ns,
+            flight_records=opts.flight_records,
         )  # fmt: skip
         self._inline = InlineMonitor(service)
         return service.inbox

@@ -55,6 +55,9 @@ class RunOptions:
     #: A stage busy this long (ns) without finishing anything is stalled: said live, and a
     #: finding.
     stall_ns: int = 10_000_000_000
+    #: The latest raw records kept besides frames (a bounded flight recorder), for timelines
+    #: of an ordinary run's last stretch in exports (0: none; ``trace`` keeps every record).
+    flight_records: int = 200_000
     #: End the run (as interrupted, saying why) after this long (ns); None: when it ends.
     timeout_ns: int | None = None
     app: str = ""

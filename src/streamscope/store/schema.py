@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 FORMAT = "streamscope-run"
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 STATUSES = ("running", "completed", "failed", "interrupted")
 UNDER_BIN = -1
 OVER_BIN = -2
@@ -253,6 +253,16 @@ TABLES: tuple[Table, ...] = (
         ),
     ),
     Table(
+        "flight",
+        "The flight recorder: the latest raw records of host stages and channels, kept in "
+        "`record` at the end of a run without --trace so exports show its last stretch.",
+        (
+            _C("capacity", "BIGINT NOT NULL", "records it keeps at most (--flight-records)"),
+            _C("kept", "BIGINT NOT NULL", "records it kept (in the record table)"),
+            _C("overwritten", "BIGINT NOT NULL", "older records it let go"),
+        ),
+    ),
+    Table(
         "clock_truth",
         "Validation runs (--ground-truth) only: each emulated clock as it really was, read by "
         "nothing that estimates, for checking cross-clock figures and their bounds.",
@@ -441,8 +451,9 @@ TABLES: tuple[Table, ...] = (
     Table(
         "record",
         "Raw probe records of calibrated clock domains (and channels crossing into them), in "
-        "the domain's own ticks, kept so `streamscope retime` can convert them again; with "
-        "--trace, every probe's records.",
+        "the domain's own ticks, kept so `streamscope retime` can convert them again; the "
+        "flight recorder's latest records of the others (see `flight`); with --trace, every "
+        "probe's records.",
         (
             _C("probe_id", "INTEGER NOT NULL", "the probe (probe.id)"),
             _C(
