@@ -256,3 +256,32 @@ def test_an_event_loops_lag_is_measured(tmp_path: Path) -> None:
         ]  # fmt: skip
     assert maxima, "no lag measured"
     assert 15e6 <= max(maxima) <= 30e6 + 10e6, maxima
+
+
+def test_a_thread_pool_executor_is_a_stage_fed_by_its_submitter(tmp_path: Path) -> None:
+    """``concurrent.futures.ThreadPoolExecutor``: its workers are one stage (named by the
+    executor), its work queue the channel from the thread that submits; 4 workers on 5 ms
+    calls, 600 calls submitted at once, are saturated while the backlog lasts."""
+    prog = tmp_path / "pool.py"
+    prog.write_text(
+        "import time\n"
+        "from concurrent.futures import ThreadPoolExecutor\n"
+        "def fetch(i):\n"
+        "    time.sleep(0.005)\n"
+        "    return i * 2\n"
+        "with ThreadPoolExecutor(max_workers=4) as ex:\n"
+        "    print('total', sum(ex.map(fetch, range(600))))\n"
+    )
+    out = tmp_path / "pool.duckdb"
+    proc = subprocess.run(
+        [*cli(), "run", str(prog), "-o", str(out), "--quiet", "--frame", "200ms"],
+        capture_output=True, text=True, timeout=120, check=False, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout == f"total {sum(2 * i for i in range(600))}\n"
+    with ss.load(out) as run:
+        (channel,) = run.topology.channels
+        assert channel.name == "main -> ThreadPoolExecutor-0"
+        probes = [p for p in run.topology.probes if p.kind == "state" and p.target == channel.dst]
+        assert len(probes) == 4  # a worker per thread
+        assert busy_share(run, channel.dst) >= 0.9
