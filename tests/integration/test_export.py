@@ -83,8 +83,9 @@ def _run_function_traced(path: Path) -> Path:
     return path
 
 
-def _run(path: Path, *, trace: bool, device: bool = False) -> Path:
-    res = ss.run(_pipeline(device), QUERIES, ss.RunOptions(out=path, mode="inline", trace=trace))
+def _run(path: Path, *, trace: bool, device: bool = False, flight: int = 200_000) -> Path:
+    opts = ss.RunOptions(out=path, mode="inline", trace=trace, flight_records=flight)
+    res = ss.run(_pipeline(device), QUERIES, opts)
     assert res.status == "completed", res.error
     return path
 
@@ -94,7 +95,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     d = tmp_path_factory.mktemp("export")
     return {
         "traced": _run(d / "traced.duckdb", trace=True),
-        "plain": _run(d / "plain.duckdb", trace=False),
+        "plain": _run(d / "plain.duckdb", trace=False, flight=0),  # no raw records at all
         "device": _run(d / "device.duckdb", trace=True, device=True),
         "calls": _run_function_traced(d / "calls.duckdb"),
     }
@@ -279,7 +280,7 @@ def test_cli_exports_and_refuses_a_bad_format(runs: dict[str, Path], tmp_path: P
     assert missing.returncode != 0 and "does not exist" in missing.stderr
 
 
-def test_an_untraced_run_exports_counters_from_frames(
+def test_a_run_without_raw_records_exports_counters_from_frames(
     runs: dict[str, Path], tmp_path: Path
 ) -> None:
     out = tmp_path / "plain.json"

@@ -96,7 +96,7 @@ def test_an_unmodified_threaded_program(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("method", ["fork", "spawn"])
 def test_an_unmodified_multiprocessing_program(tmp_path: Path, method: str) -> None:
-    """Loader process -> 2 worker processes (4 ms of work per item) -> the main process: the
+    """Loader process -> 2 worker processes (6 ms of work per item) -> the main process: the
     workers are the bottleneck, each a worker of one stage on its own process; the queues are
     counted across processes, never over their capacity."""
     out, truth, _ = run_both(tmp_path, "mp_program.py", "800", method)
@@ -113,6 +113,7 @@ def test_an_unmodified_multiprocessing_program(tmp_path: Path, method: str) -> N
         assert len(probes) == 2
         got = busy_share(run, "worker")
         assert got >= 0.9, got
+        assert abs(got - sum(truth["work_share"]) / 2) <= 0.1
         assert max(occupancy(run, "loader -> worker", "max")) <= 8
         # every item and both end markers, counted across the processes that put them
         counted = sum(

@@ -14,7 +14,7 @@ import sys
 import time
 
 WORKERS = 2
-WORK_S = 0.004
+WORK_S = 0.006
 
 
 def loader(out, items):
@@ -45,7 +45,7 @@ if __name__ == "__main__":
     items, method, truth_path = int(sys.argv[1]), sys.argv[2], sys.argv[3]
     ctx = mp.get_context(method)
     a = ctx.Queue(8)
-    b = ctx.Queue(8)
+    b = ctx.Queue(64)  # room enough that the collector never holds the workers up
     procs = [ctx.Process(target=loader, args=(a, items))]
     procs += [ctx.Process(target=worker, args=(a, b)) for _ in range(WORKERS)]
     for p in procs:
