@@ -93,3 +93,31 @@ def test_the_live_page_shows_frames_as_they_close(tmp_path: Path) -> None:
     assert rc == 0, proc.stderr.read() if proc.stderr else ""
     with ss.load(out) as run:
         assert run.status == "completed"
+
+
+def test_the_live_page_of_a_program_run_as_it_is_grows_with_it(tmp_path: Path) -> None:
+    """A program's stages and channels appear as it runs: the page's report shows them."""
+    import urllib.request
+
+    port = _free_port()
+    app = Path(__file__).parent / "apps" / "threads_program.py"
+    proc = subprocess.Popen(
+        [*cli(), "run", str(app), "--serve", "--serve-port", str(port), "-o",
+         str(tmp_path / "p.duckdb"), "--quiet", "--", "4000", str(tmp_path / "truth.json")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        assert proc.stderr is not None
+        assert proc.stderr.readline().strip() == f"live page: http://127.0.0.1:{port}/"
+        deadline = time.monotonic() + 30
+        report = ""
+        while time.monotonic() < deadline and 'data-channel="reader -&gt; parser"' not in report:
+            time.sleep(0.5)
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/report", timeout=30) as r:
+                report = r.read().decode()
+        for stage in ("reader", "parser", "writer"):
+            assert f'data-stage="{stage}"' in report
+        assert 'data-channel="reader -&gt; parser"' in report
+    finally:
+        rc = proc.wait(timeout=120)
+    assert rc == 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import shlex
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from streamscope.query.compile import Plan
     from streamscope.report.live import LivePage
     from streamscope.runtime.options import FramesCallback, RunOptions
+    from streamscope.store.writer import QueryRecord
 
 #: How long the live page stays up after the run, for open pages to get its end (s).
 LINGER_S = 1.5
@@ -202,15 +203,10 @@ def run(
     elif app is None:
         raise ConfigError("name the app file to run (or a module with -m MODULE)")
     if module is not None or (app is not None and not is_app(app)):
-        if serve:
-            raise ConfigError(
-                "--serve shows the live page of an app's pipeline; a program run as it is "
-                "shows its frames in the terminal (its report: --report FILE)"
-            )
         return _run_program(
             module or str(app), module is not None, argv, query, queries, frame_ns, out,
             overwrite, inline, quiet, every_s, stall_ns, timeout_ns, clock_method, trace, report,
-            flight_records,
+            flight_records, serve_port if serve else None,
         )  # fmt: skip
     assert app is not None
     module_ = load_module(app)
@@ -326,11 +322,14 @@ def _run_program(
     trace: bool,
     report: Path | None,
     flight_records: int,
+    serve_port: int | None,
 ) -> int:
     """``streamscope run prog.py`` on a program with no pipeline: run it as it is. What
     streamscope says goes to stderr, so the program's stdout stays its own."""
     from rich.console import Console
 
+    from streamscope.core.rings import declared
+    from streamscope.monitor.service import query_records
     from streamscope.pipeline.dropin import REGISTRY
     from streamscope.query.compile import compile_queries
     from streamscope.report.terminal import LiveView
@@ -349,14 +348,37 @@ def _run_program(
         timeout_ns=timeout_ns, flight_records=flight_records,
     )  # fmt: skip
     view = LiveView(plan, console)
-    if quiet:
-        result = run_program(target, argv, texts, opts, module=as_module)
-    else:
-        with view:
+    page = None
+    if serve_port is not None:
+
+        def grown() -> tuple[Topology, list[QueryRecord]]:
+            """The program's stages and channels so far, and the queries' targets among them."""
+            topo = declared(REGISTRY.directory or "", REGISTRY.topology())
+            now = compile_queries(open_queries(texts), topo, frame_ns, open_world=True)
+            return topo, query_records(now, topo)
+
+        name = target if as_module else Path(target).stem
+        page = _live_page(name, plan, REGISTRY.topology(), opts, serve_port, grown)
+    sinks = [f for f in (None if quiet else view.on_frames, page and page.on_frames) if f]
+    try:
+        if quiet:
             result = run_program(
-                target, argv, texts, opts, module=as_module, on_frames=view.on_frames,
-                on_lag=view.on_lag, on_note=view.on_note,
-            )  # fmt: skip
+                target,
+                argv,
+                texts,
+                opts,
+                module=as_module,
+                on_frames=_both(*sinks) if sinks else None,
+            )
+        else:
+            with view:
+                result = run_program(
+                    target, argv, texts, opts, module=as_module, on_frames=_both(*sinks),
+                    on_lag=view.on_lag, on_note=view.on_note,
+                )  # fmt: skip
+    finally:
+        if page is not None:
+            _end_page(page, out)
     from streamscope.cli.common import err_console
     from streamscope.cli.summary import print_findings, print_summary
     from streamscope.report import write_report
@@ -373,14 +395,21 @@ def _run_program(
     return result.exit_code
 
 
-def _live_page(name: str, plan: Plan, topology: Topology, opts: RunOptions, port: int) -> LivePage:
+def _live_page(
+    name: str,
+    plan: Plan,
+    topology: Topology,
+    opts: RunOptions,
+    port: int,
+    grown: Callable[[], tuple[Topology, list[QueryRecord]]] | None = None,
+) -> LivePage:
     """``--serve``: the live page, listening before the run starts (its address printed)."""
     from streamscope.cli.common import err_console
     from streamscope.monitor.service import query_records
     from streamscope.report.live import LivePage
     from streamscope.runtime.options import make_meta
 
-    page = LivePage(make_meta(name, opts), topology, query_records(plan, topology), port)
+    page = LivePage(make_meta(name, opts), topology, query_records(plan, topology), port, grown)
     try:
         url = page.start()
     except OSError as exc:

@@ -153,6 +153,22 @@ def declare(directory: str | Path, found: Topology) -> None:
     os.rename(tmp, path)
 
 
+def declared(directory: str | Path, base: Topology) -> Topology:
+    """``base`` with everything declared in ``directory`` so far (in the order declared)."""
+    try:
+        names = sorted(n for n in os.listdir(directory) if n.endswith(DECLARATION))
+    except OSError:
+        return base
+    for name in names:
+        try:
+            found = declaration(directory, int(name.removesuffix(DECLARATION)))
+        except (RunFileError, ValueError):
+            continue  # the monitor says so
+        if found is not None:
+            base = base.merged(found)
+    return base
+
+
 def declaration(directory: str | Path, probe: int) -> Topology | None:
     """The declaration of ``probe``'s ring, if one was written (a probe made during the run)."""
     path = Path(directory) / f"{probe}{DECLARATION}"

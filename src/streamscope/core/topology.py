@@ -5,7 +5,7 @@ Built by ``pipeline`` before a run starts, stored by ``store``, read back by eve
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from streamscope.core.errors import PipelineError
@@ -131,6 +131,24 @@ class Topology:
             if p.id == probe_id:
                 return p
         raise KeyError(probe_id)
+
+    def merged(self, found: Topology) -> Topology:
+        """This topology with what ``found`` adds (resources, stages and channels by name,
+        probes by id, each the first declared); itself when nothing is new."""
+        res = {r.name for r in self.resources}
+        stg = {s.name for s in self.stages}
+        chn = {c.name for c in self.channels}
+        prb = {p.id for p in self.probes}
+        new_res = tuple(r for r in found.resources if r.name not in res)
+        new_stg = tuple(s for s in found.stages if s.name not in stg)
+        new_chn = tuple(c for c in found.channels if c.name not in chn)
+        new_prb = tuple(p for p in found.probes if p.id not in prb)
+        if not (new_res or new_stg or new_chn or new_prb):
+            return self
+        return replace(
+            self, resources=self.resources + new_res, stages=self.stages + new_stg,
+            channels=self.channels + new_chn, probes=self.probes + new_prb,
+        )  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -335,20 +335,13 @@ class Engine:
         workers and queues): they are measured from now on by every query whose pattern matches
         them. True when the topology or the queries' targets changed."""
         topo = self.topology
-        res = {r.name for r in topo.resources}
-        stg = {s.name for s in topo.stages}
-        chn = {c.name for c in topo.channels}
-        prb = {p.id for p in topo.probes}
-        new_res = tuple(r for r in found.resources if r.name not in res)
-        new_stg = tuple(s for s in found.stages if s.name not in stg)
-        new_chn = tuple(c for c in found.channels if c.name not in chn)
-        new_prb = tuple(p for p in found.probes if p.id not in prb)
-        if not (new_res or new_stg or new_chn or new_prb):
+        grown = topo.merged(found)
+        if grown is topo:
             return False
-        self.topology = dataclasses.replace(
-            topo, resources=topo.resources + new_res, stages=topo.stages + new_stg,
-            channels=topo.channels + new_chn, probes=topo.probes + new_prb,
-        )  # fmt: skip
+        self.topology = grown
+        new_stg = grown.stages[len(topo.stages) :]
+        new_chn = grown.channels[len(topo.channels) :]
+        new_prb = grown.probes[len(topo.probes) :]
         wm = self.watermark_ns
         for p in new_prb:
             self.probe_kind[p.id] = (p.kind, p.target)

@@ -1,7 +1,8 @@
 """The report of a run while it goes on, served on loopback (``streamscope run --serve``).
 
-In: the run's metadata, topology and queries, then every batch of frames as the monitor closes
-them (``on_frames``) and, at the end, how the run ended. Out: a page on ``127.0.0.1`` that shows
+In: the run's metadata, topology and queries (for a run that grows as it goes, a way to get them
+as they are now), then every batch of frames as the monitor closes them (``on_frames``) and, at
+the end, how the run ended. Out: a page on ``127.0.0.1`` that shows
 the report, rendered by ``report.html`` from everything closed so far (the same figures and
 findings the final report will have, over fewer frames), replaced as frames close: the server
 pushes each new batch as a server-sent event (Starlette, served by Uvicorn in a thread of its
@@ -16,7 +17,7 @@ import html
 import json
 import threading
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 from streamscope.aggregate.points import DropCount, FrameResult
@@ -75,8 +76,12 @@ class LivePage:
         topology: Topology,
         queries: Sequence[QueryRecord],
         port: int = 0,
+        grown: Callable[[], tuple[Topology, Sequence[QueryRecord]]] | None = None,
     ) -> None:
         self.name = meta.name
+        #: A run that grows while it goes on (a program run as it is): what it has now.
+        self._grown = grown
+        self._known = {t for q in queries for t in q.targets}
         self._store = InMemoryStore()
         self._store.begin(meta, topology, queries)
         self._lock = threading.Lock()
@@ -95,6 +100,11 @@ class LivePage:
         final = [r for r in results if not r.provisional]
         if not final and not drops:
             return
+        if self._grown is not None and any(r.target not in self._known for r in final):
+            topology, queries = self._grown()
+            with self._lock:
+                self._store.amend(topology, queries)
+                self._known = {t for q in queries for t in q.targets}
         with self._lock:
             self._store.write_frames(final)
             self._store.write_drops(drops)
