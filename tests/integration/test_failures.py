@@ -483,3 +483,40 @@ def test_a_monitor_paused_for_two_seconds_costs_the_application_only_counted_ref
             assert dropped + recorded == counted.puts, (end, dropped, recorded)
         lag = r.sql("SELECT max(lag_ns) FROM monitor")[1][0][0]
         assert lag >= 1_000_000_000  # the pause shows as the monitor's lag
+
+
+@pytest.mark.parametrize("resource", ["thread", "process"])
+def test_a_stage_busy_finishing_items_without_ever_waiting_is_not_a_stall(
+    tmp_path: Path, resource: str
+) -> None:
+    """A stage that never waits (its input always holds an item, its output always has room)
+    changes no state for far longer than the stall limit, but finishes items all the while:
+    it restates that it is busy, so no stall is said or kept."""
+    import streamscope as ss
+    from streamscope.analysis.findings import findings
+
+    def spin(x: int) -> int:
+        t = time.perf_counter()
+        while time.perf_counter() - t < 0.0002:
+            pass
+        return x
+
+    p = ss.Pipeline("busy")
+    p.add("src", range(8000))
+    p.add("work", spin, resource=resource)
+    p.add("sink", lambda x: None)
+    p.connect("src", "work", capacity=8000)  # the source puts everything at once
+    p.connect("work", "sink", capacity=8000)
+    out = tmp_path / "busy.duckdb"
+    opts = ss.RunOptions(out=out, mode="inline", stall_ns=300_000_000, frame_ns=100_000_000)
+    res = ss.run(p, ["state(work): duty"], opts)
+    assert res.status == "completed", res.error
+    with load(out) as run:
+        assert (run.duration_ns or 0) > 1_000_000_000  # several stall limits long
+        assert run.table("stall")["stage"].tolist() == []
+        assert not [f for f in findings(run) if f.kind == "stall"]
+        busy = [
+            dict(zip(d.labels, d.fractions, strict=True))["busy"]
+            for f in run.results(0, "work")[1:-1] if (d := f.point("duty")) is not None
+        ]  # fmt: skip
+        assert busy and min(busy) >= 0.9  # it never waited

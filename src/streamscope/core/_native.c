@@ -624,12 +624,20 @@ static PyTypeObject RingType = {
 
 /* ==== StateTracker ========================================================================= */
 
+enum { IDLE = 0, BUSY = 1, BLOCKED_IN = 2, BLOCKED_OUT = 3 };
+
 typedef struct {
     PyObject_HEAD
     RingObject *ring; /* NULL: tracks without recording */
     long state;
     PyObject *name;
+    int64_t beat_ns; /* host ns of its last record, for the heartbeat */
 } TrackerObject;
+
+/* A stage that keeps going without ever waiting changes no state; it restates BUSY at most
+   this often when it takes or passes on an item, so a stage busy without finishing anything
+   (a stall) is told from one that finishes items all the time. */
+#define HEARTBEAT_NS 100000000LL
 
 static inline long tracker_set(TrackerObject *t, long s)
 {
@@ -640,6 +648,18 @@ static inline long tracker_set(TrackerObject *t, long s)
             ring_record_now(t->ring, s);
     }
     return prev;
+}
+
+/* The thread took or passed on an item without waiting: restate BUSY if it has been a while. */
+static inline void tracker_heartbeat(TrackerObject *t)
+{
+    if (t == NULL || t->ring == NULL || t->state != BUSY)
+        return;
+    int64_t now = host_ns();
+    if (now - t->beat_ns >= HEARTBEAT_NS) {
+        t->beat_ns = now;
+        ring_record_now(t->ring, BUSY);
+    }
 }
 
 static int Tracker_init(TrackerObject *self, PyObject *args, PyObject *kw)
@@ -689,9 +709,18 @@ static PyObject *Tracker_get_name(TrackerObject *self, void *c)
     return Py_NewRef(self->name ? self->name : Py_None);
 }
 
+static PyObject *Tracker_heartbeat(TrackerObject *self, PyObject *unused)
+{
+    tracker_heartbeat(self);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef Tracker_methods[] = {
     {"set", (PyCFunction)Tracker_set, METH_O,
      "Enter a state; records only real changes; returns the previous state."},
+    {"heartbeat", (PyCFunction)Tracker_heartbeat, METH_NOARGS,
+     "An item was taken or passed on without waiting: restate BUSY if the last record is "
+     "a tenth of a second old."},
     {NULL}};
 
 static PyGetSetDef Tracker_getset[] = {
@@ -719,7 +748,6 @@ static inline TrackerObject *bound_tracker(void)
 
 /* ==== Fifo ================================================================================= */
 
-enum { IDLE = 0, BUSY = 1, BLOCKED_IN = 2, BLOCKED_OUT = 3 };
 #define MAIN_SLICE_NS 50000000LL /* the main thread wakes this often to run signal handlers */
 
 typedef struct {
@@ -976,6 +1004,7 @@ static PyObject *fifo_put(FifoObject *q, PyObject *item, int block, int64_t dead
             Py_DECREF(item);
             return PyErr_NoMemory();
         }
+        tracker_heartbeat(bound_tracker());
         Py_RETURN_NONE;
     }
     if (!block) {
@@ -1053,6 +1082,7 @@ static PyObject *fifo_get(FifoObject *q, int block, int64_t deadline)
     if (q->count > 0) {
         PyObject *item = fifo_pop(q);
         UNLOCK(q);
+        tracker_heartbeat(bound_tracker());
         return item;
     }
     if (!block) {

@@ -35,7 +35,9 @@ from streamscope.core.rings import (
 )
 
 _KIND_ENTER, _KIND_EXIT = 7, 8
-_BLOCKED_IN, _BLOCKED_OUT = 2, 3
+_BUSY, _BLOCKED_IN, _BLOCKED_OUT = 1, 2, 3
+#: See ``HEARTBEAT_NS`` in ``_native.c``: a busy stage restates BUSY at most this often (ns).
+HEARTBEAT_NS = 100_000_000
 _MASK = SAMPLE_EVERY - 1
 _monotonic_ns = time.monotonic_ns
 _floor = math.floor
@@ -357,7 +359,7 @@ class Ring:
 class StateTracker:
     """See ``_native.StateTracker``."""
 
-    __slots__ = ("name", "ring", "state")
+    __slots__ = ("beat_ns", "name", "ring", "state")
 
     def __init__(self, name: str, ring: Ring | None = None) -> None:
         if not isinstance(name, str):
@@ -367,6 +369,17 @@ class StateTracker:
         self.name = name
         self.ring = ring
         self.state = 0
+        self.beat_ns = 0
+
+    def heartbeat(self) -> None:
+        """See ``_native.StateTracker.heartbeat``."""
+        ring = self.ring
+        if ring is None or self.state != _BUSY:
+            return
+        now = time.monotonic_ns()
+        if now - self.beat_ns >= HEARTBEAT_NS:
+            self.beat_ns = now
+            ring.record(_BUSY)
 
     def set(self, state: int) -> int:
         prev = self.state
@@ -477,6 +490,9 @@ class Fifo:
                 raise self._aborted_error()
             if not self._full():
                 self._push(item)
+                tr = bound_tracker()
+                if tr is not None:
+                    tr.heartbeat()
                 return
             if not block:
                 raise _config["full"]
@@ -501,6 +517,9 @@ class Fifo:
             if self._aborted:
                 raise self._aborted_error()
             if self._q:
+                tr = bound_tracker()
+                if tr is not None:
+                    tr.heartbeat()
                 return self._pop()
             if not block:
                 raise _config["empty"]

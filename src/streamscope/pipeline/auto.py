@@ -262,6 +262,8 @@ class AutoQueue(_Queue):  # type: ignore[type-arg]
             if ss.tail is not None:
                 ss.tail.record(ss.n_in)
             self.not_empty.notify()
+        if tracker is not None:
+            tracker.heartbeat()
 
     def get(self, block: bool = True, timeout: float | None = None) -> Any:
         ss = self._ss
@@ -296,7 +298,9 @@ class AutoQueue(_Queue):  # type: ignore[type-arg]
             if ss.head is not None:
                 ss.head.record(ss.n_out)
             self.not_full.notify()
-            return item
+        if tracker is not None:
+            tracker.heartbeat()
+        return item
 
     def put_nowait(self, item: Any) -> None:
         self.put(item, block=False)
@@ -325,12 +329,14 @@ class AutoSimpleQueue(_SimpleQueue):  # type: ignore[type-arg]
         if ss.name is None:
             with self._ss_lock:
                 ss.saw("tail")
-        _tracker()
+        tracker = _tracker()
         with self._ss_lock:
             super().put(item, block, timeout)
             ss.n_in += 1
             if ss.tail is not None:
                 ss.tail.record(ss.n_in)
+        if tracker is not None:
+            tracker.heartbeat()
 
     def get(self, block: bool = True, timeout: float | None = None) -> Any:
         ss = self._ss
@@ -353,6 +359,8 @@ class AutoSimpleQueue(_SimpleQueue):  # type: ignore[type-arg]
             ss.n_out += 1
             if ss.head is not None:
                 ss.head.record(ss.n_out)
+        if tracker is not None:
+            tracker.heartbeat()
         return item
 
     def put_nowait(self, item: Any) -> None:
@@ -435,6 +443,8 @@ class AutoMPQueue:
             if ring is not None:
                 ring.record(self._seq_in.value)
             self._q.put(obj)
+        if tracker is not None:
+            tracker.heartbeat()
 
     def get(self, block: bool = True, timeout: float | None = None) -> Any:
         if not self._probes[0]:
@@ -458,6 +468,8 @@ class AutoMPQueue:
                 ring.record(self._seq_out.value)
         if self._free is not None:
             self._free.release()
+        if tracker is not None:
+            tracker.heartbeat()
         return item
 
     def put_nowait(self, obj: Any) -> None:
@@ -629,6 +641,10 @@ class AutoAsyncQueue(_AsyncQueue):  # type: ignore[type-arg]
         ss.n_in += 1
         if ss.tail is not None:
             ss.tail.record(ss.n_in)
+        task = _current_task()
+        tracker = _tasks.get(task) if task is not None else None
+        if tracker is not None:
+            tracker.heartbeat()
 
     def get_nowait(self) -> Any:
         ss = self._ss
@@ -638,6 +654,10 @@ class AutoAsyncQueue(_AsyncQueue):  # type: ignore[type-arg]
         ss.n_out += 1
         if ss.head is not None:
             ss.head.record(ss.n_out)
+        task = _current_task()
+        tracker = _tasks.get(task) if task is not None else None
+        if tracker is not None:
+            tracker.heartbeat()
         return item
 
     async def put(self, item: Any) -> None:

@@ -115,12 +115,14 @@ class ProcessChannel:
                 f"channel {self.name!r}: an item of {len(payload)} bytes does not fit its "
                 f"{self.slot_bytes}-byte slots; pass slot_bytes= to connect()"
             )
+        tracker = native.bound_tracker()
         if not self._free.acquire(False):
-            tracker = native.bound_tracker()
             prev = tracker.set(State.BLOCKED_OUT) if tracker is not None else 0
             self._free.acquire()
             if tracker is not None:
                 tracker.set(prev)
+        elif tracker is not None:
+            tracker.heartbeat()
         self._write(kind, payload)
         self._wpos += 1
         if kind != _T_EOS:
@@ -138,12 +140,14 @@ class ProcessChannel:
 
     def get(self) -> Any:
         """Remove the next item, waiting for one (marked blocked on input meanwhile)."""
+        tracker = native.bound_tracker()
         if not self._used.acquire(False):
-            tracker = native.bound_tracker()
             prev = tracker.set(State.BLOCKED_IN) if tracker is not None else 0
             self._used.acquire()
             if tracker is not None:
                 tracker.set(prev)
+        elif tracker is not None:
+            tracker.heartbeat()
         return self._read()
 
     def _read(self) -> Any:

@@ -53,7 +53,8 @@ class RunOptions:
     #: ``device_trace``.
     trace: bool = False
     #: A stage busy this long (ns) without finishing anything is stalled: said live, and a
-    #: finding.
+    #: finding. At least ``MIN_STALL_NS``: a stage that finishes items without ever waiting
+    #: restates that it is busy every 100 ms.
     stall_ns: int = 10_000_000_000
     #: The latest raw records kept besides frames (a bounded flight recorder), for timelines
     #: of an ordinary run's last stretch in exports (0: none; ``trace`` keeps every record).
@@ -68,6 +69,17 @@ class RunOptions:
         out: object = self.out
         if out is not None and not isinstance(out, Path):
             object.__setattr__(self, "out", Path(str(out)))  # a str or any os.PathLike
+        if self.stall_ns < MIN_STALL_NS:
+            raise ConfigError(
+                f"stall limit {self.stall_ns / 1e6:g} ms is too short: a busy stage that "
+                f"finishes items says so every 100 ms; use at least {MIN_STALL_NS // 1_000_000} ms"
+            )
+        if self.flight_records < 0:
+            raise ConfigError(f"flight_records must be 0 or more, not {self.flight_records}")
+
+
+#: The shortest stall limit (ns): several heartbeats of a busy stage (``_native.c``).
+MIN_STALL_NS = 300_000_000
 
 
 @dataclass(slots=True)
