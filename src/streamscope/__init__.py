@@ -22,6 +22,7 @@ from streamscope.core.lazy import lazy_exports
 __version__ = "0.1.0"
 
 __all__ = [
+    "Asyncio",
     "ConfigError",
     "EmulatedDevice",
     "MPQueue",
@@ -78,6 +79,7 @@ __getattr__, __dir__ = lazy_exports(
         "Pipeline": "streamscope.pipeline.pipeline:Pipeline",
         "EmulatedDevice": "streamscope.pipeline.resources:EmulatedDevice",
         "Process": "streamscope.pipeline.resources:Process",
+        "Asyncio": "streamscope.pipeline.resources:Asyncio",
         "tracing": "streamscope.probes.tracing:set_enabled",
         "probe": "streamscope.probes.user:probe",
         "RunOptions": "streamscope.runtime.options:RunOptions",

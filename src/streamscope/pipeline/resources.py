@@ -55,7 +55,7 @@ class Resource:
 
     @property
     def in_main_process(self) -> bool:
-        return self.kind == "thread"
+        return self.kind in ("thread", "asyncio")
 
     @property
     def domain(self) -> str:
@@ -63,7 +63,14 @@ class Resource:
 
 
 THREAD = Resource("main", "thread")
-KINDS = ("thread", "process", "device")
+KINDS = ("thread", "process", "device", "asyncio")
+
+
+def Asyncio(name: str = "loop") -> Resource:  # noqa: N802 - a constructor
+    """An asyncio event loop in the pipeline's own process: every stage placed on it is a task
+    of the loop (its function may be a coroutine function, a source an async generator), and
+    the loop runs in a thread of its own (``pipeline/aio.py``)."""
+    return Resource(name, "asyncio")
 
 
 def Process(name: str, *, clock: str | None = None) -> Resource:  # noqa: N802 - a constructor
@@ -117,8 +124,11 @@ def resolve(resource: str | Resource, stage: str) -> Resource:
         return resource
     if resource == "thread":
         return THREAD
+    if resource == "asyncio":
+        return Asyncio()
     if resource == "process":
         return Resource(f"proc:{stage}", "process")
     raise PipelineError(
-        f"stage {stage!r}: unknown resource {resource!r}; valid: 'thread', 'process' or Process(name)"
+        f"stage {stage!r}: unknown resource {resource!r}; valid: 'thread', 'process', "
+        "'asyncio', Process(name) or Asyncio(name)"
     )

@@ -15,6 +15,7 @@ from streamscope.core import native
 from streamscope.core.records import Kind
 from streamscope.core.stream import Aborted
 from streamscope.core.topology import USER_PROBE_KINDS, ProbeInfo, UserProbeInfo
+from streamscope.pipeline.aio import start_loop
 from streamscope.pipeline.channel import ThreadChannel
 from streamscope.pipeline.link import LinkChannel
 from streamscope.pipeline.pipeline import ITERATION_KINDS, Pipeline, StorageSpec
@@ -239,10 +240,16 @@ def start_threads(
     on_error: Callable[[str, BaseException], None],
 ) -> list[threading.Thread]:
     threads = []
+    loops: dict[str, list[tuple[Any, list[Channel], list[Channel], StageProbes]]] = {}
     for name in stages:
         spec = pipeline.stages[name]
         ins = [channels[c.name] for c in pipeline.inputs(name)]
         outs = [channels[c.name] for c in pipeline.outputs(name)]
+        if spec.resource.kind == "asyncio":  # a task of its resource's loop
+            loops.setdefault(spec.resource.name, []).append(
+                (spec, ins, outs, scope.stage_probes(name))
+            )
+            continue
         t = threading.Thread(
             target=run_stage,
             args=(spec, ins, outs, scope.stage_probes(name), on_error),
@@ -252,6 +259,8 @@ def start_threads(
         threads.append(t)
     for t in threads:
         t.start()
+    for loop_name, tasks in loops.items():
+        threads.append(start_loop(loop_name, tasks, on_error))
     return threads
 
 

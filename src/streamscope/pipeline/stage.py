@@ -38,6 +38,12 @@ class StageBody:
             )
         self._is_gen = inspect.isgeneratorfunction(self._fn)
 
+    @property
+    def fn(self) -> Callable[..., Any]:
+        """The user's function (a source's generator or a stage's per-item function)."""
+        assert self._fn is not None
+        return self._fn
+
     def setup(self) -> None:
         if self._setup is not None:
             self._setup()
