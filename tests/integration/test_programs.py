@@ -18,6 +18,7 @@ import pytest
 import streamscope as ss
 from streamscope.aggregate.points import DutyPoint, ScalarPoint
 from streamscope.analysis import findings
+from streamscope.report import render_report
 from watched import cli
 
 APPS = Path(__file__).parent / "apps"
@@ -61,6 +62,19 @@ def busy_share(run: ss.Run, stage: str) -> float:
     return sum(shares) / len(shares)
 
 
+def worker_shares(run: ss.Run, stage: str) -> list[tuple[str, float]]:
+    """Each worker of ``stage`` (table ``worker``): its resource and busy share of its known
+    time."""
+    t = run.table("worker")
+    out = []
+    for i in range(len(t["stage"])):
+        if t["stage"][i] != stage:
+            continue
+        known = sum(int(t[f"{s}_ns"][i]) for s in ("idle", "busy", "blocked_in", "blocked_out"))
+        out.append((str(t["resource"][i]), int(t["busy_ns"][i]) / known))
+    return out
+
+
 def occupancy(run: ss.Run, channel: str, stat: str) -> list[float]:
     return [
         float(p.value) for f in run.results(query_id(run, "occupancy("), channel) for p in f.points
@@ -92,6 +106,11 @@ def test_an_unmodified_threaded_program(tmp_path: Path) -> None:
         assert min(means) >= 12, means  # the reader finds it full: 16 but for a parser's take
         (neck,) = [f for f in findings(run) if f.kind == "bottleneck"]
         assert neck.target == "parser", neck.title
+        # one stage, and the breakdown of its three workers (in the run file and the report)
+        shares = worker_shares(run, "parser")
+        assert len(shares) == 3 and all(s >= 0.85 for _, s in shares), shares
+        html, _ = render_report(run)
+        assert "worker 3</td>" in html
 
 
 @pytest.mark.parametrize("method", ["fork", "spawn"])
@@ -111,6 +130,8 @@ def test_an_unmodified_multiprocessing_program(tmp_path: Path, method: str) -> N
         assert len(procs) == 3, procs  # the loader and the two workers
         probes = [p for p in run.topology.probes if p.kind == "state" and p.target == "worker"]
         assert len(probes) == 2
+        shares = worker_shares(run, "worker")
+        assert len({r for r, _ in shares}) == 2 and all(s >= 0.85 for _, s in shares), shares
         got = busy_share(run, "worker")
         assert got >= 0.9, got
         assert abs(got - sum(truth["work_share"]) / 2) <= 0.1

@@ -15,6 +15,7 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -23,7 +24,7 @@ from streamscope.aggregate.frames import frame_index, runs
 from streamscope.aggregate.points import DropCount, FrameResult
 from streamscope.aggregate.profile import ProfileBuilder
 from streamscope.aggregate.subqueue import decode_summaries
-from streamscope.core.records import Kind, Records, State
+from streamscope.core.records import STATE_LABELS, Kind, Records, State
 from streamscope.core.topology import Topology
 from streamscope.monitor.flight import DEFAULT_FLIGHT_RECORDS, FlightRecorder
 from streamscope.monitor.reducers import TargetReducer
@@ -143,6 +144,10 @@ class Engine:
         #: One per state probe: a stage worked in by several threads or processes (a drop-in
         #: program's pool) has one per worker, and its duty is theirs on average.
         self.stages: dict[int, StageStream] = {}
+        #: Per state probe (a worker): the resource it ran on, and ns spent in each state
+        #: (index: the state; last: unknown), for the per-worker breakdown (``worker`` table).
+        self.worker_of: dict[int, str] = {}
+        self.worker_ns: dict[int, list[int]] = {}
         #: Value probes (samplers, counters, timers, per-iteration durations), by probe id.
         self.events: dict[int, EventStream] = {}
         tick_ns = {r.clock_domain: r.tick_period_ns for r in topology.resources}
@@ -166,6 +171,7 @@ class Engine:
                 self.channels.setdefault(p.target, ChannelStream(p.target))
             elif p.kind == "state":
                 self.stages[p.id] = StageStream(p.target)
+                self.worker_of[p.id] = _resource_of(topology, p.target)
             elif p.kind in EVENT_METRICS:
                 durations = METRICS[EVENT_METRICS[p.kind]].time_valued
                 scale = tick_ns.get(p.domain, 1.0) if durations else None
@@ -350,6 +356,9 @@ class Engine:
                 self.channels.setdefault(p.target, ChannelStream(p.target, wm))
             elif p.kind == "state":
                 self.stages[p.id] = StageStream(p.target, wm)
+                self.worker_of[p.id] = _resource_of(found, p.target) or _resource_of(
+                    grown, p.target
+                )
             elif p.kind in EVENT_METRICS:
                 durations = METRICS[EVENT_METRICS[p.kind]].time_valued
                 ticks = {r.clock_domain: r.tick_period_ns for r in self.topology.resources}
@@ -583,6 +592,12 @@ class Engine:
             seg = sstream.advance(wm)
             for r in self._by_target.get(("state", sstream.name), ()):
                 r.add_segments(seg)
+            if len(seg.start):
+                spent = self.worker_ns.setdefault(pid, [0] * (len(STATE_LABELS) + 1))
+                lengths = seg.end - seg.start
+                for level in range(len(STATE_LABELS)):
+                    spent[level] += int(lengths[seg.level == level].sum())
+                spent[-1] += int(lengths[(seg.level < 0) | (seg.level >= len(STATE_LABELS))].sum())
             self._watch_stall(pid, sstream, wm)
         for es in self.events.values():
             ev = es.advance(wm)
@@ -686,6 +701,17 @@ class Engine:
                 {"capacity": [self.flight.capacity], "kept": [len(kept)],
                  "overwritten": [self.flight.overwritten]},
             )  # fmt: skip
+        if self.on_table is not None and self.worker_ns:
+            pids = sorted(self.worker_ns)
+            spent = [self.worker_ns[p] for p in pids]
+            workers: dict[str, list[Any]] = {
+                "stage": [self.stages[p].name for p in pids], "probe_id": pids,
+                "resource": [self.worker_of.get(p, "") for p in pids],
+            }  # fmt: skip
+            for i, label in enumerate(STATE_LABELS):
+                workers[f"{label}_ns"] = [s[i] for s in spent]
+            workers["unknown_ns"] = [s[-1] for s in spent]
+            self.on_table("worker", workers)
         rows = self._stall_rows + [(x, True) for x in self.stalls.values()]
         if self.on_table is not None and rows:
             self.on_table(
@@ -747,3 +773,8 @@ def crossing_channels(topology: Topology) -> frozenset[str]:
     return frozenset(
         c.name for c in topology.channels if stage.get(c.src, HOST) != stage.get(c.dst, HOST)
     )
+
+
+def _resource_of(topology: Topology, stage: str) -> str:
+    """The resource ``topology`` places ``stage`` on ("" if it does not)."""
+    return next((s.resource for s in topology.stages if s.name == stage), "")

@@ -246,6 +246,18 @@ def _findings(run: Run) -> str:
     return "".join(out)
 
 
+def _workers(run: Run) -> dict[str, list[tuple[str, dict[str, float]]]]:
+    """Per stage, each worker's resource and share of its known time in each state."""
+    t = run.table("worker")
+    out: dict[str, list[tuple[str, dict[str, float]]]] = {}
+    for i in range(len(t.get("stage", ()))):
+        known = {st: float(t[f"{st}_ns"][i]) for st, _ in STATES}
+        total = sum(known.values())
+        shares = {st: v / total for st, v in known.items()} if total > 0 else {}
+        out.setdefault(str(t["stage"][i]), []).append((str(t["resource"][i]), shares))
+    return out
+
+
 def _bottleneck(run: Run) -> list[str]:
     """The stages the findings name the bottleneck (a group's members)."""
     out: list[str] = []
@@ -276,11 +288,17 @@ def _pipeline(run: Run) -> str:
         "<h3>Stages</h3>",
     ]
     rows = []
+    workers = _workers(run)
     for s in stages:
         row: list[object] = [s.stage, s.resource]
         row += [pct(getattr(s, st)) for st, _ in STATES]
         row += [pct(_opt(s, c)) for c in ("computation", "communication", "other")]
         rows.append(row)
+        mine = workers.get(s.stage, [])
+        if len(mine) > 1:  # the per-worker breakdown of a stage worked in by several
+            for k, (resource, shares) in enumerate(mine, start=1):
+                rows.append([f"  worker {k}", resource, *(pct(shares.get(st)) for st, _ in STATES),
+                             "", "", ""])  # fmt: skip
     head = ["stage", "resource", *(s for s, _ in STATES), "computation", "communication", "other"]
     out.append(table(head, rows))
     out.append("<h3>Channels</h3>")

@@ -253,6 +253,22 @@ TABLES: tuple[Table, ...] = (
         ),
     ),
     Table(
+        "worker",
+        "Each worker of each stage (a thread, process or task with a state probe of its own), "
+        "its time in each state over the run: the per-worker breakdown of a stage worked in by "
+        "several.",
+        (
+            _C("stage", "VARCHAR NOT NULL", "the stage (stage.name)"),
+            _C("probe_id", "INTEGER NOT NULL", "the worker's state probe (probe.id)"),
+            _C("resource", "VARCHAR NOT NULL", "where it ran (resource.name)"),
+            _C("idle_ns", "BIGINT NOT NULL", "ns idle"),
+            _C("busy_ns", "BIGINT NOT NULL", "ns busy"),
+            _C("blocked_in_ns", "BIGINT NOT NULL", "ns waiting for an input"),
+            _C("blocked_out_ns", "BIGINT NOT NULL", "ns waiting for room in an output"),
+            _C("unknown_ns", "BIGINT NOT NULL", "ns unknown (records refused, or gone)"),
+        ),
+    ),
+    Table(
         "flight",
         "The flight recorder: the latest raw records of host stages and channels, kept in "
         "`record` at the end of a run without --trace so exports show its last stretch.",

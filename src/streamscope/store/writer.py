@@ -47,7 +47,7 @@ def _sqlio() -> ModuleType:
 
 #: Tables a run appends to besides frames: calibrations, fits and raw records of clock domains.
 _APPENDED = (
-    "calibration", "clock_fit", "clock_truth", "flight", "stall", "record", "vq_frame",
+    "calibration", "clock_fit", "clock_truth", "flight", "worker", "stall", "record", "vq_frame",
     "vq_level", "virtual_queue", "overhead", "profile", "trace_exclusion", "monitor", "runner",
 )  # fmt: skip
 APPEND_TABLES = {t.name: t for t in TABLES if t.name in _APPENDED}
