@@ -98,3 +98,37 @@ def test_a_task_that_raises_fails_the_run_and_names_its_stage(tmp_path: Path) ->
     res = ss.run(p, [], ss.RunOptions(out=tmp_path / "f.duckdb", mode="inline"))
     assert res.status == "failed"
     assert "'work'" in (res.error or "") and "item 30 is bad" in (res.error or "")
+
+
+def test_the_loops_lag_is_measured_by_default(tmp_path: Path) -> None:
+    """A task that blocks its loop for 30 ms every 20th item (the stage's own truth): the
+    loop's lag, measured by default from its first stage, reaches most of a block and never
+    much more than one."""
+
+    async def careless(x: int) -> int:
+        if x % 20 == 0:
+            time.sleep(0.03)  # blocks the loop, as a blocking call in a coroutine would
+        await asyncio.sleep(0.003)
+        return x
+
+    async def other(x: int) -> int:
+        await asyncio.sleep(0.001)
+        return x
+
+    p = ss.Pipeline("aio-lag")
+    p.add("src", range(600))
+    p.add("careless", careless, resource="asyncio")
+    p.add("other", other, resource="asyncio")
+    p.add("sink", lambda x: None)
+    p.chain("src", "careless", "other", "sink", capacity=8)
+    out = tmp_path / "lag.duckdb"
+    res = ss.run(p, [], ss.RunOptions(out=out, mode="inline"))
+    assert res.status == "completed", res.error
+    with ss.load(out) as run:
+        (q,) = [q for q in run.queries if q.text.startswith("timer(*.loop_lag)")]
+        assert q.targets == ("careless.loop_lag",)
+        maxima = [
+            float(pt.value) for f in run.results(q.id, "careless.loop_lag") for pt in f.points
+            if isinstance(pt, ScalarPoint) and pt.stat == "max" and pt.value is not None
+        ]  # fmt: skip
+    assert maxima and 15e6 <= max(maxima) <= 40e6, maxima

@@ -29,6 +29,8 @@ from streamscope.probes.hardware import parse_condition
 from streamscope.timebase.emulated import EmulatedClockSpec
 
 FANOUT = ("roundrobin", "broadcast")
+#: The timer a stage on an asyncio loop measures its loop's lag with (the loop's first stage).
+LOOP_LAG = "loop_lag"
 STORAGE_SCHEMES = ("centralized", "distributed")
 #: Per-iteration probes a query can place on any stage (no declaration needed).
 ITERATION_KINDS = ("iteration", "input_wait", "output_wait")
@@ -289,7 +291,13 @@ class Pipeline:
             )
         obj = as_source(fn)
         StageBody(name, obj)  # refuse what cannot be a stage now, not when the run starts
-        self.stages[name] = StageSpec(name, obj, resolve(resource, name), fanout, fanin)
+        where = resolve(resource, name)
+        if where.kind == "asyncio" and not any(
+            s.resource == where for s in self.stages.values()
+        ):  # the loop's lag, measured from its first stage (``pipeline/aio.py``)
+            lag = f"{name}.{LOOP_LAG}"
+            self.probes[lag] = UserProbeInfo(lag, name, "timer")
+        self.stages[name] = StageSpec(name, obj, where, fanout, fanin)
         return name
 
     def connect(

@@ -49,7 +49,7 @@ class UserProbe:
         fits = {
             "sampler": "sample(), hold() and observe()",
             "counter": "count() and observe()",
-            "timer": "start() and stop()",
+            "timer": "start(), stop() and lapse()",
             "global": "fire()",
         }
         return PipelineError(
@@ -77,6 +77,9 @@ class UserProbe:
 
     def stop(self) -> None:
         raise self._wrong("stop")
+
+    def lapse(self, length: int) -> None:
+        raise self._wrong("lapse")
 
 
 class NullProbe(UserProbe):
@@ -107,6 +110,9 @@ class NullProbe(UserProbe):
         pass
 
     def stop(self) -> None:
+        pass
+
+    def lapse(self, length: int) -> None:
         pass
 
 
@@ -252,6 +258,10 @@ class TimerProbe(UserProbe):
             return
         self._t0 = None
         self._tap.record(t, t - t0)
+
+    def lapse(self, length: int) -> None:
+        """An interval of ``length`` ticks that ends now (measured by the caller)."""
+        self._tap.record(self._now(), int(length))
 
 
 # -- finding a stage's probes -------------------------------------------------------------------

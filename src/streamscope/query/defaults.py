@@ -24,4 +24,6 @@ def default_queries(topology: Topology) -> list[str]:
         out.extend(CHANNEL_DEFAULTS)
     if topology.stages:
         out.extend(STAGE_DEFAULTS)
+    if any(p.name.endswith(".loop_lag") for p in topology.user_probes):
+        out.append("timer(*.loop_lag): mean, max")  # asyncio loops' lag
     return out
