@@ -307,3 +307,45 @@ def test_a_thread_pool_executor_is_a_stage_fed_by_its_submitter(tmp_path: Path) 
         probes = [p for p in run.topology.probes if p.kind == "state" and p.target == channel.dst]
         assert len(probes) == 4  # a worker per thread
         assert busy_share(run, channel.dst) >= 0.9
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_a_multiprocessing_pool_is_a_stage_of_its_workers(tmp_path: Path, method: str) -> None:
+    """``Pool.map(parse, ...)`` with 2 workers and 600 tasks of 4 ms handed out at once: the
+    stage ``parse`` has a worker per pool process, each saturated by the program's own stamps
+    (each task reports its process, start and end) and by the monitor's."""
+    prog = tmp_path / "pool.py"
+    prog.write_text(
+        "import json, multiprocessing as mp, os, sys, time\n"
+        "def parse(i):\n"
+        "    t = time.perf_counter()\n"
+        "    while time.perf_counter() - t < 0.004:\n"
+        "        pass\n"
+        "    return os.getpid(), t, time.perf_counter()\n"
+        "if __name__ == '__main__':\n"
+        "    with mp.get_context(sys.argv[1]).Pool(2) as pool:\n"
+        "        stamps = pool.map(parse, range(600), chunksize=1)\n"
+        "    share = {}\n"
+        "    for pid in {p for p, _, _ in stamps}:\n"
+        "        mine = [(a, b) for p, a, b in stamps if p == pid]\n"
+        "        span = max(b for _, b in mine) - min(a for a, _ in mine)\n"
+        "        share[pid] = sum(b - a for a, b in mine) / span\n"
+        "    json.dump(share, open(sys.argv[2], 'w'))\n"
+        "    print('done', len(stamps))\n"
+    )
+    out, truth = tmp_path / "pool.duckdb", tmp_path / "truth.json"
+    proc = subprocess.run(
+        [*cli(), "run", str(prog), "-o", str(out), "--quiet", "--frame", "200ms", "--", method,
+         str(truth)],
+        capture_output=True, text=True, timeout=120, check=False, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout == "done 600\n"
+    own = json.loads(truth.read_text())
+    assert len(own) == 2 and min(own.values()) >= 0.9, own
+    with ss.load(out) as run:
+        assert "parse" in {s.name for s in run.topology.stages}
+        shares = worker_shares(run, "parse")
+        assert len({r for r, _ in shares}) == 2, shares
+        assert all(s >= 0.9 for _, s in shares), shares
+        assert busy_share(run, "parse") >= 0.9

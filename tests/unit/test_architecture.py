@@ -62,8 +62,8 @@ def test_layers_import_only_downwards() -> None:
 def test_public_surface_is_pinned() -> None:
     assert sorted(streamscope.__all__) == sorted(
         [
-            "ConfigError", "EmulatedDevice", "MPQueue", "Pipeline", "PipelineError", "Process", "Query", "QueryError",
-            "Queue", "Run", "RunFileError", "RunOptions", "RunResult", "StageError",
+            "Asyncio", "ConfigError", "EmulatedDevice", "MPQueue", "Pipeline", "PipelineError", "Process",
+            "Query", "QueryError", "Queue", "Run", "RunFileError", "RunOptions", "RunResult", "StageError",
             "StreamscopeError", "StreamscopeWarning", "__version__", "count", "counter", "input_wait", "interdeparture",
             "interinsertion", "iteration", "output_wait", "probe", "sample", "timer", "tracing",
             "latency", "load", "monitor", "occupancy", "parse_query", "run", "stage", "state",

@@ -703,7 +703,91 @@ class StageTarget:
             _leave()
 
 
+class PoolWorker:
+    """A ``multiprocessing.Pool`` worker process's loop, as the standard one runs it, each task
+    a piece of work of the stage named after the function it applies (``pool.map(parse, …)``:
+    ``parse``), this process a worker of it: blocked in while it waits for a task, busy while it
+    runs one (picklable: a spawned pool worker gets it too)."""
+
+    def __init__(self, target: Callable[..., Any]) -> None:
+        self.target = target
+
+    def __call__(
+        self,
+        inqueue: Any,
+        outqueue: Any,
+        initializer: Callable[..., Any] | None = None,
+        initargs: tuple[Any, ...] = (),
+        maxtasks: int | None = None,
+        wrap_exception: bool = False,
+    ) -> None:
+        mpool = _mpool()
+        install()
+        native.bind_tracker(None)
+        _local.entered = False
+        put, get = outqueue.put, inqueue.get
+        if hasattr(inqueue, "_writer"):
+            inqueue._writer.close()
+            outqueue._reader.close()
+        if initializer is not None:
+            initializer(*initargs)
+        tracker: native.StateTracker | None = None
+        completed = 0
+        try:
+            while maxtasks is None or (maxtasks and completed < maxtasks):
+                prev = tracker.set(State.BLOCKED_IN) if tracker is not None else 0
+                try:
+                    task = get()
+                except (EOFError, OSError):
+                    break
+                finally:
+                    if tracker is not None:
+                        tracker.set(prev)
+                if task is None:
+                    break
+                job, i, func, args, kwds = task
+                if tracker is None and not getattr(_local, "entered", False):
+                    tracker = self._enter(func, args)
+                try:
+                    result = (True, func(*args, **kwds))
+                except Exception as e:
+                    if wrap_exception and func is not mpool._helper_reraises_exception:
+                        e = mpool.ExceptionWithTraceback(e, e.__traceback__)
+                    result = (False, e)
+                try:
+                    put((job, i, result))
+                except Exception as e:
+                    put((job, i, (False, mpool.MaybeEncodingError(e, result[1]))))
+                del task, job, result, func, args, kwds
+                completed += 1
+        finally:
+            _leave()
+
+    @staticmethod
+    def _enter(func: Any, args: Any) -> native.StateTracker | None:
+        """The stage of the pool's first task here: the function it maps (``mapstar`` and
+        ``starmapstar`` carry it first in their arguments)."""
+        mpool = _mpool()
+        fn = func
+        if func in (mpool.mapstar, mpool.starmapstar) and args and args[0]:
+            fn = args[0][0]
+        _main_stage[0] = callable_name(fn)
+        _local.stage = _main_stage[0]
+        return _tracker()
+
+
 _saved: dict[str, Any] = {}
+
+
+def _mpool() -> Any:
+    """``multiprocessing.pool``, whose worker loop and helpers its stubs leave out."""
+    import multiprocessing.pool
+
+    return multiprocessing.pool
+
+
+def _pool_worker() -> Any:
+    return _mpool().worker
 
 
 def installed() -> bool:
@@ -754,7 +838,9 @@ def install() -> None:
 
     def process_start(self: Any) -> None:
         target = getattr(self, "_target", None)
-        if target is not None and not isinstance(target, StageTarget):
+        if target is _pool_worker():  # a Pool's worker: a worker of the stage it maps
+            self._target = PoolWorker(target)
+        elif target is not None and not isinstance(target, (StageTarget, PoolWorker)):
             if not _internal(getattr(target, "__module__", None)):
                 self._target = StageTarget(target, callable_name(target))
         elif target is None and not _internal(type(self).__module__):
@@ -797,6 +883,7 @@ __all__ = [
     "AutoMPQueue",
     "AutoQueue",
     "AutoSimpleQueue",
+    "PoolWorker",
     "StageTarget",
     "callable_name",
     "install",

@@ -9,11 +9,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from streamscope.report.html import render
-from streamscope.store.reader import Run, load
+if TYPE_CHECKING:
+    from streamscope.store.reader import Run
 
 __all__ = ["ReportSummary", "render", "render_report", "write_report"]
+
+
+def __getattr__(name: str) -> Any:
+    """``render`` loads the renderer when first asked for (the terminal view, in this package
+    too, is wanted by every run and needs none of it)."""
+    if name == "render":
+        from streamscope.report.html import render
+
+        return render
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +38,8 @@ class ReportSummary:
 
 def render_report(run: Run, compare_with: Run | None = None) -> tuple[str, tuple[str, ...]]:
     """The report page for ``run`` (compared with ``compare_with`` if given) and its sections."""
+    from streamscope.report.html import render
+
     html, sections = render(run, compare_with)
     return html, tuple(sections)
 
@@ -41,6 +54,8 @@ def write_report(
     A run given as a path is opened and closed here; a ``Run`` is left open. Raises
     ``RunFileError`` for a path that is not a readable run file.
     """
+    from streamscope.store.reader import Run, load
+
     opened: list[Run] = []
 
     def get(x: Run | str | Path) -> Run:
