@@ -309,11 +309,22 @@ def test_a_thread_pool_executor_is_a_stage_fed_by_its_submitter(tmp_path: Path) 
         assert busy_share(run, channel.dst) >= 0.9
 
 
+POOLS = {
+    "pool": "    with mp.get_context(sys.argv[1]).Pool(2) as pool:\n"
+    "        stamps = pool.map(parse, range(600), chunksize=1)\n",
+    "executor": "    from concurrent.futures import ProcessPoolExecutor\n"
+    "    with ProcessPoolExecutor(2, mp_context=mp.get_context(sys.argv[1])) as ex:\n"
+    "        stamps = list(ex.map(parse, range(600)))\n",
+}
+
+
 @pytest.mark.parametrize("method", ["fork", "spawn"])
-def test_a_multiprocessing_pool_is_a_stage_of_its_workers(tmp_path: Path, method: str) -> None:
-    """``Pool.map(parse, ...)`` with 2 workers and 600 tasks of 4 ms handed out at once: the
-    stage ``parse`` has a worker per pool process, each saturated by the program's own stamps
-    (each task reports its process, start and end) and by the monitor's."""
+@pytest.mark.parametrize("kind", ["pool", "executor"])
+def test_a_process_pool_is_a_stage_of_its_workers(tmp_path: Path, kind: str, method: str) -> None:
+    """``Pool.map(parse, ...)`` (or ``ProcessPoolExecutor.map``) with 2 workers and 600 calls of
+    4 ms handed out at once: the stage ``parse`` has a worker per pool process, each saturated
+    by the program's own stamps (each call reports its process, start and end) and by the
+    monitor's."""
     prog = tmp_path / "pool.py"
     prog.write_text(
         "import json, multiprocessing as mp, os, sys, time\n"
@@ -322,10 +333,7 @@ def test_a_multiprocessing_pool_is_a_stage_of_its_workers(tmp_path: Path, method
         "    while time.perf_counter() - t < 0.004:\n"
         "        pass\n"
         "    return os.getpid(), t, time.perf_counter()\n"
-        "if __name__ == '__main__':\n"
-        "    with mp.get_context(sys.argv[1]).Pool(2) as pool:\n"
-        "        stamps = pool.map(parse, range(600), chunksize=1)\n"
-        "    share = {}\n"
+        "if __name__ == '__main__':\n" + POOLS[kind] + "    share = {}\n"
         "    for pid in {p for p, _, _ in stamps}:\n"
         "        mine = [(a, b) for p, a, b in stamps if p == pid]\n"
         "        span = max(b for _, b in mine) - min(a for a, _ in mine)\n"

@@ -776,6 +776,50 @@ class PoolWorker:
         return _tracker()
 
 
+class ExecutorWorker:
+    """A ``ProcessPoolExecutor`` worker process, run by the standard loop with its call queue's
+    ``get`` watched: the process is a worker of the stage named after the function its first
+    call applies (``executor.map(parse, …)``: ``parse``), blocked while it waits for a call,
+    busy running one (picklable, for spawned workers)."""
+
+    def __init__(self, target: Callable[..., Any]) -> None:
+        self.target = target
+
+    def __call__(self, call_queue: Any, *rest: Any, **kw: Any) -> Any:
+        install()
+        native.bind_tracker(None)
+        _local.entered = False
+        get = call_queue.get
+
+        def watched_get(block: bool = True, timeout: float | None = None) -> Any:
+            tracker = native.bound_tracker()
+            prev = tracker.set(State.BLOCKED_IN) if tracker is not None else 0
+            try:
+                item = get(block, timeout)
+            finally:
+                if tracker is not None:
+                    tracker.set(prev)
+            fn = getattr(item, "fn", None)
+            if fn is not None and not getattr(_local, "entered", False):
+                chunked = isinstance(fn, functools.partial) and fn.args
+                _main_stage[0] = callable_name(fn.args[0] if chunked else fn)
+                _local.stage = _main_stage[0]
+                _tracker()
+            return item
+
+        call_queue.get = watched_get
+        try:
+            return self.target(call_queue, *rest, **kw)
+        finally:
+            _leave()
+
+
+def _executor_worker() -> Any:
+    import concurrent.futures.process
+
+    return getattr(concurrent.futures.process, "_process_worker", None)
+
+
 _saved: dict[str, Any] = {}
 
 
@@ -840,7 +884,11 @@ def install() -> None:
         target = getattr(self, "_target", None)
         if target is _pool_worker():  # a Pool's worker: a worker of the stage it maps
             self._target = PoolWorker(target)
-        elif target is not None and not isinstance(target, (StageTarget, PoolWorker)):
+        elif target is not None and target is _executor_worker():
+            self._target = ExecutorWorker(target)
+        elif target is not None and not isinstance(
+            target, (StageTarget, PoolWorker, ExecutorWorker)
+        ):
             if not _internal(getattr(target, "__module__", None)):
                 self._target = StageTarget(target, callable_name(target))
         elif target is None and not _internal(type(self).__module__):
@@ -883,6 +931,7 @@ __all__ = [
     "AutoMPQueue",
     "AutoQueue",
     "AutoSimpleQueue",
+    "ExecutorWorker",
     "PoolWorker",
     "StageTarget",
     "callable_name",
