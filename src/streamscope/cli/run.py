@@ -12,12 +12,14 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from streamscope.aggregate.points import DropCount, FrameResult
     from streamscope.core.topology import Topology
     from streamscope.query.ast import Query
     from streamscope.query.compile import Plan
     from streamscope.report.live import LivePage
-    from streamscope.runtime.options import FramesCallback, RunOptions
+    from streamscope.runtime.options import FramesCallback, RunOptions, RunResult
     from streamscope.store.writer import QueryRecord
 
 #: How long the live page stays up after the run, for open pages to get its end (s).
@@ -179,9 +181,8 @@ def run(
         is_app,
         load_module,
     )
-    from streamscope.cli.common import duration_option, err_console
+    from streamscope.cli.common import duration_option
     from streamscope.core.errors import ConfigError
-    from streamscope.query.parser import parse_queries
     from streamscope.report.terminal import LiveView
     from streamscope.runtime.options import RunOptions
     from streamscope.runtime.session import prepare
@@ -221,16 +222,10 @@ def run(
             exclude=tuple(trace_exclude or ()),
             max_calls_per_s=trace_max_rate,
         )
-    texts: list[str | object] = []
-    if queries is not None:
-        if not queries.is_file():
-            raise ConfigError(f"query file {queries} does not exist")
-        texts.extend(parse_queries(queries.read_text(), source=str(queries)))
-    for i, q in enumerate(query or []):
-        texts.extend(parse_queries(q, source=f"--query #{i + 1}"))
+    texts = _query_texts(query, queries)
     if not texts:
         texts.extend(default_queries(module_, app))  # the app's QUERIES; none: the defaults
-    plan, topology = prepare(pipeline, texts, frame_ns)  # type: ignore[arg-type]
+    plan, topology = prepare(pipeline, texts, frame_ns)
     console = Console(highlight=False)
     opts = RunOptions(
         frame_ns=frame_ns,
@@ -256,7 +251,7 @@ def run(
         if quiet:
             result = run_monitored(
                 pipeline,
-                texts,  # type: ignore[arg-type]
+                texts,
                 opts,
                 on_frames=None if page is None else page.on_frames,
             )
@@ -264,7 +259,7 @@ def run(
             with view:
                 result = run_monitored(
                     pipeline,
-                    texts,  # type: ignore[arg-type]
+                    texts,
                     opts,
                     on_frames=on_frames,
                     on_lag=view.on_lag,
@@ -273,7 +268,14 @@ def run(
     finally:
         if page is not None:
             _end_page(page, out)
-    # What reads the run file back is loaded now, not before the run (its start stays short).
+    return _ended(result, out, console, report)
+
+
+def _ended(result: RunResult, out: Path, console: Console, report: Path | None) -> int:
+    """After a run: its summary, how it ended if not completed, its report and top findings if
+    asked, where its file is; the exit status. What reads the run file back is loaded now, not
+    before the run (its start stays short)."""
+    from streamscope.cli.common import err_console
     from streamscope.cli.summary import print_findings, print_summary
     from streamscope.report import write_report
 
@@ -379,20 +381,7 @@ def _run_program(
     finally:
         if page is not None:
             _end_page(page, out)
-    from streamscope.cli.common import err_console
-    from streamscope.cli.summary import print_findings, print_summary
-    from streamscope.report import write_report
-
-    print_summary(out, console)
-    if result.status != "completed":
-        err_console.print(f"streamscope: run {result.status}: {result.error}", markup=False)
-    if report is not None and out.is_file():
-        print_findings(out, console)
-        written = write_report(out, report)
-        console.print(f"report: {written.path}")
-    if result.status == "completed":
-        console.print(f"run file: {out}")
-    return result.exit_code
+    return _ended(result, out, console, report)
 
 
 def _live_page(

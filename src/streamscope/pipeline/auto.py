@@ -38,7 +38,7 @@ from streamscope.core import native
 from streamscope.core.records import Kind, State
 from streamscope.core.rings import declare, next_probe_ids
 from streamscope.core.topology import ChannelInfo, ProbeInfo, ResourceInfo, Topology
-from streamscope.pipeline.dropin import REGISTRY, taps_for
+from streamscope.pipeline.dropin import REGISTRY, MPQueueFace, taps_for
 from streamscope.probes.taps import COST_CALL
 
 #: The stage of a program's main thread.
@@ -370,7 +370,7 @@ class AutoSimpleQueue(_SimpleQueue):  # type: ignore[type-arg]
         return self.get(block=False)
 
 
-class AutoMPQueue:
+class AutoMPQueue(MPQueueFace):
     """``multiprocessing.Queue`` (or ``JoinableQueue``) as the program made it, recorded from
     every process that uses it, as the drop-in's ``MPQueue`` counts: an insertion after a free
     place is taken and before the item can be taken, a removal after the item is taken and
@@ -381,7 +381,7 @@ class AutoMPQueue:
     def __init__(self, ctx: Any, maxsize: int = 0, joinable: bool = False) -> None:
         self._q = ctx.JoinableQueue() if joinable else ctx.Queue()
         self._free = ctx.BoundedSemaphore(maxsize) if maxsize > 0 else None
-        self._maxsize = maxsize if maxsize > 0 else 0
+        self.capacity = maxsize if maxsize > 0 else 0
         self._seq_in = ctx.Value("q", 0)
         self._seq_out = ctx.Value("q", 0)
         self._ends = ctx.Array("c", 2 * _NAME_BYTES, lock=False)
@@ -411,7 +411,7 @@ class AutoMPQueue:
                 self._ends[i * _NAME_BYTES : i * _NAME_BYTES + len(mine)] = mine
                 src, dst = (mine, dst) if i == 0 else (src, mine)
             if src and dst and not self._probes[0] and REGISTRY.active():
-                _, tail, head = _declare(src.decode(), dst.decode(), self._maxsize, "process")
+                _, tail, head = _declare(src.decode(), dst.decode(), self.capacity, "process")
                 self._probes[1], self._probes[2], self._probes[0] = tail, head, 1
 
     def _ring(self, end: str) -> Any:
@@ -472,35 +472,11 @@ class AutoMPQueue:
             tracker.heartbeat()
         return item
 
-    def put_nowait(self, obj: Any) -> None:
-        self.put(obj, False)
-
-    def get_nowait(self) -> Any:
-        return self.get(False)
-
-    def qsize(self) -> int:
-        return int(self._seq_in.value - self._seq_out.value)
-
-    def empty(self) -> bool:
-        return bool(self._q.empty())
-
-    def full(self) -> bool:
-        return self._maxsize > 0 and self.qsize() >= self._maxsize
-
     def task_done(self) -> None:
         self._q.task_done()
 
     def join(self) -> None:
         self._q.join()
-
-    def close(self) -> None:
-        self._q.close()
-
-    def join_thread(self) -> None:
-        self._q.join_thread()
-
-    def cancel_join_thread(self) -> None:
-        self._q.cancel_join_thread()
 
 
 _AsyncQueue = asyncio.Queue

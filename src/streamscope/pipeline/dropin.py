@@ -15,6 +15,7 @@ import multiprocessing as mp
 import os
 import queue
 import threading
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from fnmatch import fnmatchcase
 from typing import Any, ParamSpec, TypeVar
@@ -267,7 +268,48 @@ class Queue(ThreadChannel, queue.Queue[Any]):  # type: ignore[override]
         self.head = None
 
 
-class MPQueue:
+class MPQueueFace(ABC):
+    """What a monitored ``multiprocessing`` queue shows besides ``put`` and ``get``, over the
+    plain queue ``_q`` it wraps and its shared counts (``MPQueue`` and the instrumented queue of
+    a program run as it is)."""
+
+    _q: Any
+    _seq_in: Any
+    _seq_out: Any
+    capacity: int
+
+    @abstractmethod
+    def put(self, item: Any, block: bool = True, timeout: float | None = None) -> None: ...
+
+    @abstractmethod
+    def get(self, block: bool = True, timeout: float | None = None) -> Any: ...
+
+    def put_nowait(self, item: Any) -> None:
+        self.put(item, False)
+
+    def get_nowait(self) -> Any:
+        return self.get(False)
+
+    def qsize(self) -> int:
+        return int(self._seq_in.value - self._seq_out.value)
+
+    def empty(self) -> bool:
+        return bool(self._q.empty())
+
+    def full(self) -> bool:
+        return self.capacity > 0 and self.qsize() >= self.capacity
+
+    def close(self) -> None:
+        self._q.close()
+
+    def join_thread(self) -> None:
+        self._q.join_thread()
+
+    def cancel_join_thread(self) -> None:
+        self._q.cancel_join_thread()
+
+
+class MPQueue(MPQueueFace):
     """``multiprocessing.Queue`` monitored from every process that uses it.
 
     Its occupancy is the number of items put and not yet taken: an insertion is recorded
@@ -372,30 +414,6 @@ class MPQueue:
         if self._free is not None:
             self._free.release()
         return item
-
-    def put_nowait(self, item: Any) -> None:
-        self.put(item, False)
-
-    def get_nowait(self) -> Any:
-        return self.get(False)
-
-    def qsize(self) -> int:
-        return int(self._seq_in.value - self._seq_out.value)
-
-    def empty(self) -> bool:
-        return bool(self._q.empty())
-
-    def full(self) -> bool:
-        return self.capacity > 0 and self.qsize() >= self.capacity
-
-    def close(self) -> None:
-        self._q.close()
-
-    def join_thread(self) -> None:
-        self._q.join_thread()
-
-    def cancel_join_thread(self) -> None:
-        self._q.cancel_join_thread()
 
 
 _saved = threading.local()
