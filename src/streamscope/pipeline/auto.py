@@ -450,24 +450,8 @@ class AutoMPQueue(MPQueueFace):
         if not self._probes[0]:
             self._saw("head")
         tracker = _tracker()
-        if tracker is not None and block:
-            try:
-                item = self._q.get(False)
-            except queue.Empty:
-                prev = tracker.set(State.BLOCKED_IN)
-                try:
-                    item = self._q.get(True, timeout)
-                finally:
-                    tracker.set(prev)
-        else:
-            item = self._q.get(block, timeout)
-        ring = self._ring("head")
-        with self._seq_out.get_lock():
-            self._seq_out.value += 1
-            if ring is not None:
-                ring.record(self._seq_out.value)
-        if self._free is not None:
-            self._free.release()
+        item = self._take(tracker, block, timeout)
+        self._taken(self._ring("head"))
         if tracker is not None:
             tracker.heartbeat()
         return item

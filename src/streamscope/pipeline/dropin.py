@@ -284,6 +284,30 @@ class MPQueueFace(ABC):
     @abstractmethod
     def get(self, block: bool = True, timeout: float | None = None) -> Any: ...
 
+    _free: Any
+
+    def _take(self, tracker: native.StateTracker | None, block: bool, timeout: float | None) -> Any:
+        """The next item of ``_q``, the waiting thread marked blocked in only while it waits."""
+        if tracker is None or not block:
+            return self._q.get(block, timeout)
+        try:
+            return self._q.get(False)
+        except queue.Empty:
+            prev = tracker.set(State.BLOCKED_IN)
+            try:
+                return self._q.get(True, timeout)
+            finally:
+                tracker.set(prev)
+
+    def _taken(self, ring: Any) -> None:
+        """An item was taken: count it (recorded into ``ring`` if any) and give its place back."""
+        with self._seq_out.get_lock():
+            self._seq_out.value += 1
+            if ring is not None:
+                ring.record(self._seq_out.value)
+        if self._free is not None:
+            self._free.release()
+
     def put_nowait(self, item: Any) -> None:
         self.put(item, False)
 
@@ -394,25 +418,9 @@ class MPQueue(MPQueueFace):
             self._q.put(item)
 
     def get(self, block: bool = True, timeout: float | None = None) -> Any:
-        tracker = native.bound_tracker()
-        if tracker is not None and block:
-            try:
-                item = self._q.get(False)
-            except queue.Empty:
-                prev = tracker.set(State.BLOCKED_IN)
-                try:
-                    item = self._q.get(True, timeout)
-                finally:
-                    tracker.set(prev)
-        else:
-            item = self._q.get(block, timeout)
+        item = self._take(native.bound_tracker(), block, timeout)
         tap = self._tap("head")
-        with self._seq_out.get_lock():
-            self._seq_out.value += 1
-            if tap is not None:
-                tap.ring.record(self._seq_out.value)
-        if self._free is not None:
-            self._free.release()
+        self._taken(tap.ring if tap is not None else None)
         return item
 
 
