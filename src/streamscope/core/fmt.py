@@ -3,14 +3,15 @@
 In: a value and its unit (``ns``, ``items/s``, ``items``, ...). Out: short text: durations in
 the unit that reads best, written as queries write them (``1.5ms``, ``820us``, ``2.1s``), three
 significant digits; counts and large values with thousands separators (``1,349``), rates per
-second (``1,349/s``, ``12.5/s``); ``-`` for what is missing or not finite.
+second (``1,349/s``, ``12.5/s``), fractions as percentages (``93 %``); ``-`` for what is
+missing or not finite.
 """
 
 from __future__ import annotations
 
 import math
 
-__all__ = ["fmt_ns", "fmt_num", "fmt_value"]
+__all__ = ["fmt_ns", "fmt_num", "fmt_value", "pct"]
 
 
 def fmt_ns(ns: float | None) -> str:
@@ -51,3 +52,11 @@ def fmt_value(value: float | None, unit: str) -> str:
     if unit == "items/s":
         return f"{fmt_num(float(value))}/s"
     return fmt_num(float(value))
+
+
+def pct(x: float | None, digits: int = 0) -> str:
+    """A fraction as a percentage: ``0.934`` → ``'93 %'`` (``digits`` after the point);
+    ``-`` for ``None`` or what is not finite."""
+    if x is None or not math.isfinite(x):
+        return "-"
+    return f"{x * 100:.{digits}f} %"
