@@ -18,8 +18,7 @@ from typing import TYPE_CHECKING, Any
 # its modules later never rebinds the name.
 import streamscope.monitor as _monitor_package  # noqa: F401
 from streamscope.core.lazy import lazy_exports
-
-__version__ = "0.1.0"
+from streamscope.core.version import VERSION as __version__
 
 __all__ = [
     "Asyncio",

@@ -28,21 +28,100 @@ RANK = {
 }
 
 
-def _imports(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text())
-    found: set[str] = set()
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(SRC).with_suffix("")
+    parts = ["streamscope", *rel.parts]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {_module_name(p): p for p in SRC.rglob("*.py")}
+
+
+def _is_module(name: str) -> bool:
+    """A module of ours, Python or compiled (``core/_native*.so``)."""
+    if name in MODULES:
+        return True
+    parent, _, leaf = name.rpartition(".")
+    return parent in MODULES and any(MODULES[parent].parent.glob(f"{leaf}.*.so"))
+
+
+def _type_only(tree: ast.AST) -> set[int]:
+    """Nodes under ``if TYPE_CHECKING:``: names for annotations, never imported at run time."""
+    out: set[int] = set()
     for node in ast.walk(tree):
-        if (
-            isinstance(node, ast.ImportFrom)
-            and node.module
-            and node.module.startswith("streamscope.")
-        ):
-            found.add(node.module.split(".")[1])
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            out.update(id(n) for stmt in node.body for n in ast.walk(stmt))
+    return out
+
+
+def _absolute(path: Path, node: ast.ImportFrom) -> str:
+    """The absolute module an ``ImportFrom`` names, relative forms (``from ..x import y``) too."""
+    if not node.level:
+        return node.module or ""
+    here = _module_name(path).split(".")
+    base = here if path.name == "__init__.py" else here[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join([*base, *([node.module] if node.module else [])])
+
+
+def _import_targets(path: Path, *, type_only: bool = True) -> list[tuple[str, str]]:
+    """Every ``(module, name)`` of ours that ``path`` imports, in every form: ``import
+    streamscope.x.y``, ``from streamscope.x import y``, ``from streamscope import x``, relative
+    imports, and ``importlib.import_module`` or lazy ``"streamscope.x.y:Name"`` strings.
+    ``name`` is what is taken from the module (``""`` for the module itself)."""
+    tree = ast.parse(path.read_text())
+    skip = set() if type_only else _type_only(tree)
+    found: list[tuple[str, str]] = []
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.ImportFrom):
+            mod = _absolute(path, node)
+            for a in node.names:
+                sub = f"{mod}.{a.name}"
+                found.append((sub, "") if _is_module(sub) else (mod, a.name))
         elif isinstance(node, ast.Import):
-            found.update(
-                a.name.split(".")[1] for a in node.names if a.name.startswith("streamscope.")
-            )
-    return found
+            found.extend((a.name, "") for a in node.names)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            mod, _, name = node.value.partition(":")
+            if mod in MODULES and mod.startswith("streamscope."):
+                found.append((mod, name))
+    return [(m, n) for m, n in found if m == "streamscope" or m.startswith("streamscope.")]
+
+
+def _layer(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else None
+
+
+def _imports(path: Path) -> set[str]:
+    """The layers ``path`` imports from (``from streamscope import store`` names one too)."""
+    out: set[str] = set()
+    for mod, name in _import_targets(path):
+        layer = _layer(mod) or (name if name in RANK else None)
+        if layer is not None:
+            out.add(layer)
+    return out
+
+
+def test_every_form_of_import_is_seen() -> None:
+    """The checks below would miss an upward import written in any form they cannot read."""
+    probe = SRC / "query" / "__probe__.py"
+    forms = [
+        "from ..store import reader",
+        "from .. import store",
+        "from streamscope import store",
+        "import streamscope.store.reader",
+        "from streamscope.store.reader import load",
+        "importlib.import_module('streamscope.store.reader')",
+        "LAZY = {'load': 'streamscope.store.reader:load'}",
+    ]
+    try:
+        for form in forms:
+            probe.write_text(form + "\n")
+            assert "store" in _imports(probe), form
+    finally:
+        probe.unlink(missing_ok=True)
 
 
 def test_layers_import_only_downwards() -> None:
@@ -56,6 +135,61 @@ def test_layers_import_only_downwards() -> None:
         for dep in _imports(path):
             if dep != layer and RANK[dep] >= RANK[layer]:
                 bad.append(f"{rel} imports streamscope.{dep}")
+    assert not bad, "\n".join(bad)
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str]:
+    """One import circle of ``graph`` (module -> modules it imports), or ``[]``."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(m: str) -> list[str]:
+        state[m] = 1
+        path.append(m)
+        for d in sorted(graph.get(m, ())):
+            if state.get(d) == 1:
+                return [*path[path.index(d) :], d]
+            if d not in state and (found := visit(d)):
+                return found
+        path.pop()
+        state[m] = 2
+        return []
+
+    for m in sorted(graph):
+        if m not in state and (found := visit(m)):
+            return found
+    return []
+
+
+def test_no_import_circles_between_modules() -> None:
+    """No module imports, at run time and by any path, one that imports it back (a package's
+    ``__init__`` re-exporting its modules is not a circle; imports for annotations only are
+    not imports)."""
+    graph = {
+        mod: {
+            m for m, _ in _import_targets(path, type_only=False)
+            if m in MODULES and m != mod and MODULES[m].name != "__init__.py"
+        }
+        for mod, path in MODULES.items()
+        if path.name != "__init__.py"
+    }  # fmt: skip
+    assert _cycle(graph) == []
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+
+
+def test_no_private_name_crosses_modules() -> None:
+    """A name with a leading underscore stays in its module; a private module (``_x.py``)
+    serves only its own package."""
+    bad = []
+    for mod, path in MODULES.items():
+        package = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
+        for target, name in _import_targets(path):
+            leaf = target.rpartition(".")[2]
+            if name.startswith("_") and target != mod and name != "__version__":
+                bad.append(f"{mod} imports {name} from {target}")
+            elif leaf.startswith("_") and not leaf.startswith("__"):
+                if target.rpartition(".")[0] != package:
+                    bad.append(f"{mod} imports the private module {target}")
     assert not bad, "\n".join(bad)
 
 
@@ -81,3 +215,21 @@ def test_every_module_says_what_it_is_for() -> None:
         if not ast.get_docstring(ast.parse(p.read_text()))
     ]
     assert not missing, missing
+
+
+def test_the_version_is_written_once() -> None:
+    """The package, its metadata and the run files take the version from ``core/version.py``."""
+    import tomllib
+
+    from streamscope.core.version import VERSION
+
+    root = SRC.parent.parent
+    meta = tomllib.loads((root / "pyproject.toml").read_text())
+    assert "version" not in meta["project"] and "version" in meta["project"]["dynamic"]
+    dynamic = meta["tool"]["setuptools"]["dynamic"]["version"]
+    assert dynamic == {"attr": "streamscope.core.version.VERSION"}
+    written = [
+        str(p.relative_to(SRC)) for p in SRC.rglob("*.py") if f'"{VERSION}"' in p.read_text()
+    ]
+    assert written == ["core/version.py"]
+    assert streamscope.__version__ == VERSION

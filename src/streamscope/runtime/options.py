@@ -18,12 +18,12 @@ from typing import Any
 from streamscope.aggregate.points import DropCount, FrameResult
 from streamscope.core import native
 from streamscope.core.errors import ConfigError
+from streamscope.core.version import VERSION
 from streamscope.probes.agent import DEFAULT_FLUSH_INTERVAL_S
 from streamscope.probes.taps import DEFAULT_CAPACITY
 from streamscope.store.writer import RunMeta, RunStore
 
 FramesCallback = Callable[[Sequence[FrameResult], Sequence[DropCount]], None]
-VERSION = "0.1.0"
 
 
 @dataclass(frozen=True, slots=True)
