@@ -132,6 +132,38 @@ class Topology:
                 return p
         raise KeyError(probe_id)
 
+    # -- facts every layer asks of a topology (one place, so they never disagree) ---------
+
+    @property
+    def link_names(self) -> frozenset[str]:
+        """Channels that cross a device boundary (``transport == "link"``)."""
+        return frozenset(c.name for c in self.channels if c.is_link)
+
+    def stage_domains(self) -> dict[str, str]:
+        """Each stage's clock domain: its resource's (the host's if it has none)."""
+        domain = {r.name: r.clock_domain for r in self.resources}
+        return {s.name: domain.get(s.resource, HOST) for s in self.stages}
+
+    def crossing_channels(self) -> frozenset[str]:
+        """Channels whose two ends are in different clock domains (their figures carry the
+        clocks' uncertainty)."""
+        where = self.stage_domains()
+        return frozenset(
+            c.name for c in self.channels if where.get(c.src, HOST) != where.get(c.dst, HOST)
+        )
+
+    def resource_of(self, stage: str) -> str:
+        """The resource ``stage`` runs on (``""`` if it is not a stage of this topology)."""
+        return next((s.resource for s in self.stages if s.name == stage), "")
+
+    def tick_periods(self) -> dict[str, float]:
+        """Each clock domain's nominal tick period (ns)."""
+        return {r.clock_domain: r.tick_period_ns for r in self.resources}
+
+    def probe_domains(self) -> dict[int, str]:
+        """Each probe's clock domain (its records' ticks), by probe id."""
+        return {p.id: p.domain for p in self.probes}
+
     def merged(self, found: Topology) -> Topology:
         """This topology with what ``found`` adds (resources, stages and channels by name,
         probes by id, each the first declared); itself when nothing is new."""

@@ -1,10 +1,13 @@
 """Per-query, per-target, per-frame reduction of stream outputs into accumulators.
 
 In: segments (time-weighted levels) or events (times and values) in virtual ns since the run
-start. Out: ``FrameResult``s for every frame that the watermark has passed, empty frames included.
+start, from the streams' ``feed`` hooks. Out: ``FrameResult``s for every frame that the watermark
+has passed, empty frames included. ``ReducerIndex`` finds a (metric, target)'s reducers.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import numpy as np
 from numpy.typing import NDArray
@@ -165,3 +168,25 @@ class TargetReducer:
         rates = counts[keep] / (weights[keep] * 1e-9)
         for acc in self._accs(frame):
             acc.add_batch(rates, weights[keep])
+
+
+class ReducerIndex:
+    """Every (query, target) reducer of a run, found by (metric, target): what the streams'
+    ``feed`` hooks are given (``monitor/streams.py``)."""
+
+    def __init__(self, reducers: Sequence[TargetReducer] = ()) -> None:
+        self.all: list[TargetReducer] = []
+        self._by: dict[tuple[str, str], list[TargetReducer]] = {}
+        for r in reducers:
+            self.add(r)
+
+    def add(self, r: TargetReducer) -> None:
+        self.all.append(r)
+        self._by.setdefault((r.metric, r.target), []).append(r)
+
+    def __call__(self, metric: str, target: str) -> Sequence[TargetReducer]:
+        return self._by.get((metric, target), ())
+
+    def close_until(self, t_ns: int, end_ns: int | None = None) -> list[FrameResult]:
+        """Every reducer's frames that end by ``t_ns`` (all of them up to ``end_ns``)."""
+        return [f for r in self.all for f in r.close_until(t_ns, end_ns)]

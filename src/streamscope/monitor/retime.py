@@ -16,7 +16,7 @@ import numpy as np
 from streamscope.aggregate.points import DropCount, FrameResult
 from streamscope.core.errors import RunFileError
 from streamscope.core.records import RECORD_DTYPE
-from streamscope.monitor.engine import Engine, crossing_channels
+from streamscope.monitor.engine import Engine
 from streamscope.query.compile import compile_queries
 from streamscope.store.reader import load
 from streamscope.store.writer import replace_results
@@ -47,15 +47,9 @@ def retime(path: str | Path, *, method: str = "hull") -> Retimed:
         cal = run.table("calibration")
         raw = run.table("record")
         t0, duration = run.meta.t0_host_ns, run.duration_ns or 0
-    crossing = crossing_channels(topology)
-    links = {c.name for c in topology.channels if c.is_link}
+    crossing = topology.crossing_channels()
     # A virtual queue's frames rest on summaries its device reduced itself: nothing to redo.
-    keys = tuple(
-        (q.id, t.name)
-        for q in plan.queries
-        for t in q.targets
-        if t.name in crossing and not (q.metric == "occupancy" and t.name in links)
-    )
+    keys = tuple((q.id, t.name) for q, t in plan.measured(topology) if t.name in crossing)
     results: list[FrameResult] = []
 
     def sink(frames: Sequence[FrameResult], drops: Sequence[DropCount]) -> None:
@@ -76,7 +70,7 @@ def retime(path: str | Path, *, method: str = "hull") -> Retimed:
             engine.handle(_msg(MsgType.CALIBRATION, index[domain], 0, rows))
             bursts += 1
     engine.final_map = True  # every burst is in: each record is placed at once, interpolated
-    probe_domain = {pr.id: pr.domain for pr in topology.probes}
+    probe_domain = topology.probe_domains()
     n_records = len(raw["probe_id"]) if "probe_id" in raw else 0
     if n_records:
         rec = np.zeros(n_records, dtype=RECORD_DTYPE)

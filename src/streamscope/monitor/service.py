@@ -28,7 +28,7 @@ from streamscope.aggregate.points import DropCount, FrameResult
 from streamscope.core import native
 from streamscope.core.records import empty_records
 from streamscope.core.topology import Topology
-from streamscope.monitor.engine import DEFAULT_STALL_NS, Engine, crossing_channels
+from streamscope.monitor.engine import DEFAULT_STALL_NS, Engine
 from streamscope.monitor.flight import DEFAULT_FLIGHT_RECORDS
 from streamscope.monitor.rings import RingSet
 from streamscope.monitor.writer import StoreWriter
@@ -86,7 +86,7 @@ class Final:
 
 def query_records(plan: Plan, topology: Topology | None = None) -> list[QueryRecord]:
     """What the run file says about each compiled query."""
-    crossing = crossing_channels(topology) if topology is not None else frozenset()
+    crossing = topology.crossing_channels() if topology is not None else frozenset()
     out = []
     for q in plan.queries:
         stats = tuple(dict.fromkeys(s.stat for t in q.targets for s in t.specs))

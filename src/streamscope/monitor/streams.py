@@ -1,55 +1,104 @@
-"""Per-channel and per-stage event streams, turned into segments and per-item values.
+"""Per-stage and per-probe event streams, and what every stream shares, turned into segments
+and per-item values that feed the reducers.
 
-In: tail/head (or state) records in virtual ns, in any batch order but each stream advanced only
-up to a watermark, and the times at which a probe reported refused records. Out: piecewise-
-constant segments (start, end, level; level -1 where refused records make it unknown) and event
-values (inter-insertion, inter-departure, latency, items per record), with the state that spans
-batches carried over. Every operation is on whole arrays.
+In: state or value records in virtual ns, in any batch order but each stream advanced only up to
+a watermark, and the times at which a probe reported refused records. Out: piecewise-constant
+segments (start, end, level; level -1 where refused records make it unknown) and event values,
+handed to the reducers of their (metric, target) through each stream's one hook, ``feed``. Every
+operation is on whole arrays. Channels' streams are in ``monitor/channelstream.py``.
 """
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 from numpy.typing import NDArray
 
+from streamscope.core.records import STATE_LABELS
+
 I64 = NDArray[np.int64]
-_EMPTY = np.zeros(0, dtype=np.int64)
+EMPTY = np.zeros(0, dtype=np.int64)
 #: Level of a segment whose value is unknown because records were refused during it.
 UNKNOWN = -1
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Segments:
+    """Piecewise-constant levels: ``level`` holds over [``start``, ``end``) (ns)."""
+
     start: I64
     end: I64
     level: I64
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Events:
+    """Values at times (ns)."""
+
     t: I64
     value: I64
 
 
-@dataclass(slots=True)
-class ChannelOutput:
-    occupancy: Segments
-    insertions: Events  # time of each insertion record, and how many items it accounts for
-    removals: Events  # the same for removals
-    interinsertion: Events
-    interdeparture: Events
-    latency: Events
-    unmatched: int = 0
-    #: Times at which the timeline broke causality: a removal before its insertion (a negative
-    #: latency, or more items removed than inserted). Only clocks can cause it; it is counted.
-    violations: I64 = field(default_factory=lambda: _EMPTY)
-    #: Half-widths of the time bounds of both ends' records, added: a latency's uncertainty.
-    uncertainty_ns: float = 0.0
+class Takes(Protocol):
+    """What a stream hands its output to: a (query, target) reducer (``monitor/reducers.py``)."""
+
+    def add_segments(self, seg: Segments) -> None: ...
+
+    def add_events(self, ev: Events) -> None: ...
+
+    def add_times(self, ev: Events) -> None: ...
+
+    def add_quality(
+        self, violations: I64, uncertainty_ns: float, start_ns: int, end_ns: int
+    ) -> None: ...
 
 
-def _segments(last_t: int, carry: int, t: I64, levels: I64, until: int) -> Segments:
+#: The reducers of a (metric, target) pair (none when no query asks for it).
+Reducers = Callable[[str, str], Iterable[Takes]]
+
+
+class Stream(ABC):
+    """Records of one stage, channel or value probe, reduced as the watermark passes them.
+
+    ``reduce`` is the one path from records to reducers: it advances the stream to the
+    watermark and hands what that gave to ``feed``, the hook each kind of stream implements to
+    say which part of its output each metric's reducers take. A new metric of a stream touches
+    only that stream's ``feed``. Records arrive through ``add`` (those before ``last_t`` are too
+    late: dropped, and counted by the caller), refusals through ``refuse``.
+    """
+
+    last_t: int
+
+    @abstractmethod
+    def add(self, t_ns: I64, value: I64) -> None:
+        """Records at ``t_ns`` (virtual ns) with their values."""
+
+    def refuse(self, t_report: int) -> None:  # noqa: B027 (a hook: most streams ignore it)
+        """The probe refused records some time before ``t_report``."""
+
+    def know(self, seq: int, t_report: int) -> None:  # noqa: B027 (a hook, as ``refuse``)
+        """The latest record the probe refused before ``t_report`` carried ``seq``."""
+
+    def reduce(self, until: int, reducers: Reducers) -> None:
+        """Advance to ``until`` and feed what that gave to ``reducers``."""
+        since = self.last_t
+        self.feed(self.advance(until), reducers, since, until)
+
+    @abstractmethod
+    def advance(self, until: int) -> object:
+        """Everything before ``until``, reduced to this stream's output."""
+
+    @abstractmethod
+    def feed(self, out: object, reducers: Reducers, since: int, until: int) -> None:
+        """The hook: hand each part of ``out`` (from ``advance`` over [since, until)) to the
+        reducers of its metric."""
+
+
+def segments(last_t: int, carry: int, t: I64, levels: I64, until: int) -> Segments:
     starts = np.concatenate(([last_t], t))
     ends = np.concatenate((t, [until]))
     lv = np.concatenate(([carry], levels))
@@ -57,25 +106,7 @@ def _segments(last_t: int, carry: int, t: I64, levels: I64, until: int) -> Segme
     return Segments(starts[keep], ends[keep], lv[keep])
 
 
-def _merge(tt: I64, ts: I64, ht: I64, hs: I64) -> tuple[I64, NDArray[np.bool_], I64]:
-    """Merge two time-sorted record streams; at equal times the tail's (insertions) go first.
-
-    Each stream is sorted already, so each record's place is its index plus the number of the
-    other stream's records before it: two binary searches instead of a sort.
-    """
-    n = len(tt) + len(ht)
-    pos_t = np.arange(len(tt)) + np.searchsorted(ht, tt, side="left")
-    pos_h = np.arange(len(ht)) + np.searchsorted(tt, ht, side="right")
-    t = np.empty(n, dtype=np.int64)
-    seqs = np.empty(n, dtype=np.int64)
-    is_tail = np.zeros(n, dtype=bool)
-    t[pos_t], t[pos_h] = tt, ht
-    seqs[pos_t], seqs[pos_h] = ts, hs
-    is_tail[pos_t] = True
-    return t, is_tail, seqs
-
-
-def _mask_unknown(seg: Segments, lo: I64, hi: I64) -> None:
+def mask_unknown(seg: Segments, lo: I64, hi: I64) -> None:
     """Set the level of every segment that starts inside some [lo, hi) to UNKNOWN."""
     if not len(lo) or not len(seg.start):
         return
@@ -88,7 +119,9 @@ def _mask_unknown(seg: Segments, lo: I64, hi: I64) -> None:
 
 
 @dataclass(slots=True)
-class _Pending:
+class Pending:
+    """Records not reduced yet (mutable: they come and go as the watermark moves)."""
+
     t: list[I64] = field(default_factory=list)
     seq: list[I64] = field(default_factory=list)
 
@@ -98,7 +131,7 @@ class _Pending:
 
     def merged(self) -> tuple[I64, I64]:
         if not self.t:
-            return _EMPTY, _EMPTY
+            return EMPTY, EMPTY
         t = np.concatenate(self.t) if len(self.t) > 1 else self.t[0]
         s = np.concatenate(self.seq) if len(self.seq) > 1 else self.seq[0]
         if len(t) > 1 and not bool(np.all(t[1:] >= t[:-1])):
@@ -118,7 +151,7 @@ class _Pending:
         return t[:cut], s[:cut]
 
 
-class _Gaps:
+class Gaps:
     """Spans of one probe's timeline where it refused records (so its values there are unknown).
 
     A refusal is reported with the records kept before it, so its gap starts at the last record
@@ -128,7 +161,7 @@ class _Gaps:
     def __init__(self) -> None:
         self.open: list[tuple[int, int]] = []  # (gap start, report time)
 
-    def report(self, t_report: int, pending: _Pending, last_t: int, floor: int) -> None:
+    def report(self, t_report: int, pending: Pending, last_t: int, floor: int) -> None:
         t, _ = pending.merged()
         i = int(np.searchsorted(t, t_report, side="right")) - 1
         start = int(t[i]) if i >= 0 else last_t
@@ -152,183 +185,30 @@ class _Gaps:
         return np.array(lo, dtype=np.int64), np.array(hi, dtype=np.int64)
 
 
-class _End:
-    """One end of a channel: its pending records, carried last record and refusal gaps."""
-
-    def __init__(self) -> None:
-        self.pending = _Pending()
-        self.gaps = _Gaps()
-        self.last_t = 0  # time of the last record taken (the run's start before any)
-        self.last_seq = 0
-        self.last_event: int | None = None
-        #: The highest sequence number known at this end (kept, late or refused), and when it
-        #: was known: items past the last kept record are still counted from it.
-        self.top = 0
-        self.top_t = 0
-
-    def know(self, seq: int, t: int) -> None:
-        if seq > self.top:
-            self.top, self.top_t = seq, t
-
-    def take(self, until: int) -> tuple[I64, I64, I64, I64]:
-        """(times, seqs, items each record accounts for, previous record time) before ``until``."""
-        t, s = self.pending.take(until)
-        prev_seq = np.concatenate(([self.last_seq], s[:-1])) if len(s) else _EMPTY
-        prev_t = np.concatenate(([self.last_t], t[:-1])) if len(t) else _EMPTY
-        items = s - prev_seq
-        if len(t):
-            self.last_seq = max(self.last_seq, int(s.max()))
-            self.last_t = int(t[-1])
-        return t, s, items, prev_t
-
-
-class ChannelStream:
-    """One channel. Occupancy at time t is (items inserted by t) - (items removed by t), read
-    from the sequence numbers the taps record. Where one end refused records, the times of
-    some insertions or removals are lost: those spans are reported as unknown, never guessed."""
-
-    def __init__(self, name: str, start_ns: int = 0) -> None:
-        """``start_ns``: the channel appeared during the run, empty (nothing before is reduced)."""
-        self.name = name
-        self.ends = {"tail": _End(), "head": _End()}
-        for e in self.ends.values():
-            e.last_t = start_ns
-        self.last_t = start_ns
-        self._halfwidth = {"tail": 0.0, "head": 0.0}
-        self._open_seq = _EMPTY  # inserted, not yet removed: sequence numbers ...
-        self._open_t = _EMPTY  # ... and insertion times
-
-    def add(self, end: str, t_ns: I64, seq: I64) -> int:
-        """Queue records of one end; returns how many arrived too late (before the last advance)."""
-        if len(seq):
-            i = int(np.argmax(seq))
-            self.ends[end].know(int(seq[i]), int(t_ns[i]))
-        late = t_ns < self.last_t
-        n_late = int(late.sum())
-        if n_late:
-            t_ns, seq = t_ns[~late], seq[~late]
-        self.ends[end].pending.add(t_ns, seq)
-        return n_late
-
-    def note_uncertainty(self, end: str, halfwidth_ns: float) -> None:
-        """The records just added at ``end`` are placed in time within ± ``halfwidth_ns``."""
-        self._halfwidth[end] = max(self._halfwidth[end], halfwidth_ns)
-
-    def add_refusal(self, end: str, t_report: int, seq: int | None = None) -> None:
-        """The probe at ``end`` refused records some time before ``t_report``, the latest of
-        them (if known) the insertion or removal numbered ``seq``."""
-        e = self.ends[end]
-        e.gaps.report(t_report, e.pending, e.last_t, self.last_t)
-        if seq is not None:
-            e.know(seq, t_report)
-
-    def unrecorded(self, end: str, end_ns: int) -> Events:
-        """At the end of the run: the items of ``end`` that no record kept or will account
-        for (refused or late after the last kept record), at the time they were known to have
-        happened (clamped into the run). Every record must have been added before."""
-        e = self.ends[end]
-        pt, ps = e.pending.merged()
-        have = max(e.last_seq, int(ps[pt < end_ns].max(initial=0)))
-        if e.top <= have:
-            return Events(_EMPTY, _EMPTY)
-        at = min(max(e.top_t, self.last_t), max(end_ns - 1, self.last_t))
-        return Events(np.array([at], dtype=np.int64), np.array([e.top - have], dtype=np.int64))
-
-    def advance(self, until: int) -> ChannelOutput:
-        until = max(until, self.last_t)
-        tail, head = self.ends["tail"], self.ends["head"]
-        t_carry, h_carry = tail.last_seq, head.last_seq
-        tt, ts, t_items, t_prev = tail.take(until)
-        ht, hs, h_items, h_prev = head.take(until)
-        t, is_tail, seqs = _merge(tt, ts, ht, hs)
-        tail_run = np.maximum.accumulate(np.where(is_tail, seqs, t_carry)) if len(t) else _EMPTY
-        head_run = np.maximum.accumulate(np.where(~is_tail, seqs, h_carry)) if len(t) else _EMPTY
-        raw_levels = tail_run - head_run
-        levels = np.maximum(raw_levels, 0)
-        occ = _segments(self.last_t, max(t_carry - h_carry, 0), t, levels, until)
-        # Unknown: between two records of one end whose sequence numbers jump, and refusal gaps.
-        lo_parts = [t_prev[t_items > 1], h_prev[h_items > 1]]
-        hi_parts = [tt[t_items > 1], ht[h_items > 1]]
-        for e, et in ((tail, tt), (head, ht)):
-            lo, hi = e.gaps.close(et, until)
-            lo_parts.append(lo)
-            hi_parts.append(hi)
-        _mask_unknown(occ, np.concatenate(lo_parts), np.concatenate(hi_parts))
-        self.last_t = until
-        ii = self._diffs(tt, t_items, tail)
-        dd = self._diffs(ht, h_items, head)
-        lat, unmatched = self._latency(tt, ts, ht, hs)
-        violations = np.concatenate((t[raw_levels < 0], lat.t[lat.value < 0]))
-        uncertainty = self._halfwidth["tail"] + self._halfwidth["head"]
-        if len(lat.value) and int(lat.value.min()) < 0:
-            # An item removed before it was inserted: the clocks' map is off by at least that
-            # much here. It is evidence about the map, not a result: the latency is at least 0,
-            # and the frame's uncertainty covers the correction.
-            uncertainty = max(uncertainty, float(-lat.value.min()))
-            lat = Events(lat.t, np.maximum(lat.value, 0))
-        self._halfwidth = {"tail": 0.0, "head": 0.0}
-        return ChannelOutput(
-            occ, Events(tt, t_items), Events(ht, h_items), ii, dd, lat, unmatched,
-            np.sort(violations), uncertainty,
-        )  # fmt: skip
-
-    @staticmethod
-    def _diffs(t: I64, items: I64, end: _End) -> Events:
-        """Time since the previous record of the same end, where no record between is missing."""
-        if not len(t):
-            return Events(_EMPTY, _EMPTY)
-        prev = end.last_event
-        end.last_event = int(t[-1])
-        d = np.diff(t, prepend=t[0] if prev is None else prev)
-        ok = items == 1
-        if prev is None:
-            ok[0] = False
-        return Events(t[ok], d[ok])
-
-    def _latency(self, tt: I64, ts: I64, ht: I64, hs: I64) -> tuple[Events, int]:
-        """Time in channel of each removed item: FIFO order pairs removal k with insertion k."""
-        if len(ts):
-            self._open_seq = np.concatenate((self._open_seq, ts))
-            self._open_t = np.concatenate((self._open_t, tt))
-        if not len(hs):
-            return Events(_EMPTY, _EMPTY), 0
-        n_open = len(self._open_seq)
-        idx = np.searchsorted(self._open_seq, hs)
-        idx_c = np.minimum(idx, max(n_open - 1, 0))
-        if n_open:
-            found = (idx < n_open) & (self._open_seq[idx_c] == hs)
-        else:
-            found = np.zeros(len(hs), bool)
-        lat_t = ht[found]
-        lat_v = ht[found] - self._open_t[idx_c[found]]
-        keep = self._open_seq > hs.max()
-        self._open_seq, self._open_t = self._open_seq[keep], self._open_t[keep]
-        return Events(lat_t, lat_v), int((~found).sum())
-
-
-class StageStream:
-    """One stage's state records → segments of constant state (UNKNOWN where records were refused)."""
+class StageStream(Stream):
+    """One stage's (or one worker of it's) state records → segments of constant state (UNKNOWN
+    where records were refused); feeds ``state`` reducers, and keeps the ns spent in each state
+    (``spent_ns``: index the state, last: unknown) for the per-worker breakdown."""
 
     def __init__(self, name: str, start_ns: int | None = None) -> None:
         """``start_ns``: the stage appeared during the run (a worker entering a drop-in stage):
         nothing is known of it before its first record, nor reduced before ``start_ns``."""
         self.name = name
-        self._pending = _Pending()
-        self._gaps = _Gaps()
+        self._pending = Pending()
+        self._gaps = Gaps()
         self.last_t = start_ns or 0
         self.last_record_t = self.last_t
         self.state = 0 if start_ns is None else UNKNOWN  # idle until the first record
         self.gone = False  # the worker's process ended: nothing is known after its last record
+        self.spent_ns = [0] * (len(STATE_LABELS) + 1)
 
-    def add(self, t_ns: I64, state: I64) -> int:
+    def add(self, t_ns: I64, value: I64) -> None:
         late = t_ns < self.last_t
-        n_late = int(late.sum())
-        if n_late:
-            t_ns, state = t_ns[~late], state[~late]
-        self._pending.add(t_ns, state)
-        return n_late
+        if late.any():
+            t_ns, value = t_ns[~late], value[~late]
+        self._pending.add(t_ns, value)
 
-    def add_refusal(self, t_report: int) -> None:
+    def refuse(self, t_report: int) -> None:
         self._gaps.report(t_report, self._pending, self.last_record_t, self.last_t)
 
     def end(self) -> None:
@@ -339,9 +219,9 @@ class StageStream:
     def advance(self, until: int) -> Segments:
         until = max(until, self.last_t)
         t, s = self._pending.take(until)
-        seg = _segments(self.last_t, self.state, t, s, until)
+        seg = segments(self.last_t, self.state, t, s, until)
         lo, hi = self._gaps.close(t, until)
-        _mask_unknown(seg, lo, hi)
+        mask_unknown(seg, lo, hi)
         if len(s):
             self.state = int(s[-1])
             self.last_record_t = int(t[-1])
@@ -350,6 +230,17 @@ class StageStream:
             self.state = UNKNOWN
         self.last_t = until
         return seg
+
+    def feed(self, out: object, reducers: Reducers, since: int, until: int) -> None:
+        assert isinstance(out, Segments)
+        for r in reducers("state", self.name):
+            r.add_segments(out)
+        if len(out.start):
+            lengths = out.end - out.start
+            for level in range(len(STATE_LABELS)):
+                self.spent_ns[level] += int(lengths[out.level == level].sum())
+            odd = (out.level < 0) | (out.level >= len(STATE_LABELS))
+            self.spent_ns[-1] += int(lengths[odd].sum())
 
 
 #: Metric of each probe kind whose records are values, reduced as they are (no pairing).
@@ -363,7 +254,7 @@ EVENT_METRICS: dict[str, str] = {
 }
 
 
-class EventStream:
+class EventStream(Stream):
     """One value probe's records → events at their times, up to a watermark.
 
     ``scale``: values are durations in the probe's clock ticks, multiplied into ns. A counter's
@@ -375,11 +266,14 @@ class EventStream:
         self.target = target
         self.scale = scale
         self.cumulative = metric == "counter"
-        self._pending = _Pending()
+        self._pending = Pending()
         self._total = 0
         self.last_t = 0
 
     def add(self, t_ns: I64, value: I64) -> None:
+        late = t_ns < self.last_t
+        if late.any():
+            t_ns, value = t_ns[~late], value[~late]
         if self.cumulative and len(value):
             # A counter's totals arrive in order (one register, read at each flush).
             inc = np.diff(value, prepend=np.int64(self._total))
@@ -394,3 +288,8 @@ class EventStream:
         t, v = self._pending.take(until)
         self.last_t = until
         return Events(t, v)
+
+    def feed(self, out: object, reducers: Reducers, since: int, until: int) -> None:
+        assert isinstance(out, Events)
+        for r in reducers(self.metric, self.target):
+            r.add_events(out)

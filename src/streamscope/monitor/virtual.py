@@ -516,21 +516,15 @@ def virtual_queues(
     topology: Topology, plan: Plan, on_table: TableSink | None, keep_truth: bool
 ) -> dict[str, VirtualQueue]:
     """A ``VirtualQueue`` for every link channel that an occupancy query targets."""
-    domain = {r.name: r.clock_domain for r in topology.resources}
-    where = {s.name: domain.get(s.resource, HOST) for s in topology.stages}
+    where = topology.stage_domains()
     probe = {(p.kind, p.target): p.id for p in topology.probes}
     index = {c.name: i for i, c in enumerate(topology.channels)}
     wanted: dict[str, list[tuple[int, tuple[AggregationSpec, ...]]]] = {}
-    for q in plan.queries:
-        if q.metric != "occupancy":
-            continue
-        for t in q.targets:
-            ch = next((c for c in topology.channels if c.name == t.name), None)
-            if ch is not None and ch.is_link:
-                wanted.setdefault(ch.name, []).append((q.id, t.specs))
+    for q, t in plan.estimated(topology):
+        wanted.setdefault(t.name, []).append((q.id, t.specs))
     out: dict[str, VirtualQueue] = {}
     for name, queries in wanted.items():
-        ch = next(c for c in topology.channels if c.name == name)
+        ch = topology.channel(name)
         sides = {
             "tail": (where[ch.src], probe.get(("tail", name), 0), probe.get(("send", name), 0),
                      probe.get(("state", ch.src), 0)),

@@ -5,7 +5,7 @@ activate and, per query and matched target, the aggregation specs. Everything is
 from __future__ import annotations
 
 import difflib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, fields
 from fnmatch import fnmatchcase
 from typing import Any
@@ -114,6 +114,21 @@ class Plan:
     taps: frozenset[tuple[str, str]]
     #: Stages and channels may appear while the run goes on (``compile_queries``).
     open_world: bool = False
+
+    def estimated(self, topology: Topology) -> Iterator[tuple[CompiledQuery, TargetPlan]]:
+        """The (query, target) pairs measured by estimation, not by counting: the occupancy of
+        a link channel, whose middle (the bus between its two buffers) cannot be seen — a
+        virtual queue. The one place that says so."""
+        links = topology.link_names
+        for q in self.queries:
+            if q.metric == "occupancy":
+                yield from ((q, t) for t in q.targets if t.name in links)
+
+    def measured(self, topology: Topology) -> Iterator[tuple[CompiledQuery, TargetPlan]]:
+        """Every other (query, target) pair: measured directly from records."""
+        virtual = {(q.id, t.name) for q, t in self.estimated(topology)}
+        for q in self.queries:
+            yield from ((q, t) for t in q.targets if (q.id, t.name) not in virtual)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -50,8 +50,8 @@ def prepare(
     # Every host stage's state is tracked, asked for or not: it is how a stage that hangs is
     # seen. (A device's stages send only what queries ask for: their records cross its link.)
     base = pipeline.topology()
-    on_host = {r.name for r in base.resources if r.clock_domain == HOST}
-    taps |= {("state", s.name) for s in base.stages if s.resource in on_host}
+    where = base.stage_domains()
+    taps |= {("state", s.name) for s in base.stages if where[s.name] == HOST}
     topology = pipeline.topology(plan_probes(pipeline.topology(), taps))
     vq_frames(plan, topology)
     return plan, topology
@@ -59,18 +59,14 @@ def prepare(
 
 def vq_frames(plan: Plan, topology: Topology) -> dict[str, int]:
     """Link channel -> the frame of its occupancy queries (a device reduces on one grid)."""
-    links = {c.name for c in topology.channels if c.is_link}
     out: dict[str, int] = {}
-    for q in plan.queries:
-        if q.metric != "occupancy":
-            continue
-        for t in q.targets:
-            if t.name in links and out.setdefault(t.name, q.frame_ns) != q.frame_ns:
-                raise ConfigError(
-                    f"query {q.text!r}: every occupancy query on the link channel "
-                    f"{t.name!r} must use the same frame (the device reduces its buffer on "
-                    f"one frame grid); found {out[t.name]} ns and {q.frame_ns} ns"
-                )
+    for q, t in plan.estimated(topology):
+        if out.setdefault(t.name, q.frame_ns) != q.frame_ns:
+            raise ConfigError(
+                f"query {q.text!r}: every occupancy query on the link channel "
+                f"{t.name!r} must use the same frame (the device reduces its buffer on "
+                f"one frame grid); found {out[t.name]} ns and {q.frame_ns} ns"
+            )
     return out
 
 
@@ -79,11 +75,8 @@ def raw_channels(plan: Plan, topology: Topology, trace: bool) -> frozenset[str] 
     that a query other than occupancy measures directly."""
     if trace:
         return None
-    links = {c.name for c in topology.channels if c.is_link}
-    return frozenset(
-        t.name for q in plan.queries for t in q.targets
-        if t.name in links and q.metric != "occupancy"
-    )  # fmt: skip
+    links = topology.link_names
+    return frozenset(t.name for _, t in plan.measured(topology) if t.name in links)
 
 
 def run(

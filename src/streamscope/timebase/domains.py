@@ -36,7 +36,7 @@ class Domains:
         drift_ppb_per_s: float = 100.0,
     ) -> None:
         self.by_index = [r.clock_domain for r in topology.resources]
-        self.tick_ns = {r.clock_domain: r.tick_period_ns for r in topology.resources}
+        self.tick_ns = topology.tick_periods()
         self.host: HostMap | None = None
         self.fits: dict[str, list[Fit]] = {}
         self.models: dict[str, ClockModel] = {}

@@ -1,0 +1,136 @@
+"""The tables a run's monitor writes once, at its end, besides its frames.
+
+In: what the engine gathered over the run (function profiles, the flight recorder, each worker's
+time per state, stalls, the stage threads' own figures, tracing exclusions, each probe's events
+and their cost, the emulated clocks' truth). Out: ``(table, columns)`` pairs for the store, each
+table only where the run has something for it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from streamscope.aggregate.profile import ProfileBuilder
+from streamscope.core.records import STATE_LABELS, Records
+from streamscope.core.topology import Topology
+from streamscope.monitor.flight import FlightRecorder
+from streamscope.monitor.stalls import Stall
+from streamscope.monitor.streams import StageStream
+from streamscope.timebase.emulated import CLOCK_TRUTH
+
+Table = tuple[str, dict[str, Any]]
+#: ns per event of a probe, and how that was measured (the ``overhead`` table's figures).
+CostModel = Callable[[int], tuple[float, str]]
+#: A stage's time figures (``pipeline.worker.LoopStats``), as the ``runner`` table holds them.
+RUNNER_FIELDS = ("items", "samples", "user_ns", "cpu_ns")
+
+
+def record_columns(rec: Records) -> dict[str, Any]:
+    """Raw records as the ``record`` table holds them."""
+    return {
+        "probe_id": rec["probe"].astype(np.int64), "kind": rec["kind"].astype(np.int64),
+        "ticks": rec["ticks"], "value": rec["value"],
+    }  # fmt: skip
+
+
+def profile_table(profiles: ProfileBuilder, end_ns: int) -> Iterator[Table]:
+    """Each traced stage's functions: calls, total, self and longest time."""
+    profiles.finish(end_ns)
+    prof = profiles.profiles()
+    if prof:
+        yield "profile", {
+            "stage": [p.stage for p in prof], "function_id": [p.function for p in prof],
+            "calls": [p.calls for p in prof], "total_ns": [p.total_ns for p in prof],
+            "self_ns": [p.self_ns for p in prof], "max_ns": [p.max_ns for p in prof],
+        }  # fmt: skip
+
+
+def flight_tables(flight: FlightRecorder) -> Iterator[Table]:
+    """The flight recorder's latest records, and how many older ones it let go."""
+    if not flight.seen:
+        return
+    kept = flight.records()
+    if len(kept):
+        yield "record", record_columns(kept)
+    yield "flight", {
+        "capacity": [flight.capacity], "kept": [len(kept)], "overwritten": [flight.overwritten],
+    }  # fmt: skip
+
+
+def worker_table(
+    stages: Mapping[int, StageStream], worker_of: Mapping[int, str]
+) -> Iterator[Table]:
+    """Each stage worker's (state probe's) resource and ns in each state."""
+    pids = sorted(p for p, s in stages.items() if any(s.spent_ns))
+    if not pids:
+        return
+    spent = [stages[p].spent_ns for p in pids]
+    cols: dict[str, list[Any]] = {
+        "stage": [stages[p].name for p in pids], "probe_id": pids,
+        "resource": [worker_of.get(p, "") for p in pids],
+    }  # fmt: skip
+    for i, label in enumerate(STATE_LABELS):
+        cols[f"{label}_ns"] = [s[i] for s in spent]
+    cols["unknown_ns"] = [s[-1] for s in spent]
+    yield "worker", cols
+
+
+def stall_table(rows: Sequence[tuple[Stall, bool]]) -> Iterator[Table]:
+    if rows:
+        yield "stall", {
+            "stage": [x.stage for x, _ in rows], "start_ns": [x.start_ns for x, _ in rows],
+            "end_ns": [x.end_ns for x, _ in rows], "ongoing": [o for _, o in rows],
+        }  # fmt: skip
+
+
+def runner_table(runner: Mapping[str, Mapping[str, int]]) -> Iterator[Table]:
+    """Each stage thread's own figures (items, samples, user and CPU time)."""
+    if runner:
+        stages = sorted(runner)
+        cols: dict[str, list[object]] = {"stage": list(stages)}
+        for field_ in RUNNER_FIELDS:
+            cols[field_] = [runner[name][field_] for name in stages]
+        yield "runner", cols
+
+
+def exclusion_table(excluded: Mapping[str, str]) -> Iterator[Table]:
+    """Functions left out of tracing while the run went on, and why."""
+    if excluded:
+        names = sorted(excluded)
+        yield "trace_exclusion", {"name": names, "reason": [excluded[n] for n in names]}
+
+
+def overhead_table(probe_events: Mapping[int, int], model: CostModel | None) -> Iterator[Table]:
+    """Each probe's events and what recording them cost the application (estimated)."""
+    if not probe_events:
+        return
+    pids = sorted(probe_events)
+    events = [probe_events[p] for p in pids]
+    per = [model(p) if model is not None else (0.0, "") for p in pids]
+    yield "overhead", {
+        "probe_id": pids, "events": events,
+        "est_probe_ns": [e * c for e, (c, _) in zip(events, per, strict=True)],
+        "ns_per_event": [c for c, _ in per], "measured": [m for _, m in per],
+    }  # fmt: skip
+
+
+def clock_truth_table(truth_dir: str, topology: Topology) -> Iterator[Table]:
+    """Validation runs: the emulated clocks' specs and epochs, read only now, after every
+    estimate is made, into ``clock_truth``."""
+    path = Path(truth_dir) / CLOCK_TRUTH
+    if not path.exists():
+        return
+    clocks = json.loads(path.read_text(encoding="utf-8"))
+    domain = {r.name: r.clock_domain for r in topology.resources}
+    names = sorted(n for n in clocks if n in domain)
+    if names:
+        yield "clock_truth", {
+            "domain": [domain[n] for n in names],
+            "spec": [str(clocks[n]["spec"]) for n in names],
+            "epoch_host_ns": [int(clocks[n]["epoch_host_ns"]) for n in names],
+        }  # fmt: skip

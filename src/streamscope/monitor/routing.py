@@ -1,0 +1,101 @@
+"""Each probe's records to its stream: a channel's end, a stage's worker or a value probe.
+
+In: the run's probes (and those that appear while it runs) and batches of records in virtual ns.
+Out: records added to their streams, too-late ones counted as dropped in the ledger, and the
+streams reduced through their hook (``monitor/streams.py``) whenever the watermark moves.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+
+from streamscope.aggregate.frames import runs
+from streamscope.core.records import Records
+from streamscope.core.topology import ProbeInfo
+from streamscope.monitor.channelstream import ChannelEnd, ChannelStream
+from streamscope.monitor.ledger import Ledger
+from streamscope.monitor.streams import EVENT_METRICS, EventStream, Reducers, StageStream, Stream
+from streamscope.query.metrics import METRICS
+
+
+class Routes:
+    """The streams of a run, by probe id (mutable: probes appear while a program runs)."""
+
+    def __init__(self, tick_periods: dict[str, float]) -> None:
+        self.tick_periods = tick_periods
+        self.channels: dict[str, ChannelStream] = {}
+        #: One per state probe: a stage worked in by several threads or processes (a drop-in
+        #: program's pool) has one per worker, and its duty is theirs on average.
+        self.stages: dict[int, StageStream] = {}
+        #: Per state probe (a worker): the resource it ran on (``worker`` table).
+        self.worker_of: dict[int, str] = {}
+        #: Value probes (samplers, counters, timers, per-iteration durations), by probe id.
+        self.events: dict[int, EventStream] = {}
+        self.taps: dict[int, Stream] = {}
+
+    def add(
+        self, p: ProbeInfo, *, start_ns: int | None = None, resource: str = "", count: bool = True
+    ) -> None:
+        """Give probe ``p`` its stream. ``start_ns``: it appeared while the run went on (nothing
+        of it is reduced before); ``resource``: where a state probe's worker runs; ``count``:
+        a channel end's records are measured (False: a virtual queue's, which its own estimate
+        takes instead)."""
+        if p.kind in ("tail", "head") and count:
+            ch = self.channels.get(p.target)
+            if ch is None:
+                ch = self.channels[p.target] = ChannelStream(p.target, start_ns or 0)
+            self.taps[p.id] = ChannelEnd(ch, p.kind)
+        elif p.kind == "state":
+            self.taps[p.id] = self.stages[p.id] = StageStream(p.target, start_ns)
+            self.worker_of[p.id] = resource
+        elif p.kind in EVENT_METRICS:
+            metric = EVENT_METRICS[p.kind]
+            durations = METRICS[metric].time_valued
+            scale = self.tick_periods.get(p.domain, 1.0) if durations else None
+            self.taps[p.id] = self.events[p.id] = EventStream(metric, p.target, scale)
+
+    def route(
+        self, rec: Records, t: NDArray[np.int64], halfwidth: float, ledger: Ledger
+    ) -> list[tuple[int, NDArray[np.int64], NDArray[np.int64]]]:
+        """Hand each probe's records to its stream (one slice per probe, no per-record loop);
+        returns the slices ``(probe, t, values)``, kept or not, for the virtual queues."""
+        if not len(rec):
+            return []
+        probes = rec["probe"].astype(np.int64)
+        values = rec["value"].astype(np.int64)
+        ids, starts = runs(probes)
+        if len(set(ids.tolist())) != len(ids):
+            # An agent sends each tap's records together; only a mixed batch needs sorting.
+            order = np.argsort(probes, kind="stable")
+            probes, values, t = probes[order], values[order], t[order]
+            ids, starts = runs(probes)
+        bounds = [*starts.tolist(), len(probes)]
+        out = []
+        for i, pid in enumerate(ids.tolist()):
+            pt, pv = t[bounds[i] : bounds[i + 1]], values[bounds[i] : bounds[i + 1]]
+            out.append((pid, pt, pv))
+            tap = self.taps.get(pid)
+            if tap is None:
+                ledger.kept(pid, pt)
+                continue
+            if isinstance(tap, ChannelEnd) and len(pv):
+                top = int(np.argmax(pv))  # a late record's items still count (at the end at worst)
+                tap.know(int(pv[top]), int(pt[top]))
+            # Too late to place in time (its span is already reduced): dropped, not recorded.
+            late = pt < tap.last_t
+            if late.any():
+                ledger.drop(pid, int(pt[late].min()), int(late.sum()), late=True)
+                pt, pv = pt[~late], pv[~late]
+            ledger.kept(pid, pt)
+            if isinstance(tap, ChannelEnd):
+                tap.halfwidth_ns = halfwidth
+            tap.add(pt, pv)
+        return out
+
+    def reduce(self, until: int, reducers: Reducers) -> None:
+        """Every stream up to ``until``, fed to ``reducers``."""
+        for ch in self.channels.values():
+            ch.reduce(until, reducers)
+        for stream in (*self.stages.values(), *self.events.values()):
+            stream.reduce(until, reducers)
