@@ -1,14 +1,16 @@
 """What a report shows, read from a run with ``Run.sql``: per-query frame series, histograms,
 virtual queues, clock fits and calibration exchanges, drop counts.
 
-In: a ``Run``. Out: plain Python structures (lists of floats, dicts) that the figure and page
-builders turn into HTML; nothing here formats or escapes.
+In: a ``Run``. Out: frozen series of plain numbers (``QuerySeries``, ``Levels``,
+``ClockDomain``) that the figure and page builders turn into HTML; nothing here formats or
+escapes.
 """
 
 from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,28 +34,28 @@ def _num(v: Any) -> float | None:
     return None if math.isnan(f) else f
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class TargetSeries:
     """One query's frames for one target: frame numbers and times, and every stat per frame."""
 
     target: str
-    frames: list[int] = field(default_factory=list)
-    t_start_ns: list[int] = field(default_factory=list)
-    t_end_ns: list[int] = field(default_factory=list)
-    covered_ns: list[int] = field(default_factory=list)
+    frames: Sequence[int] = ()
+    t_start_ns: Sequence[int] = ()
+    t_end_ns: Sequence[int] = ()
+    covered_ns: Sequence[int] = ()
     #: stat name (``mean``, ``p99``, ``duty.busy``, ``w1_items``...) -> value per frame.
-    stats: dict[str, list[float | None]] = field(default_factory=dict)
+    stats: Mapping[str, Sequence[float | None]] = field(default_factory=dict)
     #: The histogram's edges (of the first frame that has one) and the weights per frame.
-    edges: list[float] = field(default_factory=list)
-    weights: list[list[float]] = field(default_factory=list)
-    under: list[float] = field(default_factory=list)
-    over: list[float] = field(default_factory=list)
+    edges: Sequence[float] = ()
+    weights: Sequence[Sequence[float]] = ()
+    under: Sequence[float] = ()
+    over: Sequence[float] = ()
 
-    def stat(self, name: str) -> list[float | None]:
+    def stat(self, name: str) -> Sequence[float | None]:
         return self.stats.get(name, [None] * len(self.frames))
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class QuerySeries:
     """A query and its per-target series."""
 
@@ -63,102 +65,141 @@ class QuerySeries:
     unit: str
     frame_ns: int
     stats: tuple[str, ...]
-    targets: list[TargetSeries]
+    targets: Sequence[TargetSeries]
+
+
+#: A query's id and a target's name: what frames, stats and histograms are keyed by.
+Key = tuple[int, str]
+
+
+@dataclass(slots=True)
+class _Columns:
+    """One target's frames and stats while the run's rows are read (then a ``TargetSeries``)."""
+
+    frames: list[int] = field(default_factory=list)
+    t_start_ns: list[int] = field(default_factory=list)
+    t_end_ns: list[int] = field(default_factory=list)
+    covered_ns: list[int] = field(default_factory=list)
+    #: frame number -> its index in the columns
+    at: dict[int, int] = field(default_factory=dict)
+    stats: dict[str, list[float | None]] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class _Bins:
+    """One frame's histogram while its rows are read."""
+
+    edges: list[float] = field(default_factory=list)
+    weights: list[float] = field(default_factory=list)
+    under: float = 0.0
+    over: float = 0.0
 
 
 def query_series(run: Run) -> list[QuerySeries]:
     """Every query's frames, stats and histograms, three SQL reads for the whole run."""
-    _, frows = run.sql(
-        "SELECT query_id, target, frame, t_start_ns, t_end_ns, covered_ns FROM frame "
-        "ORDER BY query_id, target, frame"
-    )
-    _, srows = run.sql("SELECT query_id, target, frame, stat, value FROM stat ORDER BY rowid")
-    _, hrows = run.sql(
-        "SELECT query_id, target, frame, bin, lo, hi, weight FROM histogram "
-        "ORDER BY query_id, target, frame, bin"
-    )
-    by_key: dict[tuple[int, str], TargetSeries] = {}
-    index: dict[tuple[int, str], dict[int, int]] = {}
-    for qid, target, frame, t0, t1, cov in frows:
-        key = (int(qid), str(target))
-        ts = by_key.get(key)
-        if ts is None:
-            ts = by_key[key] = TargetSeries(str(target))
-            index[key] = {}
-        index[key][int(frame)] = len(ts.frames)
-        ts.frames.append(int(frame))
-        ts.t_start_ns.append(int(t0))
-        ts.t_end_ns.append(int(t1))
-        ts.covered_ns.append(int(cov or 0))
-    for qid, target, frame, stat, value in srows:
-        key = (int(qid), str(target))
-        ts = by_key.get(key)
-        if ts is None:
-            continue
-        i = index[key].get(int(frame))
-        if i is None:
-            continue
-        col = ts.stats.get(str(stat))
-        if col is None:
-            col = ts.stats[str(stat)] = [None] * len(ts.frames)
-        col[i] = _num(value)
-    hist: dict[tuple[int, str], dict[int, tuple[list[float], list[float], float, float]]] = (
-        defaultdict(dict)
-    )
-    for qid, target, frame, b, lo, hi, weight in hrows:
-        per = hist[(int(qid), str(target))]
-        edges, weights, under, over = per.get(int(frame), ([], [], 0.0, 0.0))
-        wt = _num(weight) or 0.0
-        if b == -1:
-            under = wt
-        elif b == -2:
-            over = wt
-        else:
-            if not edges:
-                edges.append(float(lo))
-            edges.append(float(hi))
-            weights.append(wt)
-        per[int(frame)] = (edges, weights, under, over)
-    for key, per in hist.items():
-        ts = by_key.get(key)
-        if ts is None:
-            continue
-        edges = next((e for e, _, _, _ in per.values() if e), [])
-        ts.edges = edges
-        nbins = max(len(edges) - 1, 0)
-        for frame in ts.frames:
-            e, w, u, o = per.get(frame, ([], [], 0.0, 0.0))
-            same = e == edges
-            ts.weights.append(w if same else [0.0] * nbins)
-            ts.under.append(u if same else u + sum(w))
-            ts.over.append(o)
+    columns = _read_frames(run)
+    _read_stats(run, columns)
+    hist = _read_histograms(run)
     out = []
     for q in run.queries:
-        names = list(q.targets) + sorted(
-            t for (qid, t) in by_key if qid == q.id and t not in q.targets
-        )
-        out.append(
-            QuerySeries(
-                q.id,
-                q.text,
-                q.metric,
-                q.unit,
-                q.frame_ns,
-                q.stats,
-                [by_key.get((q.id, t)) or TargetSeries(t) for t in names],
-            )
-        )
+        extra = sorted(t for (qid, t) in columns if qid == q.id and t not in q.targets)
+        targets = [
+            _series(t, columns.get((q.id, t)), hist.get((q.id, t))) for t in [*q.targets, *extra]
+        ]
+        out.append(QuerySeries(q.id, q.text, q.metric, q.unit, q.frame_ns, q.stats, targets))
     return out
 
 
-@dataclass(slots=True)
+def _read_frames(run: Run) -> dict[Key, _Columns]:
+    _, rows = run.sql(
+        "SELECT query_id, target, frame, t_start_ns, t_end_ns, covered_ns FROM frame "
+        "ORDER BY query_id, target, frame"
+    )
+    columns: dict[Key, _Columns] = {}
+    for qid, target, frame, t0, t1, cov in rows:
+        key = (int(qid), str(target))
+        c = columns.get(key)
+        if c is None:
+            c = columns[key] = _Columns()
+        c.at[int(frame)] = len(c.frames)
+        c.frames.append(int(frame))
+        c.t_start_ns.append(int(t0))
+        c.t_end_ns.append(int(t1))
+        c.covered_ns.append(int(cov or 0))
+    return columns
+
+
+def _read_stats(run: Run, columns: dict[Key, _Columns]) -> None:
+    """Each stat's value into its frame's place (stats of frames not read are left out)."""
+    _, rows = run.sql("SELECT query_id, target, frame, stat, value FROM stat ORDER BY rowid")
+    for qid, target, frame, stat, value in rows:
+        c = columns.get((int(qid), str(target)))
+        i = None if c is None else c.at.get(int(frame))
+        if c is None or i is None:
+            continue
+        col = c.stats.get(str(stat))
+        if col is None:
+            col = c.stats[str(stat)] = [None] * len(c.frames)
+        col[i] = _num(value)
+
+
+def _read_histograms(run: Run) -> dict[Key, dict[int, _Bins]]:
+    """Per target, each frame's histogram (bin -1: below the range, -2: above it)."""
+    _, rows = run.sql(
+        "SELECT query_id, target, frame, bin, lo, hi, weight FROM histogram "
+        "ORDER BY query_id, target, frame, bin"
+    )
+    hist: dict[Key, dict[int, _Bins]] = defaultdict(dict)
+    for qid, target, frame, b, lo, hi, weight in rows:
+        per = hist[(int(qid), str(target))]
+        bins = per.get(int(frame))
+        if bins is None:
+            bins = per[int(frame)] = _Bins()
+        wt = _num(weight) or 0.0
+        if b == -1:
+            bins.under = wt
+        elif b == -2:
+            bins.over = wt
+        else:
+            if not bins.edges:
+                bins.edges.append(float(lo))
+            bins.edges.append(float(hi))
+            bins.weights.append(wt)
+    return hist
+
+
+def _series(target: str, c: _Columns | None, hist: dict[int, _Bins] | None) -> TargetSeries:
+    """A target's series: its columns, and its histograms on one set of bins (a frame binned
+    otherwise than the first counts all its weight below the range)."""
+    if c is None:
+        return TargetSeries(target)
+    if not hist:
+        return TargetSeries(target, c.frames, c.t_start_ns, c.t_end_ns, c.covered_ns, c.stats)
+    edges = next((b.edges for b in hist.values() if b.edges), [])
+    nbins = max(len(edges) - 1, 0)
+    weights: list[list[float]] = []
+    under: list[float] = []
+    over: list[float] = []
+    for frame in c.frames:
+        b = hist.get(frame) or _Bins()
+        same = b.edges == edges
+        weights.append(b.weights if same else [0.0] * nbins)
+        under.append(b.under if same else b.under + sum(b.weights))
+        over.append(b.over)
+    return TargetSeries(
+        target, c.frames, c.t_start_ns, c.t_end_ns, c.covered_ns, c.stats,
+        edges, weights, under, over,
+    )  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
 class Levels:
     """One virtual queue's level distributions: series name -> fraction per level, per frame
     (``frames``), and over the whole run (weighted by each frame's observed time)."""
 
-    frames: list[int]
-    per_frame: dict[str, dict[int, list[float]]]
-    overall: dict[str, list[float]]
+    frames: Sequence[int]
+    per_frame: Mapping[str, Mapping[int, Sequence[float]]]
+    overall: Mapping[str, Sequence[float]]
 
 
 def vq_levels(run: Run, query_id: int, target: str) -> Levels:
@@ -192,16 +233,16 @@ def vq_levels(run: Run, query_id: int, target: str) -> Levels:
     return Levels(sorted(weight), dict(per), overall)
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class ClockDomain:
     """A calibrated clock domain: its fits per burst and, when few enough, every exchange."""
 
     domain: str
     tick_period_ns: float
-    fits: list[dict[str, Any]]
+    fits: Sequence[Mapping[str, Any]]
     #: Per exchange: burst, host time since the run's start (s), and the exchange's interval
     #: relative to its burst's fit, ``[t1 - fit(t2), t3 - fit(t2)]`` in ns.
-    exchanges: dict[str, list[float]] | None
+    exchanges: Mapping[str, Sequence[float]] | None
     exchange_count: int
 
 
@@ -217,28 +258,32 @@ def clock_domains(run: Run) -> list[ClockDomain]:
     for r in rows:
         d = dict(zip(cols, r, strict=True))
         fits[str(d["domain"])].append(d)
-    t0 = run.meta.t0_host_ns
     out = []
     for domain, dfits in fits.items():
-        exchanges: dict[str, list[float]] | None = None
         count = n_ex.get(domain, 0)
-        if 0 < count <= MAX_EXCHANGES:
-            _, ex = run.sql(
-                "SELECT c.domain, c.burst, c.t1_ns, c.t2_ticks, c.t3_ns, f.x0_ticks, "
-                "f.s_ns_per_tick, f.b_ns FROM calibration c JOIN clock_fit f "
-                "ON f.domain = c.domain AND f.burst = c.burst ORDER BY c.burst, c.t1_ns"
-            )
-            exchanges = {"burst": [], "t_s": [], "lo_ns": [], "hi_ns": []}
-            for dom, burst, t1, t2, t3, x0, s, b in ex:
-                if dom != domain:
-                    continue
-                fit = float(s) * (int(t2) - int(x0)) + float(b)
-                exchanges["burst"].append(float(burst))
-                exchanges["t_s"].append((int(t1) - t0) / 1e9)
-                exchanges["lo_ns"].append(int(t1) - fit)
-                exchanges["hi_ns"].append(int(t3) - fit)
+        exchanges = _exchanges(run, domain) if 0 < count <= MAX_EXCHANGES else None
         out.append(ClockDomain(domain, float(ticks.get(domain, 1.0)), dfits, exchanges, count))
     return out
+
+
+def _exchanges(run: Run, domain: str) -> dict[str, list[float]]:
+    """A domain's calibration exchanges, each relative to its burst's fit."""
+    _, ex = run.sql(
+        "SELECT c.domain, c.burst, c.t1_ns, c.t2_ticks, c.t3_ns, f.x0_ticks, "
+        "f.s_ns_per_tick, f.b_ns FROM calibration c JOIN clock_fit f "
+        "ON f.domain = c.domain AND f.burst = c.burst ORDER BY c.burst, c.t1_ns"
+    )
+    t0 = run.meta.t0_host_ns
+    exchanges: dict[str, list[float]] = {"burst": [], "t_s": [], "lo_ns": [], "hi_ns": []}
+    for dom, burst, t1, t2, t3, x0, s, b in ex:
+        if dom != domain:
+            continue
+        fit = float(s) * (int(t2) - int(x0)) + float(b)
+        exchanges["burst"].append(float(burst))
+        exchanges["t_s"].append((int(t1) - t0) / 1e9)
+        exchanges["lo_ns"].append(int(t1) - fit)
+        exchanges["hi_ns"].append(int(t3) - fit)
+    return exchanges
 
 
 def drops(run: Run) -> list[tuple[str, int, int]]:
