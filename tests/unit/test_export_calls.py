@@ -9,18 +9,13 @@ from hypothesis import strategies as st
 
 from streamscope.core.records import Kind
 from streamscope.export.calls import (
-    Calls,
-    _call_slots,
-    _calls,
+    call_slices,
+    call_tracks,
     nest_events,
     pair_calls,
     pair_calls_stack,
 )
-from streamscope.export.timeline import (
-    Instants,
-    Slices,
-    Timeline,
-)
+from streamscope.export.tracks import Calls, Instants, Slices, Timeline
 
 ENTER, EXIT = int(Kind.ENTER), int(Kind.EXIT)
 
@@ -138,7 +133,7 @@ def test_slices_and_calls_nest_on_every_track(
     s: tuple[list[int], list[int], list[int], list[int]], gaps: list[int], t0: int
 ) -> None:
     probe, kinds, ts, fids = _arrays(s)
-    calls, _, _ = _calls(probe, kinds, ts, fids, np.arange(4, dtype=np.int32), 60)
+    calls, _, _ = call_slices(probe, kinds, ts, fids, np.arange(4, dtype=np.int32), 60)
     # threads 1 and 2 have state slices: contiguous, from t0 (zero lengths included), the last
     # to the run's end; thread 3 has none
     bounds = np.cumsum([t0, *gaps]).astype(np.int64)
@@ -150,7 +145,7 @@ def test_slices_and_calls_nest_on_every_track(
         np.tile(end, 2),
         (np.arange(2 * n) % 4).astype(np.int8),
     )
-    _, split = _call_slots(slices, calls)
+    _, split = call_tracks(slices, calls)
     _check_nesting(_timeline(slices, calls, split))
 
 
@@ -163,12 +158,12 @@ def test_calls_crossing_state_slices_get_their_own_track() -> None:
     )
     probe_tid = np.array([0, 1], dtype=np.int32)
     inside = _arrays(([1, 1, 1, 1], [ENTER, ENTER, EXIT, EXIT], [2, 10, 10, 10], [1, 2, 2, 1]))
-    calls, _, _ = _calls(*inside, probe_tid, 20)
-    slot, split = _call_slots(slices, calls)
+    calls, _, _ = call_slices(*inside, probe_tid, 20)
+    slot, split = call_tracks(slices, calls)
     assert split == () and slot.tolist() == [1, 1]
     _check_nesting(_timeline(slices, calls, split))
     across = _arrays(([1, 1], [ENTER, EXIT], [5, 15], [1, 1]))
-    calls, _, _ = _calls(*across, probe_tid, 20)
-    _, split = _call_slots(slices, calls)
+    calls, _, _ = call_slices(*across, probe_tid, 20)
+    _, split = call_tracks(slices, calls)
     assert split == (1,)
     _check_nesting(_timeline(slices, calls, split))

@@ -28,13 +28,12 @@ def export(
     as counters, raw records as events where the run was traced (--trace), and each clock
     domain's fits and bound widths as metadata."""
     from streamscope.core.errors import ConfigError
-    from streamscope.export import FORMATS, export_run
+    from streamscope.export import FORMATS, export_run, extension
 
     name = fmt.lower().strip()
     if name not in FORMATS:
         raise ConfigError(f"unknown --format {fmt!r}; valid: {', '.join(FORMATS)}")
-    suffix = {"perfetto": ".pftrace", "otf2": ".otf2", "chrome": ".json"}[name]
-    out = output if output is not None else run_file.with_suffix(suffix)
+    out = output if output is not None else run_file.with_suffix(extension(name))
     summary = export_run(run_file, name, out)
     typer.echo(summary.line())
     return 0

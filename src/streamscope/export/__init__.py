@@ -15,12 +15,23 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from streamscope.core.errors import ConfigError
-from streamscope.export.timeline import Timeline, build_timeline
+from streamscope.export.base import Exporter, exporters
+from streamscope.export.timeline import build_timeline
+from streamscope.export.tracks import Timeline
 from streamscope.store.reader import Run, load
 
+#: The formats, in the order they are offered (``export/base.py`` has each one's exporter).
 FORMATS = ("perfetto", "otf2", "chrome")
 
-__all__ = ["FORMATS", "ExportSummary", "Timeline", "build_timeline", "export_run"]
+__all__ = [
+    "FORMATS", "ExportSummary", "Exporter", "Timeline", "build_timeline", "export_run",
+    "exporters", "extension",
+]  # fmt: skip
+
+
+def extension(fmt: str) -> str:
+    """What a file of format ``fmt`` ends with."""
+    return exporters()[fmt].output_file_extension
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,31 +85,19 @@ def export_run(run_or_path: Run | str | Path, fmt: str, path: str | Path) -> Exp
 
 def write_timeline(tl: Timeline, fmt: str, path: str | Path) -> ExportSummary:
     """Write a built ``Timeline`` as ``fmt`` to ``path``; returns what was written."""
+    exporter = exporters().get(fmt)
+    if exporter is None:
+        raise ConfigError(f"unknown export format {fmt!r}; choose one of {', '.join(FORMATS)}")
     out = Path(path)
     if out.parent and not out.parent.exists():
         out.parent.mkdir(parents=True, exist_ok=True)
-    counters = tl.n_counter_samples
-    if fmt == "chrome":
-        from streamscope.export.chrome import write_chrome
-
-        written = write_chrome(tl, out)
-        tracks = len(tl.processes) + len(tl.threads) + len(tl.counters)
-    elif fmt == "perfetto":
-        from streamscope.export.perfetto import write_perfetto
-
-        tracks, written = write_perfetto(tl, out)
-    elif fmt == "otf2":
-        from streamscope.export.otf2_writer import write_otf2
-
-        tracks, written = write_otf2(tl, out)
-    else:
-        raise ConfigError(f"unknown export format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    tracks, written = exporter.render(tl, out)
     return ExportSummary(
         format=fmt,
         path=out,
         tracks=tracks,
         slices=len(tl.slices),
-        counters=counters,
+        counters=tl.n_counter_samples,
         events=len(tl.instants),
         written=written,
         traced=tl.traced,

@@ -7,69 +7,15 @@ In: the trace probes' records in virtual ns (``timeline.build_timeline`` convert
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from streamscope.core.records import Kind
+from streamscope.export.tracks import I64, Calls, SliceEvents, Slices, Timeline
 
-if TYPE_CHECKING:
-    from streamscope.export.timeline import Slices, Timeline
-
-I64 = NDArray[np.int64]
 _ENTER, _EXIT = int(Kind.ENTER), int(Kind.EXIT)
-
-
-@dataclass(frozen=True, slots=True)
-class Calls:
-    """Traced function calls as columns, by thread, then in the order they were entered.
-
-    ``tid``: the stage's thread; [``start_ns``, ``end_ns``): a call still open at the run's end
-    ends there; ``function``: its id (``Timeline.function_name``); ``depth``: 0 for the
-    outermost call of its thread. ``seq_begin``/``seq_end``: the ranks of each call's enter and
-    exit among all calls' enters and exits, in an order that nests (by thread, then as
-    recorded) -- what sorting by time alone cannot give where times tie.
-    """
-
-    tid: NDArray[np.int32]
-    start_ns: I64
-    end_ns: I64
-    function: I64
-    depth: NDArray[np.int32]
-    seq_begin: I64
-    seq_end: I64
-
-    def __len__(self) -> int:
-        return len(self.tid)
-
-    @classmethod
-    def empty(cls) -> Calls:
-        i64 = np.zeros(0, dtype=np.int64)
-        i32 = np.zeros(0, dtype=np.int32)
-        return cls(i32, i64, i64, i64, i32, i64, i64)
-
-
-@dataclass(frozen=True, slots=True)
-class SliceEvents:
-    """Begin and end events of every state slice and call, sorted by track, then time, in an
-    order that nests on each track (``nest_events``).
-
-    A track is a stage's thread (``tid``), or, where ``calls_track``, the separate track of
-    that stage's calls (``Timeline.call_tracks``). ``call``: ``index`` is into
-    ``Timeline.calls``, else into ``Timeline.slices``.
-    """
-
-    tid: NDArray[np.int32]
-    calls_track: NDArray[np.bool_]
-    t_ns: I64
-    begin: NDArray[np.bool_]
-    call: NDArray[np.bool_]
-    index: I64
-
-    def __len__(self) -> int:
-        return len(self.tid)
 
 
 #: Paired calls of one or more probes' ENTER/EXIT streams, as int64 columns: probe, start_ns,
@@ -201,7 +147,7 @@ def _no_calls() -> Paired:
     return _paired([np.zeros(0, dtype=np.int64)] * 7)
 
 
-def _calls(
+def call_slices(
     probe_ids: NDArray[np.int32],
     kinds: NDArray[np.int8],
     ns: I64,
@@ -237,7 +183,7 @@ def _calls(
     return calls, unmatched, still_open
 
 
-def _call_slots(slices: Slices, calls: Calls) -> tuple[I64, tuple[int, ...]]:
+def call_tracks(slices: Slices, calls: Calls) -> tuple[I64, tuple[int, ...]]:
     """Where each call sits among its thread's state slices, and the threads whose calls do not
     fit inside them.
 
@@ -281,7 +227,7 @@ def nest_events(tl: Timeline) -> SliceEvents:
     in an order that nests: a call inside a state slice between its begin and end, calls as
     their records came, a zero-length slice's begin before its end."""
     s, c = tl.slices, tl.calls
-    slot, _ = _call_slots(s, c)
+    slot, _ = call_tracks(s, c)
     split = np.isin(c.tid, np.array(tl.call_tracks, dtype=np.int32))
     slot[split] = 0
     o = np.lexsort((np.arange(len(s)), s.start_ns, s.tid))

@@ -17,7 +17,7 @@ import numpy as np
 
 from streamscope.core.records import STATE_LABELS
 from streamscope.export.calls import nest_events
-from streamscope.export.timeline import KIND_NAMES, Timeline
+from streamscope.export.tracks import KIND_NAMES, Timeline
 
 
 def _us(ns: np.ndarray) -> list[str]:
@@ -132,3 +132,14 @@ def write_chrome(tl: Timeline, path: str | Path) -> int:
         f.write(",\n".join(events))
         f.write("\n]}\n")
     return len(events)
+
+
+class ChromeExporter:
+    """The ``chrome`` format (``export/base.py``)."""
+
+    name = "chrome"
+    output_file_extension = ".json"
+
+    def render(self, timeline: Timeline, path: Path) -> tuple[int, int]:
+        written = write_chrome(timeline, path)
+        return len(timeline.processes) + len(timeline.threads) + len(timeline.counters), written

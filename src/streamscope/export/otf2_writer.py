@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 
 from streamscope.core.records import STATE_LABELS
-from streamscope.export.calls import SliceEvents, nest_events
-from streamscope.export.timeline import KIND_NAMES, Timeline
+from streamscope.export.calls import nest_events
+from streamscope.export.tracks import KIND_NAMES, SliceEvents, Timeline
 
 TIMER_RESOLUTION = 1_000_000_000  # ticks per second: 1 tick = 1 ns
 
@@ -137,3 +137,13 @@ def _region_ids(tl: Timeline, ev: SliceEvents) -> np.ndarray:
     region[~ev.call] = tl.slices.state[ev.index[~ev.call]]
     region[ev.call] = len(STATE_LABELS) - 1 + tl.calls.function[ev.index[ev.call]]
     return region
+
+
+class OTF2Exporter:
+    """The ``otf2`` format (``export/base.py``)."""
+
+    name = "otf2"
+    output_file_extension = ".otf2"
+
+    def render(self, timeline: Timeline, path: Path) -> tuple[int, int]:
+        return write_otf2(timeline, path)

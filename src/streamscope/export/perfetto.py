@@ -24,7 +24,7 @@ from numpy.typing import NDArray
 
 from streamscope.core.records import STATE_LABELS
 from streamscope.export.calls import nest_events
-from streamscope.export.timeline import KIND_NAMES, Timeline
+from streamscope.export.tracks import KIND_NAMES, Timeline
 
 U8 = NDArray[np.uint8]
 Column = tuple[U8, NDArray[np.int64]]  # bytes per row (padded) and each row's length
@@ -301,3 +301,13 @@ def write_perfetto(tl: Timeline, path: str | Path) -> tuple[int, int]:
     data, tracks, events = encode_perfetto(tl)
     Path(path).write_bytes(data)
     return tracks, events
+
+
+class PerfettoExporter:
+    """The ``perfetto`` format (``export/base.py``)."""
+
+    name = "perfetto"
+    output_file_extension = ".pftrace"
+
+    def render(self, timeline: Timeline, path: Path) -> tuple[int, int]:
+        return write_perfetto(timeline, path)

@@ -1,5 +1,5 @@
-"""The one tick → virtual-ns conversion of a run: a map per clock domain, refitted as each
-calibration burst arrives.
+"""The one tick → virtual-ns conversion of a run: a ``ClockMap`` per clock domain, refitted as
+each calibration burst arrives.
 
 In: calibration bursts (round trips, one burst at a time, live in the monitor or read back from
 a run file) and raw ticks of a domain. Out: virtual ns since the run's start, with the half-width
@@ -18,7 +18,7 @@ from numpy.typing import NDArray
 
 from streamscope.core.topology import HOST, Topology
 from streamscope.timebase.calibration import ClockModel, Exchanges, Fit, fit
-from streamscope.timebase.clockmap import HostMap
+from streamscope.timebase.clockmap import ClockMap, FittedMap, HostMap, NominalMap
 
 TableSink = Callable[[str, dict[str, Any]], None]
 __all__ = ["HOST", "Domains", "TableSink", "fit_row"]
@@ -40,12 +40,26 @@ class Domains:
         self.host: HostMap | None = None
         self.fits: dict[str, list[Fit]] = {}
         self.models: dict[str, ClockModel] = {}
+        self._maps: dict[str, FittedMap] = {}
         self.method = method
         self.drift_ppb_per_s = drift_ppb_per_s
         self._on_table = on_table
 
     def start(self, t0_ticks: int) -> None:
         self.host = HostMap(t0_ticks)
+        self._maps = {d: FittedMap(m, t0_ticks) for d, m in self.models.items()}
+
+    def map(self, domain: str) -> ClockMap:
+        """``domain``'s map: the host's, its fitted one, or (never calibrated) its nominal one."""
+        assert self.host is not None, "the run's start is not known yet"
+        if domain == HOST:
+            return self.host
+        fitted = self._maps.get(domain)
+        return fitted if fitted is not None else NominalMap(self.tick_ns.get(domain, 1.0))
+
+    def fitted(self) -> dict[str, FittedMap]:
+        """The map of every calibrated domain."""
+        return dict(self._maps)
 
     def ready(self, domain: str) -> bool:
         return self.host is not None and (domain == HOST or domain in self.models)
@@ -95,11 +109,14 @@ class Domains:
         f = fit(ex, method)
         burst = len(self.fits.setdefault(domain, []))
         self.fits[domain].append(f)
-        self.models[domain] = ClockModel(
+        model = ClockModel(
             sorted(self.fits[domain], key=lambda g: g.x0_ticks),
             drift_ppb_per_s=self.drift_ppb_per_s,
             tick_period_ns=self.tick_ns.get(domain, 1.0),
         )
+        self.models[domain] = model
+        if self.host is not None:
+            self._maps[domain] = FittedMap(model, self.host.t0_ticks)
         if self._on_table is not None:
             n = len(ex.t1_ns)
             self._on_table(
@@ -121,19 +138,11 @@ class Domains:
         return sorted(f.x_hi_ticks for f in fits)[-2]
 
     def to_ns(self, domain: str, ticks: NDArray[np.int64]) -> tuple[NDArray[np.int64], float]:
-        """Virtual ns since the run's start, and how far the truth may lie from them: the
-        largest distance from an estimate to either of its hard bounds (across a clock step the
-        estimate follows one side and the bounds cover both, so it is not their centre)."""
-        assert self.host is not None
-        if domain == HOST:
-            return self.host.to_ns(ticks), 0.0
-        model = self.models[domain]
-        host_ns = model.to_ns(ticks)
-        t = np.rint(host_ns - float(self.host.t0_ticks)).astype(np.int64)
-        if not len(ticks):
-            return t, 0.0
-        lo, hi = model.bounds(ticks)
-        return t, float(_reach(host_ns, lo, hi).max())
+        """Virtual ns since the run's start, and how far the truth may lie from them (the
+        largest distance from an estimate to either of its hard bounds). ``domain`` must be
+        ``ready``."""
+        assert self.ready(domain), domain
+        return self.map(domain).to_ns(ticks)
 
     def to_ns_each(
         self, domain: str, ticks: NDArray[np.int64]
@@ -141,31 +150,11 @@ class Domains:
         """Virtual ns since the run's start and each one's bound half-width (ns: 0 on the host,
         the reference). A domain never calibrated has only its nominal tick period: its ticks
         are scaled by it, and its bounds are infinite (its offset is unknown)."""
-        assert self.host is not None
-        ticks = np.asarray(ticks, dtype=np.int64)
-        if domain == HOST:
-            return self.host.to_ns(ticks), np.zeros(len(ticks))
-        model = self.models.get(domain)
-        if model is None:
-            nominal = np.rint(ticks * self.tick_ns.get(domain, 1.0)).astype(np.int64)
-            return nominal, np.full(len(ticks), np.inf)
-        host_ns = model.to_ns(ticks)
-        t = np.rint(host_ns - float(self.host.t0_ticks)).astype(np.int64)
-        lo, hi = model.bounds(ticks)
-        return t, _reach(host_ns, lo, hi)
+        return self.map(domain).to_ns_each(np.asarray(ticks, dtype=np.int64))
 
     def scalar_to_ns(self, domain: str, ticks: int) -> int:
-        assert self.host is not None
-        if domain == HOST:
-            return self.host.scalar_to_ns(ticks)
-        host_ns = float(np.asarray(self.models[domain].to_ns(np.array([ticks], np.int64)))[0])
-        return round(host_ns - self.host.t0_ticks)
-
-
-def _reach(est: NDArray[np.float64], lo: Any, hi: Any) -> NDArray[np.float64]:
-    """How far the truth may lie from each estimate: to the farther of its bounds."""
-    out: NDArray[np.float64] = np.maximum(est - np.asarray(lo), np.asarray(hi) - est)
-    return np.maximum(out, 0.0)
+        assert self.ready(domain), domain
+        return self.map(domain).scalar_to_ns(ticks)
 
 
 def fit_row(domain: str, burst: int, f: Fit) -> dict[str, Any]:
