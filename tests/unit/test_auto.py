@@ -119,8 +119,8 @@ def test_streamscopes_and_the_standard_librarys_own_queues_are_left_alone(
         scope: dict[str, object] = {"__name__": module}
         exec(code, scope)
         made[module] = scope
-        assert type(scope["q"]) is auto._Queue
-        assert type(scope["s"]) is auto._SimpleQueue
+        assert type(scope["q"]) is auto.StandardQueue
+        assert type(scope["s"]) is auto.StandardSimpleQueue
         scope["q"].put(1)  # type: ignore[attr-defined]
         assert scope["q"].get() == 1  # type: ignore[attr-defined]
     program: dict[str, object] = {"__name__": "__main__"}
@@ -146,10 +146,10 @@ def test_stages_are_named_after_their_targets() -> None:
     class Reader(threading.Thread):
         def run(self) -> None: ...
 
-    assert auto._thread_stage(threading.Thread(target=_work)) == "_work"
-    assert auto._thread_stage(Reader()) == "test_stages_are_named_after_their_targets.Reader"
-    assert auto._thread_stage(threading.Thread()) is None
-    assert auto._thread_stage(threading.Timer(1, _work)) is None  # the library's own
+    assert auto.thread_stage(threading.Thread(target=_work)) == "_work"
+    assert auto.thread_stage(Reader()) == "test_stages_are_named_after_their_targets.Reader"
+    assert auto.thread_stage(threading.Thread()) is None
+    assert auto.thread_stage(threading.Timer(1, _work)) is None  # the library's own
 
 
 @pytest.mark.parametrize(

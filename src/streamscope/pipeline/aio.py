@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import queue
-import random
 import threading
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -23,7 +22,8 @@ from typing import Any
 from streamscope.core import native
 from streamscope.core.records import State
 from streamscope.core.stream import EOS, Aborted
-from streamscope.pipeline.pipeline import LOOP_LAG
+from streamscope.pipeline.looplag import LagSampler
+from streamscope.pipeline.specs import LOOP_LAG
 from streamscope.pipeline.stage import StageBody
 from streamscope.pipeline.worker import Channel, StageProbes
 from streamscope.probes.user import probe as user_probe
@@ -184,27 +184,13 @@ async def run_task(
         on_error(spec.name, exc)
 
 
-#: How often the loop's lag is sampled on average (s; at random, so as not to fall in step).
-LAG_EVERY_S = 0.05
-
-
 def _measure_lag(first: str) -> None:
     """The loop's lag: now and then, how late the loop runs a callback that is due (the timer
     ``FIRST.loop_lag``, when a query uses it; host ns, as every asyncio resource's clock)."""
     timer = user_probe(f"{first}.{LOOP_LAG}") if first else None
     if timer is None or not timer.active:
         return
-    loop = asyncio.get_running_loop()
-    rng = random.Random()
-
-    def tick(due: float) -> None:
-        now = loop.time()
-        timer.lapse(max(round((now - due) * 1e9), 0))
-        nxt = now + LAG_EVERY_S * (0.5 + rng.random())
-        loop.call_at(nxt, tick, nxt)
-
-    first_due = loop.time() + LAG_EVERY_S
-    loop.call_at(first_due, tick, first_due)
+    LagSampler(asyncio.get_running_loop(), timer.lapse)
 
 
 def start_loop(

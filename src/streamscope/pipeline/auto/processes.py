@@ -1,0 +1,193 @@
+"""The processes a program run as it is starts, each run as a worker of a stage.
+
+In: a process's target as the program (or ``multiprocessing.Pool``, ``ProcessPoolExecutor``)
+gave it. Out: the same target run under an entry that puts the instrumentation in place in the
+new process first, then works for the stage named after the target, or after the function the
+pool's tasks apply. Every entry is picklable, so a spawned process gets it too.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+from streamscope.core import native
+from streamscope.core.records import State
+from streamscope.pipeline.auto.stages import (
+    callable_name,
+    leave,
+    start_afresh,
+    thread_state,
+    thread_tracker,
+    work_for,
+)
+
+
+def pool_module() -> ModuleType:
+    """``multiprocessing.pool``, whose worker loop and helpers its stubs leave out."""
+    import multiprocessing.pool
+
+    return multiprocessing.pool
+
+
+def standard_pool_worker() -> Any:
+    """The loop a ``multiprocessing.Pool``'s processes run."""
+    return pool_module().worker
+
+
+def standard_executor_worker() -> Any:
+    """The loop a ``ProcessPoolExecutor``'s processes run (None where it has another name)."""
+    import concurrent.futures.process
+
+    return getattr(concurrent.futures.process, "_process_worker", None)
+
+
+class ProcessEntry:
+    """What a process the program starts runs in place of ``target``: first ``setup``, the
+    installer's ``install`` (a spawned process starts without it; pickled by reference, so the
+    child imports it), then the target."""
+
+    def __init__(self, target: Callable[..., Any], setup: Callable[[], None]) -> None:
+        self.target = target
+        self.setup = setup
+
+
+class StageTarget(ProcessEntry):
+    """A process's target, run as a worker of the stage ``name`` (named after it)."""
+
+    def __init__(self, target: Callable[..., Any], name: str, setup: Callable[[], None]) -> None:
+        super().__init__(target, setup)
+        self.name = name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        self.setup()
+        start_afresh()
+        work_for(self.name)
+        try:
+            return self.target(*args, **kwargs)
+        finally:
+            leave()
+
+
+class PoolWorker(ProcessEntry):
+    """A ``multiprocessing.Pool`` worker process's loop, as the standard one runs it, each task
+    a piece of work of the stage named after the function it applies (``pool.map(parse, …)``:
+    ``parse``), this process a worker of it: blocked in while it waits for a task, busy while it
+    runs one."""
+
+    def __call__(
+        self,
+        inqueue: Any,
+        outqueue: Any,
+        initializer: Callable[..., Any] | None = None,
+        initargs: tuple[Any, ...] = (),
+        maxtasks: int | None = None,
+        wrap_exception: bool = False,
+    ) -> None:
+        mpool = pool_module()
+        self._begin(inqueue, outqueue, initializer, initargs)
+        put, get = outqueue.put, inqueue.get
+        tracker: native.StateTracker | None = None
+        completed = 0
+        try:
+            while maxtasks is None or (maxtasks and completed < maxtasks):
+                prev = tracker.set(State.BLOCKED_IN) if tracker is not None else 0
+                try:
+                    task = get()
+                except (EOFError, OSError):
+                    break
+                finally:
+                    if tracker is not None:
+                        tracker.set(prev)
+                if task is None:
+                    break
+                job, i, func, args, kwds = task
+                if tracker is None and not getattr(thread_state, "entered", False):
+                    tracker = self._enter(func, args)
+                try:
+                    result = (True, func(*args, **kwds))
+                except Exception as e:
+                    if wrap_exception and func is not mpool._helper_reraises_exception:
+                        e = mpool.ExceptionWithTraceback(e, e.__traceback__)
+                    result = (False, e)
+                try:
+                    put((job, i, result))
+                except Exception as e:
+                    put((job, i, (False, mpool.MaybeEncodingError(e, result[1]))))
+                del task, job, result, func, args, kwds
+                completed += 1
+        finally:
+            leave()
+
+    def _begin(
+        self,
+        inqueue: Any,
+        outqueue: Any,
+        initializer: Callable[..., Any] | None,
+        initargs: tuple[Any, ...],
+    ) -> None:
+        """What the standard loop does before its first task, after our setup."""
+        self.setup()
+        start_afresh()
+        if hasattr(inqueue, "_writer"):
+            inqueue._writer.close()
+            outqueue._reader.close()
+        if initializer is not None:
+            initializer(*initargs)
+
+    @staticmethod
+    def _enter(func: Any, args: Any) -> native.StateTracker | None:
+        """The stage of the pool's first task here: the function it maps (``mapstar`` and
+        ``starmapstar`` carry it first in their arguments)."""
+        mpool = pool_module()
+        fn = func
+        if func in (mpool.mapstar, mpool.starmapstar) and args and args[0]:
+            fn = args[0][0]
+        work_for(callable_name(fn))
+        return thread_tracker()
+
+
+class ExecutorWorker(ProcessEntry):
+    """A ``ProcessPoolExecutor`` worker process, run by the standard loop with its call queue's
+    ``get`` watched: the process is a worker of the stage named after the function its first
+    call applies (``executor.map(parse, …)``: ``parse``), blocked while it waits for a call,
+    busy running one."""
+
+    def __call__(self, call_queue: Any, *rest: Any, **kw: Any) -> Any:
+        self.setup()
+        start_afresh()
+        get = call_queue.get
+
+        def watched_get(block: bool = True, timeout: float | None = None) -> Any:
+            tracker = native.bound_tracker()
+            prev = tracker.set(State.BLOCKED_IN) if tracker is not None else 0
+            try:
+                item = get(block, timeout)
+            finally:
+                if tracker is not None:
+                    tracker.set(prev)
+            fn = getattr(item, "fn", None)
+            if fn is not None and not getattr(thread_state, "entered", False):
+                chunked = isinstance(fn, functools.partial) and fn.args
+                work_for(callable_name(fn.args[0] if chunked else fn))
+                thread_tracker()
+            return item
+
+        call_queue.get = watched_get
+        try:
+            return self.target(call_queue, *rest, **kw)
+        finally:
+            leave()
+
+
+__all__ = [
+    "ExecutorWorker",
+    "PoolWorker",
+    "ProcessEntry",
+    "StageTarget",
+    "pool_module",
+    "standard_executor_worker",
+    "standard_pool_worker",
+]

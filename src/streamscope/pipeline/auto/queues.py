@@ -1,0 +1,180 @@
+"""``queue.Queue`` and ``queue.SimpleQueue`` as a program run as it is makes them, recorded.
+
+In: the program's puts and gets, from whichever of its threads. Out: the same items, waits and
+errors as the standard queues', one tail record per insertion and one head record per removal
+(when a query watches that end), and the calling threads marked blocked while they wait.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from time import monotonic
+from typing import Any
+
+from streamscope.core.records import State
+from streamscope.pipeline.auto.channels import ProgramChannel
+from streamscope.pipeline.auto.stages import made_internally, thread_tracker
+
+#: The standard library's own classes, which its own code and streamscope's keep getting.
+StandardQueue = queue.Queue
+StandardSimpleQueue = queue.SimpleQueue
+
+
+class AutoQueue(StandardQueue):  # type: ignore[type-arg]
+    """``queue.Queue`` as the program made it, its insertions and removals recorded and its
+    waits marked (the standard implementation's steps, in the same order, under its lock)."""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        if cls is AutoQueue and made_internally():
+            return StandardQueue(*args, **kwargs)  # the standard library's or streamscope's own
+        return super().__new__(cls)
+
+    def __init__(self, maxsize: int = 0) -> None:
+        super().__init__(maxsize)
+        self._ss = ProgramChannel(maxsize if maxsize > 0 else 0)
+
+    def put(self, item: Any, block: bool = True, timeout: float | None = None) -> None:
+        ss = self._ss
+        if ss.name is None:
+            with self.mutex:
+                ss.saw("tail")
+        tracker = thread_tracker()
+        with self.not_full:
+            if self.maxsize > 0:
+                if not block:
+                    if self._qsize() >= self.maxsize:
+                        raise queue.Full
+                elif self._qsize() >= self.maxsize:
+                    prev = tracker.set(State.BLOCKED_OUT) if tracker is not None else 0
+                    try:
+                        if timeout is None:
+                            while self._qsize() >= self.maxsize:
+                                self.not_full.wait()
+                        elif timeout < 0:
+                            raise ValueError("'timeout' must be a non-negative number")
+                        else:
+                            endtime = monotonic() + timeout
+                            while self._qsize() >= self.maxsize:
+                                remaining = endtime - monotonic()
+                                if remaining <= 0.0:
+                                    raise queue.Full
+                                self.not_full.wait(remaining)
+                    finally:
+                        if tracker is not None:
+                            tracker.set(prev)
+            self._put(item)
+            self.unfinished_tasks += 1
+            ss.n_in += 1
+            if ss.tail is not None:
+                ss.tail.record(ss.n_in)
+            self.not_empty.notify()
+        if tracker is not None:
+            tracker.heartbeat()
+
+    def get(self, block: bool = True, timeout: float | None = None) -> Any:
+        ss = self._ss
+        if ss.name is None:
+            with self.mutex:
+                ss.saw("head")
+        tracker = thread_tracker()
+        with self.not_empty:
+            if not block:
+                if not self._qsize():
+                    raise queue.Empty
+            elif not self._qsize():
+                prev = tracker.set(State.BLOCKED_IN) if tracker is not None else 0
+                try:
+                    if timeout is None:
+                        while not self._qsize():
+                            self.not_empty.wait()
+                    elif timeout < 0:
+                        raise ValueError("'timeout' must be a non-negative number")
+                    else:
+                        endtime = monotonic() + timeout
+                        while not self._qsize():
+                            remaining = endtime - monotonic()
+                            if remaining <= 0.0:
+                                raise queue.Empty
+                            self.not_empty.wait(remaining)
+                finally:
+                    if tracker is not None:
+                        tracker.set(prev)
+            item = self._get()
+            ss.n_out += 1
+            if ss.head is not None:
+                ss.head.record(ss.n_out)
+            self.not_full.notify()
+        if tracker is not None:
+            tracker.heartbeat()
+        return item
+
+    def put_nowait(self, item: Any) -> None:
+        self.put(item, block=False)
+
+    def get_nowait(self) -> Any:
+        return self.get(block=False)
+
+
+class AutoSimpleQueue(StandardSimpleQueue):  # type: ignore[type-arg]
+    """``queue.SimpleQueue`` as the program made it, recorded: unbounded, so only a get waits
+    (and is marked blocked while it does)."""
+
+    _ss: ProgramChannel
+    _ss_lock: threading.Lock
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        if cls is AutoSimpleQueue and made_internally():
+            return StandardSimpleQueue()
+        q = super().__new__(cls)
+        q._ss = ProgramChannel(0)
+        q._ss_lock = threading.Lock()
+        return q
+
+    def put(self, item: Any, block: bool = True, timeout: float | None = None) -> None:
+        ss = self._ss
+        if ss.name is None:
+            with self._ss_lock:
+                ss.saw("tail")
+        tracker = thread_tracker()
+        with self._ss_lock:
+            super().put(item, block, timeout)
+            ss.n_in += 1
+            if ss.tail is not None:
+                ss.tail.record(ss.n_in)
+        if tracker is not None:
+            tracker.heartbeat()
+
+    def get(self, block: bool = True, timeout: float | None = None) -> Any:
+        ss = self._ss
+        if ss.name is None:
+            with self._ss_lock:
+                ss.saw("head")
+        tracker = thread_tracker()
+        try:
+            item = super().get(False)
+        except queue.Empty:
+            if not block:
+                raise
+            prev = tracker.set(State.BLOCKED_IN) if tracker is not None else 0
+            try:
+                item = super().get(True, timeout)
+            finally:
+                if tracker is not None:
+                    tracker.set(prev)
+        with self._ss_lock:
+            ss.n_out += 1
+            if ss.head is not None:
+                ss.head.record(ss.n_out)
+        if tracker is not None:
+            tracker.heartbeat()
+        return item
+
+    def put_nowait(self, item: Any) -> None:
+        self.put(item, block=False)
+
+    def get_nowait(self) -> Any:
+        return self.get(block=False)
+
+
+__all__ = ["AutoQueue", "AutoSimpleQueue", "StandardQueue", "StandardSimpleQueue"]

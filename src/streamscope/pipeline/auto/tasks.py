@@ -1,0 +1,194 @@
+"""``asyncio.Queue`` as a program run as it is makes it, its tasks as workers of their stages.
+
+In: the program's puts and gets, from the tasks of its event loops. Out: the queue's records, as
+a thread queue's; each task a worker of the stage named after its coroutine function (busy, but
+blocked while it awaits the queue; idle once done); and each loop's lag, sampled now and then
+(the timer ``loop.lag``, ``loop2.lag``…, when a query uses it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import threading
+import weakref
+from typing import Any
+
+from streamscope.core import native
+from streamscope.core.records import Kind, State
+from streamscope.core.rings import declare, next_probe_ids
+from streamscope.core.topology import ProbeInfo, ResourceInfo, Topology
+from streamscope.pipeline.auto.channels import ProgramChannel
+from streamscope.pipeline.auto.stages import internal, made_internally
+from streamscope.pipeline.looplag import LagSampler
+from streamscope.pipeline.registry import REGISTRY, taps_for
+from streamscope.probes.taps import COST_CALL
+
+#: The standard library's own class, which its own code and streamscope's keep getting.
+StandardAsyncQueue = asyncio.Queue
+#: Per task: its stage's tracker (None: not one of the program's, or no session).
+_tasks: weakref.WeakKeyDictionary[asyncio.Task[Any], native.StateTracker | None] = (
+    weakref.WeakKeyDictionary()
+)
+_task_serial = itertools.count(1)
+
+
+def _current_task() -> asyncio.Task[Any] | None:
+    try:
+        return asyncio.current_task()
+    except RuntimeError:  # no loop runs in this thread
+        return None
+
+
+def task_stage(task: asyncio.Task[Any]) -> str | None:
+    """The stage an asyncio task works for: its coroutine function's name (None: a task of
+    streamscope's or the standard library's own)."""
+    coro = task.get_coro()
+    frame = getattr(coro, "cr_frame", None)
+    if frame is not None and internal(frame.f_globals.get("__name__")):
+        return None
+    code = getattr(coro, "cr_code", None)
+    name = getattr(code, "co_qualname", None) or getattr(coro, "__qualname__", None)
+    return name.replace("<locals>.", "") if isinstance(name, str) else None
+
+
+def _loop_resource() -> ResourceInfo:
+    """The event loop a task runs on: a resource of its own, in its process and thread."""
+    where = "" if os.getpid() == REGISTRY.owner else f", pid {os.getpid()}"
+    thread = threading.current_thread()
+    on = "" if thread is threading.main_thread() else f", thread {thread.name}"
+    return ResourceInfo(f"asyncio loop{on}{where}", "asyncio")
+
+
+#: Each event loop's lag sampler, in the order the loops were found (None: unwatched).
+_loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LagSampler | None] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _lag_sampler(loop: asyncio.AbstractEventLoop, name: str) -> LagSampler | None:
+    """``loop``'s lag sampled into the timer probe ``NAME.lag`` (``timer(loop*.lag)``), when a
+    query uses it."""
+    probe = f"{name}.lag"
+    rec = REGISTRY.recorder()
+    if rec is None or REGISTRY.directory is None:
+        return None
+    if "timer" not in taps_for(REGISTRY.watches, probe=probe):
+        return None
+    pid = next_probe_ids(REGISTRY.directory, 1)
+    declare(REGISTRY.directory, Topology("", probes=(ProbeInfo(pid, "timer", probe),)))
+    return LagSampler(loop, rec.tap(pid, Kind.DURATION, cost=COST_CALL).ring.record)
+
+
+def _watch_loop() -> None:
+    """Measure the running loop's lag from its first task that puts or gets on."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    if loop not in _loops:
+        n = len(_loops) + 1
+        _loops[loop] = _lag_sampler(loop, "loop" if n == 1 else f"loop{n}")
+
+
+def _task_tracker(task: asyncio.Task[Any] | None) -> native.StateTracker | None:
+    """``task``'s tracker, made (and the task declared a worker of its stage) on its first put
+    or get: from then on it is busy but while it waits on a queue, idle once it is done."""
+    if task is None:
+        return None
+    try:
+        return _tasks[task]
+    except KeyError:
+        pass
+    tracker = None
+    name = task_stage(task)
+    if name is not None and REGISTRY.active():
+        _watch_loop()
+        REGISTRY.add_stage(name)
+        tracker = REGISTRY.tracker(name, ("task", next(_task_serial)), _loop_resource())
+        if tracker is not None:
+            tracker.set(State.BUSY)
+            done = tracker
+            task.add_done_callback(lambda _t: done.set(State.IDLE))
+    _tasks[task] = tracker
+    return tracker
+
+
+class AutoAsyncQueue(StandardAsyncQueue):  # type: ignore[type-arg]
+    """``asyncio.Queue`` as the program made it, recorded: a task awaiting ``get`` on an empty
+    queue is blocked in, one awaiting ``put`` on a full one blocked out, and otherwise busy.
+    One event loop's tasks take turns, so its counts need no lock."""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        if cls is AutoAsyncQueue and made_internally():
+            return StandardAsyncQueue(*args, **kwargs)
+        return super().__new__(cls)
+
+    def __init__(self, maxsize: int = 0) -> None:
+        super().__init__(maxsize)
+        self._ss = ProgramChannel(maxsize if maxsize > 0 else 0, "asyncio")
+
+    def _end(self, end: str) -> native.StateTracker | None:
+        task = _current_task()
+        if self._ss.name is None and task is not None:
+            self._ss.saw(end, task_stage(task))
+        return _task_tracker(task)
+
+    def put_nowait(self, item: Any) -> None:
+        ss = self._ss
+        if ss.name is None:
+            self._end("tail")
+        super().put_nowait(item)
+        ss.n_in += 1
+        if ss.tail is not None:
+            ss.tail.record(ss.n_in)
+        task = _current_task()
+        tracker = _tasks.get(task) if task is not None else None
+        if tracker is not None:
+            tracker.heartbeat()
+
+    def get_nowait(self) -> Any:
+        ss = self._ss
+        if ss.name is None:
+            self._end("head")
+        item = super().get_nowait()
+        ss.n_out += 1
+        if ss.head is not None:
+            ss.head.record(ss.n_out)
+        task = _current_task()
+        tracker = _tasks.get(task) if task is not None else None
+        if tracker is not None:
+            tracker.heartbeat()
+        return item
+
+    async def put(self, item: Any) -> None:
+        tracker = self._end("tail")
+        if tracker is None or not self.full():
+            return await super().put(item)
+        prev = tracker.set(State.BLOCKED_OUT)
+        try:  # the standard wait, then put_nowait (recorded)
+            return await super().put(item)
+        finally:
+            tracker.set(prev)
+
+    async def get(self) -> Any:
+        tracker = self._end("head")
+        if tracker is None or not self.empty():
+            return await super().get()
+        prev = tracker.set(State.BLOCKED_IN)
+        try:
+            return await super().get()
+        finally:
+            tracker.set(prev)
+
+
+def stop_lag_watch() -> None:
+    """The session ended: no loop's lag is sampled any more."""
+    for lag in list(_loops.values()):
+        if lag is not None:
+            lag.stop()
+    _loops.clear()
+
+
+__all__ = ["AutoAsyncQueue", "StandardAsyncQueue", "stop_lag_watch", "task_stage"]

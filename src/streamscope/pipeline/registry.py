@@ -1,0 +1,260 @@
+"""What a drop-in program declared, and the session that records it.
+
+In: the queues and stage names a program makes, and a session's probes, ring directory and
+queries (``Registry.activate``). Out: the program's topology so far, each process's recorder and
+each worker's state tracker, declared to the monitor the first time it works.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import multiprocessing as mp
+import os
+import threading
+from fnmatch import fnmatchcase
+from typing import Any, Protocol
+
+from streamscope.core import native
+from streamscope.core.errors import ConfigError, PipelineError
+from streamscope.core.records import Kind
+from streamscope.core.rings import declare, next_probe_ids, set_next_probe_id
+from streamscope.core.topology import ChannelInfo, ProbeInfo, ResourceInfo, StageInfo, Topology
+from streamscope.probes.taps import COST_CALL, Recorder, make_tracker
+
+#: Where a process the program starts later (``spawn``) finds the active session.
+SESSION_ENV = "STREAMSCOPE_DROPIN_SESSION"
+
+
+def taps_for(
+    watches: list[dict[str, Any]],
+    stage: str | None = None,
+    channel: ChannelInfo | None = None,
+    probe: str | None = None,
+) -> set[str]:
+    """The probe kinds a stage, channel or value probe (``STAGE.NAME``) needs for the
+    session's queries (``watches``, as ``query.compile.watches`` gives them)."""
+    kinds: set[str] = set()
+    for w in watches:
+        if "probe" in w:
+            hit = probe is not None and fnmatchcase(probe, w["probe"])
+        elif "stage" in w:
+            hit = stage is not None and fnmatchcase(stage, w["stage"])
+        else:
+            hit = channel is not None and (
+                fnmatchcase(channel.src, w["src"]) and fnmatchcase(channel.dst, w["dst"])
+            )
+        if hit:
+            kinds.update(w["kinds"])
+    return kinds
+
+
+class DeclaredQueue(Protocol):
+    """A queue the program declared (``dropin.Queue``, ``MPQueue``): the channel it is, and
+    its ends' probes attached and detached as sessions come and go."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def src(self) -> str: ...
+    @property
+    def dst(self) -> str: ...
+    @property
+    def capacity(self) -> int: ...
+    @property
+    def transport(self) -> str: ...
+
+    def attach(self, end: str, probe: int) -> None: ...
+
+    def detach(self) -> None: ...
+
+
+class Registry:
+    """What a program declared: instrumented queues and stage names, in creation order; while a
+    session is active, the probes it needs and the recorder of each process that records.
+
+    A stage exists for the monitor once a thread works in it (``with stage(name)``): each
+    thread of each process that does gets a state probe of its own (a worker), declared to the
+    monitor then, on the resource it runs on. Queues made while the session runs are declared
+    the same way. Processes started later find the session in their environment."""
+
+    def __init__(self) -> None:
+        self.stages: dict[str, None] = {}
+        self.queues: dict[str, DeclaredQueue] = {}
+        self.probes: tuple[ProbeInfo, ...] = ()
+        self.directory: str | None = None
+        self.capacity = 0
+        self.watches: list[dict[str, Any]] = []
+        self.owner = 0  # the pid that activated the session
+        #: Per process (pid): its recorder. Per worker (pid, thread, stage): its tracker.
+        self._recorders: dict[int, Recorder] = {}
+        self._trackers: dict[tuple[int, object, str], native.StateTracker | None] = {}
+        self._env_checked = 0
+        self.lock = threading.RLock()
+
+    def add_stage(self, name: str) -> None:
+        if not isinstance(name, str) or not name:
+            raise ConfigError(f"a stage needs a name (a non-empty str), got {name!r}")
+        if name not in self.stages:
+            with self.lock:
+                self.stages.setdefault(name, None)
+
+    def add_queue(self, q: DeclaredQueue) -> None:
+        with self.lock:
+            if q.name in self.queues and self.queues[q.name] is not q:
+                raise PipelineError(
+                    f"a queue named {q.name!r} exists already; pass name= to tell them apart"
+                )
+            self.add_stage(q.src)
+            self.add_stage(q.dst)
+            self.queues[q.name] = q
+            if self.active():
+                self._declare_queue(q)
+
+    def channel_info(self, q: DeclaredQueue) -> ChannelInfo:
+        return ChannelInfo(q.name, q.src, q.dst, q.capacity, q.transport)
+
+    def topology(self, probes: tuple[ProbeInfo, ...] = ()) -> Topology:
+        """The queues so far; no stage (a stage appears once a thread works in it)."""
+        return Topology(
+            name="program",
+            resources=(ResourceInfo("main", "thread"),),
+            channels=tuple(self.channel_info(q) for q in self.queues.values()),
+            probes=probes,
+        )
+
+    def active(self) -> bool:
+        """A session is active for this process (a process spawned by the program reads it
+        from its environment the first time it asks)."""
+        if self.directory is not None:
+            return True
+        pid = os.getpid()
+        if self._env_checked != pid:
+            self._env_checked = pid
+            found = os.environ.get(SESSION_ENV)
+            if found:
+                with contextlib.suppress(ValueError, KeyError, TypeError):
+                    d = json.loads(found)
+                    self.directory, self.capacity = str(d["dir"]), int(d["capacity"])
+                    self.watches, self.owner = list(d["watches"]), int(d["owner"])
+        return self.directory is not None
+
+    def recorder(self) -> Recorder | None:
+        """This process's recorder while a session is active (made on first use in a child)."""
+        if not self.active():
+            return None
+        pid = os.getpid()
+        rec = self._recorders.get(pid)
+        if rec is None:
+            with self.lock:
+                rec = self._recorders.setdefault(
+                    pid, Recorder(self.directory, capacity=self.capacity)
+                )
+        return rec
+
+    def resource(self) -> ResourceInfo:
+        """Where the calling thread runs: the program's own process, or a child of it."""
+        pid = os.getpid()
+        if pid == self.owner:
+            return ResourceInfo("main", "thread")
+        return ResourceInfo(f"{mp.current_process().name} (pid {pid})", "process")
+
+    def _role(self, stage: str) -> str:
+        srcs = {q.src for q in self.queues.values()}
+        dsts = {q.dst for q in self.queues.values()}
+        if stage in srcs and stage not in dsts:
+            return "source"
+        return "sink" if stage in dsts and stage not in srcs else "stage"
+
+    def tracker(
+        self, stage: str, worker: object = None, resource: ResourceInfo | None = None
+    ) -> native.StateTracker | None:
+        """The calling thread's tracker of ``stage`` while a session is active: made, and the
+        worker declared to the monitor, the first time this thread works in it (None when no
+        query watches the stage). ``worker``: another worker than the thread (an asyncio task,
+        on ``resource``, its event loop)."""
+        key = (os.getpid(), threading.get_ident() if worker is None else worker, stage)
+        try:
+            return self._trackers[key]
+        except KeyError:
+            pass
+        with self.lock:
+            if key not in self._trackers:
+                self._trackers[key] = self._declare_worker(stage, resource)
+            return self._trackers[key]
+
+    def _declare_worker(
+        self, stage: str, resource: ResourceInfo | None
+    ) -> native.StateTracker | None:
+        """A new worker of ``stage`` declared to the monitor, with its state probe if a query
+        watches the stage: its tracker (None: unwatched, or no session)."""
+        rec = self.recorder()
+        if rec is None or self.directory is None:
+            return None
+        res = resource or self.resource()
+        probes: tuple[ProbeInfo, ...] = ()
+        if "state" in taps_for(self.watches, stage=stage):
+            probes = (ProbeInfo(next_probe_ids(self.directory, 1), "state", stage),)
+        found = Topology(
+            "", resources=(res,), stages=(StageInfo(stage, res.name, self._role(stage)),),
+            probes=probes,
+        )  # fmt: skip
+        declare(self.directory, found)
+        if not probes:
+            return None
+        return make_tracker(stage, rec.tap(probes[0].id, Kind.STATE, cost=COST_CALL))
+
+    def _declare_queue(self, q: DeclaredQueue) -> None:
+        """A queue made while the session runs: its probes, declared, then attached."""
+        assert self.directory is not None
+        info = self.channel_info(q)
+        kinds = [k for k in ("tail", "head") if k in taps_for(self.watches, channel=info)]
+        if not kinds:
+            found = Topology("", channels=(info,))
+            declare(self.directory, found)
+            return
+        first = next_probe_ids(self.directory, len(kinds))
+        probes = tuple(ProbeInfo(first + i, k, q.name) for i, k in enumerate(kinds))
+        declare(self.directory, Topology("", channels=(info,), probes=probes))
+        for p in probes:
+            q.attach(p.kind, p.id)
+
+    def activate(
+        self,
+        probes: tuple[ProbeInfo, ...],
+        directory: str,
+        capacity: int,
+        watches: list[dict[str, Any]],
+    ) -> None:
+        """Turn on the probes a session needs, recording into ``directory``; stages and queues
+        that appear later get probes numbered after these."""
+        with self.lock:
+            self.probes = probes
+            self.directory = directory
+            self.capacity = capacity
+            self.watches = watches
+            self.owner = os.getpid()
+            set_next_probe_id(directory, max((p.id for p in probes), default=0) + 1)
+            os.environ[SESSION_ENV] = json.dumps(
+                {"dir": directory, "capacity": capacity, "watches": watches, "owner": self.owner}
+            )
+            for p in probes:
+                if p.kind in ("tail", "head"):
+                    self.queues[p.target].attach(p.kind, p.id)
+
+    def deactivate(self) -> None:
+        with self.lock:
+            os.environ.pop(SESSION_ENV, None)
+            for q in self.queues.values():
+                q.detach()
+            self._trackers.clear()
+            self._recorders.clear()
+            self.probes = ()
+            self.directory = None
+            self.watches = []
+            self._env_checked = os.getpid()
+
+
+REGISTRY = Registry()
+
+__all__ = ["REGISTRY", "SESSION_ENV", "DeclaredQueue", "Registry", "taps_for"]
