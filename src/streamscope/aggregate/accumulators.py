@@ -5,11 +5,13 @@ two accumulators of one spec. State is bounded however many batches arrive.
 
 from __future__ import annotations
 
-from typing import Protocol, TypeVar, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from streamscope.aggregate._merge import check_params, same_kind
+from streamscope.aggregate.extreme import RunningExtreme
 from streamscope.aggregate.points import (
     DutyPoint,
     HistogramPoint,
@@ -19,19 +21,13 @@ from streamscope.aggregate.points import (
 )
 from streamscope.aggregate.sketch import SKETCH_RELATIVE_ACCURACY, LogSketch, quantile_index
 
-
-def _dot(v: NDArray[np.float64], w: NDArray[np.float64]) -> float:
-    """sum(v * w) on this thread: ``np.dot`` hands long vectors to a BLAS thread pool, which on a
-    small machine takes the core the application needs (and halves the monitor's rate)."""
-    return float(np.einsum("i,i->", v, w))
-
-
 __all__ = [
     "EXACT_DISTINCT_LIMIT",
     "SKETCH_RELATIVE_ACCURACY",
     "Accumulator",
     "CountAccumulator",
     "DutyAccumulator",
+    "ExtremeAccumulator",
     "HistogramAccumulator",
     "MaxAccumulator",
     "MeanAccumulator",
@@ -93,18 +89,14 @@ def _total(v: F64, w: F64 | None) -> float:
     return float(v.size) if w is None else float(w.sum())
 
 
-_A = TypeVar("_A")
+def _dot(v: F64, w: F64) -> float:
+    """sum(v * w) on this thread: ``np.dot`` hands long vectors to a BLAS thread pool, which on a
+    small machine takes the core the application needs (and halves the monitor's rate)."""
+    return float(np.einsum("i,i->", v, w))
 
 
-def _same_kind(acc: _A, other: object) -> _A:
-    if type(other) is not type(acc):
-        raise ValueError(f"cannot merge {type(other).__name__} into {type(acc).__name__}")
-    return other
-
-
-def _check_params(name: str, mine: object, theirs: object) -> None:
-    if mine != theirs:
-        raise ValueError(f"cannot merge accumulators with different {name}: {mine} != {theirs}")
+def _weighted_sum(v: F64, w: F64 | None) -> float:
+    return float(v.sum() if w is None else _dot(v, w))
 
 
 class CountAccumulator:
@@ -123,7 +115,7 @@ class CountAccumulator:
         return ScalarPoint("count", self._w)
 
     def merge(self, other: Accumulator) -> None:
-        self._w += _same_kind(self, other)._w
+        self._w += same_kind(self, other)._w
 
 
 class SumAccumulator:
@@ -136,13 +128,13 @@ class SumAccumulator:
 
     def add_batch(self, values: F64, weights: F64 | None = None) -> None:
         v, w = _prepare(values, weights)
-        self._s += float(v.sum() if w is None else _dot(v, w))
+        self._s += _weighted_sum(v, w)
 
     def collect(self) -> Point:
         return ScalarPoint("sum", self._s)
 
     def merge(self, other: Accumulator) -> None:
-        self._s += _same_kind(self, other)._s
+        self._s += same_kind(self, other)._s
 
 
 class MeanAccumulator:
@@ -156,66 +148,47 @@ class MeanAccumulator:
 
     def add_batch(self, values: F64, weights: F64 | None = None) -> None:
         v, w = _prepare(values, weights)
-        self._s += float(v.sum() if w is None else _dot(v, w))
+        self._s += _weighted_sum(v, w)
         self._w += _total(v, w)
 
     def collect(self) -> Point:
         return ScalarPoint("mean", self._s / self._w if self._w > 0.0 else None)
 
     def merge(self, other: Accumulator) -> None:
-        o = _same_kind(self, other)
+        o = same_kind(self, other)
         self._s += o._s
         self._w += o._w
 
 
-class MinAccumulator:
+class ExtremeAccumulator(RunningExtreme):
+    """Smallest (``largest = False``) or largest value with a positive weight; None without one.
+    :class:`MinAccumulator` and :class:`MaxAccumulator` fix the direction."""
+
+    __slots__ = ()
+
+    def add_batch(self, values: F64, weights: F64 | None = None) -> None:
+        v, w = _prepare(values, weights)
+        if w is not None:
+            v = v[w > 0.0]
+        if v.size:
+            m = float(v.max() if self.largest else v.min())
+            self.take(m, m)
+
+
+class MinAccumulator(ExtremeAccumulator):
     """Smallest value with a positive weight; None without one."""
 
-    __slots__ = ("_m",)
-
-    def __init__(self) -> None:
-        self._m: float | None = None
-
-    def add_batch(self, values: F64, weights: F64 | None = None) -> None:
-        v, w = _prepare(values, weights)
-        if w is not None:
-            v = v[w > 0.0]
-        if v.size:
-            m = float(v.min())
-            self._m = m if self._m is None else min(self._m, m)
-
-    def collect(self) -> Point:
-        return ScalarPoint("min", self._m)
-
-    def merge(self, other: Accumulator) -> None:
-        m = _same_kind(self, other)._m
-        if m is not None:
-            self._m = m if self._m is None else min(self._m, m)
+    __slots__ = ()
+    stat = "min"
+    largest = False
 
 
-class MaxAccumulator:
+class MaxAccumulator(ExtremeAccumulator):
     """Largest value with a positive weight; None without one."""
 
-    __slots__ = ("_m",)
-
-    def __init__(self) -> None:
-        self._m: float | None = None
-
-    def add_batch(self, values: F64, weights: F64 | None = None) -> None:
-        v, w = _prepare(values, weights)
-        if w is not None:
-            v = v[w > 0.0]
-        if v.size:
-            m = float(v.max())
-            self._m = m if self._m is None else max(self._m, m)
-
-    def collect(self) -> Point:
-        return ScalarPoint("max", self._m)
-
-    def merge(self, other: Accumulator) -> None:
-        m = _same_kind(self, other)._m
-        if m is not None:
-            self._m = m if self._m is None else max(self._m, m)
+    __slots__ = ()
+    stat = "max"
+    largest = True
 
 
 class HistogramAccumulator:
@@ -258,8 +231,8 @@ class HistogramAccumulator:
         return HistogramPoint(self._edges, tuple(w[1:-1]), w[0], w[-1])
 
     def merge(self, other: Accumulator) -> None:
-        o = _same_kind(self, other)
-        _check_params("edges", self._edges, o._edges)
+        o = same_kind(self, other)
+        check_params("edges", self._edges, o._edges)
         self._w += o._w
 
 
@@ -289,8 +262,8 @@ class DutyAccumulator:
         return DutyPoint(self._labels, tuple(fractions))
 
     def merge(self, other: Accumulator) -> None:
-        o = _same_kind(self, other)
-        _check_params("labels", self._labels, o._labels)
+        o = same_kind(self, other)
+        check_params("labels", self._labels, o._labels)
         self._w += o._w
 
 
@@ -325,7 +298,7 @@ class QuantilesAccumulator:
     @property
     def nbytes(self) -> int:
         """Bytes held by the state's arrays (bounded: the table is capped, the sketch fixed)."""
-        sketch = 0 if self._sketch is None else self._sketch._counts.nbytes
+        sketch = 0 if self._sketch is None else self._sketch.nbytes
         return self._vals.nbytes + self._wts.nbytes + sketch
 
     def add_batch(self, values: F64, weights: F64 | None = None) -> None:
@@ -356,8 +329,8 @@ class QuantilesAccumulator:
         return QuantilesPoint(self._qs, tuple(values))
 
     def merge(self, other: Accumulator) -> None:
-        o = _same_kind(self, other)
-        _check_params("quantiles", self._qs, o._qs)
+        o = same_kind(self, other)
+        check_params("quantiles", self._qs, o._qs)
         if o._sketch is not None:
             if self._sketch is None:
                 self._sketch = o._sketch.copy()

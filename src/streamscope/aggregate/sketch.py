@@ -49,6 +49,11 @@ class LogSketch:
         self._min = math.inf
         self._max = -math.inf
 
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by its buckets (fixed)."""
+        return int(self._counts.nbytes)
+
     def copy(self) -> LogSketch:
         s = LogSketch()
         s._counts[:] = self._counts
