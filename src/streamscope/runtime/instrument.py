@@ -6,13 +6,15 @@ run as ``session.run``; the program runs inside ``with streamscope.monitor(...)`
 
 from __future__ import annotations
 
+import _thread
+import threading
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from streamscope.core.clock import host_now_ticks
-from streamscope.core.errors import StreamscopeError, StreamscopeWarning
+from streamscope.core.errors import ConfigError, StreamscopeError, StreamscopeWarning
+from streamscope.core.modes import RunMode, RunStatus
 from streamscope.pipeline.dropin import REGISTRY
 from streamscope.pipeline.pipeline import plan_probes
 from streamscope.query.ast import Query
@@ -20,6 +22,7 @@ from streamscope.query.compile import compile_queries, watches
 from streamscope.query.defaults import CHANNEL_DEFAULTS, PROGRAM_DEFAULTS, STAGE_DEFAULTS
 from streamscope.runtime.launch import Launched
 from streamscope.runtime.options import (
+    INTERRUPTED,
     FramesCallback,
     RunOptions,
     RunResult,
@@ -28,12 +31,12 @@ from streamscope.runtime.options import (
 )
 from streamscope.runtime.session import live_view
 from streamscope.store.writer import InMemoryStore
-from streamscope.transport.wire import MsgType
 
 
 @dataclass(slots=True)
 class Session:
-    """A live drop-in monitoring session; ``result`` is set when the ``with`` block ends."""
+    """A live drop-in monitoring session; ``result`` is set when the ``with`` block ends
+    (mutable for that reason: the caller holds it from the block's start)."""
 
     options: RunOptions
     result: RunResult | None = None
@@ -62,7 +65,7 @@ def monitor(
     occupancy, throughput and latency, every stage's state). ``on_frames``, ``on_lag`` and
     ``on_note`` and ``live`` as ``streamscope.run``'s; ``name`` is the run's.
     """
-    opts = options or RunOptions(mode="inline")
+    opts = options or RunOptions(mode=RunMode.INLINE)
     base = REGISTRY.topology()
     plan = compile_queries(open_queries(queries), base, opts.frame_ns, open_world=True)
     if live:
@@ -72,33 +75,57 @@ def monitor(
         ):
             yield s
         return
+    opts.refuse_pipeline_only("a program's queues and stages")
     topology = REGISTRY.topology(plan_probes(base, plan.taps))
     check_out(opts.out, opts.overwrite)
     launched = Launched(plan, topology, make_meta(name, opts), opts, on_frames, on_lag, on_note)
     session = Session(opts)
-    control = launched.control
     REGISTRY.activate(topology.probes, launched.ring_dir, opts.tap_capacity, watches(plan))
-    control.send(MsgType.START, host_now_ticks(), info={})
-    status, error = "completed", None
+    launched.begin()
+    status, error = RunStatus.COMPLETED, None
+    watchdog = _Watchdog(opts.timeout_ns)
     try:
         yield session
     except KeyboardInterrupt:
-        status, error = "interrupted", "interrupted by the user (SIGINT)"
-        raise
+        status, error = RunStatus.INTERRUPTED, watchdog.why or INTERRUPTED
+        if not watchdog.why:
+            raise  # the user's Ctrl-C goes on; a time limit asked for ends here
     except BaseException as exc:
-        status, error = "failed", f"{type(exc).__name__}: {exc}"
+        status, error = RunStatus.FAILED, f"{type(exc).__name__}: {exc}"
         raise
     finally:
+        watchdog.cancel()
         REGISTRY.deactivate()
-        end = host_now_ticks()  # after the last records, so none lies beyond the end
-        control.send(MsgType.FINISH, end, info={"status": status, "error": error})
-        control.close()
+        launched.end(status, error)
         try:
             session.result = launched.finish(None)
         finally:
             launched.cleanup()
         if queries:  # the defaults ask for what may not be there
             _warn_unmatched(session.result)
+
+
+class _Watchdog:
+    """Ends the block after ``timeout_ns`` (none: never) as Ctrl-C would, saying why."""
+
+    def __init__(self, timeout_ns: int | None) -> None:
+        self.why: str | None = None
+        self._timer: threading.Timer | None = None
+        if timeout_ns is None:
+            return
+        if threading.current_thread() is not threading.main_thread():
+            raise ConfigError("a time limit needs monitor() on the main thread (it interrupts it)")
+        self._timer = threading.Timer(timeout_ns / 1e9, self._fire, (timeout_ns / 1e9,))
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _fire(self, limit_s: float) -> None:
+        self.why = f"stopped after its time limit of {limit_s:g} s"
+        _thread.interrupt_main()
+
+    def cancel(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
 
 
 def open_queries(queries: Sequence[Query | str]) -> list[Query | str]:

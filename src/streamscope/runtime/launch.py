@@ -27,7 +27,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from streamscope.aggregate.points import DropCount, FrameResult
+from streamscope.core.clock import host_now_ticks
 from streamscope.core.errors import ConfigError, RunFileError
+from streamscope.core.modes import RunMode, RunStatus
 from streamscope.core.rings import ring_directory
 from streamscope.core.topology import Topology
 from streamscope.query.compile import Plan
@@ -36,6 +38,7 @@ from streamscope.store.lock import WriterLock, repair
 from streamscope.store.writer import DuckDBStore, InMemoryStore, RunMeta, RunStore
 from streamscope.transport.channels import InMemoryTransport, UnixSocketTransport
 from streamscope.transport.control import Control
+from streamscope.transport.wire import MsgType
 
 #: File names inside a run's private directory.
 SOCKET, RINGS, TRUTH, CONFIG = "monitor.sock", "rings", "truth", "config.json"
@@ -56,9 +59,7 @@ class Launched:
         on_lag: Callable[[int], None] | None = None,
         on_note: Callable[[str], None] | None = None,
     ) -> None:
-        if opts.mode not in ("process", "inline"):
-            raise ConfigError(f"unknown monitor mode {opts.mode!r}; valid: process, inline")
-        if opts.mode == "process" and opts.out is None:
+        if opts.mode == RunMode.PROCESS and opts.out is None:
             raise ConfigError("a dedicated monitor process needs an output file (--out)")
         self.opts = opts
         #: One writer per run file, from before the application starts to the file's end.
@@ -99,7 +100,7 @@ class Launched:
         self.store: RunStore | None = None
         self._inline: Any = None
         self._on_lag = on_lag
-        if opts.mode == "process":
+        if opts.mode == RunMode.PROCESS:
             self._start_process(plan, topology, meta, listener, on_frames)
             self.control = Control(UnixSocketTransport(self.socket_path))
         else:
@@ -201,6 +202,19 @@ class Launched:
             elif kind == "done":
                 self._events.append(ev)
 
+    def begin(self) -> int:
+        """Tell the monitor the application starts now; returns the host's ticks then."""
+        t0 = host_now_ticks()
+        self.control.send(MsgType.START, t0, info={})
+        return t0
+
+    def end(self, status: RunStatus, error: str | None) -> None:
+        """Tell the monitor how the application ended (after its last records) and close the
+        link; ``finish`` then waits for the run file."""
+        end = host_now_ticks()  # after the last records, so none lies beyond the end
+        self.control.send(MsgType.FINISH, end, info={"status": status.value, "error": error})
+        self.control.close()
+
     def failure(self) -> str | None:
         """Why the monitor can no longer record this run (None while it can)."""
         if self._error is not None:
@@ -223,7 +237,9 @@ class Launched:
             if opts.out and self.store is not None:
                 self.store.close()
             if final is None:
-                return RunResult("failed", "the monitor thread broke", opts.out, self.store, stage)
+                return RunResult(
+                    RunStatus.FAILED, "the monitor thread broke", opts.out, self.store, stage
+                )
             return RunResult(
                 final.status, final.error, opts.out, self.store, stage, {"events": final.events}
             )
@@ -246,7 +262,7 @@ class Launched:
                     repair(opts.out, f"the run stopped: {error}", holding=self.lock is not None)
                 except RunFileError as e:
                     error += f"; the run file could not be finalised: {e}"
-            return RunResult("failed", error, opts.out, None, stage)
+            return RunResult(RunStatus.FAILED, error, opts.out, None, stage)
         d = self._events[-1]
         return RunResult(
             d["status"], d.get("error"), opts.out, None, stage, {"events": d.get("events", 0)}

@@ -18,6 +18,7 @@ from typing import Any
 from streamscope.aggregate.points import DropCount, FrameResult
 from streamscope.core import native
 from streamscope.core.errors import ConfigError
+from streamscope.core.modes import ClockMethod, RunMode, RunStatus, parse
 from streamscope.core.version import VERSION
 from streamscope.probes.agent import DEFAULT_FLUSH_INTERVAL_S
 from streamscope.probes.taps import DEFAULT_CAPACITY
@@ -28,10 +29,16 @@ FramesCallback = Callable[[Sequence[FrameResult], Sequence[DropCount]], None]
 
 @dataclass(frozen=True, slots=True)
 class RunOptions:
+    """What a monitored run is asked to do, resolved once at the edge (the API's arguments or
+    the command line) and checked here. A ``Pipeline``'s run honours every field; a program's
+    (``monitor``, ``streamscope run prog.py``) refuses those that concern devices only
+    (``PIPELINE_ONLY``)."""
+
     frame_ns: int = 1_000_000_000
     out: Path | None = None
     overwrite: bool = False
-    mode: str = "process"  # process: a dedicated monitor process; inline: a thread here
+    #: process: a dedicated monitor process (needs ``out``); inline: a thread here.
+    mode: RunMode = RunMode.PROCESS
     #: How often a device's agent reduces and ships its own sub-queues (seconds).
     flush_interval_s: float = DEFAULT_FLUSH_INTERVAL_S
     #: Records each probe ring holds (a power of two); what the monitor has not drained yet
@@ -40,7 +47,7 @@ class RunOptions:
     #: Seconds between short calibration bursts of each clock domain (0: start and end only).
     calibrate_every_s: float = 2.0
     #: How each burst is fitted: hull (robust, tick-aware) or timetrial (seed 000).
-    clock_method: str = "hull"
+    clock_method: ClockMethod = ClockMethod.HULL
     #: Validation only: record the true insertion and removal time of every item of each link
     #: channel, and report each virtual queue's distance to its true occupancy (the estimate
     #: never reads them).
@@ -69,6 +76,10 @@ class RunOptions:
         out: object = self.out
         if out is not None and not isinstance(out, Path):
             object.__setattr__(self, "out", Path(str(out)))  # a str or any os.PathLike
+        object.__setattr__(self, "mode", parse(RunMode, self.mode, "monitor mode"))
+        object.__setattr__(
+            self, "clock_method", parse(ClockMethod, self.clock_method, "clock fit method")
+        )
         if self.stall_ns < MIN_STALL_NS:
             raise ConfigError(
                 f"stall limit {self.stall_ns / 1e6:g} ms is too short: a busy stage that "
@@ -77,23 +88,48 @@ class RunOptions:
         if self.flight_records < 0:
             raise ConfigError(f"flight_records must be 0 or more, not {self.flight_records}")
 
+    def refuse_pipeline_only(self, what: str) -> None:
+        """Refuse what only a ``Pipeline``'s run can honour (its devices, its run loop), for a
+        run of ``what`` (a program's queues and stages): every other field it honours."""
+        default = RunOptions()
+        for name, why in PIPELINE_ONLY.items():
+            if getattr(self, name) != getattr(default, name):
+                raise ConfigError(f"{name} cannot apply to {what}: {why}")
+
+
+#: Why a run was interrupted by Ctrl-C.
+INTERRUPTED = "interrupted by the user (SIGINT)"
+
+#: Options that concern a pipeline's devices only, and why.
+PIPELINE_ONLY = {
+    "flush_interval_s": "only a device's agent flushes (a program's stages have none)",
+    "calibrate_every_s": "only devices have clocks of their own to calibrate",
+    "ground_truth": "it records the true times of link channels' items, and a program has none",
+    "device_trace": "it ships devices' raw records, and a program has no devices",
+}
 
 #: The shortest stall limit (ns): several heartbeats of a busy stage (``_native.c``).
 MIN_STALL_NS = 300_000_000
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class RunResult:
-    status: str
+    """How a run ended: its ``status`` and why (``error``), its file (``path``) or in-memory
+    ``store``, the ``stage`` that failed it (if one did), and the monitor's own figures."""
+
+    status: RunStatus
     error: str | None
     path: Path | None
     store: RunStore | None = None
     stage: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", parse(RunStatus, self.status, "run status"))
+
     @property
     def exit_code(self) -> int:
-        return {"completed": 0, "failed": 1, "interrupted": 130}.get(self.status, 1)
+        return self.status.exit_code
 
 
 def make_meta(name: str, opts: RunOptions) -> RunMeta:

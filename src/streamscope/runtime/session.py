@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 from streamscope.aggregate.points import DropCount, FrameResult
-from streamscope.core.clock import host_now_ticks
 from streamscope.core.errors import ConfigError
+from streamscope.core.modes import RunStatus, parse
 from streamscope.core.topology import HOST, Topology
 from streamscope.pipeline.pipeline import Pipeline, plan_probes
 from streamscope.pipeline.runner import Outcome, Runner
@@ -24,6 +24,7 @@ from streamscope.query.defaults import default_queries
 from streamscope.runtime.functrace import TracingSession
 from streamscope.runtime.launch import Launched
 from streamscope.runtime.options import (
+    INTERRUPTED,
     FramesCallback,
     RunOptions,
     RunResult,
@@ -167,8 +168,7 @@ def _drive(
     if on_main:
         signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     try:
-        t0 = host_now_ticks()
-        control.send(MsgType.START, t0, info={})
+        t0 = launched.begin()
         tracer = tracing.active()
         if tracer is not None and tracer.excluded:
             control.send(MsgType.NOTE, t0, info={"trace_excluded": dict(tracer.excluded)})
@@ -192,16 +192,14 @@ def _drive(
             outcome = runner.wait(should_stop=launched.failure, timeout_s=limit)
         except KeyboardInterrupt:
             runner.stop()
-            outcome = Outcome("interrupted", "interrupted by the user (SIGINT)")
+            outcome = Outcome("interrupted", INTERRUPTED)
         except BaseException:
             runner.stop()
             raise
     except KeyboardInterrupt:
-        outcome = Outcome("interrupted", "interrupted by the user (SIGINT)")
+        outcome = Outcome("interrupted", INTERRUPTED)
     finally:
-        end = host_now_ticks()  # after the last records, so none lies beyond the end
-        control.send(MsgType.FINISH, end, info={"status": outcome.status, "error": outcome.error})
-        control.close()
+        launched.end(parse(RunStatus, outcome.status, "run status"), outcome.error)
         if on_main:
             signal.signal(signal.SIGTERM, previous)
     return outcome

@@ -1,0 +1,55 @@
+"""Run options are checked where they enter, and every one is honoured or refused."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import streamscope as ss
+from streamscope.core.errors import ConfigError
+from streamscope.core.modes import ClockMethod, RunMode, RunStatus
+from streamscope.runtime.options import PIPELINE_ONLY, RunOptions, RunResult
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "valid"),
+    [("mode", "thread", "process, inline"), ("clock_method", "ols", "hull, timetrial")],
+)
+def test_an_unknown_word_is_refused_with_the_valid_ones(field: str, value: str, valid: str) -> None:
+    with pytest.raises(ConfigError, match=f"unknown .*'{value}'; valid: {valid}"):
+        RunOptions(**{field: value})  # type: ignore[arg-type]
+
+
+def test_words_become_members_of_their_set() -> None:
+    opts = RunOptions(mode="Inline ", clock_method="timetrial")  # type: ignore[arg-type]
+    assert opts.mode is RunMode.INLINE and opts.clock_method is ClockMethod.TIMETRIAL
+    assert opts.mode == "inline"  # and still read as their text
+    result = RunResult("interrupted", "why", None)  # type: ignore[arg-type]
+    assert result.status is RunStatus.INTERRUPTED and result.exit_code == 130
+    assert RunResult(RunStatus.FAILED, "x", None).exit_code == 1
+    with pytest.raises(ConfigError, match="unknown run status 'done'"):
+        RunResult("done", None, None)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("flush_interval_s", 0.5), ("calibrate_every_s", 0.5), ("ground_truth", True),
+     ("device_trace", True)],
+)  # fmt: skip
+def test_a_program_refuses_what_only_a_pipeline_can_honour(field: str, value: object) -> None:
+    assert field in PIPELINE_ONLY
+    opts = RunOptions(mode=RunMode.INLINE, **{field: value})  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=f"{field} cannot apply to a program"), ss.monitor([], opts):
+        pass
+
+
+def test_a_program_ends_at_its_time_limit_as_interrupted_saying_why() -> None:
+    opts = RunOptions(mode=RunMode.INLINE, timeout_ns=300_000_000)
+    t0 = time.monotonic()
+    with ss.monitor([], opts) as session:
+        while time.monotonic() - t0 < 60:  # ended by the limit long before
+            time.sleep(0.01)
+    assert session.result is not None
+    assert session.result.status is RunStatus.INTERRUPTED
+    assert session.result.error == "stopped after its time limit of 0.3 s"
