@@ -22,8 +22,8 @@ from numpy.typing import NDArray
 
 from _harness import Summary, fmt_spread, interleave, machine, paired_ratios, parse_args, table
 from streamscope.model import blocking_fifo, lindley_fifo, tandem_bulk
-from streamscope.model.bulk import _event_loop_reference
-from streamscope.model.recursions import _lindley
+from streamscope.model.bulk_reference import event_loop_reference as _event_loop_reference
+from streamscope.model.recursions import lindley as _lindley
 
 F64 = NDArray[np.float64]
 TARGET_VS_SIMPY = 100.0

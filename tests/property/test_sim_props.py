@@ -19,8 +19,8 @@ from streamscope.model import (
     tandem_blocking,
     tandem_bulk,
 )
-from streamscope.model.bulk import _event_loop_reference
-from streamscope.model.recursions import _lindley
+from streamscope.model.bulk_reference import event_loop_reference as _event_loop_reference
+from streamscope.model.recursions import lindley as _lindley
 
 F64 = NDArray[np.float64]
 durations = st.lists(st.floats(0.0, 10.0), min_size=1, max_size=60)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
+from dataclasses import dataclass
 from itertools import accumulate
 from typing import NamedTuple, cast
 
@@ -21,7 +22,7 @@ from streamscope.model._inputs import (
     check_capacity,
     check_sorted,
 )
-from streamscope.model.recursions import _lindley, _shift
+from streamscope.model.recursions import lindley, shift
 
 __all__ = ["BulkTandemTimes", "bulk_transfer", "tandem_bulk"]
 
@@ -37,9 +38,36 @@ class BulkTandemTimes(NamedTuple):
     depart: F64  #: leaves the device server
 
 
-def _params(
-    arrive: ArrayLike, bulk_size: int, min_batch: int | None, transfer_ns: ArrayLike
-) -> tuple[F64, int, int, F64]:
+@dataclass(frozen=True, slots=True)
+class _BusRule:
+    """The bus parameters of :func:`bulk_transfer`, checked (ns)."""
+
+    bulk_size: int  #: b: the most items per transfer
+    min_batch: int  #: a: the quorum
+    transfer_ns: F64  #: one fixed time per possible transfer (per item)
+    per_item_ns: float
+    timeout_ns: float  #: in [0, inf]
+    latency_ns: float
+
+
+def _check_ns(name: str, value: float, *, inf_ok: bool = False) -> float:
+    v = float(value)
+    if not (v >= 0.0 and (inf_ok or v < math.inf)):
+        allowed = "in [0, inf]" if inf_ok else "finite and >= 0"
+        raise ModelInputError(f"{name} must be {allowed} ns, got {value!r}")
+    return v
+
+
+def _rule(
+    arrive: ArrayLike,
+    bulk_size: int,
+    min_batch: int | None,
+    transfer_ns: ArrayLike,
+    per_item_ns: float,
+    timeout_ns: float,
+    latency_ns: float,
+) -> tuple[F64, _BusRule]:
+    """The sorted arrivals and the checked bus rule, or a ModelInputError."""
     a = as_times("arrive", arrive)
     check_sorted("arrive", a)
     if int(bulk_size) != bulk_size or bulk_size < 1:
@@ -47,7 +75,14 @@ def _params(
     lo = int(bulk_size) if min_batch is None else int(min_batch)
     if not 1 <= lo <= bulk_size:
         raise ModelInputError(f"min_batch must be in 1..bulk_size={bulk_size}, got {min_batch!r}")
-    return a, int(bulk_size), lo, as_durations("transfer_ns", transfer_ns, a.size)
+    return a, _BusRule(
+        bulk_size=int(bulk_size),
+        min_batch=lo,
+        transfer_ns=as_durations("transfer_ns", transfer_ns, a.size),
+        per_item_ns=_check_ns("per_item_ns", per_item_ns),
+        timeout_ns=_check_ns("timeout_ns", timeout_ns, inf_ok=True),
+        latency_ns=_check_ns("latency_ns", latency_ns),
+    )
 
 
 def _end(a: F64, end_ns: float | None) -> float:
@@ -59,18 +94,18 @@ def _end(a: F64, end_ns: float | None) -> float:
     return float(end_ns)
 
 
-def _quorum_fast(a: F64, b: int, tr: F64, per_item_ns: float, end: float) -> tuple[F64, F64]:
+def _quorum_fast(a: F64, rule: _BusRule, end: float) -> tuple[F64, F64]:
     """a = b and no timeout: batches are fixed blocks of b items, so the bus is a Lindley queue
     whose "arrivals" are the b-th arrival of each block (the last, partial block at ``end``)."""
-    n = a.size
+    n, b = a.size, rule.bulk_size
     nb = -(-n // b)
     trigger = a[b - 1 :: b]
     sizes = np.full(nb, float(b))
     if trigger.size < nb:
         trigger = np.append(trigger, max(end, float(a[-1])))
         sizes[-1] = n - (nb - 1) * b
-    done_b = _lindley(trigger, tr[:nb] + per_item_ns * sizes)
-    start_b = np.maximum(trigger, _shift(done_b, 1))
+    done_b = lindley(trigger, rule.transfer_ns[:nb] + rule.per_item_ns * sizes)
+    start_b = np.maximum(trigger, shift(done_b, 1))
     return np.repeat(start_b, b)[:n], np.repeat(done_b, b)[:n]
 
 
@@ -79,70 +114,61 @@ def _floats(x: F64) -> Sequence[float]:
     return cast("Sequence[float]", np.ascontiguousarray(x, dtype=np.float64).data)
 
 
-def _batches(
-    a: F64,
-    p: int,
-    b: int,
-    lo: int,
-    tr: F64,
-    per_item_ns: float,
-    timeout_ns: float,
-    end: float,
-    latency_ns: float,
-    s2: F64 | None,
-    cap2: int,
-) -> tuple[F64, F64, F64, F64 | None]:
-    """The bus rule of :func:`bulk_transfer`, O(1) Python work per transfer, item times by numpy.
+def _flush_points(a: F64, p: int, timeout_ns: float) -> list[int]:
+    """Where an inactivity flush may fall: the items ``i >= p`` whose successor arrives more
+    than ``timeout_ns`` later, then ``n - 1`` (no successor) and ``n`` (a sentinel)."""
+    n = a.size
+    if not timeout_ns < math.inf:
+        return [n]
+    # Same float operations as the reference loop; the last item has no successor.
+    big = np.flatnonzero(a[1:] > a[:-1] + timeout_ns)
+    return [*big[big >= p].tolist(), n - 1, n]
 
-    In: sorted arrivals ``a`` (ns), items ``0..p-1`` preloaded (already in the device buffer at
-    their arrival time; the bus takes ``p..n-1``), the bus parameters, and with ``s2`` a device
-    buffer of ``cap2`` places. Out: start1, done1, deliver and, with ``s2``, the device
-    departures; equal, bit for bit, to :func:`_event_loop_reference`.
+
+def _served_in_order(av: Sequence[float], s2v: Sequence[float], p: int) -> list[float]:
+    """Device departures of the ``p`` preloaded items: served in order from their arrival."""
+    d2: list[float] = []
+    d_prev = -math.inf
+    for k in range(p):
+        d_prev = max(av[k], d_prev) + s2v[k]
+        d2.append(d_prev)
+    return d2
+
+
+class _Transfers(NamedTuple):
+    """The bus's transfers, one entry each, and the device's departures item by item."""
+
+    first: list[int]  #: its first item
+    start: list[float]
+    deliver: list[float]  #: when its items reach the device buffer (with one)
+    depart: list[float]  #: device departures, per item (with a device buffer)
+
+
+def _transfers(a: F64, p: int, rule: _BusRule, end: float, s2: F64 | None, cap2: int) -> _Transfers:
+    """The bus rule of :func:`bulk_transfer`, O(1) Python work per transfer.
 
     Per transfer: the quorum time is one lookup. The inactivity flush needs the first waiting
     item ``i`` whose successor arrives both more than ``timeout_ns`` later and after the bus is
     free: the first ``i >= max(h, r - 1)`` (``r``: the first item arriving after the bus is free,
-    one bisection) among the precomputed, usually sparse, indices with
-    ``a[i+1] > a[i] + timeout_ns``; a pointer into them, which only moves forward, skips the
-    search whenever none lies in the batch window. The batch size is one bisection; per-item
-    times then come from ``np.repeat``. Arrays are read through memoryviews (Python floats,
-    no conversion of the whole array). With ``s2`` the device departures are needed inside the
+    one bisection) among the precomputed, usually sparse, :func:`_flush_points`; a pointer into
+    them, which only moves forward, skips the search whenever none lies in the batch window. The
+    batch size is one bisection. Arrays are read through memoryviews (Python floats, no
+    conversion of the whole array). With ``s2`` the device departures are needed inside the
     loop (hold-on-full): each batch's are one ``itertools.accumulate`` (sequential adds in C).
     """
-    n = a.size
-    av = _floats(a)
-    trv = _floats(tr)
-    finite = timeout_ns < math.inf
-    flush: list[int] = [n]
-    if finite:
-        # Same float operations as the reference loop; the last item has no successor.
-        big = np.flatnonzero(a[1:] > a[:-1] + timeout_ns)
-        flush = [*big[big >= p].tolist(), n - 1, n]
-    ptr = 0
+    n, b, lo, tmo, lat = a.size, rule.bulk_size, rule.min_batch, rule.timeout_ns, rule.latency_ns
+    av, trv, per = _floats(a), _floats(rule.transfer_ns), rule.per_item_ns
+    flush, finite, ptr = _flush_points(a, p, tmo), tmo < math.inf, 0
     blocking = s2 is not None
     s2v = _floats(s2 if s2 is not None else np.empty(0))
-    d2: list[float] = []
-    d_prev = -math.inf
-    if blocking:
-        for k in range(p):  # preloaded items: served in order from their arrival
-            d_prev = max(av[k], d_prev) + s2v[k]
-            d2.append(d_prev)
-    firsts: list[int] = []
-    starts: list[float] = []
-    delivers: list[float] = []
-    free = -math.inf
-    h = p
-    j = 0
+    out = _Transfers([], [], [], _served_in_order(av, s2v, p) if blocking else [])
+    d2 = out.depart
+    d_prev = d2[-1] if d2 else -math.inf
+    free, h, j = -math.inf, p, 0
     while h < n:
         q = h + lo - 1
-        t: float
-        if q < n:
-            t = av[q]
-            bound = q
-        else:
-            t = end
-            bound = n
-        t = max(t, free)
+        bound = q if q < n else n
+        t = max(av[q] if q < n else end, free)
         if finite:
             while flush[ptr] < h:
                 ptr += 1
@@ -150,114 +176,54 @@ def _batches(
                 r = bisect_right(av, free, h, bound + 1 if bound < n else n)
                 i = flush[bisect_left(flush, r - 1, ptr)] if r - 1 > h else flush[ptr]
                 if i < bound:
-                    t = min(t, max(av[i] + timeout_ns, free))
+                    t = min(t, max(av[i] + tmo, free))
         hb = h + b
         m = bisect_right(av, t, h, hb if hb < n else n) - h
-        fin = t + trv[j] + per_item_ns * m
+        fin = t + trv[j] + per * m
         if blocking:
-            arr = fin + latency_ns
-            got = arr
-            if h + m - cap2 - 2 >= 0:
-                held = d2[h + m - cap2 - 2]
-                if held > arr:
-                    got = held
+            arr = got = fin + lat
+            if h + m - cap2 - 2 >= 0 and d2[h + m - cap2 - 2] > arr:
+                got = d2[h + m - cap2 - 2]
             free = got if got > arr else fin  # a held transfer holds the bus until delivered
             d2.extend(accumulate(s2v[h + 1 : h + m], initial=max(got, d_prev) + s2v[h]))
             d_prev = d2[-1]
-            delivers.append(got)
+            out.deliver.append(got)
         else:
             free = fin
-        firsts.append(h)
-        starts.append(t)
+        out.first.append(h)
+        out.start.append(t)
         h += m
         j += 1
-    first = np.asarray(firsts, dtype=np.int64)
-    sizes = np.diff(first, append=n)
-    t1 = np.asarray(starts, dtype=np.float64)
+    return out
+
+
+def _batches(
+    a: F64, p: int, rule: _BusRule, end: float, s2: F64 | None = None, cap2: int = 0
+) -> tuple[F64, F64, F64, F64 | None]:
+    """The bus of :func:`bulk_transfer`, item by item.
+
+    In: sorted arrivals ``a`` (ns), items ``0..p-1`` preloaded (already in the device buffer at
+    their arrival time; the bus takes ``p..n-1``), the bus rule, and with ``s2`` a device
+    buffer of ``cap2`` places. Out: start1, done1, deliver and, with ``s2``, the device
+    departures; equal, bit for bit, to :func:`~streamscope.model.bulk_reference.
+    event_loop_reference`. The transfers come from :func:`_transfers`; per-item times from
+    ``np.repeat``.
+    """
+    n = a.size
+    tr = _transfers(a, p, rule, end, s2, cap2)
+    sizes = np.diff(np.asarray(tr.first, dtype=np.int64), append=n)
+    t1 = np.asarray(tr.start, dtype=np.float64)
     # The loop's fin, recomputed with the same float operations in the same order.
-    fin_b = t1 + tr[: t1.size] + per_item_ns * sizes.astype(np.float64)
+    fin_b = t1 + rule.transfer_ns[: t1.size] + rule.per_item_ns * sizes.astype(np.float64)
     head = a[:p]
     start1 = np.concatenate((head, np.repeat(t1, sizes)))
     done1 = np.concatenate((head, np.repeat(fin_b, sizes)))
-    if blocking:
-        got_b = np.asarray(delivers, dtype=np.float64)
+    if s2 is not None:
+        got_b = np.asarray(tr.deliver, dtype=np.float64)
         deliver = np.concatenate((head, np.repeat(got_b, sizes)))
-        return start1, done1, deliver, np.asarray(d2, dtype=np.float64)
-    deliver = np.concatenate((head, np.repeat(fin_b + latency_ns, sizes)))
+        return start1, done1, deliver, np.asarray(tr.depart, dtype=np.float64)
+    deliver = np.concatenate((head, np.repeat(fin_b + rule.latency_ns, sizes)))
     return start1, done1, deliver, None
-
-
-def _event_loop_reference(
-    a: F64,
-    b: int,
-    lo: int,
-    tr: F64,
-    per_item_ns: float,
-    timeout_ns: float,
-    end: float,
-    s2: F64 | None,
-    cap2: int,
-    latency_ns: float = 0.0,
-    preloaded: int = 0,
-) -> tuple[F64, F64, F64, F64]:
-    """Reference for :func:`_batches` (tests only): the original event loop, one transfer per
-    iteration plus per-item steps, extended by latency and preloaded items.
-
-    Returns start1, done1, deliver and (when ``s2`` is given) depart, all item by item.
-    """
-    n = a.size
-    av, trv = a.tolist(), tr.tolist()
-    s2v = s2.tolist() if s2 is not None else []
-    start = [0.0] * n
-    done = [0.0] * n
-    deliver = [0.0] * n
-    d2 = [0.0] * n
-    free = -math.inf
-    d_prev = -math.inf
-    for k in range(preloaded):
-        start[k] = done[k] = deliver[k] = av[k]
-        if s2 is not None:
-            d_prev = max(av[k], d_prev) + s2v[k]
-            d2[k] = d_prev
-    h = preloaded
-    j = 0
-    while h < n:
-        t = max(free, av[h + lo - 1]) if h + lo - 1 < n else max(free, end)
-        if timeout_ns < math.inf:
-            for i in range(h, min(h + lo - 1, n)):
-                ti = max(free, av[i] + timeout_ns)
-                if ti >= t:
-                    break
-                if i + 1 == n or av[i + 1] > ti:
-                    t = ti
-                    break
-        m = bisect_right(av, t, h, min(h + b, n)) - h
-        fin = t + trv[j] + per_item_ns * m
-        last = h + m - 1
-        got = fin + latency_ns
-        free = fin
-        if s2 is not None and last - cap2 - 1 >= 0 and d2[last - cap2 - 1] > got:
-            got = free = d2[last - cap2 - 1]
-        for k in range(h, h + m):
-            start[k], done[k], deliver[k] = t, fin, got
-            if s2 is not None:
-                d_prev = max(got, d_prev) + s2v[k]
-                d2[k] = d_prev
-        h += m
-        j += 1
-
-    def f64(x: list[float]) -> F64:
-        return np.asarray(x, dtype=np.float64)
-
-    return f64(start), f64(done), f64(deliver), f64(d2)
-
-
-def _check_ns(name: str, value: float, *, inf_ok: bool = False) -> float:
-    v = float(value)
-    if not (v >= 0.0 and (inf_ok or v < math.inf)):
-        allowed = "in [0, inf]" if inf_ok else "finite and >= 0"
-        raise ModelInputError(f"{name} must be {allowed} ns, got {value!r}")
-    return v
 
 
 def bulk_transfer(
@@ -285,15 +251,13 @@ def bulk_transfer(
     (``transfer_ns`` a scalar or one value per possible transfer, i.e. per item).
     ``timeout_ns`` is in ``[0, inf]``, ``per_item_ns`` finite and ``>= 0``.
     """
-    a, b, lo, tr = _params(arrive, bulk_size, min_batch, transfer_ns)
-    per = _check_ns("per_item_ns", per_item_ns)
-    tmo = _check_ns("timeout_ns", timeout_ns, inf_ok=True)
+    a, rule = _rule(arrive, bulk_size, min_batch, transfer_ns, per_item_ns, timeout_ns, 0.0)
     if a.size == 0:
         return a.copy(), a.copy()
     end = _end(a, end_ns)
-    if lo == b and tmo == math.inf:
-        return _quorum_fast(a, b, tr, per, end)
-    start, done, _, _ = _batches(a, 0, b, lo, tr, per, tmo, end, 0.0, None, 0)
+    if rule.min_batch == rule.bulk_size and rule.timeout_ns == math.inf:
+        return _quorum_fast(a, rule, end)
+    start, done, _, _ = _batches(a, 0, rule, end)
     return start, done
 
 
@@ -332,40 +296,51 @@ def tandem_bulk(
     arrival time (a frame that starts with a non-empty device side): they skip the bus
     (``start1 = done1 = deliver = arrive``) and are served first, in order.
     """
-    a, b, lo, tr = _params(arrive, bulk_size, min_batch, transfer_ns)
+    a, rule = _rule(arrive, bulk_size, min_batch, transfer_ns, per_item_ns, timeout_ns, latency_ns)
     sv = as_durations("s2", s2, a.size)
-    per = _check_ns("per_item_ns", per_item_ns)
-    tmo = _check_ns("timeout_ns", timeout_ns, inf_ok=True)
-    lat = _check_ns("latency_ns", latency_ns)
     if int(preloaded) != preloaded or not 0 <= preloaded <= a.size:
         raise ModelInputError(
             f"preloaded must be an integer in 0..{a.size} (the number of items), got {preloaded!r}"
         )
-    p = int(preloaded)
     if a.size == 0:
         e = a.copy()
         return BulkTandemTimes(e, e, e, e, e)
     end = _end(a, end_ns)
     if capacity2 is None:
-        if p == a.size:
-            start1 = done1 = a.copy()
-        elif lo == b and tmo == math.inf:
-            bs, bd = _quorum_fast(a[p:], b, tr, per, end)
-            start1, done1 = np.concatenate((a[:p], bs)), np.concatenate((a[:p], bd))
-        else:
-            start1, done1, _, _ = _batches(a, p, b, lo, tr, per, tmo, end, 0.0, None, 0)
-        deliver = done1 + lat if lat else done1
-        if p and lat:
-            deliver[:p] = a[:p]
-        depart = _lindley(deliver, sv)
+        start1, done1, deliver, depart = _unbounded(a, int(preloaded), rule, end, sv)
     else:
-        cap = check_capacity("capacity2", capacity2)
-        if b > cap + 1:
-            raise ModelInputError(
-                f"bulk_size={b} cannot fit a device buffer of capacity2={cap} (+1 server)"
-            )
-        start1, done1, deliver, d2 = _batches(a, p, b, lo, tr, per, tmo, end, lat, sv, cap)
-        assert d2 is not None
-        depart = d2
-    start2 = np.maximum(deliver, _shift(depart, 1))
+        start1, done1, deliver, depart = _bounded(a, int(preloaded), rule, end, sv, capacity2)
+    start2 = np.maximum(deliver, shift(depart, 1))
     return BulkTandemTimes(start1, done1, deliver, start2, depart)
+
+
+def _unbounded(a: F64, p: int, rule: _BusRule, end: float, sv: F64) -> tuple[F64, F64, F64, F64]:
+    """:func:`tandem_bulk` with an unbounded device buffer: the bus never waits for the device,
+    whose server is then a Lindley queue of the deliveries."""
+    if p == a.size:
+        start1 = done1 = a.copy()
+    elif rule.min_batch == rule.bulk_size and rule.timeout_ns == math.inf:
+        bs, bd = _quorum_fast(a[p:], rule, end)
+        start1, done1 = np.concatenate((a[:p], bs)), np.concatenate((a[:p], bd))
+    else:
+        start1, done1, _, _ = _batches(a, p, rule, end)
+    lat = rule.latency_ns
+    deliver = done1 + lat if lat else done1
+    if p and lat:
+        deliver[:p] = a[:p]
+    return start1, done1, deliver, lindley(deliver, sv)
+
+
+def _bounded(
+    a: F64, p: int, rule: _BusRule, end: float, sv: F64, capacity2: int
+) -> tuple[F64, F64, F64, F64]:
+    """:func:`tandem_bulk` with a device buffer of ``capacity2`` places: a transfer that does
+    not fit holds the bus, so the bus and the device are simulated together."""
+    cap = check_capacity("capacity2", capacity2)
+    if rule.bulk_size > cap + 1:
+        raise ModelInputError(
+            f"bulk_size={rule.bulk_size} cannot fit a device buffer of capacity2={cap} (+1 server)"
+        )
+    start1, done1, deliver, d2 = _batches(a, p, rule, end, sv, cap)
+    assert d2 is not None
+    return start1, done1, deliver, d2

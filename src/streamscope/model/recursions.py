@@ -17,7 +17,7 @@ from streamscope.model._inputs import (
     check_sorted,
 )
 
-__all__ = ["TandemTimes", "blocking_fifo", "lindley_fifo", "tandem_blocking"]
+__all__ = ["TandemTimes", "blocking_fifo", "lindley", "lindley_fifo", "shift", "tandem_blocking"]
 
 #: Sweeps of the vectorised fixed-point iteration before falling back to the exact loop. Light
 #: blocking (large buffers, low load) converges in one or two; a saturated blocking producer at
@@ -36,17 +36,18 @@ def lindley_fifo(arrive: ArrayLike, service: ArrayLike) -> F64:
     a = as_times("arrive", arrive)
     check_sorted("arrive", a)
     s = as_durations("service", service, a.size)
-    return _lindley(a, s)
+    return lindley(a, s)
 
 
-def _lindley(a: F64, s: F64) -> F64:
+def lindley(a: F64, s: F64) -> F64:
+    """:func:`lindley_fifo` on arrays already checked (sorted arrivals, one service each)."""
     total = np.cumsum(s)
     out: F64 = total + np.maximum.accumulate(a - (total - s))
     # The unrolled sums can land an ulp below a_k + s_k; never let rounding break causality.
     return np.maximum(out, a + s)
 
 
-def _shift(x: F64, by: int) -> F64:
+def shift(x: F64, by: int) -> F64:
     """``y_k = x_{k-by}``, and ``-inf`` where ``k < by``."""
     y = np.full(x.size, -np.inf)
     if by < x.size:
@@ -67,11 +68,11 @@ def _tandem_sweeps(a: F64, s1: F64, s2: F64, cap: int, max_sweeps: int) -> tuple
     d2 = np.full(a.size, -np.inf)
     own = a + s1
     for _ in range(max_sweeps):
-        c = np.maximum(own, _shift(d2, cap + 1))
-        # As in _lindley: the unrolled sums can land an ulp below c_k (own time, or the
+        c = np.maximum(own, shift(d2, cap + 1))
+        # As in lindley: the unrolled sums can land an ulp below c_k (own time, or the
         # departure that unblocks k), which would show as a zero-length overfull buffer.
         leave1 = np.maximum(total1 + np.maximum.accumulate(c - total1), c)
-        new = _lindley(leave1, s2)
+        new = lindley(leave1, s2)
         if np.array_equal(new, d2):
             return leave1, new
         d2 = new
@@ -141,8 +142,8 @@ def tandem_blocking(
     # the recursion and can leave a rounding-size inversion (seen: 7e-15 ns), so restore it.
     leave1 = np.maximum.accumulate(leave1)
     depart = np.maximum.accumulate(depart)
-    start1 = np.maximum(a, _shift(leave1, 1))
-    start2 = np.maximum(leave1, _shift(depart, 1))
+    start1 = np.maximum(a, shift(leave1, 1))
+    start2 = np.maximum(leave1, shift(depart, 1))
     return TandemTimes(start1, leave1, start2, depart)
 
 
@@ -163,5 +164,5 @@ def blocking_fifo(
     cap = check_capacity("capacity", capacity)
     # A saturated station 1 (all items present at 0) is exactly the blocking producer.
     insert, depart = _tandem(np.zeros(g.size), g, s, cap, max_sweeps)
-    remove = np.maximum(insert, _shift(depart, 1))
+    remove = np.maximum(insert, shift(depart, 1))
     return insert, remove, depart
