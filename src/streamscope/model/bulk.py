@@ -211,7 +211,8 @@ def _batches(
     """
     n = a.size
     tr = _transfers(a, p, rule, end, s2, cap2)
-    sizes = np.diff(np.asarray(tr.first, dtype=np.int64), append=n)
+    first = np.asarray(tr.first, dtype=np.int64)
+    sizes = np.diff(first, append=n)
     t1 = np.asarray(tr.start, dtype=np.float64)
     # The loop's fin, recomputed with the same float operations in the same order.
     fin_b = t1 + rule.transfer_ns[: t1.size] + rule.per_item_ns * sizes.astype(np.float64)
