@@ -19,49 +19,29 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from streamscope.aggregate.points import FrameResult, Point, ScalarPoint
+from streamscope.aggregate.points import FrameResult, Point
 from streamscope.aggregate.specs import AggregationSpec
 from streamscope.aggregate.subqueue import PROFILE_BINS, SubQueueFrames, SubQueueSummary
 from streamscope.core.topology import ChannelInfo, Topology
-from streamscope.model import Bus, combine_frames, occupancy_from_events, predict, self_check
-from streamscope.model import w1_items as w1
-from streamscope.model.estimator import (
-    Arrivals,
-    HistogramLike,
-    Prediction,
-    Profile,
-    SubQueues,
-    condition,
-    replicates,
-    summarise,
-)
-from streamscope.model.selfcheck import DependencePool, FrameVerdict
+from streamscope.model import Bus
+from streamscope.model.estimator import Profile
+from streamscope.monitor.vqmodel import F64, FrameInputs, FrameModels
+from streamscope.monitor.vqtables import VQTables
 from streamscope.query.compile import Plan
 from streamscope.timebase.domains import HOST, Domains, TableSink
 
-F64 = NDArray[np.float64]
-#: Level of each frame's self-check (and of the run's binomial test over frames).
-ALPHA = 0.05
 SIDES = ("tail", "head")
-#: Replications of a model per frame (its prediction, and the null of its self-check, each
-#: replication against the others: 39 makes the 95 % quantile exact), and how many of those
-#: nearest the measured sub-queues make the profile model's estimate.
-REPLICATIONS = 39
-NEAREST = 10
-#: Spacing inside a sub-window when a frame's insertions left no gap to sample (at most one
-#: insertion, or refused records): uniform.
-_FLAT: HistogramLike = (np.array([0.0, 1.0]), np.ones(1))
 
 
 @dataclass(slots=True)
 class _Side:
-    """One sub-queue: reduced here (``frames`` set) or on a device (``domain`` names it)."""
+    """One sub-queue: reduced here (``frames`` set) or on a device (``domain`` names it);
+    mutable: its summaries come and go frame by frame."""
 
     domain: str
     insert_probe: int
@@ -69,37 +49,6 @@ class _Side:
     state_probe: int
     frames: SubQueueFrames | None
     got: dict[int, SubQueueSummary]
-
-
-@dataclass(slots=True)
-class _Estimate:
-    frame: int
-    whole: F64
-    ideal: F64
-    renewal: F64 | None
-    covered_ns: int
-
-
-@dataclass(frozen=True, slots=True)
-class _Inputs:
-    """One frame's model inputs: the gap histogram (None: none; ``assumed``: made up, as no gap
-    was measured), the service histogram, the insertion profile (None: not measured), and the
-    windows (ns from the frame start) of the checks and of the estimate."""
-
-    arrivals: HistogramLike | None
-    assumed: bool
-    service: HistogramLike
-    profile: Profile | None
-    span: float  #: the window of the estimate (the frame's, when it is the run's last)
-    windows: tuple[float, float] | None  #: the tail's and head's, where shorter than the span
-    final: bool  #: the run's last frame (its producer stops in it)
-    edge: bool  #: the run's first or last frame (its producer starts or stops in it)
-
-
-def _fractions(levels_weight: NDArray[Any]) -> F64:
-    w = np.asarray(levels_weight, dtype=np.float64)
-    total = float(w.sum())
-    return w / total if total > 0 else np.ones(1)
 
 
 class VirtualQueue:
@@ -124,8 +73,7 @@ class VirtualQueue:
         self.queries = queries
         self.frame_ns = frame_ns
         self.on_table = on_table
-        self.seed = seed
-        self.bus = Bus(
+        bus = Bus(
             channel.bulk_size,
             channel.transfer_ns,
             math.inf if channel.timeout_ns is None else channel.timeout_ns,
@@ -140,14 +88,9 @@ class VirtualQueue:
                 frames.set_grid(0.0, float(frame_ns))
             self.sides[side] = _Side(domain, ins, rem, state, frames, {})
         self.next_frame = 0
-        self.verdicts: list[FrameVerdict] = []
-        self.renewal_verdicts: list[FrameVerdict] = []
-        self.dependence = DependencePool()
-        self.w1_sum = 0.0
         self.keep_truth = keep_truth
-        self.estimates: list[_Estimate] = []
-        self.frame_rows: list[dict[str, Any]] = []
-        self._truth_w1: list[tuple[float, float, float]] = []
+        self.models = FrameModels(bus, seed, key, keep_truth)
+        self.tables = VQTables(channel.name, [q for q, _ in queries], frame_ns, on_table)
 
     # -- input -------------------------------------------------------------------------------
 
@@ -200,9 +143,11 @@ class VirtualQueue:
         while self.next_frame <= last:
             out += self._emit(self.next_frame, domains, end_ns)
         if truth_dir is not None and domains.host is not None:
-            self._truth(truth_dir, end_ns, float(domains.host.t0_ticks))
-        self._write_frames()
-        self._write_run()
+            self.tables.truth(
+                truth_dir, end_ns, float(domains.host.t0_ticks), self.key, self.models
+            )
+        self.tables.write_frames()
+        self.tables.write_run(self.models)
         return out
 
     def _side_view(
@@ -270,14 +215,16 @@ class VirtualQueue:
                 windows = sides if min(sides) < span else None
                 final = end_ns is not None and end_ns <= hi
                 edge = final or frame == 0
-                inputs = _Inputs(arrivals, assumed, service, profile, span, windows, final, edge)
-                whole = self._model(
+                inputs = FrameInputs(
+                    arrivals, assumed, service, profile, span, windows, final, edge
+                )
+                whole = self.models.model(
                     row, levels, extra, tail, head, inputs, max(tail_mis, head_mis), frame, covered
                 )
-        self.frame_rows.append(row)
-        self._write_levels(frame, levels)
+        self.tables.frame_rows.append(row)
+        self.tables.write_levels(frame, levels)
         if not self.keep_truth:
-            self._write_frames()
+            self.tables.write_frames()
         results = []
         for query_id, specs in self.queries:
             accs = [s.create() for s in specs]
@@ -289,209 +236,7 @@ class VirtualQueue:
             results.append(FrameResult(query_id, self.channel.name, frame, lo, hi, covered, points))
         return results
 
-    def _model(
-        self,
-        row: dict[str, Any],
-        levels: dict[str, F64],
-        extra: list[Point],
-        tail: SubQueueSummary,
-        head: SubQueueSummary,
-        x: _Inputs,
-        misalign_ns: float,
-        frame: int,
-        covered: int,
-    ) -> F64:
-        """One frame's models and checks: fills ``row``, ``levels`` and ``extra``; returns the
-        predicted whole-queue level fractions.
-
-        The model used draws the insertions from the profile where there is one, else i.i.d.
-        from the gap histogram (the seed's renewal model); the renewal model is also run and
-        checked beside the profile one, as a diagnostic (its dependence tests pooled, but for
-        the run's first and last frames: a producer that starts or stops is no dependence
-        between its gaps). The
-        profile model's estimate is its replications nearest the measured ends (``condition``);
-        its check, as the seed's, takes their mean."""
-        rng = np.random.default_rng((self.seed, self.key, frame))
-        st, sh = tail.level_start, head.level_start
-        # An assumed input models no insertion: a whole gap, longer than the frame.
-        common: dict[str, Any] = {
-            "start_tail": st, "start_head": sh, "residual": not x.assumed, "windows": x.windows,
-        }  # fmt: skip
-        length = x.span
-        mt, mh = _fractions(tail.level_ticks), _fractions(head.level_ticks)
-
-        def tandem(h: HistogramLike, profile: Profile | None) -> list[tuple[SubQueues, int]]:
-            # In the run's last frame the producer has finished: the profile's last insertion
-            # ends its stream, and the bus sends what waits at once (as a link does at the end).
-            ended = x.final and profile is not None
-            return replicates(h, x.service, length, "tandem", self.bus, rng, REPLICATIONS,
-                              profile=profile, ended=ended, **common)  # fmt: skip
-
-        renewal: Prediction | None = None
-        renewal_runs: list[tuple[SubQueues, int]] | None = None
-        use: Arrivals = "renewal"
-        if x.profile is not None:
-            use = "profile"
-            # The profile places every insertion; without a measured gap, only the spacing
-            # inside a sub-window is made up.
-            drawn = _FLAT if x.assumed or x.arrivals is None else x.arrivals
-            runs = tandem(drawn, x.profile)
-            pred = summarise(runs, "tandem", use)
-            est = condition(runs, mt, mh, NEAREST, "tandem", use)
-            ideal = predict(drawn, x.service, length, rng, model="ideal", profile=x.profile,
-                            **common)  # fmt: skip
-            if x.arrivals is not None:
-                renewal_runs = tandem(x.arrivals, None)
-                renewal = summarise(renewal_runs, "tandem", "renewal")
-        else:
-            assert x.arrivals is not None
-            drawn = x.arrivals
-            runs = renewal_runs = tandem(drawn, None)
-            est = pred = renewal = summarise(runs, "tandem", use)
-            ideal = predict(drawn, x.service, length, rng, model="ideal", **common)
-        bias = head.n_out / (length if x.windows is None else x.windows[1]) * misalign_ns
-        whole = np.asarray(est.whole, dtype=np.float64)
-        levels.update(
-            predicted=whole, ideal=np.asarray(ideal.whole), tail=mt, head=mh,
-            tail_predicted=np.asarray(pred.tail), head_predicted=np.asarray(pred.head),
-        )  # fmt: skip
-        if renewal is not None and renewal is not pred:
-            levels["renewal"] = np.asarray(renewal.whole)
-        row.update(
-            arrivals=use, predicted_mean=est.mean_occupancy, ideal_mean=ideal.mean_occupancy,
-            renewal_mean=None if renewal is None else renewal.mean_occupancy,
-        )  # fmt: skip
-        check: dict[str, Any] = {
-            "model": "tandem", "bus": self.bus, "alpha": ALPHA, "clock_bias_items": bias,
-            "start_tail": st, "start_head": sh, "profile": x.profile, "windows": x.windows,
-        }  # fmt: skip
-        if use == "profile" or not x.assumed:
-            v = self_check(drawn, x.service, length, mt, mh, rng, runs=runs, arrivals=use, **check)
-            self.verdicts.append(v)
-            self.w1_sum += v.w1_items
-            row.update(
-                verdict=v.verdict, w1_items=v.w1_items, tv=v.tv,
-                threshold_items=v.threshold_items, null_quantile_items=v.null_quantile_items,
-                clock_bias_items=v.clock_bias_items,
-            )  # fmt: skip
-            extra += [
-                ScalarPoint("w1_items", v.w1_items),
-                ScalarPoint("threshold_items", v.threshold_items),
-                ScalarPoint("clock_bias_items", v.clock_bias_items),
-                ScalarPoint("rejected", 1.0 if v.verdict == "rejected" else 0.0),
-            ]
-            rv: FrameVerdict | None = v if use == "renewal" else None
-            if (
-                use == "profile"
-                and x.arrivals is not None
-                and renewal_runs is not None
-                and not x.assumed
-            ):
-                # The seed's model on the same frame: would i.i.d. gaps have done?
-                rv = self_check(
-                    x.arrivals, x.service, length, mt, mh, rng, runs=renewal_runs,
-                    arrivals="renewal", pool=None if x.edge else self.dependence, **check,
-                )  # fmt: skip
-            if rv is not None:
-                self.renewal_verdicts.append(rv)
-                row.update(
-                    renewal_verdict=rv.verdict,
-                    dependence_p=None if rv.dependence is None else rv.dependence.p_value,
-                )
-        if self.keep_truth:
-            self.estimates.append(
-                _Estimate(frame, whole, np.asarray(ideal.whole),
-                          None if renewal is None else np.asarray(renewal.whole), covered)
-            )  # fmt: skip
-        return whole
-
     # -- tables ------------------------------------------------------------------------------
-
-    def _write_levels(self, frame: int, levels: dict[str, F64]) -> None:
-        if self.on_table is None or not levels:
-            return
-        rows: dict[str, list[Any]] = {
-            k: [] for k in ("query_id", "target", "frame", "series", "level", "fraction")
-        }
-        for query_id, _ in self.queries[:1]:
-            for series, frac in levels.items():
-                n = len(frac)
-                rows["query_id"] += [query_id] * n
-                rows["target"] += [self.channel.name] * n
-                rows["frame"] += [frame] * n
-                rows["series"] += [series] * n
-                rows["level"] += list(range(n))
-                rows["fraction"] += [float(x) for x in frac]
-        self.on_table("vq_level", rows)
-
-    def _write_frames(self) -> None:
-        if self.on_table is None or not self.frame_rows:
-            return
-        cols: dict[str, list[Any]] = {}
-        for query_id, _ in self.queries[:1]:
-            for r in self.frame_rows:
-                full = {"query_id": query_id, "target": self.channel.name, **r}
-                for k, v in full.items():
-                    cols.setdefault(k, []).append(v)
-        self.on_table("vq_frame", cols)
-        self.frame_rows = []
-
-    def _write_run(self) -> None:
-        if self.on_table is None:
-            return
-        run = combine_frames(self.verdicts, ALPHA)
-        pooled = self.dependence.result()
-        renewal = combine_frames(self.renewal_verdicts, ALPHA, pooled)
-        w1_truth = np.array(self._truth_w1, dtype=np.float64).reshape(-1, 3)
-        means: list[float | None] = [
-            float(np.nanmean(c)) if np.isfinite(c).any() else None for c in w1_truth.T
-        ]
-        for query_id, _ in self.queries[:1]:
-            self.on_table(
-                "virtual_queue",
-                {
-                    "query_id": [query_id], "target": [self.channel.name], "model": ["tandem"],
-                    "verdict": [run.verdict], "frames": [run.frames],
-                    "frames_rejected": [run.frames_rejected], "alpha": [run.alpha],
-                    "p_value": [run.p_value],
-                    "w1_items": [self.w1_sum / len(self.verdicts) if self.verdicts else None],
-                    "w1_truth_items": [means[0]], "w1_truth_ideal_items": [means[1]],
-                    "renewal_verdict": [renewal.verdict if renewal.frames else None],
-                    "dependence_p": [pooled.p_value if pooled else None],
-                    "w1_truth_renewal_items": [means[2]],
-                },
-            )  # fmt: skip
-
-    def _truth(self, truth_dir: str, end_ns: int, t0_ns: float) -> None:
-        """The true occupancy per frame (validation only; never an input to the estimate)."""
-        idx = self.key // 2
-        ins_path, out_path = Path(truth_dir) / f"{idx}-in.npy", Path(truth_dir) / f"{idx}-out.npy"
-        if not (ins_path.is_file() and out_path.is_file()):
-            return
-        a = np.load(ins_path).astype(np.float64) - t0_ns
-        d = np.load(out_path).astype(np.float64) - t0_ns
-        if d.size < a.size:  # items never removed stay to the end
-            d = np.concatenate((d, np.full(a.size - d.size, float(end_ns))))
-        d = d[: a.size]
-        by_frame = {e.frame: e for e in self.estimates}
-        for r in self.frame_rows:
-            f = r["frame"]
-            lo, hi = f * self.frame_ns, min((f + 1) * self.frame_ns, end_ns)
-            if hi <= lo:
-                continue
-            levels, ns = occupancy_from_events(a, d, float(lo), float(hi))
-            true = ns / ns.sum() if ns.sum() > 0 else ns
-            r["truth_mean"] = float(np.dot(levels, true))
-            e = by_frame.get(f)
-            if e is not None:
-                r["w1_truth_items"] = w1(e.whole, true)
-                r["w1_truth_ideal_items"] = w1(e.ideal, true)
-                r["w1_truth_renewal_items"] = None if e.renewal is None else w1(e.renewal, true)
-                self._truth_w1.append(
-                    (r["w1_truth_items"], r["w1_truth_ideal_items"],
-                     np.nan if e.renewal is None else r["w1_truth_renewal_items"])
-                )  # fmt: skip
-            self._write_levels(f, {"truth": true})
 
 
 def _mean(level_ticks: NDArray[Any]) -> float:
