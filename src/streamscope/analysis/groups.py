@@ -8,7 +8,7 @@ labels they are named by (``walk0–walk7``).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Sequence, Set
 from dataclasses import dataclass
 
 from streamscope.core.topology import Topology
@@ -16,6 +16,8 @@ from streamscope.core.topology import Topology
 #: A name that ends in a number after something that is not a digit: ``walk7``, ``parser_3``.
 _NUMBERED = re.compile(r"^(?P<stem>.*\D)(?P<num>\d+)$")
 EN_DASH = "\u2013"
+#: Starts the key of a group of numbered stages: no stage name holds it.
+_GROUP = "\0"
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,13 +75,28 @@ def stage_groups(topo: Topology, observed: Iterable[str] = ()) -> list[StageGrou
     stage is; replicas in the order of their numbers). ``observed``: stages with recorded states;
     such a stage is never taken for an alias of a group, since it measured itself."""
     names = [s.name for s in topo.stages]
-    seen = set(observed)
     srcs: dict[str, list[str]] = {}
     dsts: dict[str, list[str]] = {}
     for c in topo.channels:
         dsts.setdefault(c.src, []).append(c.dst)
         srcs.setdefault(c.dst, []).append(c.src)
-    ends = srcs.keys() | dsts.keys()
+    number, by_stem = _numbered(names)
+    aliases = _aliases(by_stem, srcs.keys() | dsts.keys(), set(observed), number)
+    key = _split_by_place(names, by_stem, aliases, srcs, dsts)
+    found: dict[str, list[str]] = {}
+    for n in names:
+        if n not in aliases:
+            found.setdefault(key[n], []).append(n)
+    groups = []
+    for k, members in found.items():
+        own = tuple(sorted(members, key=lambda m: number[m]) if len(members) > 1 else members)
+        al = tuple(a for a, stem in aliases.items() if _GROUP + stem == k)
+        groups.append(_group(topo, own, al))
+    return groups
+
+
+def _numbered(names: Sequence[str]) -> tuple[dict[str, int], dict[str, list[str]]]:
+    """Each numbered name's number, and the numbered names by their stem."""
     number: dict[str, int] = {}
     by_stem: dict[str, list[str]] = {}
     for n in names:
@@ -87,21 +104,40 @@ def stage_groups(topo: Topology, observed: Iterable[str] = ()) -> list[StageGrou
         if m is not None:
             number[n] = int(m["num"])
             by_stem.setdefault(m["stem"], []).append(n)
-    # A channel end named like a stem (``parser`` for ``parser0``.., or ``parser_`` / ``parser``
-    # for ``parser_0``..) whose numbered stages have no channels of their own: the group's alias.
+    return number, by_stem
+
+
+def _aliases(
+    by_stem: dict[str, list[str]], ends: Set[str], observed: Set[str], number: dict[str, int]
+) -> dict[str, str]:
+    """Alias → stem: a channel end named like a stem (``parser`` for ``parser0``.., or
+    ``parser_`` / ``parser`` for ``parser_0``..) whose numbered stages have no channels of
+    their own, and that neither measured itself nor is numbered."""
     aliases: dict[str, str] = {}
     for stem, members in by_stem.items():
         if any(m in ends for m in members):
             continue
         for alias in dict.fromkeys((stem, stem.rstrip("-_. "))):
-            if alias in ends and alias not in seen and alias not in number:
+            if alias in ends and alias not in observed and alias not in number:
                 aliases[alias] = stem
                 break
+    return aliases
+
+
+def _split_by_place(
+    names: Sequence[str],
+    by_stem: dict[str, list[str]],
+    aliases: dict[str, str],
+    srcs: dict[str, list[str]],
+    dsts: dict[str, list[str]],
+) -> dict[str, str]:
+    """Each stage's group key: stages of one stem share one until they sit differently in the
+    topology (fed by or feeding other stages or groups); the others are their own group."""
     key = {n: n for n in names}
     for stem, members in by_stem.items():
-        key.update(dict.fromkeys(members, "\0" + stem))
-    key.update((a, "\0" + stem) for a, stem in aliases.items())
-    fixed = {"\0" + stem for stem in aliases.values()}  # its members have no channels
+        key.update(dict.fromkeys(members, _GROUP + stem))
+    key.update((a, _GROUP + stem) for a, stem in aliases.items())
+    fixed = {_GROUP + stem for stem in aliases.values()}  # its members have no channels
 
     def where(n: str) -> tuple[frozenset[str], frozenset[str]]:
         return (
@@ -115,26 +151,22 @@ def stage_groups(topo: Topology, observed: Iterable[str] = ()) -> list[StageGrou
     while changed:
         parts: dict[str, dict[tuple[frozenset[str], frozenset[str]], list[str]]] = {}
         for n in names:
-            if key[n].startswith("\0") and key[n] not in fixed:
+            if key[n].startswith(_GROUP) and key[n] not in fixed:
                 parts.setdefault(key[n], {}).setdefault(where(n), []).append(n)
         changed = False
         for k, split in parts.items():
             if len(split) > 1:
                 changed = True
                 for i, members in enumerate(split.values()):
-                    key.update(dict.fromkeys(members, f"{k}\0{i}"))
-    found: dict[str, list[str]] = {}
-    for n in names:
-        if n not in aliases:
-            found.setdefault(key[n], []).append(n)
-    groups = []
-    for k, members in found.items():
-        own = tuple(sorted(members, key=lambda m: number[m]) if len(members) > 1 else members)
-        al = tuple(a for a, stem in aliases.items() if "\0" + stem == k)
-        m = _NUMBERED.match(own[0])
-        stem = m["stem"] if m is not None and (len(own) > 1 or al) else ""
-        inside = {*own, *al}
-        ins = tuple(c.name for c in topo.channels if c.dst in inside and c.src not in inside)
-        outs = tuple(c.name for c in topo.channels if c.src in inside and c.dst not in inside)
-        groups.append(StageGroup(range_label(own), own, stem, al, ins, outs))
-    return groups
+                    key.update(dict.fromkeys(members, f"{k}{_GROUP}{i}"))
+    return key
+
+
+def _group(topo: Topology, own: tuple[str, ...], aliases: tuple[str, ...]) -> StageGroup:
+    """The group of stages ``own`` (and their ``aliases``), with its channels in and out."""
+    m = _NUMBERED.match(own[0])
+    stem = m["stem"] if m is not None and (len(own) > 1 or aliases) else ""
+    inside = {*own, *aliases}
+    ins = tuple(c.name for c in topo.channels if c.dst in inside and c.src not in inside)
+    outs = tuple(c.name for c in topo.channels if c.src in inside and c.dst not in inside)
+    return StageGroup(range_label(own), own, stem, aliases, ins, outs)
