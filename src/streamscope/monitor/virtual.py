@@ -173,51 +173,16 @@ class VirtualQueue:
         views = {name: self._side_view(s, frame, domains) for name, s in self.sides.items()}
         tail, tail_scale, tail_mis = views["tail"]
         head, head_scale, head_mis = views["head"]
-        row: dict[str, Any] = {
-            "frame": frame, "model": "tandem", "arrivals": None, "verdict": None,
-            "w1_items": None, "tv": None, "threshold_items": None, "null_quantile_items": None,
-            "clock_bias_items": None, "predicted_mean": None, "ideal_mean": None,
-            "tail_mean": _mean(tail.level_ticks) if tail else None,
-            "head_mean": _mean(head.level_ticks) if head else None,
-            "items_in": tail.n_in if tail else 0, "items_out": head.n_out if head else 0,
-            "truth_mean": None, "w1_truth_items": None, "w1_truth_ideal_items": None,
-            "renewal_verdict": None, "dependence_p": None, "renewal_mean": None,
-            "w1_truth_renewal_items": None,
-        }  # fmt: skip
+        row = _frame_row(frame, tail, head)
         levels: dict[str, F64] = {}
         extra: list[Point] = []
         whole: F64 | None = None
         if tail is not None and head is not None and covered > 0:
-            arrivals = tail.histogram("gap_prod", scale=tail_scale)
-            if arrivals is None:
-                arrivals = tail.histogram("gap_in", scale=tail_scale)
-            service = head.histogram("gap_out", scale=head_scale)
-            tail_ns, head_ns = _covered_ns(tail, tail_scale), _covered_ns(head, head_scale)
-            length = float(min(covered, tail_ns, head_ns))
-            assumed = arrivals is None
-            if assumed and tail.n_in <= 1 and length > 0:
-                # No gap to sample: at most one insertion in the frame. Modelled as none, so the
-                # prediction is the start levels draining (one item's arrival is lost), and the
-                # frame is not self-checked: an assumed input cannot be tested. (Where the
-                # profile places the insertion, it is the model used instead.)
-                arrivals = (np.array([2.0 * length, 2.0 * length + 1.0]), np.ones(1))
-            if service is None and length > 0:
-                # The head buffer never held two items at a removal: the consumer kept up with
-                # what reached it, so its service never delayed anything. Modelled as instant.
-                service = (np.array([0.0, 1.0]), np.ones(1))
-            profile = _profile(tail, tail_scale)
-            if (arrivals is not None or profile is not None) and service is not None and length:
-                # A side's records end with its process: in the run's last frame the queue is
-                # estimated up to the run's end (the model drains it), each side checked over
-                # what it measured.
-                span = float(covered) if end_ns is not None else length
-                sides = (min(tail_ns, span), min(head_ns, span))
-                windows = sides if min(sides) < span else None
-                final = end_ns is not None and end_ns <= hi
-                edge = final or frame == 0
-                inputs = FrameInputs(
-                    arrivals, assumed, service, profile, span, windows, final, edge
-                )
+            final = end_ns is not None and end_ns <= hi
+            inputs = frame_inputs(
+                tail, head, (tail_scale, head_scale), covered, end_ns is not None, final, frame == 0
+            )
+            if inputs is not None:
                 whole = self.models.model(
                     row, levels, extra, tail, head, inputs, max(tail_mis, head_mis), frame, covered
                 )
@@ -255,6 +220,65 @@ def _profile(s: SubQueueSummary, scale: float) -> Profile | None:
         return None
     span_ns = (s.end_ticks - s.start_ticks) * s.tick_ns * scale
     return Profile(s.profile, span_ns / s.profile.size)
+
+
+def _frame_row(
+    frame: int, tail: SubQueueSummary | None, head: SubQueueSummary | None
+) -> dict[str, Any]:
+    """A ``vq_frame`` row as the measured sub-queues fill it (the models fill the rest)."""
+    return {
+        "frame": frame, "model": "tandem", "arrivals": None, "verdict": None,
+        "w1_items": None, "tv": None, "threshold_items": None, "null_quantile_items": None,
+        "clock_bias_items": None, "predicted_mean": None, "ideal_mean": None,
+        "tail_mean": _mean(tail.level_ticks) if tail else None,
+        "head_mean": _mean(head.level_ticks) if head else None,
+        "items_in": tail.n_in if tail else 0, "items_out": head.n_out if head else 0,
+        "truth_mean": None, "w1_truth_items": None, "w1_truth_ideal_items": None,
+        "renewal_verdict": None, "dependence_p": None, "renewal_mean": None,
+        "w1_truth_renewal_items": None,
+    }  # fmt: skip
+
+
+def frame_inputs(
+    tail: SubQueueSummary,
+    head: SubQueueSummary,
+    scales: tuple[float, float],
+    covered: int,
+    ending: bool,
+    final: bool,
+    first: bool,
+) -> FrameInputs | None:
+    """A frame's model inputs from its two sub-queues' summaries (``scales``: from each side's
+    nominal ns to the host's), ``covered`` ns of it in the run; ``ending``: the run has ended
+    (its frames are being finished), ``final``: in this frame, ``first``: the run's first
+    frame. None where nothing can be modelled."""
+    tail_scale, head_scale = scales
+    arrivals = tail.histogram("gap_prod", scale=tail_scale)
+    if arrivals is None:
+        arrivals = tail.histogram("gap_in", scale=tail_scale)
+    service = head.histogram("gap_out", scale=head_scale)
+    tail_ns, head_ns = _covered_ns(tail, tail_scale), _covered_ns(head, head_scale)
+    length = float(min(covered, tail_ns, head_ns))
+    assumed = arrivals is None
+    if assumed and tail.n_in <= 1 and length > 0:
+        # No gap to sample: at most one insertion in the frame. Modelled as none, so the
+        # prediction is the start levels draining (one item's arrival is lost), and the
+        # frame is not self-checked: an assumed input cannot be tested. (Where the
+        # profile places the insertion, it is the model used instead.)
+        arrivals = (np.array([2.0 * length, 2.0 * length + 1.0]), np.ones(1))
+    if service is None and length > 0:
+        # The head buffer never held two items at a removal: the consumer kept up with
+        # what reached it, so its service never delayed anything. Modelled as instant.
+        service = (np.array([0.0, 1.0]), np.ones(1))
+    profile = _profile(tail, tail_scale)
+    if (arrivals is None and profile is None) or service is None or not length:
+        return None
+    # A side's records end with its process: in the run's last frame the queue is estimated
+    # up to the run's end (the model drains it), each side checked over what it measured.
+    span = float(covered) if ending else length
+    sides = (min(tail_ns, span), min(head_ns, span))
+    windows = sides if min(sides) < span else None
+    return FrameInputs(arrivals, assumed, service, profile, span, windows, final, final or first)
 
 
 def virtual_queues(
