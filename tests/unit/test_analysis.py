@@ -22,9 +22,10 @@ from streamscope.analysis import (
     findings,
     stage_breakdown,
 )
-from streamscope.analysis.breakdown import level_fractions, whole_run
-from streamscope.analysis.compare import direction
-from streamscope.analysis.findings import frame_ranges
+from streamscope.analysis.delta import direction
+from streamscope.analysis.evidence import frame_ranges
+from streamscope.analysis.levels import level_fractions
+from streamscope.analysis.series import whole_run
 from streamscope.store.reader import Run
 from streamscope.store.writer import InMemoryStore, QueryRecord, RunMeta
 

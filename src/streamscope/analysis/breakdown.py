@@ -9,153 +9,24 @@ The seed-003 categories (Curreri et al., PPW+RC) are derived from the measured s
 time splits into computation (busy), communication (waiting on a channel: blocked_in + blocked_out)
 and other (idle); a channel's time into blocking (full: its producer cannot put), idle (empty: its
 consumer starves) and transferring (neither).
-
-The private ``_Series``/``collect`` helpers are shared with ``findings`` and ``compare``.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
 
-from streamscope.aggregate.points import DutyPoint, HistogramPoint, QuantilesPoint, ScalarPoint
+from streamscope.analysis.levels import full_empty_per_frame
+from streamscope.analysis.series import Series, collect, duty_observed, whole_run
 from streamscope.core.errors import QueryError
-from streamscope.core.topology import ChannelInfo
-from streamscope.store._rows import quantile_stat
+from streamscope.core.topology import ChannelInfo, StageInfo
 from streamscope.store.reader import Run
-from streamscope.store.writer import QueryRecord
-
-F64 = NDArray[np.float64]
-I64 = NDArray[np.int64]
 
 #: The four states a stage tracker reports, in the order the seed categories use them.
 STATES = ("idle", "busy", "blocked_in", "blocked_out")
-#: Whole-run reduction of a scalar stat over frames; any other stat: time-weighted mean.
-_SUMMED = frozenset({"count", "sum", "violations", "rejected"})
-
-
-@dataclass(slots=True)
-class _Series:
-    """Every frame of one query for one target, as arrays (``NaN`` where a frame had no data).
-
-    ``scalars`` holds scalar and quantile stats by name; ``duty`` is ``(frames, labels)`` fractions;
-    ``hists`` the frames' histograms (``None`` where a frame had none).
-    """
-
-    query: QueryRecord
-    target: str
-    frames: I64
-    covered: F64
-    scalars: dict[str, F64] = field(default_factory=dict)
-    duty_labels: tuple[str, ...] = ()
-    duty: F64 | None = None
-    hists: list[HistogramPoint | None] = field(default_factory=list)
-
-
-def collect(run: Run) -> list[_Series]:
-    """All results of ``run`` grouped per (query, target), in query then target order."""
-    by_key: dict[tuple[int, str], list[Any]] = {}
-    for r in run.results():
-        by_key.setdefault((r.query_id, r.target), []).append(r)
-    queries = {q.id: q for q in run.queries}
-    out: list[_Series] = []
-    for (qid, target), results in by_key.items():
-        q = queries.get(qid)
-        if q is None:
-            continue
-        n = len(results)
-        s = _Series(
-            q,
-            target,
-            np.fromiter((r.frame for r in results), np.int64, n),
-            np.fromiter((r.covered_ns for r in results), np.float64, n),
-        )
-        duty_rows: list[tuple[float, ...]] = []
-        for i, r in enumerate(results):
-            hist: HistogramPoint | None = None
-            duty_row: tuple[float, ...] | None = None
-            for p in r.points:
-                if isinstance(p, ScalarPoint):
-                    _put(s.scalars, p.stat, i, n, p.value)
-                elif isinstance(p, QuantilesPoint):
-                    for qv, v in zip(p.qs, p.values, strict=True):
-                        _put(s.scalars, quantile_stat(qv), i, n, v)
-                elif isinstance(p, DutyPoint):
-                    s.duty_labels = s.duty_labels or p.labels
-                    if p.labels == s.duty_labels:
-                        duty_row = p.fractions
-                elif isinstance(p, HistogramPoint) and hist is None:
-                    hist = p
-            s.hists.append(hist)
-            if s.duty_labels:
-                duty_rows.append(duty_row or (math.nan,) * len(s.duty_labels))
-        if s.duty_labels:
-            # Frames before the first duty point have no row yet: pad them at the front.
-            pad = [(math.nan,) * len(s.duty_labels)] * (n - len(duty_rows))
-            s.duty = np.array(pad + duty_rows, dtype=np.float64).reshape(n, len(s.duty_labels))
-        out.append(s)
-    return out
-
-
-def _put(table: dict[str, F64], stat: str, i: int, n: int, value: float | None) -> None:
-    arr = table.get(stat)
-    if arr is None:
-        arr = table[stat] = np.full(n, np.nan)
-    arr[i] = math.nan if value is None else value
-
-
-def whole_run(values: F64, covered: F64, stat: str) -> float | None:
-    """One stat over the whole run from its per-frame ``values`` (``NaN``: no data).
-
-    ``max``/``min``: the extreme frame; ``count``, ``sum``, ``violations``: the total; ``first``:
-    the earliest frame's, ``last``: the latest's; anything else (``mean``, quantiles, ...): the mean
-    over frames weighted by ``covered`` (a quantile's is the weighted mean of the frames'
-    quantiles, not the run's quantile). ``None`` when no frame has data.
-    """
-    ok = ~np.isnan(values)
-    if not ok.any():
-        return None
-    v, w = values[ok], covered[ok]
-    if stat == "max":
-        return float(v.max())
-    if stat == "min":
-        return float(v.min())
-    if stat in _SUMMED:
-        return float(v.sum())
-    if stat == "first":
-        return float(v[0])
-    if stat == "last":
-        return float(v[-1])
-    total = float(w.sum())
-    if total <= 0:
-        return float(v.mean())
-    return float(np.dot(v, w) / total)
-
-
-def _observed(duty: F64, covered: F64) -> NDArray[np.bool_]:
-    """Frames with duty data: some of the frame observed (a frame where the stage's states
-    were all unknown, a worker not started yet or gone, has fractions that sum to 0)."""
-    ok: NDArray[np.bool_] = (
-        ~np.isnan(duty).any(axis=1) & (covered > 0) & (np.nansum(duty, axis=1) > 0)
-    )
-    return ok
-
-
-def whole_run_duty(s: _Series) -> dict[str, float] | None:
-    """The duty fractions of ``s`` over the whole run, weighted by ``covered_ns``; ``None``: none."""
-    if s.duty is None:
-        return None
-    ok = _observed(s.duty, s.covered)
-    if not ok.any():
-        return None
-    w = s.covered[ok]
-    fr = (s.duty[ok] * w[:, None]).sum(axis=0) / w.sum()
-    return {label: float(f) for label, f in zip(s.duty_labels, fr, strict=True)}
 
 
 # --- stages ---------------------------------------------------------------------------------
@@ -217,50 +88,46 @@ class StageBreakdown:
         }
 
 
-def stage_breakdown(run: Run) -> list[StageBreakdown]:
-    """One ``StageBreakdown`` per stage of ``run.topology``, in topology order."""
-    return _stage_breakdown(run, collect(run))
+def stage_breakdown(run: Run, *, series: Sequence[Series] | None = None) -> list[StageBreakdown]:
+    """One ``StageBreakdown`` per stage of ``run.topology``, in topology order.
 
-
-def _stage_breakdown(run: Run, series: Sequence[_Series]) -> list[StageBreakdown]:
-    duty_series: dict[str, list[_Series]] = {}
-    for s in series:
+    ``series``: ``collect(run)`` where the caller has it already (it is not read again).
+    """
+    duty_series: dict[str, list[Series]] = {}
+    for s in collect(run) if series is None else series:
         if s.query.metric == "state" and s.duty is not None:
             duty_series.setdefault(s.target, []).append(s)
-    out = []
-    for st in run.topology.stages:
-        found = duty_series.get(st.name, [])
-        frac: dict[str, float | None] = dict.fromkeys(STATES)
-        frames: set[int] = set()
-        observed = 0.0
-        if found:
-            # All frames of all state queries on the stage: a covered-time-weighted mean.
-            acc = dict.fromkeys(STATES, 0.0)
-            for s in found:
-                assert s.duty is not None
-                ok = _observed(s.duty, s.covered)
-                w = s.covered[ok]
-                for j, label in enumerate(s.duty_labels):
-                    if label in acc:
-                        acc[label] += float(np.dot(s.duty[ok, j], w))
-                observed += float(w.sum())
-                frames.update(int(f) for f in s.frames[ok])
-            if observed > 0:
-                frac = {k: v / observed for k, v in acc.items()}
-        out.append(
-            StageBreakdown(
-                st.name,
-                st.resource,
-                st.role,
-                frac["idle"],
-                frac["busy"],
-                frac["blocked_in"],
-                frac["blocked_out"],
-                tuple(sorted(frames)),
-                int(observed),
-            )
-        )
-    return out
+    return [_one_stage(st, duty_series.get(st.name, [])) for st in run.topology.stages]
+
+
+def _one_stage(st: StageInfo, found: Sequence[Series]) -> StageBreakdown:
+    """``st`` over all frames of all its state queries: a covered-time-weighted mean."""
+    frac: dict[str, float | None] = dict.fromkeys(STATES)
+    frames: set[int] = set()
+    acc = dict.fromkeys(STATES, 0.0)
+    observed = 0.0
+    for s in found:
+        assert s.duty is not None
+        ok = duty_observed(s.duty, s.covered)
+        w = s.covered[ok]
+        for j, label in enumerate(s.duty_labels):
+            if label in acc:
+                acc[label] += float(np.dot(s.duty[ok, j], w))
+        observed += float(w.sum())
+        frames.update(int(f) for f in s.frames[ok])
+    if observed > 0:
+        frac = {k: v / observed for k, v in acc.items()}
+    return StageBreakdown(
+        st.name,
+        st.resource,
+        st.role,
+        frac["idle"],
+        frac["busy"],
+        frac["blocked_in"],
+        frac["blocked_out"],
+        tuple(sorted(frames)),
+        int(observed),
+    )
 
 
 # --- channels -------------------------------------------------------------------------------
@@ -330,96 +197,57 @@ class ChannelSummary:
         }
 
 
-def channel_summary(run: Run) -> list[ChannelSummary]:
-    """One ``ChannelSummary`` per channel of ``run.topology``, in topology order."""
-    return _channel_summary(run, collect(run))
+def channel_summary(run: Run, *, series: Sequence[Series] | None = None) -> list[ChannelSummary]:
+    """One ``ChannelSummary`` per channel of ``run.topology``, in topology order.
 
-
-def level_fractions(hist: HistogramPoint, capacity: int | None) -> tuple[float, float | None]:
-    """(weight at level 0, weight at level ``capacity``) of an occupancy histogram, as weights.
-
-    Occupancy levels are integers, so a bin (or the under/over weight) counts for a level when the
-    level is the only integer it can hold. ``NaN`` when the bins cannot tell; the second is
-    ``None`` when ``capacity`` is ``None``.
+    ``series``: ``collect(run)`` where the caller has it already (it is not read again).
     """
-    edges = np.asarray(hist.edges, dtype=np.float64)
-    weights = np.nan_to_num(np.asarray(hist.weights, dtype=np.float64))
-    return _level_weight(edges, weights, hist.under, hist.over, 0), (
-        None
-        if capacity is None
-        else _level_weight(edges, weights, hist.under, hist.over, capacity, top=True)
-    )
+    series = collect(run) if series is None else series
+    verdicts = _model_verdicts(run)
+    out = []
+    for ch in run.topology.channels:
+        occ = [s for s in series if s.target == ch.name and s.query.metric == "occupancy"]
+        thr = [s for s in series if s.target == ch.name and s.query.metric == "throughput"]
+        out.append(_one_channel(ch, occ, thr, verdicts.get(ch.name)))
+    return out
 
 
-def _level_weight(
-    edges: F64, weights: F64, under: float, over: float, level: int, *, top: bool = False
-) -> float:
-    """Weight at integer ``level`` (``top``: also everything above it), ``NaN`` if ambiguous."""
-    if edges.size < 2:
-        return math.nan
-    under, over = (0.0 if not math.isfinite(x) else x for x in (under, over))
-    if top:
-        # Nothing lies above the capacity: every bin from the one holding `level` up counts,
-        # provided that bin holds no level below it.
-        if level >= edges[-1]:
-            return over if edges[-1] > level - 1 else math.nan
-        i = int(np.searchsorted(edges, level, side="right")) - 1
-        if i < 0:
-            return math.nan
-        if edges[i] <= level - 1:
-            return math.nan
-        return float(weights[i:].sum() + over)
-    if level < edges[0]:
-        return under if edges[0] <= level + 1 else math.nan
-    i = int(np.searchsorted(edges, level, side="right")) - 1
-    if i >= weights.size:
-        return math.nan
-    if edges[i + 1] > level + 1:
-        return math.nan
-    return float(weights[i])
-
-
-def full_empty_per_frame(s: _Series, capacity: int | None) -> tuple[F64, F64, F64]:
-    """Per frame of an occupancy series: (total weight, empty weight, full weight), NaN: unknown."""
-    n = len(s.hists)
-    total, empty, full = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
-    for i, h in enumerate(s.hists):
-        if h is None:
-            continue
-        tot = float(np.nansum(np.asarray(h.weights, dtype=np.float64))) + h.under + h.over
-        if not math.isfinite(tot) or tot <= 0:
-            continue
-        e, f = level_fractions(h, capacity)
-        total[i], empty[i] = tot, e
-        if f is not None:
-            full[i] = f
-    return total, empty, full
-
-
-def _channel_summary(run: Run, series: Sequence[_Series]) -> list[ChannelSummary]:
+def _model_verdicts(run: Run) -> dict[str, str]:
+    """Each link channel's queue-model verdict; ``rejected`` in any query wins."""
     vq: dict[str, str] = {}
     try:
         for v in run.virtual_queues():
             if vq.get(v["target"]) != "rejected" and v.get("verdict") is not None:
                 vq[v["target"]] = str(v["verdict"])
     except QueryError:  # an older or partial file: no verdicts to report
-        vq = {}
-    out = []
-    for ch in run.topology.channels:
-        occ = [s for s in series if s.target == ch.name and s.query.metric == "occupancy"]
-        thr = [s for s in series if s.target == ch.name and s.query.metric == "throughput"]
-        out.append(_one_channel(ch, occ, thr, vq.get(ch.name)))
-    return out
+        return {}
+    return vq
 
 
 def _one_channel(
-    ch: ChannelInfo, occ: Sequence[_Series], thr: Sequence[_Series], verdict: str | None
+    ch: ChannelInfo, occ: Sequence[Series], thr: Sequence[Series], verdict: str | None
 ) -> ChannelSummary:
-    mean = _combined(occ, "mean")
-    mx = _combined(occ, "max")
-    full: float | None = None
-    empty: float | None = None
-    frames: set[int] = set()
+    full, empty = _full_empty(ch, occ)
+    return ChannelSummary(
+        ch.name,
+        ch.src,
+        ch.dst,
+        ch.capacity,
+        ch.transport,
+        _combined(occ, "mean"),
+        _combined(occ, "max"),
+        full,
+        empty,
+        _combined(thr, "mean"),
+        ch.is_link,
+        verdict,
+        tuple(sorted({int(x) for s in occ for x in s.frames})),
+    )
+
+
+def _full_empty(ch: ChannelInfo, occ: Sequence[Series]) -> tuple[float | None, float | None]:
+    """(full fraction, empty fraction) of ``ch`` over all frames of its occupancy histograms;
+    ``None`` where a frame's bins cannot tell, and full always ``None`` for a link channel."""
     tot_w = empty_w = full_w = 0.0
     full_known = empty_known = True
     any_hist = False
@@ -434,29 +262,14 @@ def _one_channel(
         full_known &= not np.isnan(f[have]).any()
         empty_w += float(np.nansum(e[have]))
         full_w += float(np.nansum(f[have]))
-    if any_hist and tot_w > 0:
-        empty = empty_w / tot_w if empty_known else None
-        full = full_w / tot_w if full_known and not ch.is_link else None
-    for s in occ:
-        frames.update(int(x) for x in s.frames)
-    return ChannelSummary(
-        ch.name,
-        ch.src,
-        ch.dst,
-        ch.capacity,
-        ch.transport,
-        mean,
-        mx,
-        full,
-        empty,
-        _combined(thr, "mean"),
-        ch.is_link,
-        verdict,
-        tuple(sorted(frames)),
-    )
+    if not (any_hist and tot_w > 0):
+        return None, None
+    empty = empty_w / tot_w if empty_known else None
+    full = full_w / tot_w if full_known and not ch.is_link else None
+    return full, empty
 
 
-def _combined(series: Sequence[_Series], stat: str) -> float | None:
+def _combined(series: Sequence[Series], stat: str) -> float | None:
     """``stat`` over the whole run across several series of one target (their frames pooled)."""
     vals = [s.scalars[stat] for s in series if stat in s.scalars]
     if not vals:

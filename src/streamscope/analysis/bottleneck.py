@@ -1,0 +1,197 @@
+"""The bottleneck pass: which stage, or group of replicas, limits the pipeline's rate, if any.
+
+In: a ``Context``. Out: at most one of ``bottleneck`` (the stage named), ``backpressure`` (a full
+channel no stage explains) or ``no_bottleneck``, after a ``missing_queries`` finding where no
+stage's states were recorded.
+
+The rule (seed 003's reading of stage states and channel fill): a stage limits the pipeline's
+rate when it is busy most of the time (``busy >= busy_threshold``) and/or the channel into it is
+mostly full while the channel out of it is mostly empty (a sink: its input is mostly full). The
+stage with the strongest evidence is named. A source is never named for being busy: its busy
+time includes waiting for its own input (a paced or external source); when only the source is
+busy, the pipeline keeps up with it and there is no bottleneck downstream.
+
+Parallel replicas of one stage (``walk0`` .. ``walk7``: see ``stage_groups``) are judged together,
+on the mean of their members' states and channels, and named as one (``walk0–walk7 are
+rate-limiting together``: add replicas). A replica busy enough to limit the rate while its group,
+on average, is not is named alone, as the straggler that holds the others up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from streamscope.analysis.bottleneck_finding import bottleneck_finding
+from streamscope.analysis.breakdown import ChannelSummary, StageBreakdown
+from streamscope.analysis.candidates import Candidate, Unit, judge, stragglers, unit
+from streamscope.analysis.context import Context, Finding
+from streamscope.analysis.evidence import frame_ranges, level_frames, rounded
+from streamscope.analysis.groups import stage_groups
+from streamscope.core.fmt import pct
+
+
+def bottleneck(ctx: Context) -> list[Finding]:
+    """The pass: see the module docstring for the rule."""
+    units, unobserved = _units(ctx)
+    any_state = any(b.busy is not None for b in ctx.stages)
+    out: list[Finding] = []
+    if not any_state:
+        out.append(_missing_states(ctx, units, unobserved))
+        if not _any_fill(ctx.channels):
+            return out
+    cands = _candidates(ctx, units)
+    if cands:
+        best = max(cands, key=lambda c: c.score)
+        others = [c.unit.name for c in cands if c is not best]
+        out.append(bottleneck_finding(best, others, unobserved, ctx))
+    elif (pressure := _backpressure(ctx, unobserved)) is not None:
+        out.append(pressure)
+    elif any_state:
+        out.append(_no_bottleneck(ctx, units, unobserved))
+    return out
+
+
+def _any_fill(channels: Sequence[ChannelSummary]) -> bool:
+    """Whether any channel's fill (full or empty fraction) was measured."""
+    return any(c.full_fraction is not None or c.empty_fraction is not None for c in channels)
+
+
+def _by_name(ctx: Context) -> tuple[dict[str, StageBreakdown], dict[str, ChannelSummary]]:
+    return {b.stage: b for b in ctx.stages}, {c.channel: c for c in ctx.channels}
+
+
+def _units(ctx: Context) -> tuple[list[Unit], list[str]]:
+    """Every stage group with its figures, and the stages without states (aliases aside)."""
+    by_stage, chans = _by_name(ctx)
+    observed = (b.stage for b in ctx.stages if b.busy is not None)
+    groups = stage_groups(ctx.run.topology, observed)
+    aliases = {a for g in groups for a in g.aliases}
+    unobserved = [b.stage for b in ctx.stages if b.busy is None and b.stage not in aliases]
+    return [unit(g, by_stage, chans) for g in groups], unobserved
+
+
+def _candidates(ctx: Context, units: Sequence[Unit]) -> list[Candidate]:
+    """The units the rule picks, in topology order; a group that is not rate-limiting on
+    average gives way to its stragglers."""
+    by_stage, chans = _by_name(ctx)
+    cands: list[Candidate] = []
+    for u in units:
+        if not u.ins:
+            continue  # a source: see _no_bottleneck
+        cand = judge(u, ctx.busy_threshold, ctx.mostly)
+        if cand is not None:
+            cands.append(cand)
+        elif u.group.replicas:
+            topo = ctx.run.topology
+            cands.extend(stragglers(u, by_stage, chans, topo, ctx.busy_threshold, ctx.mostly))
+    return cands
+
+
+def _missing_states(ctx: Context, units: Sequence[Unit], unobserved: list[str]) -> Finding:
+    names = ", ".join(u.group.pattern for u in units if u.ins) or "..."
+    end = "." if _any_fill(ctx.channels) else ", and no occupancy histogram was recorded either."
+    return Finding(
+        "missing_queries",
+        "info",
+        "",
+        "add state(...) queries to locate the bottleneck",
+        "No stage's states (idle, busy, blocked) were recorded, so which stage limits the "
+        "rate can only be read from how the channels fill" + end,
+        {"stages_without_state": unobserved},
+        f"query state(STAGE): duty for the stages ({names}) and "
+        "occupancy(A -> B): mean, max, histogram for the channels between them",
+    )
+
+
+def _backpressure(ctx: Context, unobserved: list[str]) -> Finding | None:
+    """The fullest mostly-full channel, when no stage explains why it is full."""
+    full = [
+        c for c in ctx.channels if c.full_fraction is not None and c.full_fraction >= ctx.mostly
+    ]
+    if not full:
+        return None
+    c = max(full, key=lambda c: c.full_fraction or 0.0)
+    frames = level_frames(ctx.series, c.channel, c.capacity, "full", ctx.mostly)
+    return Finding(
+        "backpressure",
+        "warning",
+        c.channel,
+        f"channel {c.channel} is mostly full, but no stage explains it",
+        f"{c.channel} is full {pct(c.full_fraction)} of the time, so {c.src} waits to put, "
+        f"yet what was recorded does not show {c.dst} or a stage after it as "
+        "rate-limiting.",
+        {
+            "channel": c.channel,
+            "full_fraction": rounded(c.full_fraction),
+            "frames": frame_ranges(frames),
+            "stages_without_state": unobserved,
+        },
+        f"query state(...) of {c.dst} and the stages after it, and the occupancy of "
+        "their channels, to find where the pipeline is held up",
+    )
+
+
+def _no_bottleneck(ctx: Context, units: Sequence[Unit], unobserved: list[str]) -> Finding:
+    observed = [u for u in units if u.busy is not None]
+    detail, suggestion = _headroom(ctx, observed)
+    if unobserved:
+        detail += f" Not observed: {', '.join(unobserved)}."
+    evidence: dict[str, Any] = {
+        "busy": {m: rounded(b) for u in observed for m, b in u.busy_by_member.items()},
+        "full_fraction": {
+            c.channel: rounded(c.full_fraction) for c in ctx.channels if c.full_fraction is not None
+        },
+        "state_frames": frame_ranges(f for u in observed for f in u.frames),
+    }
+    groups = {u.name: list(u.group.members) for u in units if u.group.replicas}
+    if groups:
+        evidence["groups"] = groups
+    if unobserved:
+        evidence["stages_without_state"] = unobserved
+    return Finding(
+        "no_bottleneck",
+        "info",
+        "",
+        "no bottleneck: no stage is saturated and no channel is mostly full",
+        detail,
+        evidence,
+        suggestion,
+    )
+
+
+def _headroom(ctx: Context, observed: Sequence[Unit]) -> tuple[str, str]:
+    """(detail, suggestion) of ``no_bottleneck``: the busiest stage, the fullest channel, and
+    the busy source the pipeline keeps up with."""
+    threshold = ctx.busy_threshold
+    busiest = max(
+        (u for u in observed if u.role != "source"), key=lambda u: u.busy or 0.0, default=None
+    )
+    fullest = max(
+        (c for c in ctx.channels if c.full_fraction is not None),
+        key=lambda c: c.full_fraction or 0.0,
+        default=None,
+    )
+    parts = [f"No stage after the sources is busy {pct(threshold)} or more"]
+    if busiest is not None:
+        avg = " on average" if busiest.group.replicas else ""
+        parts[0] += f" (the busiest, {busiest.name}, {pct(busiest.busy)}{avg})"
+    if fullest is not None:
+        parts.append(
+            f"no channel is mostly full (the fullest, {fullest.channel}, {pct(fullest.full_fraction)})"
+        )
+    detail = " and ".join(parts) + "."
+    src = next((u for u in observed if u.role == "source" and (u.busy or 0.0) >= threshold), None)
+    if src is None:
+        return detail, "nothing to fix in the pipeline: it keeps up with its input"
+    if src.group.replicas:
+        detail += (
+            f" The sources {src.name} are busy {pct(src.busy)} on average producing or "
+            "waiting for their input: the pipeline keeps up with them."
+        )
+    else:
+        detail += (
+            f" The source {src.name} is busy {pct(src.busy)} producing or waiting for its "
+            "input: the pipeline keeps up with it."
+        )
+    return detail, f"to go faster, feed {src.name} faster; the stages after it have headroom"
