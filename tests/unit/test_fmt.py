@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from streamscope.core import fmt
-from streamscope.report import html
+from streamscope.report import markup as html
 from streamscope.report import terminal as live
 
 

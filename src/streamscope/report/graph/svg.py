@@ -1,0 +1,136 @@
+"""The whole pipeline drawing as one ``<svg>``: boxes placed by ``layout``, channels between
+their ports, the bottleneck outlined, a legend; scaled to the width it is given.
+
+In: a ``Topology``, each stage's breakdown and each channel's summary, the bottleneck's
+stages. Out: SVG text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from html import escape
+
+from streamscope.core.topology import HOST, ChannelInfo, Topology
+from streamscope.report.graph.channel import ChannelLike, channel
+from streamscope.report.graph.layout import Layout, layout
+from streamscope.report.graph.stage import StageLike, StagePlace, stage_box
+from streamscope.report.graph.style import (
+    BOX_H,
+    BOX_W,
+    DEVICE_STROKE,
+    FILL,
+    LEGEND_H,
+    MARGIN,
+    STATES,
+)
+
+#: The arrow heads: a host channel's and a link's.
+DEFS = (
+    "<defs>"
+    '<marker id="ss-arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" '
+    'markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" '
+    'fill="#475569"/></marker>'
+    '<marker id="ss-arrow-dev" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" '
+    f'markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" '
+    f'fill="{DEVICE_STROKE}"/></marker>'
+    "</defs>"
+)
+
+
+def pipeline_svg(
+    topology: Topology,
+    stages: Mapping[str, StageLike],
+    channels: Mapping[str, ChannelLike],
+    bottleneck: Collection[str] = (),
+) -> str:
+    """The whole graph as one ``<svg>`` element, scaled to the width it is given (never wider
+    than drawn). ``bottleneck``: the stages the findings name the bottleneck, outlined."""
+    placed = layout(topology)
+    width, height = placed.width, placed.height
+    lines, labels = _channels(topology, placed, channels)
+    places = _places(topology)  # a channel's end that is no stage: unknown
+    boxes = [
+        stage_box(name, x, y, places.get(name, StagePlace()), stages.get(name), name in bottleneck)
+        for name, (x, y) in placed.boxes.items()
+    ]
+    return (
+        f'<svg class="ss-graph" role="img" '
+        f'aria-label="pipeline {escape(topology.name)}" viewBox="0 0 {width:.0f} {height:.0f}" '
+        f'width="{width:.0f}" height="{height:.0f}" style="width:100%;max-width:{width:.0f}px;'
+        f'height:auto" preserveAspectRatio="xMinYMin meet">'
+        f"{DEFS}{''.join(lines)}{''.join(boxes)}{''.join(labels)}{_legend(height)}</svg>"
+    )
+
+
+def _places(topology: Topology) -> dict[str, StagePlace]:
+    """Where each stage runs."""
+    resources = {r.name: r for r in topology.resources}
+    out = {}
+    for s in topology.stages:
+        r = resources.get(s.resource)
+        kind = r.kind if r is not None else "?"
+        out[s.name] = StagePlace(s.resource, kind, s.role, r is not None and r.clock_domain != HOST)
+    return out
+
+
+def _channels(
+    topology: Topology, placed: Layout, channels: Mapping[str, ChannelLike]
+) -> tuple[list[str], list[str]]:
+    """Every channel between two placed stages: its arrow and its label, from its source's
+    port to its destination's. A box's outgoing (incoming) channels are spread along its
+    right (left) edge, in the order of the boxes at their other ends, top to bottom."""
+    where = placed.boxes
+    outs: dict[str, list[ChannelInfo]] = {}
+    ins: dict[str, list[ChannelInfo]] = {}
+    for c in topology.channels:
+        outs.setdefault(c.src, []).append(c)
+        ins.setdefault(c.dst, []).append(c)
+    for lst in outs.values():
+        lst.sort(key=lambda ch: where.get(ch.dst, (0.0, 0.0))[1])
+    for lst in ins.values():
+        lst.sort(key=lambda ch: where.get(ch.src, (0.0, 0.0))[1])
+    lines: list[str] = []
+    labels: list[str] = []
+    for c in topology.channels:
+        if c.src not in where or c.dst not in where:
+            continue
+        (sx, sy), (dx, dy) = where[c.src], where[c.dst]
+        start = (sx + BOX_W, sy + _port(outs[c.src], c))
+        end = (dx, dy + _port(ins[c.dst], c))
+        arrow, label = channel(
+            c, [start, *placed.routes.get(c.name, []), end], channels.get(c.name)
+        )
+        lines.append(arrow)
+        labels.append(label)
+    return lines, labels
+
+
+def _port(side: list[ChannelInfo], c: ChannelInfo) -> float:
+    """How far down its box's side channel ``c`` leaves or arrives."""
+    k, n = side.index(c), len(side)
+    return BOX_H / 2 + (k - (n - 1) / 2) * min(22.0, (BOX_H - 20) / max(n, 1))
+
+
+def _legend(height: float) -> str:
+    ly = height - LEGEND_H + 14
+    legend = [f'<g class="ss-legend" transform="translate({MARGIN},{ly})">']
+    lx = 0
+    for label, colour in STATES:
+        legend.append(
+            f'<rect x="{lx}" y="0" width="12" height="12" fill="{colour}"/>'
+            f'<text x="{lx + 16}" y="10" class="ss-small">{label}</text>'
+        )
+        lx += 100
+    legend.append(
+        f'<rect x="{lx}" y="0" width="24" height="12" fill="{FILL}"/>'
+        f'<text x="{lx + 28}" y="10" class="ss-small">mean occupancy / capacity '
+        "(| max)</text>"
+    )
+    lx += 240
+    legend.append(
+        f'<line x1="{lx}" y1="6" x2="{lx + 30}" y2="6" stroke="{DEVICE_STROKE}" '
+        f'stroke-width="1.6" stroke-dasharray="7 4"/>'
+        f'<text x="{lx + 36}" y="10" class="ss-small">link (virtual queue) · device</text>'
+    )
+    legend.append("</g>")
+    return "".join(legend)

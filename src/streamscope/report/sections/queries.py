@@ -1,0 +1,82 @@
+"""Three sections over the run's queries: each query's figures per frame, the histograms of
+those that asked for one, and the box-whisker plots of those that asked for ``box``.
+
+In: every query's series (``data.query_series``) and the page that collects figures. Out: the
+three sections' HTML.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from streamscope.core.fmt import fmt_ns
+from streamscope.report.data import QuerySeries
+from streamscope.report.figures.queries import box, clock_stats, duty, histograms, timeseries
+from streamscope.report.markup import Page, esc
+
+NO_BOX = (
+    '<p class="muted">No query asked for a box summary (add <code>box</code> to a '
+    "latency query: <code>latency(a -&gt; b): box</code>).</p>"
+)
+
+
+def sections(page: Page, qs: Sequence[QuerySeries]) -> tuple[str, str, str]:
+    """The per-query, histogram and box-whisker sections."""
+    main = ['<section id="queries"><h2>Queries per frame</h2>']
+    hist = ['<section id="histograms"><h2>Histograms</h2>']
+    boxes = ['<section id="latency"><h2>Latency box-whisker plots</h2>']
+    if not qs:
+        main.append('<p class="muted">The run has no queries.</p>')
+    for q in qs:
+        main.append(_per_frame(page, q))
+        hist.append(_histograms(page, q))
+        boxes.append(_box(page, q))
+    if not any(hist[1:]):
+        hist.append('<p class="muted">No query asked for a histogram.</p>')
+    if not any(boxes[1:]):
+        boxes.append(NO_BOX)
+    for part in (main, hist, boxes):
+        part.append("</section>")
+    return "".join(main), "".join(hist), "".join(boxes)
+
+
+def _title(q: QuerySeries) -> str:
+    return f"<h3>q{q.id}: <code>{esc(q.text)}</code></h3>"
+
+
+def _per_frame(page: Page, q: QuerySeries) -> str:
+    """The query's heading and its figures per frame (a stage's states, every stat, its
+    clocks' uncertainty)."""
+    frames = max((len(t.frames) for t in q.targets), default=0)
+    out = (
+        f'<h3 id="q{q.id}">q{q.id}: <code>{esc(q.text)}</code></h3>'
+        f'<p class="muted">{esc(q.metric)} in {esc(q.unit)}, frames of '
+        f"{esc(fmt_ns(q.frame_ns))}; {frames} frames; targets: "
+        f"{esc(', '.join(t.target for t in q.targets) or '-')}</p>"
+    )
+    plots = []
+    if q.metric == "state":
+        plots += [page.plot(duty(q, ts), f"q{q.id} duty {ts.target}") for ts in q.targets]
+    plots.append(page.plot(timeseries(q), f"q{q.id} per frame"))
+    plots.append(page.plot(clock_stats(q), f"q{q.id} clock"))
+    plots = [p for p in plots if p]
+    if plots:
+        return out + f'<div class="plots">{"".join(plots)}</div>'
+    return out + '<p class="muted">No frames with data.</p>'
+
+
+def _histograms(page: Page, q: QuerySeries) -> str:
+    """The query's histograms, if it has any ("" if not)."""
+    hs = histograms(q)
+    if not hs:
+        return ""
+    divs = "".join(page.plot(h, f"q{q.id} histogram") for h in hs)
+    return f'{_title(q)}<div class="plots">{divs}</div>'
+
+
+def _box(page: Page, q: QuerySeries) -> str:
+    """The query's box-whisker plot, if it has one ("" if not)."""
+    b = box(q)
+    if b is None:
+        return ""
+    return _title(q) + page.plot(b, f"q{q.id} box")
