@@ -325,7 +325,8 @@ def test_bus_capacity2_bounds_the_head_and_backs_up_the_tail() -> None:
 def test_a_frame_starts_at_an_arbitrary_instant_of_the_insertions() -> None:
     """Gaps of 4 frames: a frame sees an insertion with probability 1/4 (the equilibrium
     residual), not never (a whole gap from the frame's start)."""
-    from streamscope.model.estimator import replicate, sample_residual
+    from streamscope.model.estimator import replicate
+    from streamscope.model.sampling import sample_residual
 
     gaps = (np.array([3.9e6, 4.1e6]), np.ones(1))
     service = (np.array([0.0, 1.0]), np.ones(1))

@@ -5,17 +5,8 @@ from __future__ import annotations
 
 from streamscope.model._inputs import ModelInputError
 from streamscope.model.bulk import BulkTandemTimes, bulk_transfer, tandem_bulk
-from streamscope.model.estimator import (
-    Bus,
-    Prediction,
-    Profile,
-    SubQueues,
-    condition,
-    predict,
-    sample_histogram,
-    sample_profile,
-    simulate_frame,
-)
+from streamscope.model.dependence import Dependence, DependencePool, dependence_test
+from streamscope.model.estimator import Prediction, condition, predict
 from streamscope.model.occupancy import occupancy_from_events, tv, w1_items
 from streamscope.model.recursions import (
     TandemTimes,
@@ -23,13 +14,12 @@ from streamscope.model.recursions import (
     lindley_fifo,
     tandem_blocking,
 )
+from streamscope.model.replay import Bus, SubQueues, simulate_frame
+from streamscope.model.sampling import Profile, sample_histogram, sample_profile
 from streamscope.model.selfcheck import (
-    Dependence,
-    DependencePool,
     FrameVerdict,
     RunVerdict,
     combine_frames,
-    dependence_test,
     self_check,
 )
 

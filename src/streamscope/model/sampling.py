@@ -1,0 +1,162 @@
+"""Draws from what a frame measured: a gap histogram (ns; counts) and, where the producer's side
+measured it, its insertion profile (insertions per sub-window) in; gaps and insertion times (ns)
+out, for the estimator's replications and the self-check's null.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from streamscope.aggregate.points import HistogramPoint
+from streamscope.model._inputs import F64, ModelInputError
+
+__all__ = [
+    "HistogramLike",
+    "Profile",
+    "as_histogram",
+    "as_profile",
+    "mean_gap",
+    "renewal_draws",
+    "renewal_gaps",
+    "sample_histogram",
+    "sample_profile",
+    "sample_residual",
+]
+
+HistogramLike = HistogramPoint | tuple[ArrayLike, ArrayLike]
+
+
+class Profile(NamedTuple):
+    """Insertions measured in consecutive sub-windows of a frame: ``counts[i]`` items in
+    ``[i * width_ns, (i + 1) * width_ns)`` from the frame start."""
+
+    counts: ArrayLike
+    width_ns: float
+
+
+def as_histogram(h: HistogramLike, name: str) -> tuple[F64, F64]:
+    """``(edges, weights)`` of a histogram fit to sample, or a ModelInputError naming ``name``."""
+    edges, weights = (h.edges, h.weights) if isinstance(h, HistogramPoint) else h
+    e = np.asarray(edges, dtype=np.float64)
+    w = np.asarray(weights, dtype=np.float64)
+    if e.ndim != 1 or w.ndim != 1 or e.size != w.size + 1 or w.size == 0:
+        raise ModelInputError(f"{name}: need m+1 edges and m weights, got {e.size} and {w.size}")
+    if not (np.all(np.isfinite(e)) and np.all(np.diff(e) >= 0.0) and e[0] >= 0.0):
+        raise ModelInputError(f"{name}: edges must be finite, non-negative and non-decreasing")
+    if not (np.all(w >= 0.0) and float(w.sum()) > 0.0):
+        raise ModelInputError(f"{name}: weights must be >= 0 with a positive total")
+    return e, w
+
+
+def as_profile(p: Profile) -> tuple[NDArray[np.int64], float]:
+    """``(counts, width_ns)`` of a profile, or a ModelInputError."""
+    c = np.asarray(p.counts)
+    w = float(p.width_ns)
+    if c.ndim != 1 or c.size == 0 or c.dtype.kind not in "iu" or bool(np.any(c < 0)):
+        raise ModelInputError("profile: counts must be a non-empty 1-D array of integers >= 0")
+    if not (math.isfinite(w) and w > 0.0):
+        raise ModelInputError(f"profile: width_ns must be finite and > 0, got {p.width_ns}")
+    return c.astype(np.int64), w
+
+
+def mean_gap(h: HistogramLike) -> float:
+    """Mean inter-insertion gap (ns) of ``h`` (each bin at its midpoint), or a ModelInputError."""
+    e, w = as_histogram(h, "inter_insert")
+    mean = float(np.dot(w, 0.5 * (e[:-1] + e[1:])) / w.sum())
+    if not mean > 0.0:
+        raise ModelInputError("inter_insert: mean inter-insertion time must be > 0 ns")
+    return mean
+
+
+def sample_histogram(h: HistogramLike, n: int, rng: np.random.Generator) -> F64:
+    """``n`` draws (ns): a bin with probability proportional to its weight, then uniform within it.
+
+    Only the weights inside the edges are used (a HistogramPoint's ``under``/``over`` are ignored).
+    """
+    e, w = as_histogram(h, "histogram")
+    cdf = np.cumsum(w)
+    idx = np.searchsorted(cdf, rng.random(n) * cdf[-1], side="right")
+    idx = np.minimum(idx, w.size - 1)
+    out: F64 = e[idx] + rng.random(n) * (e[idx + 1] - e[idx])
+    return out
+
+
+def sample_residual(h: HistogramLike, rng: np.random.Generator) -> float:
+    """One draw of the time from an arbitrary instant to the next insertion, for insertions
+    whose gaps follow ``h`` (the renewal process's equilibrium residual): a gap drawn in
+    proportion to its length, then a uniform point inside it. A frame starts at an arbitrary
+    instant, so its first insertion comes after a residual, not after a whole gap (for
+    exponential gaps the two agree; for gaps longer than the frame only the residual lets an
+    insertion fall inside it)."""
+    e, w = as_histogram(h, "histogram")
+    lo, hi = e[:-1], e[1:]
+    lw = w * 0.5 * (lo + hi)
+    total = float(lw.sum())
+    if total <= 0.0:
+        return float(sample_histogram(h, 1, rng)[0])
+    i = min(int(np.searchsorted(np.cumsum(lw), rng.random() * total, side="right")), w.size - 1)
+    # within the bin, density proportional to the gap's length
+    gap = math.sqrt(lo[i] ** 2 + rng.random() * (hi[i] ** 2 - lo[i] ** 2))
+    return float(rng.random() * gap)
+
+
+def renewal_draws(h: HistogramLike, span_ns: float) -> int:
+    """How many gaps :func:`renewal_gaps` draws at a time for ``span_ns``: the expected number
+    plus six standard deviations of a Poisson count, so that a top-up is rare."""
+    expect = span_ns / mean_gap(h)
+    return int(expect + 6.0 * math.sqrt(expect) + 16.0)
+
+
+def renewal_gaps(
+    h: HistogramLike, span_ns: float, n: int, rng: np.random.Generator, *, residual: bool = True
+) -> F64:
+    """Gaps (ns) drawn i.i.d. from ``h``, ``n`` at a time (:func:`renewal_draws`), until they sum
+    to at least ``span_ns``: the renewal model of the insertions. The first is a residual
+    (:func:`sample_residual`: the span starts at an arbitrary instant), or, with
+    ``residual=False``, a whole gap."""
+    gaps = sample_histogram(h, n, rng)
+    if residual:
+        gaps[0] = sample_residual(h, rng)
+    while float(gaps.sum()) < span_ns:  # rare: top up until the span is covered
+        gaps = np.concatenate((gaps, sample_histogram(h, n, rng)))
+    return gaps
+
+
+def sample_profile(h: HistogramLike, profile: Profile, rng: np.random.Generator) -> F64:
+    """Insertion times (ns, sorted) with exactly ``profile.counts[i]`` in sub-window ``i``.
+
+    In a sub-window holding ``c`` items, ``c + 1`` gaps are drawn from ``h`` and scaled to fill
+    it; the items sit at the first ``c`` cumulative sums (for exponential gaps: ``c`` uniform
+    points, the Poisson process given its count; for constant gaps: evenly spaced). Only gaps
+    shorter than a sub-window are drawn when ``h`` has any: longer ones are what the profile's
+    empty sub-windows already show.
+    """
+    counts, width = as_profile(profile)
+    e, w = as_histogram(h, "histogram")
+    short = e[1:] <= width
+    if bool(np.any(w[short] > 0.0)):
+        e, w = e[: int(np.flatnonzero(short)[-1]) + 2], w[short]
+    busy = np.flatnonzero(counts)
+    if busy.size == 0:
+        return np.zeros(0)
+    c = counts[busy]
+    draws = sample_histogram((e, w), int(c.sum()) + busy.size, rng)
+    first = np.concatenate(([0], np.cumsum(c + 1)[:-1]))
+    total = np.add.reduceat(draws, first)
+    cum = np.cumsum(draws)
+    before = np.concatenate(([0.0], cum))[first]  # cumulative sum before each sub-window
+    # the items: every draw but the last of each sub-window
+    keep = np.ones(draws.size, dtype=bool)
+    keep[first + c] = False
+    win = np.repeat(np.arange(busy.size), c)
+    within = (cum[keep] - before[win]) / np.where(total > 0.0, total, 1.0)[win]
+    flat = total[win] <= 0.0  # every gap drawn was 0 ns: spread them evenly instead
+    if bool(flat.any()):
+        rank = np.arange(win.size) - np.repeat(np.cumsum(c) - c, c)
+        within[flat] = (rank[flat] + 1.0) / (c[win[flat]] + 1.0)
+    out: F64 = (busy[win] + within) * width
+    return out
