@@ -12,9 +12,7 @@ and refuse, and every refusal is counted at its probe.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import os
 import queue
 import socket
 import sys
@@ -26,8 +24,10 @@ from typing import Any
 
 from streamscope.aggregate.points import DropCount, FrameResult
 from streamscope.core import native
-from streamscope.core.records import empty_records
+from streamscope.core.modes import RunStatus, parse
 from streamscope.core.topology import Topology
+from streamscope.monitor.control import INBOX_LIMIT, ControlServer, Disconnect, Inbox
+from streamscope.monitor.draining import Drainer, MonitorStats
 from streamscope.monitor.engine import DEFAULT_STALL_NS, Engine
 from streamscope.monitor.flight import DEFAULT_FLIGHT_RECORDS
 from streamscope.monitor.rings import RingSet
@@ -36,13 +36,9 @@ from streamscope.probes.cost import CostBook
 from streamscope.query.compile import Plan
 from streamscope.store.writer import QueryRecord, RunMeta, RunStore
 from streamscope.transport.wire import (
-    HEADER_SIZE,
     Message,
     MsgType,
-    WireError,
     decode,
-    decode_header,
-    decode_payload,
 )
 
 #: Main agent id: the process that runs the pipeline and reports its outcome.
@@ -51,33 +47,20 @@ MAIN_AGENT = 0
 GRACE_S = 5.0
 #: How often the rings are drained and the engine reduces.
 DRAIN_S = 0.02
-#: Records drained in one cycle at most, over every ring: what the monitor holds at a time
-#: stays bounded when it falls behind (the rings refuse, and count, what it cannot take).
-DRAIN_BUDGET = 1 << 18
-#: How far the reduced timeline may trail real time when the monitor cannot drain every ring
-#: in full; records drained later than this are counted as refused.
-MAX_LAG_NS = 1_000_000_000
-#: How often the monitor looks for writers whose process ended (a pool's worker that is gone
-#: is in no state, not idle).
-GONE_CHECK_NS = 250_000_000
 #: How often, while frames wait for a clock's next calibration, the live view is shown them
 #: provisionally (ns; only when something watches the run live).
 PROVISIONAL_EVERY_NS = 500_000_000
 #: Records drained since the last reduction that make the engine reduce before a frame closes
 #: (what the monitor holds between two reductions stays bounded).
 ADVANCE_RECORDS = 1 << 19
-#: Control messages waiting to be handled, at most (a reader blocks beyond: back pressure).
-INBOX_LIMIT = 4096
-
-
-@dataclass(frozen=True, slots=True)
-class _Disconnect:
-    agent: int
 
 
 @dataclass(frozen=True, slots=True)
 class Final:
-    status: str
+    """How the monitor finished the run: its status and why, its length (virtual ns), and
+    the events it saw and those too late to place."""
+
+    status: RunStatus
     error: str | None
     duration_ns: int
     events: int
@@ -97,30 +80,10 @@ def query_records(plan: Plan, topology: Topology | None = None) -> list[QueryRec
     return out
 
 
-Inbox = queue.Queue[bytes | Message | _Disconnect | None]
-
-
-def _read_exact(conn: socket.socket, n: int) -> bytes | None:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = conn.recv(min(n - len(buf), 1 << 20))
-        if not chunk:
-            return None
-        buf += chunk
-    return bytes(buf)
-
-
-@dataclass(slots=True)
-class _FrameStats:
-    """The monitor's own figures over one frame of virtual time."""
-
-    lag_ns: int = 0
-    records: int = 0
-    cpu_ns: int = 0
-    drains: int = 0
-
-
 class MonitorService:
+    """The monitor of one run: serves until the application says it finished (or is gone),
+    then finishes the run file."""
+
     def __init__(
         self,
         plan: Plan,
@@ -150,6 +113,7 @@ class MonitorService:
         self._topology = topology
         self._begun = False
         self.inbox: Inbox = queue.Queue(INBOX_LIMIT)
+        self.control = ControlServer(self.inbox, listener, socket_path)
         self._on_frames = on_frames
         self._on_lag = on_lag
         self._on_broken = on_broken
@@ -166,26 +130,13 @@ class MonitorService:
         )  # fmt: skip
         self.frame_ns = drop_frame_ns
         self.rings = RingSet(ring_dir, topology, self._declare) if ring_dir is not None else None
+        self.drainer = Drainer(self.rings, self.engine) if self.rings is not None else None
         self.costs = CostBook()
-        self.socket_path = socket_path
-        self._server = listener
-        self.bad_messages = 0
         self._t0: int | None = None
-        self._prev_drain: int | None = None
-        self._gone_checked = 0
         self._provisional_at = 0
         self._due = 0  # the engine reduces once the watermark passes this (virtual ns)
         self._pending = 0  # records drained since the engine last reduced
-        self._stats: dict[int, _FrameStats] = {}
-        self._cpu_mark = time.process_time_ns()
-        self.cpu_ns = 0
-        if self._server is None and socket_path is not None:
-            self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            self._server.bind(socket_path)
-            os.chmod(socket_path, 0o600)
-            self._server.listen(64)
-        if self._server is not None:
-            threading.Thread(target=self._accept, name="streamscope-accept", daemon=True).start()
+        self.stats = MonitorStats(drop_frame_ns, time.process_time_ns())
 
     # -- output --------------------------------------------------------------------------------
 
@@ -203,38 +154,6 @@ class MonitorService:
         if self._begun:
             self.writer.write_table(table, columns)
 
-    # -- control messages ----------------------------------------------------------------------
-
-    def _accept(self) -> None:
-        assert self._server is not None
-        while True:
-            try:
-                conn, _ = self._server.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._reader, args=(conn,), daemon=True).start()
-
-    def _reader(self, conn: socket.socket) -> None:
-        agent: int | None = None
-        try:
-            while True:
-                header = _read_exact(conn, HEADER_SIZE)
-                if header is None:
-                    break
-                kind, agent_id, pid, wm, length, count = decode_header(header)
-                payload = _read_exact(conn, length) if length else b""
-                if payload is None:
-                    break
-                agent = agent_id
-                self.inbox.put(decode_payload(kind, agent_id, pid, wm, count, payload))
-        except (WireError, OSError) as exc:
-            self.bad_messages += 1
-            print(f"streamscope monitor: dropped a connection: {exc}", file=sys.stderr)
-        finally:
-            conn.close()
-            if agent is not None:
-                self.inbox.put(_Disconnect(agent))
-
     # -- the loop ------------------------------------------------------------------------------
 
     def serve(self) -> Final:
@@ -245,13 +164,13 @@ class MonitorService:
         next_drain = time.monotonic()
         while True:
             wait = max(0.0, next_drain - time.monotonic())
-            got: bytes | Message | _Disconnect | bool | None
+            got: bytes | Message | Disconnect | bool | None
             try:
                 got = self.inbox.get(timeout=wait) if wait > 0 else self.inbox.get_nowait()
             except queue.Empty:
                 got = False
             if got is not False:
-                item = _Disconnect(MAIN_AGENT) if got is None else got
+                item = Disconnect(MAIN_AGENT) if got is None else got
                 if isinstance(item, bytes):
                     item = decode(item)
                 if isinstance(item, Message):
@@ -261,7 +180,7 @@ class MonitorService:
                         finish, finish_at = item, time.monotonic()
                     else:
                         self._handle(item)
-                elif isinstance(item, _Disconnect):
+                elif isinstance(item, Disconnect):
                     self.engine.disconnect(item.agent)
                     if item.agent == MAIN_AGENT and main_gone_at is None:
                         main_gone_at = time.monotonic()
@@ -279,14 +198,14 @@ class MonitorService:
             )
             if finish is not None and (not others_live or now - finish_at > GRACE_S):
                 return self._finish(
-                    finish.info.get("status", "completed"),
+                    parse(RunStatus, finish.info.get("status", "completed"), "run status"),
                     finish.info.get("error"),
                     finish.watermark,
                 )
             gone_long = main_gone_at is not None and now - main_gone_at > GRACE_S
             if finish is None and main_gone_at is not None and (not others_live or gone_long):
                 return self._finish(
-                    "failed",
+                    RunStatus.FAILED,
                     "the application process ended without finishing the run (killed?)",
                     None,
                 )
@@ -297,46 +216,7 @@ class MonitorService:
         if eng.timebase is None or self._t0 is None:
             return  # the run has not started: records wait in their rings
         t_now = native.host_ns()  # read before any ring: no record still to come is older
-        n = 0
-        if self.rings is not None:
-            self.rings.scan()
-            # While the run goes on, each ring gets its share of the budget (what a ring gives
-            # ahead of the others waits at most MAX_LAG_NS, see below); at the end, when nothing
-            # bounds the wait, the rings are drained up to a common frontier in time instead.
-            drain = self.rings.drain(DRAIN_BUDGET, self._place if final else None)
-            n = drain.n_records
-            t_report = t_now - self._t0
-            drops_of: dict[str, list[tuple[int, int, int]]] = {}
-            for pid, count in drain.drops:
-                dom = eng.probe_domain(pid)
-                drops_of.setdefault(dom, []).append((pid, t_report, count))
-            batches = drain.by_domain()
-            for dom in set(batches) | set(drops_of):
-                records = batches.get(dom)
-                eng.ingest(
-                    dom, records if records is not None else empty_records(), drops_of.get(dom, ())
-                )
-            for pid, seq in drain.refused.items():
-                eng.note_refused(pid, seq, t_report)
-            if t_now - self._gone_checked >= GONE_CHECK_NS or final:
-                self._gone_checked = t_now
-                for pid in self.rings.gone():
-                    eng.writer_gone(pid)
-            # A writer reads its clock and commits its record in a few ns, so what this drain
-            # did not see is younger than the previous drain: that is the rings' watermark.
-            # Before the first drain, only the run's start is known to have passed. A ring left
-            # partly drained holds it back to its oldest record still waiting.
-            prev = self._prev_drain if self._prev_drain is not None else self._t0
-            mark = max((t_now if final else prev) - self._t0, 0)
-            for dom, ticks in drain.left.items():
-                if eng.domains.ready(dom):
-                    mark = min(mark, max(eng.domains.scalar_to_ns(dom, ticks), 0))
-            # Never further behind than MAX_LAG_NS while the run goes on: what is older still
-            # when it is drained is counted as refused (late), so what the monitor holds stays
-            # bounded. At the end nothing is written any more: the rest is drained in turn.
-            floor = 0 if final else t_now - self._t0 - MAX_LAG_NS
-            eng.ring_watermark_ns = max(mark, floor)
-        self._prev_drain = t_now
+        n = self.drainer.drain(t_now, self._t0, final=final) if self.drainer is not None else 0
         # Reduce when a frame can close, or when enough records wait: an advance costs the same
         # whether it carries one drain's records or many, and frames close no later.
         live = eng.live_watermark()
@@ -353,17 +233,7 @@ class MonitorService:
             shown = eng.provisional()
             if shown:
                 self._on_frames(shown, ())
-        cpu = time.process_time_ns()
-        frame = max(t_now - self._t0, 0) // self.frame_ns
-        st = self._stats.setdefault(frame, _FrameStats())
-        # How far the drained timeline trails real time: one drain period when the monitor
-        # keeps up, the whole stall when it does not.
-        st.lag_ns = max(st.lag_ns, self.lag_ns)
-        st.records += n
-        st.cpu_ns += cpu - self._cpu_mark
-        st.drains += 1
-        self.cpu_ns += cpu - self._cpu_mark
-        self._cpu_mark = cpu
+        self.stats.add(t_now - self._t0, self.lag_ns, n, time.process_time_ns())
         self._write_monitor_stats(eng.watermark_ns // self.frame_ns)
 
     def _declare(self, found: Topology) -> None:
@@ -376,23 +246,13 @@ class MonitorService:
             if self._begun:
                 self.writer.amend(self._topology, self._records)
 
-    def _place(self, domain: str, ticks: int) -> int | None:
-        """Virtual time of a record of ``domain`` (None: the domain is not calibrated yet)."""
-        domains = self.engine.domains
-        return domains.scalar_to_ns(domain, ticks) if domains.ready(domain) else None
-
     def _write_monitor_stats(self, before_frame: int | None) -> None:
         """The monitor's own figures of the frames before ``before_frame`` (None: all)."""
-        done = sorted(f for f in self._stats if before_frame is None or f < before_frame)
-        if not done or not self._begun:
+        if not self._begun:
             return
-        rows = [self._stats.pop(f) for f in done]
-        self.writer.write_table(
-            "monitor",
-            {"frame": done, "lag_ns": [r.lag_ns for r in rows],
-             "records": [r.records for r in rows], "cpu_ns": [r.cpu_ns for r in rows],
-             "drains": [r.drains for r in rows]},
-        )  # fmt: skip
+        rows = self.stats.take(before_frame)
+        if rows is not None:
+            self.writer.write_table("monitor", rows)
 
     def _handle(self, msg: Message) -> None:
         """One message into the engine. One that makes no sense (fields of the wrong type or
@@ -400,7 +260,7 @@ class MonitorService:
         try:
             self.engine.handle(msg)
         except (ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError) as e:
-            self.bad_messages += 1
+            self.control.bad_messages += 1
             print(
                 f"streamscope monitor: refused a {msg.type.name} message from agent {msg.agent}: "
                 f"{type(e).__name__}: {e}",
@@ -433,7 +293,7 @@ class MonitorService:
         if self._t0 is None:
             self._t0 = t0_ticks
 
-    def _finish(self, status: str, error: str | None, end_ticks: int | None) -> Final:
+    def _finish(self, status: RunStatus, error: str | None, end_ticks: int | None) -> Final:
         self._begin(0)  # a run that never started still gets a file that says how it ended
         eng = self.engine
         if eng.timebase is not None:
@@ -459,8 +319,11 @@ class MonitorService:
         eng.finish(end_ns)
         self._write_monitor_stats(None)
         self.writer.flush()
-        if self.writer.error is not None and status == "completed":
-            status, error = "failed", f"the run file could not be written: {self.writer.error}"
+        if self.writer.error is not None and status == RunStatus.COMPLETED:
+            status, error = (
+                RunStatus.FAILED,
+                f"the run file could not be written: {self.writer.error}",
+            )
         self.writer.finish(status, error, time.time_ns(), end_ns)
         self.writer.close()
         self.close()
@@ -469,13 +332,7 @@ class MonitorService:
     def close(self) -> None:
         if self.rings is not None:
             self.rings.close()
-        if self._server is not None:
-            with contextlib.suppress(OSError):
-                self._server.close()
-            if self.socket_path is not None:
-                with contextlib.suppress(OSError):
-                    os.unlink(self.socket_path)
-            self._server = None
+        self.control.close()
 
 
 class InlineMonitor:
