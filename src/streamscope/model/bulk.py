@@ -255,11 +255,7 @@ def bulk_transfer(
     a, rule = _rule(arrive, bulk_size, min_batch, transfer_ns, per_item_ns, timeout_ns, 0.0)
     if a.size == 0:
         return a.copy(), a.copy()
-    end = _end(a, end_ns)
-    if rule.min_batch == rule.bulk_size and rule.timeout_ns == math.inf:
-        return _quorum_fast(a, rule, end)
-    start, done, _, _ = _batches(a, 0, rule, end)
-    return start, done
+    return _bus(a, 0, rule, _end(a, end_ns))
 
 
 def tandem_bulk(
@@ -315,16 +311,23 @@ def tandem_bulk(
     return BulkTandemTimes(start1, done1, deliver, start2, depart)
 
 
+def _bus(a: F64, p: int, rule: _BusRule, end: float) -> tuple[F64, F64]:
+    """start1 and done1 per item for a bus that never waits for the device side (items
+    ``0..p-1`` preloaded: they skip it)."""
+    if p == a.size:
+        c = a.copy()
+        return c, c
+    if rule.min_batch == rule.bulk_size and rule.timeout_ns == math.inf:
+        bs, bd = _quorum_fast(a[p:], rule, end)
+        return (np.concatenate((a[:p], bs)), np.concatenate((a[:p], bd))) if p else (bs, bd)
+    start1, done1, _, _ = _batches(a, p, rule, end)
+    return start1, done1
+
+
 def _unbounded(a: F64, p: int, rule: _BusRule, end: float, sv: F64) -> tuple[F64, F64, F64, F64]:
     """:func:`tandem_bulk` with an unbounded device buffer: the bus never waits for the device,
     whose server is then a Lindley queue of the deliveries."""
-    if p == a.size:
-        start1 = done1 = a.copy()
-    elif rule.min_batch == rule.bulk_size and rule.timeout_ns == math.inf:
-        bs, bd = _quorum_fast(a[p:], rule, end)
-        start1, done1 = np.concatenate((a[:p], bs)), np.concatenate((a[:p], bd))
-    else:
-        start1, done1, _, _ = _batches(a, p, rule, end)
+    start1, done1 = _bus(a, p, rule, end)
     lat = rule.latency_ns
     deliver = done1 + lat if lat else done1
     if p and lat:

@@ -1,12 +1,6 @@
-"""The dependence test of the renewal model: a frame's insertion profile (insertions per
-sub-window) and its inter-insertion histogram in; whether the insertions look like i.i.d. gaps
-(a :class:`Dependence`: statistic and Monte Carlo p-value) out, per frame or pooled over frames.
-
-The W1 test of :mod:`~streamscope.model.selfcheck` alone has little power against bursty
-sources: its threshold comes from replications of the same model, and for bursty sources those
-spread as widely as the bursts they put at random places. This test checks what the renewal
-model assumes instead: the profile's dispersion at every scale against the replications'.
-"""
+"""The renewal model's dependence test: a frame's insertion profile (insertions per sub-window)
+and inter-insertion histogram in; whether its insertions look like i.i.d. gaps (statistic and
+Monte Carlo p-value) out, per frame or pooled over frames."""
 
 from __future__ import annotations
 
@@ -36,6 +30,11 @@ __all__ = [
     "dependence_test",
     "renewal_profiles",
 ]
+
+# Why a second test: the self-check's W1 test has little power against bursty sources, since its
+# threshold comes from replications of the same model, and for bursty sources those spread as
+# widely as the bursts they put at random places. This one tests what the renewal model assumes:
+# the profile's dispersion at every scale against the renewal replications'.
 
 #: Fewest blocks of sub-windows a scale of the dependence test needs.
 MIN_BLOCKS = 4

@@ -1,15 +1,6 @@
-"""Virtual-queue estimator (seed 002 step 3): one frame's inter-insertion (or production) and
-back-to-back inter-departure histograms (ns; counts), its start levels and, where the producer's
-side measured it, its insertion profile (insertions per sub-window) in, the predicted
-time-weighted occupancy of the whole virtual queue and of its tail (producer's side) and head
-(consumer's side) sub-queues out (fractions of the frame per level).
-
-Two models of the insertions: "renewal" (the seed's: gaps drawn i.i.d. from the histogram) and
-"profile" (each sub-window gets the measured number of insertions, spaced by gaps drawn from
-the histogram): the second keeps bursts, lulls and rate changes longer than a sub-window, which
-i.i.d. gaps cannot reproduce. The draws are :mod:`~streamscope.model.sampling`'s, the replay of
-a frame :mod:`~streamscope.model.replay`'s.
-"""
+"""Virtual-queue estimator (seed 002 step 3): one frame's gap histograms (ns; counts), start
+levels and, where measured, insertion profile in; the predicted fraction of the frame at each
+level of the whole virtual queue and of its tail and head sub-queues out."""
 
 from __future__ import annotations
 
@@ -49,6 +40,10 @@ __all__ = [
     "summarise",
 ]
 
+#: The models of the insertions. "renewal" (the seed's): gaps drawn i.i.d. from the histogram.
+#: "profile": each sub-window gets the measured number of insertions, spaced by gaps drawn from
+#: the histogram; it keeps bursts, lulls and rate changes longer than a sub-window, which i.i.d.
+#: gaps cannot reproduce.
 Arrivals = Literal["renewal", "profile"]
 
 

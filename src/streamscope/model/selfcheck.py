@@ -1,13 +1,6 @@
 """Self-check of the virtual-queue estimator (seed 002 step 4): a frame's histograms and measured
-sub-queue level distributions in, a per-frame and a run-level consistent/rejected verdict out.
-
-Where the producer's side measured its insertion profile (insertions per sub-window), the
-check of the "renewal" model (i.i.d. gaps) also tests what that model assumes: the profile's
-dispersion at every scale against the renewal replications' (:func:`~streamscope.model.
-dependence.dependence_test`). The W1 test alone has little power there: its threshold comes
-from replications of the same model, and for bursty sources those spread as widely as the
-bursts they put at random places.
-"""
+sub-queue level distributions in; a per-frame and a run-level consistent/rejected verdict out
+(W1 against the model's own replications, plus the dependence test of the renewal model)."""
 
 from __future__ import annotations
 

@@ -1,15 +1,6 @@
-"""Per-frame reduction of one sub-queue of a virtual queue, where its records are made.
-
-In: the insertion and removal records of one sub-queue (both ends stamped by the same clock, in
-raw ticks of nominal period ``tick_ns``), optionally the producer stage's state records, and a
-frame grid in those ticks. Out: one small :class:`SubQueueSummary` per frame (time at each level,
-counts, fixed-edge histograms of inter-insertion, back-to-back inter-departure and production
-gaps and, where asked, the insertions and the removals per equal sub-window of the frame: its
-profiles), with a compact binary form, so a device can send summaries instead of records.
-
-``reducer`` holds the on-line reducer, ``fold`` its batch step, ``summary`` the per-frame value,
-``wire`` its bytes and ``gaps`` the fixed bins of the gap histograms.
-"""
+"""Per-frame reduction of one sub-queue of a virtual queue, where its records are made: its
+insertion, removal and producer-state records (raw ticks) in; one small summary per frame
+(levels, counts, gap histograms, profiles) out, in a binary form a device can send instead."""
 
 from __future__ import annotations
 
