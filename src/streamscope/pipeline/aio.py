@@ -15,7 +15,7 @@ import asyncio
 import inspect
 import queue
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -124,17 +124,8 @@ async def _outputs(result: Any) -> AsyncIterator[Any]:
         yield result
 
 
-async def run_task(
-    spec: Any,
-    ins: list[Channel],
-    outs: list[Channel],
-    probes: StageProbes,
-    pool: ThreadPoolExecutor,
-    on_error: Callable[[str, BaseException], None],
-) -> None:
-    """One stage as a task of the loop. Errors go to ``on_error``; nothing escapes."""
-    tracker = probes.tracker
-    ends = _Ends(asyncio.get_running_loop(), pool, tracker)
+def _emitter(spec: Any, ends: _Ends, outs: list[Channel]) -> Callable[[Any], Awaitable[None]]:
+    """How a task puts each of its outputs: round-robin over ``outs``, or to each of them."""
     turn = [0]
 
     async def emit(item: Any) -> None:
@@ -148,6 +139,35 @@ async def run_task(
         await ends.put(outs[i], item)
         turn[0] = (i + 1) % len(outs)
 
+    return emit
+
+
+async def _generate(fn: Callable[[], Any], emit: Callable[[Any], Awaitable[None]]) -> None:
+    """A source's items, emitted: those of what ``fn`` returns (awaited if a coroutine), an
+    async generator, a generator or an iterable."""
+    made = fn()
+    if inspect.isawaitable(made):
+        made = await made
+    if inspect.isasyncgen(made):
+        async for item in made:
+            await emit(item)
+    elif made is not None:
+        for item in made:
+            await emit(item)
+
+
+async def run_task(
+    spec: Any,
+    ins: list[Channel],
+    outs: list[Channel],
+    probes: StageProbes,
+    pool: ThreadPoolExecutor,
+    on_error: Callable[[str, BaseException], None],
+) -> None:
+    """One stage as a task of the loop. Errors go to ``on_error``; nothing escapes."""
+    tracker = probes.tracker
+    ends = _Ends(asyncio.get_running_loop(), pool, tracker)
+    emit = _emitter(spec, ends, outs)
     try:
         body = StageBody(spec.name, spec.obj)
         if tracker is not None:
@@ -155,15 +175,7 @@ async def run_task(
         body.setup()
         fn = body.fn
         if not ins:
-            made = fn()
-            if inspect.isawaitable(made):
-                made = await made
-            if inspect.isasyncgen(made):
-                async for item in made:
-                    await emit(item)
-            elif made is not None:
-                for item in made:
-                    await emit(item)
+            await _generate(fn, emit)
         else:
             async for item in _inputs(ends, spec.fanin, ins):
                 async for out in _outputs(fn(item)):

@@ -29,6 +29,9 @@ _STOP = b"q"
 
 @dataclass(slots=True)
 class _Domain:
+    """One clock domain's round-trip socket. Mutable: ``closed`` is set once its process is
+    gone or released, under ``lock``."""
+
     index: int  # the domain's resource index in the topology (sent as the message's agent field)
     name: str
     sock: socket.socket

@@ -11,19 +11,22 @@ import contextlib
 import os
 import signal
 import socket
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
+from streamscope.core import native
 from streamscope.core.errors import describe_exception
 from streamscope.core.process import die_with_parent
 from streamscope.core.topology import HOST, ProbeInfo
-from streamscope.pipeline.link import LinkChannel
+from streamscope.pipeline.link import save_links_truth
 from streamscope.pipeline.local import LocalQueue
 from streamscope.pipeline.pipeline import Pipeline
 from streamscope.pipeline.scope import Scope, start_links, start_threads
 from streamscope.pipeline.worker import Channel, runner_report
 from streamscope.probes.agent import Agent
 from streamscope.probes.taps import Recorder, host_clock
+from streamscope.probes.tracing import RateWatch
 from streamscope.timebase.emulated import EmulatedClock, EmulatedClockSpec
 from streamscope.timebase.roundtrip import serve_clock
 from streamscope.transport.channels import UnixSocketTransport
@@ -46,7 +49,6 @@ class ChildSpec:
     parent_pid: int = 0
     local: tuple[LocalQueue, ...] = ()  #: sub-queues this device reduces itself
     truth_dir: str | None = None  #: where to leave ground truth (validation runs only)
-    truth_index: dict[str, int] = field(default_factory=dict)
 
 
 def clock_main(name: str, spec: str, epoch_ns: int, sock: socket.socket, parent_pid: int) -> None:
@@ -76,78 +78,21 @@ def child_main(
     control: Control | None = None
     code = 0
     try:
-        clock = host_clock()
-        domain = HOST
-        tick_ns = 1.0
-        if spec.clock:
-            emulated = EmulatedClock(
-                EmulatedClockSpec.parse(spec.clock), spec.epoch_ns, domain=spec.name
-            )
-            clock = emulated.native_clock()  # every ring of this process reads the device's clock
-            domain = spec.name
-            tick_ns = emulated.tick_period_ns
-        # The sub-queues this device reduces itself, and its watched producer's states, stay in
-        # private rings its agent drains; every other ring is the monitor's.
-        local = frozenset(
-            p for q in spec.local for p in (q.insert_probe, q.remove_probe, q.state_probe) if p
-        )
+        clock, domain, tick_ns = _process_clock(spec)
         if spec.socket_path is not None:
             control = Control(UnixSocketTransport(spec.socket_path), spec.agent_id)
         scope = Scope(
             pipeline, channels, probes, spec.stages,
-            Recorder(spec.ring_dir, clock, spec.tap_capacity), local, runner_report(control),
+            Recorder(spec.ring_dir, clock, spec.tap_capacity), _local_probes(spec),
+            runner_report(control),
         )  # fmt: skip
         if control is not None and spec.local:
-            from streamscope.pipeline.onboard import LocalReduction
-
-            agent = Agent(
-                control,
-                clock.now,
-                flush_interval_s=spec.flush_interval_s,
-                domain=domain,
-                local=LocalReduction(spec.local, tick_ns, grid),
-            )
-            for tap in scope.local_taps:
-                agent.add(tap)
+            agent = _local_agent(control, clock, domain, tick_ns, spec, grid, scope)
         rates = scope.rate_watch(control.note) if control is not None else None
-
-        closing = False
-
-        def on_term(signum: int, frame: object) -> None:
-            # PR_SET_PDEATHSIG fires again for each exiting thread of a killed parent: a nested
-            # call would deadlock on the agent's lock held by the first one.
-            nonlocal closing
-            if closing:
-                return
-            closing = True
-            if agent is not None:
-                agent.close(final=False)
-            os._exit(128 + signum)
-
-        signal.signal(signal.SIGTERM, on_term)
-        errors: list[tuple[str, str]] = []
-
-        def on_error(stage: str, exc: BaseException) -> None:
-            # Report before the main thread can see the error and exit: os._exit would cut a
-            # put that is still writing, and the host would only see an exit code.
-            message = describe_exception(exc)
-            status.put(("error", stage, message))
-            errors.append((stage, message))
-
-        threads = start_threads(pipeline, channels, scope, spec.stages, on_error)
-        threads += start_links(pipeline, channels, spec.stages, on_error)
-        if agent is not None:
-            agent.start()
-        if rates is not None:
-            rates.start()
-        while any(t.is_alive() for t in threads) and not errors:
-            for t in threads:
-                t.join(timeout=0.05)
-        if rates is not None:
-            rates.stop()
-        code = 1 if errors else 0
+        signal.signal(signal.SIGTERM, _terminator(agent))
+        code = _run_stages(pipeline, channels, scope, spec.stages, status, agent, rates)
         if code == 0 and spec.truth_dir is not None:
-            _save_truth(pipeline, channels, spec)
+            save_links_truth(pipeline.channels.values(), channels, spec.stages, spec.truth_dir)
         if code == 0 and spec.clock:
             status.put(("done", spec.name, ""))  # the host takes the domain's last burst now
     except BaseException as exc:
@@ -161,13 +106,93 @@ def child_main(
         os._exit(code)
 
 
-def _save_truth(pipeline: Pipeline, channels: dict[str, Channel], spec: ChildSpec) -> None:
-    assert spec.truth_dir is not None
-    mine = set(spec.stages)
-    for c in pipeline.channels.values():
-        ch = channels[c.name]
-        if isinstance(ch, LinkChannel):
-            if c.src in mine:
-                ch.save_truth(spec.truth_dir, spec.truth_index[c.name], "in")
-            if c.dst in mine:
-                ch.save_truth(spec.truth_dir, spec.truth_index[c.name], "out")
+def _process_clock(spec: ChildSpec) -> tuple[native.Clock, str, float]:
+    """The clock every ring of this process reads (a device's own, where it has one), its
+    domain and its tick (ns)."""
+    if not spec.clock:
+        return host_clock(), HOST, 1.0
+    emulated = EmulatedClock(EmulatedClockSpec.parse(spec.clock), spec.epoch_ns, domain=spec.name)
+    return emulated.native_clock(), spec.name, emulated.tick_period_ns
+
+
+def _local_probes(spec: ChildSpec) -> frozenset[int]:
+    """The sub-queues this device reduces itself, and its watched producer's states: they stay
+    in private rings its agent drains; every other ring is the monitor's."""
+    return frozenset(
+        p for q in spec.local for p in (q.insert_probe, q.remove_probe, q.state_probe) if p
+    )
+
+
+def _local_agent(
+    control: Control,
+    clock: native.Clock,
+    domain: str,
+    tick_ns: float,
+    spec: ChildSpec,
+    grid: Any,
+    scope: Scope,
+) -> Agent:
+    """The agent that reduces this device's own sub-queues, on the host's frame grid."""
+    from streamscope.pipeline.onboard import LocalReduction
+
+    agent = Agent(
+        control,
+        clock.now,
+        flush_interval_s=spec.flush_interval_s,
+        domain=domain,
+        local=LocalReduction(spec.local, tick_ns, grid),
+    )
+    for tap in scope.local_taps:
+        agent.add(tap)
+    return agent
+
+
+def _terminator(agent: Agent | None) -> Callable[[int, object], None]:
+    """The SIGTERM handler: the agent closed (its last records not sent), then exit."""
+    closing = False
+
+    def on_term(signum: int, frame: object) -> None:
+        # PR_SET_PDEATHSIG fires again for each exiting thread of a killed parent: a nested
+        # call would deadlock on the agent's lock held by the first one.
+        nonlocal closing
+        if closing:
+            return
+        closing = True
+        if agent is not None:
+            agent.close(final=False)
+        os._exit(128 + signum)
+
+    return on_term
+
+
+def _run_stages(
+    pipeline: Pipeline,
+    channels: dict[str, Channel],
+    scope: Scope,
+    stages: list[str],
+    status: Any,
+    agent: Agent | None,
+    rates: RateWatch | None,
+) -> int:
+    """Run this process's stages until each has ended (0) or one failed (1, reported)."""
+    errors: list[tuple[str, str]] = []
+
+    def on_error(stage: str, exc: BaseException) -> None:
+        # Report before the main thread can see the error and exit: os._exit would cut a
+        # put that is still writing, and the host would only see an exit code.
+        message = describe_exception(exc)
+        status.put(("error", stage, message))
+        errors.append((stage, message))
+
+    threads = start_threads(pipeline, channels, scope, stages, on_error)
+    threads += start_links(pipeline, channels, stages, on_error)
+    if agent is not None:
+        agent.start()
+    if rates is not None:
+        rates.start()
+    while any(t.is_alive() for t in threads) and not errors:
+        for t in threads:
+            t.join(timeout=0.05)
+    if rates is not None:
+        rates.stop()
+    return 1 if errors else 0

@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
+from collections.abc import Collection, Iterable, Mapping
 from multiprocessing.context import BaseContext
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from streamscope.core.stream import EOS, Aborted
 from streamscope.pipeline.channel import ThreadChannel
 from streamscope.pipeline.resources import LinkSpec
 from streamscope.pipeline.shm import ProcessChannel
+from streamscope.pipeline.specs import ChannelSpec
 
 #: Batches in flight on the bus at once (between the mover and the receiver).
 IN_FLIGHT = 2
@@ -147,3 +149,20 @@ class LinkChannel:
         with open(tmp, "wb") as f:
             np.save(f, np.frombuffer(buf.truth(), dtype=np.int64))
         os.replace(tmp, path)
+
+
+def save_links_truth(
+    specs: Iterable[ChannelSpec],
+    channels: Mapping[str, object],
+    stages: Collection[str],
+    directory: str,
+) -> None:
+    """This process's side of the ground truth of every link channel that its ``stages`` put
+    into (``in``) or get from (``out``), numbered by the channel's place in ``specs``."""
+    for index, spec in enumerate(specs):
+        ch = channels[spec.name]
+        if isinstance(ch, LinkChannel):
+            if spec.src in stages:
+                ch.save_truth(directory, index, "in")
+            if spec.dst in stages:
+                ch.save_truth(directory, index, "out")

@@ -8,12 +8,10 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from streamscope.core.errors import PipelineError
 from streamscope.core.topology import (
-    DECLARABLE_KINDS,
     HOST,
     ChannelInfo,
     ProbeInfo,
@@ -22,61 +20,21 @@ from streamscope.core.topology import (
     Topology,
     UserProbeInfo,
 )
+from streamscope.pipeline.probedecl import declare_probe
 from streamscope.pipeline.resources import THREAD, LinkSpec, Resource, resolve
 from streamscope.pipeline.shm import DEFAULT_SLOT_BYTES
+from streamscope.pipeline.specs import (
+    FANIN,
+    FANOUT,
+    ITERATION_KINDS,
+    LOOP_LAG,
+    ChannelSpec,
+    StageSpec,
+    StorageSpec,
+    TraceSpec,
+)
 from streamscope.pipeline.stage import StageBody, as_source
-from streamscope.probes.hardware import parse_condition
 from streamscope.timebase.emulated import EmulatedClockSpec
-
-FANOUT = ("roundrobin", "broadcast")
-#: The timer a stage on an asyncio loop measures its loop's lag with (the loop's first stage).
-LOOP_LAG = "loop_lag"
-STORAGE_SCHEMES = ("centralized", "distributed")
-#: Per-iteration probes a query can place on any stage (no declaration needed).
-ITERATION_KINDS = ("iteration", "input_wait", "output_wait")
-FANIN = ("roundrobin", "zip")
-
-
-@dataclass(frozen=True, slots=True)
-class StageSpec:
-    name: str
-    obj: Any
-    resource: Resource
-    fanout: str
-    fanin: str
-
-
-@dataclass(frozen=True, slots=True)
-class StorageSpec:
-    """A resource's centralised probe storage: a shared buffer of ``capacity`` records with
-    ``ports`` write ports per clock cycle, and a hold register of ``hold`` samples per probe."""
-
-    ports: int = 2
-    capacity: int = 1 << 16
-    hold: int = 1
-    cycle_ticks: int = 1
-
-
-@dataclass(frozen=True, slots=True)
-class TraceSpec:
-    """Function tracing (seed 004): the functions of ``modules`` (``"pkg.mod"`` or
-    ``"pkg.mod:pattern"``) and of the traced stages' own code, called by the threads of the
-    stages matching ``stages``; ``exclude``: name patterns left alone; ``max_calls_per_s``:
-    functions called faster are left alone from then on."""
-
-    modules: tuple[str, ...] = ()
-    stages: tuple[str, ...] = ("*",)
-    exclude: tuple[str, ...] = ()
-    max_calls_per_s: float | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ChannelSpec:
-    name: str
-    src: str
-    dst: str
-    capacity: int
-    slot_bytes: int
 
 
 class Pipeline:
@@ -182,60 +140,13 @@ class Pipeline:
         ``sample`` after each period boundary (skipped boundaries are counted).
         A probe records only when a query uses it.
         """
-        if stage not in self.stages:
-            known = ", ".join(self.stages) or "(none)"
-            raise PipelineError(
-                f"cannot add probe {name!r}: unknown stage {stage!r}; known stages: {known}"
-            )
-        if not name or not all(ch.isalnum() or ch in "_-" for ch in name):
-            raise PipelineError(
-                f"bad probe name {name!r} on stage {stage!r}: use letters, digits, '_' or '-'"
-            )
-        full = f"{stage}.{name}"
-        if kind not in DECLARABLE_KINDS:
-            raise PipelineError(
-                f"probe {full}: kind must be one of {', '.join(DECLARABLE_KINDS)}, not {kind!r}"
-            )
-        scheme = {"central": "centralized", "centralised": "centralized"}.get(storage, storage)
-        if scheme not in STORAGE_SCHEMES:
-            raise PipelineError(
-                f"probe {full}: storage must be one of {', '.join(STORAGE_SCHEMES)}, "
-                f"not {storage!r}"
-            )
-        if kind != "sampler" and scheme != "distributed":
-            raise PipelineError(f"probe {full}: only samplers can use centralized storage")
-        if trigger and kind not in ("sampler", "counter"):
-            raise PipelineError(f"probe {full}: only samplers and counters take a trigger")
-        for cond in trigger:
-            try:
-                parse_condition(cond, f"probe {full}")
-            except ValueError as e:
-                raise PipelineError(str(e)) from None
-        period_ns = 0
-        if period_us is not None:
-            if kind != "sampler":
-                raise PipelineError(f"probe {full}: only samplers take a period")
-            period_ns = round(period_us * 1e3)
-            if period_ns <= 0:
-                raise PipelineError(f"probe {full}: the period must be positive, not {period_us}")
-        if kind == "global":
-            if not members:
-                raise PipelineError(f"probe {full}: a global trigger needs members")
-            for m in members:
-                other = self.probes.get(f"{stage}.{m}")
-                if other is None or other.kind != "sampler":
-                    raise PipelineError(
-                        f"probe {full}: member {m!r} is not a sampler declared on {stage!r}"
-                    )
-        elif members:
-            raise PipelineError(f"probe {full}: only a global trigger has members")
-        if full in self.probes:
-            raise PipelineError(f"probe {full!r} is declared twice")
-        self.probes[full] = UserProbeInfo(
-            full, stage, kind, scheme, tuple(trigger), reset_on_mismatch, period_ns,
-            tuple(members),
+        info = declare_probe(
+            stage, name, kind, storage=storage, trigger=trigger,
+            reset_on_mismatch=reset_on_mismatch, period_us=period_us, members=members,
+            stages=self.stages, declared=self.probes,
         )  # fmt: skip
-        return full
+        self.probes[info.name] = info
+        return info.name
 
     def probe_storage(
         self,

@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from multiprocessing.context import BaseContext
 from typing import TYPE_CHECKING, Any
 
 from streamscope.core.clock import host_now_ticks
@@ -23,9 +24,10 @@ from streamscope.core.topology import ProbeInfo
 from streamscope.pipeline.calibrator import EVERY_S, Calibrator
 from streamscope.pipeline.channel import ThreadChannel
 from streamscope.pipeline.child import ChildSpec, child_main, clock_main
-from streamscope.pipeline.link import LinkChannel
+from streamscope.pipeline.link import LinkChannel, save_links_truth
 from streamscope.pipeline.local import local_queues
 from streamscope.pipeline.pipeline import Pipeline
+from streamscope.pipeline.resources import Resource
 from streamscope.pipeline.scope import Scope, start_links, start_threads
 from streamscope.pipeline.shm import ProcessChannel
 from streamscope.pipeline.worker import Channel, runner_report
@@ -93,34 +95,15 @@ class Runner:
         self.local = local_queues(pipeline.topology(probes), vq_frames or {}, raw_channels)
         self._grids: dict[str, Any] = {}  # device name -> the host end of its grid pipe
         self._first_burst: dict[str, Exchanges] = {}
-        self.channels: dict[str, Channel] = {}
-        for ch in pipeline.channels.values():
-            transport = pipeline.channel_transport(ch)
-            link = pipeline.link_of(ch)
-            if transport == "thread":
-                self.channels[ch.name] = ThreadChannel(ch.capacity, name=ch.name)
-            elif link is not None:
-                self.channels[ch.name] = LinkChannel(
-                    ch.name, ch.capacity, self._ctx, link, ch.slot_bytes,
-                    ground_truth=ground_truth_dir is not None,
-                )  # fmt: skip
-            else:
-                self.channels[ch.name] = ProcessChannel(
-                    ch.name, ch.capacity, self._ctx, ch.slot_bytes
-                )
+        self.channels = make_channels(pipeline, self._ctx, ground_truth_dir is not None)
         self.children: list[Any] = []
         self.responders: list[Any] = []  # one clock-counter process per clock domain
         self._child_stages: list[list[str]] = []
+        self._main_stages: list[str] = []
         self._threads: list[threading.Thread] = []
 
     def start(self) -> None:
-        groups: dict[str, list[str]] = {}
-        main: list[str] = []
-        for spec in self.pipeline.stages.values():
-            if spec.resource.in_main_process:
-                main.append(spec.name)
-            else:
-                groups.setdefault(spec.resource.name, []).append(spec.name)
+        main, groups = self._placement()
         resources = {s.resource.name: s.resource for s in self.pipeline.stages.values()}
         index = {r.name: i for i, r in enumerate(self.pipeline.topology().resources)}
         self._save_clock_truth(resources)
@@ -129,41 +112,66 @@ class Runner:
         for i, (name, stages) in enumerate(groups.items(), start=1):
             res = resources[name]
             if res.clock:
-                host_end, device_end = clock_socketpair()
-                responder = self._ctx.Process(
-                    target=clock_main,
-                    args=(name, res.clock, self.epoch_ns, device_end, os.getpid()),
-                    name=f"streamscope-clock-{name}",
-                    daemon=True,
-                )
-                responder.start()
-                device_end.close()
-                self.responders.append(responder)
-                domains.append((index[name], name, host_end))
-            grid_end = None
-            if res.kind == "device":
-                grid_end, self._grids[name] = self._ctx.Pipe(duplex=False)
-            child = ChildSpec(
-                name, stages, i, self.socket_path, self.flush_interval_s, self.tap_capacity,
-                self.ring_dir, res.clock, self.epoch_ns, os.getpid(), self.local.get(name, ()),
-                self.truth_dir, self._truth_index(),
-            )  # fmt: skip
-            proc = self._ctx.Process(
-                target=child_main,
-                args=(self.pipeline, self.channels, self.probes, child, self._status, grid_end),
-                name=f"streamscope-{name}",
-                daemon=False,
-            )
-            proc.start()
-            if grid_end is not None:
-                grid_end.close()
-            self.children.append(proc)
-            self._child_stages.append(stages)
+                domains.append((index[name], name, self._start_clock(name, res.clock)))
+            self._fork(i, name, stages, res)
         if domains and self.control is not None:
             self.calibrator = Calibrator(
                 self.control, domains, every_s=self.calibrate_every_s, on_burst=self._send_grid
             )
             self.calibrator.start()
+        self._start_main(main)
+
+    def _placement(self) -> tuple[list[str], dict[str, list[str]]]:
+        """The stages this process runs, and those of each child process, by resource."""
+        groups: dict[str, list[str]] = {}
+        main: list[str] = []
+        for spec in self.pipeline.stages.values():
+            if spec.resource.in_main_process:
+                main.append(spec.name)
+            else:
+                groups.setdefault(spec.resource.name, []).append(spec.name)
+        return main, groups
+
+    def _start_clock(self, name: str, clock: str) -> socket.socket:
+        """The clock domain ``name``'s counter, in a process of its own: the host end of the
+        socket it answers round trips on."""
+        host_end, device_end = clock_socketpair()
+        responder = self._ctx.Process(
+            target=clock_main,
+            args=(name, clock, self.epoch_ns, device_end, os.getpid()),
+            name=f"streamscope-clock-{name}",
+            daemon=True,
+        )
+        responder.start()
+        device_end.close()
+        self.responders.append(responder)
+        return host_end
+
+    def _fork(self, i: int, name: str, stages: list[str], res: Resource) -> None:
+        """The child process (agent ``i``) that runs ``stages``, the stages of resource
+        ``name`` (a device's gets the host's frame grid through a pipe)."""
+        grid_end = None
+        if res.kind == "device":
+            grid_end, self._grids[name] = self._ctx.Pipe(duplex=False)
+        child = ChildSpec(
+            name, stages, i, self.socket_path, self.flush_interval_s, self.tap_capacity,
+            self.ring_dir, res.clock, self.epoch_ns, os.getpid(), self.local.get(name, ()),
+            self.truth_dir,
+        )  # fmt: skip
+        proc = self._ctx.Process(
+            target=child_main,
+            args=(self.pipeline, self.channels, self.probes, child, self._status, grid_end),
+            name=f"streamscope-{name}",
+            daemon=False,
+        )
+        proc.start()
+        if grid_end is not None:
+            grid_end.close()
+        self.children.append(proc)
+        self._child_stages.append(stages)
+
+    def _start_main(self, main: list[str]) -> None:
+        """This process's stages, in threads of their own."""
         recorder = Recorder(self.ring_dir, capacity=self.tap_capacity)
         scope = Scope(
             self.pipeline, self.channels, self.probes, main, recorder,
@@ -176,9 +184,6 @@ class Runner:
             self._rates = scope.rate_watch(self.control.note)
             if self._rates is not None:
                 self._rates.start()
-
-    def _truth_index(self) -> dict[str, int]:
-        return {name: i for i, name in enumerate(self.pipeline.channels)}
 
     def _send_grid(self, name: str, ex: Exchanges) -> None:
         """After each burst of a device: the run's start in its ticks and its ticks per ns, so
@@ -224,15 +229,9 @@ class Runner:
         """The main process's side of the ground truth (its stages are done)."""
         if self.truth_dir is None:
             return
-        index = self._truth_index()
-        mine = set(getattr(self, "_main_stages", ()))
-        for spec in self.pipeline.channels.values():
-            ch = self.channels[spec.name]
-            if isinstance(ch, LinkChannel):
-                if spec.src in mine:
-                    ch.save_truth(self.truth_dir, index[spec.name], "in")
-                if spec.dst in mine:
-                    ch.save_truth(self.truth_dir, index[spec.name], "out")
+        save_links_truth(
+            self.pipeline.channels.values(), self.channels, self._main_stages, self.truth_dir
+        )
 
     def _on_error(self, stage: str, exc: BaseException) -> None:
         self._errors.put((stage, describe_error(exc)))
@@ -339,3 +338,21 @@ class Runner:
                 proc.join(timeout=1.0)
         for t in self._threads:
             t.join(timeout=0.5)
+
+
+def make_channels(pipeline: Pipeline, ctx: BaseContext, ground_truth: bool) -> dict[str, Channel]:
+    """Every channel of ``pipeline``, made before any process is forked: a native FIFO where
+    both ends share a process, a link across a device boundary (keeping its ground truth in a
+    validation run), else a shared-memory channel."""
+    channels: dict[str, Channel] = {}
+    for ch in pipeline.channels.values():
+        link = pipeline.link_of(ch)
+        if pipeline.channel_transport(ch) == "thread":
+            channels[ch.name] = ThreadChannel(ch.capacity, name=ch.name)
+        elif link is not None:
+            channels[ch.name] = LinkChannel(
+                ch.name, ch.capacity, ctx, link, ch.slot_bytes, ground_truth=ground_truth
+            )
+        else:
+            channels[ch.name] = ProcessChannel(ch.name, ch.capacity, ctx, ch.slot_bytes)
+    return channels

@@ -18,7 +18,8 @@ from streamscope.core.topology import USER_PROBE_KINDS, ProbeInfo, UserProbeInfo
 from streamscope.pipeline.aio import start_loop
 from streamscope.pipeline.channel import ThreadChannel
 from streamscope.pipeline.link import LinkChannel
-from streamscope.pipeline.pipeline import ITERATION_KINDS, Pipeline, StorageSpec
+from streamscope.pipeline.pipeline import Pipeline
+from streamscope.pipeline.specs import ITERATION_KINDS, StorageSpec
 from streamscope.pipeline.worker import Channel, LoopStats, StageProbes, run_stage
 from streamscope.probes import tracing
 from streamscope.probes.hardware import Trigger, parse_condition
@@ -44,6 +45,22 @@ from streamscope.probes.user import (
 from streamscope.timebase.emulated import EmulatedClockSpec
 
 
+def _short(up: UserProbeInfo) -> str:
+    """A declared probe's name on its stage (``NAME`` of ``STAGE.NAME``)."""
+    return up.name[len(up.stage) + 1 :]
+
+
+def _storage(scheme: str, params: StorageSpec, rec: Recorder) -> Any:
+    """Sample storage of ``scheme``: one buffer shared through an arbiter (``centralized``,
+    with the resource's ``params``), or a buffer per probe (``distributed``)."""
+    if scheme == "centralized":
+        return make_storage(
+            "centralized", Kind.SAMPLE, recorder=rec, capacity=params.capacity,
+            ports=params.ports, hold=params.hold, cycle_ticks=params.cycle_ticks,
+        )  # fmt: skip
+    return make_storage("distributed", Kind.SAMPLE, recorder=rec, capacity=rec.capacity)
+
+
 def _trigger(up: UserProbeInfo) -> Trigger | None:
     if not up.trigger:
         return None
@@ -53,6 +70,9 @@ def _trigger(up: UserProbeInfo) -> Trigger | None:
 
 @dataclass(slots=True)
 class _StageParts:
+    """What one stage's loop records, gathered while the scope taps its probes one by one (so
+    it is filled in after it is made)."""
+
     tracker: native.StateTracker | None = None
     iteration: dict[str, RingTap] = field(default_factory=dict)
     storages: list[Any] = field(default_factory=list)
@@ -89,35 +109,41 @@ class Scope:
         self._traced(probes, mine, rec)
         for p in probes:
             if p.kind == "state" and p.target in mine:
-                tap = rec.tap(p.id, Kind.STATE, publish=p.id not in local)
-                self.trackers[p.target] = make_tracker(p.target, tap)
-                self._parts[p.target].tracker = self.trackers[p.target]
-                if p.id in local:
-                    self.local_taps.append(tap)
+                self._tap_state(p, rec, p.id in local)
             elif p.kind in ITERATION_KINDS and p.target in mine:
                 ring = rec.tap(p.id, Kind.DURATION, cost=COST_INTERVAL)
                 self._parts[p.target].iteration[p.kind] = ring
             elif p.kind in ("tail", "head", "send", "deliver"):
                 spec = pipeline.channels[p.target]
                 owner = spec.src if p.kind in ("tail", "send") else spec.dst
-                if owner not in mine:
-                    continue
-                ch = channels[p.target]
-                kind = Kind.PUT if p.kind in ("tail", "deliver") else Kind.GET
-                private = p.id in local
-                if isinstance(ch, LinkChannel | ThreadChannel):
-                    # Recorded by the native FIFO itself, inside its lock.
-                    tap = rec.tap(p.id, kind, publish=not private, cost=COST_NATIVE)
-                    if isinstance(ch, LinkChannel):
-                        buf = ch.tail_buf if p.kind in ("tail", "send") else ch.head_buf
-                        setattr(buf, "tail" if kind == Kind.PUT else "head", tap.ring)
-                    else:
-                        setattr(ch, p.kind, tap.ring)
-                else:
-                    tap = rec.tap(p.id, kind, publish=not private, cost=COST_CALL)
-                    setattr(ch, p.kind, tap.ring)
-                if private:
-                    self.local_taps.append(tap)
+                if owner in mine:
+                    self._tap_channel(p, channels[p.target], rec, p.id in local)
+
+    def _tap_state(self, p: ProbeInfo, rec: Recorder, private: bool) -> None:
+        """The state tracker of stage ``p.target``."""
+        tap = rec.tap(p.id, Kind.STATE, publish=not private)
+        self.trackers[p.target] = make_tracker(p.target, tap)
+        self._parts[p.target].tracker = self.trackers[p.target]
+        if private:
+            self.local_taps.append(tap)
+
+    def _tap_channel(self, p: ProbeInfo, ch: Channel, rec: Recorder, private: bool) -> None:
+        """The ring of a channel's end ``p.kind`` (a link's ``send``/``deliver``: the end of
+        its tail or head buffer), attached to the channel."""
+        kind = Kind.PUT if p.kind in ("tail", "deliver") else Kind.GET
+        if isinstance(ch, LinkChannel | ThreadChannel):
+            # Recorded by the native FIFO itself, inside its lock.
+            tap = rec.tap(p.id, kind, publish=not private, cost=COST_NATIVE)
+            if isinstance(ch, LinkChannel):
+                buf = ch.tail_buf if p.kind in ("tail", "send") else ch.head_buf
+                setattr(buf, "tail" if kind == Kind.PUT else "head", tap.ring)
+            else:
+                setattr(ch, p.kind, tap.ring)
+        else:
+            tap = rec.tap(p.id, kind, publish=not private, cost=COST_CALL)
+            setattr(ch, p.kind, tap.ring)
+        if private:
+            self.local_taps.append(tap)
 
     def _declared(
         self,
@@ -133,54 +159,53 @@ class Scope:
         storages: dict[tuple[str, str], Any] = {}
         handles: dict[str, dict[str, UserProbe]] = {s: {} for s in stages}
         for up in pipeline.probes.values():
-            if up.stage not in mine:
-                continue
-            short = up.name[len(up.stage) + 1 :]
+            if up.stage not in mine or up.kind == "global":
+                continue  # a global trigger: after its members
             info = active.get(up.name)
-            if up.kind == "global":
-                continue  # after its members
             if info is None or info.kind != up.kind:
-                handles[up.stage][short] = NullProbe(up.name, up.kind)
-                continue
-            if up.kind == "sampler":
-                res = pipeline.stages[up.stage].resource
-                store = storages.get((res.name, up.storage))
-                if store is None:
-                    params = pipeline.storages.get(res.name, StorageSpec())
-                    store = storages[(res.name, up.storage)] = (
-                        make_storage(
-                            "centralized", Kind.SAMPLE, recorder=rec, capacity=params.capacity,
-                            ports=params.ports, hold=params.hold, cycle_ticks=params.cycle_ticks,
-                        )
-                        if up.storage == "centralized"
-                        else make_storage(
-                            "distributed", Kind.SAMPLE, recorder=rec, capacity=rec.capacity
-                        )
-                    )  # fmt: skip
-                tick_ns = EmulatedClockSpec.parse(res.clock).tick_ns if res.clock else 1.0
-                handles[up.stage][short] = SamplerProbe(
-                    up.name, store.port(info.id), rec.clock.now, _trigger(up),
-                    round(up.period_ns / tick_ns) if up.period_ns else 0,
-                )  # fmt: skip
-                self._parts[up.stage].storages.append(store)
+                handle: UserProbe = NullProbe(up.name, up.kind)
+            elif up.kind == "sampler":
+                handle = self._sampler(up, info, pipeline, rec, storages)
             elif up.kind == "counter":
                 ctap = rec.tap(info.id, Kind.COUNT, capacity=0, cost=COST_COUNTER)
-                handles[up.stage][short] = CounterProbe(up.name, ctap, _trigger(up))
+                handle = CounterProbe(up.name, ctap, _trigger(up))
             else:
                 ring = rec.tap(info.id, Kind.DURATION, cost=COST_INTERVAL)
-                handles[up.stage][short] = TimerProbe(up.name, ring, rec.clock.now)
+                handle = TimerProbe(up.name, ring, rec.clock.now)
+            handles[up.stage][_short(up)] = handle
         for up in pipeline.probes.values():
             if up.kind == "global" and up.stage in mine:
                 mem = [handles[up.stage][m] for m in up.members]
                 live = tuple(m for m in mem if isinstance(m, SamplerProbe))
-                short = up.name[len(up.stage) + 1 :]
-                handles[up.stage][short] = (
+                handles[up.stage][_short(up)] = (
                     GlobalProbe(up.name, live, rec.clock.now)
                     if live
                     else NullProbe(up.name, "global")
                 )
         for stage in stages:
             register_stage(stage, handles[stage])
+
+    def _sampler(
+        self,
+        up: UserProbeInfo,
+        info: ProbeInfo,
+        pipeline: Pipeline,
+        rec: Recorder,
+        storages: dict[tuple[str, str], Any],
+    ) -> SamplerProbe:
+        """A live sampler, writing into its resource's storage of its scheme (``storages``:
+        those made so far, by resource and scheme)."""
+        res = pipeline.stages[up.stage].resource
+        store = storages.get((res.name, up.storage))
+        if store is None:
+            params = pipeline.storages.get(res.name, StorageSpec())
+            store = storages[(res.name, up.storage)] = _storage(up.storage, params, rec)
+        tick_ns = EmulatedClockSpec.parse(res.clock).tick_ns if res.clock else 1.0
+        self._parts[up.stage].storages.append(store)
+        return SamplerProbe(
+            up.name, store.port(info.id), rec.clock.now, _trigger(up),
+            round(up.period_ns / tick_ns) if up.period_ns else 0,
+        )  # fmt: skip
 
     def _traced(self, probes: tuple[ProbeInfo, ...], mine: set[str], rec: Recorder) -> None:
         """A trace tap per traced stage of this process, bound in the stage's thread when it

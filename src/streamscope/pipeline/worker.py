@@ -35,7 +35,7 @@ class LoopStats:
     time from the stage's start to its end, ``items`` the items it took (or, for a source,
     made), and over ``samples`` of them (one in ``RUNNER_SAMPLE``), ``user_ns`` of CPU time
     inside the stage's own code. The rest of ``cpu_ns`` is the runner's loop, the channels and
-    the probes."""
+    the probes. Mutable: the loop adds to it as it samples, and sets its totals at its end."""
 
     items: int = 0
     samples: int = 0
@@ -170,26 +170,7 @@ def run_stage(
         if tracker is not None:
             tracker.set(State.BUSY)
         body.setup()
-        emit = _emitter(spec.fanout, outs)
-        if probes.timed:
-            _timed_loop(body, _inputs(spec.fanin, ins) if ins else None, emit, probes)
-        elif probes.report is not None:
-            stats = LoopStats()
-            t0 = time.thread_time_ns()
-            try:
-                _sampled_loop(body, _inputs(spec.fanin, ins) if ins else None, emit, stats)
-            finally:
-                stats.cpu_ns = time.thread_time_ns() - t0
-                stats.items = _items(ins, outs, spec.fanout)
-                probes.report(spec.name, stats)
-        elif not ins:
-            for item in body.generate():
-                emit(item)
-        else:
-            process = body.process
-            for item in _inputs(spec.fanin, ins):
-                for out in process(item):
-                    emit(out)
+        _loop(spec, body, ins, outs, probes)
         body.teardown()
         if probes.settle is not None:
             probes.settle()
@@ -209,6 +190,34 @@ def run_stage(
             probes.unbind()
         native.bind_tracker(None)
         set_current_stage(None)
+
+
+def _loop(
+    spec: Any, body: StageBody, ins: list[Channel], outs: list[Channel], probes: StageProbes
+) -> None:
+    """The stage's loop over its items, as its probes ask: each iteration timed, the thread's
+    time sampled for a report, or nothing added."""
+    emit = _emitter(spec.fanout, outs)
+    inputs = _inputs(spec.fanin, ins) if ins else None
+    if probes.timed:
+        _timed_loop(body, inputs, emit, probes)
+    elif probes.report is not None:
+        stats = LoopStats()
+        t0 = time.thread_time_ns()
+        try:
+            _sampled_loop(body, inputs, emit, stats)
+        finally:
+            stats.cpu_ns = time.thread_time_ns() - t0
+            stats.items = _items(ins, outs, spec.fanout)
+            probes.report(spec.name, stats)
+    elif inputs is None:
+        for item in body.generate():
+            emit(item)
+    else:
+        process = body.process
+        for item in inputs:
+            for out in process(item):
+                emit(out)
 
 
 def _sampled_loop(
