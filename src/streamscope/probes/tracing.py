@@ -6,19 +6,19 @@ Out: per-thread ``TraceTap`` rings of ENTER/EXIT records (value = the function's
 
 The hot path is one generated wrapper per function, with the original's own signature (no
 ``*args``/``**kwargs`` packing): one flag check, one thread-local lookup and one native call per
-event (``core.native.Ring.enter``/``exit``: a clock read and a record). Its per-call costs, and
-the alternatives measured, are in ``benchmarks/README.md`` (bench_tracing).
+event (``core.native.Ring.enter``/``exit``: a clock read and a record), generated in
+``probes/tracecode.py``. Its per-call costs, and the alternatives measured, are in
+``benchmarks/README.md`` (bench_tracing).
 """
 
 from __future__ import annotations
 
 import fnmatch
-import functools
 import importlib
 import inspect
 import threading
 from collections.abc import Callable, Iterable
-from types import CodeType, FunctionType, ModuleType
+from types import FunctionType, ModuleType
 from typing import Any, TypeVar, cast
 
 import numpy as np
@@ -27,6 +27,7 @@ from numpy.typing import NDArray
 from streamscope.core import native
 from streamscope.core.records import Kind
 from streamscope.probes.taps import COST_TRACE, DEFAULT_CAPACITY, Recorder, RingTap, host_clock
+from streamscope.probes.tracecode import ThreadBinding, make_wrapper
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -35,105 +36,6 @@ MARKER = "__streamscope_fid__"
 #: Why a function was not traced, as it appears in ``FunctionTracer.excluded``.
 BY_NAME = "name pattern"
 ASYNC_GENERATOR = "async generator (not traced)"
-
-_PREFIX = "_ss_"  # every name of the generated code; a parameter spelled so gets the generic form
-
-# The wrappers, generated per signature. The ring keeps an ENTER only with room for it, its EXIT
-# and the EXIT of every call open now, so the EXIT of a kept ENTER is always kept and the stream
-# stays nested; a refused ENTER is counted with its EXIT, and the call runs untraced.
-_SOURCE = """\
-def _ss_make(_ss_fn, _ss_fid, _ss_loc, _ss_timed):
-    _ss_on = False
-    _ss_gate = [False]
-{body}
-    def _ss_switch(_ss_value):
-        nonlocal _ss_on
-        _ss_on = _ss_gate[0] = _ss_value
-
-    return _ss_wrapper, _ss_switch
-"""
-
-_CALL = """
-    def _ss_wrapper({params}):
-        if _ss_on:
-            _ss_r = _ss_loc.ring
-            if _ss_r is not None and _ss_r.enter(_ss_fid):
-                try:
-                    return _ss_fn({args})
-                finally:
-                    _ss_r.exit(_ss_fid)
-        return _ss_fn({args})
-"""
-
-# Generators and coroutines: the wrapper binds its arguments when called, as the original does;
-# ``_Timed`` then times each resumption of the original's generator or coroutine.
-_GENERATOR = """
-    def _ss_wrapper({params}):
-        return (yield from _ss_timed(_ss_fn({args}), _ss_fid, _ss_gate, _ss_loc))
-"""
-
-_COROUTINE = """
-    async def _ss_wrapper({params}):
-        return await _ss_timed(_ss_fn({args}), _ss_fid, _ss_gate, _ss_loc)
-"""
-
-_Maker = Callable[..., tuple[Callable[..., Any], Callable[[bool], None]]]
-_makers: dict[tuple[str, str, str], _Maker] = {}
-_makers_lock = threading.Lock()
-
-
-def _signature(code: CodeType) -> tuple[str, str]:
-    """(parameters, call arguments) that pass every argument on exactly as received."""
-    names = code.co_varnames
-    npos, nposonly, nkw = code.co_argcount, code.co_posonlyargcount, code.co_kwonlyargcount
-    params = list(names[:npos])
-    args = list(params)
-    if nposonly:
-        params.insert(nposonly, "/")
-    i = npos + nkw
-    kwonly = names[npos:i]
-    if code.co_flags & inspect.CO_VARARGS:
-        params.append("*" + names[i])
-        args.append("*" + names[i])
-        i += 1
-    elif kwonly:
-        params.append("*")
-    params.extend(kwonly)
-    args.extend(f"{k}={k}" for k in kwonly)
-    if code.co_flags & inspect.CO_VARKEYWORDS:
-        params.append("**" + names[i])
-        args.append("**" + names[i])
-    return ", ".join(params), ", ".join(args)
-
-
-def _maker(fn: Callable[..., Any], body: str) -> _Maker:
-    code = getattr(fn, "__code__", None)
-    if isinstance(fn, FunctionType) and isinstance(code, CodeType):
-        n = code.co_argcount + code.co_kwonlyargcount
-        n += bool(code.co_flags & inspect.CO_VARARGS) + bool(code.co_flags & inspect.CO_VARKEYWORDS)
-        exact = not any(v.startswith(_PREFIX) for v in code.co_varnames[:n])
-    else:
-        exact = False
-    params, args = _signature(code) if exact and code is not None else ("*_ss_a, **_ss_k",) * 2
-    key = (body, params, args)
-    with _makers_lock:
-        make = _makers.get(key)
-        if make is None:
-            namespace: dict[str, Any] = {}
-            src = _SOURCE.format(body=body.format(params=params, args=args))
-            # Generated code, as dataclasses does: a wrapper with the traced function's own
-            # signature calls it with one CALL (inlined by 3.11), measured ~100 ns cheaper per
-            # call than *args/**kwargs forwarding. Only parameter names from a code object go in.
-            exec(compile(src, "<streamscope.tracing>", "exec"), namespace)  # noqa: S102
-            make = _makers[key] = cast(_Maker, namespace["_ss_make"])
-    return make
-
-
-class _Local(threading.local):
-    """The calling thread's binding; class attributes are what unbound threads see."""
-
-    ring: native.Ring | None = None
-    tap: TraceTap | None = None
 
 
 class TraceTap(RingTap):
@@ -171,46 +73,6 @@ class TraceTap(RingTap):
         return np.asarray(self.ring.calls(), dtype=np.int64)
 
 
-class _Timed:
-    """Drives a generator or coroutine, timing each resumption as one call (ENTER before it
-    runs, EXIT when it yields, returns or raises), so the records stay well nested even though
-    the generator lives across other calls. ``yield from`` / ``await`` do the delegation."""
-
-    __slots__ = ("_fid", "_gate", "_inner", "_loc")
-
-    def __init__(self, inner: Any, fid: int, gate: list[bool], loc: _Local) -> None:
-        self._inner, self._fid, self._gate, self._loc = inner, fid, gate, loc
-
-    def __iter__(self) -> _Timed:
-        return self
-
-    def __await__(self) -> _Timed:
-        return self
-
-    def _step(self, op: Callable[..., Any], *args: Any) -> Any:
-        if self._gate[0]:
-            ring = self._loc.ring
-            fid = self._fid
-            if ring is not None and ring.enter(fid):
-                try:
-                    return op(*args)
-                finally:
-                    ring.exit(fid)
-        return op(*args)
-
-    def __next__(self) -> Any:
-        return self._step(self._inner.send, None)
-
-    def send(self, value: Any) -> Any:
-        return self._step(self._inner.send, value)
-
-    def throw(self, *exc: Any) -> Any:
-        return self._step(self._inner.throw, *exc)
-
-    def close(self) -> None:
-        self._step(self._inner.close)
-
-
 class FunctionTracer:
     """Wraps functions so that calls made by bound threads record ENTER and EXIT.
 
@@ -246,7 +108,7 @@ class FunctionTracer:
         self._switches: list[list[Callable[[bool], None]]] = [[]]  # by fid
         self._off: set[int] = set()  # fids excluded by rate
         self._enabled = True
-        self._loc = _Local()
+        self._loc = ThreadBinding()
         self._taps: list[TraceTap] = []
         self._replaced: list[tuple[object, str, object]] = []
         self._lock = threading.RLock()
@@ -309,20 +171,7 @@ class FunctionTracer:
                 return fn
             fid = self._fid(name)
             on = self._enabled and fid not in self._off
-            if inspect.iscoroutinefunction(fn):
-                body = _COROUTINE
-            elif inspect.isgeneratorfunction(fn):
-                body = _GENERATOR
-            else:
-                body = _CALL
-            make = _maker(fn, body)
-            wrapper, switch = make(fn, fid, self._loc, _Timed)
-            name_of = getattr(fn, "__name__", "wrapper")
-            wrapper.__code__ = wrapper.__code__.replace(co_name=name_of, co_qualname=qualname)
-            if isinstance(fn, FunctionType):
-                wrapper.__defaults__ = fn.__defaults__
-                wrapper.__kwdefaults__ = fn.__kwdefaults__
-            functools.update_wrapper(wrapper, fn)
+            wrapper, switch = make_wrapper(fn, fid, qualname, self._loc)
             setattr(wrapper, MARKER, fid)
             switch(on)
             self._switches[fid].append(switch)
@@ -343,15 +192,6 @@ class FunctionTracer:
         done: dict[int, Callable[..., Any]] = {}  # id(original) -> wrapper (aliases share one)
         names: list[str] = []
 
-        def wanted(fn: object) -> bool:
-            if not isinstance(fn, FunctionType) or fn.__module__ != modname:
-                return False
-            q = fn.__qualname__
-            return any(
-                fnmatch.fnmatchcase(q, p) or fnmatch.fnmatchcase(f"{modname}:{q}", p)
-                for p in patterns
-            )
-
         def wrap(fn: FunctionType) -> Callable[..., Any]:
             got = done.get(id(fn))
             if got is None:
@@ -364,9 +204,12 @@ class FunctionTracer:
             for attr, value in list(space.items()):
                 if isinstance(value, staticmethod | classmethod):
                     fn = value.__func__
-                    if wanted(fn) and (new := wrap(cast(FunctionType, fn))) is not fn:
+                    if (
+                        _defined_in(fn, modname, patterns)
+                        and (new := wrap(cast(FunctionType, fn))) is not fn
+                    ):
                         self._replace(owner, attr, value, type(value)(new))
-                elif wanted(value):
+                elif _defined_in(value, modname, patterns):
                     if (new := wrap(value)) is not value:
                         self._replace(owner, attr, value, new)
                 elif (
@@ -453,6 +296,17 @@ class FunctionTracer:
                     switch(False)
                 newly.append(name)
         return newly
+
+
+def _defined_in(fn: object, modname: str, patterns: tuple[str, ...]) -> bool:
+    """Whether ``fn`` is a function of module ``modname`` whose qualified name (alone, or
+    ``module:qualname``) matches one of ``patterns``."""
+    if not isinstance(fn, FunctionType) or fn.__module__ != modname:
+        return False
+    q = fn.__qualname__
+    return any(
+        fnmatch.fnmatchcase(q, p) or fnmatch.fnmatchcase(f"{modname}:{q}", p) for p in patterns
+    )
 
 
 # -- the process's tracer ------------------------------------------------------------------------
