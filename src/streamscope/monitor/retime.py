@@ -46,7 +46,7 @@ def retime(path: str | Path, *, method: str = "hull") -> Retimed:
         plan = compile_queries([q.text for q in run.queries], topology, run.meta.frame_ns)
         cal = run.table("calibration")
         raw = run.table("record")
-        t0, duration = run.meta.t0_host_ns, run.duration_ns or 0
+        t0, duration, frame = run.meta.t0_host_ns, run.duration_ns or 0, run.meta.frame_ns
     crossing = topology.crossing_channels()
     # A virtual queue's frames rest on summaries its device reduced itself: nothing to redo.
     keys = tuple((q.id, t.name) for q, t in plan.measured(topology) if t.name in crossing)
@@ -55,9 +55,22 @@ def retime(path: str | Path, *, method: str = "hull") -> Retimed:
     def sink(frames: Sequence[FrameResult], drops: Sequence[DropCount]) -> None:
         results.extend(frames)
 
-    engine = Engine(plan, topology, run.meta.frame_ns, sink, method=method)
+    engine = Engine(plan, topology, frame, sink, method=method)
     engine.handle(_msg(MsgType.START, 0, t0))
-    index = {r.clock_domain: i for i, r in enumerate(topology.resources)}
+    domains, bursts = _calibrate(engine, cal)
+    engine.final_map = True  # every burst is in: each record is placed at once, interpolated
+    records = _records(raw)
+    _replay(engine, records, frame, duration)
+    engine.finish(duration)
+    keep = set(keys)
+    new = [r for r in results if (r.query_id, r.target) in keep]
+    replace_results(p, keys, new)
+    return Retimed(p, tuple(domains), bursts, len(records), keys, len(new))
+
+
+def _calibrate(engine: Engine, cal: dict[str, np.ndarray]) -> tuple[list[str], int]:
+    """Every burst of the run's ``calibration`` table into ``engine``, domain by domain."""
+    index = {r.clock_domain: i for i, r in enumerate(engine.topology.resources)}
     domains = sorted({str(d) for d in cal["domain"].tolist()}) if len(cal["domain"]) else []
     bursts = 0
     for domain in domains:
@@ -69,46 +82,47 @@ def retime(path: str | Path, *, method: str = "hull") -> Retimed:
                 rows[col] = cal[col][rows_sel]
             engine.handle(_msg(MsgType.CALIBRATION, index[domain], 0, rows))
             bursts += 1
-    engine.final_map = True  # every burst is in: each record is placed at once, interpolated
-    probe_domain = topology.probe_domains()
-    n_records = len(raw["probe_id"]) if "probe_id" in raw else 0
-    if n_records:
-        rec = np.zeros(n_records, dtype=RECORD_DTYPE)
-        for col, src in (
-            ("probe", "probe_id"),
-            ("kind", "kind"),
-            ("ticks", "ticks"),
-            ("value", "value"),
-        ):
+    return domains, bursts
+
+
+def _records(raw: dict[str, np.ndarray]) -> np.ndarray:
+    """The run's kept raw records as the engine takes them."""
+    n = len(raw["probe_id"]) if "probe_id" in raw else 0
+    rec = np.zeros(n, dtype=RECORD_DTYPE)
+    if n:
+        for col, src in (("probe", "probe_id"), ("kind", "kind"), ("ticks", "ticks"),
+                         ("value", "value")):  # fmt: skip
             rec[col] = raw[src]
-        of = np.array([probe_domain.get(int(pid), HOST) for pid in rec["probe"].tolist()])
-        parts: list[tuple[int, np.ndarray, np.ndarray]] = []
-        for agent, domain in enumerate(sorted(set(of.tolist()))):
-            engine.handle(_msg(MsgType.HELLO, agent, 0, info={"domain": domain}))
-            part = rec[of == domain]
-            part = part[np.argsort(part["ticks"], kind="stable")]
-            t_ns, _ = engine.domains.to_ns_each(domain, part["ticks"].astype(np.int64))
-            parts.append((agent, part, t_ns))
-        # A frame at a time, every domain's records of it, then that frame reduced: each
-        # frame's uncertainty is its own records' (not the whole run's widest).
-        frame = run.meta.frame_ns
-        first = min([0, *(int(t.min()) for _, _, t in parts if len(t))]) // frame * frame
-        last = max([duration, *(int(t.max()) for _, _, t in parts if len(t))])
-        for lo in range(first, last + frame, frame):
-            for agent, part, t_ns in parts:
-                sel = (t_ns >= lo) & (t_ns < lo + frame)
-                if sel.any():
-                    chunk = part[sel]
-                    engine.handle(_msg(MsgType.BATCH, agent, int(chunk["ticks"][-1]), chunk))
-            engine.advance(until=lo + frame)
-        for agent, part, _ in parts:
-            last = int(part["ticks"][-1]) if len(part) else 0
-            engine.handle(_msg(MsgType.END, agent, last))
-    engine.finish(duration)
-    keep = set(keys)
-    new = [r for r in results if (r.query_id, r.target) in keep]
-    replace_results(p, keys, new)
-    return Retimed(p, tuple(domains), bursts, n_records, keys, len(new))
+    return rec
+
+
+def _replay(engine: Engine, rec: np.ndarray, frame: int, duration: int) -> None:
+    """Each domain's records as one agent's, a frame at a time, every domain's records of it,
+    then that frame reduced: each frame's uncertainty is its own records' (not the whole
+    run's widest)."""
+    if not len(rec):
+        return
+    probe_domain = engine.topology.probe_domains()
+    of = np.array([probe_domain.get(int(pid), HOST) for pid in rec["probe"].tolist()])
+    parts: list[tuple[int, np.ndarray, np.ndarray]] = []
+    for agent, domain in enumerate(sorted(set(of.tolist()))):
+        engine.handle(_msg(MsgType.HELLO, agent, 0, info={"domain": domain}))
+        part = rec[of == domain]
+        part = part[np.argsort(part["ticks"], kind="stable")]
+        t_ns, _ = engine.domains.to_ns_each(domain, part["ticks"].astype(np.int64))
+        parts.append((agent, part, t_ns))
+    first = min([0, *(int(t.min()) for _, _, t in parts if len(t))]) // frame * frame
+    last = max([duration, *(int(t.max()) for _, _, t in parts if len(t))])
+    for lo in range(first, last + frame, frame):
+        for agent, part, t_ns in parts:
+            sel = (t_ns >= lo) & (t_ns < lo + frame)
+            if sel.any():
+                chunk = part[sel]
+                engine.handle(_msg(MsgType.BATCH, agent, int(chunk["ticks"][-1]), chunk))
+        engine.advance(until=lo + frame)
+    for agent, part, _ in parts:
+        end = int(part["ticks"][-1]) if len(part) else 0
+        engine.handle(_msg(MsgType.END, agent, end))
 
 
 def _msg(
