@@ -38,9 +38,8 @@ from streamscope.store import (
     RunStore,
     load,
 )
-from streamscope.store._rows import quantile_of, quantile_stat
 from streamscope.store.lock import WRITER_GONE, lock_path
-from streamscope.store.schema import TABLES, schema_markdown
+from streamscope.store.schema import TABLES, quantile_of, quantile_stat, schema_markdown
 
 STORE_DIR = Path(streamscope.store.__file__).parent
 SRC_DIR = STORE_DIR.parents[1]

@@ -21,8 +21,8 @@ from streamscope.aggregate.points import (
     QuantilesPoint,
     ScalarPoint,
 )
-from streamscope.store._rows import quantile_stat
 from streamscope.store.reader import Run
+from streamscope.store.schema import quantile_stat
 from streamscope.store.writer import QueryRecord
 
 F64 = NDArray[np.float64]

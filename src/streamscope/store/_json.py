@@ -17,8 +17,7 @@ from streamscope.aggregate.points import (
     QuantilesPoint,
     ScalarPoint,
 )
-from streamscope.store._rows import quantile_stat
-from streamscope.store.schema import FORMAT, SCHEMA_VERSION
+from streamscope.store.schema import FORMAT, SCHEMA_VERSION, quantile_stat
 
 if TYPE_CHECKING:
     from streamscope.store.reader import Run

@@ -6,8 +6,7 @@ In: ``FrameResult`` batches. Out: columns for ``frame``/``stat``/``histogram``; 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -20,8 +19,7 @@ from streamscope.aggregate.points import (
     QuantilesPoint,
     ScalarPoint,
 )
-from streamscope.core.errors import RunFileError
-from streamscope.store.schema import OVER_BIN, UNDER_BIN
+from streamscope.store.schema import OVER_BIN, UNDER_BIN, quantile_of, quantile_stat
 
 Key = tuple[int, str, int]
 FrameRow = tuple[int, str, int, int, int, int]
@@ -34,39 +32,23 @@ HIST_COLUMNS = ("query_id", "target", "frame", "point", "bin", "lo", "hi", "weig
 DROP_COLUMNS = ("probe_id", "frame", "dropped", "recorded")
 
 
-def quantile_stat(q: float) -> str:
-    """``0.5`` → ``'p50'``, ``0.999`` → ``'p99.9'``: q × 100 in the fewest exact digits."""
-    pct = format((Decimal(repr(q)) * 100).normalize(), "f")
-    return f"p{pct}"
-
-
-def quantile_of(stat: str) -> float:
-    """Inverse of ``quantile_stat`` (exact: decimal arithmetic, then one rounding to float).
-    ``RunFileError`` for a name ``quantile_stat`` never makes (a damaged file)."""
-    try:
-        q = Decimal(stat[1:]) / 100 if stat.startswith("p") else Decimal("nan")
-    except InvalidOperation:
-        q = Decimal("nan")
-    if q.is_nan() or not 0 <= q <= 1:
-        raise RunFileError(f"its stat table has a row {stat!r}, which is no quantile")
-    return float(q)
-
-
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Rows:
     """Column lists for the ``frame``, ``stat`` and ``histogram`` tables (order of *_COLUMNS)."""
 
-    frame: list[list[Any]] = field(default_factory=lambda: [[] for _ in FRAME_COLUMNS])
-    stat: list[list[Any]] = field(default_factory=lambda: [[] for _ in STAT_COLUMNS])
-    hist: list[list[Any]] = field(default_factory=lambda: [[] for _ in HIST_COLUMNS])
+    frame: list[list[Any]]
+    stat: list[list[Any]]
+    hist: list[list[Any]]
 
 
 def flatten(results: Iterable[FrameResult]) -> Rows:
     """Split results into table columns. ``None`` values become ``None`` (NULL)."""
-    rows = Rows()
-    fq, ft, ff, fs, fe, fc = rows.frame
-    sq, st, sf, sp, ss, sv = rows.stat
-    hq, ht, hf, hp, hb, hl, hh, hw = rows.hist
+    frame: list[list[Any]] = [[] for _ in FRAME_COLUMNS]
+    stat: list[list[Any]] = [[] for _ in STAT_COLUMNS]
+    hist: list[list[Any]] = [[] for _ in HIST_COLUMNS]
+    fq, ft, ff, fs, fe, fc = frame
+    sq, st, sf, sp, ss, sv = stat
+    hq, ht, hf, hp, hb, hl, hh, hw = hist
     # One Python step per frame and point (not per event); bins are extended in bulk.
     for r in results:
         q, t, f = r.query_id, r.target, r.frame
@@ -103,7 +85,7 @@ def flatten(results: Iterable[FrameResult]) -> Rows:
             sp.extend([p.stat] * n)
             ss.extend(names)
             sv.extend(values)
-    return rows
+    return Rows(frame, stat, hist)
 
 
 Columns = Mapping[str, Any]

@@ -1,0 +1,115 @@
+"""The run file's per-stage tables over the whole run: stalls, each worker's states, traced
+functions' profiles, and what the monitoring itself cost.
+
+In: nothing (declarations). Out: one ``Table`` per such table, for ``schema.TABLES``.
+"""
+
+from __future__ import annotations
+
+from streamscope.store.table import Column, Table
+
+_C = Column
+
+STALL = Table(
+    "stall",
+    "Stages busy for longer than the run's stall limit without finishing anything (no "
+    "state change): hung, or one item takes that long.",
+    (
+        _C("stage", "VARCHAR NOT NULL", "the stage (stage.name)"),
+        _C("start_ns", "BIGINT NOT NULL", "virtual ns of its last state change before"),
+        _C("end_ns", "BIGINT NOT NULL", "virtual ns it went on (or the run ended)"),
+        _C(
+            "ongoing",
+            "BOOLEAN NOT NULL",
+            "never went on (still busy at the end, or stopped so)",
+        ),
+    ),
+)
+
+WORKER = Table(
+    "worker",
+    "Each worker of each stage (a thread, process or task with a state probe of its own), "
+    "its time in each state over the run: the per-worker breakdown of a stage worked in by "
+    "several.",
+    (
+        _C("stage", "VARCHAR NOT NULL", "the stage (stage.name)"),
+        _C("probe_id", "INTEGER NOT NULL", "the worker's state probe (probe.id)"),
+        _C("resource", "VARCHAR NOT NULL", "where it ran (resource.name)"),
+        _C("idle_ns", "BIGINT NOT NULL", "ns idle"),
+        _C("busy_ns", "BIGINT NOT NULL", "ns busy"),
+        _C("blocked_in_ns", "BIGINT NOT NULL", "ns waiting for an input"),
+        _C("blocked_out_ns", "BIGINT NOT NULL", "ns waiting for room in an output"),
+        _C("unknown_ns", "BIGINT NOT NULL", "ns unknown (records refused, or gone)"),
+    ),
+)
+
+PROFILE = Table(
+    "profile",
+    "Per stage and traced function, over the run: calls and time, from enter/exit events.",
+    (
+        _C("stage", "VARCHAR NOT NULL", "the stage whose thread made the calls"),
+        _C("function_id", "INTEGER NOT NULL", "the function (function.id)"),
+        _C("calls", "BIGINT NOT NULL", "calls that returned (or were open at the end)"),
+        _C("total_ns", "DOUBLE NOT NULL", "time inside the function, callees included"),
+        _C("self_ns", "DOUBLE NOT NULL", "time inside the function, callees excluded"),
+        _C("max_ns", "DOUBLE NOT NULL", "the longest call"),
+    ),
+)
+
+TRACE_EXCLUSION = Table(
+    "trace_exclusion",
+    "Functions left out of tracing: by name pattern, or during the run for being called "
+    "more often than the limit.",
+    (
+        _C("name", "VARCHAR NOT NULL", "module:qualname"),
+        _C("reason", "VARCHAR NOT NULL", "the pattern, or the call rate and the limit"),
+    ),
+)
+
+OVERHEAD = Table(
+    "overhead",
+    "The monitoring's own cost, per probe over the run: events it handled (kept or "
+    "refused) and the time they took: one event in 1024 is timed by the probe core while "
+    "the run goes on, plus, for probes that Python code calls, what that call adds (timed "
+    "by the monitor).",
+    (
+        _C("probe_id", "INTEGER NOT NULL", "the probe (probe.id)"),
+        _C("events", "BIGINT NOT NULL", "records kept plus records refused"),
+        _C("est_probe_ns", "DOUBLE NOT NULL", "estimated ns spent in the probe"),
+        _C("ns_per_event", "DOUBLE NOT NULL", "the cost of one event"),
+        _C("measured", "VARCHAR NOT NULL", "how ns_per_event was obtained"),
+    ),
+)
+
+RUNNER = Table(
+    "runner",
+    "Where each stage thread's CPU time went, measured while it ran (pipelines run by "
+    "streamscope): its own code on one item in 256, the rest is the runner's loop, the "
+    "channels and the probes.",
+    (
+        _C("stage", "VARCHAR NOT NULL", "the stage (stage.name)"),
+        _C("items", "BIGINT NOT NULL", "items the stage took (a source: made)"),
+        _C("samples", "BIGINT NOT NULL", "items whose own-code CPU time was measured"),
+        _C("user_ns", "BIGINT NOT NULL", "CPU ns in the stage's own code over the samples"),
+        _C("cpu_ns", "BIGINT NOT NULL", "the stage thread's CPU ns from its start to its end"),
+    ),
+)
+
+MONITOR = Table(
+    "monitor",
+    "The monitor's own figures per frame of the run: how far behind the application it was "
+    "and what it spent (it runs in a process of its own).",
+    (
+        _C("frame", "BIGINT NOT NULL", "frame number (of the run's default frame)"),
+        _C(
+            "lag_ns",
+            "BIGINT NOT NULL",
+            "the most, over the frame, by which the reduced timeline trailed real time",
+        ),
+        _C("records", "BIGINT NOT NULL", "records drained from the rings in the frame"),
+        _C("cpu_ns", "BIGINT NOT NULL", "the monitor process's CPU time in the frame"),
+        _C("drains", "BIGINT NOT NULL", "drain cycles in the frame"),
+    ),
+)
+
+__all__ = ["MONITOR", "OVERHEAD", "PROFILE", "RUNNER", "STALL", "TRACE_EXCLUSION", "WORKER"]
