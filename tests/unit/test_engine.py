@@ -100,6 +100,7 @@ def test_an_end_before_the_reduced_watermark_cannot_shrink_the_last_frame(monkey
     """However the end tick races with the last batch, frames never hold more time than the run."""
     from streamscope.monitor import service
     from streamscope.monitor.service import MonitorService
+    from streamscope.monitor.settings import MonitorSettings
 
     monkeypatch.setattr(service, "DRAIN_S", 0.0)  # reduce after every message
     from streamscope.store.writer import InMemoryStore, RunMeta
@@ -112,7 +113,7 @@ def test_an_end_before_the_reduced_watermark_cannot_shrink_the_last_frame(monkey
     plan, topo = prepare(p, ["occupancy(a -> b): histogram every 10ms"], 100 * U)
     store = InMemoryStore()
     meta = RunMeta("id", "t", "", "", (), "h", 0, 100, "0")
-    svc = MonitorService(plan, topo, store, meta=meta, drop_frame_ns=100 * U)
+    svc = MonitorService(plan, topo, store, MonitorSettings(meta, 100 * U))
     tail = next(p.id for p in topo.probes if p.kind == "tail")
     rec = make_records(
         int(Kind.PUT), tail, np.array([T0 + 10 * U], np.int64), np.array([1], np.int64)

@@ -21,12 +21,11 @@ import duckdb
 from streamscope.aggregate.points import DropCount, FrameResult
 from streamscope.core.errors import StreamscopeError
 from streamscope.core.topology import Topology
-from streamscope.monitor.engine import DEFAULT_STALL_NS
-from streamscope.monitor.flight import DEFAULT_FLIGHT_RECORDS
 from streamscope.monitor.service import MonitorService
+from streamscope.monitor.settings import MonitorSettings
 from streamscope.query.compile import compile_queries
 from streamscope.store.lock import WriterLock
-from streamscope.store.writer import DuckDBStore, RunMeta
+from streamscope.store.writer import DuckDBStore
 
 
 def _emit(obj: dict[str, object]) -> None:
@@ -70,42 +69,9 @@ def main(argv: list[str]) -> int:
     if len(argv) != 1:
         print("usage: python -m streamscope.monitor CONFIG.json", file=sys.stderr)
         return 2
+    cfg_path = Path(argv[0])
     try:
-        cfg_path = Path(argv[0])
-        cfg = json.loads(cfg_path.read_text())
-        cfg_path.unlink()  # read once; nothing is left behind if the application is killed
-        topology = Topology.from_dict(cfg["topology"])
-        plan = compile_queries(
-            cfg["queries"], topology, cfg["frame_ns"], open_world=bool(cfg.get("open_world"))
-        )
-        m = cfg["meta"]
-        meta = RunMeta(**{**m, "argv": tuple(m["argv"])})
-        listener = socket.socket(fileno=int(cfg["listen_fd"]))
-        out = Path(cfg["out"])
-        lock_fd = cfg.get("lock_fd")
-        lock = WriterLock.adopt(out, int(lock_fd)) if lock_fd is not None else None
-        store = DuckDBStore(out, overwrite=cfg["overwrite"], checkpoint_s=1.0, lock=lock)
-        service = MonitorService(
-            plan,
-            topology,
-            store,
-            meta=meta,
-            drop_frame_ns=cfg["frame_ns"],
-            clock_method=cfg.get("clock_method", "hull"),
-            listener=listener,
-            socket_path=cfg["socket"],
-            ring_dir=cfg.get("rings"),
-            on_frames=_on_frames if cfg.get("live", True) else None,
-            on_lag=_on_lag,
-            on_broken=lambda why: _emit({"event": "broken", "error": why}),
-            on_note=(lambda text: _emit({"event": "note", "text": text}))
-            if cfg.get("live", True)
-            else None,
-            stall_ns=int(cfg.get("stall_ns", DEFAULT_STALL_NS)),
-            truth_dir=cfg.get("truth_dir"),
-            trace=bool(cfg.get("trace", False)),
-            flight_records=int(cfg.get("flight_records", DEFAULT_FLIGHT_RECORDS)),
-        )
+        service, store = _start(cfg_path)
     except (StreamscopeError, OSError, KeyError, ValueError, duckdb.Error) as exc:
         _emit({"event": "error", "error": str(exc)})
         return 2
@@ -115,16 +81,34 @@ def main(argv: list[str]) -> int:
     # The run's private directory (rings, socket): the application removes it too, unless it
     # was killed.
     shutil.rmtree(cfg_path.parent, ignore_errors=True)
-    _emit(
-        {
-            "event": "done",
-            "status": final.status,
-            "error": final.error,
-            "events": final.events,
-            "late": final.late,
-        }
-    )
+    _emit({"event": "done", "status": final.status.value, "error": final.error,
+           "events": final.events, "late": final.late})  # fmt: skip
     return 0
+
+
+def _start(cfg_path: Path) -> tuple[MonitorService, DuckDBStore]:
+    """The monitor the config at ``cfg_path`` describes (the file is read once and removed:
+    nothing is left behind if the application is killed), with its run file open."""
+    cfg = json.loads(cfg_path.read_text())
+    cfg_path.unlink()
+    topology = Topology.from_dict(cfg["topology"])
+    settings = MonitorSettings.from_dict(cfg["settings"])
+    plan = compile_queries(
+        cfg["queries"], topology, settings.frame_ns, open_world=bool(cfg.get("open_world"))
+    )
+    out = Path(cfg["out"])
+    lock_fd = cfg.get("lock_fd")
+    lock = WriterLock.adopt(out, int(lock_fd)) if lock_fd is not None else None
+    store = DuckDBStore(out, overwrite=cfg["overwrite"], checkpoint_s=1.0, lock=lock)
+    live = bool(cfg.get("live", True))
+    service = MonitorService(
+        plan, topology, store, settings, listener=socket.socket(fileno=int(cfg["listen_fd"])),
+        socket_path=cfg["socket"], ring_dir=cfg.get("rings"),
+        on_frames=_on_frames if live else None, on_lag=_on_lag,
+        on_broken=lambda why: _emit({"event": "broken", "error": why}),
+        on_note=(lambda text: _emit({"event": "note", "text": text})) if live else None,
+    )  # fmt: skip
+    return service, store
 
 
 if __name__ == "__main__":

@@ -28,13 +28,13 @@ from streamscope.core.modes import RunStatus, parse
 from streamscope.core.topology import Topology
 from streamscope.monitor.control import INBOX_LIMIT, ControlServer, Disconnect, Inbox
 from streamscope.monitor.draining import Drainer, MonitorStats
-from streamscope.monitor.engine import DEFAULT_STALL_NS, Engine
-from streamscope.monitor.flight import DEFAULT_FLIGHT_RECORDS
+from streamscope.monitor.engine import Engine
 from streamscope.monitor.rings import RingSet
+from streamscope.monitor.settings import MonitorSettings
 from streamscope.monitor.writer import StoreWriter
 from streamscope.probes.cost import CostBook
 from streamscope.query.compile import Plan
-from streamscope.store.writer import QueryRecord, RunMeta, RunStore
+from streamscope.store.writer import QueryRecord, RunStore
 from streamscope.transport.wire import (
     Message,
     MsgType,
@@ -89,10 +89,8 @@ class MonitorService:
         plan: Plan,
         topology: Topology,
         store: RunStore,
+        settings: MonitorSettings,
         *,
-        meta: RunMeta,
-        drop_frame_ns: int,
-        clock_method: str = "hull",
         listener: socket.socket | None = None,
         socket_path: str | None = None,
         ring_dir: str | None = None,
@@ -100,15 +98,14 @@ class MonitorService:
         on_lag: Callable[[int], None] | None = None,
         on_broken: Callable[[str], None] | None = None,
         on_note: Callable[[str], None] | None = None,
-        truth_dir: str | None = None,
-        trace: bool = False,
-        stall_ns: int = DEFAULT_STALL_NS,
-        flight_records: int = DEFAULT_FLIGHT_RECORDS,
     ) -> None:
+        """``listener``: the control socket, listening already (else ``socket_path`` is bound
+        here; neither: only ``inbox`` reaches it); ``ring_dir``: the probes' rings. The
+        callbacks: frames as they close, the monitor's lag, why it broke, what it says."""
         self.store = store
         #: Every store call runs in the writer's thread, off the drain loop.
         self.writer = StoreWriter(store)
-        self._meta = meta
+        self._meta = settings.meta
         self._records = query_records(plan, topology)
         self._topology = topology
         self._begun = False
@@ -125,10 +122,11 @@ class MonitorService:
         #: How far the drained timeline trails real time now (ns), as of the last drain.
         self.lag_ns = 0
         self.engine = Engine(
-            plan, topology, drop_frame_ns, self._write, self._write_table, method=clock_method,
-            truth_dir=truth_dir, trace=trace, stall_ns=stall_ns, flight_records=flight_records,
+            plan, topology, settings.frame_ns, self._write, self._write_table,
+            method=settings.clock_method, truth_dir=settings.truth_dir, trace=settings.trace,
+            stall_ns=settings.stall_ns, flight_records=settings.flight_records,
         )  # fmt: skip
-        self.frame_ns = drop_frame_ns
+        self.frame_ns = settings.frame_ns
         self.rings = RingSet(ring_dir, topology, self._declare) if ring_dir is not None else None
         self.drainer = Drainer(self.rings, self.engine) if self.rings is not None else None
         self.costs = CostBook()
@@ -136,7 +134,7 @@ class MonitorService:
         self._provisional_at = 0
         self._due = 0  # the engine reduces once the watermark passes this (virtual ns)
         self._pending = 0  # records drained since the engine last reduced
-        self.stats = MonitorStats(drop_frame_ns, time.process_time_ns())
+        self.stats = MonitorStats(settings.frame_ns, time.process_time_ns())
 
     # -- output --------------------------------------------------------------------------------
 

@@ -12,7 +12,6 @@ start (its imports, the run file) runs beside the first items, not before them.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import shutil
@@ -32,6 +31,7 @@ from streamscope.core.errors import ConfigError, RunFileError
 from streamscope.core.modes import RunMode, RunStatus
 from streamscope.core.rings import ring_directory
 from streamscope.core.topology import Topology
+from streamscope.monitor.settings import MonitorSettings
 from streamscope.query.compile import Plan
 from streamscope.runtime.options import FramesCallback, RunOptions, RunResult
 from streamscope.store.lock import WriterLock, repair
@@ -125,16 +125,10 @@ class Launched:
             "topology": topology.to_dict(),
             "queries": [q.text for q in plan.queries],
             "open_world": plan.open_world,
-            "frame_ns": opts.frame_ns,
-            "clock_method": opts.clock_method,
-            "meta": {f.name: getattr(meta, f.name) for f in dataclasses.fields(meta)},
-            "truth_dir": self.truth_dir,
-            "trace": opts.trace,
+            "settings": self._settings(meta).to_dict(),
             "lock_fd": self.lock.inheritable() if self.lock is not None else None,
             # Frames go to the application's stdout pipe only when someone here watches them.
             "live": on_frames is not None or self._on_lag is not None,
-            "stall_ns": opts.stall_ns,
-            "flight_records": opts.flight_records,
         }
         cfg_path = os.path.join(self.dir, CONFIG)
         with open(cfg_path, "w") as f:
@@ -162,7 +156,7 @@ class Launched:
         on_frames: FramesCallback | None,
     ) -> Any:
         """The monitor in a thread of this process; returns its inbox."""
-        from streamscope.monitor.service import InlineMonitor, MonitorService
+        from streamscope.monitor.service import InlineMonitor, MonitorService  # its own start
 
         opts = self.opts
         self.store = (
@@ -171,14 +165,20 @@ class Launched:
             else InMemoryStore()
         )
         service = MonitorService(
-            plan, topology, self.store, meta=meta, drop_frame_ns=opts.frame_ns,
-            clock_method=opts.clock_method, listener=listener, ring_dir=self.ring_dir,
-            on_frames=on_frames, on_lag=self._on_lag, on_note=self._on_note,
-            truth_dir=self.truth_dir, trace=opts.trace, stall_ns=opts.stall_ns,
-            flight_records=opts.flight_records,
+            plan, topology, self.store, self._settings(meta), listener=listener,
+            ring_dir=self.ring_dir, on_frames=on_frames, on_lag=self._on_lag,
+            on_note=self._on_note,
         )  # fmt: skip
         self._inline = InlineMonitor(service)
         return service.inbox
+
+    def _settings(self, meta: RunMeta) -> MonitorSettings:
+        """The run's options as its monitor takes them."""
+        opts = self.opts
+        return MonitorSettings(
+            meta, opts.frame_ns, opts.clock_method, self.truth_dir, opts.trace, opts.stall_ns,
+            opts.flight_records,
+        )  # fmt: skip
 
     def _read_events(self, stream: IO[str], on_frames: FramesCallback | None) -> None:
         for line in stream:
