@@ -1,0 +1,264 @@
+"""The twin's bounded FIFO (see ``_native.Fifo``): ``queue.Queue``'s algorithm with its extras.
+
+In: items put and got by stage threads; ``configure`` names the end-of-stream marker and the
+errors to raise. Out: the items in order, a PUT/GET record per item into the channel's tail and
+head rings, the waiting thread's stage shown blocked, and the true insertion or removal times
+where asked.
+"""
+
+from __future__ import annotations
+
+import array
+import math
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from streamscope.core._twin_ring import Ring
+from streamscope.core._twin_state import bound_tracker
+from streamscope.core.records import State
+
+_BLOCKED_IN, _BLOCKED_OUT = int(State.BLOCKED_IN), int(State.BLOCKED_OUT)
+_monotonic_ns = time.monotonic_ns
+
+_config: dict[str, Any] = {}
+
+
+def configure(*, eos: Any, aborted: Any, full: Any, empty: Any, main_ident: int) -> None:
+    """The end-of-stream marker, and the errors for an aborted channel, a full and an empty one."""
+    _config.update(eos=eos, aborted=aborted, full=full, empty=empty, main=main_ident)
+
+
+def _heartbeat() -> None:
+    tracker = bound_tracker()
+    if tracker is not None:
+        tracker.heartbeat()
+
+
+@contextmanager
+def _blocked(state: int) -> Iterator[None]:
+    """The calling thread's stage shown in ``state`` while it waits, then as it was."""
+    tracker = bound_tracker()
+    prev = tracker.set(state) if tracker is not None else 0
+    try:
+        yield
+    finally:
+        if tracker is not None:
+            tracker.set(prev)
+
+
+class Fifo:
+    """See ``_native.Fifo``: ``queue.Queue``'s algorithm with the native FIFO's extras."""
+
+    def __init__(self, maxsize: int = 0) -> None:
+        self._maxsize = maxsize if maxsize > 0 else 0
+        self._q: deque[Any] = deque()
+        self._mutex = threading.Lock()
+        self._not_empty = threading.Condition(self._mutex)
+        self._not_full = threading.Condition(self._mutex)
+        self._all_done = threading.Condition(self._mutex)
+        self._unfinished = 0
+        self._n_in = 0
+        self._n_out = 0
+        self._aborted = False
+        self._watch = False
+        self._last_put = 0
+        self._truth_at = 0
+        self._truth: list[int] = []
+        self.tail: Ring | None = None
+        self.head: Ring | None = None
+
+    def _full(self) -> bool:
+        return 0 < self._maxsize <= len(self._q)
+
+    def _aborted_error(self) -> BaseException:
+        exc: type[BaseException] = _config.get("aborted", RuntimeError)
+        return exc(getattr(self, "name", "channel"))
+
+    def _push(self, item: Any) -> None:
+        self._q.append(item)
+        self._unfinished += 1
+        if item is not _config.get("eos"):
+            self._n_in += 1
+            tap = self.tail
+            if tap is not None:
+                tap.record(self._n_in)
+            if self._truth_at == 1:
+                self._truth.append(_monotonic_ns())
+        if self._watch:
+            self._last_put = _monotonic_ns()
+        self._not_empty.notify()
+
+    def _pop(self) -> Any:
+        item = self._q.popleft()
+        if item is not _config.get("eos"):
+            self._n_out += 1
+            tap = self.head
+            if tap is not None:
+                tap.record(self._n_out)
+            if self._truth_at == 2:
+                self._truth.append(_monotonic_ns())
+        self._not_full.notify()
+        return item
+
+    @staticmethod
+    def _deadline(block: bool, timeout: float | None) -> float | None:
+        if not block or timeout is None:
+            return None
+        if timeout < 0 or math.isnan(timeout):
+            raise ValueError("'timeout' must be a non-negative number")
+        return time.monotonic() + timeout
+
+    def _wait(
+        self,
+        cond: threading.Condition,
+        waiting: Callable[[], bool],
+        deadline: float | None,
+        timed_out: str,
+    ) -> None:
+        """Wait on ``cond`` while ``waiting()``: until then, an abort (raised), or the deadline
+        (``_config[timed_out]`` raised). The caller holds the mutex."""
+        while waiting() and not self._aborted:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise _config[timed_out]
+            cond.wait(left)
+        if self._aborted:
+            raise self._aborted_error()
+
+    def put(self, item: Any, block: bool = True, timeout: float | None = None) -> None:
+        deadline = self._deadline(block, timeout)
+        with self._not_full:
+            if self._aborted:
+                raise self._aborted_error()
+            if not self._full():
+                self._push(item)
+                _heartbeat()
+                return
+            if not block:
+                raise _config["full"]
+            with _blocked(_BLOCKED_OUT):
+                self._wait(self._not_full, self._full, deadline, "full")
+                self._push(item)
+
+    def get(self, block: bool = True, timeout: float | None = None) -> Any:
+        deadline = self._deadline(block, timeout)
+        with self._not_empty:
+            if self._aborted:
+                raise self._aborted_error()
+            if self._q:
+                _heartbeat()
+                return self._pop()
+            if not block:
+                raise _config["empty"]
+            with _blocked(_BLOCKED_IN):
+                self._wait(self._not_empty, self.empty, deadline, "empty")
+                return self._pop()
+
+    def put_nowait(self, item: Any) -> None:
+        self.put(item, False)
+
+    def get_nowait(self) -> Any:
+        return self.get(False)
+
+    def qsize(self) -> int:
+        return len(self._q)
+
+    def empty(self) -> bool:
+        return not self._q
+
+    def full(self) -> bool:
+        return self._full()
+
+    def task_done(self) -> None:
+        with self._all_done:
+            if self._unfinished <= 0:
+                raise ValueError("task_done() called too many times")
+            self._unfinished -= 1
+            if self._unfinished == 0:
+                self._all_done.notify_all()
+
+    def join(self) -> None:
+        with self._all_done:
+            while self._unfinished:
+                self._all_done.wait()
+
+    def wait_batch(self, bulk: int, timeout_s: float) -> int:
+        if bulk < 1:
+            raise ValueError("bulk must be at least 1")
+        eos = _config.get("eos")
+        with self._not_empty:
+            while True:
+                if self._aborted:
+                    raise self._aborted_error()
+                n = len(self._q)
+                for i in range(min(n, bulk)):
+                    if self._q[i] is eos:
+                        return i + 1
+                if n >= bulk:
+                    return bulk
+                left = None
+                if n and not math.isinf(timeout_s):
+                    left = (self._last_put + timeout_s * 1e9 - _monotonic_ns()) / 1e9
+                    if left <= 0:
+                        return n
+                self._not_empty.wait(left)
+
+    def take(self, n: int) -> list[Any]:
+        with self._mutex:
+            if self._aborted:
+                raise self._aborted_error()
+            if n > len(self._q):
+                raise ValueError(f"take({n}): only {len(self._q)} items wait")
+            return [self._pop() for _ in range(n)]
+
+    def abort(self) -> None:
+        with self._mutex:
+            self._aborted = True
+            self._q.clear()
+            self._maxsize = 0
+            self._not_empty.notify_all()
+            self._not_full.notify_all()
+            self._all_done.notify_all()
+
+    def keep_truth(self, at: str) -> None:
+        if at not in ("put", "get"):
+            raise ValueError("keep_truth('put' or 'get')")
+        with self._mutex:
+            self._truth_at = 1 if at == "put" else 2
+
+    def truth(self) -> bytes:
+        with self._mutex:
+            return array.array("q", self._truth).tobytes()
+
+    def watch_idle(self) -> None:
+        with self._mutex:
+            self._watch = True
+            self._last_put = _monotonic_ns()
+
+    @property
+    def maxsize(self) -> int:
+        return self._maxsize
+
+    @property
+    def items_in(self) -> int:
+        return self._n_in
+
+    @property
+    def items_out(self) -> int:
+        return self._n_out
+
+    @property
+    def unfinished_tasks(self) -> int:
+        return self._unfinished
+
+    @property
+    def last_put_ns(self) -> int:
+        return self._last_put
+
+    @property
+    def aborted(self) -> bool:
+        return self._aborted
