@@ -26,23 +26,20 @@ __all__ = [
 __getattr__, __dir__ = lazy_exports(
     globals(),
     {
-        "Run": "streamscope.store.reader:Run",
+        "Run": "streamscope.store.run:Run",
         "load": "streamscope.store.reader:load",
+        "DuckDBStore": "streamscope.store.writer:DuckDBStore",
         **{n: f"streamscope.store.schema:{n}" for n in ("FORMAT", "SCHEMA_VERSION", "STATUSES")},
         **{
-            n: f"streamscope.store.writer:{n}"
-            for n in ("DuckDBStore", "InMemoryStore", "QueryRecord", "RunMeta", "RunStore")
+            n: f"streamscope.store.runstore:{n}"
+            for n in ("InMemoryStore", "QueryRecord", "RunMeta", "RunStore")
         },
     },
 )
 
 if TYPE_CHECKING:
-    from streamscope.store.reader import Run, load
+    from streamscope.store.reader import load
+    from streamscope.store.run import Run
+    from streamscope.store.runstore import InMemoryStore, QueryRecord, RunMeta, RunStore
     from streamscope.store.schema import FORMAT, SCHEMA_VERSION, STATUSES
-    from streamscope.store.writer import (
-        DuckDBStore,
-        InMemoryStore,
-        QueryRecord,
-        RunMeta,
-        RunStore,
-    )
+    from streamscope.store.writer import DuckDBStore

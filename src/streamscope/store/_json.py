@@ -20,7 +20,7 @@ from streamscope.aggregate.points import (
 from streamscope.store.schema import FORMAT, SCHEMA_VERSION, quantile_stat
 
 if TYPE_CHECKING:
-    from streamscope.store.reader import Run
+    from streamscope.store.run import Run
 
 
 def run_json(run: Run) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from streamscope.store.schema import FORMAT, SCHEMA_VERSION, TABLES, ddl
 
 if TYPE_CHECKING:
     from streamscope.core.topology import Topology
-    from streamscope.store.writer import QueryRecord, RunMeta
+    from streamscope.store.runstore import QueryRecord, RunMeta
 
 _TABLE = {t.name: t for t in TABLES}
 _DTYPES = {

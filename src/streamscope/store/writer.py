@@ -1,6 +1,8 @@
-"""The run store: what the monitor writes (run metadata, topology, queries, frames, drops).
+"""The run file writer: ``DuckDBStore`` writes one run, each call a durable transaction.
 
-``DuckDBStore`` writes one run file, each call a durable transaction; ``InMemoryStore`` keeps lists.
+In: what the monitor writes through ``RunStore`` (``store/runstore.py``, whose names are
+re-exported here). Out: one DuckDB run file that opens with every call that returned, even
+after its writer was killed or its disk filled; ``replace_results`` for ``retime``.
 """
 
 from __future__ import annotations
@@ -9,14 +11,11 @@ import contextlib
 import errno
 import os
 import time
-from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from numpy.typing import NDArray
 
 from streamscope.aggregate.points import DropCount, FrameResult
@@ -24,7 +23,15 @@ from streamscope.core.errors import RunFileError
 from streamscope.core.topology import Topology
 from streamscope.store import _rows
 from streamscope.store.lock import WriterLock
-from streamscope.store.schema import STATUSES, TABLES
+from streamscope.store.runstore import (
+    APPEND_TABLES,
+    ENDED_STATUSES,
+    BaseStore,
+    InMemoryStore,
+    QueryRecord,
+    RunMeta,
+    RunStore,
+)
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -45,198 +52,7 @@ def _sqlio() -> ModuleType:
     return sqlio
 
 
-#: Tables a run appends to besides frames: calibrations, fits and raw records of clock domains.
-_APPENDED = (
-    "calibration", "clock_fit", "clock_truth", "flight", "worker", "stall", "record", "vq_frame",
-    "vq_level", "virtual_queue", "overhead", "profile", "trace_exclusion", "monitor", "runner",
-)  # fmt: skip
-APPEND_TABLES = {t.name: t for t in TABLES if t.name in _APPENDED}
-
-ENDED_STATUSES = tuple(s for s in STATUSES if s != "running")
-
-
-@dataclass(frozen=True, slots=True)
-class RunMeta:
-    """What is known about a run when it starts. Times are ns since the Unix epoch."""
-
-    run_id: str
-    name: str
-    app: str
-    command: str
-    argv: tuple[str, ...]
-    host: str
-    started_unix_ns: int
-    frame_ns: int
-    version: str
-    #: The run's virtual time zero as a reading of the host's monotonic clock (ns): frame times
-    #: are relative to it, so an application's own monotonic timestamps can be aligned with them.
-    t0_host_ns: int = 0
-    #: Which probe core recorded the run: ``native`` (the C extension) or ``python`` (its twin).
-    probe_core: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class QueryRecord:
-    """One compiled query. ``stats`` names its aggregations in order; every frame's points
-    follow that order (``mean``, ``max``, ``quantiles``, ``histogram``, ``duty``...)."""
-
-    id: int
-    text: str
-    metric: str
-    unit: str
-    frame_ns: int
-    targets: tuple[str, ...]
-    stats: tuple[str, ...]
-
-
-class RunStore(Protocol):
-    """Where the monitor puts a run. Call order: begin, any writes, finish, close.
-
-    A writer that dies after ``begin`` leaves a run whose status stays ``running``.
-    """
-
-    def begin(self, meta: RunMeta, topology: Topology, queries: Sequence[QueryRecord]) -> None: ...
-
-    def write_frames(self, results: Sequence[FrameResult]) -> None: ...
-
-    def write_drops(self, drops: Sequence[DropCount]) -> None: ...
-
-    def write_table(self, table: str, columns: dict[str, NDArray[Any] | list[Any]]) -> None:
-        """Append rows to ``calibration``, ``clock_fit`` or ``record`` (equal-length columns)."""
-        ...
-
-    def amend(self, topology: Topology, queries: Sequence[QueryRecord]) -> None:
-        """The run grew while it went on (stages, channels and probes a drop-in program made
-        after monitoring began): ``topology`` and ``queries`` replace what ``begin`` wrote."""
-        ...
-
-    def finish(
-        self, status: str, error: str | None, ended_unix_ns: int, duration_ns: int
-    ) -> None: ...
-
-    def close(self) -> None: ...
-
-
-class _Lifecycle(ABC):
-    """Checks the call order; subclasses do the storing in the ``_do_*`` hooks."""
-
-    _state = "new"
-
-    def begin(self, meta: RunMeta, topology: Topology, queries: Sequence[QueryRecord]) -> None:
-        self._expect("new", "begin")
-        self._do_begin(meta, topology, tuple(queries))
-        self._state = "open"
-
-    def write_frames(self, results: Sequence[FrameResult]) -> None:
-        self._expect("open", "write_frames")
-        if results:
-            self._do_write(_rows.flatten(results), [])
-
-    def write_drops(self, drops: Sequence[DropCount]) -> None:
-        self._expect("open", "write_drops")
-        if drops:
-            self._do_write(None, drops)
-
-    def amend(self, topology: Topology, queries: Sequence[QueryRecord]) -> None:
-        self._expect("open", "amend")
-        self._do_amend(topology, tuple(queries))
-
-    @abstractmethod
-    def _do_amend(self, topology: Topology, queries: tuple[QueryRecord, ...]) -> None:
-        """Store it (the subclass's part of the call)."""
-
-    def write_table(self, table: str, columns: dict[str, NDArray[Any] | list[Any]]) -> None:
-        self._expect("open", "write_table")
-        if table not in APPEND_TABLES:
-            raise ValueError(f"write_table appends to {', '.join(APPEND_TABLES)}, not {table!r}")
-        names = [c.name for c in APPEND_TABLES[table].columns]
-        if sorted(columns) != sorted(names):
-            raise ValueError(f"{table} needs columns {names}, got {sorted(columns)}")
-        if len(columns[names[0]]):
-            self._do_table(table, [columns[n] for n in names])
-
-    @abstractmethod
-    def _do_table(self, table: str, columns: list[NDArray[Any] | list[Any]]) -> None:
-        """Store it (the subclass's part of the call)."""
-
-    def finish(self, status: str, error: str | None, ended_unix_ns: int, duration_ns: int) -> None:
-        """``status``: ``completed``, ``failed`` or ``interrupted``; ``duration_ns``: virtual ns."""
-        self._expect("open", "finish")
-        if status not in ENDED_STATUSES:
-            raise ValueError(
-                f"finish status must be one of {', '.join(ENDED_STATUSES)}, not {status!r}"
-            )
-        self._do_finish(status, error, ended_unix_ns, duration_ns)
-        self._state = "finished"
-
-    def close(self) -> None:
-        self._state = "closed"
-
-    def _expect(self, state: str, call: str) -> None:
-        if self._state != state:
-            raise RuntimeError(f"{call}() called on a run store that is {self._state}")
-
-    @abstractmethod
-    def _do_begin(
-        self, meta: RunMeta, topology: Topology, queries: tuple[QueryRecord, ...]
-    ) -> None:
-        """Store it (the subclass's part of the call)."""
-
-    @abstractmethod
-    def _do_write(self, rows: _rows.Rows | None, drops: Sequence[DropCount]) -> None:
-        """Store it (the subclass's part of the call)."""
-
-    @abstractmethod
-    def _do_finish(
-        self, status: str, error: str | None, ended_unix_ns: int, duration_ns: int
-    ) -> None:
-        """Store it (the subclass's part of the call)."""
-
-
-class InMemoryStore(_Lifecycle):
-    """Keeps a run as row lists shaped like the file's tables; read it with ``Run.from_memory``."""
-
-    def __init__(self) -> None:
-        self.meta: RunMeta | None = None
-        self.topology = Topology("")
-        self.queries: tuple[QueryRecord, ...] = ()
-        self.status = "running"
-        self.error: str | None = None
-        self.ended_unix_ns: int | None = None
-        self.duration_ns: int | None = None
-        self.frames: list[_rows.FrameRow] = []
-        self.stats: list[_rows.StatRow] = []
-        self.hists: list[_rows.HistRow] = []
-        self.drops: list[tuple[int, int, int, int]] = []
-        self.tables: dict[str, list[tuple[Any, ...]]] = {t: [] for t in APPEND_TABLES}
-
-    def _do_begin(
-        self, meta: RunMeta, topology: Topology, queries: tuple[QueryRecord, ...]
-    ) -> None:
-        self.meta, self.topology, self.queries = meta, topology, queries
-
-    def _do_amend(self, topology: Topology, queries: tuple[QueryRecord, ...]) -> None:
-        self.topology, self.queries = topology, queries
-
-    def _do_write(self, rows: _rows.Rows | None, drops: Sequence[DropCount]) -> None:
-        if rows is not None:
-            self.frames.extend(zip(*rows.frame, strict=True))
-            self.stats.extend(zip(*rows.stat, strict=True))
-            self.hists.extend(zip(*rows.hist, strict=True))
-        self.drops.extend((d.probe_id, d.frame, d.dropped, d.recorded) for d in drops)
-
-    def _do_table(self, table: str, columns: list[NDArray[Any] | list[Any]]) -> None:
-        cols = [c.tolist() if isinstance(c, np.ndarray) else list(c) for c in columns]
-        self.tables[table].extend(zip(*cols, strict=True))
-
-    def _do_finish(
-        self, status: str, error: str | None, ended_unix_ns: int, duration_ns: int
-    ) -> None:
-        self.status, self.error = status, error
-        self.ended_unix_ns, self.duration_ns = ended_unix_ns, duration_ns
-
-
-class DuckDBStore(_Lifecycle):
+class DuckDBStore(BaseStore):
     """Writes one run file at ``path``; an existing file is refused unless ``overwrite``.
 
     Every ``begin``/``write_*``/``finish`` call is one transaction, committed (to the write-ahead
@@ -479,3 +295,18 @@ def replace_results(
                 _sqlio().insert(c, "histogram", rows.hist)
     finally:
         con.close()
+
+
+__all__ = [
+    "APPEND_TABLES",
+    "ENDED_STATUSES",
+    "RESERVE_BYTES",
+    "BaseStore",
+    "DuckDBStore",
+    "InMemoryStore",
+    "QueryRecord",
+    "RunMeta",
+    "RunStore",
+    "replace_results",
+    "reserve_path",
+]

@@ -1,0 +1,251 @@
+"""One recorded run, read back: its description, its frame results, and SQL over its tables.
+
+In: a run's metadata and topology and where its tables are (a file's connection or an
+``InMemoryStore``). Out: ``Run``: results as point objects, the derived views (virtual queues,
+overhead, monitor cost, profiles) and the ``show --json`` document.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import duckdb
+import numpy as np
+from numpy.typing import NDArray
+
+from streamscope.aggregate.points import DropCount, FrameResult
+from streamscope.core.errors import QueryError, RunFileError
+from streamscope.core.topology import ProbeInfo, Topology
+from streamscope.store import _rows
+from streamscope.store._json import run_json
+from streamscope.store._sources import MemorySource, RunSource
+from streamscope.store.runstore import InMemoryStore, QueryRecord, RunMeta
+
+
+class Run:
+    """One recorded run. ``status`` is as stored: ``running`` = still going, or the writer died.
+
+    ``path`` is ``None`` for a run read from an ``InMemoryStore``. A run loaded from a file holds
+    a read-only connection to it until ``close()`` (or the end of a ``with`` block).
+    """
+
+    def __init__(
+        self,
+        *,
+        meta: RunMeta,
+        status: str,
+        error: str | None,
+        ended_unix_ns: int | None,
+        duration_ns: int | None,
+        topology: Topology,
+        queries: tuple[QueryRecord, ...],
+        source: RunSource,
+        path: Path | None = None,
+    ) -> None:
+        self.meta = meta
+        self.status = status
+        self.error = error
+        self.ended_unix_ns = ended_unix_ns
+        self.duration_ns = duration_ns
+        self.topology = topology
+        self.queries = queries
+        self.path = path
+        self._source = source
+
+    @classmethod
+    def from_memory(cls, store: InMemoryStore) -> Run:
+        """The run an ``InMemoryStore`` holds, read back exactly as from a file."""
+        if store.meta is None:
+            raise ValueError("the in-memory store has not begun a run")
+        return cls(
+            meta=store.meta,
+            status=store.status,
+            error=store.error,
+            ended_unix_ns=store.ended_unix_ns,
+            duration_ns=store.duration_ns,
+            topology=store.topology,
+            queries=store.queries,
+            source=MemorySource(store),
+        )
+
+    def __enter__(self) -> Run:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._source.close()
+
+    def query(self, query_id: int) -> QueryRecord:
+        """The query with this id (``KeyError`` if none)."""
+        for q in self.queries:
+            if q.id == query_id:
+                return q
+        raise KeyError(query_id)
+
+    def results(self, query_id: int | None = None, target: str | None = None) -> list[FrameResult]:
+        """Frame results, ordered by query id, target, frame; ``None`` filters nothing."""
+        src = self._source
+        try:
+            return self._rebuild(src, query_id, target)
+        except RunFileError as e:
+            raise RunFileError(f"{self.path or 'the run'} is damaged: {e}") from None
+
+    def _rebuild(
+        self, src: RunSource, query_id: int | None, target: str | None
+    ) -> list[FrameResult]:
+        return _rows.rebuild(
+            src.columns("frame", query_id, target),
+            src.columns("stat", query_id, target),
+            src.columns("histogram", query_id, target),
+            {q.id: q.stats for q in self.queries},
+        )
+
+    def drops(self) -> list[DropCount]:
+        """Drop counts ordered by probe id and frame."""
+        return [DropCount(*r) for r in sorted(self._source.drops(), key=lambda r: (r[0], r[1]))]
+
+    def sql(self, query: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+        """Run SQL on the run's tables (read-only; nothing outside the run can be reached:
+        ``CONFINED``); returns column names and rows."""
+        if not query.strip():
+            raise QueryError("empty query: give a SQL statement", text=query, source="sql")
+        con = self._source.connection()
+        try:
+            cur = con.execute(query)
+            columns = [d[0] for d in cur.description or ()]
+            return columns, cur.fetchall() if columns else []
+        except duckdb.Error as e:
+            raise QueryError(str(e), text=query, source=str(self.path or "sql")) from None
+
+    def virtual_queues(self) -> list[dict[str, Any]]:
+        """One dict per virtual queue (link channel with an occupancy query): the run's
+        verdict and distances (``virtual_queue``), with its per-frame rows (``vq_frame``) and
+        ``arrivals_used``: how many frames each arrivals model simulated (``profile``: the
+        insertions the device counted per sub-window; ``renewal``: independent gaps)."""
+        cols, rows = self.sql("SELECT * FROM virtual_queue ORDER BY query_id, target")
+        fcols, frows = self.sql("SELECT * FROM vq_frame ORDER BY query_id, target, frame")
+        frames: dict[tuple[int, str], list[dict[str, Any]]] = {}
+        for r in frows:
+            d = dict(zip(fcols, r, strict=True))
+            key = (d.pop("query_id"), d.pop("target"))
+            frames.setdefault(key, []).append(d)
+        out = []
+        for r in rows:
+            d = dict(zip(cols, r, strict=True))
+            d["frames_detail"] = frames.get((d["query_id"], d["target"]), [])
+            used: dict[str, int] = {}
+            for f in d["frames_detail"]:
+                if f.get("arrivals"):
+                    used[f["arrivals"]] = used.get(f["arrivals"], 0) + 1
+            d["arrivals_used"] = dict(sorted(used.items()))
+            out.append(d)
+        return out
+
+    def overhead(self) -> list[dict[str, Any]]:
+        """The monitoring's own cost per stage: its probes, their events (kept or refused),
+        events per second over the run, and the estimated time spent in them (ns, and as a
+        fraction of the run's duration); for stages run by streamscope's runner, the stage
+        thread's CPU time (``cpu_ns``), the part of it in the stage's own code (``user_ns``,
+        estimated from samples) and what is left for the runner's loop and the channels
+        (``runner_ns``, probes taken out; ``runner_fraction`` of ``cpu_ns``). Sorted by
+        estimated probe time, largest first."""
+        _, rows = self.sql("SELECT probe_id, events, est_probe_ns FROM overhead")
+        by_id = {p.id: p for p in self.topology.probes}
+        per: dict[str, dict[str, Any]] = {}
+
+        def row_of(stage: str) -> dict[str, Any]:
+            return per.setdefault(
+                stage, {"stage": stage, "probes": 0, "events": 0, "est_probe_ns": 0.0}
+            )
+
+        for pid, events, est in rows:
+            p = by_id.get(pid)
+            row = row_of(probe_stage(self.topology, p) if p is not None else "?")
+            row["probes"] += 1
+            row["events"] += int(events)
+            row["est_probe_ns"] += float(est)
+        _, runner = self.sql("SELECT stage, items, samples, user_ns, cpu_ns FROM runner")
+        for stage, items, samples, user_ns, cpu_ns in runner:
+            row = row_of(stage)
+            user = user_ns * items / samples if samples else None
+            row["cpu_ns"] = cpu_ns
+            row["user_ns"] = user
+            row["items"] = items
+            if user is not None:
+                row["runner_ns"] = max(cpu_ns - user - row["est_probe_ns"], 0.0)
+                row["runner_fraction"] = row["runner_ns"] / cpu_ns if cpu_ns else None
+        seconds = (self.duration_ns or 0) / 1e9
+        out = sorted(per.values(), key=lambda r: -r["est_probe_ns"])
+        for row in out:
+            row["events_per_s"] = row["events"] / seconds if seconds else None
+            row["fraction"] = row["est_probe_ns"] / self.duration_ns if self.duration_ns else None
+            for key in ("cpu_ns", "user_ns", "items", "runner_ns", "runner_fraction"):
+                row.setdefault(key, None)
+        return out
+
+    def monitor_cost(self) -> dict[str, Any]:
+        """The monitor process's own figures over the run: its CPU time (``cpu_ns``, and per
+        second of run, ``cores``), records drained, and its lag (the most, and the median over
+        frames, by which the reduced timeline trailed real time)."""
+        _, rows = self.sql("SELECT lag_ns, records, cpu_ns FROM monitor ORDER BY frame")
+        lags = sorted(int(r[0]) for r in rows)
+        cpu = sum(int(r[2]) for r in rows)
+        dur = self.duration_ns or 0
+        return {
+            "cpu_ns": cpu,
+            "cores": cpu / dur if dur else None,
+            "records": sum(int(r[1]) for r in rows),
+            "lag_max_ns": lags[-1] if lags else None,
+            "lag_median_ns": lags[len(lags) // 2] if lags else None,
+        }
+
+    def profiles(self) -> list[dict[str, Any]]:
+        """Traced functions per stage (``Pipeline.trace``): ``stage``, ``function`` (name),
+        ``calls``, ``total_ns`` (callees included), ``self_ns``, ``max_ns``; by stage, then
+        self time, largest first."""
+        cols, rows = self.sql(
+            "SELECT p.stage, coalesce(f.name, '#' || p.function_id) AS function, p.calls, "
+            "p.total_ns, p.self_ns, p.max_ns FROM profile p LEFT JOIN function f "
+            "ON f.id = p.function_id ORDER BY p.stage, p.self_ns DESC"
+        )
+        return [dict(zip(cols, r, strict=True)) for r in rows]
+
+    def trace_exclusions(self) -> dict[str, str]:
+        """Functions left out of tracing, and why."""
+        _, rows = self.sql("SELECT name, reason FROM trace_exclusion ORDER BY name")
+        return {str(n): str(r) for n, r in rows}
+
+    def table(self, name: str) -> dict[str, NDArray[Any]]:
+        """A whole table as numpy columns (``calibration``, ``clock_fit``, ``record``, ...)."""
+        columns, rows = self.sql(f"SELECT * FROM {name}")  # noqa: S608 - names come from code
+        if not rows:
+            return {c: np.zeros(0) for c in columns}
+        return {c: np.asarray(v) for c, v in zip(columns, zip(*rows, strict=True), strict=True)}
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``streamscope show --json`` document (see JSON.md); ``json.dumps``-able."""
+        return run_json(self)
+
+
+def probe_stage(topology: Topology, probe: ProbeInfo) -> str:
+    """The stage whose thread runs ``probe``: a channel end's producer or consumer, the stage
+    itself, or the stage a declared probe (``STAGE.NAME``) belongs to."""
+    if probe.kind in ("tail", "send", "head", "deliver"):
+        for c in topology.channels:
+            if c.name == probe.target:
+                return c.src if probe.kind in ("tail", "send") else c.dst
+    if probe.kind in ("sampler", "counter", "timer"):
+        return probe.target.rpartition(".")[0]
+    return probe.target
+
+
+__all__ = ["Run", "probe_stage"]
