@@ -345,3 +345,14 @@ def test_a_refined_grid_keeps_closed_frames_and_continues_from_them() -> None:
     assert (f2.start_ticks, f2.end_ticks) == (23, 34)
     assert (f0.n_in, f1.n_in, f2.n_in) == (1, 1, 2)
     assert int(f1.level_ticks.sum()) == 13 and int(f2.level_ticks.sum()) == 11
+
+
+def test_items_refused_at_the_end_count_on_a_grid_that_starts_before_zero() -> None:
+    """A device clock reads below the host's grid origin: with no frame closed yet, the items
+    refused after the last kept record still land inside the last frame, not at tick 0."""
+    sq = SubQueueFrames(1.0)
+    sq.set_grid(-1_000.0, 400.0)
+    sq.add_insertions(np.array([-900, -800], np.int64), np.array([1, 2], np.int64))
+    sq.know_insertions(5)  # items 3..5 refused by a full ring
+    frames = sq.finish(-250)
+    assert sum(s.n_in for s in frames) == 5

@@ -218,7 +218,8 @@ class SubQueueFrames:
             (self._rem, self._top_out, self._carry.rem_seq),
         ):
             if top > max(last, pend.top(end)):
-                at = max(end - 1, self._cursor or 0)
+                # No cursor yet: nothing bounds it from below (the grid may start before 0).
+                at = end - 1 if self._cursor is None else max(end - 1, self._cursor)
                 pend.add(np.array([at], np.int64), np.array([top], np.int64))
 
     def _fold(self, seg: I64, grid: I64) -> list[SubQueueSummary]:
