@@ -5,6 +5,7 @@ No figure is asserted (these machines are noisy); a benchmark that breaks with a
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,21 @@ import pytest
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 SCRIPTS = sorted(p.name for p in BENCH.glob("bench_*.py"))
+#: What a benchmark's comparison reads like: a ratio to its peer (``1.23x``, ``0.9 x``) or its
+#: figure against its target, said met or missed.
+COMPARISON = re.compile(
+    r"\b\d+(?:\.\d+)?\s?x\b"
+    r"|\btarget\b[^\n]*\b(?:meets|met|misses|missed)\b"
+    r"|\b(?:meets|met|misses|missed)\b[^\n]*\btarget\b",
+    re.IGNORECASE,
+)
+
+
+def test_a_comparison_is_told_from_text_without_one() -> None:
+    assert COMPARISON.search("overhead 1.23x plain") and COMPARISON.search("ratio 0.9 x")
+    assert COMPARISON.search("target: monitor RSS <= 300 MB and flat: meets (191 MB)")
+    assert COMPARISON.search("adds 0.589 s (misses the target <= 0.3 s)")
+    assert not COMPARISON.search("exported 3 files to /tmp/x and the rest in box")
 
 
 def test_every_benchmark_is_listed_in_the_readme() -> None:
@@ -33,6 +49,4 @@ def test_benchmark_runs_quick(script: str) -> None:
         cwd=BENCH.parent,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "x" in proc.stdout and ("target" in proc.stdout or "ratio" in proc.stdout.lower()), (
-        proc.stdout[-1500:]
-    )
+    assert COMPARISON.search(proc.stdout), proc.stdout[-1500:]

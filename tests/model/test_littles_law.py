@@ -13,6 +13,7 @@ import pytest
 
 from oracles import example
 from streamscope.aggregate.points import FrameResult, ScalarPoint
+from streamscope.core.modes import RunMode
 from streamscope.runtime import RunOptions, run
 from streamscope.store.reader import Run, load
 from streamscope.store.writer import InMemoryStore
@@ -79,37 +80,22 @@ def argv(resource: str) -> list[str]:
 
 
 @pytest.mark.slow
-def test_little_threads_inline_monitor() -> None:
+@pytest.mark.parametrize(
+    ("resource", "mode"), [("thread", "inline"), ("thread", "process"), ("process", "inline")]
+)
+def test_little(resource: str, mode: str, tmp_path: Path) -> None:
+    """Little's law on every channel, stages on ``resource``, the monitor ``mode``."""
+    out = tmp_path / "r.duckdb" if mode == "process" else None
     res = run(
-        example("mm1").build(argv("thread")),
+        example("mm1").build(argv(resource)),
         queries(),
-        RunOptions(frame_ns=FRAME_NS, mode="inline"),
+        RunOptions(frame_ns=FRAME_NS, mode=RunMode(mode), out=out),
     )
     assert res.status == "completed", res.error
-    assert isinstance(res.store, InMemoryStore)
-    check_little(Run.from_memory(res.store), "threads, inline monitor")
-
-
-@pytest.mark.slow
-def test_little_threads_monitor_process(tmp_path: Path) -> None:
-    out = tmp_path / "r.duckdb"
-    res = run(
-        example("mm1").build(argv("thread")),
-        queries(),
-        RunOptions(frame_ns=FRAME_NS, mode="process", out=out),
-    )
-    assert res.status == "completed", res.error
-    with load(out) as r:
-        check_little(r, "threads, monitor process")
-
-
-@pytest.mark.slow
-def test_little_process_stages() -> None:
-    res = run(
-        example("mm1").build(argv("process")),
-        queries(),
-        RunOptions(frame_ns=FRAME_NS, mode="inline"),
-    )
-    assert res.status == "completed", res.error
-    assert isinstance(res.store, InMemoryStore)
-    check_little(Run.from_memory(res.store), "processes, inline monitor")
+    label = f"{resource} stages, {mode} monitor"
+    if out is None:
+        assert isinstance(res.store, InMemoryStore)
+        check_little(Run.from_memory(res.store), label)
+    else:
+        with load(out) as r:
+            check_little(r, label)
