@@ -23,7 +23,7 @@ from streamscope import Pipeline
 from streamscope.core.records import Kind, Records, empty_records, make_records
 from streamscope.core.topology import Topology
 from streamscope.monitor.engine import Engine, FrameSink
-from streamscope.query.compile import Plan
+from streamscope.query.plan import Plan
 from streamscope.runtime.session import prepare
 from streamscope.transport.wire import Message, MsgType
 

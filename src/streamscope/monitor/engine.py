@@ -34,7 +34,8 @@ from streamscope.monitor.routing import Routes
 from streamscope.monitor.stalls import DEFAULT_STALL_NS, Stall, StallWatch
 from streamscope.monitor.streams import EVENT_METRICS
 from streamscope.monitor.virtual import SIDES, virtual_queues
-from streamscope.query.compile import Plan, TargetPlan, new_targets
+from streamscope.query.compile import new_targets
+from streamscope.query.plan import Plan, TargetPlan
 from streamscope.timebase.clockmap import HostMap
 from streamscope.timebase.domains import Domains, TableSink
 from streamscope.transport.wire import Message, MsgType

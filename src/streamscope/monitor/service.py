@@ -33,7 +33,7 @@ from streamscope.monitor.rings import RingSet
 from streamscope.monitor.settings import MonitorSettings
 from streamscope.monitor.writer import StoreWriter
 from streamscope.probes.cost import CostBook
-from streamscope.query.compile import Plan
+from streamscope.query.plan import Plan
 from streamscope.store.writer import QueryRecord, RunStore
 from streamscope.transport.wire import (
     Message,

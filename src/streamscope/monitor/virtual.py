@@ -32,7 +32,7 @@ from streamscope.model import Bus
 from streamscope.model.estimator import Profile
 from streamscope.monitor.vqmodel import F64, FrameInputs, FrameModels
 from streamscope.monitor.vqtables import VQTables
-from streamscope.query.compile import Plan
+from streamscope.query.plan import Plan
 from streamscope.timebase.domains import HOST, Domains, TableSink
 
 SIDES = ("tail", "head")

@@ -49,20 +49,20 @@ __getattr__, __dir__ = lazy_exports(
     globals(),
     {
         "Agg": "streamscope.query.ast:Agg",
-        "CompiledQuery": "streamscope.query.compile:CompiledQuery",
+        "CompiledQuery": "streamscope.query.plan:CompiledQuery",
         "Edge": "streamscope.query.ast:Edge",
         "HistogramAgg": "streamscope.query.ast:HistogramAgg",
         "METRICS": "streamscope.query.metrics:METRICS",
         "MetricInfo": "streamscope.query.metrics:MetricInfo",
         "Origin": "streamscope.query.ast:Origin",
         "PercentileAgg": "streamscope.query.ast:PercentileAgg",
-        "Plan": "streamscope.query.compile:Plan",
+        "Plan": "streamscope.query.plan:Plan",
         "QuantilesAgg": "streamscope.query.ast:QuantilesAgg",
         "Query": "streamscope.query.ast:Query",
         "StageRef": "streamscope.query.ast:StageRef",
         "StatAgg": "streamscope.query.ast:StatAgg",
         "Target": "streamscope.query.ast:Target",
-        "TargetPlan": "streamscope.query.compile:TargetPlan",
+        "TargetPlan": "streamscope.query.plan:TargetPlan",
         "as_query": "streamscope.query.parser:as_query",
         "compile_queries": "streamscope.query.compile:compile_queries",
         "count": "streamscope.query.builder:count",
@@ -109,14 +109,14 @@ if TYPE_CHECKING:
     from streamscope.query.builder import state as state
     from streamscope.query.builder import throughput as throughput
     from streamscope.query.builder import timer as timer
-    from streamscope.query.compile import CompiledQuery as CompiledQuery
-    from streamscope.query.compile import Plan as Plan
-    from streamscope.query.compile import TargetPlan as TargetPlan
     from streamscope.query.compile import compile_queries as compile_queries
     from streamscope.query.metrics import METRICS as METRICS
     from streamscope.query.metrics import MetricInfo as MetricInfo
     from streamscope.query.parser import as_query as as_query
     from streamscope.query.parser import parse_queries as parse_queries
     from streamscope.query.parser import parse_query as parse_query
+    from streamscope.query.plan import CompiledQuery as CompiledQuery
+    from streamscope.query.plan import Plan as Plan
+    from streamscope.query.plan import TargetPlan as TargetPlan
     from streamscope.query.units import format_duration as format_duration
     from streamscope.query.units import parse_duration as parse_duration

@@ -5,8 +5,7 @@ activate and, per query and matched target, the aggregation specs. Everything is
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, fields
+from collections.abc import Sequence
 from fnmatch import fnmatchcase
 from typing import Any
 
@@ -38,6 +37,7 @@ from streamscope.query.ast import (
 )
 from streamscope.query.metrics import BOX_QUANTILES, METRICS
 from streamscope.query.parser import parse_queries, parse_query
+from streamscope.query.plan import CompiledQuery, Plan, TargetPlan
 
 __all__ = ["CompiledQuery", "Plan", "TargetPlan", "compile_queries", "new_targets", "watches"]
 
@@ -51,90 +51,6 @@ _SIMPLE_SPECS: dict[str, AggregationSpec] = {
     "last": Last(),
     "duty": Duty(STATE_LABELS),
 }
-
-
-def _spec_dict(spec: AggregationSpec) -> dict[str, Any]:
-    out: dict[str, Any] = {"stat": spec.stat}
-    for f in fields(spec):
-        value = getattr(spec, f.name)
-        out[f.name] = list(value) if isinstance(value, tuple) else value
-    return out
-
-
-@dataclass(frozen=True, slots=True)
-class TargetPlan:
-    """One matched channel (by its name ``"src -> dst"``) or stage, and the specs to run on it."""
-
-    name: str
-    specs: tuple[AggregationSpec, ...]
-
-    @property
-    def stats(self) -> tuple[str, ...]:
-        return tuple(s.stat for s in self.specs)
-
-
-@dataclass(frozen=True, slots=True)
-class CompiledQuery:
-    """A checked query: ``id`` is its 0-based position, ``text`` its canonical text, ``unit`` the
-    unit of its values (``items``, ``items/s``, ``ns`` or ``state``), ``frame_ns`` its frame."""
-
-    id: int
-    query: Query
-    text: str
-    metric: str
-    unit: str
-    frame_ns: int
-    targets: tuple[TargetPlan, ...]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "text": self.text,
-            "metric": self.metric,
-            "unit": self.unit,
-            "frame_ns": self.frame_ns,
-            "targets": [
-                {
-                    "name": t.name,
-                    "stats": list(t.stats),
-                    "specs": [_spec_dict(s) for s in t.specs],
-                }
-                for t in self.targets
-            ],
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class Plan:
-    """Every compiled query, and the probes they need: ``("tail" | "head", channel name)``,
-    ``("state" | "iteration" | "input_wait" | "output_wait", stage name)`` and
-    ``("sampler" | "counter" | "timer", "STAGE.NAME")``."""
-
-    queries: tuple[CompiledQuery, ...]
-    taps: frozenset[tuple[str, str]]
-    #: Stages and channels may appear while the run goes on (``compile_queries``).
-    open_world: bool = False
-
-    def estimated(self, topology: Topology) -> Iterator[tuple[CompiledQuery, TargetPlan]]:
-        """The (query, target) pairs measured by estimation, not by counting: the occupancy of
-        a link channel, whose middle (the bus between its two buffers) cannot be seen — a
-        virtual queue. The one place that says so."""
-        links = topology.link_names
-        for q in self.queries:
-            if q.metric == "occupancy":
-                yield from ((q, t) for t in q.targets if t.name in links)
-
-    def measured(self, topology: Topology) -> Iterator[tuple[CompiledQuery, TargetPlan]]:
-        """Every other (query, target) pair: measured directly from records."""
-        virtual = {(q.id, t.name) for q, t in self.estimated(topology)}
-        for q in self.queries:
-            yield from ((q, t) for t in q.targets if (q.id, t.name) not in virtual)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "queries": [q.to_dict() for q in self.queries],
-            "taps": sorted([kind, name] for kind, name in self.taps),
-        }
 
 
 #: The shortest frame a query may ask for. The monitor drains the rings every 20 ms and closes

@@ -32,7 +32,7 @@ from streamscope.core.modes import RunMode, RunStatus
 from streamscope.core.rings import ring_directory
 from streamscope.core.topology import Topology
 from streamscope.monitor.settings import MonitorSettings
-from streamscope.query.compile import Plan
+from streamscope.query.plan import Plan
 from streamscope.runtime.options import FramesCallback, RunOptions, RunResult
 from streamscope.store.lock import WriterLock, repair
 from streamscope.store.writer import DuckDBStore, InMemoryStore, RunMeta, RunStore

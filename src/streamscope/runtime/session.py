@@ -19,8 +19,9 @@ from streamscope.pipeline.pipeline import Pipeline, plan_probes
 from streamscope.pipeline.runner import Outcome, Runner
 from streamscope.probes import tracing
 from streamscope.query.ast import Query
-from streamscope.query.compile import Plan, compile_queries
+from streamscope.query.compile import compile_queries
 from streamscope.query.defaults import default_queries
+from streamscope.query.plan import Plan
 from streamscope.runtime.functrace import TracingSession
 from streamscope.runtime.launch import Launched
 from streamscope.runtime.options import (

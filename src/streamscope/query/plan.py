@@ -1,0 +1,102 @@
+"""A compiled query plan: what every query measures, where, and how it reduces.
+
+In: nothing (``compile.compile_queries`` builds it). Out: frozen ``Plan``, ``CompiledQuery`` and
+``TargetPlan`` values, with the one rule of which (query, target) pairs are estimated (a link
+channel's occupancy: a virtual queue) and which are measured.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, fields
+from typing import Any
+
+from streamscope.aggregate.specs import AggregationSpec
+from streamscope.core.topology import Topology
+from streamscope.query.ast import Query
+
+__all__ = ["CompiledQuery", "Plan", "TargetPlan"]
+
+
+def spec_dict(spec: AggregationSpec) -> dict[str, Any]:
+    out: dict[str, Any] = {"stat": spec.stat}
+    for f in fields(spec):
+        value = getattr(spec, f.name)
+        out[f.name] = list(value) if isinstance(value, tuple) else value
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class TargetPlan:
+    """One matched channel (by its name ``"src -> dst"``) or stage, and the specs to run on it."""
+
+    name: str
+    specs: tuple[AggregationSpec, ...]
+
+    @property
+    def stats(self) -> tuple[str, ...]:
+        return tuple(s.stat for s in self.specs)
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledQuery:
+    """A checked query: ``id`` is its 0-based position, ``text`` its canonical text, ``unit`` the
+    unit of its values (``items``, ``items/s``, ``ns`` or ``state``), ``frame_ns`` its frame."""
+
+    id: int
+    query: Query
+    text: str
+    metric: str
+    unit: str
+    frame_ns: int
+    targets: tuple[TargetPlan, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "text": self.text,
+            "metric": self.metric,
+            "unit": self.unit,
+            "frame_ns": self.frame_ns,
+            "targets": [
+                {
+                    "name": t.name,
+                    "stats": list(t.stats),
+                    "specs": [spec_dict(s) for s in t.specs],
+                }
+                for t in self.targets
+            ],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """Every compiled query, and the probes they need: ``("tail" | "head", channel name)``,
+    ``("state" | "iteration" | "input_wait" | "output_wait", stage name)`` and
+    ``("sampler" | "counter" | "timer", "STAGE.NAME")``."""
+
+    queries: tuple[CompiledQuery, ...]
+    taps: frozenset[tuple[str, str]]
+    #: Stages and channels may appear while the run goes on (``compile_queries``).
+    open_world: bool = False
+
+    def estimated(self, topology: Topology) -> Iterator[tuple[CompiledQuery, TargetPlan]]:
+        """The (query, target) pairs measured by estimation, not by counting: the occupancy of
+        a link channel, whose middle (the bus between its two buffers) cannot be seen — a
+        virtual queue. The one place that says so."""
+        links = topology.link_names
+        for q in self.queries:
+            if q.metric == "occupancy":
+                yield from ((q, t) for t in q.targets if t.name in links)
+
+    def measured(self, topology: Topology) -> Iterator[tuple[CompiledQuery, TargetPlan]]:
+        """Every other (query, target) pair: measured directly from records."""
+        virtual = {(q.id, t.name) for q, t in self.estimated(topology)}
+        for q in self.queries:
+            yield from ((q, t) for t in q.targets if (q.id, t.name) not in virtual)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "queries": [q.to_dict() for q in self.queries],
+            "taps": sorted([kind, name] for kind, name in self.taps),
+        }
