@@ -101,57 +101,83 @@ def region(u: F64, lo: F64, v: F64, hi: F64) -> Region:
     ia = ia[upper_hull(u[ia], lo[ia])]
     ib = _dedupe(v, -hi, keep_max=True)  # the lowest hi per position
     ib = ib[upper_hull(v[ib], -hi[ib])]  # lower hull of (v, hi)
-    au, al, bv, bh = u[ia], lo[ia], v[ib], hi[ib]
-    sig = np.diff(al) / np.diff(au)  # decreasing: g's breakpoints
-    tau = np.diff(bh) / np.diff(bv)  # increasing: h's breakpoints
-    sig_rev = sig[::-1]
-
-    def g_at(s: F64) -> tuple[F64, IDX]:
-        j = sig.size - np.searchsorted(sig_rev, s, side="right")
-        return al[j] - s * au[j], j
-
-    def h_at(s: F64) -> tuple[F64, IDX]:
-        j = np.searchsorted(tau, s, side="left")
-        return bh[j] - s * bv[j], j
-
-    brk = np.unique(np.concatenate([sig, tau]))
-    d = h_at(brk)[0] - g_at(brk)[0]
+    env = _Envelopes.of(u[ia], lo[ia], v[ib], hi[ib])
+    brk = np.unique(np.concatenate([env.sig, env.tau]))
+    d = env.h_at(brk)[0] - env.g_at(brk)[0]
     top = np.flatnonzero(d == d.max())
     # D is linear between breakpoints, so its maximum is at one (a flat top: take its middle).
     k = int(top[0])
     s_est = float(0.5 * (brk[top[0]] + brk[top[-1]]))
     width = float(d[k])
     se = np.array([s_est])
-    g_e, h_e = float(g_at(se)[0][0]), float(h_at(se)[0][0])
+    g_e, h_e = float(env.g_at(se)[0][0]), float(env.h_at(se)[0][0])
     b_est = 0.5 * (g_e + h_e)
     if width < 0.0:
         empty = np.empty(0, dtype=np.float64)
-        sup_a = ia[g_at(se)[1]]
-        sup_b = ib[h_at(se)[1]]
+        sup_a = ia[env.g_at(se)[1]]
+        sup_b = ib[env.h_at(se)[1]]
         return Region(s_est, b_est, width, s_est, s_est, empty, empty, sup_a, sup_b)
-
-    s_lo = _root(brk[: k + 1], d[: k + 1], slope_out=float(au[-1] - bv[0]), left=True)
-    s_hi = _root(brk[k:], d[k:], slope_out=float(au[0] - bv[-1]), left=False)
-    inner_sig = sig[(sig > s_lo) & (sig < s_hi)][::-1]
-    inner_tau = tau[(tau > s_lo) & (tau < s_hi)][::-1]
-    low_s = np.concatenate([[s_lo], inner_sig, [s_hi]])
-    up_s = np.concatenate([[s_hi], inner_tau, [s_lo]])
-    g_low = g_at(low_s)[0]
-    h_up = h_at(up_s)[0]
-    # each polygon edge is one point's constraint: the one binding between its two end vertices
-    ja = g_at(0.5 * (low_s[1:] + low_s[:-1]))[1]
-    jb = h_at(0.5 * (up_s[1:] + up_s[:-1]))[1]
+    s_lo, s_hi, vert_s, vert_b, ja, jb = _polygon(env, brk, d, k)
     return Region(
         s_est=s_est,
         b_est=b_est,
         width=width,
         s_lo=s_lo,
         s_hi=s_hi,
-        vert_s=np.concatenate([low_s, up_s]),
-        vert_b=np.concatenate([g_low, h_up]),
+        vert_s=vert_s,
+        vert_b=vert_b,
         support_lower=np.unique(ia[ja]),
         support_upper=np.unique(ib[jb]),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class _Envelopes:
+    """g and h of ``region`` from the hulls' points: the lower points (``au``, ``al``) with g's
+    breakpoints ``sig`` (decreasing), the upper points (``bv``, ``bh``) with h's ``tau``
+    (increasing)."""
+
+    au: F64
+    al: F64
+    bv: F64
+    bh: F64
+    sig: F64
+    tau: F64
+    sig_rev: F64
+
+    @staticmethod
+    def of(au: F64, al: F64, bv: F64, bh: F64) -> _Envelopes:
+        sig = np.diff(al) / np.diff(au)
+        tau = np.diff(bh) / np.diff(bv)
+        return _Envelopes(au, al, bv, bh, sig, tau, sig[::-1])
+
+    def g_at(self, s: F64) -> tuple[F64, IDX]:
+        """g at slopes ``s``, and the lower point that attains it at each."""
+        j = self.sig.size - np.searchsorted(self.sig_rev, s, side="right")
+        return self.al[j] - s * self.au[j], j
+
+    def h_at(self, s: F64) -> tuple[F64, IDX]:
+        """h at slopes ``s``, and the upper point that attains it at each."""
+        j = np.searchsorted(self.tau, s, side="left")
+        return self.bh[j] - s * self.bv[j], j
+
+
+def _polygon(env: _Envelopes, brk: F64, d: F64, k: int) -> tuple[float, float, F64, F64, IDX, IDX]:
+    """The feasible polygon around D's maximum at breakpoint ``k``: its slope interval, its
+    vertices' slopes and offsets (lower chain, then upper), and per edge of each chain the
+    hull point whose constraint binds it."""
+    s_lo = _root(brk[: k + 1], d[: k + 1], slope_out=float(env.au[-1] - env.bv[0]), left=True)
+    s_hi = _root(brk[k:], d[k:], slope_out=float(env.au[0] - env.bv[-1]), left=False)
+    inner_sig = env.sig[(env.sig > s_lo) & (env.sig < s_hi)][::-1]
+    inner_tau = env.tau[(env.tau > s_lo) & (env.tau < s_hi)][::-1]
+    low_s = np.concatenate([[s_lo], inner_sig, [s_hi]])
+    up_s = np.concatenate([[s_hi], inner_tau, [s_lo]])
+    g_low = env.g_at(low_s)[0]
+    h_up = env.h_at(up_s)[0]
+    # each polygon edge is one point's constraint: the one binding between its two end vertices
+    ja = env.g_at(0.5 * (low_s[1:] + low_s[:-1]))[1]
+    jb = env.h_at(0.5 * (up_s[1:] + up_s[:-1]))[1]
+    return s_lo, s_hi, np.concatenate([low_s, up_s]), np.concatenate([g_low, h_up]), ja, jb
 
 
 def _root(s: F64, d: F64, *, slope_out: float, left: bool) -> float:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -16,6 +15,7 @@ from numpy.typing import NDArray
 
 from streamscope.timebase import steps
 from streamscope.timebase.burst import CalibrationError, Fit, Ticks
+from streamscope.timebase.cones import Cone, Cones, anchor_cones, offsets
 
 F64 = NDArray[np.float64]
 I64 = NDArray[np.int64]
@@ -23,79 +23,6 @@ I64 = NDArray[np.int64]
 
 #: A straight line: reference tick, slope (ns per tick), host ns at the reference.
 Line = tuple[int, float, float]
-
-
-def _offsets(x: NDArray[Any], x0: NDArray[np.integer[Any]]) -> F64:
-    """x - x0 as float64, exact for integer x (the subtraction happens in int64)."""
-    if x.dtype.kind in "iub":
-        return (x.astype(np.int64) - x0).astype(np.float64)
-    return x.astype(np.float64) - x0.astype(np.float64)
-
-
-@dataclass(frozen=True, slots=True)
-class _Cone:
-    """Lines a clock's tangent at ``ref`` may be: vertex slopes (ns/tick) and vertex values at
-    ``ref`` (ns from ``base``); ``width`` is their slope range."""
-
-    ref: int
-    base: float
-    vs: F64
-    vb: F64
-
-    @property
-    def width(self) -> float:
-        return float(self.vs.max() - self.vs.min())
-
-    @staticmethod
-    def of_fit(f: Fit) -> _Cone:
-        vs = f.s_ns_per_tick + np.asarray(f.region_ds_ns_per_tick)
-        return _Cone(f.x0_ticks, f.b_ns, vs, np.asarray(f.region_db_ns))
-
-    @staticmethod
-    def of_pair(fa: Fit, fb: Fit, drift_ppb_per_s: float) -> _Cone | None:
-        j = steps.joint((fa, fb), drift_ppb_per_s)
-        if j is None or not j[2].feasible:
-            return None
-        x_m, b_m, r = j
-        return _Cone(x_m, b_m, r.vert_s, r.vert_b)
-
-
-class _Cones:
-    """One cone per anchor as padded arrays: bounds at many x in one vectorised pass.
-
-    ``rate_change_ppm`` widens cones that two bursts share: a change of rate between them that
-    no third burst showed tilts their joint slope by up to that much from the rate on either
-    side, so followed outwards it is off by as much per tick (one burst's own slope is measured
-    inside the burst, where no such change is taken to happen)."""
-
-    __slots__ = ("base", "kappa", "ref", "tilt", "vb", "vs")
-
-    def __init__(
-        self,
-        cones: Sequence[_Cone],
-        drift_ppb_per_s: float,
-        rate_change_ppm: float = 0.0,
-        shared: Sequence[bool] = (),
-    ) -> None:
-        self.vs, self.vb = _padded([c.vs for c in cones]), _padded([c.vb for c in cones])
-        self.ref = np.array([c.ref for c in cones], dtype=np.int64)
-        self.base = np.array([c.base for c in cones], dtype=np.float64)
-        s = np.abs(self.vs).max(axis=1) if cones else np.zeros(0)
-        self.kappa = drift_ppb_per_s * 1e-18 * s * s
-        self.tilt = rate_change_ppm * 1e-6 * s * np.array(shared or [False] * len(cones), bool)
-
-    def bounds(
-        self, x: NDArray[Any], i: NDArray[np.intp], tilted: NDArray[np.bool_] | bool = True
-    ) -> tuple[F64, F64]:
-        """Cone i's lines at x, widened by the drift allowance k*(x - ref)**2/2 and, where
-        ``tilted``, the tilt."""
-        d = _offsets(x, self.ref[i])
-        vals = self.vs[i] * d[:, None] + self.vb[i]
-        w = 0.5 * self.kappa[i] * d * d + self.tilt[i] * np.abs(d) * tilted
-        return self.base[i] + vals.min(axis=1) - w, self.base[i] + vals.max(axis=1) + w
-
-    def at_ref(self, i: NDArray[np.intp]) -> tuple[F64, F64]:
-        return self.base[i] + self.vb[i].min(axis=1), self.base[i] + self.vb[i].max(axis=1)
 
 
 class ClockModel:
@@ -135,27 +62,10 @@ class ClockModel:
     """
 
     __slots__ = (
-        "_backward",
-        "_fits",
-        "_forward",
-        "_open_after",
-        "_open_before",
-        "_own",
-        "_piece_b",
-        "_piece_s",
-        "_piece_x0",
-        "_pieces_at",
-        "_seg",
-        "_segments",
-        "_step_after",
-        "_step_before",
-        "_x0",
-        "_xhi",
-        "_xlo",
-        "drift_ppb_per_s",
-        "max_rate_change_ppm",
-        "tick_period_ns",
-    )
+        "_backward", "_fits", "_forward", "_open_after", "_open_before", "_own", "_piece_b",
+        "_piece_s", "_piece_x0", "_pieces_at", "_seg", "_segments", "_step_after", "_step_before",
+        "_x0", "_xhi", "_xlo", "drift_ppb_per_s", "max_rate_change_ppm", "tick_period_ns",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -165,73 +75,47 @@ class ClockModel:
         tick_period_ns: float = 1.0,
         max_rate_change_ppm: float = 200.0,
     ) -> None:
-        if not np.isfinite(drift_ppb_per_s) or drift_ppb_per_s < 0:
-            raise CalibrationError(
-                f"drift_ppb_per_s must be >= 0 and finite; got {drift_ppb_per_s}"
-            )
-        if not tick_period_ns > 0:
-            raise CalibrationError(f"tick_period_ns must be > 0; got {tick_period_ns}")
+        _check_allowances(drift_ppb_per_s, tick_period_ns)
         self._fits = tuple(fits)
         self.drift_ppb_per_s = float(drift_ppb_per_s)
         self.tick_period_ns = float(tick_period_ns)
         self.max_rate_change_ppm = float(max_rate_change_ppm)
-        x0_all = [f.x0_ticks for f in self._fits]
-        for k in range(1, len(x0_all)):
-            if x0_all[k] <= x0_all[k - 1]:
-                raise CalibrationError(
-                    f"fits must be in time order: burst {k} is centred at tick {x0_all[k]}, "
-                    f"not after burst {k - 1} at {x0_all[k - 1]}"
-                )
+        _check_time_order(self._fits)
+        anchors = self._split_segments()
+        af = [self._fits[k] for k in anchors]
+        self._x0 = np.array([f.x0_ticks for f in af], dtype=np.int64)
+        self._xlo = np.array([f.x_lo_ticks for f in af], dtype=np.int64)
+        self._xhi = np.array([f.x_hi_ticks for f in af], dtype=np.int64)
+        own, fwd, bwd = anchor_cones(af, self._seg, self.drift_ppb_per_s)
+        self._build_cones(own, fwd, bwd)
+        self._open_before, self._open_after = _open_ends(self._fits, anchors)
+        best = _extrapolations(af, own, fwd, bwd)
+        self._pieces_at, self._piece_x0, self._piece_s, self._piece_b = self._pieces(af, best)
+
+    def _split_segments(self) -> list[int]:
+        """Split the bursts into segments between steps; returns the anchors (the feasible
+        bursts' indices), each with its segment and whether only a step explains the split
+        before it and the one after it."""
         self._segments = steps.segments(self._fits, self.drift_ppb_per_s)
         seg_of = np.zeros(len(self._fits), dtype=np.int64)
         for i, (a, b) in enumerate(self._segments):
             seg_of[a:b] = i
         anchors = [k for k, f in enumerate(self._fits) if f.feasible]
-        af = [self._fits[k] for k in anchors]
         self._seg = seg_of[anchors]
-        # per segment: whether only a step explains the split before it / after it
         stepped = steps.needs_step(
             self._fits, self._segments, self.drift_ppb_per_s, self.max_rate_change_ppm
         )
         self._step_before = np.array([False, *stepped], dtype=bool)[self._seg]
         self._step_after = np.array([*stepped, False], dtype=bool)[self._seg]
-        self._x0 = np.array([f.x0_ticks for f in af], dtype=np.int64)
-        self._xlo = np.array([f.x_lo_ticks for f in af], dtype=np.int64)
-        self._xhi = np.array([f.x_hi_ticks for f in af], dtype=np.int64)
-        own = [_Cone.of_fit(f) for f in af]
-        # per anchor (per burst, not per event): the cone it shares with its segment neighbour
-        # before (bounds after the anchor) and after (bounds before it), if any
-        fwd, bwd = list(own), list(own)
-        for k in range(1, len(af)):
-            if self._seg[k - 1] == self._seg[k]:
-                pair = _Cone.of_pair(af[k - 1], af[k], self.drift_ppb_per_s)
-                if pair is not None:
-                    fwd[k] = pair
-                    bwd[k - 1] = pair
-        drift = self.drift_ppb_per_s
-        self._own = _Cones(own, drift)
-        rate = self.max_rate_change_ppm
-        self._forward = _Cones(
-            fwd, drift, rate, [c is not o for c, o in zip(fwd, own, strict=True)]
-        )
-        self._backward = _Cones(
-            bwd, drift, rate, [c is not o for c, o in zip(bwd, own, strict=True)]
-        )
-        before = list(self._fits[: anchors[0]]) if anchors else []
-        after = list(self._fits[anchors[-1] + 1 :]) if anchors else []
-        self._open_before = float(before[-1].x_hi_ticks) if before else -np.inf
-        self._open_after = float(after[0].x_lo_ticks) if after else np.inf
-        # extrapolate through each anchor's estimate with its own slope, or with the slope of
-        # the join to its neighbour where the pair pins the slope better than the burst alone
-        joins = [(b.b_ns - a.b_ns) / (b.x0_ticks - a.x0_ticks) for a, b in itertools.pairwise(af)]
-        best = [
-            (
-                (f.x0_ticks, f.s_ns_per_tick if o.width <= fw.width else joins[k - 1], f.b_ns),
-                (f.x0_ticks, f.s_ns_per_tick if o.width <= bw.width else joins[k], f.b_ns),
-            )
-            for k, (f, o, fw, bw) in enumerate(zip(af, own, fwd, bwd, strict=True))
-        ]
-        self._pieces_at, self._piece_x0, self._piece_s, self._piece_b = self._pieces(af, best)
+        return anchors
+
+    def _build_cones(self, own: list[Cone], fwd: list[Cone], bwd: list[Cone]) -> None:
+        """The anchors' own cones, and those they share forwards and backwards: a shared one
+        is tilted by the change of rate its gap may hide."""
+        drift, rate = self.drift_ppb_per_s, self.max_rate_change_ppm
+        self._own = Cones(own, drift)
+        self._forward = Cones(fwd, drift, rate, _shared(fwd, own))
+        self._backward = Cones(bwd, drift, rate, _shared(bwd, own))
 
     def _pieces(self, af: list[Fit], best: list[tuple[Line, Line]]) -> tuple[I64, I64, F64, F64]:
         """The estimate as straight pieces: piece p covers [at[p-1], at[p]) and is
@@ -274,7 +158,7 @@ class ClockModel:
         ends = np.searchsorted(self._pieces_at, [x.min(), x.max()], side="right")
         p = ends[:1] if ends[0] == ends[1] else np.searchsorted(self._pieces_at, x, side="right")
         # the usual batch lies on one piece: then its coefficients broadcast as scalars
-        d = _offsets(x, self._piece_x0[p])
+        d = offsets(x, self._piece_x0[p])
         out: F64 = self._piece_s[p] * d + self._piece_b[p]
         return out.reshape(x.shape)
 
@@ -293,19 +177,52 @@ class ClockModel:
         j = np.searchsorted(self._x0, x, side="right")
         ia, ib = np.clip(j - 1, 0, m - 1), np.clip(j, 0, m - 1)
         inner = (j > 0) & (j < m)
-        # after anchor a and before anchor b: each one's own cone, and the one it shares (past
-        # the run's first and last bursts nothing is known of changes of rate: the lines
-        # extrapolate as if there were none, so a shared one is not tilted there either)
+        outward = self._outward(x, ia, ib, inner)
+        lo_a, hi_a, lo_b, hi_b = outward
+        lo_in, hi_in, same = self._within_segment(x, ia, ib, inner, outward)
+        # across a step the truth follows one side or the other, or did both and more between
+        # the bursts: it only ran forwards, no slower than the slowest rate allowed
+        lo_m, hi_m = self._monotone(x, ia, ib)
+        lo_x = np.minimum(np.minimum(lo_a, lo_b), lo_m)
+        hi_x = np.maximum(np.maximum(hi_a, hi_b), hi_m)
+        lo = np.where(same, lo_in, np.where(inner, lo_x, lo_a))
+        hi = np.where(same, hi_in, np.where(inner, hi_x, hi_a))
+        lo = np.where(j == 0, lo_b, lo)
+        hi = np.where(j == 0, hi_b, hi)
+        xf = x.astype(np.float64)
+        open_ = (xf < self._open_before) | (xf >= self._open_after)
+        return np.where(open_, -np.inf, lo), np.where(open_, np.inf, hi)
+
+    def _outward(
+        self, x: NDArray[Any], ia: NDArray[np.intp], ib: NDArray[np.intp], inner: NDArray[np.bool_]
+    ) -> tuple[F64, F64, F64, F64]:
+        """Bounds (lo, hi) after anchor a, then (lo, hi) before anchor b: each one's own cone
+        and the one it shares, both holding (past the run's first and last bursts nothing is
+        known of changes of rate: the lines extrapolate as if there were none, so a shared one
+        is not tilted there either)."""
         (lo_a, hi_a), (lo_fa, hi_fa) = self._own.bounds(x, ia), self._forward.bounds(x, ia, inner)
         (lo_b, hi_b), (lo_bb, hi_bb) = self._own.bounds(x, ib), self._backward.bounds(x, ib, inner)
         lo_a, hi_a = np.maximum(lo_a, lo_fa), np.minimum(hi_a, hi_fa)
         lo_b, hi_b = np.maximum(lo_b, lo_bb), np.minimum(hi_b, hi_bb)
+        return lo_a, hi_a, lo_b, hi_b
+
+    def _within_segment(
+        self,
+        x: NDArray[Any],
+        ia: NDArray[np.intp],
+        ib: NDArray[np.intp],
+        inner: NDArray[np.bool_],
+        outward: tuple[F64, F64, F64, F64],
+    ) -> tuple[F64, F64, NDArray[np.bool_]]:
+        """Bounds (lo, hi) between anchors a and b of one segment, and where they apply (the
+        two are of one segment, and no step may hide between them)."""
+        lo_a, hi_a, lo_b, hi_b = outward
         same = inner & (self._seg[ia] == self._seg[ib])
-        da = _offsets(x, self._x0[ia])
+        da = offsets(x, self._x0[ia])
         gap = (self._x0[ib] - self._x0[ia]).astype(np.float64)
         t = np.divide(da, gap, out=np.zeros_like(da), where=gap > 0)
-        # between two bursts of a segment: their bounds at their centres, joined, widened by
-        # the drift allowance k*(x - xa)*(xb - x)/2
+        # their bounds at their centres, joined, widened by the drift allowance
+        # k*(x - xa)*(xb - x)/2
         (ca_lo, ca_hi), (cb_lo, cb_hi) = self._own.at_ref(ia), self._own.at_ref(ib)
         kappa = np.maximum(self._own.kappa[ia], self._own.kappa[ib])
         allow = 0.5 * kappa * da * (gap - da)
@@ -330,18 +247,7 @@ class ClockModel:
             same &= ~lone | calm
         lo_in = np.maximum(ca_lo + t * (cb_lo - ca_lo) - allow, np.maximum(lo_a, lo_b)) - hide
         hi_in = np.minimum(ca_hi + t * (cb_hi - ca_hi) + allow, np.minimum(hi_a, hi_b)) + hide
-        # across a step the truth follows one side or the other, or did both and more between
-        # the bursts: it only ran forwards, no slower than the slowest rate allowed
-        lo_m, hi_m = self._monotone(x, ia, ib)
-        lo_x = np.minimum(np.minimum(lo_a, lo_b), lo_m)
-        hi_x = np.maximum(np.maximum(hi_a, hi_b), hi_m)
-        lo = np.where(same, lo_in, np.where(inner, lo_x, lo_a))
-        hi = np.where(same, hi_in, np.where(inner, hi_x, hi_a))
-        lo = np.where(j == 0, lo_b, lo)
-        hi = np.where(j == 0, hi_b, hi)
-        xf = x.astype(np.float64)
-        open_ = (xf < self._open_before) | (xf >= self._open_after)
-        return np.where(open_, -np.inf, lo), np.where(open_, np.inf, hi)
+        return lo_in, hi_in, same
 
     def _hidden(self, ia: NDArray[np.intp], ib: NDArray[np.intp], w_a: F64, w_b: F64) -> F64:
         """Per gap between anchors a and b: the largest step in it that the anchors around it
@@ -401,8 +307,8 @@ class ClockModel:
         xa, xb = self._xhi[ia], self._xlo[ib]
         _, hi_at_a = self._own.bounds(xa, ia)
         lo_at_b, _ = self._own.bounds(xb, ib)
-        hi = hi_at_a + np.maximum(_offsets(x, xa), 0.0) * s_a
-        lo = lo_at_b - np.maximum(-_offsets(x, xb), 0.0) * s_b
+        hi = hi_at_a + np.maximum(offsets(x, xa), 0.0) * s_a
+        lo = lo_at_b - np.maximum(-offsets(x, xb), 0.0) * s_b
         return lo, hi
 
     def to_dict(self) -> dict[str, Any]:
@@ -423,11 +329,52 @@ class ClockModel:
         )
 
 
-def _padded(rows: list[F64]) -> F64:
-    """Rows of vertices as one 2-D array, each padded by repeating its last vertex (min/max over
-    a row are unchanged)."""
-    width = max((r.size for r in rows), default=1)
-    return np.array([[*r.tolist(), *[r[-1]] * (width - r.size)] for r in rows], dtype=np.float64)
+def _check_allowances(drift_ppb_per_s: float, tick_period_ns: float) -> None:
+    if not np.isfinite(drift_ppb_per_s) or drift_ppb_per_s < 0:
+        raise CalibrationError(f"drift_ppb_per_s must be >= 0 and finite; got {drift_ppb_per_s}")
+    if not tick_period_ns > 0:
+        raise CalibrationError(f"tick_period_ns must be > 0; got {tick_period_ns}")
+
+
+def _check_time_order(fits: Sequence[Fit]) -> None:
+    x0_all = [f.x0_ticks for f in fits]
+    for k in range(1, len(x0_all)):
+        if x0_all[k] <= x0_all[k - 1]:
+            raise CalibrationError(
+                f"fits must be in time order: burst {k} is centred at tick {x0_all[k]}, "
+                f"not after burst {k - 1} at {x0_all[k - 1]}"
+            )
+
+
+def _shared(cones: list[Cone], own: list[Cone]) -> list[bool]:
+    """Which of ``cones`` an anchor shares with its neighbour (not its own)."""
+    return [c is not o for c, o in zip(cones, own, strict=True)]
+
+
+def _open_ends(fits: Sequence[Fit], anchors: list[int]) -> tuple[float, float]:
+    """Where the bounds open: before the last infeasible burst ahead of the first anchor, and
+    from the first one after the last anchor (-inf and inf where there is none)."""
+    before = list(fits[: anchors[0]]) if anchors else []
+    after = list(fits[anchors[-1] + 1 :]) if anchors else []
+    open_before = float(before[-1].x_hi_ticks) if before else -np.inf
+    open_after = float(after[0].x_lo_ticks) if after else np.inf
+    return open_before, open_after
+
+
+def _extrapolations(
+    af: list[Fit], own: list[Cone], fwd: list[Cone], bwd: list[Cone]
+) -> list[tuple[Line, Line]]:
+    """Per anchor, the (forward, backward) line to extrapolate with: through its estimate with
+    its own slope, or with the slope of the join to its neighbour where the pair pins the slope
+    better than the burst alone."""
+    joins = [(b.b_ns - a.b_ns) / (b.x0_ticks - a.x0_ticks) for a, b in itertools.pairwise(af)]
+    return [
+        (
+            (f.x0_ticks, f.s_ns_per_tick if o.width <= fw.width else joins[k - 1], f.b_ns),
+            (f.x0_ticks, f.s_ns_per_tick if o.width <= bw.width else joins[k], f.b_ns),
+        )
+        for k, (f, o, fw, bw) in enumerate(zip(af, own, fwd, bwd, strict=True))
+    ]
 
 
 def _arrays(at: list[int], lines: list[Line]) -> tuple[I64, I64, F64, F64]:
