@@ -8,6 +8,8 @@ from __future__ import annotations
 import time
 from typing import Protocol, runtime_checkable
 
+from streamscope.core.topology import HOST
+
 
 @runtime_checkable
 class Clock(Protocol):
@@ -31,7 +33,7 @@ class HostClock:
 
     __slots__ = ()
 
-    domain = "host"
+    domain = HOST
     tick_period_ns = 1.0
 
     def now_ticks(self) -> int:

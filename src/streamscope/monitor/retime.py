@@ -16,11 +16,11 @@ import numpy as np
 from streamscope.aggregate.points import DropCount, FrameResult
 from streamscope.core.errors import RunFileError
 from streamscope.core.records import RECORD_DTYPE
+from streamscope.core.topology import HOST
 from streamscope.monitor.engine import Engine
 from streamscope.query.compile import compile_queries
 from streamscope.store.reader import load
 from streamscope.store.writer import replace_results
-from streamscope.timebase.domains import HOST
 from streamscope.transport.wire import EXCHANGE_DTYPE, Message, MsgType
 
 

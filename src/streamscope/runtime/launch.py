@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from streamscope.aggregate.points import DropCount, FrameResult
-from streamscope.core.clock import host_now_ticks
+from streamscope.core.clock import Clock, HostClock
 from streamscope.core.errors import ConfigError, RunFileError
 from streamscope.core.modes import RunMode, RunStatus
 from streamscope.core.rings import ring_directory
@@ -58,7 +58,11 @@ class Launched:
         on_frames: FramesCallback | None = None,
         on_lag: Callable[[int], None] | None = None,
         on_note: Callable[[str], None] | None = None,
+        clock: Clock | None = None,
     ) -> None:
+        """``clock``: the host's, which the run's start and end are read from (tests give
+        another)."""
+        self.clock = clock if clock is not None else HostClock()
         if opts.mode == RunMode.PROCESS and opts.out is None:
             raise ConfigError("a dedicated monitor process needs an output file (--out)")
         self.opts = opts
@@ -204,14 +208,14 @@ class Launched:
 
     def begin(self) -> int:
         """Tell the monitor the application starts now; returns the host's ticks then."""
-        t0 = host_now_ticks()
+        t0 = self.clock.now_ticks()
         self.control.send(MsgType.START, t0, info={})
         return t0
 
     def end(self, status: RunStatus, error: str | None) -> None:
         """Tell the monitor how the application ended (after its last records) and close the
         link; ``finish`` then waits for the run file."""
-        end = host_now_ticks()  # after the last records, so none lies beyond the end
+        end = self.clock.now_ticks()  # after the last records, so none lies beyond the end
         self.control.send(MsgType.FINISH, end, info={"status": status.value, "error": error})
         self.control.close()
 
