@@ -1,11 +1,17 @@
-"""``streamscope run APP.py``: load the app, check the queries, run it monitored, summarise."""
+"""``streamscope run APP.py``: load the app (or the program), check the queries, run it
+monitored, summarise.
+
+In: the command line. Out: the run file, what the run showed while it went, its summary, and
+the exit status.
+"""
 
 from __future__ import annotations
 
-import contextlib
 import shlex
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -14,16 +20,12 @@ import typer
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from streamscope.aggregate.points import DropCount, FrameResult
+    from streamscope.core.modes import ClockMethod
     from streamscope.core.topology import Topology
+    from streamscope.pipeline.pipeline import Pipeline
     from streamscope.query.ast import Query
-    from streamscope.query.compile import Plan
-    from streamscope.report.live import LivePage
-    from streamscope.runtime.options import FramesCallback, RunOptions, RunResult
+    from streamscope.runtime.options import RunOptions, RunResult
     from streamscope.store.writer import QueryRecord
-
-#: How long the live page stays up after the run, for open pages to get its end (s).
-LINGER_S = 1.5
 
 
 def run(
@@ -173,102 +175,188 @@ def run(
     Exit status: 0 completed, 1 a stage (or the program) failed, 130 interrupted, 2 invalid
     input.
     """
-    from rich.console import Console
-
-    from streamscope.cli.apploader import (
-        build_pipeline,
-        default_queries,
-        is_app,
-        load_module,
-    )
+    from streamscope.cli.apploader import is_app
     from streamscope.cli.common import duration_option
     from streamscope.core.errors import ConfigError
-    from streamscope.report.terminal import LiveView
-    from streamscope.runtime.options import RunOptions
+
+    request = RunRequest(
+        frame_ns=duration_option(frame, "--frame"),
+        calibrate_every_s=_every_s(calibrate_every),
+        stall_ns=duration_option(stall, "--stall"),
+        timeout_ns=duration_option(timeout, "--timeout") if timeout is not None else None,
+        clock_method=_clock_method(clock_method),
+        out=out, overwrite=overwrite, inline=inline, quiet=quiet, ground_truth=ground_truth,
+        device_trace=device_trace, trace=trace, flight_records=flight_records,
+        query=tuple(query or ()), queries=queries, report=report,
+        serve_port=serve_port if serve else None, trace_stages=tuple(trace_stage or ()),
+        trace_modules=tuple(trace_module or ()), trace_exclude=tuple(trace_exclude or ()),
+        trace_max_rate=trace_max_rate,
+    )  # fmt: skip
+    argv = list(app_args or [])
+    if module is not None:  # as python -m MODULE ARGS: a file named first is its first argument
+        argv = [*([str(app)] if app is not None else []), *argv]
+        return _run_program(module, argv, request, as_module=True)
+    if app is None:
+        raise ConfigError("name the app file to run (or a module with -m MODULE)")
+    if not is_app(app):
+        return _run_program(str(app), argv, request, as_module=False)
+    return _run_app(app, argv, request)
+
+
+@dataclass(frozen=True, slots=True)
+class RunRequest:
+    """What ``streamscope run`` was asked, its durations parsed and its clock method checked:
+    everything but what to run (``options`` makes a run's ``RunOptions`` of it)."""
+
+    frame_ns: int
+    calibrate_every_s: float
+    stall_ns: int
+    timeout_ns: int | None
+    clock_method: ClockMethod
+    out: Path
+    overwrite: bool
+    inline: bool
+    quiet: bool
+    ground_truth: bool
+    device_trace: bool
+    trace: bool
+    flight_records: int
+    query: tuple[str, ...]
+    queries: Path | None
+    report: Path | None
+    #: ``--serve``'s port (0: any free one); ``None`` without ``--serve``.
+    serve_port: int | None
+    trace_stages: tuple[str, ...]
+    trace_modules: tuple[str, ...]
+    trace_exclude: tuple[str, ...]
+    trace_max_rate: float | None
+
+    def options(self, app: str, argv: Sequence[str], *, program: bool) -> RunOptions:
+        """The options of a run of ``app`` with ``argv``. A ``program`` has no link channels
+        and no devices: the options for those (ground truth, devices' raw records) stay off."""
+        from streamscope.core.modes import RunMode
+        from streamscope.runtime.options import RunOptions
+
+        return RunOptions(
+            frame_ns=self.frame_ns, out=self.out, overwrite=self.overwrite,
+            mode=RunMode.INLINE if self.inline else RunMode.PROCESS, app=app,
+            argv=tuple(argv), command=shlex.join(["streamscope", *sys.argv[1:]]),
+            calibrate_every_s=self.calibrate_every_s, clock_method=self.clock_method,
+            ground_truth=self.ground_truth and not program,
+            device_trace=self.device_trace and not program, trace=self.trace,
+            flight_records=self.flight_records, stall_ns=self.stall_ns,
+            timeout_ns=self.timeout_ns,
+        )  # fmt: skip
+
+    @property
+    def traced(self) -> bool:
+        """Whether function calls are to be traced (any ``--trace-*`` option)."""
+        return bool(self.trace_stages or self.trace_modules or self.trace_exclude) or (
+            self.trace_max_rate is not None
+        )
+
+
+def _every_s(text: str) -> float:
+    """``--calibrate-every`` in seconds (``0``: calibrate at the start and the end only)."""
+    from streamscope.cli.common import duration_option
+
+    return 0.0 if text.strip() == "0" else duration_option(text, "--calibrate-every") / 1e9
+
+
+def _clock_method(text: str) -> ClockMethod:
+    from streamscope.core.errors import ConfigError
+    from streamscope.core.modes import ClockMethod
+
+    valid = [m.value for m in ClockMethod]
+    if text not in valid:
+        raise ConfigError(f"unknown --clock-method {text!r}; valid: {', '.join(valid)}")
+    return ClockMethod(text)
+
+
+def _run_app(app: Path, argv: list[str], request: RunRequest) -> int:
+    """An app file's pipeline, run monitored; what it shows goes to stdout."""
+    from rich.console import Console
+
+    from streamscope.cli.apploader import build_pipeline, default_queries, load_module
+    from streamscope.cli.views import open_page, watch
     from streamscope.runtime.session import prepare
     from streamscope.runtime.session import run as run_monitored
 
-    frame_ns = duration_option(frame, "--frame")
-    every_s = (
-        0.0
-        if calibrate_every.strip() == "0"
-        else duration_option(calibrate_every, "--calibrate-every") / 1e9
-    )
-    stall_ns = duration_option(stall, "--stall")
-    timeout_ns = duration_option(timeout, "--timeout") if timeout is not None else None
-    if clock_method not in ("hull", "timetrial"):
-        raise ConfigError(f"unknown --clock-method {clock_method!r}; valid: hull, timetrial")
-    argv = list(app_args or [])
-    if module is not None:
-        argv = [*([str(app)] if app is not None else []), *argv]
-    elif app is None:
-        raise ConfigError("name the app file to run (or a module with -m MODULE)")
-    if module is not None or (app is not None and not is_app(app)):
-        return _run_program(
-            module or str(app), module is not None, argv, query, queries, frame_ns, out,
-            overwrite, inline, quiet, every_s, stall_ns, timeout_ns, clock_method, trace, report,
-            flight_records, serve_port if serve else None,
-        )  # fmt: skip
-    assert app is not None
-    module_ = load_module(app)
+    module = load_module(app)
     try:
-        pipeline = build_pipeline(module_, app, argv)
+        pipeline = build_pipeline(module, app, argv)
     except SystemExit as exc:  # the app's own argument parser printed its message
         raise typer.Exit(int(exc.code) if isinstance(exc.code, int) else 2) from None
-    if trace_stage or trace_module or trace_exclude or trace_max_rate is not None:
-        pipeline.trace(
-            *(trace_module or ()),
-            stages=tuple(trace_stage or ("*",)),
-            exclude=tuple(trace_exclude or ()),
-            max_calls_per_s=trace_max_rate,
-        )
-    texts = _query_texts(query, queries)
+    if request.traced:
+        _trace(pipeline, request)
+    texts = _query_texts(request.query, request.queries)
     if not texts:
-        texts.extend(default_queries(module_, app))  # the app's QUERIES; none: the defaults
-    plan, topology = prepare(pipeline, texts, frame_ns)
+        texts.extend(default_queries(module, app))  # the app's QUERIES; none: the defaults
+    plan, topology = prepare(pipeline, texts, request.frame_ns)
     console = Console(highlight=False)
-    opts = RunOptions(
-        frame_ns=frame_ns,
-        out=out,
-        overwrite=overwrite,
-        mode="inline" if inline else "process",
-        app=str(app),
-        argv=tuple(argv),
-        command=shlex.join(["streamscope", *sys.argv[1:]]),
-        calibrate_every_s=every_s,
-        clock_method=clock_method,
-        ground_truth=ground_truth,
-        device_trace=device_trace,
-        trace=trace,
-        flight_records=flight_records,
-        stall_ns=stall_ns,
-        timeout_ns=timeout_ns,
+    opts = request.options(str(app), argv, program=False)
+    page = None
+    if request.serve_port is not None:
+        page = open_page(pipeline.name, plan, topology, opts, request.serve_port)
+    start = partial(run_monitored, pipeline, texts, opts)
+    result = watch(start, plan, console, page, quiet=request.quiet, out=request.out)
+    return _ended(result, request.out, console, request.report)
+
+
+def _trace(pipeline: Pipeline, request: RunRequest) -> None:
+    """``--trace-*``: trace function calls in the stages named (every stage if none is)."""
+    pipeline.trace(
+        *request.trace_modules,
+        stages=request.trace_stages or ("*",),
+        exclude=request.trace_exclude,
+        max_calls_per_s=request.trace_max_rate,
     )
-    view = LiveView(plan, console)
-    page = _live_page(pipeline.name, plan, topology, opts, serve_port) if serve else None
-    on_frames = view.on_frames if page is None else _both(view.on_frames, page.on_frames)
-    try:
-        if quiet:
-            result = run_monitored(
-                pipeline,
-                texts,
-                opts,
-                on_frames=None if page is None else page.on_frames,
-            )
-        else:
-            with view:
-                result = run_monitored(
-                    pipeline,
-                    texts,
-                    opts,
-                    on_frames=on_frames,
-                    on_lag=view.on_lag,
-                    on_note=view.on_note,
-                )
-    finally:
-        if page is not None:
-            _end_page(page, out)
-    return _ended(result, out, console, report)
+
+
+def _run_program(target: str, argv: list[str], request: RunRequest, *, as_module: bool) -> int:
+    """``streamscope run prog.py`` on a program with no pipeline: run it as it is. What
+    streamscope says goes to stderr, so the program's stdout stays its own."""
+    from rich.console import Console
+
+    from streamscope.cli.views import open_page, watch
+    from streamscope.pipeline.dropin import REGISTRY
+    from streamscope.query.compile import compile_queries
+    from streamscope.runtime.instrument import open_queries
+    from streamscope.runtime.program import run_program
+
+    texts = _query_texts(request.query, request.queries)  # none: the session's defaults
+    # the plan the live view labels frames by (the session compiles the same)
+    frame_ns = request.frame_ns
+    plan = compile_queries(open_queries(texts), REGISTRY.topology(), frame_ns, open_world=True)
+    console = Console(highlight=False, stderr=True)
+    opts = request.options(target, argv, program=True)
+    page = None
+    if request.serve_port is not None:
+        name = target if as_module else Path(target).stem
+        grown = _grown(texts, frame_ns)
+        page = open_page(name, plan, REGISTRY.topology(), opts, request.serve_port, grown)
+    start = partial(run_program, target, argv, texts, opts, module=as_module)
+    result = watch(start, plan, console, page, quiet=request.quiet, out=request.out)
+    return _ended(result, request.out, console, request.report)
+
+
+def _grown(
+    texts: list[Query | str], frame_ns: int
+) -> Callable[[], tuple[Topology, list[QueryRecord]]]:
+    """For the live page of a program: its stages and channels so far, and the queries'
+    targets among them."""
+    from streamscope.core.rings import declared
+    from streamscope.monitor.service import query_records
+    from streamscope.pipeline.dropin import REGISTRY
+    from streamscope.query.compile import compile_queries
+    from streamscope.runtime.instrument import open_queries
+
+    def grown() -> tuple[Topology, list[QueryRecord]]:
+        topo = declared(REGISTRY.directory or "", REGISTRY.topology())
+        now = compile_queries(open_queries(texts), topo, frame_ns, open_world=True)
+        return topo, query_records(now, topo)
+
+    return grown
 
 
 def _ended(result: RunResult, out: Path, console: Console, report: Path | None) -> int:
@@ -291,7 +379,7 @@ def _ended(result: RunResult, out: Path, console: Console, report: Path | None) 
     return result.exit_code
 
 
-def _query_texts(query: list[str] | None, queries: Path | None) -> list[Query | str]:
+def _query_texts(query: Sequence[str], queries: Path | None) -> list[Query | str]:
     """The queries of ``--queries FILE`` and each ``--query``, parsed (errors say where)."""
     from streamscope.core.errors import ConfigError
     from streamscope.query.parser import parse_queries
@@ -301,132 +389,6 @@ def _query_texts(query: list[str] | None, queries: Path | None) -> list[Query | 
         if not queries.is_file():
             raise ConfigError(f"query file {queries} does not exist")
         texts.extend(parse_queries(queries.read_text(), source=str(queries)))
-    for i, q in enumerate(query or []):
+    for i, q in enumerate(query):
         texts.extend(parse_queries(q, source=f"--query #{i + 1}"))
     return texts
-
-
-def _run_program(
-    target: str,
-    as_module: bool,
-    argv: list[str],
-    query: list[str] | None,
-    queries: Path | None,
-    frame_ns: int,
-    out: Path,
-    overwrite: bool,
-    inline: bool,
-    quiet: bool,
-    every_s: float,
-    stall_ns: int,
-    timeout_ns: int | None,
-    clock_method: str,
-    trace: bool,
-    report: Path | None,
-    flight_records: int,
-    serve_port: int | None,
-) -> int:
-    """``streamscope run prog.py`` on a program with no pipeline: run it as it is. What
-    streamscope says goes to stderr, so the program's stdout stays its own."""
-    from rich.console import Console
-
-    from streamscope.core.rings import declared
-    from streamscope.monitor.service import query_records
-    from streamscope.pipeline.dropin import REGISTRY
-    from streamscope.query.compile import compile_queries
-    from streamscope.report.terminal import LiveView
-    from streamscope.runtime.instrument import open_queries
-    from streamscope.runtime.options import RunOptions
-    from streamscope.runtime.program import run_program
-
-    texts = _query_texts(query, queries)  # none: the session's defaults
-    # the plan the live view labels frames by (the session compiles the same)
-    plan = compile_queries(open_queries(texts), REGISTRY.topology(), frame_ns, open_world=True)
-    console = Console(highlight=False, stderr=True)
-    opts = RunOptions(
-        frame_ns=frame_ns, out=out, overwrite=overwrite, mode="inline" if inline else "process",
-        app=target, argv=tuple(argv), command=shlex.join(["streamscope", *sys.argv[1:]]),
-        calibrate_every_s=every_s, clock_method=clock_method, trace=trace, stall_ns=stall_ns,
-        timeout_ns=timeout_ns, flight_records=flight_records,
-    )  # fmt: skip
-    view = LiveView(plan, console)
-    page = None
-    if serve_port is not None:
-
-        def grown() -> tuple[Topology, list[QueryRecord]]:
-            """The program's stages and channels so far, and the queries' targets among them."""
-            topo = declared(REGISTRY.directory or "", REGISTRY.topology())
-            now = compile_queries(open_queries(texts), topo, frame_ns, open_world=True)
-            return topo, query_records(now, topo)
-
-        name = target if as_module else Path(target).stem
-        page = _live_page(name, plan, REGISTRY.topology(), opts, serve_port, grown)
-    sinks = [f for f in (None if quiet else view.on_frames, page and page.on_frames) if f]
-    try:
-        if quiet:
-            result = run_program(
-                target,
-                argv,
-                texts,
-                opts,
-                module=as_module,
-                on_frames=_both(*sinks) if sinks else None,
-            )
-        else:
-            with view:
-                result = run_program(
-                    target, argv, texts, opts, module=as_module, on_frames=_both(*sinks),
-                    on_lag=view.on_lag, on_note=view.on_note,
-                )  # fmt: skip
-    finally:
-        if page is not None:
-            _end_page(page, out)
-    return _ended(result, out, console, report)
-
-
-def _live_page(
-    name: str,
-    plan: Plan,
-    topology: Topology,
-    opts: RunOptions,
-    port: int,
-    grown: Callable[[], tuple[Topology, list[QueryRecord]]] | None = None,
-) -> LivePage:
-    """``--serve``: the live page, listening before the run starts (its address printed)."""
-    from streamscope.cli.common import err_console
-    from streamscope.monitor.service import query_records
-    from streamscope.report.live import LivePage
-    from streamscope.runtime.options import make_meta
-
-    page = LivePage(make_meta(name, opts), topology, query_records(plan, topology), port, grown)
-    try:
-        url = page.start()
-    except OSError as exc:
-        from streamscope.core.errors import ConfigError
-
-        raise ConfigError(f"--serve: {exc}") from None
-    err_console.print(f"live page: {url}", markup=False, highlight=False)
-    return page
-
-
-def _end_page(page: LivePage, out: Path) -> None:
-    """The run ended: the live page says how (from its run file), serves its last report a
-    moment longer for open pages to get it, then stops."""
-    from streamscope.store.reader import load
-
-    status, duration = "interrupted", 0
-    error: str | None = "the run file could not be read"
-    with contextlib.suppress(Exception), load(out) as done:
-        status, error, duration = done.status, done.error, int(done.duration_ns or 0)
-    page.finish(status if status != "running" else "interrupted", error, duration)
-    page.stop(linger_s=LINGER_S)
-
-
-def _both(*sinks: FramesCallback) -> FramesCallback:
-    """One frames callback that calls each of ``sinks`` in turn."""
-
-    def call(results: Sequence[FrameResult], drops: Sequence[DropCount]) -> None:
-        for sink in sinks:
-            sink(results, drops)
-
-    return call
