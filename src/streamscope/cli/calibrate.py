@@ -4,9 +4,13 @@ a fit of its clock onto the host's, and how far the fit is from the truth it was
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+if TYPE_CHECKING:
+    from streamscope.timebase.emulated import EmulatedClockSpec
+    from streamscope.timebase.roundtrip import EmulatedCalibration
 
 METHODS = ("hull", "timetrial")
 
@@ -41,23 +45,36 @@ def calibrate(
     """
     from rich.console import Console
 
-    from streamscope.core.errors import ConfigError
-    from streamscope.core.fmt import fmt_ns
     from streamscope.timebase.emulated import EmulatedClockSpec
     from streamscope.timebase.roundtrip import calibrate_emulated
 
     spec = EmulatedClockSpec.parse(emulate)
-    if method not in METHODS:
-        raise ConfigError(f"unknown --method {method!r}; valid: {', '.join(METHODS)}")
-    if exchanges < 2:
-        raise ConfigError(f"--exchanges must be at least 2, got {exchanges}")
+    _check(method, exchanges)
     result = calibrate_emulated(spec, n=exchanges, method=method)
     if as_json:
         typer.echo(json.dumps(result.to_dict(), indent=2))
         return 0
-    f, truth = result.fit, result.truth
     out = Console(highlight=False)
-    rows = [
+    for name, value in _lines(spec, result):
+        out.print(f"{name:<20} {value}", markup=False)
+    return 0
+
+
+def _check(method: str, exchanges: int) -> None:
+    from streamscope.core.errors import ConfigError
+
+    if method not in METHODS:
+        raise ConfigError(f"unknown --method {method!r}; valid: {', '.join(METHODS)}")
+    if exchanges < 2:
+        raise ConfigError(f"--exchanges must be at least 2, got {exchanges}")
+
+
+def _lines(spec: EmulatedClockSpec, result: EmulatedCalibration) -> list[tuple[str, str]]:
+    """The fit, and how far it is from the truth, as (name, value) lines."""
+    from streamscope.core.fmt import fmt_ns
+
+    f, truth = result.fit, result.truth
+    return [
         ("emulated clock", str(spec)),
         ("method", f"{f.method} ({f.n_used} of {f.n} round trips used, feasible={f.feasible})"),
         ("s", f"{f.s_ns_per_tick:.9f} ns/tick (true {truth.true_s_ns_per_tick:.9f})"),
@@ -69,6 +86,3 @@ def calibrate(
         ("truth inside bounds", "yes" if truth.inside else "NO"),
         ("truth margin", fmt_ns(truth.margin_ns)),
     ]
-    for name, value in rows:
-        out.print(f"{name:<20} {value}", markup=False)
-    return 0

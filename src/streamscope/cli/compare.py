@@ -109,14 +109,14 @@ def _label(r: Delta) -> str:
 
 
 def _fmt(r: Delta, v: float | str | None) -> str:
-    from streamscope.core.fmt import fmt_num, fmt_value
+    from streamscope.core.fmt import fmt_num, fmt_value, pct
 
     if isinstance(v, str):
         return v
     if v is None:
         return "-"
     if r.unit == "fraction":
-        return f"{v * 100:.1f} %"
+        return pct(v, 1)
     if r.unit in ("state", ""):
         return fmt_num(float(v), 4)
     return fmt_value(v, r.unit)

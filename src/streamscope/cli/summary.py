@@ -1,4 +1,7 @@
-"""Run-level tables over a run file: the closing summary of ``run`` and the body of ``show``."""
+"""Run-level tables over a run file: the closing summary of ``run`` and the body of ``show``.
+
+In: a ``Run`` (or a run file's path). Out: rich tables and lines, printed on a console.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ from rich.table import Table
 
 from streamscope.aggregate.points import DutyPoint, FrameResult, ScalarPoint
 from streamscope.analysis import findings
-from streamscope.core.fmt import fmt_ns, fmt_value
+from streamscope.core.fmt import fmt_ns, fmt_value, pct
 from streamscope.core.topology import HOST
 from streamscope.report.terminal import describe_points
 from streamscope.store.reader import Run, load
@@ -43,9 +46,61 @@ def _overall(frames: list[FrameResult], unit: str) -> str:
         else:
             v = sum(x for x, _ in vals)
         parts.append(f"{stat}={fmt_value(v, 'items' if stat == 'count' else unit)}")
-    if duty and duty_w:
+    if duty and duty_w:  # as the live view writes a frame's (``busy=95%``)
         parts.extend(f"{k}={v / duty_w * 100:.0f}%" for k, v in duty.items() if v / duty_w > 0.005)
     return "  ".join(parts) or "(no data)"
+
+
+def print_run(run: Run, console: Console, last: int | None = None) -> None:
+    """What ``show`` prints of a run: how it went, its pipeline and clocks, each query's frames
+    (the ``last`` N of each if given), its virtual queues, its summary, its profiles, what the
+    monitoring cost, and the probe records it dropped."""
+    m = run.meta
+    console.print(
+        f"[bold]{m.name}[/]  app={m.app or '-'}  status=[bold]{run.status}[/]  "
+        f"duration={fmt_ns(run.duration_ns)}  frame={fmt_ns(m.frame_ns)}"
+    )
+    if run.error:
+        console.print(f"[red]error:[/] {run.error}", markup=True)
+    tables = [
+        pipeline_table(run),
+        clock_table(run),
+        *(frames_table(run, q.id, last) for q in run.queries),
+        vq_table(run),
+        summary_table(run),
+        profile_table(run),
+        overhead_table(run),
+        drops_table(run),
+    ]
+    for table in tables:
+        if table is not None:
+            console.print(table)
+
+
+def pipeline_table(run: Run) -> Table:
+    """The run's channels: name, capacity, transport."""
+    table = Table(title="pipeline", title_justify="left")
+    for col in ("channel", "capacity", "transport"):
+        table.add_column(col)
+    for c in run.topology.channels:
+        table.add_row(c.name, str(c.capacity), c.transport)
+    return table
+
+
+def drops_table(run: Run) -> Table | None:
+    """Each probe's dropped records per frame, if any were dropped."""
+    drops = [d for d in run.drops() if d.dropped]
+    if not drops:
+        return None
+    table = Table(title="dropped probe records", title_justify="left")
+    for col in ("probe", "frame", "dropped", "recorded"):
+        table.add_column(col)
+    names = {p.id: f"{p.kind} {p.target}" for p in run.topology.probes}
+    for d in drops:
+        table.add_row(
+            names.get(d.probe_id, str(d.probe_id)), str(d.frame), str(d.dropped), str(d.recorded)
+        )
+    return table
 
 
 def summary_table(run: Run) -> Table:
@@ -59,10 +114,6 @@ def summary_table(run: Run) -> Table:
             frames = run.results(q.id, target)
             table.add_row(q.text, target, str(len(frames)), _overall(frames, q.unit))
     return table
-
-
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{x * 100:.2f} %"
 
 
 def overhead_table(run: Run) -> Table | None:
@@ -83,9 +134,9 @@ def overhead_table(run: Run) -> Table | None:
             f"{r['events']:,}",
             "-" if rate is None else f"{rate:,.0f}",
             fmt_ns(r["est_probe_ns"]),
-            _pct(r["fraction"]),
+            pct(r["fraction"], 2),
             fmt_ns(r["runner_ns"]),
-            _pct(r["runner_fraction"]),
+            pct(r["runner_fraction"], 2),
         )
     table.caption = (
         "probe time: one event in 1024 timed in the run, plus Python calls' extra; runner: the "
@@ -98,7 +149,7 @@ def overhead_table(run: Run) -> Table | None:
 def monitor_line(run: Run) -> str:
     """The monitor process's own cost and lag, on a line of their own (another process)."""
     m = run.monitor_cost()
-    cores = "" if m["cores"] is None else f" ({m['cores'] * 100:.1f} % of one core)"
+    cores = "" if m["cores"] is None else f" ({pct(m['cores'], 1)} of one core)"
     lag = ""
     if m["lag_max_ns"] is not None:
         lag = f"; lag {fmt_ns(m['lag_median_ns'])} typical, {fmt_ns(m['lag_max_ns'])} at most"
@@ -147,13 +198,13 @@ def overhead_line(run: Run) -> str | None:
     seconds = (run.duration_ns or 0) / 1e9
     rate = f" ({events / seconds:,.0f}/s)" if seconds else ""
     top = rows[0]
-    share = "" if not run.duration_ns else f", {probe_ns / run.duration_ns * 100:.2f} % of the run"
+    share = "" if not run.duration_ns else f", {pct(probe_ns / run.duration_ns, 2)} of the run"
     runner = [r for r in rows if r["runner_ns"] is not None]
     loop = ""
     if runner:
         cpu = sum(r["cpu_ns"] for r in runner)
         spent = sum(r["runner_ns"] for r in runner)
-        loop = f"; runner {_pct(spent / cpu if cpu else None)} of the stages' CPU"
+        loop = f"; runner {pct(spent / cpu if cpu else None, 2)} of the stages' CPU"
     return (
         f"monitoring overhead: {events:,} probe events{rate}, {fmt_ns(probe_ns)} in probes"
         f"{share} (most in {top['stage']}){loop}\n{monitor_line(run)}"

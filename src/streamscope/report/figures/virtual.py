@@ -37,58 +37,38 @@ LEVEL_PANELS = (
 MAX_FRAME_BUTTONS = 120
 
 
+def _scatter(
+    mode: str, name: str, x: list[Any], y: Sequence[float | None], **style: Any
+) -> dict[str, Any]:
+    """One scatter trace (``style``: its ``line`` or ``marker``)."""
+    return {"type": "scatter", "mode": mode, "name": name, "x": x, "y": rs(y), **style}
+
+
 def vq_selfcheck(target: str, frames: list[dict[str, Any]]) -> Figure:
     """A virtual queue's self-check per frame: W1 against its rejection threshold."""
     x = [f["frame"] for f in frames]
     rej = [f for f in frames if f.get("verdict") == "rejected"]
-    data: list[dict[str, Any]] = [
-        {
-            "type": "scatter",
-            "mode": "lines+markers",
-            "name": "W1 measured vs predicted buffers",
-            "x": x,
-            "y": rs([f.get("w1_items") for f in frames]),
-            "line": {"color": "#2563eb"},
-        },
-        {
-            "type": "scatter",
-            "mode": "lines",
-            "name": "threshold (reject above)",
-            "x": x,
-            "y": rs([f.get("threshold_items") for f in frames]),
-            "line": {"color": "#dc2626", "dash": "dash", "shape": "hvh"},
-        },
-        {
-            "type": "scatter",
-            "mode": "markers",
-            "name": "rejected frame",
-            "x": [f["frame"] for f in rej],
-            "y": rs([f.get("w1_items") for f in rej]),
-            "marker": {"color": "#dc2626", "size": 10, "symbol": "x"},
-        },
-    ]
+    data = [
+        _scatter("lines+markers", "W1 measured vs predicted buffers", x,
+                 [f.get("w1_items") for f in frames], line={"color": "#2563eb"}),
+        _scatter("lines", "threshold (reject above)", x,
+                 [f.get("threshold_items") for f in frames],
+                 line={"color": "#dc2626", "dash": "dash", "shape": "hvh"}),
+        _scatter("markers", "rejected frame", [f["frame"] for f in rej],
+                 [f.get("w1_items") for f in rej],
+                 marker={"color": "#dc2626", "size": 10, "symbol": "x"}),
+    ]  # fmt: skip
     truth = [f.get("w1_truth_items") for f in frames]
     if any(v is not None for v in truth):
         data.append(
-            {
-                "type": "scatter",
-                "mode": "lines+markers",
-                "name": "W1 predicted vs truth",
-                "x": x,
-                "y": rs(truth),
-                "line": {"color": "#059669", "dash": "dot"},
-            }
-        )
+            _scatter("lines+markers", "W1 predicted vs truth", x, truth,
+                     line={"color": "#059669", "dash": "dot"})
+        )  # fmt: skip
         data.append(
-            {
-                "type": "scatter",
-                "mode": "lines+markers",
-                "name": "W1 ideal queue vs truth",
-                "x": x,
-                "y": rs([f.get("w1_truth_ideal_items") for f in frames]),
-                "line": {"color": "#9ca3af", "dash": "dot"},
-            }
-        )
+            _scatter("lines+markers", "W1 ideal queue vs truth", x,
+                     [f.get("w1_truth_ideal_items") for f in frames],
+                     line={"color": "#9ca3af", "dash": "dot"})
+        )  # fmt: skip
     layout = base_layout(f"{label(target)}: self-check per frame (W1, items)", 300)
     layout["xaxis"]["title"] = {"text": "frame"}
     layout["yaxis"]["title"] = {"text": "items"}
@@ -106,17 +86,11 @@ def vq_means(target: str, frames: list[dict[str, Any]]) -> Figure:
         ("truth_mean", "truth", "#059669", "dot"),
     )
     data = [
-        {
-            "type": "scatter",
-            "mode": "lines+markers",
-            "name": name,
-            "x": x,
-            "y": rs([f.get(key) for f in frames]),
-            "line": {"color": colour, "dash": dash},
-        }
+        _scatter("lines+markers", name, x, [f.get(key) for f in frames],
+                 line={"color": colour, "dash": dash})
         for key, name, colour, dash in series
         if any(f.get(key) is not None for f in frames)
-    ]
+    ]  # fmt: skip
     layout = base_layout(f"{label(target)}: mean occupancy per frame", 300)
     layout["xaxis"]["title"] = {"text": "frame"}
     layout["yaxis"]["title"] = {"text": "items"}
@@ -185,17 +159,11 @@ def _panel_title(title: str, lo: float, hi: float) -> dict[str, Any]:
 
 def _level_line(name: str, ys: Sequence[float], ax: str, colour: str, dash: str) -> dict[str, Any]:
     """One level distribution as a step line in the panel of axes ``ax``."""
-    return {
-        "type": "scatter",
-        "mode": "lines",
-        "name": name,
-        "x": list(range(len(ys))),
-        "y": rs(ys),
-        "xaxis": f"x{ax}",
-        "yaxis": f"y{ax}",
-        "line": {"color": colour, "dash": dash, "shape": "hvh", "width": 1.8},
-        "hovertemplate": "level %{x}: %{y:.2%}",
-    }
+    return _scatter(
+        "lines", name, list(range(len(ys))), ys, xaxis=f"x{ax}", yaxis=f"y{ax}",
+        line={"color": colour, "dash": dash, "shape": "hvh", "width": 1.8},
+        hovertemplate="level %{x}: %{y:.2%}",
+    )  # fmt: skip
 
 
 def _frame_buttons(levels: Levels, keys: list[str]) -> list[dict[str, Any]]:
