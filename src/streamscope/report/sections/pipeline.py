@@ -16,7 +16,7 @@ from streamscope.analysis import (
     stage_breakdown,
 )
 from streamscope.core.fmt import pct
-from streamscope.report.graph import STATES, pipeline_svg
+from streamscope.report.graph import CATEGORIES, STATES, pipeline_svg
 from streamscope.report.markup import table
 from streamscope.store.reader import Run
 
@@ -28,7 +28,7 @@ INTRO = (
     "figures.</p>"
 )
 #: Seed 003's process categories, shown where a stage's breakdown has them.
-CATEGORIES = ("computation", "communication", "other")
+CATEGORY_NAMES = tuple(c for c, _ in CATEGORIES)
 #: A link channel's time in each state of its transfers, shown where it has them.
 LINK_STATES = ("transferring", "idle", "blocking")
 CHANNEL_HEAD = [
@@ -54,7 +54,7 @@ def section(run: Run) -> str:
         {c.channel: c for c in channels},
         _bottleneck(run),
     )
-    head = ["stage", "resource", *(s for s, _ in STATES), *CATEGORIES]
+    head = ["stage", "resource", *(s for s, _ in STATES), *CATEGORY_NAMES]
     return (
         f'<section id="pipeline"><h2>Pipeline</h2>{INTRO}'
         f'<div class="graph-wrap">{svg}</div>'
@@ -93,7 +93,7 @@ def _stage_rows(run: Run, stages: Sequence[StageBreakdown]) -> list[list[object]
     for s in stages:
         row: list[object] = [s.stage, s.resource]
         row += [pct(getattr(s, st), 1) for st, _ in STATES]
-        row += [pct(_opt(s, c), 1) for c in CATEGORIES]
+        row += [pct(_opt(s, c), 1) for c in CATEGORY_NAMES]
         rows.append(row)
         mine = workers.get(s.stage, [])
         if len(mine) > 1:
