@@ -7,6 +7,7 @@ In: the trace probes' records in virtual ns (``timeline.build_timeline`` convert
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -46,6 +47,42 @@ def pair_calls(
     n = len(probe)
     if not n:
         return _no_calls(), 0, 0
+    nest = _nesting(probe, kinds)
+    cols, row_group, open_group, bad = _vectorised(nest, probe, t_ns, fid, end_ns)
+    unmatched, still_open = int(nest.orphan.sum()), len(open_group)
+    if len(bad):
+        redo = np.isin(nest.gid, bad)
+        sub, unmatched_b, open_b = pair_calls_stack(
+            probe[redo], kinds[redo], t_ns[redo], fid[redo], end_ns
+        )
+        keep = ~np.isin(row_group, bad)
+        cols = [np.concatenate([a[keep], b]) for a, b in zip(cols, sub, strict=True)]
+        unmatched += unmatched_b - int(nest.orphan[redo].sum())
+        still_open += open_b - int(np.isin(open_group, bad).sum())
+    order = np.lexsort((cols[5], cols[0]))
+    return _paired([a[order] for a in cols]), unmatched, still_open
+
+
+@dataclass(frozen=True, slots=True)
+class _Nesting:
+    """Per record of ENTER/EXIT streams sorted by probe: ``enter``; ``first`` of its probe's
+    records and the probe's group ``gid`` (its ``starts`` and ``lasts`` records); ``orphan``
+    (an EXIT with no call open: skipped); ``depth_after``, the calls open after it, orphans not
+    counted; ``closed``, an ENTER whose call a later EXIT closes."""
+
+    enter: NDArray[np.bool_]
+    first: NDArray[np.bool_]
+    gid: I64
+    starts: I64
+    lasts: I64
+    orphan: NDArray[np.bool_]
+    depth_after: I64
+    closed: NDArray[np.bool_]
+
+
+def _nesting(probe: NDArray[np.int32], kinds: NDArray[np.int8]) -> _Nesting:
+    """Depths from cumulative sums, an EXIT below the running minimum orphaned."""
+    n = len(probe)
     enter = kinds == _ENTER
     first = np.r_[True, probe[1:] != probe[:-1]]
     gid = np.cumsum(first) - 1
@@ -59,28 +96,38 @@ def pair_calls(
     off = gid.astype(np.int64) * big
     low = np.minimum(np.minimum.accumulate(level - off) + off, 0)
     before = np.where(first, 0, np.r_[0, low[:-1]])
-    orphan = ~enter & (level < before)  # an EXIT with no call open: skipped
-    depth_after = level - low  # open calls after each record, orphans not counted
+    orphan = ~enter & (level < before)
+    depth_after = level - low
     # an ENTER is closed if its probe's level later drops below its own (suffix minimum)
     suffix = np.minimum.accumulate((depth_after + off)[::-1])[::-1] - off
     closed = enter & np.r_[(suffix[1:] < depth_after[:-1]) & ~first[1:], False]
-    ent = np.flatnonzero(closed)
-    ext = np.flatnonzero(~enter & ~orphan)
+    return _Nesting(enter, first, gid, starts, lasts, orphan, depth_after, closed)
+
+
+def _vectorised(
+    nest: _Nesting, probe: NDArray[np.int32], t_ns: I64, fid: I64, end_ns: int
+) -> tuple[list[NDArray[Any]], I64, I64, I64]:
+    """Each depth's enters and exits paired in order, and the calls still open: the calls'
+    columns (as ``Paired``, unsorted), each call's probe group, each open call's group, and the
+    groups where that pairs different functions (not well nested)."""
+    enter, gid, depth_after = nest.enter, nest.gid, nest.depth_after
+    ent = np.flatnonzero(nest.closed)
+    ext = np.flatnonzero(~enter & ~nest.orphan)
     # per probe and depth, enters and exits alternate: the k-th enter pairs with the k-th exit
     # (an enter's depth is one less than its depth_after, an exit's is its depth_after)
     ent = ent[np.lexsort((ent, depth_after[ent] - 1, gid[ent]))]
     ext = ext[np.lexsort((ext, depth_after[ext], gid[ext]))]
     bad = np.unique(gid[ent[fid[ent] != fid[ext]]])
-    kept = ~orphan
+    kept = ~nest.orphan
     kpos = np.cumsum(kept) - 1
-    kpos -= (kpos - kept + 1)[starts][gid]  # position among its probe's kept records
-    opened = np.flatnonzero(enter & ~closed)
+    kpos -= (kpos - kept + 1)[nest.starts][gid]  # position among its probe's kept records
+    opened = np.flatnonzero(enter & ~nest.closed)
     # open calls end after all of their probe's records, innermost first
-    n_kept = kpos[lasts] + 1
+    n_kept = kpos[nest.lasts] + 1
     opened = opened[np.lexsort((-depth_after[opened], gid[opened]))]
     o_first = np.r_[True, gid[opened][1:] != gid[opened][:-1]] if len(opened) else opened > 0
     o_rank = np.arange(len(opened)) - np.flatnonzero(o_first)[np.cumsum(o_first) - 1]
-    probe_end = np.maximum(np.int64(end_ns), t_ns[lasts])
+    probe_end = np.maximum(np.int64(end_ns), t_ns[nest.lasts])
     e = np.concatenate([ent, opened])
     cols = [
         probe[e],
@@ -91,18 +138,7 @@ def pair_calls(
         kpos[e],
         np.concatenate([kpos[ext], n_kept[gid[opened]] + o_rank]),
     ]
-    unmatched, still_open = int(orphan.sum()), len(opened)
-    if len(bad):
-        redo = np.isin(gid, bad)
-        sub, unmatched_b, open_b = pair_calls_stack(
-            probe[redo], kinds[redo], t_ns[redo], fid[redo], end_ns
-        )
-        keep = ~np.isin(gid[e], bad)
-        cols = [np.concatenate([a[keep], b]) for a, b in zip(cols, sub, strict=True)]
-        unmatched += unmatched_b - int(orphan[redo].sum())
-        still_open += open_b - int(np.isin(gid[opened], bad).sum())
-    order = np.lexsort((cols[5], cols[0]))
-    return _paired([a[order] for a in cols]), unmatched, still_open
+    return cols, gid[e], gid[opened], bad
 
 
 def pair_calls_stack(

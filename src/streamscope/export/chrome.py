@@ -14,13 +14,14 @@ import json
 from pathlib import Path
 
 import numpy as np
+from numpy.typing import NDArray
 
 from streamscope.core.records import STATE_LABELS
 from streamscope.export.calls import nest_events
 from streamscope.export.tracks import KIND_NAMES, Timeline
 
 
-def _us(ns: np.ndarray) -> list[str]:
+def _us(ns: NDArray[np.int64]) -> list[str]:
     """Integer ns as exact decimal µs strings (``1234567`` → ``"1234.567"``)."""
     q, r = np.divmod(np.asarray(ns, dtype=np.int64), 1000)
     return [f"{a}.{b:03d}" for a, b in zip(q.tolist(), r.tolist(), strict=True)]
@@ -34,6 +35,21 @@ def calls_tid(tid: int) -> int:
 def chrome_events(tl: Timeline) -> list[str]:
     """Every trace event of ``tl`` as one JSON object text each (metadata, slices, calls,
     counters, instants, in that order)."""
+    pid_of_tid = np.zeros(max([t.tid for t in tl.threads], default=0) + 1, dtype=np.int64)
+    for t in tl.threads:
+        pid_of_tid[t.tid] = t.pid
+    return [
+        *_metadata_events(tl),
+        *_slice_events(tl, pid_of_tid),
+        *_call_events(tl, pid_of_tid),
+        *_counter_events(tl),
+        *_instant_events(tl, pid_of_tid),
+    ]
+
+
+def _metadata_events(tl: Timeline) -> list[str]:
+    """``M`` events: each process's name and sort index, each stage thread's name, then the
+    name of each stage's calls thread where it has one."""
     out: list[str] = []
     for p in tl.processes:
         name = json.dumps(f"{p.name} [{p.kind}, clock {p.clock_domain}]")
@@ -48,17 +64,20 @@ def chrome_events(tl: Timeline) -> list[str]:
         out.append(
             f'{{"ph":"M","pid":{t.pid},"tid":{t.tid},"ts":0,"name":"thread_name","args":{{"name":{name}}}}}'
         )
-    pid_of_tid = np.zeros(max([t.tid for t in tl.threads], default=0) + 1, dtype=np.int64)
     for t in tl.threads:
-        pid_of_tid[t.tid] = t.pid
         if t.tid in tl.call_tracks:
             name = json.dumps(f"{t.name} calls")
             out.append(
                 f'{{"ph":"M","pid":{t.pid},"tid":{calls_tid(t.tid)},"ts":0,"name":"thread_name","args":{{"name":{name}}}}}'
             )
+    return out
+
+
+def _slice_events(tl: Timeline, pid_of_tid: NDArray[np.int64]) -> list[str]:
+    """An ``X`` event per state slice, named by its state."""
     s = tl.slices
     labels = [json.dumps(x) for x in STATE_LABELS]
-    out.extend(
+    return [
         f'{{"ph":"X","pid":{p},"tid":{t},"ts":{ts},"dur":{d},"name":{labels[k]},"cat":"state"}}'
         for p, t, ts, d, k in zip(
             pid_of_tid[s.tid].tolist(),
@@ -68,8 +87,12 @@ def chrome_events(tl: Timeline) -> list[str]:
             s.state.tolist(),
             strict=True,
         )
-    )
-    out.extend(_call_events(tl, pid_of_tid))
+    ]
+
+
+def _counter_events(tl: Timeline) -> list[str]:
+    """A ``C`` event per finite counter sample."""
+    out: list[str] = []
     for c in tl.counters:
         name = json.dumps(c.name)
         unit = json.dumps(c.unit or "value")
@@ -79,9 +102,14 @@ def chrome_events(tl: Timeline) -> list[str]:
             f'"args":{{{unit}:{v!r}}}}}'
             for ts, v in zip(_us(c.t_ns[ok]), c.values[ok].tolist(), strict=True)
         )
+    return out
+
+
+def _instant_events(tl: Timeline, pid_of_tid: NDArray[np.int64]) -> list[str]:
+    """An ``i`` event per other raw record, named by its kind, with its value and probe."""
     i = tl.instants
     kinds = {k: json.dumps(v) for k, v in KIND_NAMES.items()}
-    out.extend(
+    return [
         f'{{"ph":"i","s":"t","pid":{p},"tid":{t},"ts":{ts},"name":{kinds.get(k, k)},'
         f'"cat":"record","args":{{"value":{v},"probe":{pr}}}}}'
         for p, t, ts, k, v, pr in zip(
@@ -93,11 +121,10 @@ def chrome_events(tl: Timeline) -> list[str]:
             i.probe.tolist(),
             strict=True,
         )
-    )
-    return out
+    ]
 
 
-def _call_events(tl: Timeline, pid_of_tid: np.ndarray) -> list[str]:
+def _call_events(tl: Timeline, pid_of_tid: NDArray[np.int64]) -> list[str]:
     """An ``X`` event per traced call, in the order their begins nest (viewers nest ``X``
     events by time; at equal times, by the order they come in)."""
     ev = nest_events(tl)

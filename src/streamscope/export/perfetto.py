@@ -149,35 +149,59 @@ def _ragged(flat: U8, lens: NDArray[np.int64]) -> Column:
     return mat, lens
 
 
+#: One kind of event's packets before encoding: timestamps, TrackEvent bodies (flat bytes and
+#: lengths) and tie ranks.
+Part = tuple[NDArray[np.int64], tuple[U8, NDArray[np.int64]], NDArray[np.int64]]
+
+
 def _events(
     tl: Timeline, counter_tracks: list[int]
 ) -> list[tuple[NDArray[np.int64], U8, NDArray[np.int64], NDArray[np.int64]]]:
     """(timestamps, flat packet bytes, packet lengths, tie ranks) per kind of event; the caller
     sorts them by time, then tie rank (each track's slice events at equal times: in the order
     they nest), then as they come."""
-    parts = []
-    tag_type, tag_uuid = _field_tag(9, 0), _field_tag(11, 0)
-    # slices and calls: begin and end per track, in an order that nests (state slices by
-    # state, calls by function name); begins and ends apart, as only begins carry a name
+    parts = [*_slice_events(tl), *_counter_events(tl, counter_tracks), *_instant_events(tl)]
+    out = []
+    for ts, body, tie in parts:
+        flat, lens = _packets(ts, body)
+        out.append((ts, flat, lens, tie))
+    return out
+
+
+def _event_head(kind: int) -> bytes:
+    """A TrackEvent's type field, then the tag of its track's uuid (which follows)."""
+    return _field_tag(9, 0) + bytes([kind]) + _field_tag(11, 0)
+
+
+def _slice_events(tl: Timeline) -> list[Part]:
+    """Slices and calls: begin and end per track, in an order that nests (state slices by
+    state, calls by function name); begins and ends apart, as only begins carry a name."""
     ev = nest_events(tl)
-    if len(ev):
-        labels = [*STATE_LABELS, *tl.function_names()]
-        names = [_string_field(23, x) for x in labels]
-        label = np.zeros(len(ev), dtype=np.int64)  # into ``labels``
-        label[~ev.call] = tl.slices.state[ev.index[~ev.call]]
-        label[ev.call] = len(STATE_LABELS) + tl.calls.function[ev.index[ev.call]]
-        track = np.where(
-            ev.calls_track, calls_uuid(0) + ev.tid.astype(np.int64), thread_uuid(0) + ev.tid
-        )
-        for begin in (True, False):
-            m = ev.begin == begin
-            n = int(m.sum())
-            kind = TYPE_SLICE_BEGIN if begin else TYPE_SLICE_END
-            cols = [_const(tag_type + bytes([kind]) + tag_uuid, n), _varint(track[m])]
-            if begin:
-                cols.append(_lookup(names, label[m]))
-            parts.append((ev.t_ns[m], _join(cols), np.flatnonzero(m)))
-    # counters: one track each
+    if not len(ev):
+        return []
+    labels = [*STATE_LABELS, *tl.function_names()]
+    names = [_string_field(23, x) for x in labels]
+    label = np.zeros(len(ev), dtype=np.int64)  # into ``labels``
+    label[~ev.call] = tl.slices.state[ev.index[~ev.call]]
+    label[ev.call] = len(STATE_LABELS) + tl.calls.function[ev.index[ev.call]]
+    track = np.where(
+        ev.calls_track, calls_uuid(0) + ev.tid.astype(np.int64), thread_uuid(0) + ev.tid
+    )
+    parts: list[Part] = []
+    for begin in (True, False):
+        m = ev.begin == begin
+        n = int(m.sum())
+        kind = TYPE_SLICE_BEGIN if begin else TYPE_SLICE_END
+        cols = [_const(_event_head(kind), n), _varint(track[m])]
+        if begin:
+            cols.append(_lookup(names, label[m]))
+        parts.append((ev.t_ns[m], _join(cols), np.flatnonzero(m)))
+    return parts
+
+
+def _counter_events(tl: Timeline, counter_tracks: list[int]) -> list[Part]:
+    """Counter values, one track per series (its finite samples)."""
+    parts: list[Part] = []
     dbl = _field_tag(44, 1)
     for c, uuid in zip(tl.counters, counter_tracks, strict=True):
         ok = np.isfinite(c.values)
@@ -186,40 +210,47 @@ def _events(
             continue
         body = _join(
             [
-                _const(tag_type + bytes([TYPE_COUNTER]) + tag_uuid, n),
+                _const(_event_head(TYPE_COUNTER), n),
                 _varint(np.full(n, uuid)),
                 _const(dbl, n),
                 _fixed64(c.values[ok]),
             ]
         )
         parts.append((c.t_ns[ok], body, np.zeros(n, dtype=np.int64)))
-    # instants: the record kind as name, its value as a debug annotation
+    return parts
+
+
+def _instant_events(tl: Timeline) -> list[Part]:
+    """Instants: the record kind as name, its value as a debug annotation."""
     i = tl.instants
-    if len(i):
-        n = len(i)
-        kinds = sorted(KIND_NAMES)
-        names = [_string_field(23, KIND_NAMES[k]) for k in kinds] + [_string_field(23, "record")]
-        kid = np.searchsorted(kinds, i.kind)
-        kid = np.where(np.isin(i.kind, kinds), kid, len(kinds))
-        ann_name = _string_field(10, "value") + _field_tag(4, 0)
-        ann_v = _varint(i.value)
-        ann = _join([_const(ann_name, n), ann_v])
-        body = _join(
-            [
-                _const(tag_type + bytes([TYPE_INSTANT]) + tag_uuid, n),
-                _varint(thread_uuid(0) + i.tid.astype(np.int64)),
-                _lookup(names, kid),
-                _const(_field_tag(4, 2), n),
-                _varint(ann[1]),
-                _ragged(*ann),
-            ]
-        )
-        parts.append((i.t_ns, body, np.zeros(n, dtype=np.int64)))
-    out = []
-    for ts, body, tie in parts:
-        flat, lens = _packets(ts, body)
-        out.append((ts, flat, lens, tie))
-    return out
+    if not len(i):
+        return []
+    n = len(i)
+    kinds = sorted(KIND_NAMES)
+    names = [_string_field(23, KIND_NAMES[k]) for k in kinds] + [_string_field(23, "record")]
+    kid = np.searchsorted(kinds, i.kind)
+    kid = np.where(np.isin(i.kind, kinds), kid, len(kinds))
+    ann_name = _string_field(10, "value") + _field_tag(4, 0)
+    ann_v = _varint(i.value)
+    ann = _join([_const(ann_name, n), ann_v])
+    body = _join(
+        [
+            _const(_event_head(TYPE_INSTANT), n),
+            _varint(thread_uuid(0) + i.tid.astype(np.int64)),
+            _lookup(names, kid),
+            _const(_field_tag(4, 2), n),
+            _varint(ann[1]),
+            _ragged(*ann),
+        ]
+    )
+    return [(i.t_ns, body, np.zeros(n, dtype=np.int64))]
+
+
+def _new_packet(trace: Any) -> Any:
+    """A packet added to ``trace`` on the one sequence."""
+    p = trace.packet.add()
+    p.trusted_packet_sequence_id = SEQUENCE_ID
+    return p
 
 
 def _descriptors(tl: Timeline) -> tuple[bytes, list[int], int]:
@@ -227,48 +258,15 @@ def _descriptors(tl: Timeline) -> tuple[bytes, list[int], int]:
     how many tracks they describe."""
     pb = _pb2()
     trace = pb.Trace()
-
-    def packet() -> Any:
-        p = trace.packet.add()
-        p.trusted_packet_sequence_id = SEQUENCE_ID
-        return p
-
-    first = packet()
+    first = _new_packet(trace)
     first.sequence_flags = pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
     first.track_descriptor.uuid = RUN_TRACK
     first.track_descriptor.name = f"streamscope run {tl.name}"
     first.track_descriptor.description = "virtual ns since the run's start; all clocks mapped"
-    domains = {d.name: d for d in tl.domains}
-    for pr in tl.processes:
-        d = packet().track_descriptor
-        d.uuid = process_uuid(pr.pid)
-        d.process.pid = pr.pid
-        d.process.process_name = f"{pr.name} [{pr.kind}, clock {pr.clock_domain}]"
-        dom = domains.get(pr.clock_domain)
-        info: dict[str, Any] = dom.to_dict() if dom is not None else {"name": pr.clock_domain}
-        info["max_bound_half_width_ns"] = tl.uncertainty_ns.get(pr.clock_domain)
-        d.description = "clock domain " + json.dumps(info)
-    for t in tl.threads:
-        d = packet().track_descriptor
-        d.uuid = thread_uuid(t.tid)
-        d.thread.pid = t.pid
-        d.thread.tid = t.tid
-        d.thread.thread_name = f"{t.name} ({t.role})"
-    stage = {t.tid: t.name for t in tl.threads}
-    for tid in tl.call_tracks:
-        d = packet().track_descriptor
-        d.uuid = calls_uuid(tid)
-        d.parent_uuid = thread_uuid(tid)
-        d.name = f"{stage[tid]} calls"
-    uuids = []
-    for k, c in enumerate(tl.counters):
-        d = packet().track_descriptor
-        d.uuid = counter_uuid(k)
-        d.parent_uuid = process_uuid(c.pid)
-        d.name = c.name
-        d.counter.unit_name = c.unit
-        uuids.append(d.uuid)
-    meta = packet()
+    _describe_processes(trace, tl)
+    _describe_threads(trace, tl)
+    uuids = _describe_counters(trace, tl)
+    meta = _new_packet(trace)
     meta.timestamp = 0
     meta.track_event.type = pb.TrackEvent.TYPE_INSTANT
     meta.track_event.track_uuid = RUN_TRACK
@@ -278,6 +276,49 @@ def _descriptors(tl: Timeline) -> tuple[bytes, list[int], int]:
     ann.string_value = json.dumps(tl.metadata())
     n_tracks = 1 + len(tl.processes) + len(tl.threads) + len(tl.call_tracks) + len(tl.counters)
     return trace.SerializeToString(), uuids, n_tracks
+
+
+def _describe_processes(trace: Any, tl: Timeline) -> None:
+    """A process track per resource, its clock domain as JSON in the description."""
+    domains = {d.name: d for d in tl.domains}
+    for pr in tl.processes:
+        d = _new_packet(trace).track_descriptor
+        d.uuid = process_uuid(pr.pid)
+        d.process.pid = pr.pid
+        d.process.process_name = f"{pr.name} [{pr.kind}, clock {pr.clock_domain}]"
+        dom = domains.get(pr.clock_domain)
+        info: dict[str, Any] = dom.to_dict() if dom is not None else {"name": pr.clock_domain}
+        info["max_bound_half_width_ns"] = tl.uncertainty_ns.get(pr.clock_domain)
+        d.description = "clock domain " + json.dumps(info)
+
+
+def _describe_threads(trace: Any, tl: Timeline) -> None:
+    """A thread track per stage, then a calls track under each stage that needs one."""
+    for t in tl.threads:
+        d = _new_packet(trace).track_descriptor
+        d.uuid = thread_uuid(t.tid)
+        d.thread.pid = t.pid
+        d.thread.tid = t.tid
+        d.thread.thread_name = f"{t.name} ({t.role})"
+    stage = {t.tid: t.name for t in tl.threads}
+    for tid in tl.call_tracks:
+        d = _new_packet(trace).track_descriptor
+        d.uuid = calls_uuid(tid)
+        d.parent_uuid = thread_uuid(tid)
+        d.name = f"{stage[tid]} calls"
+
+
+def _describe_counters(trace: Any, tl: Timeline) -> list[int]:
+    """A counter track per series under its resource's track; returns their uuids."""
+    uuids = []
+    for k, c in enumerate(tl.counters):
+        d = _new_packet(trace).track_descriptor
+        d.uuid = counter_uuid(k)
+        d.parent_uuid = process_uuid(c.pid)
+        d.name = c.name
+        d.counter.unit_name = c.unit
+        uuids.append(d.uuid)
+    return uuids
 
 
 def encode_perfetto(tl: Timeline) -> tuple[bytes, int, int]:

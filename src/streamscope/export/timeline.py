@@ -10,12 +10,14 @@ domains with their fits' bound widths. Everything per event is held as numpy col
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
 
 from streamscope.core.records import STATE_LABELS, Kind
+from streamscope.core.topology import ProbeInfo
 from streamscope.export.calls import call_slices, call_tracks
 from streamscope.export.counters import clock_bounds, frame_stats, numpy_columns, occupancy
 from streamscope.export.tracks import (
@@ -54,44 +56,111 @@ def build_timeline(run: Run, *, instants: bool = True) -> Timeline:
     """The run at ``run`` as a ``Timeline`` (see the module docstring); ``instants=False``
     leaves raw records out of the instant events (slices and counters still use them)."""
     topo = run.topology
-    processes = [
-        ProcessTrack(i + 1, r.name, r.kind, r.clock_domain) for i, r in enumerate(topo.resources)
-    ]
-    pid_of = {p.name: p.pid for p in processes}
-    threads: list[ThreadTrack] = []
-    for s in topo.stages:
-        if s.resource not in pid_of:  # a resource missing from the table: give it a track
-            pid = len(processes) + 1
-            processes.append(ProcessTrack(pid, s.resource, "unknown", HOST))
-            pid_of[s.resource] = pid
-        threads.append(ThreadTrack(len(threads) + 1, pid_of[s.resource], s.name, s.role))
-    tid_of = {t.name: t.tid for t in threads}
+    processes, threads = _tracks(run)
     pid_of_stage = {t.name: t.pid for t in threads}
-    chan = {c.name: c for c in topo.channels}
-
     clocks = clock_domains(run)
-    rec = numpy_columns(run, "SELECT probe_id, kind, ticks, value FROM record")
+    rec = _records(run, clocks)
     flight = run.table("flight")
     overwritten = int(sum(flight["overwritten"].tolist())) if len(flight["overwritten"]) else 0
-    n = len(rec["probe_id"])
+    duration = int(run.duration_ns or (int(rec.ns.max()) if len(rec.ns) else 0))
+    probe_tid = _probe_threads(run, {t.name: t.tid for t in threads})
+    slices = _state_slices(topo.probes, rec, probe_tid, duration)
+    trace_ids = np.array([p.id for p in topo.probes if p.kind == "trace"], dtype=np.int32)
+    is_call = np.isin(rec.probe_ids, trace_ids) & ((rec.kinds == _ENTER) | (rec.kinds == _EXIT))
+    calls, unmatched, still_open = call_slices(
+        rec.probe_ids[is_call], rec.kinds[is_call], rec.ns[is_call], rec.values[is_call],
+        probe_tid, duration,
+    )  # fmt: skip
+    _, split = call_tracks(slices, calls)
+    counters = occupancy(run, rec.probe_ids, rec.kinds, rec.ns, rec.values, pid_of_stage)
+    counters += frame_stats(run, pid_of_stage, {c.name: c.src for c in topo.channels})
+    counters += clock_bounds(clocks, processes, duration)
+    domains = _domains(run)
+    return Timeline(
+        name=run.meta.name,
+        run_id=run.meta.run_id,
+        status=run.status,
+        duration_ns=duration,
+        started_unix_ns=int(run.meta.started_unix_ns),
+        traced=_traced(run, rec.probe_ids) and not overwritten,
+        flight_overwritten=overwritten,
+        processes=processes,
+        threads=threads,
+        slices=slices,
+        counters=counters,
+        instants=_instants(rec, probe_tid, is_call, shown=instants),
+        domains=domains,
+        calls=calls,
+        functions=tuple(topo.functions),
+        call_tracks=split,
+        calls_unmatched=unmatched,
+        calls_open_at_end=still_open,
+        uncertainty_ns=_uncertainty(rec.uncertainty_ns, domains),
+        clipped=rec.clipped,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Records:
+    """The run's raw records as columns, in virtual ns (clipped to the run's start), with the
+    largest bound half-width of each probe domain's clock map and how many were clipped."""
+
+    probe_ids: NDArray[np.int32]
+    kinds: NDArray[np.int8]
+    ns: I64
+    values: I64
+    uncertainty_ns: dict[str, float]
+    clipped: int
+
+
+def _records(run: Run, clocks: Domains) -> _Records:
+    """Every raw record of ``run``, each probe's ticks mapped by its domain's clock map."""
+    rec = numpy_columns(run, "SELECT probe_id, kind, ticks, value FROM record")
+    probes = run.topology.probes
     probe_ids = rec["probe_id"].astype(np.int32)
-    ns = np.zeros(n, dtype=np.int64)
+    ns = np.zeros(len(probe_ids), dtype=np.int64)
     uncertainty: dict[str, float] = {}
-    for pr_domain in sorted({p.domain for p in topo.probes}):
-        ids = np.array([p.id for p in topo.probes if p.domain == pr_domain], dtype=np.int32)
+    for pr_domain in sorted({p.domain for p in probes}):
+        ids = np.array([p.id for p in probes if p.domain == pr_domain], dtype=np.int32)
         sel = np.isin(probe_ids, ids)
         if not sel.any():
             continue
         t, half = clocks.to_ns_each(pr_domain, rec["ticks"][sel].astype(np.int64))
         ns[sel] = t
         uncertainty[pr_domain] = max(uncertainty.get(pr_domain, 0.0), float(half.max()))
-    clipped = int((ns < 0).sum())
-    ns = np.maximum(ns, 0)
-    kinds = rec["kind"].astype(np.int8)
-    values = rec["value"].astype(np.int64)
+    return _Records(
+        probe_ids=probe_ids,
+        kinds=rec["kind"].astype(np.int8),
+        ns=np.maximum(ns, 0),
+        values=rec["value"].astype(np.int64),
+        uncertainty_ns=uncertainty,
+        clipped=int((ns < 0).sum()),
+    )
 
-    duration = int(run.duration_ns or (int(ns.max()) if n else 0))
-    # the stage whose thread shows each probe's records
+
+def _tracks(run: Run) -> tuple[list[ProcessTrack], list[ThreadTrack]]:
+    """A process track per resource (pid from 1), and a thread track per stage on its
+    resource's; a resource missing from the table gets a track of its own."""
+    processes = [
+        ProcessTrack(i + 1, r.name, r.kind, r.clock_domain)
+        for i, r in enumerate(run.topology.resources)
+    ]
+    pid_of = {p.name: p.pid for p in processes}
+    threads: list[ThreadTrack] = []
+    for s in run.topology.stages:
+        if s.resource not in pid_of:
+            pid = len(processes) + 1
+            processes.append(ProcessTrack(pid, s.resource, "unknown", HOST))
+            pid_of[s.resource] = pid
+        threads.append(ThreadTrack(len(threads) + 1, pid_of[s.resource], s.name, s.role))
+    return processes, threads
+
+
+def _probe_threads(run: Run, tid_of: dict[str, int]) -> NDArray[np.int32]:
+    """Per probe id, the thread of the stage that shows its records (0: none): a stage's own,
+    or a channel end's stage (the tail's for its source, the head's for its destination)."""
+    topo = run.topology
+    chan = {c.name: c for c in topo.channels}
     probe_tid = np.zeros(max([p.id for p in topo.probes], default=0) + 1, dtype=np.int32)
     for p in topo.probes:
         if p.target in tid_of:
@@ -99,54 +168,35 @@ def build_timeline(run: Run, *, instants: bool = True) -> Timeline:
         elif p.target in chan:
             end = chan[p.target].src if p.kind in ("tail", "send") else chan[p.target].dst
             probe_tid[p.id] = tid_of.get(end, 0)
+    return probe_tid
 
-    slices = _state_slices(topo.probes, probe_ids, kinds, ns, values, probe_tid, duration)
-    trace_ids = np.array([p.id for p in topo.probes if p.kind == "trace"], dtype=np.int32)
-    is_call = np.isin(probe_ids, trace_ids) & ((kinds == _ENTER) | (kinds == _EXIT))
-    calls, unmatched, still_open = call_slices(
-        probe_ids[is_call], kinds[is_call], ns[is_call], values[is_call], probe_tid, duration
-    )
-    _, split = call_tracks(slices, calls)
-    counters = occupancy(run, probe_ids, kinds, ns, values, pid_of_stage)
-    counters += frame_stats(run, pid_of_stage, {c.name: c.src for c in topo.channels})
-    counters += clock_bounds(clocks, processes, duration)
 
-    keep = np.ones(n, dtype=bool) if instants else np.zeros(n, dtype=bool)
-    keep &= probe_tid[np.clip(probe_ids, 0, len(probe_tid) - 1)] > 0
-    keep &= ~is_call  # shown as call slices
-    order = np.argsort(ns[keep], kind="stable")
-    inst = Instants(
-        tid=probe_tid[probe_ids[keep]][order],
-        t_ns=ns[keep][order],
-        kind=kinds[keep][order],
-        value=values[keep][order],
-        probe=probe_ids[keep][order],
+def _instants(
+    rec: _Records, probe_tid: NDArray[np.int32], is_call: NDArray[np.bool_], *, shown: bool
+) -> Instants:
+    """The records of probes a stage shows, in time order, as instant events (none unless
+    ``shown``; trace probes' ENTER/EXIT records, ``is_call``, are shown as call slices)."""
+    n = len(rec.probe_ids)
+    keep = np.ones(n, dtype=bool) if shown else np.zeros(n, dtype=bool)
+    keep &= probe_tid[np.clip(rec.probe_ids, 0, len(probe_tid) - 1)] > 0
+    keep &= ~is_call
+    order = np.argsort(rec.ns[keep], kind="stable")
+    return Instants(
+        tid=probe_tid[rec.probe_ids[keep]][order],
+        t_ns=rec.ns[keep][order],
+        kind=rec.kinds[keep][order],
+        value=rec.values[keep][order],
+        probe=rec.probe_ids[keep][order],
     )
-    domains = _domains(run)
+
+
+def _uncertainty(measured: dict[str, float], domains: list[ClockDomain]) -> dict[str, float]:
+    """Each domain's largest bound half-width: as measured, else 0 for the host's and inf for
+    a domain none of whose records were mapped."""
+    out = dict(measured)
     for d in domains:
-        uncertainty.setdefault(d.name, 0.0 if d.name == HOST else float("inf"))
-    return Timeline(
-        name=run.meta.name,
-        run_id=run.meta.run_id,
-        status=run.status,
-        duration_ns=duration,
-        started_unix_ns=int(run.meta.started_unix_ns),
-        traced=_traced(run, probe_ids) and not overwritten,
-        flight_overwritten=overwritten,
-        processes=processes,
-        threads=threads,
-        slices=slices,
-        counters=counters,
-        instants=inst,
-        domains=domains,
-        calls=calls,
-        functions=tuple(topo.functions),
-        call_tracks=split,
-        calls_unmatched=unmatched,
-        calls_open_at_end=still_open,
-        uncertainty_ns=uncertainty,
-        clipped=clipped,
-    )
+        out.setdefault(d.name, 0.0 if d.name == HOST else float("inf"))
+    return out
 
 
 def _traced(run: Run, probe_ids: NDArray[np.int32]) -> bool:
@@ -157,19 +207,13 @@ def _traced(run: Run, probe_ids: NDArray[np.int32]) -> bool:
 
 
 def _state_slices(
-    probes: Any,
-    probe_ids: NDArray[np.int32],
-    kinds: NDArray[np.int8],
-    ns: I64,
-    values: I64,
-    probe_tid: NDArray[np.int32],
-    duration_ns: int,
+    probes: Sequence[ProbeInfo], rec: _Records, probe_tid: NDArray[np.int32], duration_ns: int
 ) -> Slices:
     """One slice per STATE record: from it to the stage's next one (the last ends at the run's
     end, or where it starts if that is later)."""
     state_probes = np.array([p.id for p in probes if p.kind == "state"], dtype=np.int32)
-    sel = (kinds == int(Kind.STATE)) & np.isin(probe_ids, state_probes)
-    pid, t, v = probe_ids[sel], ns[sel], values[sel]
+    sel = (rec.kinds == int(Kind.STATE)) & np.isin(rec.probe_ids, state_probes)
+    pid, t, v = rec.probe_ids[sel], rec.ns[sel], rec.values[sel]
     order = np.lexsort((t, pid))
     pid, t, v = pid[order], t[order], v[order]
     end = np.empty_like(t)
