@@ -58,12 +58,42 @@ def _native_mean(tap: RingTap) -> float:
     return ring.cost_ns / ring.cost_n if ring.cost_n else 0.0
 
 
+#: A timed loop: ``body(k)`` makes ``k`` probe events (or calls).
+Body = Callable[[int], None]
+#: Ring capacity of the probes timed (room for every event between drains).
+_CAP = 1 << 14
+
+
 def measure_extras(n: int = 2000, repeats: int = 3) -> dict[int, float]:
     """ns per event that Python code adds around the native write, by cost class (a few ms)."""
-    cap = 1 << 14
-    out: dict[int, float] = {COST_NATIVE: 0.0}
+    ring = RingTap(1, Kind.SAMPLE, _CAP)
+    call = _ring_records(ring)
+    state = _state_changes()
+    interval = _intervals(ring)
+    sample = _samples(ring)
+    central = _central_offers()
+    count = _counts()
+    bare, traced, ttap = _traced_calls(n)
 
-    ring = RingTap(1, Kind.SAMPLE, cap)
+    def per_event(body: Body) -> float:
+        return _per_call(body, n, repeats)
+
+    out: dict[int, float] = {COST_NATIVE: 0.0}
+    # A ring written from Python (a process channel, a queue shared by processes) or a state
+    # change called from Python (a drop-in stage): the dearer of the two.
+    out[COST_CALL] = max(max(per_event(call), per_event(state)) - _native_mean(ring), 0.0)
+    out[COST_INTERVAL] = max(per_event(interval) - _native_mean(ring), 0.0)
+    out[COST_SAMPLER] = max(per_event(sample) - _native_mean(ring), 0.0)
+    out[COST_CENTRAL] = per_event(central)
+    out[COST_COUNTER] = per_event(count)
+    # Two events (enter, exit) per call, net of the call itself and of the native writes.
+    per_call = per_event(traced) - per_event(bare)
+    out[COST_TRACE] = max(per_call / 2 - _native_mean(ttap), 0.0)
+    return out
+
+
+def _ring_records(ring: RingTap) -> Body:
+    """Records written to ``ring`` from Python."""
 
     def call(k: int) -> None:
         rec = ring.ring.record
@@ -71,13 +101,24 @@ def measure_extras(n: int = 2000, repeats: int = 3) -> dict[int, float]:
             rec(i)
         ring.drain()
 
-    tracker = make_tracker("cost", RingTap(2, Kind.STATE, cap))
+    return call
+
+
+def _state_changes() -> Body:
+    """A stage's state set back and forth through its tracker."""
+    tracker = make_tracker("cost", RingTap(2, Kind.STATE, _CAP))
     states = (State.BUSY, State.BLOCKED_OUT)
 
     def state(k: int) -> None:
         set_ = tracker.set
         for i in range(k):
             set_(states[i & 1])
+
+    return state
+
+
+def _intervals(ring: RingTap) -> Body:
+    """Intervals timed by two clock reads and recorded at the second into ``ring``."""
 
     def interval(k: int) -> None:
         now = ring.ring.clock.now
@@ -88,6 +129,11 @@ def measure_extras(n: int = 2000, repeats: int = 3) -> dict[int, float]:
             rec(t1, t1 - t0)
         ring.drain()
 
+    return interval
+
+
+def _samples(ring: RingTap) -> Body:
+    """A sampler's samples, offered to a port over ``ring`` (distributed storage)."""
     sampler = SamplerProbe("cost", _Port(ring), ring.ring.clock.now)
 
     def sample(k: int) -> None:
@@ -96,7 +142,12 @@ def measure_extras(n: int = 2000, repeats: int = 3) -> dict[int, float]:
             s(i)
         ring.drain()
 
-    central = CentralStorage(Kind.SAMPLE, capacity=cap, ports=1)
+    return sample
+
+
+def _central_offers() -> Body:
+    """Samples offered to central storage's port, its shared ring drained as it fills."""
+    central = CentralStorage(Kind.SAMPLE, capacity=_CAP, ports=1)
     port = central.port(3)
     shared = central.taps()[0]
 
@@ -108,6 +159,11 @@ def measure_extras(n: int = 2000, repeats: int = 3) -> dict[int, float]:
                 shared.drain()
         shared.drain()
 
+    return centralbody
+
+
+def _counts() -> Body:
+    """A counter probe counting one at a time."""
     counter = CounterProbe("cost", RingTap(4, Kind.COUNT, 0))
 
     def count(k: int) -> None:
@@ -115,6 +171,12 @@ def measure_extras(n: int = 2000, repeats: int = 3) -> dict[int, float]:
         for _ in range(k):
             c(1)
 
+    return count
+
+
+def _traced_calls(n: int) -> tuple[Body, Body, TraceTap]:
+    """Calls of an empty function, bare and traced (room for ``n`` calls' events), and the
+    trace tap the traced ones write to."""
     tracer = FunctionTracer(capacity=4 * n)
 
     def leaf() -> None:
@@ -136,19 +198,7 @@ def measure_extras(n: int = 2000, repeats: int = 3) -> dict[int, float]:
             tracer.unbind()
             ttap.drain()
 
-    # A ring written from Python (a process channel, a queue shared by processes) or a state
-    # change called from Python (a drop-in stage): the dearer of the two.
-    out[COST_CALL] = max(
-        max(_per_call(call, n, repeats), _per_call(state, n, repeats)) - _native_mean(ring), 0.0
-    )
-    out[COST_INTERVAL] = max(_per_call(interval, n, repeats) - _native_mean(ring), 0.0)
-    out[COST_SAMPLER] = max(_per_call(sample, n, repeats) - _native_mean(ring), 0.0)
-    out[COST_CENTRAL] = _per_call(centralbody, n, repeats)
-    out[COST_COUNTER] = _per_call(count, n, repeats)
-    # Two events (enter, exit) per call, net of the call itself and of the native writes.
-    per_call = _per_call(traced, n, repeats) - _per_call(bare, n, repeats)
-    out[COST_TRACE] = max(per_call / 2 - _native_mean(ttap), 0.0)
-    return out
+    return bare, traced, ttap
 
 
 class _Port:
@@ -163,7 +213,8 @@ class _Port:
 
 class CostBook:
     """The cost model of one run: the rings' sampled native cost per probe, plus the Python
-    extra of the probe's class (timed in the monitor's process)."""
+    extra of the probe's class (timed in the monitor's process). It gathers the rings'
+    samples as the run goes and times the extras once, when first asked: so it changes."""
 
     def __init__(self, extras: dict[int, float] | None = None) -> None:
         self._extras = extras
