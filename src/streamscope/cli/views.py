@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
     from streamscope.aggregate.points import DropCount, FrameResult
     from streamscope.core.topology import Topology
-    from streamscope.query.compile import Plan
+    from streamscope.query.plan import Plan
     from streamscope.report.live import LivePage
     from streamscope.runtime.options import FramesCallback, RunOptions, RunResult
     from streamscope.store.writer import QueryRecord

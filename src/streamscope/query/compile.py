@@ -39,7 +39,7 @@ from streamscope.query.metrics import BOX_QUANTILES, METRICS
 from streamscope.query.parser import parse_queries, parse_query
 from streamscope.query.plan import CompiledQuery, Plan, TargetPlan
 
-__all__ = ["CompiledQuery", "Plan", "TargetPlan", "compile_queries", "new_targets", "watches"]
+__all__ = ["compile_queries", "new_targets", "watches"]
 
 _SIMPLE_SPECS: dict[str, AggregationSpec] = {
     "count": Count(),

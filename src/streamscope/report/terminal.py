@@ -24,7 +24,7 @@ from streamscope.aggregate.points import (
     ScalarPoint,
 )
 from streamscope.core.fmt import fmt_ns, fmt_value
-from streamscope.query.compile import Plan
+from streamscope.query.plan import Plan
 
 
 def describe_points(points: Sequence[Point], unit: str) -> str:
