@@ -27,7 +27,7 @@ from streamscope.transport.ring import RingReader
 
 @dataclass(slots=True)
 class Drain:
-    """One cycle's take from every ring."""
+    """One cycle's take from every ring (mutable while the cycle fills it, ring by ring)."""
 
     #: Records by clock domain, each ring's records together (so grouped by probe).
     records: dict[str, list[Records]] = field(default_factory=dict)
@@ -59,6 +59,8 @@ def _placer(to_ns: ToNs, domain: str) -> Callable[[int], int]:
 
 @dataclass(slots=True)
 class _Ring:
+    """One mapped ring, its clock domain, and what was seen of it (mutable: it is read on)."""
+
     reader: RingReader
     domain: str
     last_total: int = 0
