@@ -7,6 +7,7 @@ In: the trace probes' records in virtual ns (``timeline.build_timeline`` convert
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,6 +15,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from streamscope.core.records import Kind
+from streamscope.core.topology import ProbeInfo
 from streamscope.export.tracks import I64, Calls, SliceEvents, Slices, Timeline
 
 _ENTER, _EXIT = int(Kind.ENTER), int(Kind.EXIT)
@@ -183,6 +185,15 @@ def _no_calls() -> Paired:
     return _paired([np.zeros(0, dtype=np.int64)] * 7)
 
 
+def call_records(
+    probes: Sequence[ProbeInfo], probe_ids: NDArray[np.int32], kinds: NDArray[np.int8]
+) -> NDArray[np.bool_]:
+    """Which records are trace probes' ENTER/EXIT records: calls, not instants."""
+    trace_ids = np.array([p.id for p in probes if p.kind == "trace"], dtype=np.int32)
+    out: NDArray[np.bool_] = np.isin(probe_ids, trace_ids) & ((kinds == _ENTER) | (kinds == _EXIT))
+    return out
+
+
 def call_slices(
     probe_ids: NDArray[np.int32],
     kinds: NDArray[np.int8],
@@ -289,3 +300,12 @@ def nest_events(tl: Timeline) -> SliceEvents:
         call=call[order],
         index=index[order].astype(np.int64),
     )
+
+
+def slice_labels(tl: Timeline, ev: SliceEvents, function_base: int) -> I64:
+    """Per slice event, an index into a writer's names: a state slice's state code, or
+    ``function_base`` plus a call's function id."""
+    label = np.zeros(len(ev), dtype=np.int64)
+    label[~ev.call] = tl.slices.state[ev.index[~ev.call]]
+    label[ev.call] = function_base + tl.calls.function[ev.index[ev.call]]
+    return label

@@ -25,7 +25,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from streamscope.core.records import STATE_LABELS
-from streamscope.export.calls import nest_events
+from streamscope.export.calls import nest_events, slice_labels
 from streamscope.export.tracks import (
     KIND_NAMES,
     CounterSeries,
@@ -98,7 +98,8 @@ class _Archive:
         # clock's bounds reach back, a damaged file) is shifted whole, and says by how much.
         shift = _shift(ev.t_ns, tl.instants.t_ns, *(c.t_ns for c in tl.counters))
         d.system_tree_node_property(root, "time_shift_ns", value=shift)
-        return _Archive(trace, d, tl, groups, regions, params, ev, _region_ids(tl, ev), shift)
+        region = slice_labels(tl, ev, len(STATE_LABELS) - 1)  # into ``regions``
+        return _Archive(trace, d, tl, groups, regions, params, ev, region, shift)
 
     def _writer(self, name: str, pid: int, metric: bool = False) -> Any:
         """A new location of the resource ``pid``'s group, and its event writer."""
@@ -186,14 +187,6 @@ def _shift(*times: np.ndarray) -> int:
     """How many ns to add to every time so that none is negative (0 for most runs)."""
     lows = [int(np.min(t)) for t in times if len(t)]
     return max(0, -min(lows)) if lows else 0
-
-
-def _region_ids(tl: Timeline, ev: SliceEvents) -> NDArray[np.int64]:
-    """Per slice event, its region: the state's, or ``len(STATE_LABELS) + function - 1``."""
-    region = np.zeros(len(ev), dtype=np.int64)
-    region[~ev.call] = tl.slices.state[ev.index[~ev.call]]
-    region[ev.call] = len(STATE_LABELS) - 1 + tl.calls.function[ev.index[ev.call]]
-    return region
 
 
 class OTF2Exporter:

@@ -23,7 +23,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from streamscope.core.records import STATE_LABELS
-from streamscope.export.calls import nest_events
+from streamscope.export.calls import nest_events, slice_labels
 from streamscope.export.tracks import KIND_NAMES, Timeline
 
 U8 = NDArray[np.uint8]
@@ -181,9 +181,7 @@ def _slice_events(tl: Timeline) -> list[Part]:
         return []
     labels = [*STATE_LABELS, *tl.function_names()]
     names = [_string_field(23, x) for x in labels]
-    label = np.zeros(len(ev), dtype=np.int64)  # into ``labels``
-    label[~ev.call] = tl.slices.state[ev.index[~ev.call]]
-    label[ev.call] = len(STATE_LABELS) + tl.calls.function[ev.index[ev.call]]
+    label = slice_labels(tl, ev, len(STATE_LABELS))  # into ``labels``
     track = np.where(
         ev.calls_track, calls_uuid(0) + ev.tid.astype(np.int64), thread_uuid(0) + ev.tid
     )

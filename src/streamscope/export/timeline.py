@@ -18,7 +18,7 @@ from numpy.typing import NDArray
 
 from streamscope.core.records import STATE_LABELS, Kind
 from streamscope.core.topology import ProbeInfo
-from streamscope.export.calls import call_slices, call_tracks
+from streamscope.export.calls import call_records, call_slices, call_tracks
 from streamscope.export.counters import clock_bounds, frame_stats, numpy_columns, occupancy
 from streamscope.export.tracks import (
     KIND_NAMES,
@@ -35,7 +35,6 @@ from streamscope.timebase.domains import HOST, Domains
 __all__ = ["KIND_NAMES", "Timeline", "build_timeline", "clock_domains"]
 
 I64 = NDArray[np.int64]
-_ENTER, _EXIT = int(Kind.ENTER), int(Kind.EXIT)
 
 
 def clock_domains(run: Run, *, drift_ppb_per_s: float = 100.0) -> Domains:
@@ -65,8 +64,7 @@ def build_timeline(run: Run, *, instants: bool = True) -> Timeline:
     duration = int(run.duration_ns or (int(rec.ns.max()) if len(rec.ns) else 0))
     probe_tid = _probe_threads(run, {t.name: t.tid for t in threads})
     slices = _state_slices(topo.probes, rec, probe_tid, duration)
-    trace_ids = np.array([p.id for p in topo.probes if p.kind == "trace"], dtype=np.int32)
-    is_call = np.isin(rec.probe_ids, trace_ids) & ((rec.kinds == _ENTER) | (rec.kinds == _EXIT))
+    is_call = call_records(topo.probes, rec.probe_ids, rec.kinds)
     calls, unmatched, still_open = call_slices(
         rec.probe_ids[is_call], rec.kinds[is_call], rec.ns[is_call], rec.values[is_call],
         probe_tid, duration,
