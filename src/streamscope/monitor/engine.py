@@ -35,7 +35,7 @@ from streamscope.monitor.stalls import DEFAULT_STALL_NS, Stall, StallWatch
 from streamscope.monitor.streams import EVENT_METRICS
 from streamscope.monitor.virtual import SIDES, virtual_queues
 from streamscope.query.compile import new_targets
-from streamscope.query.plan import Plan, TargetPlan
+from streamscope.query.plan import Plan
 from streamscope.timebase.clockmap import HostMap
 from streamscope.timebase.domains import Domains, TableSink
 from streamscope.transport.wire import Message, MsgType
@@ -272,26 +272,8 @@ class Engine:
             valued,
         )
         if added:
-            self._add_targets(added, wm)
+            self.plan = self.reducers.grow(self.plan, added, wm)
         return True
-
-    def _add_targets(self, added: Sequence[tuple[int, TargetPlan]], wm: int) -> None:
-        """New targets of the queries: a reducer each, from the frame the watermark is in."""
-        by_id = {q.id: q for q in self.plan.queries}
-        extra: dict[int, tuple[TargetPlan, ...]] = {}
-        for qid, target in added:
-            q = by_id[qid]
-            r = TargetReducer(q.id, q.metric, target.name, target.specs, q.frame_ns)
-            r.next_frame = wm // q.frame_ns
-            self.reducers.add(r)
-            extra[qid] = (*extra.get(qid, ()), target)
-        self.plan = dataclasses.replace(
-            self.plan,
-            queries=tuple(
-                dataclasses.replace(q, targets=q.targets + extra.get(q.id, ()))
-                for q in self.plan.queries
-            ),
-        )
 
     def writer_gone(self, pid: int) -> None:
         """Probe ``pid``'s process ended and its ring is drained: a stage worker it recorded is

@@ -8,6 +8,7 @@ has passed, empty frames included. ``ReducerIndex`` finds a (metric, target)'s r
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 from numpy.typing import NDArray
@@ -18,6 +19,7 @@ from streamscope.aggregate.points import FrameResult, Point, ScalarPoint
 from streamscope.aggregate.specs import AggregationSpec
 from streamscope.aggregate.timed import Extreme
 from streamscope.monitor.streams import Events, Segments
+from streamscope.query.plan import Plan, TargetPlan
 
 I64 = NDArray[np.int64]
 #: Throughput is sampled over this many equal windows per frame (its max is the peak window).
@@ -186,6 +188,21 @@ class ReducerIndex:
 
     def __call__(self, metric: str, target: str) -> Sequence[TargetReducer]:
         return self._by.get((metric, target), ())
+
+    def grow(self, plan: Plan, added: Sequence[tuple[int, TargetPlan]], wm: int) -> Plan:
+        """New targets of ``plan``'s queries (stages and channels that appeared while the run
+        went on): a reducer each, from the frame the watermark ``wm`` is in; returns the plan
+        with them."""
+        by_id = {q.id: q for q in plan.queries}
+        extra: dict[int, tuple[TargetPlan, ...]] = {}
+        for qid, target in added:
+            q = by_id[qid]
+            r = TargetReducer(q.id, q.metric, target.name, target.specs, q.frame_ns)
+            r.next_frame = wm // q.frame_ns
+            self.add(r)
+            extra[qid] = (*extra.get(qid, ()), target)
+        queries = tuple(replace(q, targets=q.targets + extra.get(q.id, ())) for q in plan.queries)
+        return replace(plan, queries=queries)
 
     def close_until(self, t_ns: int, end_ns: int | None = None) -> list[FrameResult]:
         """Every reducer's frames that end by ``t_ns`` (all of them up to ``end_ns``)."""
