@@ -58,7 +58,8 @@ def write_otf2(tl: Timeline, path: str | Path) -> tuple[int, int]:
         for c in tl.counters:
             events += archive.write_counter(c)
             locations += 1
-        trace._realtime_timestamp = tl.started_unix_ns / 1e9  # the run's wall-clock start
+        # the run's wall-clock start, not the export's (the writer offers no public setter)
+        trace._realtime_timestamp = tl.started_unix_ns / 1e9
     return locations, events
 
 
