@@ -13,6 +13,7 @@ import shutil
 import signal
 import socket
 import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -27,11 +28,16 @@ from streamscope.query.compile import compile_queries
 from streamscope.store.lock import WriterLock
 from streamscope.store.writer import DuckDBStore
 
+#: Lines go out from the monitor's loop (notes) and its writer (frames, once written).
+_emit_lock = threading.Lock()
+
 
 def _emit(obj: dict[str, object]) -> None:
+    line = json.dumps(obj) + "\n"
     try:
-        sys.stdout.write(json.dumps(obj) + "\n")
-        sys.stdout.flush()
+        with _emit_lock:
+            sys.stdout.write(line)
+            sys.stdout.flush()
     except BrokenPipeError:
         # The application is gone (killed): the run file must still be finished, so stop talking.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

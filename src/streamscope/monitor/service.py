@@ -139,14 +139,26 @@ class MonitorService:
     # -- output --------------------------------------------------------------------------------
 
     def _write(self, results: Sequence[FrameResult], drops: Sequence[DropCount]) -> None:
+        """Frames and drop counts into the run file; shown to whoever watches only once they
+        are in it (by the writer, after its commit): a frame seen live is never lost, even if
+        the monitor is killed right after."""
         if results:
             self.writer.write_frames(results)
         if drops:
             self.writer.write_drops(drops)
-        if self._on_frames is not None:
-            self._on_frames(results, drops)
-        if self._on_lag is not None:
-            self._on_lag(self.lag_ns)
+        if self._on_frames is not None or self._on_lag is not None:
+            self.writer.then(self._shown(results, drops, self.lag_ns))
+
+    def _shown(
+        self, results: Sequence[FrameResult], drops: Sequence[DropCount], lag_ns: int
+    ) -> Callable[[], None]:
+        def show() -> None:
+            if self._on_frames is not None:
+                self._on_frames(results, drops)
+            if self._on_lag is not None:
+                self._on_lag(lag_ns)
+
+        return show
 
     def _write_table(self, table: str, columns: dict[str, Any]) -> None:
         if self._begun:

@@ -2,7 +2,8 @@
 
 In: the store calls the engine makes as frames close (begin, frames, drops, tables, finish).
 Out: the same calls on the store, in order, off the drain loop: a slow disk or a file
-checkpoint never holds up the draining of the rings. The queue between them is bounded, so a
+checkpoint never holds up the draining of the rings; and, after them, what shows their results
+live (so what is shown is in the file). The queue between them is bounded, so a
 store that cannot keep up slows the monitor down (and the rings refuse, and count) instead of
 growing its memory.
 """
@@ -10,6 +11,7 @@ growing its memory.
 from __future__ import annotations
 
 import queue
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -71,6 +73,19 @@ class StoreWriter:
     def finish(self, status: str, error: str | None, ended_unix_ns: int, duration_ns: int) -> None:
         """Made even after a failure: how the run ended is written wherever the file allows."""
         self._put(lambda: self.store.finish(status, error, ended_unix_ns, duration_ns), always=True)
+
+    def then(self, call: Callable[[], None]) -> None:
+        """Call ``call`` (in the writer's thread) once every store call so far is made, and
+        only if all of them succeeded (what it shows is then in the file). What it raises is
+        said on stderr: showing a frame is not writing it, and the run goes on."""
+
+        def guarded() -> None:
+            try:
+                call()
+            except Exception as exc:  # a watcher's failure, not the file's
+                print(f"streamscope monitor: could not show frames: {exc!r}", file=sys.stderr)
+
+        self._put(guarded)
 
     def flush(self) -> None:
         """Wait until every call so far has been made."""
