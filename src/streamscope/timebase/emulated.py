@@ -279,12 +279,17 @@ class EmulatedClock:
 
     def true_host_ns_latest(self, x_ticks: ArrayLike) -> NDArray[np.float64]:
         """As ``true_host_ns``, but a position a backward step repeats maps to the last time the
-        device was there (with ``true_host_ns_in_order``: the interval a reading lies in)."""
+        device came to [x, x + 1) (with ``true_host_ns_in_order``: the interval a reading lies
+        in); a step back into the middle of a tick comes to it at the step."""
         d = np.asarray(x_ticks, dtype=np.float64).ravel() * self.tick_period_ns
         tau = np.full(d.shape, -np.inf)
         for lo, hi, c0, c1 in self._pieces():
             cand = self._tau_for(d, c0, c1)
-            tau = np.where((cand >= lo) & (cand < hi), np.maximum(tau, cand), tau)
+            # This piece was inside [x, x + 1) for a while: from where it entered it, or from
+            # the piece's start, where a backward step put it in the middle of the tick.
+            leaves = self._tau_for(d + self.tick_period_ns, c0, c1)
+            visited = (cand < hi) & (leaves > lo)
+            tau = np.where(visited, np.maximum(tau, np.maximum(cand, lo)), tau)
         tau = np.where(np.isfinite(tau), tau, self._step_at)  # skipped by a forward step
         return tau + float(self._epoch)
 
