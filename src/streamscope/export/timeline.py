@@ -176,7 +176,9 @@ def _instants(
     ``shown``; trace probes' ENTER/EXIT records, ``is_call``, are shown as call slices)."""
     n = len(rec.probe_ids)
     keep = np.ones(n, dtype=bool) if shown else np.zeros(n, dtype=bool)
-    keep &= probe_tid[np.clip(rec.probe_ids, 0, len(probe_tid) - 1)] > 0
+    # A record of a probe the topology does not name (a damaged file) has no thread to show on.
+    known = (rec.probe_ids >= 0) & (rec.probe_ids < len(probe_tid))
+    keep &= known & (probe_tid[np.where(known, rec.probe_ids, 0)] > 0)
     keep &= ~is_call
     order = np.argsort(rec.ns[keep], kind="stable")
     return Instants(
