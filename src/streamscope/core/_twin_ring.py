@@ -99,14 +99,20 @@ class Ring:
         h = self._h
         w = h[W_W]
         if not self._room(w, 1):
+            try:
+                h[W_REFUSED] = value
+            except ValueError:
+                raise OverflowError("Python int too large to convert to C long") from None
             h[W_DROPPED] += 1
-            h[W_REFUSED] = value
             return False
         i = (w & self._mask) * 3
         s = self._s
+        try:  # free unless it raises (3.11): a value outside int64 fails as the C core's does
+            s[i + 1] = ticks
+            s[i + 2] = value
+        except ValueError:
+            raise OverflowError("Python int too large to convert to C long") from None
         s[i] = kind | ((probe - (1 << 32) if probe >= 1 << 31 else probe) << 32)
-        s[i + 1] = ticks
-        s[i + 2] = value
         h[W_W] = w + 1
         return True
 
