@@ -7,8 +7,6 @@ results as numpy columns straight from the run file.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 from numpy.typing import NDArray
 
@@ -19,13 +17,6 @@ from streamscope.timebase.domains import Domains
 
 #: Points sampled across the run for each device clock's bound half-width counter.
 BOUND_SAMPLES = 200
-
-
-def numpy_columns(run: Run, sql: str) -> dict[str, NDArray[Any]]:
-    """Columns of a query as numpy arrays straight from DuckDB (no Python tuples per row)."""
-    con = run._source.connection()  # the run's own read-only connection
-    out: dict[str, NDArray[Any]] = con.execute(sql).fetchnumpy()
-    return {k: np.asarray(v) for k, v in out.items()}
 
 
 def occupancy(
@@ -80,7 +71,7 @@ def _stat_series(run: Run, metric: str, stat: str) -> dict[str, tuple[I64, F64]]
             "USING (query_id, target, frame) WHERE s.value IS NOT NULL AND s.query_id = "
             f"{int(query.id)} AND s.stat = {stat!r} ORDER BY s.target, s.frame"
         )  # ids and stat names come from code, not from input
-        cols = numpy_columns(run, sql)
+        cols = run.columns(sql)
         targets = cols["target"].astype(str)
         for target in dict.fromkeys(targets.tolist()):
             if target not in out:
@@ -97,8 +88,7 @@ def frame_stats(
 ) -> list[CounterSeries]:
     """Every query stat of every target as a counter sampled at its frames' starts (and held
     until the last frame's end)."""
-    cols = numpy_columns(
-        run,
+    cols = run.columns(
         "SELECT s.query_id, s.target, s.stat, f.t_start_ns, f.t_end_ns, s.value FROM stat s "
         "JOIN frame f USING (query_id, target, frame) WHERE s.value IS NOT NULL "
         "AND isfinite(s.value) ORDER BY s.query_id, s.target, s.stat, s.frame",

@@ -19,7 +19,7 @@ from numpy.typing import NDArray
 from streamscope.core.records import STATE_LABELS, Kind
 from streamscope.core.topology import ProbeInfo
 from streamscope.export.calls import call_records, call_slices, call_tracks
-from streamscope.export.counters import clock_bounds, frame_stats, numpy_columns, occupancy
+from streamscope.export.counters import clock_bounds, frame_stats, occupancy
 from streamscope.export.tracks import (
     KIND_NAMES,
     ClockDomain,
@@ -40,7 +40,7 @@ I64 = NDArray[np.int64]
 def clock_domains(run: Run, *, drift_ppb_per_s: float = 100.0) -> Domains:
     """The run's tick → virtual-ns conversion (``timebase.domains``), fitted to all of its
     calibration bursts, each with the method its ``clock_fit`` rows name (hull by default)."""
-    cal = numpy_columns(run, "SELECT domain, burst, t1_ns, t2_ticks, t3_ns FROM calibration")
+    cal = run.columns("SELECT domain, burst, t1_ns, t2_ticks, t3_ns FROM calibration")
     _, rows = run.sql("SELECT DISTINCT domain, method FROM clock_fit")
     return Domains.from_calibration(
         run.topology,
@@ -113,7 +113,7 @@ class _Records:
 
 def _records(run: Run, clocks: Domains) -> _Records:
     """Every raw record of ``run``, each probe's ticks mapped by its domain's clock map."""
-    rec = numpy_columns(run, "SELECT probe_id, kind, ticks, value FROM record")
+    rec = run.columns("SELECT probe_id, kind, ticks, value FROM record")
     probes = run.topology.probes
     probe_ids = rec["probe_id"].astype(np.int32)
     ns = np.zeros(len(probe_ids), dtype=np.int64)
@@ -231,8 +231,7 @@ def _state_slices(
 
 def _domains(run: Run) -> list[ClockDomain]:
     """Every clock domain of the run's resources, with its ``clock_fit`` rows."""
-    fits = numpy_columns(
-        run,
+    fits = run.columns(
         "SELECT domain, method, bound_width_ns, feasible FROM clock_fit ORDER BY domain, burst",
     )
     names = fits["domain"].astype(str) if len(fits["domain"]) else np.zeros(0, dtype=str)

@@ -126,6 +126,16 @@ class Run:
         except duckdb.Error as e:
             raise QueryError(str(e), text=query, source=str(self.path or "sql")) from None
 
+    def columns(self, query: str) -> dict[str, NDArray[Any]]:
+        """As ``sql``, but the result's columns as numpy arrays straight from DuckDB (no Python
+        tuple per row: for the large tables, ``record`` above all)."""
+        con = self._source.connection()
+        try:
+            out: dict[str, NDArray[Any]] = con.execute(query).fetchnumpy()
+        except duckdb.Error as e:
+            raise QueryError(str(e), text=query, source=str(self.path or "sql")) from None
+        return {k: np.asarray(v) for k, v in out.items()}
+
     def virtual_queues(self) -> list[dict[str, Any]]:
         """One dict per virtual queue (link channel with an occupancy query): the run's
         verdict and distances (``virtual_queue``), with its per-frame rows (``vq_frame``) and
