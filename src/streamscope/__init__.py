@@ -18,7 +18,9 @@ from typing import TYPE_CHECKING, Any
 # its modules later never rebinds the name.
 import streamscope.monitor as _monitor_package  # noqa: F401
 from streamscope.core.lazy import lazy_exports
-from streamscope.core.version import VERSION as __version__
+from streamscope.core.version import VERSION
+
+__version__ = VERSION
 
 __all__ = [
     "Asyncio",

@@ -187,9 +187,12 @@ def test_no_private_name_crosses_modules() -> None:
             leaf = target.rpartition(".")[2]
             if name.startswith("_") and target != mod and name != "__version__":
                 bad.append(f"{mod} imports {name} from {target}")
-            elif leaf.startswith("_") and not leaf.startswith("__"):
-                if target.rpartition(".")[0] != package:
-                    bad.append(f"{mod} imports the private module {target}")
+            elif (
+                leaf.startswith("_")
+                and not leaf.startswith("__")
+                and target.rpartition(".")[0] != package
+            ):
+                bad.append(f"{mod} imports the private module {target}")
     assert not bad, "\n".join(bad)
 
 

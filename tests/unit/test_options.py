@@ -40,7 +40,10 @@ def test_words_become_members_of_their_set() -> None:
 def test_a_program_refuses_what_only_a_pipeline_can_honour(field: str, value: object) -> None:
     assert field in PIPELINE_ONLY
     opts = RunOptions(mode=RunMode.INLINE, **{field: value})  # type: ignore[arg-type]
-    with pytest.raises(ConfigError, match=f"{field} cannot apply to a program"), ss.monitor([], opts):
+    with (
+        pytest.raises(ConfigError, match=f"{field} cannot apply to a program"),
+        ss.monitor([], opts),
+    ):
         pass
 
 

@@ -469,22 +469,25 @@ def test_any_results_round_trip_through_memory_and_file(
 def test_calibrations_fits_and_raw_records_round_trip(tmp_path: Path, where: str) -> None:
     import numpy as np
 
+    from streamscope.core.tablerows import TableRows
     from streamscope.store.writer import DuckDBStore, InMemoryStore
 
     store = DuckDBStore(tmp_path / "c.duckdb") if where == "file" else InMemoryStore()
     store.begin(META, TOPOLOGY, QUERIES)
-    store.write_table(
+    store.write_table(TableRows(
         "calibration",
         {"domain": ["dev"] * 3, "burst": [0, 0, 0], "t1_ns": np.array([1, 2, 3]),
          "t2_ticks": np.array([10, 20, 30]), "t3_ns": np.array([4, 5, 6])},
-    )  # fmt: skip
-    store.write_table(
+    ))  # fmt: skip
+    store.write_table(TableRows(
         "record",
         {"probe_id": np.array([1, 2]), "kind": np.array([1, 2]), "ticks": np.array([7, 8]),
          "value": np.array([1, 1])},
-    )  # fmt: skip
+    ))  # fmt: skip
     with pytest.raises(ValueError, match="needs columns"):
-        store.write_table("record", {"probe_id": [1]})
+        store.write_table(TableRows("record", {"probe_id": [1]}))
+    with pytest.raises(ValueError, match="one length"):
+        TableRows("record", {"probe_id": [1, 2], "kind": [1]})
     store.finish("completed", None, 1, 1)
     if where == "file":
         store.close()

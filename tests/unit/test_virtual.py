@@ -22,7 +22,7 @@ def _vq(with_states: bool) -> tuple[VirtualQueue, dict[str, list[dict[str, Any]]
     tables: dict[str, list[dict[str, Any]]] = {}
     sides = {"tail": ("host", 1, 2, 5 if with_states else 0), "head": ("host", 3, 4, 0)}
     vq = VirtualQueue(CH, 0, [(7, (Mean(),))], FRAME, sides,
-                      lambda name, cols: tables.setdefault(name, []).append(cols))  # fmt: skip
+                      lambda rows: tables.setdefault(rows.table, []).append(dict(rows.columns)))  # fmt: skip
     return vq, tables
 
 

@@ -17,7 +17,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from streamscope.core.records import STATE_LABELS, Kind
-from streamscope.core.topology import ProbeInfo
+from streamscope.core.topology import HOST, ProbeInfo
 from streamscope.export.calls import call_records, call_slices, call_tracks
 from streamscope.export.counters import clock_bounds, frame_stats, occupancy
 from streamscope.export.tracks import (
@@ -30,7 +30,7 @@ from streamscope.export.tracks import (
     Timeline,
 )
 from streamscope.store.reader import Run
-from streamscope.timebase.domains import HOST, Domains
+from streamscope.timebase.domains import Domains
 
 __all__ = ["KIND_NAMES", "Timeline", "build_timeline", "clock_domains"]
 

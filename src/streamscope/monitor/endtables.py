@@ -17,13 +17,14 @@ import numpy as np
 
 from streamscope.aggregate.profile import ProfileBuilder
 from streamscope.core.records import STATE_LABELS, Records
+from streamscope.core.tablerows import TableRows
 from streamscope.core.topology import Topology
 from streamscope.monitor.flight import FlightRecorder
 from streamscope.monitor.stalls import Stall
 from streamscope.monitor.streams import StageStream
 from streamscope.timebase.emulated import CLOCK_TRUTH
 
-Table = tuple[str, dict[str, Any]]
+Table = TableRows
 #: ns per event of a probe, and how that was measured (the ``overhead`` table's figures).
 CostModel = Callable[[int], tuple[float, str]]
 #: A stage's time figures (``pipeline.worker.LoopStats``), as the ``runner`` table holds them.
@@ -43,11 +44,11 @@ def profile_table(profiles: ProfileBuilder, end_ns: int) -> Iterator[Table]:
     profiles.finish(end_ns)
     prof = profiles.profiles()
     if prof:
-        yield "profile", {
+        yield TableRows("profile", {
             "stage": [p.stage for p in prof], "function_id": [p.function for p in prof],
             "calls": [p.calls for p in prof], "total_ns": [p.total_ns for p in prof],
             "self_ns": [p.self_ns for p in prof], "max_ns": [p.max_ns for p in prof],
-        }  # fmt: skip
+        })  # fmt: skip
 
 
 def flight_tables(flight: FlightRecorder) -> Iterator[Table]:
@@ -56,10 +57,10 @@ def flight_tables(flight: FlightRecorder) -> Iterator[Table]:
         return
     kept = flight.records()
     if len(kept):
-        yield "record", record_columns(kept)
-    yield "flight", {
+        yield TableRows("record", record_columns(kept))
+    yield TableRows("flight", {
         "capacity": [flight.capacity], "kept": [len(kept)], "overwritten": [flight.overwritten],
-    }  # fmt: skip
+    })  # fmt: skip
 
 
 def worker_table(
@@ -77,15 +78,15 @@ def worker_table(
     for i, label in enumerate(STATE_LABELS):
         cols[f"{label}_ns"] = [s[i] for s in spent]
     cols["unknown_ns"] = [s[-1] for s in spent]
-    yield "worker", cols
+    yield TableRows("worker", cols)
 
 
 def stall_table(rows: Sequence[tuple[Stall, bool]]) -> Iterator[Table]:
     if rows:
-        yield "stall", {
+        yield TableRows("stall", {
             "stage": [x.stage for x, _ in rows], "start_ns": [x.start_ns for x, _ in rows],
             "end_ns": [x.end_ns for x, _ in rows], "ongoing": [o for _, o in rows],
-        }  # fmt: skip
+        })  # fmt: skip
 
 
 def runner_table(runner: Mapping[str, Mapping[str, int]]) -> Iterator[Table]:
@@ -95,14 +96,14 @@ def runner_table(runner: Mapping[str, Mapping[str, int]]) -> Iterator[Table]:
         cols: dict[str, list[object]] = {"stage": list(stages)}
         for field_ in RUNNER_FIELDS:
             cols[field_] = [runner[name][field_] for name in stages]
-        yield "runner", cols
+        yield TableRows("runner", cols)
 
 
 def exclusion_table(excluded: Mapping[str, str]) -> Iterator[Table]:
     """Functions left out of tracing while the run went on, and why."""
     if excluded:
         names = sorted(excluded)
-        yield "trace_exclusion", {"name": names, "reason": [excluded[n] for n in names]}
+        yield TableRows("trace_exclusion", {"name": names, "reason": [excluded[n] for n in names]})
 
 
 def overhead_table(probe_events: Mapping[int, int], model: CostModel | None) -> Iterator[Table]:
@@ -112,11 +113,11 @@ def overhead_table(probe_events: Mapping[int, int], model: CostModel | None) -> 
     pids = sorted(probe_events)
     events = [probe_events[p] for p in pids]
     per = [model(p) if model is not None else (0.0, "") for p in pids]
-    yield "overhead", {
+    yield TableRows("overhead", {
         "probe_id": pids, "events": events,
         "est_probe_ns": [e * c for e, (c, _) in zip(events, per, strict=True)],
         "ns_per_event": [c for c, _ in per], "measured": [m for _, m in per],
-    }  # fmt: skip
+    })  # fmt: skip
 
 
 def clock_truth_table(truth_dir: str, topology: Topology) -> Iterator[Table]:
@@ -129,8 +130,8 @@ def clock_truth_table(truth_dir: str, topology: Topology) -> Iterator[Table]:
     domain = {r.name: r.clock_domain for r in topology.resources}
     names = sorted(n for n in clocks if n in domain)
     if names:
-        yield "clock_truth", {
+        yield TableRows("clock_truth", {
             "domain": [domain[n] for n in names],
             "spec": [str(clocks[n]["spec"]) for n in names],
             "epoch_host_ns": [int(clocks[n]["epoch_host_ns"]) for n in names],
-        }  # fmt: skip
+        })  # fmt: skip

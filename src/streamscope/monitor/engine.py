@@ -21,6 +21,7 @@ import numpy as np
 from streamscope.aggregate.points import DropCount, FrameResult
 from streamscope.aggregate.subqueue import decode_summaries
 from streamscope.core.records import Kind, Records
+from streamscope.core.tablerows import TableSink
 from streamscope.core.topology import HOST, Topology
 from streamscope.monitor import endtables
 from streamscope.monitor.agents import Agents
@@ -37,7 +38,7 @@ from streamscope.monitor.virtual import SIDES, virtual_queues
 from streamscope.query.compile import new_targets
 from streamscope.query.plan import Plan
 from streamscope.timebase.clockmap import HostMap
-from streamscope.timebase.domains import Domains, TableSink
+from streamscope.timebase.domains import Domains
 from streamscope.transport.wire import Message, MsgType
 
 __all__ = ["DEFAULT_STALL_NS", "CostModel", "Engine", "FrameSink", "Stall"]
@@ -376,8 +377,8 @@ class Engine:
                         r.add_times(extra)
         out = self.advance(until=end_ns, end_ns=end_ns)
         if self.on_table is not None:
-            for name, cols in self._end_tables(end_ns):
-                self.on_table(name, cols)
+            for rows in self._end_tables(end_ns):
+                self.on_table(rows)
         return out
 
     def _end_tables(self, end_ns: int) -> list[endtables.Table]:

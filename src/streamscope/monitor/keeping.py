@@ -9,18 +9,17 @@ bounded flight recorder of the latest of the rest (written at the end).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from streamscope.aggregate.profile import ProfileBuilder
 from streamscope.core.records import Records
+from streamscope.core.tablerows import TableRows, TableSink
 from streamscope.core.topology import HOST, Topology
 from streamscope.monitor import endtables
 from streamscope.monitor.flight import FlightRecorder
 from streamscope.monitor.ledger import Ledger
-from streamscope.timebase.domains import TableSink
 
 
 class Keeper:
@@ -53,7 +52,7 @@ class Keeper:
         if self.on_table is not None and self.keep_raw and len(rec):
             mask = np.isin(rec["probe"], np.fromiter(self.keep_raw, dtype=np.int64))
             if mask.any():
-                self.on_table("record", endtables.record_columns(rec[mask]))
+                self.on_table(TableRows("record", endtables.record_columns(rec[mask])))
         if self.flight.capacity and len(rec):
             flown = ~np.isin(rec["probe"], self._not_flown) if len(self._not_flown) else None
             self.flight.add(rec[flown] if flown is not None else rec)
@@ -79,7 +78,7 @@ class Keeper:
             )
             ledger.kept(pid, t[sel])
 
-    def tables(self, end_ns: int) -> Iterator[tuple[str, dict[str, Any]]]:
+    def tables(self, end_ns: int) -> Iterator[TableRows]:
         """At the end: the profiles, and the flight recorder's records."""
         if self.traces:
             yield from endtables.profile_table(self.profiles, end_ns)

@@ -20,11 +20,11 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from streamscope.aggregate.points import DropCount, FrameResult
 from streamscope.core import native
 from streamscope.core.modes import RunStatus, parse
+from streamscope.core.tablerows import TableRows
 from streamscope.core.topology import Topology
 from streamscope.monitor.control import INBOX_LIMIT, ControlServer, Disconnect, Inbox
 from streamscope.monitor.draining import Drainer, MonitorStats
@@ -160,9 +160,9 @@ class MonitorService:
 
         return show
 
-    def _write_table(self, table: str, columns: dict[str, Any]) -> None:
+    def _write_table(self, rows: TableRows) -> None:
         if self._begun:
-            self.writer.write_table(table, columns)
+            self.writer.write_table(rows)
 
     # -- the loop ------------------------------------------------------------------------------
 
@@ -262,7 +262,7 @@ class MonitorService:
             return
         rows = self.stats.take(before_frame)
         if rows is not None:
-            self.writer.write_table("monitor", rows)
+            self.writer.write_table(TableRows("monitor", rows))
 
     def _handle(self, msg: Message) -> None:
         """One message into the engine. One that makes no sense (fields of the wrong type or

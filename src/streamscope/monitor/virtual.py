@@ -27,13 +27,14 @@ from numpy.typing import NDArray
 from streamscope.aggregate.points import FrameResult, Point
 from streamscope.aggregate.specs import AggregationSpec
 from streamscope.aggregate.subqueue import PROFILE_BINS, SubQueueFrames, SubQueueSummary
+from streamscope.core.tablerows import TableSink
 from streamscope.core.topology import HOST, ChannelInfo, Topology
 from streamscope.model import Bus
 from streamscope.model.estimator import Profile
 from streamscope.monitor.vqmodel import F64, FrameInputs, FrameModels
 from streamscope.monitor.vqtables import VQTables
 from streamscope.query.plan import Plan
-from streamscope.timebase.domains import Domains, TableSink
+from streamscope.timebase.domains import Domains
 
 SIDES = ("tail", "head")
 

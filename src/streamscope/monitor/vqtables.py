@@ -13,10 +13,10 @@ from typing import Any
 
 import numpy as np
 
+from streamscope.core.tablerows import TableRows, TableSink
 from streamscope.model import combine_frames, occupancy_from_events
 from streamscope.model import w1_items as w1
 from streamscope.monitor.vqmodel import ALPHA, F64, FrameModels
-from streamscope.timebase.domains import TableSink
 
 
 class VQTables:
@@ -49,7 +49,7 @@ class VQTables:
                 rows["series"] += [series] * n
                 rows["level"] += list(range(n))
                 rows["fraction"] += [float(x) for x in frac]
-        self.on_table("vq_level", rows)
+        self.on_table(TableRows("vq_level", rows))
 
     def write_frames(self) -> None:
         if self.on_table is None or not self.frame_rows:
@@ -60,7 +60,7 @@ class VQTables:
                 full = {"query_id": query_id, "target": self.name, **r}
                 for k, v in full.items():
                     cols.setdefault(k, []).append(v)
-        self.on_table("vq_frame", cols)
+        self.on_table(TableRows("vq_frame", cols))
         self.frame_rows = []
 
     def write_run(self, models: FrameModels) -> None:
@@ -74,7 +74,7 @@ class VQTables:
             float(np.nanmean(c)) if np.isfinite(c).any() else None for c in w1_truth.T
         ]
         for query_id in self.query_ids:
-            self.on_table(
+            self.on_table(TableRows(
                 "virtual_queue",
                 {
                     "query_id": [query_id], "target": [self.name], "model": ["tandem"],
@@ -87,7 +87,7 @@ class VQTables:
                     "dependence_p": [pooled.p_value if pooled else None],
                     "w1_truth_renewal_items": [means[2]],
                 },
-            )  # fmt: skip
+            ))  # fmt: skip
 
     def truth(
         self, truth_dir: str, end_ns: int, t0_ns: float, key: int, models: FrameModels

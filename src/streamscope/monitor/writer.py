@@ -17,7 +17,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from streamscope.aggregate.points import DropCount, FrameResult
+from streamscope.core.tablerows import TableRows
 from streamscope.core.topology import Topology
+from streamscope.store.runstore import check_rows
 from streamscope.store.writer import QueryRecord, RunMeta, RunStore
 
 #: Store calls waiting at most (each is one drain's frames, a table's rows, ...).
@@ -67,8 +69,10 @@ class StoreWriter:
     def amend(self, topology: Topology, queries: Sequence[QueryRecord]) -> None:
         self._put(lambda: self.store.amend(topology, queries))
 
-    def write_table(self, table: str, columns: dict[str, Any]) -> None:
-        self._put(lambda: self.store.write_table(table, columns))
+    def write_table(self, rows: TableRows) -> None:
+        """Checked here, where they are made, and written in the writer's thread."""
+        check_rows(rows)
+        self._put(lambda: self.store.write_table(rows))
 
     def finish(self, status: str, error: str | None, ended_unix_ns: int, duration_ns: int) -> None:
         """Made even after a failure: how the run ended is written wherever the file allows."""

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
-from numpy.typing import NDArray
 
 from streamscope.aggregate.points import DropCount, FrameResult
+from streamscope.core.tablerows import Column, TableRows
 from streamscope.core.topology import Topology
 from streamscope.store import _rows
 from streamscope.store.schema import STATUSES, TABLES
@@ -29,6 +29,17 @@ _APPENDED = (
 APPEND_TABLES = {t.name: t for t in TABLES if t.name in _APPENDED}
 
 ENDED_STATUSES = tuple(s for s in STATUSES if s != "running")
+
+
+def check_rows(rows: TableRows) -> list[str]:
+    """Refuse rows for a table a run does not append to, or with other columns than it
+    declares; returns its column names in their declared order."""
+    if rows.table not in APPEND_TABLES:
+        raise ValueError(f"write_table appends to {', '.join(APPEND_TABLES)}, not {rows.table!r}")
+    names = [c.name for c in APPEND_TABLES[rows.table].columns]
+    if sorted(rows.columns) != sorted(names):
+        raise ValueError(f"{rows.table} needs columns {names}, got {sorted(rows.columns)}")
+    return names
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,8 +88,8 @@ class RunStore(Protocol):
 
     def write_drops(self, drops: Sequence[DropCount]) -> None: ...
 
-    def write_table(self, table: str, columns: dict[str, NDArray[Any] | list[Any]]) -> None:
-        """Append rows to ``calibration``, ``clock_fit`` or ``record`` (equal-length columns)."""
+    def write_table(self, rows: TableRows) -> None:
+        """Append ``rows`` to one of ``APPEND_TABLES`` (checked by ``check_rows``)."""
         ...
 
     def amend(self, topology: Topology, queries: Sequence[QueryRecord]) -> None:
@@ -122,18 +133,14 @@ class BaseStore(ABC):
     def _do_amend(self, topology: Topology, queries: tuple[QueryRecord, ...]) -> None:
         """Store it (the subclass's part of the call)."""
 
-    def write_table(self, table: str, columns: dict[str, NDArray[Any] | list[Any]]) -> None:
+    def write_table(self, rows: TableRows) -> None:
         self._expect("open", "write_table")
-        if table not in APPEND_TABLES:
-            raise ValueError(f"write_table appends to {', '.join(APPEND_TABLES)}, not {table!r}")
-        names = [c.name for c in APPEND_TABLES[table].columns]
-        if sorted(columns) != sorted(names):
-            raise ValueError(f"{table} needs columns {names}, got {sorted(columns)}")
-        if len(columns[names[0]]):
-            self._do_table(table, [columns[n] for n in names])
+        names = check_rows(rows)
+        if len(rows):
+            self._do_table(rows.table, [rows.columns[n] for n in names])
 
     @abstractmethod
-    def _do_table(self, table: str, columns: list[NDArray[Any] | list[Any]]) -> None:
+    def _do_table(self, table: str, columns: list[Column]) -> None:
         """Store it (the subclass's part of the call)."""
 
     def finish(self, status: str, error: str | None, ended_unix_ns: int, duration_ns: int) -> None:
@@ -202,7 +209,7 @@ class InMemoryStore(BaseStore):
             self.hists.extend(zip(*rows.hist, strict=True))
         self.drops.extend((d.probe_id, d.frame, d.dropped, d.recorded) for d in drops)
 
-    def _do_table(self, table: str, columns: list[NDArray[Any] | list[Any]]) -> None:
+    def _do_table(self, table: str, columns: list[Column]) -> None:
         cols = [c.tolist() if isinstance(c, np.ndarray) else list(c) for c in columns]
         self.tables[table].extend(zip(*cols, strict=True))
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from decimal import Decimal, InvalidOperation
 
 from streamscope.core.errors import RunFileError
+from streamscope.core.modes import RunStatus
 from streamscope.store._clocktables import CALIBRATION, CLOCK_FIT, CLOCK_TRUTH, FLIGHT, RECORD
 from streamscope.store._resulttables import (
     DROPS,
@@ -32,7 +33,7 @@ from streamscope.store.table import Column, Table
 
 FORMAT = "streamscope-run"
 SCHEMA_VERSION = 7
-STATUSES = ("running", "completed", "failed", "interrupted")
+STATUSES = tuple(s.value for s in RunStatus)
 UNDER_BIN = -1
 OVER_BIN = -2
 

@@ -14,12 +14,11 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
-
-from numpy.typing import NDArray
+from typing import TYPE_CHECKING
 
 from streamscope.aggregate.points import DropCount, FrameResult
 from streamscope.core.errors import RunFileError
+from streamscope.core.tablerows import Column
 from streamscope.core.topology import Topology
 from streamscope.store import _rows
 from streamscope.store.lock import WriterLock
@@ -159,7 +158,7 @@ class DuckDBStore(BaseStore):
                 cols = [[getattr(d, c) for d in drops] for c in _rows.DROP_COLUMNS]
                 _sqlio().insert(con, "drops", cols)
 
-    def _do_table(self, table: str, columns: list[NDArray[Any] | list[Any]]) -> None:
+    def _do_table(self, table: str, columns: list[Column]) -> None:
         with self._transaction(checkpoint=False) as con:
             _sqlio().insert(con, table, columns)
 

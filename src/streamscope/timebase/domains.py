@@ -10,18 +10,17 @@ monitor, ``retime``, the exports) goes through here.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
+from streamscope.core.tablerows import TableRows, TableSink
 from streamscope.core.topology import HOST, Topology
 from streamscope.timebase.calibration import ClockModel, Exchanges, Fit, fit
 from streamscope.timebase.clockmap import ClockMap, FittedMap, HostMap, NominalMap
 
-TableSink = Callable[[str, dict[str, Any]], None]
-__all__ = ["HOST", "Domains", "TableSink", "fit_row"]
+__all__ = ["Domains", "fit_row"]
 
 
 class Domains:
@@ -119,12 +118,12 @@ class Domains:
             self._maps[domain] = FittedMap(model, self.host.t0_ticks)
         if self._on_table is not None:
             n = len(ex.t1_ns)
-            self._on_table(
+            self._on_table(TableRows(
                 "calibration",
                 {"domain": [domain] * n, "burst": [burst] * n, "t1_ns": ex.t1_ns,
                  "t2_ticks": ex.t2_ticks, "t3_ns": ex.t3_ns},
-            )  # fmt: skip
-            self._on_table("clock_fit", fit_row(domain, burst, f))
+            ))  # fmt: skip
+            self._on_table(TableRows("clock_fit", fit_row(domain, burst, f)))
         return f
 
     def bracket_ticks(self, domain: str) -> int | None:
