@@ -236,3 +236,54 @@ def test_the_version_is_written_once() -> None:
     ]
     assert written == ["core/version.py"]
     assert streamscope.__version__ == VERSION
+
+
+#: Calls whose result is state that changes while a process runs.
+_MUTABLE_CALLS = {
+    "dict", "list", "set", "local", "Lock", "RLock", "Event", "Condition", "defaultdict",
+    "deque", "count", "WeakSet", "WeakValueDictionary", "WeakKeyDictionary", "Registry",
+}  # fmt: skip
+
+
+def _module_state(path: Path) -> list[tuple[int, str]]:
+    """Names a module binds to state that changes as the process runs: empty containers,
+    locks, thread-locals, registries, and names its functions rebind (``global``)."""
+    tree = ast.parse(path.read_text())
+    rebound = {n for node in ast.walk(tree) if isinstance(node, ast.Global) for n in node.names}
+    out = []
+    for node in tree.body:
+        if not isinstance(node, ast.Assign | ast.AnnAssign):
+            continue
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        names = [t.id for t in targets if isinstance(t, ast.Name)]
+        value = node.value
+        empty = isinstance(value, ast.Dict | ast.List | ast.Set) and not (
+            value.keys if isinstance(value, ast.Dict) else value.elts
+        )
+        func = value.func if isinstance(value, ast.Call) else None
+        called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        if empty or called in _MUTABLE_CALLS or any(n in rebound for n in names):
+            out.extend((node.lineno, n) for n in names)
+    return out
+
+
+def test_process_wide_state_says_why() -> None:
+    """Module-level state is shared by everything in a process (SimPy keeps its clock in the
+    environment for that reason): each such name is documented, in the ``#:`` comment above
+    it, as process-wide and why it must be."""
+    bad = []
+    for path in SRC.rglob("*.py"):
+        lines = path.read_text().splitlines()
+        state = _module_state(path)
+        grouped = {n for n, _ in state}  # a comment may say it of a run of such lines
+        for lineno, name in state:
+            above = []
+            i = lineno - 2
+            while i >= 0 and i + 1 in grouped:
+                i -= 1
+            while i >= 0 and lines[i].lstrip().startswith(("#:", "# ")):
+                above.append(lines[i])
+                i -= 1
+            if not any("process" in line.lower() for line in above):
+                bad.append(f"{path.relative_to(SRC)}:{lineno} {name}")
+    assert not bad, "undocumented process-wide state:\n" + "\n".join(bad)

@@ -24,6 +24,8 @@ from streamscope.core.records import State
 _BLOCKED_IN, _BLOCKED_OUT = int(State.BLOCKED_IN), int(State.BLOCKED_OUT)
 _monotonic_ns = time.monotonic_ns
 
+#: What the pipeline layer gave the core once per process (``configure``): its end-of-stream
+#: marker and exceptions, as the C core keeps them in module state.
 _config: dict[str, Any] = {}
 
 

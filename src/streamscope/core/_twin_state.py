@@ -52,6 +52,8 @@ class StateTracker:
         return prev
 
 
+#: Each thread's current state tracker, as the C core keeps it thread-local: per thread of
+#: the process.
 _local = threading.local()
 
 

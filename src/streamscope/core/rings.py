@@ -57,6 +57,7 @@ W_R = 16
 
 #: Suffix of a published ring file (written under a temporary name, then renamed).
 SUFFIX = ".ring"
+#: Serial of the rings this process made (with its pid, a name no other process can take).
 _counter = itertools.count()
 
 

@@ -28,7 +28,8 @@ from streamscope.query.compile import compile_queries
 from streamscope.store.lock import WriterLock
 from streamscope.store.writer import DuckDBStore
 
-#: Lines go out from the monitor's loop (notes) and its writer (frames, once written).
+#: Lines go out from the monitor's loop (notes) and its writer (frames, once written): one
+#: lock for the process's stdout.
 _emit_lock = threading.Lock()
 
 

@@ -51,6 +51,8 @@ class Queue(ThreadChannel, queue.Queue[Any]):  # type: ignore[override]
         self.head = None
 
 
+#: Per thread of the process: the trackers and states ``stage()`` blocks replaced, to put
+#: back when each block ends (blocks nest, and any thread may open one).
 _saved = threading.local()
 
 

@@ -255,6 +255,8 @@ class Registry:
             self._env_checked = os.getpid()
 
 
+#: The drop-in register of this process: process-wide because a program's queues and stages
+#: declare themselves wherever they are made, with no handle to pass them.
 REGISTRY = Registry()
 
 __all__ = ["REGISTRY", "SESSION_ENV", "DeclaredQueue", "Registry", "taps_for"]

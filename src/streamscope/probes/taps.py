@@ -33,6 +33,8 @@ COST_TRACE = 5
 COST_COUNTER = 6
 COST_NAMES = ("native", "call", "interval", "sampler", "central", "trace", "counter")
 
+#: The host clock of each probe-core implementation (native or twin), made once per process:
+#: every tap in the process reads the same monotonic clock, and making one is not free.
 _host_clocks: dict[int, native.Clock] = {}
 
 

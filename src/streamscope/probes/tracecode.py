@@ -62,6 +62,8 @@ _COROUTINE = """
 """
 
 _Maker = Callable[..., tuple[Callable[..., Any], Callable[[bool], None]]]
+#: Compiled wrapper makers by (kind, signature, name), shared by the process's tracers:
+#: compiling one costs far more than calling it (process-wide cache, and its lock).
 _makers: dict[tuple[str, str, str], _Maker] = {}
 _makers_lock = threading.Lock()
 

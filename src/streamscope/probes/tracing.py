@@ -311,6 +311,8 @@ def _defined_in(fn: object, modname: str, patterns: tuple[str, ...]) -> bool:
 
 # -- the process's tracer ------------------------------------------------------------------------
 
+#: The tracer of this process: process-wide because Python's profile hook is (one per
+#: process, ``sys.setprofile``); None while no run traces functions.
 _active: FunctionTracer | None = None
 
 

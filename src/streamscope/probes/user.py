@@ -266,6 +266,8 @@ class TimerProbe(UserProbe):
 
 # -- finding a stage's probes -------------------------------------------------------------------
 
+#: The stage the calling thread works for (per thread), and the lock over this process's
+#: handles below: ``ss.probe(name)`` is called from stage code anywhere in the process.
 _local = threading.local()
 _lock = threading.Lock()
 #: Handles of this process, by stage then short name.

@@ -17,7 +17,9 @@ from streamscope.pipeline.auto.stages import stage
 from streamscope.pipeline.registry import REGISTRY, taps_for
 from streamscope.probes.taps import COST_CALL
 
-#: Channels of this process, so that ending the session stops their recording.
+#: Channels of this process, so that ending the session stops their recording; and how many
+#: queues each place in the program made so far (process-wide, and its lock: names must not
+#: repeat across the threads that make queues).
 _channels: weakref.WeakSet[ProgramChannel] = weakref.WeakSet()
 _names: dict[str, int] = {}
 _names_lock = threading.Lock()

@@ -38,7 +38,8 @@ from streamscope.pipeline.auto.stages import (
 )
 from streamscope.pipeline.auto.tasks import AutoAsyncQueue, StandardAsyncQueue, stop_lag_watch
 
-#: What ``install`` replaced, to put back (empty: not installed).
+#: What ``install`` replaced in the standard library, to put back (empty: not installed);
+#: process-wide as the patched modules are.
 _saved: dict[str, Any] = {}
 
 

@@ -32,7 +32,8 @@ _OWN = (
 )
 
 #: The calling thread's stage (``stage``; unset: found by the installed thread bootstrap) and
-#: whether it has entered it (``entered``: its tracker was looked for once).
+#: whether it has entered it (``entered``: its tracker was looked for once); per thread of
+#: the process, as the standard library's own thread start reads it.
 thread_state = threading.local()
 #: The stage of this process's main thread (a child process: its target's).
 _main_stage = [MAIN]

@@ -27,10 +27,12 @@ from streamscope.probes.taps import COST_CALL
 
 #: The standard library's own class, which its own code and streamscope's keep getting.
 StandardAsyncQueue = asyncio.Queue
-#: Per task: its stage's tracker (None: not one of the program's, or no session).
+#: Per task of the process: its stage's tracker (None: not one of the program's, or no
+#: session); tasks are found as they run, not handed over.
 _tasks: weakref.WeakKeyDictionary[asyncio.Task[Any], native.StateTracker | None] = (
     weakref.WeakKeyDictionary()
 )
+#: Serial of the process's tasks without a name of their own (each gets a stage name).
 _task_serial = itertools.count(1)
 
 
@@ -61,7 +63,8 @@ def _loop_resource() -> ResourceInfo:
     return ResourceInfo(f"asyncio loop{on}{where}", "asyncio")
 
 
-#: Each event loop's lag sampler, in the order the loops were found (None: unwatched).
+#: Each event loop's lag sampler, in the order the loops were found (None: unwatched): loops
+#: of the process, found as their tasks run.
 _loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LagSampler | None] = (
     weakref.WeakKeyDictionary()
 )
