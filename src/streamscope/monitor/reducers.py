@@ -186,6 +186,9 @@ class ReducerIndex:
         self.all.append(r)
         self._by.setdefault((r.metric, r.target), []).append(r)
 
+    def __len__(self) -> int:
+        return len(self.all)
+
     def __call__(self, metric: str, target: str) -> Sequence[TargetReducer]:
         return self._by.get((metric, target), ())
 
