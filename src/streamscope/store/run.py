@@ -8,7 +8,6 @@ overhead, monitor cost, profiles) and the ``show --json`` document.
 from __future__ import annotations
 
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import duckdb
@@ -16,6 +15,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from streamscope.aggregate.points import DropCount, FrameResult
+from streamscope.core.closing import Closing
 from streamscope.core.errors import QueryError, RunFileError
 from streamscope.core.topology import ProbeInfo, Topology
 from streamscope.store import _rows
@@ -24,7 +24,7 @@ from streamscope.store._sources import MemorySource, RunSource
 from streamscope.store.runstore import InMemoryStore, QueryRecord, RunMeta
 
 
-class Run:
+class Run(Closing):
     """One recorded run. ``status`` is as stored: ``running`` = still going, or the writer died.
 
     ``path`` is ``None`` for a run read from an ``InMemoryStore``. A run loaded from a file holds
@@ -69,17 +69,6 @@ class Run:
             queries=store.queries,
             source=MemorySource(store),
         )
-
-    def __enter__(self) -> Run:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def close(self) -> None:
         self._source.close()

@@ -17,6 +17,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 from streamscope.aggregate.points import DropCount, FrameResult
+from streamscope.core.closing import Closing
 from streamscope.core.errors import RunFileError
 from streamscope.core.tablerows import Column
 from streamscope.core.topology import Topology
@@ -51,7 +52,7 @@ def _sqlio() -> ModuleType:
     return sqlio
 
 
-class DuckDBStore(BaseStore):
+class DuckDBStore(BaseStore, Closing):
     """Writes one run file at ``path``; an existing file is refused unless ``overwrite``.
 
     Every ``begin``/``write_*``/``finish`` call is one transaction, committed (to the write-ahead
@@ -86,17 +87,6 @@ class DuckDBStore(BaseStore):
         #: The connection failed (a full disk): ``finish`` reopens the file to say so.
         self._broken = False
         self._refuse_existing()
-
-    def __enter__(self) -> DuckDBStore:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def close(self) -> None:
         if self._con is not None:
