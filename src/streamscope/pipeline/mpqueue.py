@@ -12,6 +12,7 @@ import multiprocessing as mp
 import os
 import queue
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import Any
 
 from streamscope.core import native
@@ -51,6 +52,28 @@ class MPQueueFace(ABC):
                 return self._q.get(True, timeout)
             finally:
                 tracker.set(prev)
+
+    def _take_place(
+        self,
+        tracker: Callable[[], native.StateTracker | None],
+        block: bool,
+        timeout: float | None,
+    ) -> None:
+        """A place in the bounded queue for the next item, the waiting thread marked blocked
+        out only while it waits (its tracker looked up only then)."""
+        free = self._free
+        if free is None or free.acquire(False):
+            return
+        if not block:
+            raise queue.Full
+        waiting = tracker()
+        prev = waiting.set(State.BLOCKED_OUT) if waiting is not None else 0
+        try:
+            if not free.acquire(True, timeout):
+                raise queue.Full
+        finally:
+            if waiting is not None:
+                waiting.set(prev)
 
     def _taken(self, ring: Any) -> None:
         """An item was taken: count it (recorded into ``ring`` if any) and give its place back."""
@@ -146,25 +169,8 @@ class MPQueue(MPQueueFace):
             self._taps[key] = tap
         return tap
 
-    def _take_place(self, block: bool, timeout: float | None) -> None:
-        free = self._free
-        if free is None:
-            return
-        if free.acquire(False):
-            return
-        if not block:
-            raise queue.Full
-        tracker = native.bound_tracker()
-        prev = tracker.set(State.BLOCKED_OUT) if tracker is not None else 0
-        try:
-            if not free.acquire(True, timeout):
-                raise queue.Full
-        finally:
-            if tracker is not None:
-                tracker.set(prev)
-
     def put(self, item: Any, block: bool = True, timeout: float | None = None) -> None:
-        self._take_place(block, timeout)
+        self._take_place(native.bound_tracker, block, timeout)
         tap = self._tap("tail")
         with self._seq_in.get_lock():
             self._seq_in.value += 1

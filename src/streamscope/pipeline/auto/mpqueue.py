@@ -8,10 +8,8 @@ at its ends found in whichever processes put and get.
 from __future__ import annotations
 
 import os
-import queue
 from typing import Any
 
-from streamscope.core.records import State
 from streamscope.pipeline.auto.channels import declare_channel, end_ring
 from streamscope.pipeline.auto.stages import stage, thread_tracker
 from streamscope.pipeline.mpqueue import MPQueueFace
@@ -78,18 +76,8 @@ class AutoMPQueue(MPQueueFace):
     def put(self, obj: Any, block: bool = True, timeout: float | None = None) -> None:
         if not self._probes[0]:
             self._saw("tail")
+        self._take_place(thread_tracker, block, timeout)
         tracker = thread_tracker()
-        free = self._free
-        if free is not None and not free.acquire(False):
-            if not block:
-                raise queue.Full
-            prev = tracker.set(State.BLOCKED_OUT) if tracker is not None else 0
-            try:
-                if not free.acquire(True, timeout):
-                    raise queue.Full
-            finally:
-                if tracker is not None:
-                    tracker.set(prev)
         ring = self._ring("tail")
         with self._seq_in.get_lock():
             self._seq_in.value += 1
