@@ -135,6 +135,10 @@ class MonitorService:
         self._due = 0  # the engine reduces once the watermark passes this (virtual ns)
         self._pending = 0  # records drained since the engine last reduced
         self.stats = MonitorStats(settings.frame_ns, time.process_time_ns())
+        #: How the application said the run ended, and when that came; when its link closed.
+        self._finish_msg: Message | None = None
+        self._finish_at = 0.0
+        self._main_gone_at: float | None = None
 
     # -- output --------------------------------------------------------------------------------
 
@@ -168,32 +172,15 @@ class MonitorService:
 
     def serve(self) -> Final:
         """Run until the run is over; returns its final status. Everything received is kept."""
-        finish: Message | None = None
-        finish_at = 0.0
-        main_gone_at: float | None = None
         next_drain = time.monotonic()
         while True:
             wait = max(0.0, next_drain - time.monotonic())
-            got: bytes | Message | Disconnect | bool | None
             try:
                 got = self.inbox.get(timeout=wait) if wait > 0 else self.inbox.get_nowait()
             except queue.Empty:
-                got = False
-            if got is not False:
-                item = Disconnect(MAIN_AGENT) if got is None else got
-                if isinstance(item, bytes):
-                    item = decode(item)
-                if isinstance(item, Message):
-                    if item.type == MsgType.START:
-                        self._begin(item.watermark)
-                    if item.type == MsgType.FINISH:
-                        finish, finish_at = item, time.monotonic()
-                    else:
-                        self._handle(item)
-                elif isinstance(item, Disconnect):
-                    self.engine.disconnect(item.agent)
-                    if item.agent == MAIN_AGENT and main_gone_at is None:
-                        main_gone_at = time.monotonic()
+                pass  # time to drain
+            else:
+                self._receive(got)
             now = time.monotonic()
             if now >= next_drain:
                 self._cycle()
@@ -203,22 +190,47 @@ class MonitorService:
                 self.broken = f"the run file could not be written: {self.writer.error}"
                 if self._on_broken is not None:
                     self._on_broken(self.broken)
-            others_live = any(
-                a.data and not a.ended for k, a in self.engine.agents.items() if k != MAIN_AGENT
+            final = self._ended(now)
+            if final is not None:
+                return final
+
+    def _receive(self, got: bytes | Message | Disconnect | None) -> None:
+        """One item of the inbox: a message (encoded, from this process), or a closed link
+        (None: the application's own)."""
+        item = Disconnect(MAIN_AGENT) if got is None else got
+        if isinstance(item, bytes):
+            item = decode(item)
+        if isinstance(item, Message):
+            if item.type == MsgType.START:
+                self._begin(item.watermark)
+            if item.type == MsgType.FINISH:
+                self._finish_msg, self._finish_at = item, time.monotonic()
+            else:
+                self._handle(item)
+        elif isinstance(item, Disconnect):
+            self.engine.disconnect(item.agent)
+            if item.agent == MAIN_AGENT and self._main_gone_at is None:
+                self._main_gone_at = time.monotonic()
+
+    def _ended(self, now: float) -> Final | None:
+        """The run file finished, once the application said how the run ended and the device
+        agents are done (or a grace period passed); or as failed, once the application is gone
+        without saying it."""
+        others_live = any(
+            a.data and not a.ended for k, a in self.engine.agents.items() if k != MAIN_AGENT
+        )
+        finish = self._finish_msg
+        if finish is not None and (not others_live or now - self._finish_at > GRACE_S):
+            status = parse(RunStatus, finish.info.get("status", "completed"), "run status")
+            return self._finish(status, finish.info.get("error"), finish.watermark)
+        gone = self._main_gone_at
+        if finish is None and gone is not None and (not others_live or now - gone > GRACE_S):
+            return self._finish(
+                RunStatus.FAILED,
+                "the application process ended without finishing the run (killed?)",
+                None,
             )
-            if finish is not None and (not others_live or now - finish_at > GRACE_S):
-                return self._finish(
-                    parse(RunStatus, finish.info.get("status", "completed"), "run status"),
-                    finish.info.get("error"),
-                    finish.watermark,
-                )
-            gone_long = main_gone_at is not None and now - main_gone_at > GRACE_S
-            if finish is None and main_gone_at is not None and (not others_live or gone_long):
-                return self._finish(
-                    RunStatus.FAILED,
-                    "the application process ended without finishing the run (killed?)",
-                    None,
-                )
+        return None
 
     def _cycle(self, *, final: bool = False) -> None:
         """Drain every ring into the engine, move the watermark, reduce what it passed."""
