@@ -1,0 +1,192 @@
+"""The monitor's capacity for many hosts: frame summaries against raw records, on paper and
+measured.
+
+In: simulated host agents, each watching ``CHANNELS`` channels whose two ends it reduces into one
+frame summary per end and 1 s frame (``SubQueueFrames`` over Poisson insertions and exponential
+services at a given rate of items per second per channel), encoded as agents send them (SUMMARY
+wire messages). Out: the bytes a host ships per frame as summaries and as raw records (24 bytes
+a record: one insertion and one removal per item); measured on one core, the monitor's cost to
+take one host-frame in each form (summaries: wire decode, summary decode, handed to the channel's
+virtual queue; raw records: wire decode, routing into channel streams and reduction to frames
+by the engine, ``bench_reduction``'s path); and from them, how many hosts one monitor core takes
+at 1 s frames, for 100 and 1000 hosts of ``CHANNELS`` channels. The virtual queues' estimation
+(a simulation per channel and frame) is measured apart: it is what limits a host's channels, not
+their transport.
+
+    python benchmarks/bench_hosts.py [--quick] [--reps N]
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+import _synth
+from _harness import interleave, machine, parse_args, table
+from streamscope.aggregate.points import DropCount, FrameResult
+from streamscope.aggregate.specs import Mean
+from streamscope.aggregate.subqueue import (
+    PROFILE_BINS,
+    SubQueueFrames,
+    SubQueueSummary,
+    decode_summaries,
+    encode_summaries,
+)
+from streamscope.core.records import RECORD_DTYPE
+from streamscope.core.topology import ChannelInfo, Topology
+from streamscope.monitor.virtual import VirtualQueue
+from streamscope.timebase.domains import Domains
+from streamscope.transport.wire import MsgType, decode, encode
+
+CHANNELS = 50
+FRAME_NS = 1_000_000_000
+RATES = (1_000, 10_000, 100_000)  # items per second per channel
+HOSTS = (100, 1000)
+
+
+def summaries(rate: int, seed: int) -> tuple[SubQueueSummary, SubQueueSummary]:
+    """One frame of a channel at ``rate`` items/s (utilisation 0.7): its tail and head ends'
+    summaries, as a host's agent reduces them (the head's side starts at the bus's end)."""
+    rng = np.random.default_rng(seed)
+    n = rate
+    t_in = np.cumsum(rng.exponential(1e9 / rate, n)).astype(np.int64)
+    t_in = t_in[t_in < FRAME_NS]
+    seq = np.arange(1, len(t_in) + 1, dtype=np.int64)
+    service = rng.exponential(0.7e9 / rate, len(t_in))
+    done = np.empty(len(t_in))
+    free = 0.0
+    for i, t in enumerate(t_in.tolist()):  # a FIFO server (a benchmark's input, not its cost)
+        free = max(free, float(t)) + float(service[i])
+        done[i] = free
+    t_out = np.minimum(done, FRAME_NS - 1).astype(np.int64)
+    out = []
+    for ins, rem in ((t_in, t_in + 1), (t_in + 2, t_out + 3)):
+        sq = SubQueueFrames(1.0, profile=PROFILE_BINS)
+        sq.set_grid(0.0, float(FRAME_NS))
+        sq.add_insertions(np.minimum(ins, FRAME_NS - 1), seq)
+        sq.add_removals(np.minimum(rem, FRAME_NS - 1), seq)
+        (summary,) = sq.close_until(FRAME_NS)
+        out.append(summary)
+    return out[0], out[1]
+
+
+def host_frame(rate: int) -> list[bytes]:
+    """One host's messages for one frame: a SUMMARY per channel end."""
+    msgs = []
+    for ch in range(CHANNELS):
+        tail, head = summaries(rate, ch)
+        for side, s in enumerate((tail, head)):
+            body = encode_summaries(2 * ch + side, [s])
+            msgs.append(encode(MsgType.SUMMARY, 1, 1, FRAME_NS, payload=body))
+    return msgs
+
+
+def absorb(msgs: Sequence[bytes], frames: int) -> tuple[float]:
+    """The monitor's receive path for summaries, ``frames`` host-frames of ``msgs``: seconds of
+    CPU per host-frame."""
+    got: dict[int, dict[int, SubQueueSummary]] = {}
+    t0 = time.process_time_ns()
+    for f in range(frames):
+        for m in msgs:
+            key, summ = decode_summaries(decode(m).payload)
+            for s in summ:
+                got.setdefault(key, {})[f] = s  # as VirtualQueue.add_summaries keeps them
+    return ((time.process_time_ns() - t0) / 1e9 / frames,)
+
+
+def raw_cost(quick: bool) -> float:
+    """CPU seconds per raw record through the engine (``bench_reduction``'s path)."""
+    sc = _synth.scenario()
+    msgs = list(_synth.messages(sc, 400_000 if quick else 2_000_000))
+    events = sum(len(m.records) for m in msgs)
+    wire = [encode(m.type, m.agent, m.pid, m.watermark, m.records) for m in msgs]
+
+    def sink(results: Sequence[FrameResult], drops: Sequence[DropCount]) -> None:
+        pass
+
+    engine = _synth.engine(sc, sink)
+    t0 = time.process_time_ns()
+    for b in wire:
+        engine.handle(decode(b))
+        engine.advance()
+    engine.finish(_synth.end_ns(msgs[-1]))
+    return (time.process_time_ns() - t0) / 1e9 / events
+
+
+def estimation_cost(rate: int) -> float:
+    """CPU seconds to estimate one virtual queue's frame from its two summaries."""
+    tail, head = summaries(rate, 7)
+    ch = ChannelInfo("a -> b", "a", "b", 4096, "link", 1, 0.0, 0.0, None)
+    sides = {"tail": ("hosta", 1, 2, 0), "head": ("hostb", 3, 4, 0)}
+    vq = VirtualQueue(ch, 0, [(0, (Mean(),))], FRAME_NS, sides, None)
+    vq.add_summaries("tail", [tail])
+    vq.add_summaries("head", [head])
+    domains = Domains(Topology("t"))
+    domains.start(0)
+    t0 = time.process_time_ns()
+    vq.finish(FRAME_NS, _SameClock(domains), None)
+    return (time.process_time_ns() - t0) / 1e9
+
+
+class _SameClock:
+    """The hosts' clocks as the monitor's (this measures the model, not the calibration)."""
+
+    def __init__(self, domains: Domains) -> None:
+        self.host = domains.host
+
+    def to_ns(self, domain: str, ticks: np.ndarray) -> tuple[np.ndarray, float]:
+        return ticks.astype(np.int64), 0.0
+
+
+def main() -> int:
+    args = parse_args(__doc__.splitlines()[0])
+    reps = args.reps or (3 if args.quick else 5)
+    frames = 3 if args.quick else 20
+    print(machine())
+    per_record = raw_cost(args.quick)
+    rows = []
+    summary_cost: dict[int, float] = {}
+    for rate in RATES:
+        msgs = host_frame(rate)
+        (s,) = interleave([("absorb", lambda m=msgs: absorb(m, frames))], reps)[0]
+        summary_cost[rate] = s.median
+        sum_bytes = sum(len(m) for m in msgs)
+        raw_bytes = 2 * rate * CHANNELS * RECORD_DTYPE.itemsize
+        raw_s = 2 * rate * CHANNELS * per_record
+        rows.append(
+            [f"{rate:,}", f"{sum_bytes / 1e3:,.1f}", f"{raw_bytes / 1e6:,.2f}",
+             f"{raw_bytes / sum_bytes:,.0f}x", f"{s.median * 1e3:.2f}", f"{raw_s * 1e3:,.1f}",
+             f"{raw_s / s.median:,.0f}x", f"{1 / s.median:,.0f}", f"{1 / raw_s:,.1f}"]
+        )  # fmt: skip
+    print(
+        table(
+            ["items/s/channel", "summaries kB", "raw MB", "bytes saved", "summaries ms",
+             "raw ms", "CPU saved", "hosts/core (summ.)", "hosts/core (raw)"],
+            rows,
+        )
+    )  # fmt: skip
+    print(
+        f"per host and 1 s frame, {CHANNELS} channels; CPU per host-frame on one monitor core "
+        f"(raw: {per_record * 1e9:.0f} ns a record through the engine)"
+    )
+    worst = max(summary_cost.values())
+    for hosts in HOSTS:
+        need = hosts * worst
+        said = "meets" if need <= 1.0 else "misses"
+        print(
+            f"target: {hosts} hosts x {CHANNELS} channels at 1 s frames absorbed by one core: "
+            f"{said} ({need:.2f} core-s per s of summaries; {hosts * CHANNELS * 2:,} summaries/s)"
+        )
+    est = estimation_cost(RATES[1])
+    print(
+        f"virtual-queue estimation: {est * 1e3:.0f} ms of CPU per channel and frame, so one "
+        f"core estimates {1 / est:,.0f} channels at 1 s frames (the limit past a few hosts: "
+        "estimation spreads over processes by channel, or runs only for the channels queried)"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
