@@ -356,3 +356,27 @@ def test_items_refused_at_the_end_count_on_a_grid_that_starts_before_zero() -> N
     sq.know_insertions(5)  # items 3..5 refused by a full ring
     frames = sq.finish(-250)
     assert sum(s.n_in for s in frames) == 5
+
+
+def test_a_batch_of_summaries_is_deflated_and_a_bad_one_refused() -> None:
+    """A host ships a summary per channel end and frame: the batch is deflated (its counts
+    compress several times over), and what does not inflate to whole summaries is refused."""
+    import struct
+    import zlib
+
+    sq = SubQueueFrames(1.0, profile=128)
+    sq.set_grid(0.0, 1_000_000.0)
+    t = np.arange(0, 1_000_000, 97, dtype=np.int64)
+    seq = np.arange(1, len(t) + 1, dtype=np.int64)
+    sq.add_insertions(t, seq)
+    sq.add_removals(t + 50, seq)
+    summaries = sq.close_until(1_000_000)
+    body = encode_summaries(7, summaries)
+    plain = sum(len(s.to_bytes()) for s in summaries)
+    assert len(body) * 2 < plain
+    key, back = decode_summaries(body)
+    assert key == 7 and back == summaries
+    head = body[: struct.calcsize("<4sHHqI")]
+    for bad in (body[:-3], head + b"not deflated", head + zlib.compress(b"\0" * 80_000_000, 9)):
+        with pytest.raises(SummaryFormatError):
+            decode_summaries(bad)

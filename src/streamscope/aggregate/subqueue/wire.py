@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import struct
+import zlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
@@ -49,7 +50,12 @@ _PAIR = 2 + 8  # one sparse histogram entry: <u2 bin, <i8 count (stored as two c
 _HEAD2 = struct.Struct("<III")
 
 _BATCH_MAGIC = b"SSQB"
-_BATCH_VERSION = 1
+#: 2: the summaries after the batch's head are deflated (zlib): their histograms and profiles
+#: are mostly small counts, and a host ships one per channel end and frame.
+_BATCH_VERSION = 2
+#: A batch inflates to this many bytes at most (a corrupt or hostile one is refused, not
+#: inflated without end).
+_MAX_INFLATED = 64 << 20
 #: magic, version, reserved, key, number of summaries; each summary is then <u4 length + bytes.
 _BATCH_HEAD = struct.Struct("<4sHHqI")
 _LEN = struct.Struct("<I")
@@ -152,10 +158,11 @@ def write_summary(s: SubQueueSummary) -> bytes:
 def write_batch(key: int, bodies: list[bytes]) -> bytes:
     """One message body: ``key`` (which sub-queue; the caller decides its meaning) and the
     summaries' bytes, each after its length."""
-    out = [_BATCH_HEAD.pack(_BATCH_MAGIC, _BATCH_VERSION, 0, key, len(bodies))]
+    parts = []
     for body in bodies:
-        out += [_LEN.pack(len(body)), body]
-    return b"".join(out)
+        parts += [_LEN.pack(len(body)), body]
+    head = _BATCH_HEAD.pack(_BATCH_MAGIC, _BATCH_VERSION, 0, key, len(bodies))
+    return head + zlib.compress(b"".join(parts), 1)
 
 
 # --------------------------------------------------------------------------------------------
@@ -271,6 +278,18 @@ def read_summary(cls: type[SubQueueSummary], b: bytes) -> SubQueueSummary:
     )
 
 
+def _inflate(deflated: bytes) -> bytes:
+    """The batch's summaries, inflated; refused if corrupt or past ``_MAX_INFLATED``."""
+    z = zlib.decompressobj()
+    try:
+        data = z.decompress(deflated, _MAX_INFLATED)
+    except zlib.error as exc:
+        raise SummaryFormatError(f"corrupt summaries: {exc}") from None
+    if z.unconsumed_tail or not z.eof or z.unused_data:
+        raise SummaryFormatError("corrupt summaries: not one whole deflated stream")
+    return data
+
+
 def read_batch(b: bytes, parse: Callable[[bytes], T]) -> tuple[int, list[T]]:
     """``(key, items)`` from :func:`write_batch`'s bytes, each body read by ``parse`` in order,
     or :class:`SummaryFormatError`."""
@@ -284,9 +303,10 @@ def read_batch(b: bytes, parse: Callable[[bytes], T]) -> tuple[int, list[T]]:
         raise SummaryFormatError(
             f"summary batch version {version}, this reader knows {_BATCH_VERSION}"
         )
-    if count * (_LEN.size + _HEAD.size) > len(data) - _BATCH_HEAD.size:
+    data = _inflate(data[_BATCH_HEAD.size :])
+    if count * (_LEN.size + _HEAD.size) > len(data):
         raise SummaryFormatError(f"{count} summaries cannot fit in {len(data)} bytes")
-    pos = _BATCH_HEAD.size
+    pos = 0
     out: list[T] = []
     for _ in range(count):
         if pos + _LEN.size > len(data):
