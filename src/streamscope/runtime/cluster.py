@@ -1,0 +1,154 @@
+"""The hosts a run spreads over: a Ray cluster that streamscope starts (and stops) or joins.
+
+In: the hosts' names (each becomes a node with a resource of that name, so a stage placed on a
+host runs on its node) and a directory for the cluster's files, or the address of a cluster
+already running. Out: a connected ``RayCluster`` that says which node each host is, and, when
+streamscope started it, a cluster gone without a process left when the block ends.
+
+Every part binds to loopback: the nodes of a cluster started here are processes of this machine
+(separate hosts in every respect the monitor can see: their own raylets, object stores, clocks).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from streamscope.core.closing import Closing
+from streamscope.core.errors import ConfigError
+
+#: Ray's settings for a cluster on this machine, set before Ray is imported: no usage reports,
+#: and addresses resolved to loopback rather than to the machine's own address.
+RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+#: Each node of a cluster started here: its CPUs and its object store (bytes).
+NODE_CPUS = 1
+NODE_OBJECT_STORE = 80 << 20
+#: The longest directory for a started cluster's files: Ray puts Unix sockets ~62 bytes below
+#: it, and a socket's path has at most 107.
+MAX_DIR_BYTES = 45
+
+
+def _ray() -> ModuleType:
+    """Ray, imported only when hosts are asked for (it takes a second and much memory), with
+    ``RAY_ENV`` set first: Ray reads it when it is imported, and its nodes inherit it."""
+    if "ray" in sys.modules and any(os.environ.get(k) != v for k, v in RAY_ENV.items()):
+        raise ConfigError(
+            "Ray was imported before streamscope could bind it to loopback: import it through "
+            "streamscope (RayCluster(...).ray), or set "
+            + " ".join(f"{k}={v}" for k, v in RAY_ENV.items())
+            + " before importing it"
+        )
+    for key, value in RAY_ENV.items():
+        os.environ.setdefault(key, value)
+    try:
+        import ray
+    except ImportError as exc:  # pragma: no cover - a dependency of the package
+        raise ConfigError(f"hosts need Ray, which could not be imported: {exc}") from None
+    return ray
+
+
+class RayCluster(Closing):
+    """A Ray cluster whose nodes are the run's hosts. ``start`` makes one of ``hosts`` on this
+    machine; ``join`` connects to ``address`` (its nodes must carry the hosts' names as
+    resources). ``node_of(host)`` is the node a host's stages run on; ``close`` disconnects and,
+    for a cluster started here, stops every node and removes its files."""
+
+    def __init__(self, hosts: Sequence[str], cluster: Any, directory: Path | None) -> None:
+        self.hosts = tuple(hosts)
+        self._cluster = cluster
+        self._dir = directory
+        self._ray = _ray()
+        #: Ray itself, as this cluster set it up (import it no other way before it starts).
+        self.ray = self._ray
+        found = self._nodes()
+        missing = [h for h in self.hosts if h not in found]
+        if missing:
+            self.close()
+            known = ", ".join(sorted(found)) or "(none)"
+            raise ConfigError(
+                f"no node of the cluster carries host {', '.join(missing)!r}; nodes with host "
+                f"names: {known} (start each node with --resources '{{\"HOST\": 1}}')"
+            )
+        self._node_ids = found
+
+    @classmethod
+    def start(cls, hosts: Sequence[str], directory: str | Path | None = None) -> RayCluster:
+        """A cluster of one node per host on this machine, bound to loopback; its files in
+        ``directory`` (a new temporary one if None, removed at ``close``)."""
+        if len(set(hosts)) != len(hosts) or not hosts:
+            raise ConfigError(f"hosts must be one or more distinct names, not {list(hosts)}")
+        ray = _ray()
+        from ray.cluster_utils import Cluster
+
+        # Ray's Unix sockets live under it: a short path (their names have a length limit).
+        base = Path(directory or tempfile.mkdtemp(prefix="ss-ray-", dir="/tmp"))
+        if len(str(base).encode()) > MAX_DIR_BYTES:
+            raise ConfigError(
+                f"the cluster's directory {base} is too long for Ray's sockets under it: "
+                f"use one of at most {MAX_DIR_BYTES} bytes (or none: a new one in /tmp)"
+            )
+        os.makedirs("/tmp/ray", exist_ok=True)  # where Ray records the latest cluster
+        node: dict[str, Any] = {"num_cpus": NODE_CPUS, "object_store_memory": NODE_OBJECT_STORE,
+                                "node_ip_address": "127.0.0.1"}  # fmt: skip
+        head = {**node, "resources": {hosts[0]: 1}, "temp_dir": str(base),
+                "include_dashboard": False}  # fmt: skip
+        cluster: Any = Cluster(initialize_head=True, head_node_args=head)
+        try:
+            for host in hosts[1:]:
+                cluster.add_node(**node, resources={host: 1})
+            ray.init(address=cluster.address, logging_level="ERROR", log_to_driver=False)
+        except BaseException:
+            cluster.shutdown()
+            shutil.rmtree(base, ignore_errors=True)
+            raise
+        return cls(hosts, cluster, base)
+
+    @classmethod
+    def join(cls, hosts: Sequence[str], address: str) -> RayCluster:
+        """The running cluster at ``address`` (``--ray-address``): streamscope neither starts
+        nor stops it."""
+        ray = _ray()
+        try:
+            ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            raise ConfigError(f"cannot join the Ray cluster at {address}: {exc}") from None
+        return cls(hosts, None, None)
+
+    def _nodes(self) -> dict[str, str]:
+        """Host name -> node id, for the live nodes that carry a host's resource."""
+        out: dict[str, str] = {}
+        for n in self._ray.nodes():
+            if n.get("Alive"):
+                for name in n.get("Resources", {}):
+                    if name in self.hosts:
+                        out[name] = n["NodeID"]
+        return out
+
+    @property
+    def directory(self) -> Path | None:
+        """Where a cluster started here keeps its files (None: joined, or closed)."""
+        return self._dir
+
+    def node_of(self, host: str) -> str:
+        """The id of the node ``host``'s stages run on."""
+        return self._node_ids[host]
+
+    def placement(self, host: str) -> dict[str, Any]:
+        """Actor options that place an actor on ``host``'s node (a sliver of its resource)."""
+        return {"resources": {host: 0.001}, "num_cpus": 0}
+
+    def close(self) -> None:
+        if self._ray.is_initialized():
+            self._ray.shutdown()
+        if self._cluster is not None:
+            self._cluster.shutdown()
+            self._cluster = None
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None

@@ -1,0 +1,65 @@
+"""The hosts a run spreads over: a Ray cluster of named nodes on this machine, started and
+stopped by streamscope, each host's actors on its own node, nothing left running after."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import psutil
+import pytest
+
+from streamscope.core.errors import ConfigError
+from streamscope.runtime.cluster import RayCluster
+
+HOSTS = ("node-a", "node-b", "node-c")
+
+
+def _ray_processes() -> list[str]:
+    """Ray's own processes among this process's descendants."""
+    out = []
+    for p in psutil.Process(os.getpid()).children(recursive=True):
+        try:
+            line = " ".join(p.cmdline())
+        except psutil.NoSuchProcess:
+            continue
+        if "raylet" in line or "gcs_server" in line or "ray::" in line or "default_worker" in line:
+            out.append(f"{p.pid} {line[:120]}")
+    return out
+
+
+def test_each_host_is_a_node_of_its_own_and_nothing_is_left_after() -> None:
+    def _node() -> str:  # local: sent to the nodes by value (they cannot import this file)
+        import ray
+
+        return str(ray.get_runtime_context().get_node_id())
+
+    with RayCluster.start(HOSTS) as cluster:
+        ray = cluster.ray
+        files = cluster.directory
+        assert files is not None and files.is_dir()
+        where = ray.remote(_node)
+        placed = {h: ray.get(where.options(**cluster.placement(h)).remote()) for h in HOSTS}
+        assert placed == {h: cluster.node_of(h) for h in HOSTS}
+        assert len(set(placed.values())) == len(HOSTS)
+        assert _ray_processes()  # the nodes are processes of this machine
+    assert not ray.is_initialized()
+    assert not files.exists() and cluster.directory is None
+    left = _ray_processes()
+    for _ in range(50):  # the nodes' processes end as they are told to
+        if not left:
+            break
+        psutil.wait_procs(psutil.Process(os.getpid()).children(recursive=True), timeout=0.1)
+        left = _ray_processes()
+    assert left == []
+
+
+def test_a_directory_too_long_for_rays_sockets_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="too long for Ray's sockets"):
+        RayCluster.start(HOSTS, tmp_path / ("x" * 60))
+
+
+@pytest.mark.parametrize("hosts", [(), ("a", "a")])
+def test_hosts_must_be_distinct_names(hosts: tuple[str, ...]) -> None:
+    with pytest.raises(ConfigError, match="distinct names"):
+        RayCluster.start(hosts)
