@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import numpy as np
 import psutil
 import pytest
 
@@ -63,3 +64,30 @@ def test_a_directory_too_long_for_rays_sockets_is_refused(tmp_path: Path) -> Non
 def test_hosts_must_be_distinct_names(hosts: tuple[str, ...]) -> None:
     with pytest.raises(ConfigError, match="distinct names"):
         RayCluster.start(hosts)
+
+
+def test_each_hosts_clock_is_bounded_by_round_trips_over_the_cluster() -> None:
+    """Hosts given clocks the fit is not told (a rate error, an offset, drift, a tick): round
+    trips over the cluster's calls fit them, and the bounds hold the truth."""
+    from streamscope.runtime.hostclock import HostClocks
+    from streamscope.timebase.calibration import fit
+    from streamscope.timebase.emulated import check_truth
+
+    specs = {
+        "node-b": "rate_ppm=40,offset_s=2.5,drift_ppb_s=10,tick_ns=3",
+        "node-c": "rate_ppm=-25,offset_s=-7.25,tick_ns=16",
+    }
+    with RayCluster.start(HOSTS) as cluster:
+        clocks = HostClocks(cluster, specs)
+        for host in HOSTS:
+            ex = clocks.exchange(host, 300)
+            f = fit(ex, "hull")
+            truth = clocks.truth(host)
+            rtt = float(np.median(ex.t3_ns - ex.t1_ns))
+            if truth is None:  # the host's own monotonic clock: the reference itself
+                mid = (ex.t1_ns + ex.t3_ns) // 2
+                assert np.all(np.abs(ex.t2_ticks - mid) <= (ex.t3_ns - ex.t1_ns))
+                continue
+            check = check_truth(f, truth)
+            assert check.inside, (host, check, rtt)
+            assert f.bound_width_ns() <= rtt, (host, f.bound_width_ns(), rtt)

@@ -1,0 +1,72 @@
+"""Every host a timezone: each host's clock read by round trips from the monitor's host, over the
+cluster's own calls, for the same fits and bounds as a device's clock.
+
+In: a started ``RayCluster`` and, per host, the clock its stages read (its monotonic clock, or
+an emulated one with a rate, offset, drift and tick the monitor is not told: for tests on one
+machine). Out: per host, ``Exchanges`` (host ns before the call, the host's ticks, host ns after
+the reply) that ``timebase`` fits like any other domain's.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from streamscope.core.clock import HostClock
+from streamscope.runtime.cluster import RayCluster
+from streamscope.timebase.calibration import Exchanges
+from streamscope.timebase.emulated import EmulatedClock, EmulatedClockSpec
+
+
+class ClockResponder:
+    """Runs on a host's node: answers each call with that host's clock reading (an actor)."""
+
+    def __init__(self, spec: str, epoch_ns: int) -> None:
+        self.clock: Any = (
+            EmulatedClock(EmulatedClockSpec.parse(spec), epoch_ns) if spec else HostClock()
+        )
+
+    def read(self) -> int:
+        return int(self.clock.now_ticks())
+
+
+class HostClocks:
+    """A clock responder on each host's node. ``specs``: a host's emulated clock (absent or
+    empty: its own monotonic clock). The emulated clocks count from ``epoch_ns`` (host
+    monotonic ns), so a test can rebuild their truth (``truth``)."""
+
+    def __init__(self, cluster: RayCluster, specs: Mapping[str, str] | None = None) -> None:
+        self.cluster = cluster
+        self.specs = {h: (specs or {}).get(h, "") for h in cluster.hosts}
+        self.epoch_ns = time.monotonic_ns()
+        ray = cluster.ray
+        actor = ray.remote(ClockResponder)
+        self._actors = {
+            h: actor.options(**cluster.placement(h)).remote(spec, self.epoch_ns)
+            for h, spec in self.specs.items()
+        }
+        ray.get([a.read.remote() for a in self._actors.values()])  # each is up
+
+    def exchange(self, host: str, n: int = 200) -> Exchanges:
+        """``n`` round trips to ``host``'s clock, one call at a time (a Python loop on purpose:
+        each is one blocking call, and the less between the readings, the tighter the bounds)."""
+        if n < 1:
+            raise ValueError(f"exchange needs n >= 1 round trips, got {n}")
+        ray = self.cluster.ray
+        read = self._actors[host].read
+        now = time.monotonic_ns
+        t1, t2, t3 = np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64)
+        for i in range(n):
+            a = now()
+            ticks = ray.get(read.remote())
+            b = now()
+            t1[i], t2[i], t3[i] = a, ticks, b
+        return Exchanges(t1_ns=t1, t2_ticks=t2, t3_ns=t3)
+
+    def truth(self, host: str) -> EmulatedClock | None:
+        """The emulated clock ``host`` was given (None: its own), for checking fits."""
+        spec = self.specs[host]
+        return EmulatedClock(EmulatedClockSpec.parse(spec), self.epoch_ns) if spec else None
