@@ -91,3 +91,37 @@ def test_each_hosts_clock_is_bounded_by_round_trips_over_the_cluster() -> None:
             check = check_truth(f, truth)
             assert check.inside, (host, check, rtt)
             assert f.bound_width_ns() <= rtt, (host, f.bound_width_ns(), rtt)
+
+
+def test_a_channel_between_hosts_is_bounded_ordered_and_ends() -> None:
+    """A source on one host puts 200 items into a channel of capacity 4 whose queue is on the
+    consumer's host; a slower consumer there gets them in order, then the end of the stream; the
+    channel never holds more than its capacity (the producer waits)."""
+    from streamscope.runtime.hostchannel import EndOfStream, HostChannel
+
+    def produce(ch: HostChannel, n: int) -> list[int]:
+        seen = []
+        for i in range(n):
+            ch.put(i)
+            seen.append(ch.qsize())
+        ch.close()
+        return seen
+
+    def consume(ch: HostChannel) -> list[int]:
+        import time
+
+        got = []
+        while not isinstance(item := ch.get(), EndOfStream):
+            got.append(item)
+            time.sleep(0.001)
+        return got
+
+    with RayCluster.start(HOSTS) as cluster:
+        ray = cluster.ray
+        ch = HostChannel(cluster, 4, "node-c")
+        sizes = ray.remote(produce).options(**cluster.placement("node-a")).remote(ch, 200)
+        items = ray.remote(consume).options(**cluster.placement("node-c")).remote(ch)
+        got, seen = ray.get(items), ray.get(sizes)
+        ch.shutdown()
+    assert got == list(range(200))
+    assert max(seen) <= 4 and max(seen) == 4  # full at times: the producer waited
