@@ -110,7 +110,9 @@ class ChannelStream:
         for e in self.ends.values():
             e.last_t = start_ns
         self.last_t = start_ns
-        self._halfwidth = {"tail": 0.0, "head": 0.0}
+        #: Per end, for each batch of records added: its earliest and latest times and how far
+        #: its records may lie from their times (kept until the stream has advanced past it).
+        self._halfwidth: dict[str, list[tuple[int, int, float]]] = {"tail": [], "head": []}
         self._open_seq = EMPTY  # inserted, not yet removed: sequence numbers ...
         self._open_t = EMPTY  # ... and insertion times
 
@@ -126,9 +128,22 @@ class ChannelStream:
         self.ends[end].pending.add(t_ns, seq)
         return n_late
 
-    def note_uncertainty(self, end: str, halfwidth_ns: float) -> None:
-        """The records just added at ``end`` are placed in time within ± ``halfwidth_ns``."""
-        self._halfwidth[end] = max(self._halfwidth[end], halfwidth_ns)
+    def note_uncertainty(
+        self, end: str, halfwidth_ns: float, earliest_ns: int, latest_ns: int
+    ) -> None:
+        """The records just added at ``end``, from ``earliest_ns`` to ``latest_ns``, are
+        placed in time within ± ``halfwidth_ns``."""
+        self._halfwidth[end].append((earliest_ns, latest_ns, halfwidth_ns))
+
+    def _uncertainty(self, since: int, until: int) -> float:
+        """How far the records of [since, until) may lie from their times, both ends added
+        (the widest of the batches that may hold one); batches wholly before ``until`` are
+        done with."""
+        total = 0.0
+        for end, batches in self._halfwidth.items():
+            total += max((hw for lo, hi, hw in batches if lo < until and hi >= since), default=0.0)
+            self._halfwidth[end] = [b for b in batches if b[1] >= until]
+        return total
 
     def add_refusal(self, end: str, t_report: int, seq: int | None = None) -> None:
         """The probe at ``end`` refused records some time before ``t_report``, the latest of
@@ -152,6 +167,7 @@ class ChannelStream:
 
     def advance(self, until: int) -> ChannelOutput:
         until = max(until, self.last_t)
+        since = self.last_t
         tail, head = self.ends["tail"], self.ends["head"]
         t_carry, h_carry = tail.last_seq, head.last_seq
         tt, ts, t_items, t_prev = tail.take(until)
@@ -175,14 +191,13 @@ class ChannelStream:
         dd = self._diffs(ht, h_items, head)
         lat, unmatched = self._latency(tt, ts, ht, hs)
         violations = np.concatenate((t[raw_levels < 0], lat.t[lat.value < 0]))
-        uncertainty = self._halfwidth["tail"] + self._halfwidth["head"]
+        uncertainty = self._uncertainty(since, until)
         if len(lat.value) and int(lat.value.min()) < 0:
             # An item removed before it was inserted: the clocks' map is off by at least that
             # much here. It is evidence about the map, not a result: the latency is at least 0,
             # and the frame's uncertainty covers the correction.
             uncertainty = max(uncertainty, float(-lat.value.min()))
             lat = Events(lat.t, np.maximum(lat.value, 0))
-        self._halfwidth = {"tail": 0.0, "head": 0.0}
         return ChannelOutput(
             occ, Events(tt, t_items), Events(ht, h_items), ii, dd, lat, unmatched,
             np.sort(violations), uncertainty,
@@ -263,7 +278,10 @@ class ChannelEnd(Stream):
 
     def add(self, t_ns: I64, value: I64) -> None:
         self.channel.add(self.end, t_ns, value)
-        self.channel.note_uncertainty(self.end, self.halfwidth_ns)
+        if len(t_ns):
+            self.channel.note_uncertainty(
+                self.end, self.halfwidth_ns, int(t_ns.min()), int(t_ns.max())
+            )
 
     def refuse(self, t_report: int) -> None:
         self.channel.add_refusal(self.end, t_report)
