@@ -7,12 +7,14 @@ time-weighted occupancy summed over the run's frames.
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from functools import cache
 from pathlib import Path
 from types import ModuleType
 
 import numpy as np
+import psutil
 from numpy.typing import NDArray
 
 from streamscope.aggregate.points import HistogramPoint
@@ -69,3 +71,27 @@ def occupancy_ns(r: Run, query_id: int, edge: str, capacity: int) -> tuple[F64, 
         assert h.under == 0 and h.over == 0, f"frame {fr.frame}: under={h.under} over={h.over}"
         weights += np.asarray(h.weights)
     return weights, sum(fr.covered_ns for fr in frames)
+
+
+def ray_processes() -> list[str]:
+    """Ray's own processes among this process's descendants (a cluster's nodes and workers)."""
+    out = []
+    for p in psutil.Process(os.getpid()).children(recursive=True):
+        try:
+            line = " ".join(p.cmdline())
+        except psutil.NoSuchProcess:
+            continue
+        if "raylet" in line or "gcs_server" in line or "ray::" in line or "default_worker" in line:
+            out.append(f"{p.pid} {line[:120]}")
+    return out
+
+
+def ray_processes_left(wait_s: float = 5.0) -> list[str]:
+    """Ray's processes still there after up to ``wait_s`` for those told to end to go."""
+    left = ray_processes()
+    for _ in range(int(wait_s / 0.1)):
+        if not left:
+            break
+        psutil.wait_procs(psutil.Process(os.getpid()).children(recursive=True), timeout=0.1)
+        left = ray_processes()
+    return left

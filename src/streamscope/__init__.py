@@ -26,6 +26,7 @@ __all__ = [
     "Asyncio",
     "ConfigError",
     "EmulatedDevice",
+    "Host",
     "MPQueue",
     "Pipeline",
     "PipelineError",
@@ -80,6 +81,7 @@ __getattr__, __dir__ = lazy_exports(
         "Pipeline": "streamscope.pipeline.pipeline:Pipeline",
         "EmulatedDevice": "streamscope.pipeline.resources:EmulatedDevice",
         "Process": "streamscope.pipeline.resources:Process",
+        "Host": "streamscope.pipeline.resources:Host",
         "Asyncio": "streamscope.pipeline.resources:Asyncio",
         "tracing": "streamscope.probes.tracing:set_enabled",
         "probe": "streamscope.probes.user:probe",
@@ -121,6 +123,7 @@ if TYPE_CHECKING:
     from streamscope.pipeline.dropin import stage as stage
     from streamscope.pipeline.pipeline import Pipeline as Pipeline
     from streamscope.pipeline.resources import EmulatedDevice as EmulatedDevice
+    from streamscope.pipeline.resources import Host as Host
     from streamscope.pipeline.resources import Process as Process
     from streamscope.probes.tracing import set_enabled as tracing
     from streamscope.probes.user import probe as probe

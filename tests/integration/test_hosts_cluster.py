@@ -3,31 +3,22 @@ stopped by streamscope, each host's actors on its own node, nothing left running
 
 from __future__ import annotations
 
-import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
-import psutil
 import pytest
 
+import streamscope as ss
+from oracles import ray_processes, ray_processes_left
 from streamscope.core.errors import ConfigError
 from streamscope.runtime.cluster import RayCluster
 
 HOSTS = ("node-a", "node-b", "node-c")
-
-
-def _ray_processes() -> list[str]:
-    """Ray's own processes among this process's descendants."""
-    out = []
-    for p in psutil.Process(os.getpid()).children(recursive=True):
-        try:
-            line = " ".join(p.cmdline())
-        except psutil.NoSuchProcess:
-            continue
-        if "raylet" in line or "gcs_server" in line or "ray::" in line or "default_worker" in line:
-            out.append(f"{p.pid} {line[:120]}")
-    return out
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -37,17 +28,11 @@ def cluster() -> Iterator[RayCluster]:
     with RayCluster.start(HOSTS) as started:
         files = started.directory
         assert files is not None and files.is_dir()
-        assert _ray_processes()  # the nodes are processes of this machine
+        assert ray_processes()  # the nodes are processes of this machine
         yield started
     assert not started.ray.is_initialized()
     assert not files.exists() and started.directory is None
-    left = _ray_processes()
-    for _ in range(50):  # the nodes' processes end as they are told to
-        if not left:
-            break
-        psutil.wait_procs(psutil.Process(os.getpid()).children(recursive=True), timeout=0.1)
-        left = _ray_processes()
-    assert left == []
+    assert ray_processes_left() == []
 
 
 def test_each_host_is_a_node_of_its_own(cluster: RayCluster) -> None:
@@ -131,3 +116,89 @@ def test_a_channel_between_hosts_is_bounded_ordered_and_ends(cluster: RayCluster
     ch.shutdown()
     assert got == list(range(200))
     assert max(seen) <= 4 and max(seen) == 4  # full at times: the producer waited
+
+
+ITEMS = 600
+FRAME_NS = 500_000_000
+#: How far the application's stamps may lie from the taps beside them (the stage's thread
+#: waits for its worker's interpreter lock between the tap and the stamp).
+STAMP_NS = 500_000
+
+
+def _frames_against_truth(run: ss.Run, truth: Any, w: int) -> list[tuple[int, float, float]]:
+    """Per frame of ``latency(source -> work{w})`` holding 20 items or more, neither the
+    first nor the last: (frame, monitored median - true median, the frame's uncertainty)."""
+    from streamscope.aggregate.points import QuantilesPoint, ScalarPoint
+
+    qid = next(q.id for q in run.queries if q.metric == "latency")
+    sel = truth["worker"] == w
+    made, taken = truth["made_ns"][sel], truth["taken_ns"][sel]
+    frame_of = (taken - run.meta.t0_host_ns) // FRAME_NS
+    first, last = int(frame_of.min()), int(frame_of.max())
+    rows = []
+    for fr in run.results(qid, f"source -> work{w}"):
+        here = frame_of == fr.frame
+        if here.sum() < 20 or fr.frame in (first, last):
+            continue
+        unc = next(p.value for p in fr.points if isinstance(p, ScalarPoint)
+                   and p.stat == "uncertainty_ns")  # fmt: skip
+        q = next(p for p in fr.points if isinstance(p, QuantilesPoint))
+        p50 = q.values[list(q.qs).index(0.5)]
+        lat = np.sort(taken[here] - made[here])
+        true = lat[int(np.ceil(0.5 * len(lat))) - 1]
+        rows.append((fr.frame, float(p50) - float(true), float(unc)))
+    return rows
+
+
+def test_a_pipeline_over_three_hosts_against_its_own_truth(
+    cluster: RayCluster, tmp_path: Path
+) -> None:
+    """``examples/hosts.py`` from the command line on this cluster (``--ray-address``): a
+    source on node-a, two workers on node-b, a sink on node-c, each host's clock emulated and
+    not told. Throughput per channel is exact against the items the application counted; the
+    latency between hosts is inside its bounds frame by frame; the network between two hosts
+    is a virtual queue whose estimate is checked."""
+    out, truth_file = tmp_path / "hosts.duckdb", tmp_path / "truth.npz"
+    cmd = [sys.executable, "-m", "streamscope", "run", str(ROOT / "examples" / "hosts.py"),
+           "--out", str(out), "--quiet", "--ground-truth", "--ray-address", cluster.address,
+           "--", "--items", str(ITEMS), "--truth", str(truth_file)]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-4000:]
+    truth = np.load(truth_file)
+    assert sorted(truth["item"].tolist()) == list(range(ITEMS))
+    with ss.load(out) as run:
+        res = run.table("resource")
+        kinds = dict(zip(res["name"], zip(res["kind"], res["clock_domain"], strict=True),
+                         strict=True))  # fmt: skip
+        for host in HOSTS:
+            assert kinds[host] == ("host", host)  # every host a timezone of its own
+        fitted = set(run.table("clock_fit")["domain"])
+        assert fitted == set(HOSTS)
+        # Throughput: every item the application saw, on the channel it took.
+        qid = next(q.id for q in run.queries if q.metric == "throughput")
+        for w in (0, 1):
+            expected = int((truth["worker"] == w).sum())
+            for target in (f"source -> work{w}", f"work{w} -> sink"):
+                counted = sum(
+                    p.value * FRAME_NS / 1e9
+                    for fr in run.results(qid, target)
+                    for p in fr.points
+                    if getattr(p, "stat", "") == "mean"
+                )
+                assert round(counted) == expected, (target, counted, expected)
+            rows = _frames_against_truth(run, truth, w)
+            assert rows, "no frame to check"
+            for frame, err, unc in rows:
+                print(f"work{w} frame {frame}: error {err / 1e3:+.1f}us, bound {unc / 1e3:.1f}us")
+                assert abs(err) <= unc + STAMP_NS, (w, frame, err, unc)
+        # The stages' states crossed the network (each host's agent ships them).
+        qid = next(q.id for q in run.queries if q.metric == "state")
+        for stage in ("source", "work0", "work1", "sink"):
+            assert run.results(qid, stage), stage
+        # The link between node-a and node-b: a virtual queue, estimated and checked.
+        (vq,) = run.virtual_queues()
+        assert vq["target"] == "source -> work1" and vq["model"] == "tandem"
+        print({k: vq[k] for k in ("verdict", "w1_items", "w1_truth_items", "w1_truth_ideal_items",
+                                  "renewal_verdict")})  # fmt: skip
+        assert vq["frames"] >= 3
+        assert vq["w1_truth_items"] < vq["w1_truth_ideal_items"]

@@ -199,7 +199,7 @@ def test_no_private_name_crosses_modules() -> None:
 def test_public_surface_is_pinned() -> None:
     assert sorted(streamscope.__all__) == sorted(
         [
-            "Asyncio", "ConfigError", "EmulatedDevice", "MPQueue", "Pipeline", "PipelineError", "Process",
+            "Asyncio", "ConfigError", "EmulatedDevice", "Host", "MPQueue", "Pipeline", "PipelineError", "Process",
             "Query", "QueryError", "Queue", "Run", "RunFileError", "RunOptions", "RunResult", "StageError",
             "StreamscopeError", "StreamscopeWarning", "__version__", "count", "counter", "input_wait", "interdeparture",
             "interinsertion", "iteration", "output_wait", "probe", "sample", "timer", "tracing",

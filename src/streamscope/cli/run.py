@@ -91,6 +91,13 @@ def run(
             help="How bursts are fitted: hull (robust, tick-aware) or timetrial (seed 000)."
         ),
     ] = "hull",
+    ray_address: Annotated[
+        str | None,
+        typer.Option(
+            help="A pipeline with hosts: run on the Ray cluster at this address (its nodes "
+            "carry the hosts' names as resources) instead of starting one on this machine."
+        ),
+    ] = None,
     ground_truth: Annotated[
         bool,
         typer.Option(
@@ -190,7 +197,7 @@ def run(
         query=tuple(query or ()), queries=queries, report=report,
         serve_port=serve_port if serve else None, trace_stages=tuple(trace_stage or ()),
         trace_modules=tuple(trace_module or ()), trace_exclude=tuple(trace_exclude or ()),
-        trace_max_rate=trace_max_rate,
+        trace_max_rate=trace_max_rate, ray_address=ray_address,
     )  # fmt: skip
     argv = list(app_args or [])
     if module is not None:  # as python -m MODULE ARGS: a file named first is its first argument
@@ -230,6 +237,7 @@ class RunRequest:
     trace_modules: tuple[str, ...]
     trace_exclude: tuple[str, ...]
     trace_max_rate: float | None
+    ray_address: str | None = None
 
     def options(self, app: str, argv: Sequence[str], *, program: bool) -> RunOptions:
         """The options of a run of ``app`` with ``argv``. A ``program`` has no link channels
@@ -245,7 +253,7 @@ class RunRequest:
             ground_truth=self.ground_truth and not program,
             device_trace=self.device_trace and not program, trace=self.trace,
             flight_records=self.flight_records, stall_ns=self.stall_ns,
-            timeout_ns=self.timeout_ns,
+            timeout_ns=self.timeout_ns, ray_address=self.ray_address,
         )  # fmt: skip
 
     @property

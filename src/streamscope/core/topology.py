@@ -17,7 +17,7 @@ HOST = "host"
 
 @dataclass(frozen=True, slots=True)
 class ResourceInfo:
-    """Where stages run. ``kind`` is ``thread``, ``process`` or a device kind."""
+    """Where stages run. ``kind`` is ``thread``, ``asyncio``, ``process``, ``device`` or ``host``."""
 
     name: str
     kind: str

@@ -1,6 +1,7 @@
 """Calibration bursts between the host and each clock domain of a run.
 
-In: the host end of each domain's round-trip socket. Out: CALIBRATION messages (one burst of
+In: each domain's clock link (the host end of its round-trip socket, or a cluster host's clock
+responder). Out: CALIBRATION messages (one burst of
 exchanges each) on the control link: a full burst when the domain starts, short bursts every
 ``every_s`` while it runs, and a full burst when its stages are done, before it exits.
 """
@@ -12,6 +13,7 @@ import socket
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from streamscope.timebase.burst import Exchanges
 from streamscope.timebase.roundtrip import exchange
@@ -27,14 +29,49 @@ EARLY_S = (0.25, 1.0)
 _STOP = b"q"
 
 
+class ClockLink(Protocol):
+    """How the host reads a domain's clock: ``exchange`` makes ``n`` round trips (OSError once
+    the domain is gone), ``release`` lets its responder go, ``close`` forgets the link.
+    ``full``/``short``: the most round trips its full and short bursts make (a slow link's
+    bursts are shorter: the best of fewer round trips is nearly as good)."""
+
+    full: int
+    short: int
+
+    def exchange(self, n: int) -> Exchanges: ...
+
+    def release(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class SocketClock:
+    """A clock link over the socket a domain's counter process answers on."""
+
+    full = FULL_BURST
+    short = SHORT_BURST
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+
+    def exchange(self, n: int) -> Exchanges:
+        return exchange(self.sock, n)
+
+    def release(self) -> None:
+        self.sock.send(_STOP)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
 @dataclass(slots=True)
 class _Domain:
-    """One clock domain's round-trip socket. Mutable: ``closed`` is set once its process is
-    gone or released, under ``lock``."""
+    """One clock domain's link. Mutable: ``closed`` is set once its process is gone or
+    released, under ``lock``."""
 
     index: int  # the domain's resource index in the topology (sent as the message's agent field)
     name: str
-    sock: socket.socket
+    link: ClockLink
     lock: threading.Lock = field(default_factory=threading.Lock)
     closed: bool = False
 
@@ -45,7 +82,7 @@ class Calibrator:
     def __init__(
         self,
         control: Control,
-        domains: list[tuple[int, str, socket.socket]],
+        domains: list[tuple[int, str, socket.socket | ClockLink]],
         *,
         every_s: float = EVERY_S,
         full: int = FULL_BURST,
@@ -53,7 +90,10 @@ class Calibrator:
         on_burst: Callable[[str, Exchanges], None] | None = None,
     ) -> None:
         self.control = control
-        self.domains = {name: _Domain(i, name, sock) for i, name, sock in domains}
+        self.domains = {
+            name: _Domain(i, name, SocketClock(link) if isinstance(link, socket.socket) else link)
+            for i, name, link in domains
+        }
         self.every_s = every_s
         self.full = full
         self.short = short
@@ -72,7 +112,7 @@ class Calibrator:
             if d.closed:
                 return
             try:
-                ex = exchange(d.sock, n)
+                ex = d.link.exchange(n)
             except OSError:
                 d.closed = True  # the domain's process is gone (stopped or failed)
                 return
@@ -83,7 +123,7 @@ class Calibrator:
 
     def _loop(self) -> None:
         for d in list(self.domains.values()):
-            self._burst(d, self.full)
+            self._burst(d, min(self.full, d.link.full))
         # Two early short bursts fix each domain's rate soon (a device reducing its own frames
         # places them with it); then the regular ones.
         waited = 0.0
@@ -92,24 +132,31 @@ class Calibrator:
                 break
             waited = at
             for d in list(self.domains.values()):
-                self._burst(d, self.short)
+                self._burst(d, min(self.short, d.link.short))
         if waited and self._stop.wait(self.every_s - waited):
             return
         while self.every_s > 0 and not self._stop.wait(self.every_s):
             for d in list(self.domains.values()):
-                self._burst(d, self.short)
+                self._burst(d, min(self.short, d.link.short))
 
     def finish(self, name: str) -> None:
         """The domain's stages are done: a last full burst, then release its clock responder."""
         d = self.domains.get(name)
         if d is None:
             return
-        self._burst(d, self.full)
+        self._burst(d, min(self.full, d.link.full))
         with d.lock:
             if not d.closed:
                 with contextlib.suppress(OSError):
-                    d.sock.send(_STOP)
+                    d.link.release()
                 d.closed = True
+
+    def finish_all(self) -> None:
+        """The run stops early (a stage failed, a host was lost, Ctrl-C): a last burst of
+        every domain still answering, so that the records it sent so far can be placed in
+        time, then let each go."""
+        for name in list(self.domains):
+            self.finish(name)
 
     def stop(self) -> None:
         self._stop.set()
@@ -117,4 +164,4 @@ class Calibrator:
             self._thread.join(timeout=5.0)
         for d in self.domains.values():
             with contextlib.suppress(OSError):
-                d.sock.close()
+                d.link.close()

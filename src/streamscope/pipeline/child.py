@@ -1,8 +1,9 @@
-"""Entry points of the processes a run forks: stage processes and clock-counter processes.
+"""Entry points of the processes a run forks (stage processes and clock-counter processes), and
+of a cluster host's stages in their worker there.
 
 In: the pipeline, its channels and probes, and what one child runs. Out: the child's stages
-running with their own rings (and clock; a device also with its agent), or a domain's counter
-answering round trips.
+running with their own rings (and clock; a device also with its agent), a domain's counter
+answering round trips, or a host's stages with the agent that drains and reduces all its rings.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from streamscope.core import native
 from streamscope.core.errors import describe_exception
 from streamscope.core.process import die_with_parent
 from streamscope.core.topology import HOST, ProbeInfo
+from streamscope.pipeline.channel import ThreadChannel
 from streamscope.pipeline.link import save_links_truth
 from streamscope.pipeline.local import LocalQueue
 from streamscope.pipeline.pipeline import Pipeline
@@ -104,6 +106,64 @@ def child_main(
         if control is not None:
             control.close()
         os._exit(code)
+
+
+class _Errors:
+    """Where a host's stage threads report their errors (the worker returns the first)."""
+
+    def __init__(self) -> None:
+        self.first: tuple[str, str] | None = None
+
+    def put(self, msg: tuple[str, str, str]) -> None:
+        if msg[0] == "error" and self.first is None:
+            self.first = (msg[1], msg[2])
+
+
+def host_main(
+    pipeline: Pipeline,
+    links: dict[str, Channel],
+    probes: tuple[ProbeInfo, ...],
+    spec: ChildSpec,
+    control: Control,
+    grid: Any = None,
+) -> tuple[str, str] | None:
+    """A cluster host's stages, in its worker on that host: None once every one has ended, or
+    the first that failed and its error. Nothing is published for a monitor to drain: every
+    ring is private, and the host's agent ships them over ``control`` (its own sub-queues
+    reduced to frame summaries first). ``links``: the channels from or to other hosts; those
+    between two of these stages are made here."""
+    clock, domain, tick_ns = _process_clock(spec)
+    mine = set(spec.stages)
+    channels = dict(links)
+    for c in pipeline.channels.values():
+        if c.src in mine and c.dst in mine:
+            channels[c.name] = ThreadChannel(c.capacity, name=c.name)
+    recorder = Recorder(None, clock, spec.tap_capacity)
+    scope = Scope(
+        pipeline, channels, probes, spec.stages, recorder, _local_probes(spec),
+        runner_report(control),
+    )  # fmt: skip
+    local = None
+    if spec.local:
+        from streamscope.pipeline.onboard import LocalReduction
+
+        local = LocalReduction(spec.local, tick_ns, grid)
+    agent = Agent(
+        control, clock.now, flush_interval_s=spec.flush_interval_s, domain=domain, local=local
+    )
+    for tap in recorder.taps:
+        agent.add(tap)
+    errors = _Errors()
+    code = 1
+    try:
+        code = _run_stages(pipeline, channels, scope, spec.stages, errors, agent, None)
+        if code == 0 and spec.truth_dir is not None:
+            save_links_truth(pipeline.channels.values(), channels, spec.stages, spec.truth_dir)
+    except BaseException as exc:
+        errors.put(("error", spec.stages[0], describe_exception(exc)))
+    finally:
+        agent.close(final=code == 0)
+    return errors.first
 
 
 def _process_clock(spec: ChildSpec) -> tuple[native.Clock, str, float]:

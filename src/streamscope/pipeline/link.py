@@ -160,7 +160,7 @@ def save_links_truth(
     """This process's side of the ground truth of every link channel that its ``stages`` put
     into (``in``) or get from (``out``), numbered by the channel's place in ``specs``."""
     for index, spec in enumerate(specs):
-        ch = channels[spec.name]
+        ch = channels.get(spec.name)  # a host's worker holds only the channels it touches
         if isinstance(ch, LinkChannel):
             if spec.src in stages:
                 ch.save_truth(directory, index, "in")

@@ -36,7 +36,7 @@ def subqueue_key(topology: Topology, channel: str, side: str) -> int:
 def local_queues(
     topology: Topology, frames: dict[str, int], raw: frozenset[str] | None = frozenset()
 ) -> dict[str, tuple[LocalQueue, ...]]:
-    """Per device resource, the sub-queues it reduces: those of the link channels in
+    """Per device or host resource, the sub-queues it reduces: those of the link channels in
     ``frames`` (channel -> frame ns of its occupancy queries) whose side runs on the device.
     ``raw``: channels whose records also cross the link raw (None: all of them)."""
     kind = {r.name: r.kind for r in topology.resources}
@@ -52,7 +52,7 @@ def local_queues(
         ):
             res = where[stage]
             ids = [probe.get((e, ch.name), 0) for e in ends]
-            if kind.get(res) != "device" or not all(ids):
+            if kind.get(res) not in ("device", "host") or not all(ids):
                 continue
             state = probe.get(("state", ch.src), 0) if side == "tail" else 0
             out.setdefault(res, []).append(

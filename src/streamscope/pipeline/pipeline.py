@@ -278,17 +278,19 @@ class Pipeline:
             raise PipelineError(
                 f"pipeline {self.name!r} has a cycle; channels must form a directed acyclic graph"
             )
+        self._check_hosts()
 
     def channel_transport(self, ch: ChannelSpec) -> str:
-        """``thread`` when both ends share a process, ``link`` across a device boundary, else
-        ``process``."""
+        """``thread`` when both ends share a process, ``link`` across a device boundary or
+        between hosts, else ``process``."""
         a, b = self.stages[ch.src].resource, self.stages[ch.dst].resource
         if a == b or (a.in_main_process and b.in_main_process):
             return "thread"
-        return "link" if "device" in (a.kind, b.kind) else "process"
+        return "link" if {"device", "host"} & {a.kind, b.kind} else "process"
 
     def link_of(self, ch: ChannelSpec) -> LinkSpec | None:
-        """The bus a link channel crosses (the device's), None for any other channel."""
+        """The bus or network a link channel crosses (the device's; between hosts, the
+        consumer's host's, else the producer's), None for any other channel."""
         a, b = self.stages[ch.src].resource, self.stages[ch.dst].resource
         if self.channel_transport(ch) != "link":
             return None
@@ -297,7 +299,36 @@ class Pipeline:
                 f"channel {ch.name!r} joins two devices ({a.name}, {b.name}); only host <-> "
                 "device channels are supported"
             )
+        if "host" in (a.kind, b.kind):
+            return b.link if b.kind == "host" else a.link
         return a.link if a.kind == "device" else b.link
+
+    def hosts(self) -> tuple[str, ...]:
+        """The cluster hosts the stages are placed on, in order of first use."""
+        return tuple(
+            dict.fromkeys(
+                s.resource.name for s in self.stages.values() if s.resource.kind == "host"
+            )
+        )
+
+    def _check_hosts(self) -> None:
+        """A host's channels reach only other hosts and the pipeline's own process (whose
+        threads call the cluster); a forked process or device cannot share the cluster."""
+        if not self.hosts():
+            return
+        for s in self.stages.values():
+            if s.resource.kind in ("process", "device"):
+                raise PipelineError(
+                    f"stage {s.name!r} is on {s.resource.kind} {s.resource.name!r}, in a pipeline "
+                    f"with hosts ({', '.join(self.hosts())}): a pipeline with hosts places its "
+                    "other stages in its own process (threads or asyncio) or on hosts"
+                )
+        traced = [s for s in self.traced_stages() if self.stages[s].resource.kind == "host"]
+        if traced:
+            raise PipelineError(
+                f"stage {traced[0]!r} is on host {self.stages[traced[0]].resource.name!r}: "
+                "function tracing runs in the pipeline's own process only"
+            )
 
     def topology(self, probes: tuple[ProbeInfo, ...] = ()) -> Topology:
         resources: dict[str, ResourceInfo] = {}

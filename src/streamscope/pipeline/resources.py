@@ -2,7 +2,7 @@
 ``device`` (an emulated accelerator: a process with a clock of its own behind a DMA-like link).
 
 A resource is a name plus a kind; stages on the same ``Process`` or ``EmulatedDevice`` resource
-share one child process. Remote hosts will add a kind here.
+share one child process, those on the same ``Host`` one worker on that host's node of a cluster.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ class Resource:
 
 
 THREAD = Resource("main", "thread")
-KINDS = ("thread", "process", "device", "asyncio")
+KINDS = ("thread", "process", "device", "asyncio", "host")
 
 
 def Asyncio(name: str = "loop") -> Resource:  # noqa: N802 - a constructor
@@ -114,6 +114,41 @@ def EmulatedDevice(  # noqa: N802 - a constructor
     return Resource(name, "device", str(parsed), link)
 
 
+def Host(  # noqa: N802 - a constructor
+    name: str,
+    *,
+    clock: str | None = None,
+    bulk_size: int = 16,
+    transfer_us: float = 2000.0,
+    latency_us: float = 2000.0,
+    timeout_us: float | None = 2000.0,
+) -> Resource:
+    """A host of a cluster: its stages run together in one worker on the node that carries
+    the host's name (a Ray node with a resource ``name``), each in its own thread.
+
+    Every host is a timezone: its stages read a clock of its own, which the monitor calibrates
+    by round trips over the cluster's calls. ``clock``: an emulated clock spec for that clock
+    (rate error, offset, drift, tick: for tests on one machine; the monitor is never told it);
+    None: the host's own monotonic clock.
+
+    Every channel between the host and another one is a network link: a buffer at each end,
+    the network between them opaque (a *virtual queue*, estimated and checked). Items leave
+    the sending buffer in batches of up to ``bulk_size`` (or after ``timeout_us`` without a new
+    item, or at the end), one call each, one batch every ``transfer_us`` at most (the link's
+    pace), each delivered ``latency_us`` after its transfer ends. The network's own timing
+    stays below these (a call takes ~0.5-1 ms on one machine): the link then behaves as the
+    model that estimates it assumes, and the model's self-check says when it does not.
+    """
+    spec = EmulatedClockSpec.parse(clock or "")
+    link = LinkSpec(
+        bulk_size,
+        transfer_us * 1e3,
+        latency_us * 1e3,
+        math.inf if timeout_us is None else timeout_us * 1e3,
+    )
+    return Resource(name, "host", str(spec), link)
+
+
 def resolve(resource: str | Resource, stage: str) -> Resource:
     """``"thread"`` → the main process; ``"process"`` → a child process of the stage's own."""
     if isinstance(resource, Resource):
@@ -130,5 +165,5 @@ def resolve(resource: str | Resource, stage: str) -> Resource:
         return Resource(f"proc:{stage}", "process")
     raise PipelineError(
         f"stage {stage!r}: unknown resource {resource!r}; valid: 'thread', 'process', "
-        "'asyncio', Process(name) or Asyncio(name)"
+        "'asyncio', Process(name), Asyncio(name), EmulatedDevice(name) or Host(name)"
     )

@@ -19,14 +19,15 @@ from multiprocessing.context import BaseContext
 from typing import TYPE_CHECKING, Any
 
 from streamscope.core.clock import host_now_ticks
-from streamscope.core.errors import describe_exception
+from streamscope.core.errors import PipelineError, describe_exception
 from streamscope.core.topology import ProbeInfo
-from streamscope.pipeline.calibrator import EVERY_S, Calibrator
+from streamscope.pipeline.calibrator import EVERY_S, Calibrator, ClockLink
 from streamscope.pipeline.channel import ThreadChannel
 from streamscope.pipeline.child import ChildSpec, child_main, clock_main
 from streamscope.pipeline.link import LinkChannel, save_links_truth
 from streamscope.pipeline.local import local_queues
 from streamscope.pipeline.pipeline import Pipeline
+from streamscope.pipeline.remote import RemoteHosts
 from streamscope.pipeline.resources import Resource
 from streamscope.pipeline.scope import Scope, start_links, start_threads
 from streamscope.pipeline.shm import ProcessChannel
@@ -72,8 +73,16 @@ class Runner:
         ground_truth_dir: str | None = None,
         vq_frames: dict[str, int] | None = None,
         raw_channels: frozenset[str] | None = frozenset(),
+        remote: RemoteHosts | None = None,
     ) -> None:
         pipeline.validate()
+        if pipeline.hosts() and remote is None:
+            raise PipelineError(
+                f"pipeline {pipeline.name!r} places stages on hosts "
+                f"({', '.join(pipeline.hosts())}): it needs a cluster to run on"
+            )
+        #: The cluster the hosts' stages run on (None: no hosts).
+        self.remote = remote
         self.tap_capacity = tap_capacity
         self.calibrate_every_s = calibrate_every_s
         self.calibrator: Calibrator | None = None
@@ -93,12 +102,14 @@ class Runner:
         self.t0_ticks = t0_ticks
         self.truth_dir = ground_truth_dir
         self.local = local_queues(pipeline.topology(probes), vq_frames or {}, raw_channels)
-        self._grids: dict[str, Any] = {}  # device name -> the host end of its grid pipe
+        #: device or host name -> where its frame grids go (a pipe's end; a host's worker)
+        self._grids: dict[str, Any] = {}
         self._first_burst: dict[str, Exchanges] = {}
-        self.channels = make_channels(pipeline, self._ctx, ground_truth_dir is not None)
+        self.channels = make_channels(pipeline, self._ctx, ground_truth_dir is not None, remote)
         self.children: list[Any] = []
         self.responders: list[Any] = []  # one clock-counter process per clock domain
         self._child_stages: list[list[str]] = []
+        self._host_failure: Outcome | None = None
         self._main_stages: list[str] = []
         self._threads: list[threading.Thread] = []
 
@@ -107,13 +118,21 @@ class Runner:
         resources = {s.resource.name: s.resource for s in self.pipeline.stages.values()}
         index = {r.name: i for i, r in enumerate(self.pipeline.topology().resources)}
         self._save_clock_truth(resources)
-        domains: list[tuple[int, str, socket.socket]] = []
+        domains: list[tuple[int, str, socket.socket | ClockLink]] = []
         # Fork every child before this process starts any thread of its own.
         for i, (name, stages) in enumerate(groups.items(), start=1):
             res = resources[name]
+            if res.kind == "host":
+                continue
             if res.clock:
                 domains.append((index[name], name, self._start_clock(name, res.clock)))
             self._fork(i, name, stages, res)
+        for i, (name, stages) in enumerate(groups.items(), start=1):
+            res = resources[name]
+            if res.kind == "host" and self.remote is not None:
+                domains.append((index[name], name, self.remote.clock(name, res.clock,
+                                                                     self.epoch_ns)))  # fmt: skip
+                self._start_host(i, name, stages, res, self.remote)
         if domains and self.control is not None:
             self.calibrator = Calibrator(
                 self.control, domains, every_s=self.calibrate_every_s, on_burst=self._send_grid
@@ -169,6 +188,24 @@ class Runner:
             grid_end.close()
         self.children.append(proc)
         self._child_stages.append(stages)
+
+    def _start_host(
+        self, i: int, name: str, stages: list[str], res: Resource, remote: RemoteHosts
+    ) -> None:
+        """Host ``name``'s stages, in its worker on that host (agent ``i``); it is handed the
+        channels that leave or reach it, and makes those between its own stages."""
+        mine = set(stages)
+        links = {
+            c.name: self.channels[c.name]
+            for c in self.pipeline.channels.values()
+            if (c.src in mine) != (c.dst in mine)
+        }
+        spec = ChildSpec(
+            name, stages, i, None, self.flush_interval_s, self.tap_capacity, None, res.clock,
+            self.epoch_ns, 0, self.local.get(name, ()), self.truth_dir,
+        )  # fmt: skip
+        remote.start(name, self.pipeline, links, self.probes, spec)
+        self._grids[name] = _HostGrid(remote, name)
 
     def _start_main(self, main: list[str]) -> None:
         """This process's stages, in threads of their own."""
@@ -236,6 +273,19 @@ class Runner:
     def _on_error(self, stage: str, exc: BaseException) -> None:
         self._errors.put((stage, describe_error(exc)))
 
+    def _hosts_ended(self) -> None:
+        """Take the hosts whose stages ended: a last calibration burst for each that finished,
+        the first failure kept."""
+        if self.remote is None:
+            return
+        for end in self.remote.poll():
+            if end.error is None:
+                if self.calibrator is not None:
+                    self.calibrator.finish(end.host)
+            elif self._host_failure is None:
+                text = end.error if end.lost else f"stage {end.stage!r} raised {end.error}"
+                self._host_failure = Outcome("failed", text, end.stage)
+
     def _failure(self) -> tuple[str, str] | None:
         if not self._errors.empty():
             return self._errors.get()
@@ -290,8 +340,14 @@ class Runner:
                     return Outcome(
                         "failed", f"stage {failure[0]!r} raised {failure[1]}", failure[0]
                     )
-                if not any(t.is_alive() for t in self._threads) and all(
-                    p.exitcode is not None for p in self.children
+                self._hosts_ended()
+                if self._host_failure is not None:
+                    self.stop()
+                    return self._host_failure
+                if (
+                    not any(t.is_alive() for t in self._threads)
+                    and all(p.exitcode is not None for p in self.children)
+                    and not (self.remote is not None and self.remote.running())
                 ):
                     failure = self._failure()
                     if failure is not None:
@@ -300,6 +356,8 @@ class Runner:
                         )
                     self.stop_calibration()
                     self.save_truth()
+                    if self.remote is not None:
+                        self.remote.stop()
                     return Outcome("completed")
                 time.sleep(poll_s)
         except KeyboardInterrupt:
@@ -322,7 +380,10 @@ class Runner:
                 proc.join(timeout=1.0)
 
     def stop(self) -> None:
-        """Stop everything still running; no child process is left behind."""
+        """Stop everything still running; no child process is left behind. Every clock
+        domain still answering gets a last burst first (what it sent can be placed)."""
+        if self.calibrator is not None:
+            self.calibrator.finish_all()
         self.stop_calibration()
         for ch in self.channels.values():
             if isinstance(ch, ThreadChannel | LinkChannel):
@@ -336,19 +397,45 @@ class Runner:
             if proc.exitcode is None:
                 proc.kill()
                 proc.join(timeout=1.0)
+        if self.remote is not None:
+            self.remote.stop()
         for t in self._threads:
             t.join(timeout=0.5)
 
 
-def make_channels(pipeline: Pipeline, ctx: BaseContext, ground_truth: bool) -> dict[str, Channel]:
+class _HostGrid:
+    """Where a host's frame grids go: its worker (``send`` like a pipe's end)."""
+
+    def __init__(self, remote: RemoteHosts, host: str) -> None:
+        self.remote = remote
+        self.host = host
+
+    def send(self, grid: tuple[float, float]) -> None:
+        self.remote.send_grid(self.host, *grid)
+
+    def close(self) -> None:
+        pass
+
+
+def make_channels(
+    pipeline: Pipeline, ctx: BaseContext, ground_truth: bool, remote: RemoteHosts | None = None
+) -> dict[str, Channel]:
     """Every channel of ``pipeline``, made before any process is forked: a native FIFO where
-    both ends share a process, a link across a device boundary (keeping its ground truth in a
-    validation run), else a shared-memory channel."""
+    both ends share a process (made on the host itself, for a host's), a link across a device
+    boundary (keeping its ground truth in a validation run) or between hosts, else a
+    shared-memory channel."""
     channels: dict[str, Channel] = {}
     for ch in pipeline.channels.values():
         link = pipeline.link_of(ch)
+        src, dst = pipeline.stages[ch.src].resource, pipeline.stages[ch.dst].resource
         if pipeline.channel_transport(ch) == "thread":
-            channels[ch.name] = ThreadChannel(ch.capacity, name=ch.name)
+            if src.kind != "host":
+                channels[ch.name] = ThreadChannel(ch.capacity, name=ch.name)
+        elif link is not None and remote is not None and "host" in (src.kind, dst.kind):
+            consumer = dst.name if dst.kind == "host" else None
+            channels[ch.name] = remote.link(
+                ch.name, ch.capacity, link, consumer, ch.slot_bytes, ground_truth
+            )
         elif link is not None:
             channels[ch.name] = LinkChannel(
                 ch.name, ch.capacity, ctx, link, ch.slot_bytes, ground_truth=ground_truth

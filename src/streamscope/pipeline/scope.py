@@ -300,7 +300,7 @@ def start_links(
     mine = set(stages)
     threads = []
     for spec in pipeline.channels.values():
-        ch = channels[spec.name]
+        ch = channels.get(spec.name)  # a host's worker holds only the channels it touches
         if not isinstance(ch, LinkChannel):
             continue
         for stage, body, role in (

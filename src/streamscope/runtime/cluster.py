@@ -29,6 +29,13 @@ RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": 
 #: Each node of a cluster started here: its CPUs and its object store (bytes).
 NODE_CPUS = 1
 NODE_OBJECT_STORE = 80 << 20
+#: How a cluster started here finds a node dead: a health check every half second, dead after
+#: four missed in a row (Ray's defaults take 15 s; a run then fails within ~2-3 s of a loss).
+HEALTH_CHECK = {
+    "health_check_period_ms": 500,
+    "health_check_timeout_ms": 500,
+    "health_check_failure_threshold": 4,
+}
 #: The longest directory for a started cluster's files: Ray puts Unix sockets ~62 bytes below
 #: it, and a socket's path has at most 107.
 MAX_DIR_BYTES = 45
@@ -59,11 +66,20 @@ class RayCluster(Closing):
     resources). ``node_of(host)`` is the node a host's stages run on; ``close`` disconnects and,
     for a cluster started here, stops every node and removes its files."""
 
-    def __init__(self, hosts: Sequence[str], cluster: Any, directory: Path | None) -> None:
+    def __init__(
+        self,
+        hosts: Sequence[str],
+        cluster: Any,
+        directory: Path | None,
+        *,
+        owns_driver: bool = True,
+    ) -> None:
         self.hosts = tuple(hosts)
         self._cluster = cluster
         self._dir = directory
         self._ray = _ray()
+        #: Whether this cluster connected this process (else it shares a connection it found).
+        self._owns_driver = owns_driver
         #: Ray itself, as this cluster set it up (import it no other way before it starts).
         self.ray = self._ray
         found = self._nodes()
@@ -97,7 +113,7 @@ class RayCluster(Closing):
         node: dict[str, Any] = {"num_cpus": NODE_CPUS, "object_store_memory": NODE_OBJECT_STORE,
                                 "node_ip_address": "127.0.0.1"}  # fmt: skip
         head = {**node, "resources": {hosts[0]: 1}, "temp_dir": str(base),
-                "include_dashboard": False}  # fmt: skip
+                "include_dashboard": False, "_system_config": HEALTH_CHECK}  # fmt: skip
         cluster: Any = Cluster(initialize_head=True, head_node_args=head)
         try:
             for host in hosts[1:]:
@@ -112,8 +128,10 @@ class RayCluster(Closing):
     @classmethod
     def join(cls, hosts: Sequence[str], address: str) -> RayCluster:
         """The running cluster at ``address`` (``--ray-address``): streamscope neither starts
-        nor stops it."""
+        nor stops it. A process already connected to it keeps its connection."""
         ray = _ray()
+        if ray.is_initialized():
+            return cls(hosts, None, None, owns_driver=False)
         try:
             ray.init(address=address, logging_level="ERROR", log_to_driver=False)
         except (ConnectionError, RuntimeError, ValueError) as exc:
@@ -131,6 +149,13 @@ class RayCluster(Closing):
         return out
 
     @property
+    def address(self) -> str:
+        """The address to join this cluster at (``--ray-address``)."""
+        if self._cluster is not None:
+            return str(self._cluster.address)
+        return str(self._ray.get_runtime_context().gcs_address)
+
+    @property
     def directory(self) -> Path | None:
         """Where a cluster started here keeps its files (None: joined, or closed)."""
         return self._dir
@@ -143,7 +168,19 @@ class RayCluster(Closing):
         """Actor options that place an actor on ``host``'s node (a sliver of its resource)."""
         return {"resources": {host: 0.001}, "num_cpus": 0}
 
+    def placement_here(self) -> dict[str, Any]:
+        """Actor options that place an actor on this process's own node (the monitor's)."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        node = self._ray.get_runtime_context().get_node_id()
+        return {
+            "scheduling_strategy": NodeAffinitySchedulingStrategy(node, soft=False),
+            "num_cpus": 0,
+        }
+
     def close(self) -> None:
+        if not self._owns_driver:
+            return
         if self._ray.is_initialized():
             self._ray.shutdown()
         if self._cluster is not None:

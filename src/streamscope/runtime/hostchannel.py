@@ -22,13 +22,15 @@ class HostChannel:
     """A channel of ``capacity`` items whose queue lives on ``host`` (the consumer's); it can be
     handed to the stages' actors on any host."""
 
-    def __init__(self, cluster: RayCluster, capacity: int, host: str) -> None:
+    def __init__(self, cluster: RayCluster, capacity: int, host: str | None) -> None:
+        """``host`` None: the queue lives on this process's own node."""
         if capacity < 1:
             raise ValueError(f"a channel holds at least one item, not {capacity}")
         from ray.util.queue import Queue
 
         self.capacity = capacity
-        self._q: Any = Queue(maxsize=capacity, actor_options=cluster.placement(host))
+        where = cluster.placement(host) if host is not None else cluster.placement_here()
+        self._q: Any = Queue(maxsize=capacity, actor_options=where)
 
     def put(self, item: Any) -> None:
         """Put ``item``, waiting while the channel is full."""
@@ -41,6 +43,19 @@ class HostChannel:
     def get(self) -> Any:
         """The next item, waiting while the channel is empty; ``EndOfStream`` at the end."""
         return self._q.get(block=True)
+
+    def get_within(self, timeout_s: float) -> tuple[bool, Any]:
+        """``(True, item)``, or ``(False, None)`` when nothing came within ``timeout_s``."""
+        from ray.util.queue import Empty
+
+        try:
+            return True, self._q.get(block=True, timeout=timeout_s)
+        except Empty:
+            return False, None
+
+    def ready(self) -> Any:
+        """A reference that resolves once the queue's actor answers."""
+        return self._q.actor.qsize.remote()
 
     def qsize(self) -> int:
         return int(self._q.qsize())

@@ -24,13 +24,38 @@ from streamscope.timebase.emulated import EmulatedClock, EmulatedClockSpec
 class ClockResponder:
     """Runs on a host's node: answers each call with that host's clock reading (an actor)."""
 
-    def __init__(self, spec: str, epoch_ns: int) -> None:
-        self.clock: Any = (
-            EmulatedClock(EmulatedClockSpec.parse(spec), epoch_ns) if spec else HostClock()
-        )
+    def __init__(self, spec: str = "", epoch_ns: int = 0) -> None:
+        self.clock: Any = None
+        self.configure(spec, epoch_ns)
+
+    def configure(self, spec: str, epoch_ns: int) -> None:
+        """Read ``spec``'s emulated clock from ``epoch_ns`` on (empty: the host's own)."""
+        self.clock = EmulatedClock(EmulatedClockSpec.parse(spec), epoch_ns) if spec else HostClock()
 
     def read(self) -> int:
         return int(self.clock.now_ticks())
+
+
+#: A round trip that takes longer than this (seconds) is a host that does not answer.
+ROUND_TRIP_TIMEOUT_S = 2.0
+
+
+def exchange(ray: Any, responder: Any, n: int) -> Exchanges:
+    """``n`` round trips to a ``ClockResponder`` actor, one call at a time (a Python loop on
+    purpose: each is one blocking call, and the less between the readings, the tighter the
+    bounds)."""
+    if n < 1:
+        raise ValueError(f"exchange needs n >= 1 round trips, got {n}")
+    read = responder.read
+    get = ray.get
+    now = time.monotonic_ns
+    t1, t2, t3 = np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64)
+    for i in range(n):
+        a = now()
+        ticks = get(read.remote(), timeout=ROUND_TRIP_TIMEOUT_S)
+        b = now()
+        t1[i], t2[i], t3[i] = a, ticks, b
+    return Exchanges(t1_ns=t1, t2_ticks=t2, t3_ns=t3)
 
 
 class HostClocks:
@@ -51,20 +76,8 @@ class HostClocks:
         ray.get([a.read.remote() for a in self._actors.values()])  # each is up
 
     def exchange(self, host: str, n: int = 200) -> Exchanges:
-        """``n`` round trips to ``host``'s clock, one call at a time (a Python loop on purpose:
-        each is one blocking call, and the less between the readings, the tighter the bounds)."""
-        if n < 1:
-            raise ValueError(f"exchange needs n >= 1 round trips, got {n}")
-        ray = self.cluster.ray
-        read = self._actors[host].read
-        now = time.monotonic_ns
-        t1, t2, t3 = np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64)
-        for i in range(n):
-            a = now()
-            ticks = ray.get(read.remote())
-            b = now()
-            t1[i], t2[i], t3[i] = a, ticks, b
-        return Exchanges(t1_ns=t1, t2_ticks=t2, t3_ns=t3)
+        """``n`` round trips to ``host``'s clock (see ``exchange``)."""
+        return exchange(self.cluster.ray, self._actors[host], n)
 
     def truth(self, host: str) -> EmulatedClock | None:
         """The emulated clock ``host`` was given (None: its own), for checking fits."""

@@ -68,6 +68,10 @@ class RunOptions:
     flight_records: int = 200_000
     #: End the run (as interrupted, saying why) after this long (ns); None: when it ends.
     timeout_ns: int | None = None
+    #: A pipeline with hosts: the address of a running Ray cluster whose nodes carry the
+    #: hosts' names as resources (None: streamscope starts one on this machine, one node per
+    #: host, and stops it when the run ends).
+    ray_address: str | None = None
     app: str = ""
     argv: tuple[str, ...] = ()
     command: str = ""
@@ -106,6 +110,7 @@ PIPELINE_ONLY = {
     "calibrate_every_s": "only devices have clocks of their own to calibrate",
     "ground_truth": "it records the true times of link channels' items, and a program has none",
     "device_trace": "it ships devices' raw records, and a program has no devices",
+    "ray_address": "only a pipeline's stages are placed on hosts",
 }
 
 #: The shortest stall limit (ns): several heartbeats of a busy stage (``_native.c``).

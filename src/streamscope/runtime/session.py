@@ -10,6 +10,7 @@ import signal
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from streamscope.aggregate.points import DropCount, FrameResult
 from streamscope.core.errors import ConfigError
@@ -34,6 +35,10 @@ from streamscope.runtime.options import (
 )
 from streamscope.transport.control import Control
 from streamscope.transport.wire import MsgType
+
+if TYPE_CHECKING:
+    from streamscope.pipeline.remote import RemoteHosts
+    from streamscope.runtime.cluster import RayCluster
 
 __all__ = ["FramesCallback", "RunOptions", "RunResult", "prepare", "run"]
 
@@ -108,17 +113,33 @@ def run(
     if traced is not None:
         topology = traced.topology(topology)
     launched: Launched | None = None
+    cluster = _cluster(pipeline, opts)
     try:
         launched = Launched(
             plan, topology, make_meta(pipeline.name, opts), opts, on_frames, on_lag, on_note
         )
-        outcome = _drive(pipeline, plan, topology, launched, opts)
+        outcome = _drive(pipeline, plan, topology, launched, opts, cluster)
         return launched.finish(outcome.stage)
     finally:
         if traced is not None:
             traced.close()
         if launched is not None:
             launched.cleanup()
+        if cluster is not None:
+            cluster.close()
+
+
+def _cluster(pipeline: Pipeline, opts: RunOptions) -> RayCluster | None:
+    """The cluster a pipeline's hosts run on: joined at ``opts.ray_address``, or started here
+    (one node per host; stopped when the run ends). None: the pipeline has no hosts."""
+    hosts = pipeline.hosts()
+    if not hosts:
+        return None
+    from streamscope.runtime.cluster import RayCluster
+
+    if opts.ray_address:
+        return RayCluster.join(hosts, opts.ray_address)
+    return RayCluster.start(hosts)
 
 
 Callbacks = tuple[FramesCallback | None, Callable[[int], None] | None, Callable[[str], None] | None]
@@ -159,7 +180,12 @@ def live_view(
 
 
 def _drive(
-    pipeline: Pipeline, plan: Plan, topology: Topology, launched: Launched, opts: RunOptions
+    pipeline: Pipeline,
+    plan: Plan,
+    topology: Topology,
+    launched: Launched,
+    opts: RunOptions,
+    cluster: RayCluster | None = None,
 ) -> Outcome:
     """Run the pipeline; always tells the monitor how it ended."""
     control: Control = launched.control
@@ -169,6 +195,7 @@ def _drive(
     if on_main:
         signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     try:
+        remote = _hosts(cluster, launched.socket_path, pipeline)  # up before the run starts
         t0 = launched.begin()
         tracer = tracing.active()
         if tracer is not None and tracer.excluded:
@@ -186,6 +213,7 @@ def _drive(
             ground_truth_dir=launched.truth_dir,
             vq_frames=vq_frames(plan, topology),
             raw_channels=raw_channels(plan, topology, opts.device_trace or opts.trace),
+            remote=remote,
         )
         try:
             runner.start()
@@ -204,6 +232,16 @@ def _drive(
         if on_main:
             signal.signal(signal.SIGTERM, previous)
     return outcome
+
+
+def _hosts(
+    cluster: RayCluster | None, socket_path: str | None, pipeline: Pipeline
+) -> RemoteHosts | None:
+    if cluster is None:
+        return None
+    from streamscope.runtime.hosts import ClusterHosts
+
+    return ClusterHosts(cluster, socket_path, pipeline)
 
 
 def _sigterm_as_interrupt(signum: int, frame: object) -> None:
