@@ -3,6 +3,7 @@ stopped by streamscope, each host's actors on its own node, nothing left running
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -195,6 +196,23 @@ def test_a_pipeline_over_three_hosts_against_its_own_truth(
         qid = next(q.id for q in run.queries if q.metric == "state")
         for stage in ("source", "work0", "work1", "sink"):
             assert run.results(qid, stage), stage
+        # The report draws each host's stages in a frame of its own, named after it; the
+        # export gives each host a process (a group of tracks) on the one timeline.
+        from streamscope.export import export_run
+        from streamscope.report.html import render
+
+        page, _ = render(run)
+        for host in HOSTS:
+            assert f'class="ss-host" data-host="{host}"' in page
+        export_run(run, "chrome", tmp_path / "hosts.json")
+        events = json.loads((tmp_path / "hosts.json").read_text())["traceEvents"]
+        processes = {e["pid"]: e["args"]["name"] for e in events if e.get("name") == "process_name"}
+        threads = {e["args"]["name"].split()[0]: processes[e["pid"]]
+                   for e in events if e.get("name") == "thread_name"}  # fmt: skip
+        assert threads == {"source": "node-a [host, clock node-a]",
+                           "work0": "node-b [host, clock node-b]",
+                           "work1": "node-b [host, clock node-b]",
+                           "sink": "node-c [host, clock node-c]"}  # fmt: skip
         # The link between node-a and node-b: a virtual queue, estimated and checked.
         (vq,) = run.virtual_queues()
         assert vq["target"] == "source -> work1" and vq["model"] == "tandem"

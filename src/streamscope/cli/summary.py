@@ -63,6 +63,7 @@ def print_run(run: Run, console: Console, last: int | None = None) -> None:
     if run.error:
         console.print(f"[red]error:[/] {run.error}", markup=True)
     tables = [
+        resources_table(run),
         pipeline_table(run),
         clock_table(run),
         *(frames_table(run, q.id, last) for q in run.queries),
@@ -75,6 +76,21 @@ def print_run(run: Run, console: Console, last: int | None = None) -> None:
     for table in tables:
         if table is not None:
             console.print(table)
+
+
+def resources_table(run: Run) -> Table | None:
+    """Where the stages ran, grouped by resource (a host, a device, a process): its kind, its
+    clock domain, its stages. None when every stage ran in the pipeline's own process."""
+    rs = run.topology.resources
+    if all(r.kind in ("thread", "asyncio") for r in rs):
+        return None
+    table = Table(title="resources", title_justify="left")
+    for col in ("resource", "kind", "clock", "stages"):
+        table.add_column(col)
+    for r in rs:
+        stages = [s.name for s in run.topology.stages if s.resource == r.name]
+        table.add_row(r.name, r.kind, r.clock_domain, ", ".join(stages))
+    return table
 
 
 def pipeline_table(run: Run) -> Table:

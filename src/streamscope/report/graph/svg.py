@@ -19,11 +19,15 @@ from streamscope.report.graph.style import (
     BOX_W,
     DEVICE_STROKE,
     FILL,
+    HOST_STROKE,
     LEGEND_H,
     MARGIN,
     STATES,
 )
 
+#: Around a host's stages: the frame's padding and its name's line (px).
+HOST_PAD = 8
+HOST_LABEL_H = 14
 #: The arrow heads: a host channel's and a link's.
 DEFS = (
     "<defs>"
@@ -58,8 +62,33 @@ def pipeline_svg(
         f'aria-label="pipeline {escape(topology.name)}" viewBox="0 0 {width:.0f} {height:.0f}" '
         f'width="{width:.0f}" height="{height:.0f}" style="width:100%;max-width:{width:.0f}px;'
         f'height:auto" preserveAspectRatio="xMinYMin meet">'
-        f"{DEFS}{''.join(lines)}{''.join(boxes)}{''.join(labels)}{_legend(height)}</svg>"
+        f"{DEFS}{''.join(_host_groups(topology, placed))}{''.join(lines)}{''.join(boxes)}"
+        f"{''.join(labels)}{_legend(height)}</svg>"
     )
+
+
+def _host_groups(topology: Topology, placed: Layout) -> list[str]:
+    """Behind the boxes, one frame around each cluster host's stages, named after the host."""
+    out = []
+    for r in topology.resources:
+        if r.kind != "host":
+            continue
+        boxes = [placed.boxes[s.name] for s in topology.stages
+                 if s.resource == r.name and s.name in placed.boxes]  # fmt: skip
+        if not boxes:
+            continue
+        x0 = min(x for x, _ in boxes) - HOST_PAD
+        y0 = min(y for _, y in boxes) - HOST_PAD - HOST_LABEL_H
+        x1 = max(x for x, _ in boxes) + BOX_W + HOST_PAD
+        y1 = max(y for _, y in boxes) + BOX_H + HOST_PAD
+        out.append(
+            f'<g class="ss-host" data-host="{escape(r.name)}"><rect x="{x0:.1f}" y="{y0:.1f}" '
+            f'width="{x1 - x0:.1f}" height="{y1 - y0:.1f}" rx="12" fill="#f1f5f9" '
+            f'stroke="{HOST_STROKE}" stroke-width="1" stroke-dasharray="3 3"/>'
+            f'<text x="{x0 + 8:.1f}" y="{y0 + HOST_LABEL_H - 2:.1f}" class="ss-small">'
+            f"host {escape(r.name)} · clock {escape(r.clock_domain)}</text></g>"
+        )
+    return out
 
 
 def _places(topology: Topology) -> dict[str, StagePlace]:
@@ -130,7 +159,7 @@ def _legend(height: float) -> str:
     legend.append(
         f'<line x1="{lx}" y1="6" x2="{lx + 30}" y2="6" stroke="{DEVICE_STROKE}" '
         f'stroke-width="1.6" stroke-dasharray="7 4"/>'
-        f'<text x="{lx + 36}" y="10" class="ss-small">link (virtual queue) · device</text>'
+        f'<text x="{lx + 36}" y="10" class="ss-small">link (virtual queue) · device or host</text>'
     )
     legend.append("</g>")
     return "".join(legend)
