@@ -169,6 +169,8 @@ def test_ticks_at_and_true_host_ns_are_inverse(spec: EmulatedClockSpec, host: li
 @example(step_ns=-90522.0, rate_step_ppm=0.0, step_at=0.078125, rate_at=0.0625, tick_ns=1.0, seed=0)
 @example(step_ns=-1000.0, rate_step_ppm=0.0, step_at=0.05, rate_at=0.0625, tick_ns=116.0,
          seed=1_210_912_967)  # a step back into the middle of a tick  # fmt: skip
+@example(step_ns=1000.0, rate_step_ppm=0.0, step_at=0.0625, rate_at=0.07164971977672653,
+         tick_ns=497.0, seed=441819)  # a tick across a change of rate is one visit  # fmt: skip
 def test_readings_in_order_invert_through_steps_back_and_forth(
     step_ns: float, rate_step_ppm: float, step_at: float, rate_at: float, tick_ns: float, seed: int
 ) -> None:

@@ -286,9 +286,12 @@ class EmulatedClock:
         for lo, hi, c0, c1 in self._pieces():
             cand = self._tau_for(d, c0, c1)
             # This piece was inside [x, x + 1) for a while: from where it entered it, or from
-            # the piece's start, where a backward step put it in the middle of the tick.
+            # the piece's start, where a backward step put it in the middle of the tick. A
+            # piece that starts at a change of rate goes on from the one before: a tick it
+            # starts inside was entered there, not again.
+            jumped = lo == self._step_at and self._step < 0
             leaves = self._tau_for(d + self.tick_period_ns, c0, c1)
-            visited = (cand < hi) & (leaves > lo)
+            visited = (cand < hi) & (leaves > lo) & ((cand >= lo) | jumped)
             tau = np.where(visited, np.maximum(tau, np.maximum(cand, lo)), tau)
         tau = np.where(np.isfinite(tau), tau, self._step_at)  # skipped by a forward step
         return tau + float(self._epoch)
