@@ -192,10 +192,17 @@ def test_a_pipeline_over_three_hosts_against_its_own_truth(
             for frame, err, unc in rows:
                 print(f"work{w} frame {frame}: error {err / 1e3:+.1f}us, bound {unc / 1e3:.1f}us")
                 assert abs(err) <= unc + STAMP_NS, (w, frame, err, unc)
-        # The stages' states crossed the network (each host's agent ships them).
+        # Each host's agent reduced its stages' states to frames: every frame has a duty, and
+        # not one state record crossed the network (the flight recorder kept none).
         qid = next(q.id for q in run.queries if q.metric == "state")
         for stage in ("source", "work0", "work1", "sink"):
-            assert run.results(qid, stage), stage
+            duties = [p for fr in run.results(qid, stage) for p in fr.points if p.stat == "duty"]
+            assert duties, stage
+        states = [p.id for p in run.topology.probes if p.kind == "state"]
+        _, rows = run.sql(
+            f"SELECT count(*) FROM record WHERE probe_id IN ({', '.join(map(str, states))})"
+        )
+        assert rows[0][0] == 0
         # The report draws each host's stages in a frame of its own, named after it; the
         # export gives each host a process (a group of tracks) on the one timeline.
         from streamscope.export import export_run

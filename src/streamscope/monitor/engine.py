@@ -83,7 +83,7 @@ class Engine:
         self.keeper = Keeper(topology, on_table, trace, flight_records)
         self.crossing = self.keeper.crossing
         self._notes()
-        self._build_streams(plan, topology, on_table)
+        self._build_streams(plan, topology, on_table, trace)
         self._frame_lengths = sorted({drop_frame_ns, *(q.frame_ns for q in plan.queries)})
         self.watermark_ns = 0
 
@@ -94,7 +94,9 @@ class Engine:
         #: Each stage thread's time figures (at its end): stage -> field -> value.
         self.runner: dict[str, dict[str, int]] = {}
 
-    def _build_streams(self, plan: Plan, topology: Topology, on_table: TableSink | None) -> None:
+    def _build_streams(
+        self, plan: Plan, topology: Topology, on_table: TableSink | None, trace: bool
+    ) -> None:
         """Each probe's stream, each measured (query, target)'s reducer, the virtual queues."""
         self._probe_domain = topology.probe_domains()
         #: Link channels whose occupancy is estimated (virtual queues), by channel name.
@@ -107,9 +109,13 @@ class Engine:
         measured = {t.name for _, t in pairs}
         links = topology.link_names
         self.routes = Routes(topology.tick_periods())
+        summarized = plan.summarized_states(topology, trace)
         for p in topology.probes:
             count = p.target not in links or p.target in measured
-            self.routes.add(p, resource=topology.resource_of(p.target), count=count)
+            frame = summarized.get(p.target) if p.kind == "state" else None
+            self.routes.add(
+                p, resource=topology.resource_of(p.target), count=count, summarized_ns=frame
+            )
         self.reducers = ReducerIndex(
             [TargetReducer(q.id, q.metric, t.name, t.specs, q.frame_ns, t.name in self.crossing)
              for q, t in pairs]
@@ -195,7 +201,7 @@ class Engine:
             state.data = True  # it sends what frames are made of: frames wait for it
         if msg.type == MsgType.BATCH and len(msg.records):
             self._take(state.domain, Batch(msg.records))
-        if msg.type == MsgType.SUMMARY:
+        if msg.type == MsgType.SUMMARY and not self.routes.take_state_frames(msg.payload):
             key, summaries = decode_summaries(msg.payload)
             found = self._vq_key.get(key)
             if found is not None:

@@ -11,11 +11,19 @@ import numpy as np
 from numpy.typing import NDArray
 
 from streamscope.aggregate.frames import runs
+from streamscope.aggregate.stateframes import STATE_MAGIC, decode_state_frames
 from streamscope.core.records import Records
 from streamscope.core.topology import ProbeInfo
 from streamscope.monitor.channelstream import ChannelEnd, ChannelStream
 from streamscope.monitor.ledger import Ledger
-from streamscope.monitor.streams import EVENT_METRICS, EventStream, Reducers, StageStream, Stream
+from streamscope.monitor.streams import (
+    EVENT_METRICS,
+    EventStream,
+    Reducers,
+    StageStream,
+    Stream,
+    SummarizedStage,
+)
 from streamscope.query.metrics import METRICS
 
 
@@ -35,25 +43,48 @@ class Routes:
         self.taps: dict[int, Stream] = {}
 
     def add(
-        self, p: ProbeInfo, *, start_ns: int | None = None, resource: str = "", count: bool = True
+        self,
+        p: ProbeInfo,
+        *,
+        start_ns: int | None = None,
+        resource: str = "",
+        count: bool = True,
+        summarized_ns: int | None = None,
     ) -> None:
         """Give probe ``p`` its stream. ``start_ns``: it appeared while the run went on (nothing
         of it is reduced before); ``resource``: where a state probe's worker runs; ``count``:
         a channel end's records are measured (False: a virtual queue's, which its own estimate
-        takes instead)."""
+        takes instead); ``summarized_ns``: a state probe whose stage's host reduces its states
+        to frames of that length and ships those instead of its records."""
         if p.kind in ("tail", "head") and count:
             ch = self.channels.get(p.target)
             if ch is None:
                 ch = self.channels[p.target] = ChannelStream(p.target, start_ns or 0)
             self.taps[p.id] = ChannelEnd(ch, p.kind)
         elif p.kind == "state":
-            self.taps[p.id] = self.stages[p.id] = StageStream(p.target, start_ns)
+            stream = (
+                StageStream(p.target, start_ns)
+                if summarized_ns is None
+                else SummarizedStage(p.target, summarized_ns)
+            )
+            self.taps[p.id] = self.stages[p.id] = stream
             self.worker_of[p.id] = resource
         elif p.kind in EVENT_METRICS:
             metric = EVENT_METRICS[p.kind]
             durations = METRICS[metric].time_valued
             scale = self.tick_periods.get(p.domain, 1.0) if durations else None
             self.taps[p.id] = self.events[p.id] = EventStream(metric, p.target, scale)
+
+    def take_state_frames(self, payload: bytes) -> bool:
+        """A SUMMARY payload of a stage's state frames (from its host's agent) to its stream:
+        whether it was one (else it is a sub-queue's)."""
+        if payload[:4] != STATE_MAGIC:
+            return False
+        probe, frames = decode_state_frames(payload)
+        stream = self.stages.get(probe)
+        if isinstance(stream, SummarizedStage):
+            stream.add_frames(frames)
+        return True
 
     def route(
         self, rec: Records, t: NDArray[np.int64], halfwidth: float, ledger: Ledger

@@ -18,6 +18,7 @@ from typing import Protocol
 import numpy as np
 from numpy.typing import NDArray
 
+from streamscope.aggregate.stateframes import StateFrame
 from streamscope.core.records import STATE_LABELS
 
 I64 = NDArray[np.int64]
@@ -241,6 +242,53 @@ class StageStream(Stream):
                 self.spent_ns[level] += int(lengths[out.level == level].sum())
             odd = (out.level < 0) | (out.level >= len(STATE_LABELS))
             self.spent_ns[-1] += int(lengths[odd].sum())
+
+
+class SummarizedStage(StageStream):
+    """A stage whose states its host reduced to frames itself (``aggregate.stateframes``): each
+    frame's time in each state, laid out over the frame's span as segments in that proportion
+    (all a duty needs); a span that no frame reached is unknown. Its records stay on the host,
+    so no stall is seen in it."""
+
+    def __init__(self, name: str, frame_ns: int) -> None:
+        super().__init__(name)
+        self.frame_ns = frame_ns
+        self.frames: dict[int, StateFrame] = {}
+        self.state = UNKNOWN
+
+    def add(self, t_ns: I64, value: I64) -> None:
+        """Records do not come (its host keeps them); any that do are left out."""
+
+    def add_frames(self, frames: Iterable[StateFrame]) -> None:
+        for f in frames:
+            self.frames[f.frame] = f
+
+    def advance(self, until: int) -> Segments:
+        until = max(until, self.last_t)
+        starts: list[int] = []
+        levels: list[int] = []
+        t = self.last_t
+        while t < until:
+            k = t // self.frame_ns
+            end = min((k + 1) * self.frame_ns, until)
+            fr = self.frames.get(k)
+            if fr is None:
+                starts.append(t)
+                levels.append(UNKNOWN)
+            else:
+                at = float(t)
+                for level, share in enumerate(fr.shares()):
+                    if share > 0:
+                        starts.append(round(at))
+                        levels.append(level if level < len(STATE_LABELS) else UNKNOWN)
+                        at += share * (end - t)
+            if end == (k + 1) * self.frame_ns:
+                self.frames.pop(k, None)
+            t = end
+        self.last_t = until
+        start = np.array(starts, dtype=np.int64)
+        return Segments(start, np.append(start[1:], until).astype(np.int64) if len(start) else
+                        EMPTY, np.array(levels, dtype=np.int64))  # fmt: skip
 
 
 #: Metric of each probe kind whose records are values, reduced as they are (no pairing).

@@ -22,7 +22,7 @@ from streamscope.core.process import die_with_parent
 from streamscope.core.topology import HOST, ProbeInfo
 from streamscope.pipeline.channel import ThreadChannel
 from streamscope.pipeline.link import save_links_truth
-from streamscope.pipeline.local import LocalQueue
+from streamscope.pipeline.local import LocalQueue, LocalState
 from streamscope.pipeline.pipeline import Pipeline
 from streamscope.pipeline.scope import Scope, start_links, start_threads
 from streamscope.pipeline.worker import Channel, runner_report
@@ -51,6 +51,7 @@ class ChildSpec:
     parent_pid: int = 0
     local: tuple[LocalQueue, ...] = ()  #: sub-queues this device reduces itself
     truth_dir: str | None = None  #: where to leave ground truth (validation runs only)
+    states: tuple[LocalState, ...] = ()  #: stages whose states this host reduces itself
 
 
 def clock_main(name: str, spec: str, epoch_ns: int, sock: socket.socket, parent_pid: int) -> None:
@@ -144,10 +145,10 @@ def host_main(
         runner_report(control),
     )  # fmt: skip
     local = None
-    if spec.local:
+    if spec.local or spec.states:
         from streamscope.pipeline.onboard import LocalReduction
 
-        local = LocalReduction(spec.local, tick_ns, grid)
+        local = LocalReduction(spec.local, tick_ns, grid, spec.states)
     agent = Agent(
         control, clock.now, flush_interval_s=spec.flush_interval_s, domain=domain, local=local
     )
@@ -180,7 +181,7 @@ def _local_probes(spec: ChildSpec) -> frozenset[int]:
     in private rings its agent drains; every other ring is the monitor's."""
     return frozenset(
         p for q in spec.local for p in (q.insert_probe, q.remove_probe, q.state_probe) if p
-    )
+    ) | {st.probe for st in spec.states}
 
 
 def _local_agent(

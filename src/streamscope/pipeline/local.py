@@ -28,6 +28,27 @@ class LocalQueue:
     frame_ns: int  # the frame of the channel's occupancy queries
 
 
+@dataclass(frozen=True, slots=True)
+class LocalState:
+    """A stage whose states its host's agent reduces itself, per frame of ``frame_ns`` (its
+    state queries' frame): the state records stay on the host."""
+
+    probe: int
+    stage: str
+    frame_ns: int
+
+
+def local_states(topology: Topology, frames: dict[str, int]) -> dict[str, tuple[LocalState, ...]]:
+    """Per host resource, the stages in ``frames`` (stage -> frame ns) that run on it."""
+    kind = {r.name: r.kind for r in topology.resources}
+    where = {s.name: s.resource for s in topology.stages}
+    out: dict[str, list[LocalState]] = {}
+    for p in topology.probes:
+        if p.kind == "state" and p.target in frames and kind.get(where.get(p.target, "")) == "host":
+            out.setdefault(where[p.target], []).append(LocalState(p.id, p.target, frames[p.target]))
+    return {k: tuple(v) for k, v in out.items()}
+
+
 def subqueue_key(topology: Topology, channel: str, side: str) -> int:
     names = [c.name for c in topology.channels]
     return 2 * names.index(channel) + (0 if side == "tail" else 1)

@@ -15,28 +15,43 @@ from typing import Any
 
 import numpy as np
 
+from streamscope.aggregate.stateframes import StateFrames, encode_state_frames
 from streamscope.aggregate.subqueue import PROFILE_BINS, SubQueueFrames, encode_summaries
 from streamscope.core.records import Kind, Records
-from streamscope.pipeline.local import LocalQueue
+from streamscope.pipeline.local import LocalQueue, LocalState
 
 #: How long the end of a run waits for a grid that has not come yet (its first burst failed).
 GRID_WAIT_S = 2.0
+#: How far before a frame it has not closed yet an agent that reduces states holds its
+#: watermark (ns): the monitor's clock map and the agent's grid may differ by that much.
+HOLD_MARGIN_NS = 5_000_000
 
 
 class LocalReduction:
     """The device agent's reducer (see ``probes.agent.LocalReducer``)."""
 
-    def __init__(self, queues: tuple[LocalQueue, ...], tick_ns: float, grid: Any) -> None:
+    def __init__(
+        self,
+        queues: tuple[LocalQueue, ...],
+        tick_ns: float,
+        grid: Any,
+        states: tuple[LocalState, ...] = (),
+    ) -> None:
         self.queues = queues
         self.frames = {
             q.key: SubQueueFrames(tick_ns, states=q.state_probe != 0, profile=PROFILE_BINS)
             for q in queues
         }
+        #: A host's stages whose states it reduces to frames (by state probe).
+        self.states = {st.probe: (st, StateFrames()) for st in states}
         self._grid = grid  # the child's end of the runner's pipe, or None
         self._has_grid = False
-        #: Probes whose records stay here (the state tracker's also go out: a query asked).
+        self._ticks_per_ns = 1.0 / tick_ns
+        #: Probes whose records stay here (the state tracker's of a sub-queue's producer also
+        #: go out: a query asked; a host's reduced stages' do not).
         self._local = np.array(
-            [p for q in queues if not q.raw for p in (q.insert_probe, q.remove_probe)],
+            [p for q in queues if not q.raw for p in (q.insert_probe, q.remove_probe)]
+            + list(self.states),
             dtype=np.int64,
         )
 
@@ -52,6 +67,9 @@ class LocalReduction:
                 return
             for q in self.queues:
                 self.frames[q.key].set_grid(float(origin), q.frame_ns * float(ticks_per_ns))
+            for st, fr in self.states.values():
+                fr.set_grid(float(origin), st.frame_ns * float(ticks_per_ns))
+            self._ticks_per_ns = float(ticks_per_ns)
             self._has_grid = True
 
     def _feed(self, records: Records) -> None:
@@ -81,6 +99,10 @@ class LocalReduction:
                 sel = records[probe == q.state_probe]
                 if len(sel):
                     fr.add_states(sel["ticks"].astype(np.int64), sel["value"].astype(np.int64))
+        for pid, (_, sf) in self.states.items():
+            sel = records[probe == pid]
+            if len(sel):
+                sf.add(sel["ticks"], sel["value"])
 
     def take(self, records: Records, watermark: int) -> tuple[Records, list[bytes]]:
         """Keep this flush's sub-queue records; the ones to ship, and summaries now complete."""
@@ -99,7 +121,23 @@ class LocalReduction:
             done = fr.close_until(watermark)
             if done:
                 out.append(encode_summaries(key, done))
+        for pid, (_, sf) in self.states.items():
+            closed = sf.close_until(watermark)
+            if closed:
+                out.append(encode_state_frames(pid, closed))
         return records, out
+
+    def hold(self, watermark: int, floor: int) -> int:
+        """The watermark to send: no later than the start of a frame of states not closed yet
+        (less a margin), so that the monitor closes no frame before its states are here;
+        ``floor`` (the agent's first time) while there is no grid to close them on."""
+        if not self.states:
+            return watermark
+        if not self._has_grid:
+            return min(watermark, floor)
+        margin = HOLD_MARGIN_NS * self._ticks_per_ns
+        opens = [sf.open_from() for _, sf in self.states.values()]
+        return min(watermark, *(int(o - margin) for o in opens if o is not None))
 
     def finish(self, end: int) -> list[bytes]:
         self._poll_grid(GRID_WAIT_S)
@@ -110,4 +148,8 @@ class LocalReduction:
             done = fr.finish(end)
             if done:
                 out.append(encode_summaries(key, done))
+        for pid, (_, sf) in self.states.items():
+            closed = sf.finish(end)
+            if closed:
+                out.append(encode_state_frames(pid, closed))
         return out

@@ -25,7 +25,7 @@ from streamscope.pipeline.calibrator import EVERY_S, Calibrator, ClockLink
 from streamscope.pipeline.channel import ThreadChannel
 from streamscope.pipeline.child import ChildSpec, child_main, clock_main
 from streamscope.pipeline.link import LinkChannel, save_links_truth
-from streamscope.pipeline.local import local_queues
+from streamscope.pipeline.local import local_queues, local_states
 from streamscope.pipeline.pipeline import Pipeline
 from streamscope.pipeline.remote import RemoteHosts
 from streamscope.pipeline.resources import Resource
@@ -74,6 +74,7 @@ class Runner:
         vq_frames: dict[str, int] | None = None,
         raw_channels: frozenset[str] | None = frozenset(),
         remote: RemoteHosts | None = None,
+        state_frames: dict[str, int] | None = None,
     ) -> None:
         pipeline.validate()
         if pipeline.hosts() and remote is None:
@@ -102,6 +103,9 @@ class Runner:
         self.t0_ticks = t0_ticks
         self.truth_dir = ground_truth_dir
         self.local = local_queues(pipeline.topology(probes), vq_frames or {}, raw_channels)
+        #: Per host, the stages whose states its agent reduces to frames (``state_frames``:
+        #: stage -> frame, ``Plan.summarized_states``).
+        self.states = local_states(pipeline.topology(probes), state_frames or {})
         #: device or host name -> where its frame grids go (a pipe's end; a host's worker)
         self._grids: dict[str, Any] = {}
         self._first_burst: dict[str, Exchanges] = {}
@@ -202,7 +206,7 @@ class Runner:
         }
         spec = ChildSpec(
             name, stages, i, None, self.flush_interval_s, self.tap_capacity, None, res.clock,
-            self.epoch_ns, 0, self.local.get(name, ()), self.truth_dir,
+            self.epoch_ns, 0, self.local.get(name, ()), self.truth_dir, self.states.get(name, ()),
         )  # fmt: skip
         remote.start(name, self.pipeline, links, self.probes, spec)
         self._grids[name] = _HostGrid(remote, name)

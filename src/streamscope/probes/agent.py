@@ -34,6 +34,10 @@ class LocalReducer(Protocol):
 
     def finish(self, end: int) -> list[bytes]: ...
 
+    def hold(self, watermark: int, floor: int) -> int:
+        """The watermark to send (no later than what it has still to summarise)."""
+        ...
+
 
 class Agent:
     """Collects the private taps of one device process and flushes them in batches.
@@ -63,6 +67,7 @@ class Agent:
         self._thread: threading.Thread | None = None
         self._pid = os.getpid()
         self._prev_flush = now()
+        self._first = self._prev_flush  #: its first time: what it holds back to, with no grid
         self._closed = False
         self.sent_records = 0
         self.sent_dropped = 0
@@ -125,10 +130,13 @@ class Agent:
                 records, summaries = self._local.take(records, watermark)
                 if final:
                     summaries += self._local.finish(now)
+                else:
+                    watermark = self._local.hold(watermark, self._first)
             self.sent_records += len(records)
-            self._send(MsgType.BATCH, watermark, records=records)
+            # The summaries first: the batch's watermark may let the monitor close their frames.
             for payload in summaries:
                 self._send(MsgType.SUMMARY, watermark, payload=payload)
+            self._send(MsgType.BATCH, watermark, records=records)
 
     def close(self, *, final: bool = True) -> None:
         """Stop the flusher, send what is left, then END. Safe to call twice."""

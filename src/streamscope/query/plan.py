@@ -95,6 +95,23 @@ class Plan:
         for q in self.queries:
             yield from ((q, t) for t in q.targets if (q.id, t.name) not in virtual)
 
+    def summarized_states(self, topology: Topology, trace: bool) -> dict[str, int]:
+        """Stages on cluster hosts whose states their host's agent reduces to frames itself
+        (stage -> the frame of its state queries), so that their records stay there: every
+        such stage whose state queries share one frame, unless every record is kept
+        (``trace``). The one place that says so."""
+        if trace:
+            return {}
+        kind = {r.name: r.kind for r in topology.resources}
+        on_host = {s.name for s in topology.stages if kind.get(s.resource) == "host"}
+        frames: dict[str, set[int]] = {}
+        for q in self.queries:
+            if q.metric == "state":
+                for t in q.targets:
+                    if t.name in on_host:
+                        frames.setdefault(t.name, set()).add(q.frame_ns)
+        return {stage: next(iter(f)) for stage, f in frames.items() if len(f) == 1}
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "queries": [q.to_dict() for q in self.queries],

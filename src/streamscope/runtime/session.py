@@ -214,6 +214,7 @@ def _drive(
             vq_frames=vq_frames(plan, topology),
             raw_channels=raw_channels(plan, topology, opts.device_trace or opts.trace),
             remote=remote,
+            state_frames=plan.summarized_states(topology, opts.trace),
         )
         try:
             runner.start()

@@ -1,0 +1,78 @@
+"""A stage's states reduced to frames where they are recorded (a host's agent), against the same
+records reduced by the monitor's own stage stream."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from streamscope.aggregate.stateframes import (
+    N_STATES,
+    StateFrame,
+    StateFrameError,
+    StateFrames,
+    decode_state_frames,
+    encode_state_frames,
+)
+from streamscope.monitor.streams import StageStream, SummarizedStage
+
+
+def test_time_in_each_state_per_frame_with_idle_before_the_first_record() -> None:
+    sf = StateFrames()
+    sf.set_grid(100.0, 1000.0)  # frames [100, 1100), [1100, 2100), ...
+    sf.add([600, 900, 1500], [1, 2, 1])
+    assert sf.close_until(1099) == []
+    (f0,) = sf.close_until(1100)
+    assert f0.frame == 0 and f0.covered == 1000.0 and f0.end_state == 2
+    assert f0.ticks[:4] == (500.0, 300.0, 200.0, 0.0)  # idle, busy, blocked_in, blocked_out
+    (f1, f2) = sf.finish(2600)
+    assert f1.ticks[:3] == (0.0, 600.0, 400.0) and f1.covered == 1000.0
+    assert f2.frame == 2 and f2.covered == 500.0 and f2.ticks[1] == 500.0
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    gaps=st.lists(st.integers(1, 400), min_size=1, max_size=60),
+    states=st.lists(st.integers(0, 3), min_size=60, max_size=60),
+    end=st.integers(1, 3000),
+)
+def test_frames_give_the_duty_the_monitor_gets_from_the_records(
+    gaps: list[int], states: list[int], end: int
+) -> None:
+    """The same state records (ns ticks, grid at 0, frames of 500 ns): the monitor's stream
+    from records and the summarised stream from frames spend the same time in each state."""
+    t = np.cumsum(gaps).astype(np.int64)
+    s = np.array(states[: len(t)], dtype=np.int64)
+    end = int(max(end, t[-1] + 1))
+    sf = StateFrames()
+    sf.set_grid(0.0, 500.0)
+    sf.add(t, s)
+    payload = encode_state_frames(7, sf.finish(end))
+    probe, frames = decode_state_frames(payload)
+    assert probe == 7
+    raw, summed = StageStream("x"), SummarizedStage("x", 500)
+    raw.add(t, s)
+    summed.add_frames(frames)
+    for until in range(500, end + 500, 500):
+        for stream in (raw, summed):
+            stream.feed(stream.advance(min(until, end)), lambda m, t: (), 0, 0)
+    assert summed.spent_ns[:4] == pytest.approx(raw.spent_ns[:4], abs=len(t) + 4)
+    assert sum(summed.spent_ns) == end
+
+
+def test_a_frame_no_summary_reached_is_unknown_not_idle() -> None:
+    stream = SummarizedStage("x", 1000)
+    stream.add_frames([StateFrame(1, (0.0, 1000.0, 0.0, 0.0, 0.0), 1000.0, 1)])
+    seg = stream.advance(2000)
+    assert seg.level.tolist() == [-1, 1]
+    assert seg.start.tolist() == [0, 1000] and seg.end.tolist() == [1000, 2000]
+
+
+def test_a_payload_that_is_not_whole_state_frames_is_refused() -> None:
+    good = encode_state_frames(3, [StateFrame(0, (1.0,) * N_STATES, 5.0, 0)])
+    with pytest.raises(StateFrameError, match="bytes for 1 frames"):
+        decode_state_frames(good[:-1])
+    with pytest.raises(StateFrameError, match="magic"):
+        decode_state_frames(b"XXXX" + good[4:])
