@@ -32,7 +32,7 @@ CLOCKS = {
 }
 
 QUERIES = [
-    "occupancy(source -> work1): mean, max, histogram every 500ms",
+    "occupancy(source -> work0): mean, max, histogram every 500ms",
     "throughput(* -> *) every 500ms",
     "latency(source -> *): mean, box every 500ms",
     "state(*) every 500ms",
@@ -99,10 +99,11 @@ def pipeline(argv: list[str]) -> ss.Pipeline:
     ap.add_argument("--workers", type=int, default=2, help="workers on node-b")
     ap.add_argument("--service-ms", type=float, default=2.0, help="mean work per item")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--latency-ms", type=float, default=5.0, help="each link's latency")
     ap.add_argument("--truth", default=None, help="where the sink writes the items' times")
     ap.add_argument("--kill-at", type=int, default=0, help="kill node-b at this item")
     a = ap.parse_args(argv)
-    hosts = {h: ss.Host(h, clock=c) for h, c in CLOCKS.items()}
+    hosts = {h: ss.Host(h, clock=c, latency_us=a.latency_ms * 1e3) for h, c in CLOCKS.items()}
     p = ss.Pipeline("hosts")
     p.add("source", Source(a.items, 1e9 / a.rate, a.seed), resource=hosts["node-a"])
     p.add("sink", Sink(a.truth), resource=hosts["node-c"])

@@ -121,9 +121,10 @@ def test_a_channel_between_hosts_is_bounded_ordered_and_ends(cluster: RayCluster
 
 ITEMS = 600
 FRAME_NS = 500_000_000
-#: How far the application's stamps may lie from the taps beside them (the stage's thread
-#: waits for its worker's interpreter lock between the tap and the stamp).
-STAMP_NS = 500_000
+#: How far the application's stamps may lie from the taps beside them: the stage's thread may
+#: wait for the CPU and its worker's interpreter lock between the tap and the stamp (on a
+#: loaded machine, a couple of ms; measured up to 1.3 ms beside a CPU hog, 6 ms at load 12).
+STAMP_NS = 2_000_000
 
 
 def _frames_against_truth(run: ss.Run, truth: Any, w: int) -> list[tuple[int, float, float]]:
@@ -222,7 +223,7 @@ def test_a_pipeline_over_three_hosts_against_its_own_truth(
                            "sink": "node-c [host, clock node-c]"}  # fmt: skip
         # The link between node-a and node-b: a virtual queue, estimated and checked.
         (vq,) = run.virtual_queues()
-        assert vq["target"] == "source -> work1" and vq["model"] == "tandem"
+        assert vq["target"] == "source -> work0" and vq["model"] == "tandem"
         print({k: vq[k] for k in ("verdict", "w1_items", "w1_truth_items", "w1_truth_ideal_items",
                                   "renewal_verdict")})  # fmt: skip
         assert vq["frames"] >= 3

@@ -34,8 +34,8 @@ def test_a_host_is_a_timezone_of_its_own_and_its_channels_are_network_links() ->
     for name in ("src -> mid", "mid -> dst"):
         ch = links[name]
         assert ch.is_link
-        assert ch.bulk_size == min(16, ch.capacity) and ch.transfer_ns == 2e6
-        assert ch.latency_ns == 2e6 and ch.timeout_ns == 2e6
+        assert ch.bulk_size == min(16, ch.capacity) and ch.transfer_ns == 5e6
+        assert ch.latency_ns == 5e6 and ch.timeout_ns == 2e6
 
 
 def test_a_host_s_link_is_the_consumer_s_network() -> None:

@@ -36,6 +36,12 @@ class HostChannel:
         """Put ``item``, waiting while the channel is full."""
         self._q.put(item, block=True)
 
+    def send(self, item: Any) -> Any:
+        """Put ``item`` without waiting for the call: a reference that resolves once it is in
+        (calls from one caller arrive in the order made; the caller bounds how many are on
+        the way, below the capacity, for the queue never to be full)."""
+        return self._q.actor.put.remote(item)
+
     def close(self) -> None:
         """The producer is done: the consumer gets ``EndOfStream`` after the last item."""
         self._q.put(EndOfStream(), block=True)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import math
 import os
 import queue
 import sys
@@ -24,7 +25,7 @@ from types import ModuleType
 from typing import Any
 
 from streamscope.core.errors import describe_exception
-from streamscope.core.stream import EOS
+from streamscope.core.stream import EOS, Aborted
 from streamscope.core.topology import ProbeInfo
 from streamscope.pipeline.child import ChildSpec, host_main
 from streamscope.pipeline.link import LinkChannel
@@ -41,6 +42,8 @@ from streamscope.transport.control import Control
 
 #: Messages an agent may have on the way to the collector before it waits for the oldest.
 IN_FLIGHT_MESSAGES = 32
+#: The most batches a link between hosts has on the way (its network queue's capacity).
+MAX_IN_FLIGHT = 64
 #: How often a host's worker hands its interpreter lock between threads (seconds).
 SWITCH_INTERVAL_S = 0.0002
 #: Round trips in a host clock's full and short calibration bursts.
@@ -66,6 +69,12 @@ class NetworkBus:
         return got, (EOS if isinstance(msg, EndOfStream) else msg)
 
 
+def in_flight_for(link: LinkSpec) -> int:
+    """Batches on the way at once on ``link``: its latency's worth of transfers, and two."""
+    per = max(link.transfer_ns, 1.0)
+    return int(min(MAX_IN_FLIGHT, math.ceil(link.latency_ns / per) + 2))
+
+
 class HostLink(LinkChannel):
     """A channel between two hosts (or a host and the pipeline's own process): a buffer at
     each end, tapped as a device link's are, and the network between them. It travels to the
@@ -77,7 +86,7 @@ class HostLink(LinkChannel):
         self._fresh(name, capacity, link, bus, ground_truth)
 
     def _fresh(
-        self, name: str, capacity: int, link: LinkSpec, bus: Any, ground_truth: bool
+        self, name: str, capacity: int, link: LinkSpec, bus: NetworkBus, ground_truth: bool
     ) -> None:
         import dataclasses
 
@@ -93,17 +102,24 @@ class HostLink(LinkChannel):
         if ground_truth:
             self.tail_buf.keep_truth("put")
             self.head_buf.keep_truth("get")
-        self.bus = bus
+        self.bus = bus  # type: ignore[assignment]  # a network queue, not shared memory
+        self.network: NetworkBus = bus
         self.transfers = 0
+        self.late = 0  #: batches that arrived after their time (the network was slower)
+        #: Batches a sender has on the way at most: enough for the latency's worth of
+        #: transfers (the model lets them overlap), within the network queue's capacity.
+        self.in_flight = in_flight_for(self.link)
 
     def mover(self) -> None:
-        """The sending side: a batch goes out in one call as it is taken from the buffer; the
-        next may start ``transfer`` after this one started (the call's own time is inside
-        it, unless the network is slower than the link's pace), and it is delivered
-        ``latency`` after the transfer ends (or when it arrives, if later): the timing the
-        link's model simulates, whatever the network's own timing below it."""
+        """The sending side: a batch goes out in a call as it is taken from the buffer, without
+        waiting for the call (at most ``in_flight`` on the way); the next may start
+        ``transfer`` after it, and it is delivered ``latency`` after that. The link then
+        behaves as the model that estimates it assumes, whatever the network's own timing
+        below it; a batch that arrives after its time is counted (``late``)."""
+        ray = self._ray()
         transfer_ns = int(self.link.transfer_ns)
         timeout_s = self.link.timeout_ns / 1e9
+        on_the_way: deque[Any] = deque()
         while True:
             m = self.tail_buf.wait_batch(self.link.bulk_size, timeout_s)
             batch = self.tail_buf.take(m)  # tapped ``send``
@@ -111,13 +127,43 @@ class HostLink(LinkChannel):
             items = batch[:-1] if ended else batch
             if items:
                 start = time.monotonic_ns()
-                self.bus.put((start + transfer_ns + int(self.link.latency_ns), items))
+                due = start + transfer_ns + int(self.link.latency_ns)
+                on_the_way.append(self.network.channel.send((due, items)))
+                if len(on_the_way) >= self.in_flight:
+                    ray.get(on_the_way.popleft())
                 self.transfers += 1
                 while (left := start + transfer_ns - time.monotonic_ns()) > 0:
                     time.sleep(left / 1e9)
             if ended:
+                ray.get(list(on_the_way))
                 self.bus.put(EOS)
                 return
+
+    def receiver(self) -> None:
+        """The receiving side: each batch into the head buffer at its time (or as it comes,
+        late)."""
+        while True:
+            got, msg = self.bus.get_within(0.1)
+            if not got:
+                if self.head_buf.aborted:
+                    raise Aborted(self.name)
+                continue
+            if msg is EOS:
+                self.head_buf.put(EOS)
+                return
+            due, items = msg
+            if (left := due - time.monotonic_ns()) > 0:
+                time.sleep(left / 1e9)
+            else:
+                self.late += 1
+            for item in items:
+                self.head_buf.put(item)  # tapped ``deliver``; waits while the buffer is full
+
+    @staticmethod
+    def _ray() -> Any:
+        import ray
+
+        return ray
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (HostLink, (self.name, self.capacity, self.link, self.bus, self.ground_truth))
@@ -287,14 +333,12 @@ class ClusterHosts:
         self._responders: dict[str, Any] = {
             h: responder.options(**cluster.placement(h)).remote() for h in cluster.hosts
         }
-        from streamscope.pipeline.link import IN_FLIGHT
-
         self._queues: dict[str, HostChannel] = {}
         for ch in pipeline.channels.values():
             src, dst = pipeline.stages[ch.src].resource, pipeline.stages[ch.dst].resource
             if pipeline.link_of(ch) is not None and "host" in (src.kind, dst.kind):
                 consumer = dst.name if dst.kind == "host" else None
-                self._queues[ch.name] = HostChannel(cluster, IN_FLIGHT, consumer)
+                self._queues[ch.name] = HostChannel(cluster, MAX_IN_FLIGHT + 1, consumer)
         ray.get(
             [w.ping.remote() for w in self._workers.values()]
             + [r.read.remote() for r in self._responders.values()]
