@@ -29,6 +29,8 @@ Table = TableRows
 CostModel = Callable[[int], tuple[float, str]]
 #: A stage's time figures (``pipeline.worker.LoopStats``), as the ``runner`` table holds them.
 RUNNER_FIELDS = ("items", "samples", "user_ns", "cpu_ns")
+#: A network link's figures (``pipeline.link.link_counts``), as the ``link`` table holds them.
+LINK_FIELDS = ("transfers", "late", "late_ns")
 
 
 def record_columns(rec: Records) -> dict[str, Any]:
@@ -91,12 +93,24 @@ def stall_table(rows: Sequence[tuple[Stall, bool]]) -> Iterator[Table]:
 
 def runner_table(runner: Mapping[str, Mapping[str, int]]) -> Iterator[Table]:
     """Each stage thread's own figures (items, samples, user and CPU time)."""
-    if runner:
-        stages = sorted(runner)
-        cols: dict[str, list[object]] = {"stage": list(stages)}
-        for field_ in RUNNER_FIELDS:
-            cols[field_] = [runner[name][field_] for name in stages]
-        yield TableRows("runner", cols)
+    yield from _keyed("runner", "stage", RUNNER_FIELDS, runner)
+
+
+def link_table(links: Mapping[str, Mapping[str, int]]) -> Iterator[Table]:
+    """Each network link's batches sent and late."""
+    yield from _keyed("link", "channel", LINK_FIELDS, links)
+
+
+def _keyed(
+    table: str, key: str, fields: tuple[str, ...], rows: Mapping[str, Mapping[str, int]]
+) -> Iterator[Table]:
+    """One row per key of ``rows`` (sorted), its ``fields`` as columns."""
+    if rows:
+        names = sorted(rows)
+        cols: dict[str, list[object]] = {key: list(names)}
+        for field_ in fields:
+            cols[field_] = [rows[name][field_] for name in names]
+        yield TableRows(table, cols)
 
 
 def exclusion_table(excluded: Mapping[str, str]) -> Iterator[Table]:

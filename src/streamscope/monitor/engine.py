@@ -25,7 +25,7 @@ from streamscope.core.tablerows import TableSink
 from streamscope.core.topology import HOST, Topology
 from streamscope.monitor import endtables
 from streamscope.monitor.agents import Agents
-from streamscope.monitor.endtables import RUNNER_FIELDS, CostModel
+from streamscope.monitor.endtables import LINK_FIELDS, RUNNER_FIELDS, CostModel
 from streamscope.monitor.flight import DEFAULT_FLIGHT_RECORDS
 from streamscope.monitor.keeping import Keeper
 from streamscope.monitor.ledger import Ledger
@@ -93,6 +93,8 @@ class Engine:
         self.trace_excluded: dict[str, str] = {}
         #: Each stage thread's time figures (at its end): stage -> field -> value.
         self.runner: dict[str, dict[str, int]] = {}
+        #: Each network link's batches sent and late (both its sides' notes): name -> field.
+        self.links: dict[str, dict[str, int]] = {}
 
     def _build_streams(
         self, plan: Plan, topology: Topology, on_table: TableSink | None, trace: bool
@@ -171,12 +173,13 @@ class Engine:
         excluded = info.get("trace_excluded", {})
         if isinstance(excluded, dict):
             self.trace_excluded.update({str(k): str(v) for k, v in excluded.items()})
-        runner = info.get("runner", {})
-        if isinstance(runner, dict):
-            for stage, stats in runner.items():
-                acc = self.runner.setdefault(str(stage), dict.fromkeys(RUNNER_FIELDS, 0))
-                for key in RUNNER_FIELDS:
-                    acc[key] += int(stats.get(key, 0)) if isinstance(stats, dict) else 0
+        for name, fields, into in (("runner", RUNNER_FIELDS, self.runner),
+                                    ("links", LINK_FIELDS, self.links)):  # fmt: skip
+            got = info.get(name, {})
+            for key, stats in got.items() if isinstance(got, dict) else ():
+                acc = into.setdefault(str(key), dict.fromkeys(fields, 0))
+                for f in fields:
+                    acc[f] += int(stats.get(f, 0)) if isinstance(stats, dict) else 0
 
     def _calibrate(self, msg: Message) -> None:
         """A burst: refit its domain, then place what waited for it."""
@@ -396,6 +399,7 @@ class Engine:
             *endtables.worker_table(self.routes.stages, self.routes.worker_of),
             *endtables.stall_table(self.stalls.rows()),
             *endtables.runner_table(self.runner),
+            *endtables.link_table(self.links),
             *endtables.exclusion_table(self.trace_excluded),
             *endtables.overhead_table(self.ledger.probe_events, self.cost_model),
         ]  # fmt: skip

@@ -21,7 +21,7 @@ from streamscope.core.errors import describe_exception
 from streamscope.core.process import die_with_parent
 from streamscope.core.topology import HOST, ProbeInfo
 from streamscope.pipeline.channel import ThreadChannel
-from streamscope.pipeline.link import save_links_truth
+from streamscope.pipeline.link import link_counts, save_links_truth
 from streamscope.pipeline.local import LocalQueue, LocalState
 from streamscope.pipeline.pipeline import Pipeline
 from streamscope.pipeline.scope import Scope, start_links, start_threads
@@ -158,6 +158,7 @@ def host_main(
     code = 1
     try:
         code = _run_stages(pipeline, channels, scope, spec.stages, errors, agent, None)
+        control.note({"links": link_counts(pipeline.channels.values(), channels, spec.stages)})
         if code == 0 and spec.truth_dir is not None:
             save_links_truth(pipeline.channels.values(), channels, spec.stages, spec.truth_dir)
     except BaseException as exc:

@@ -166,3 +166,23 @@ def save_links_truth(
                 ch.save_truth(directory, index, "in")
             if spec.dst in stages:
                 ch.save_truth(directory, index, "out")
+
+
+def link_counts(
+    specs: Iterable[ChannelSpec], channels: Mapping[str, object], stages: Collection[str]
+) -> dict[str, dict[str, int]]:
+    """This process's side of each network link its ``stages`` send on or receive from: the
+    batches it sent (sender), those that arrived late and by how much in all (receiver), for
+    a NOTE."""
+    out: dict[str, dict[str, int]] = {}
+    for spec in specs:
+        ch = channels.get(spec.name)
+        late = getattr(ch, "late", None)
+        if not isinstance(ch, LinkChannel) or late is None:
+            continue
+        sent = ch.transfers if spec.src in stages else 0
+        here = spec.dst in stages
+        if spec.src in stages or here:
+            out[spec.name] = {"transfers": sent, "late": late if here else 0,
+                              "late_ns": getattr(ch, "late_ns", 0) if here else 0}  # fmt: skip
+    return out

@@ -24,7 +24,7 @@ from streamscope.core.topology import ProbeInfo
 from streamscope.pipeline.calibrator import EVERY_S, Calibrator, ClockLink
 from streamscope.pipeline.channel import ThreadChannel
 from streamscope.pipeline.child import ChildSpec, child_main, clock_main
-from streamscope.pipeline.link import LinkChannel, save_links_truth
+from streamscope.pipeline.link import LinkChannel, link_counts, save_links_truth
 from streamscope.pipeline.local import local_queues, local_states
 from streamscope.pipeline.pipeline import Pipeline
 from streamscope.pipeline.remote import RemoteHosts
@@ -266,6 +266,12 @@ class Runner:
         with open(os.path.join(self.truth_dir, CLOCK_TRUTH), "w", encoding="utf-8") as f:
             json.dump(clocks, f)
 
+    def note_links(self) -> None:
+        """The main process's side of its links to hosts (its stages are done)."""
+        counts = link_counts(self.pipeline.channels.values(), self.channels, self._main_stages)
+        if counts and self.control is not None:
+            self.control.note({"links": counts})
+
     def save_truth(self) -> None:
         """The main process's side of the ground truth (its stages are done)."""
         if self.truth_dir is None:
@@ -360,6 +366,7 @@ class Runner:
                         )
                     self.stop_calibration()
                     self.save_truth()
+                    self.note_links()
                     if self.remote is not None:
                         self.remote.stop()
                     return Outcome("completed")

@@ -24,8 +24,14 @@ from streamscope.core.closing import Closing
 from streamscope.core.errors import ConfigError
 
 #: Ray's settings for a cluster on this machine, set before Ray is imported: no usage reports,
-#: and addresses resolved to loopback rather than to the machine's own address.
-RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+#: addresses resolved to loopback rather than to the machine's own address, and workers at
+#: the application's priority (Ray starts them at nice 15: a host's stages, its links and its
+#: clock's responder then wait behind every other process of the machine).
+RAY_ENV = {
+    "RAY_USAGE_STATS_ENABLED": "0",
+    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+    "RAY_worker_niceness": "0",
+}
 #: Each node of a cluster started here: its CPUs and its object store (bytes).
 NODE_CPUS = 1
 NODE_OBJECT_STORE = 80 << 20

@@ -106,6 +106,7 @@ class HostLink(LinkChannel):
         self.network: NetworkBus = bus
         self.transfers = 0
         self.late = 0  #: batches that arrived after their time (the network was slower)
+        self.late_ns = 0  #: by how much, in all
         #: Batches a sender has on the way at most: enough for the latency's worth of
         #: transfers (the model lets them overlap), within the network queue's capacity.
         self.in_flight = in_flight_for(self.link)
@@ -128,7 +129,7 @@ class HostLink(LinkChannel):
             if items:
                 start = time.monotonic_ns()
                 due = start + transfer_ns + int(self.link.latency_ns)
-                on_the_way.append(self.network.channel.send((due, items)))
+                on_the_way.append(self.network.channel.send((self.transfers, due, items)))
                 if len(on_the_way) >= self.in_flight:
                     ray.get(on_the_way.popleft())
                 self.transfers += 1
@@ -141,23 +142,32 @@ class HostLink(LinkChannel):
 
     def receiver(self) -> None:
         """The receiving side: each batch into the head buffer at its time (or as it comes,
-        late)."""
+        late), in the order sent (calls on the way at once may arrive in another)."""
+        early: dict[int, tuple[int, list[Any]]] = {}
+        expect = 0
         while True:
             got, msg = self.bus.get_within(0.1)
             if not got:
                 if self.head_buf.aborted:
                     raise Aborted(self.name)
                 continue
-            if msg is EOS:
+            if msg is EOS:  # sent once every batch was in
                 self.head_buf.put(EOS)
                 return
-            due, items = msg
-            if (left := due - time.monotonic_ns()) > 0:
-                time.sleep(left / 1e9)
-            else:
-                self.late += 1
-            for item in items:
-                self.head_buf.put(item)  # tapped ``deliver``; waits while the buffer is full
+            n, due, items = msg
+            early[n] = (due, items)
+            while expect in early:
+                self._deliver(*early.pop(expect))
+                expect += 1
+
+    def _deliver(self, due: int, items: list[Any]) -> None:
+        if (left := due - time.monotonic_ns()) > 0:
+            time.sleep(left / 1e9)
+        else:
+            self.late += 1
+            self.late_ns -= left
+        for item in items:
+            self.head_buf.put(item)  # tapped ``deliver``; waits while the buffer is full
 
     @staticmethod
     def _ray() -> Any:

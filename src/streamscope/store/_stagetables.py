@@ -95,6 +95,19 @@ RUNNER = Table(
     ),
 )
 
+LINK = Table(
+    "link",
+    "Each channel between cluster hosts (a network link): the batches its sender sent, and "
+    "how many reached the receiver after their time (the network slower than the link's "
+    "transfer and latency, which its virtual queue's model assumes).",
+    (
+        _C("channel", "VARCHAR NOT NULL", "the channel (channel.name)"),
+        _C("transfers", "BIGINT NOT NULL", "batches sent"),
+        _C("late", "BIGINT NOT NULL", "batches that arrived after their delivery time"),
+        _C("late_ns", "BIGINT NOT NULL", "by how much they were late, in all (ns)"),
+    ),
+)
+
 MONITOR = Table(
     "monitor",
     "The monitor's own figures per frame of the run: how far behind the application it was "

@@ -21,6 +21,7 @@ from streamscope.store._resulttables import (
     VQ_LEVEL,
 )
 from streamscope.store._stagetables import (
+    LINK,
     MONITOR,
     OVERHEAD,
     PROFILE,
@@ -220,6 +221,7 @@ TABLES: tuple[Table, ...] = (
     TRACE_EXCLUSION,
     OVERHEAD,
     RUNNER,
+    LINK,
     MONITOR,
     VIRTUAL_QUEUE,
     RECORD,
