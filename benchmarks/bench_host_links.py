@@ -56,6 +56,7 @@ def once(cluster: RayCluster, items: int, size: int, by_ref: bool) -> tuple[floa
     """Items per second and the median batch delay (µs) of one transfer of ``items``."""
     ray = cluster.ray
     ch = HostChannel(cluster, 4, "node-b")
+    ray.get(ch.ready())  # its actor is up before anything is timed
     got: Any = ray.remote(consume).options(**cluster.placement("node-b")).remote(ch)
     put: Any = (
         ray.remote(produce).options(**cluster.placement("node-a")).remote(ch, items, size, by_ref)
