@@ -100,15 +100,20 @@ class LinkChannel:
 
     # -- the bus -----------------------------------------------------------------------------------
 
+    def next_batch(self) -> tuple[list[Any], bool]:
+        """The next transfer's items out of the tail buffer (tapped ``send``), once there are
+        ``bulk_size`` of them, none came for the timeout, or the stream ended; and whether it
+        ended."""
+        m = self.tail_buf.wait_batch(self.link.bulk_size, self.link.timeout_ns / 1e9)
+        batch = self.tail_buf.take(m)
+        ended = batch[-1] is EOS
+        return (batch[:-1] if ended else batch), ended
+
     def mover(self) -> None:
         """The producer's side of the bus: until the end marker has crossed."""
         transfer_s = self.link.transfer_ns / 1e9
-        timeout_s = self.link.timeout_ns / 1e9
         while True:
-            m = self.tail_buf.wait_batch(self.link.bulk_size, timeout_s)
-            batch = self.tail_buf.take(m)  # tapped ``send``
-            ended = batch[-1] is EOS
-            items = batch[:-1] if ended else batch
+            items, ended = self.next_batch()
             if items:
                 end = time.monotonic() + transfer_s
                 while (left := end - time.monotonic()) > 0:  # the bus is busy

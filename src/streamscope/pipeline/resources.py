@@ -30,6 +30,14 @@ class LinkSpec:
     latency_ns: float = 0.0
     timeout_ns: float = math.inf
 
+    @classmethod
+    def from_us(
+        cls, bulk_size: int, transfer_us: float, latency_us: float, timeout_us: float | None
+    ) -> LinkSpec:
+        """A link given in µs (``timeout_us`` None: no timeout)."""
+        timeout_ns = math.inf if timeout_us is None else timeout_us * 1e3
+        return cls(bulk_size, transfer_us * 1e3, latency_us * 1e3, timeout_ns)
+
     def __post_init__(self) -> None:
         if int(self.bulk_size) != self.bulk_size or self.bulk_size < 1:
             raise PipelineError(f"link: bulk_size must be an integer >= 1, not {self.bulk_size!r}")
@@ -105,12 +113,7 @@ def EmulatedDevice(  # noqa: N802 - a constructor
     if not clock:
         raise PipelineError(f"device {name!r}: an emulated device needs a clock spec")
     parsed = EmulatedClockSpec.parse(clock)
-    link = LinkSpec(
-        bulk_size,
-        transfer_us * 1e3,
-        latency_us * 1e3,
-        math.inf if timeout_us is None else timeout_us * 1e3,
-    )
+    link = LinkSpec.from_us(bulk_size, transfer_us, latency_us, timeout_us)
     return Resource(name, "device", str(parsed), link)
 
 
@@ -142,12 +145,7 @@ def Host(  # noqa: N802 - a constructor
     (up to 16 items per 5 ms a link; raise ``bulk_size`` for more).
     """
     spec = EmulatedClockSpec.parse(clock or "")
-    link = LinkSpec(
-        bulk_size,
-        transfer_us * 1e3,
-        latency_us * 1e3,
-        math.inf if timeout_us is None else timeout_us * 1e3,
-    )
+    link = LinkSpec.from_us(bulk_size, transfer_us, latency_us, timeout_us)
     return Resource(name, "host", str(spec), link)
 
 

@@ -119,13 +119,9 @@ class HostLink(LinkChannel):
         below it; a batch that arrives after its time is counted (``late``)."""
         ray = self._ray()
         transfer_ns = int(self.link.transfer_ns)
-        timeout_s = self.link.timeout_ns / 1e9
         on_the_way: deque[Any] = deque()
         while True:
-            m = self.tail_buf.wait_batch(self.link.bulk_size, timeout_s)
-            batch = self.tail_buf.take(m)  # tapped ``send``
-            ended = batch[-1] is EOS
-            items = batch[:-1] if ended else batch
+            items, ended = self.next_batch()
             if items:
                 start = time.monotonic_ns()
                 due = start + transfer_ns + int(self.link.latency_ns)
