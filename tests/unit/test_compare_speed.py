@@ -180,3 +180,14 @@ def test_the_printed_comparison_leads_with_the_headline() -> None:
     lines = text.splitlines()
     assert lines[0] == c.headline  # whole, on the first line, however narrow the terminal
     assert text.index(c.headline) < text.index("A = slow") < text.index(c.summary)
+
+
+def test_a_querys_figures_of_quality_keep_their_own_units() -> None:
+    """A throughput query's time bound is in ns and its violations a count, not items/s."""
+    from streamscope.analysis.compare import stat_unit
+
+    assert stat_unit("items/s", "mean") == "items/s"
+    assert stat_unit("items/s", "uncertainty_ns") == "ns"
+    assert stat_unit("items/s", "violations") == ""
+    assert stat_unit("items", "w1_items") == ""
+    assert stat_unit("ns", "p99") == "ns"

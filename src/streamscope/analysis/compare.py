@@ -264,6 +264,16 @@ def _duty_whole_run(s: Series) -> dict[str, float | None]:
     }
 
 
+def stat_unit(unit: str, stat: str) -> str:
+    """The unit of a query's stat: the query's own, but for its figures of quality (a time
+    bound in ns, counts of violations or rejected frames, distances in items)."""
+    if stat.endswith("_ns"):
+        return "ns"
+    if stat in ("violations", "rejected") or stat.endswith("_items"):
+        return ""
+    return unit
+
+
 def _one_query_rows(judge: Judge, s_a: Series, s_b: Series) -> list[Delta]:
     q = s_a.query
     rows = []
@@ -271,8 +281,9 @@ def _one_query_rows(judge: Judge, s_a: Series, s_b: Series) -> list[Delta]:
     for stat in stats:
         va = whole_run(s_a.scalars[stat], s_a.covered, stat) if stat in s_a.scalars else None
         vb = whole_run(s_b.scalars[stat], s_b.covered, stat) if stat in s_b.scalars else None
+        unit = stat_unit(q.unit, stat)
         rows.append(
-            judge.row("query", q.text, s_a.target, stat, q.unit, va, vb, direction(q.metric, stat))
+            judge.row("query", q.text, s_a.target, stat, unit, va, vb, direction(q.metric, stat))
         )
     da, db = _duty_whole_run(s_a), _duty_whole_run(s_b)
     rows.extend(
