@@ -239,3 +239,8 @@ def test_a_pipeline_over_three_hosts_against_its_own_truth(
         assert all(0 <= late <= sent for late, sent in zip(links["late"], links["transfers"],
                                                            strict=True))  # fmt: skip
         assert min(links["transfers"]) > 0
+        # What each host's agent sent the monitor, and what it kept (its stages' states).
+        traffic = run.table("host")
+        assert sorted(traffic["host"]) == sorted(HOSTS)
+        assert min(traffic["bytes"]) > 0 and min(traffic["messages"]) > 0
+        assert min(traffic["kept_records"]) > 0

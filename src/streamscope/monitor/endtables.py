@@ -31,6 +31,8 @@ CostModel = Callable[[int], tuple[float, str]]
 RUNNER_FIELDS = ("items", "samples", "user_ns", "cpu_ns")
 #: A network link's figures (``pipeline.link.link_counts``), as the ``link`` table holds them.
 LINK_FIELDS = ("transfers", "late", "late_ns")
+#: What a cluster host's agent sent the monitor, and the records it reduced rather than sent.
+HOST_FIELDS = ("messages", "bytes", "kept_records")
 
 
 def record_columns(rec: Records) -> dict[str, Any]:
@@ -99,6 +101,11 @@ def runner_table(runner: Mapping[str, Mapping[str, int]]) -> Iterator[Table]:
 def link_table(links: Mapping[str, Mapping[str, int]]) -> Iterator[Table]:
     """Each network link's batches sent and late."""
     yield from _keyed("link", "channel", LINK_FIELDS, links)
+
+
+def host_table(hosts: Mapping[str, Mapping[str, int]]) -> Iterator[Table]:
+    """Each cluster host's traffic to the monitor."""
+    yield from _keyed("host", "host", HOST_FIELDS, hosts)
 
 
 def _keyed(

@@ -25,7 +25,7 @@ from streamscope.core.tablerows import TableSink
 from streamscope.core.topology import HOST, Topology
 from streamscope.monitor import endtables
 from streamscope.monitor.agents import Agents
-from streamscope.monitor.endtables import LINK_FIELDS, RUNNER_FIELDS, CostModel
+from streamscope.monitor.endtables import HOST_FIELDS, LINK_FIELDS, RUNNER_FIELDS, CostModel
 from streamscope.monitor.flight import DEFAULT_FLIGHT_RECORDS
 from streamscope.monitor.keeping import Keeper
 from streamscope.monitor.ledger import Ledger
@@ -95,6 +95,8 @@ class Engine:
         self.runner: dict[str, dict[str, int]] = {}
         #: Each network link's batches sent and late (both its sides' notes): name -> field.
         self.links: dict[str, dict[str, int]] = {}
+        #: Each cluster host's traffic to the monitor (its agent's notes and the runner's).
+        self.hosts: dict[str, dict[str, int]] = {}
 
     def _build_streams(
         self, plan: Plan, topology: Topology, on_table: TableSink | None, trace: bool
@@ -174,7 +176,8 @@ class Engine:
         if isinstance(excluded, dict):
             self.trace_excluded.update({str(k): str(v) for k, v in excluded.items()})
         for name, fields, into in (("runner", RUNNER_FIELDS, self.runner),
-                                    ("links", LINK_FIELDS, self.links)):  # fmt: skip
+                                    ("links", LINK_FIELDS, self.links),
+                                    ("hosts", HOST_FIELDS, self.hosts)):  # fmt: skip
             got = info.get(name, {})
             for key, stats in got.items() if isinstance(got, dict) else ():
                 acc = into.setdefault(str(key), dict.fromkeys(fields, 0))
@@ -400,6 +403,7 @@ class Engine:
             *endtables.stall_table(self.stalls.rows()),
             *endtables.runner_table(self.runner),
             *endtables.link_table(self.links),
+            *endtables.host_table(self.hosts),
             *endtables.exclusion_table(self.trace_excluded),
             *endtables.overhead_table(self.ledger.probe_events, self.cost_model),
         ]  # fmt: skip

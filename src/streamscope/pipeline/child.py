@@ -158,7 +158,12 @@ def host_main(
     code = 1
     try:
         code = _run_stages(pipeline, channels, scope, spec.stages, errors, agent, None)
-        control.note({"links": link_counts(pipeline.channels.values(), channels, spec.stages)})
+        control.note(
+            {
+                "links": link_counts(pipeline.channels.values(), channels, spec.stages),
+                "hosts": {spec.name: {"kept_records": local.kept if local else 0}},
+            }
+        )
         if code == 0 and spec.truth_dir is not None:
             save_links_truth(pipeline.channels.values(), channels, spec.stages, spec.truth_dir)
     except BaseException as exc:

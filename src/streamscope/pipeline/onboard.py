@@ -47,6 +47,8 @@ class LocalReduction:
         self._grid = grid  # the child's end of the runner's pipe, or None
         self._has_grid = False
         self._ticks_per_ns = 1.0 / tick_ns
+        #: Records reduced here rather than sent (what summaries saved the link).
+        self.kept = 0
         #: Probes whose records stay here (the state tracker's of a sub-queue's producer also
         #: go out: a query asked; a host's reduced stages' do not).
         self._local = np.array(
@@ -113,6 +115,7 @@ class LocalReduction:
                 kinds = records["kind"]
                 shipped = (kinds == Kind.DROPPED) | (kinds == Kind.REFUSED)
                 here = np.isin(records["probe"], self._local) & ~shipped
+                self.kept += int(here.sum())
                 records = records[~here]
         if not self._has_grid:
             return records, []

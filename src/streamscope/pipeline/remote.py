@@ -64,6 +64,10 @@ class RemoteHosts(Protocol):
         """The hosts whose stages ended since the last call."""
         ...
 
+    def traffic(self) -> dict[str, dict[str, int]]:
+        """Per host: ``messages`` and ``bytes`` its agent sent to the monitor so far."""
+        ...
+
     def running(self) -> bool:
         """Whether any host's stages still run."""
         ...

@@ -267,10 +267,14 @@ class Runner:
             json.dump(clocks, f)
 
     def note_links(self) -> None:
-        """The main process's side of its links to hosts (its stages are done)."""
+        """The main process's side of its links to hosts, and what each host's agent sent
+        the monitor (its stages are done, or the run stops)."""
+        if self.control is None:
+            return
         counts = link_counts(self.pipeline.channels.values(), self.channels, self._main_stages)
-        if counts and self.control is not None:
-            self.control.note({"links": counts})
+        hosts = self.remote.traffic() if self.remote is not None else {}
+        if counts or hosts:
+            self.control.note({"links": counts, "hosts": hosts})
 
     def save_truth(self) -> None:
         """The main process's side of the ground truth (its stages are done)."""
@@ -395,6 +399,8 @@ class Runner:
         domain still answering gets a last burst first (what it sent can be placed)."""
         if self.calibrator is not None:
             self.calibrator.finish_all()
+        if self.remote is not None and self.control is not None:
+            self.control.note({"hosts": self.remote.traffic()})
         self.stop_calibration()
         for ch in self.channels.values():
             if isinstance(ch, ThreadChannel | LinkChannel):

@@ -182,12 +182,20 @@ class Collector:
     def __init__(self, socket_path: str) -> None:
         self.path = socket_path
         self.links: dict[int, UnixSocketTransport] = {}
+        #: Per agent: messages and bytes it sent over the network.
+        self.sent: dict[int, list[int]] = {}
 
     def send(self, agent_id: int, data: bytes) -> None:
         link = self.links.get(agent_id)
         if link is None:
             link = self.links[agent_id] = UnixSocketTransport(self.path)
         link.send(data)
+        got = self.sent.setdefault(agent_id, [0, 0])
+        got[0] += 1
+        got[1] += len(data)
+
+    def counts(self) -> dict[int, list[int]]:
+        return self.sent
 
     def close(self, agent_id: int) -> None:
         link = self.links.pop(agent_id, None)
@@ -352,6 +360,7 @@ class ClusterHosts:
         )
         self._runs: dict[Any, str] = {}  # the ref of each host's run -> the host
         self._stages: dict[str, list[str]] = {}
+        self._agents: dict[int, str] = {}  # agent id -> its host
         self._lock = threading.Lock()
 
     def link(
@@ -376,6 +385,7 @@ class ClusterHosts:
         cloudpickle: Any = importlib.import_module("ray.cloudpickle")
         worker = self._workers[host]
         self._stages[host] = list(spec.stages)
+        self._agents[spec.agent_id] = host
         for module in _user_modules(pipeline):
             cloudpickle.register_pickle_by_value(module)
         payload = cloudpickle.dumps((pipeline, links, probes))
@@ -419,6 +429,17 @@ class ClusterHosts:
             return self.cluster.node_of(host)[:12]
         except KeyError:
             return "?"
+
+    def traffic(self) -> dict[str, dict[str, int]]:
+        """Per host: the messages and bytes its agent sent to the monitor so far."""
+        if self._collector is None:
+            return {}
+        try:
+            got = self._ray.get(self._collector.counts.remote(), timeout=5.0)
+        except self._ray.exceptions.RayError:
+            return {}
+        return {self._agents[a]: {"messages": m, "bytes": b}
+                for a, (m, b) in got.items() if a in self._agents}  # fmt: skip
 
     def running(self) -> bool:
         with self._lock:

@@ -108,6 +108,19 @@ LINK = Table(
     ),
 )
 
+HOST = Table(
+    "host",
+    "Each cluster host's traffic to the monitor over the network: the messages and bytes its "
+    "agent sent (frame summaries, the records queries measure directly, notes), and the "
+    "records it reduced itself rather than send (24 bytes each as records).",
+    (
+        _C("host", "VARCHAR NOT NULL", "the host (resource.name)"),
+        _C("messages", "BIGINT NOT NULL", "messages its agent sent"),
+        _C("bytes", "BIGINT NOT NULL", "bytes its agent sent"),
+        _C("kept_records", "BIGINT NOT NULL", "records reduced on the host, not sent"),
+    ),
+)
+
 MONITOR = Table(
     "monitor",
     "The monitor's own figures per frame of the run: how far behind the application it was "

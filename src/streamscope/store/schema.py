@@ -21,6 +21,7 @@ from streamscope.store._resulttables import (
     VQ_LEVEL,
 )
 from streamscope.store._stagetables import (
+    HOST,
     LINK,
     MONITOR,
     OVERHEAD,
@@ -222,6 +223,7 @@ TABLES: tuple[Table, ...] = (
     OVERHEAD,
     RUNNER,
     LINK,
+    HOST,
     MONITOR,
     VIRTUAL_QUEUE,
     RECORD,
