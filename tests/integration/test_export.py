@@ -14,6 +14,7 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,9 +37,18 @@ def _work(x: int) -> int:
     return x
 
 
+def _paced(n: int) -> Iterator[int]:
+    """``n`` items 0.5 ms apart: the link's virtual queue then models a frame of a few hundred
+    items (a source with no pause makes its gaps µs, and each simulated frame tens of
+    thousands of items: seconds of the monitor's time that this test does not need)."""
+    for i in range(n):
+        time.sleep(0.0005)
+        yield i
+
+
 def _pipeline(device: bool = False) -> ss.Pipeline:
     p = ss.Pipeline("x")
-    p.add("src", range(500 if not device else 300))
+    p.add("src", range(500) if not device else _paced(300))
     if device:  # a second clock domain; link capacity >= bulk size
         p.add("work", _work, resource=ss.EmulatedDevice("accel", bulk_size=8, transfer_us=50))
     else:
