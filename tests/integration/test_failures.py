@@ -524,3 +524,26 @@ def test_a_stage_busy_finishing_items_without_ever_waiting_is_not_a_stall(
         ]  # fmt: skip
         busy = [d["busy"] for d in duty]
         assert busy and min(busy) >= 0.9, duty  # it never waited
+
+
+def test_an_error_of_streamscope_s_own_mid_run_is_the_run_s_recorded_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not a stage's error: the runner itself raises while it supervises. The error reaches the
+    caller, and the run file says the run failed and why (not that it never started)."""
+    from streamscope.pipeline.runner import Runner
+
+    def broken(self: Runner, *args: object, **kwargs: object) -> object:
+        raise RuntimeError("the supervisor broke")
+
+    monkeypatch.setattr(Runner, "wait", broken)
+    p = ss.Pipeline("p")
+    p.add("src", range(50))
+    p.add("sink", lambda x: None)
+    p.connect("src", "sink", capacity=4)
+    out = tmp_path / "broken.duckdb"
+    with pytest.raises(RuntimeError, match="the supervisor broke"):
+        run(p, [], RunOptions(out=out, mode="inline"))
+    with load(out) as r:
+        assert r.status == "failed"
+        assert r.error is not None and "the supervisor broke" in r.error

@@ -6,6 +6,7 @@ In: a ``Pipeline``, queries and options. Out: a ``RunResult`` (status, error, pa
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -13,7 +14,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from streamscope.aggregate.points import DropCount, FrameResult
-from streamscope.core.errors import ConfigError
+from streamscope.core.errors import ConfigError, describe_exception
 from streamscope.core.modes import RunStatus, parse
 from streamscope.core.topology import HOST, Topology
 from streamscope.pipeline.pipeline import Pipeline, plan_probes
@@ -118,7 +119,13 @@ def run(
         launched = Launched(
             plan, topology, make_meta(pipeline.name, opts), opts, on_frames, on_lag, on_note
         )
-        outcome = _drive(pipeline, plan, topology, launched, opts, cluster)
+        try:
+            outcome = _drive(pipeline, plan, topology, launched, opts, cluster)
+        except BaseException:
+            # The monitor was told how the run ended: let it finish the file, then raise.
+            with contextlib.suppress(Exception):
+                launched.finish(None)
+            raise
         return launched.finish(outcome.stage)
     finally:
         if traced is not None:
@@ -223,8 +230,9 @@ def _drive(
         except KeyboardInterrupt:
             runner.stop()
             outcome = Outcome("interrupted", INTERRUPTED)
-        except BaseException:
+        except BaseException as exc:
             runner.stop()
+            outcome = Outcome("failed", f"the run stopped on an error: {describe_exception(exc)}")
             raise
     except KeyboardInterrupt:
         outcome = Outcome("interrupted", INTERRUPTED)
