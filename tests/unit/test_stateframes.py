@@ -54,7 +54,7 @@ def test_frames_give_the_duty_the_monitor_gets_from_the_records(
     assert probe == 7
     raw, summed = StageStream("x"), SummarizedStage("x", 500)
     raw.add(t, s)
-    summed.add_frames(frames)
+    summed.add_frames(frames, int)
     for until in range(500, end + 500, 500):
         for stream in (raw, summed):
             stream.feed(stream.advance(min(until, end)), lambda m, t: (), 0, 0)
@@ -64,7 +64,7 @@ def test_frames_give_the_duty_the_monitor_gets_from_the_records(
 
 def test_a_frame_no_summary_reached_is_unknown_not_idle() -> None:
     stream = SummarizedStage("x", 1000)
-    stream.add_frames([StateFrame(1, (0.0, 1000.0, 0.0, 0.0, 0.0), 1000.0, 1)])
+    stream.add_frames([StateFrame(1, (0.0, 1000.0, 0.0, 0.0, 0.0), 1000.0, 1)], int)
     seg = stream.advance(2000)
     assert seg.level.tolist() == [-1, 1]
     assert seg.start.tolist() == [0, 1000] and seg.end.tolist() == [1000, 2000]
@@ -76,3 +76,24 @@ def test_a_payload_that_is_not_whole_state_frames_is_refused() -> None:
         decode_state_frames(good[:-1])
     with pytest.raises(StateFrameError, match="magic"):
         decode_state_frames(b"XXXX" + good[4:])
+
+
+def test_a_stage_busy_since_its_last_record_is_seen_stalled_from_its_frames() -> None:
+    """A stage on a host hangs busy: its records stop, its frames go on (all busy); the
+    latest record's time comes with them, mapped to virtual ns, and the stall watch sees it
+    as from records."""
+    from streamscope.monitor.stalls import StallWatch
+
+    sf = StateFrames()
+    sf.set_grid(0.0, 100_000_000.0)  # 100 ms frames, ticks of 1 ns
+    sf.add([5_000_000, 20_000_000], [1, 1])  # busy, then a heartbeat; then nothing more
+    stream = SummarizedStage("hung", 100_000_000)
+    watch = StallWatch(300_000_000)
+    for k in range(1, 6):  # the host closes a frame every 100 ms
+        _, frames = decode_state_frames(encode_state_frames(1, sf.close_until(k * 100_000_000)))
+        stream.add_frames(frames, lambda t: t + 1_000)  # the host's ticks, mapped
+        stream.feed(stream.advance(k * 100_000_000), lambda m, t: (), 0, 0)
+        watch.watch(1, stream, k * 100_000_000)
+    (stall,) = watch.current()
+    assert stall.stage == "hung" and stall.start_ns == 20_001_000
+    assert stream.spent_ns[1] == 500_000_000 - 5_000_000  # busy from its first record on

@@ -25,8 +25,9 @@ STATE_MAGIC = b"SSSF"
 _VERSION = 1
 #: magic, version, number of states, probe, number of frames.
 _HEAD = struct.Struct("<4sHHqI")
-#: Per frame: index, ticks covered, the state at its end; then one <f8 per state (+ other).
-_FRAME = struct.Struct("<qdq")
+#: Per frame: index, ticks covered, the state at its end, the tick of the latest record (NaN:
+#: none yet); then one <f8 per state (+ other).
+_FRAME = struct.Struct("<qdqd")
 #: States counted apart: the stage's (``STATE_LABELS``) and any other value, last.
 N_STATES = len(STATE_LABELS) + 1
 
@@ -39,12 +40,14 @@ class StateFrameError(StreamscopeError):
 class StateFrame:
     """One frame of a stage's states: ``ticks[s]`` spent in state ``s`` (the last entry: any
     other value), over ``covered`` ticks from the frame's start (the whole frame but at the
-    run's end); ``end_state`` the state it ended in."""
+    run's end); ``end_state`` the state it ended in, ``last_record`` the tick of the stage's
+    latest record by then (NaN: none yet) — how long it has been in that state."""
 
     frame: int
     ticks: tuple[float, ...]
     covered: float
     end_state: int
+    last_record: float = math.nan
 
     def shares(self) -> tuple[float, ...]:
         """The fraction of the covered time in each state."""
@@ -62,6 +65,7 @@ class StateFrames:
         self._state = 0  # idle until the first record
         self._cursor: float | None = None  # accounted up to here (ticks)
         self._next = 0  # the first frame not closed yet
+        self._last = math.nan  # the tick of the latest record accounted
 
     def set_grid(self, origin_ticks: float, period_ticks: float) -> None:
         """Frame ``k`` spans [origin + k period, origin + (k + 1) period); a later grid moves
@@ -114,13 +118,14 @@ class StateFrames:
                 acc[_slot(self._state)] += t - cursor
                 cursor = t
             self._state = s
+            self._last = float(t)
             n += 1
         if end > cursor:
             acc[_slot(self._state)] += end - cursor
         del self._t[:n], self._s[:n]
         self._cursor = end
         self._next = k + 1
-        return StateFrame(k, tuple(acc), end - begin, self._state)
+        return StateFrame(k, tuple(acc), end - begin, self._state, self._last)
 
 
 def _slot(state: int) -> int:
@@ -131,7 +136,7 @@ def encode_state_frames(probe: int, frames: list[StateFrame]) -> bytes:
     """One SUMMARY payload: the state frames of the stage whose state probe is ``probe``."""
     parts = [_HEAD.pack(STATE_MAGIC, _VERSION, N_STATES, probe, len(frames))]
     for f in frames:
-        parts.append(_FRAME.pack(f.frame, f.covered, f.end_state))
+        parts.append(_FRAME.pack(f.frame, f.covered, f.end_state, f.last_record))
         parts.append(struct.pack(f"<{N_STATES}d", *f.ticks))
     return b"".join(parts)
 
@@ -155,8 +160,8 @@ def decode_state_frames(payload: bytes) -> tuple[int, list[StateFrame]]:
     out = []
     at = _HEAD.size
     for _ in range(n):
-        frame, covered, end_state = _FRAME.unpack_from(payload, at)
+        frame, covered, end_state, last = _FRAME.unpack_from(payload, at)
         ticks = struct.unpack_from(f"<{N_STATES}d", payload, at + _FRAME.size)
-        out.append(StateFrame(frame, tuple(ticks), covered, end_state))
+        out.append(StateFrame(frame, tuple(ticks), covered, end_state, last))
         at += size
     return probe, out

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -207,7 +208,8 @@ class Engine:
             state.data = True  # it sends what frames are made of: frames wait for it
         if msg.type == MsgType.BATCH and len(msg.records):
             self._take(state.domain, Batch(msg.records))
-        if msg.type == MsgType.SUMMARY and not self.routes.take_state_frames(msg.payload):
+        to_ns = functools.partial(self.domains.scalar_to_ns, state.domain)
+        if msg.type == MsgType.SUMMARY and not self.routes.take_state_frames(msg.payload, to_ns):
             key, summaries = decode_summaries(msg.payload)
             found = self._vq_key.get(key)
             if found is not None:

@@ -7,6 +7,8 @@ streams reduced through their hook (``monitor/streams.py``) whenever the waterma
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 from numpy.typing import NDArray
 
@@ -75,15 +77,15 @@ class Routes:
             scale = self.tick_periods.get(p.domain, 1.0) if durations else None
             self.taps[p.id] = self.events[p.id] = EventStream(metric, p.target, scale)
 
-    def take_state_frames(self, payload: bytes) -> bool:
-        """A SUMMARY payload of a stage's state frames (from its host's agent) to its stream:
-        whether it was one (else it is a sub-queue's)."""
+    def take_state_frames(self, payload: bytes, to_ns: Callable[[int], int]) -> bool:
+        """A SUMMARY payload of a stage's state frames (from its host's agent, whose ticks
+        ``to_ns`` maps) to its stream: whether it was one (else it is a sub-queue's)."""
         if payload[:4] != STATE_MAGIC:
             return False
         probe, frames = decode_state_frames(payload)
         stream = self.stages.get(probe)
         if isinstance(stream, SummarizedStage):
-            stream.add_frames(frames)
+            stream.add_frames(frames, to_ns)
         return True
 
     def route(

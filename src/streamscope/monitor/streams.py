@@ -247,8 +247,9 @@ class StageStream(Stream):
 class SummarizedStage(StageStream):
     """A stage whose states its host reduced to frames itself (``aggregate.stateframes``): each
     frame's time in each state, laid out over the frame's span as segments in that proportion
-    (all a duty needs); a span that no frame reached is unknown. Its records stay on the host,
-    so no stall is seen in it."""
+    (all a duty needs); a span that no frame reached is unknown. The latest frame's state and
+    the time of the stage's latest record (mapped from the host's ticks) are what the stall
+    watch reads: a stall is seen a frame late at most."""
 
     def __init__(self, name: str, frame_ns: int) -> None:
         super().__init__(name)
@@ -259,9 +260,15 @@ class SummarizedStage(StageStream):
     def add(self, t_ns: I64, value: I64) -> None:
         """Records do not come (its host keeps them); any that do are left out."""
 
-    def add_frames(self, frames: Iterable[StateFrame]) -> None:
+    def add_frames(self, frames: Iterable[StateFrame], to_ns: Callable[[int], int]) -> None:
+        """Frames from the host; ``to_ns`` maps its ticks to virtual ns."""
+        latest: StateFrame | None = None
         for f in frames:
             self.frames[f.frame] = f
+            latest = f if latest is None or f.frame > latest.frame else latest
+        if latest is not None and latest.last_record == latest.last_record:  # not NaN
+            self.state = latest.end_state
+            self.last_record_t = to_ns(int(latest.last_record))
 
     def advance(self, until: int) -> Segments:
         until = max(until, self.last_t)
