@@ -1,5 +1,6 @@
 """A pipeline over three hosts: a source on ``node-a``, a parallel group of workers on ``node-b``,
-a sink on ``node-c``, every host with a clock of its own that the monitor is not told.
+their items gathered and stored on ``node-c``, every host with a clock of its own that the
+monitor is not told.
 
 streamscope run examples/hosts.py -- --items 2000 --truth truth.npz
 
@@ -8,7 +9,8 @@ the one at ``--ray-address``), and stops it when the run ends. Each host's agent
 buffers at its ends of the links between hosts; the network between them is a virtual queue.
 
 The application keeps its own truth (``--truth``): for every item, the host monotonic time its
-source made it, the time a worker took it, the worker, and the time the sink got it. On one
+source made it, the time a worker took it, the worker, the time it was gathered and the time the
+sink got it. On one
 machine every host's monotonic clock is the same one, so these times are comparable; the
 monitor sees only the hosts' emulated clocks.
 """
@@ -33,6 +35,7 @@ CLOCKS = {
 
 QUERIES = [
     "occupancy(source -> work0): mean, max, histogram every 500ms",
+    "occupancy(gather -> sink): mean, max, histogram every 500ms",
     "throughput(* -> *) every 500ms",
     "latency(source -> *): mean, box every 500ms",
     "state(*) every 500ms",
@@ -75,21 +78,30 @@ class Worker:
         return (item[0], item[1], took, self.index)
 
 
+def gather(item: tuple[int, int, int, int]) -> tuple[int, int, int, int, int]:
+    """On node-c: the workers' items into one stream, each stamped as it goes on."""
+    return (*item, time.monotonic_ns())
+
+
 class Sink:
-    """Keeps every item's times; writes them to ``path`` when the stream ends."""
+    """On node-c, after ``gather``: 1 ms per item; keeps every item's times and writes them
+    to ``path`` when the stream ends."""
 
     def __init__(self, path: str | None) -> None:
         self.path = path
-        self.rows: list[tuple[int, int, int, int, int]] = []
+        self.rows: list[tuple[int, ...]] = []
 
-    def process(self, item: tuple[int, int, int, int]) -> None:
-        self.rows.append((*item, time.monotonic_ns()))
+    def process(self, item: tuple[int, int, int, int, int]) -> None:
+        got = time.monotonic_ns()
+        while (left := got + 1_000_000 - time.monotonic_ns()) > 0:
+            time.sleep(left / 1e9)
+        self.rows.append((*item, got))
 
     def teardown(self) -> None:
         if self.path:
-            rows = np.array(self.rows, dtype=np.int64).reshape(-1, 5)
+            rows = np.array(self.rows, dtype=np.int64).reshape(-1, 6)
             np.savez(self.path, item=rows[:, 0], made_ns=rows[:, 1], taken_ns=rows[:, 2],
-                     worker=rows[:, 3], got_ns=rows[:, 4])  # fmt: skip
+                     worker=rows[:, 3], gathered_ns=rows[:, 4], got_ns=rows[:, 5])  # fmt: skip
 
 
 def pipeline(argv: list[str]) -> ss.Pipeline:
@@ -106,10 +118,12 @@ def pipeline(argv: list[str]) -> ss.Pipeline:
     hosts = {h: ss.Host(h, clock=c, latency_us=a.latency_ms * 1e3) for h, c in CLOCKS.items()}
     p = ss.Pipeline("hosts")
     p.add("source", Source(a.items, 1e9 / a.rate, a.seed), resource=hosts["node-a"])
+    p.add("gather", gather, resource=hosts["node-c"])
     p.add("sink", Sink(a.truth), resource=hosts["node-c"])
+    p.connect("gather", "sink", capacity=8)  # both ends on node-c: no network
     for i in range(a.workers):
         worker = Worker(i, a.service_ms * 1e6, a.seed, a.kill_at)
         p.add(f"work{i}", worker, resource=hosts["node-b"])
         p.connect("source", f"work{i}", capacity=64)
-        p.connect(f"work{i}", "sink", capacity=64)
+        p.connect(f"work{i}", "gather", capacity=64)
     return p

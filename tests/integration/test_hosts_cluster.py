@@ -152,6 +152,37 @@ def _frames_against_truth(run: ss.Run, truth: Any, w: int) -> list[tuple[int, fl
     return rows
 
 
+#: How far an application's stamp beside a channel's put or get lies from it, in the same
+#: thread of one host (µs here; a preempted thread, more).
+NEAR_NS = 200_000
+
+
+def _occupancy_against_truth(run: ss.Run, truth: Any) -> list[tuple[int, float, float, float]]:
+    """Per frame of ``occupancy(gather -> sink)``: (frame, monitored mean, the mean from the
+    application's stamps, what the stamps' distance from the taps allows)."""
+    from streamscope.aggregate.points import ScalarPoint
+
+    qid = next(q.id for q in run.queries if q.text.startswith("occupancy(gather -> sink)"))
+    t0 = run.meta.t0_host_ns
+    put, got = truth["gathered_ns"] - t0, truth["got_ns"] - t0
+    times = np.concatenate((put, got))
+    steps = np.concatenate((np.ones(len(put)), -np.ones(len(got))))
+    order = np.argsort(times, kind="stable")
+    times, level = times[order], np.cumsum(steps[order])
+    rows = []
+    for fr in run.results(qid, "gather -> sink"):
+        a, b = fr.t_start_ns, fr.t_end_ns
+        inside = (times > a) & (times < b)
+        edges = np.concatenate(([a], times[inside], [b]))
+        before = np.searchsorted(times, edges[:-1], side="right")
+        levels = np.where(before > 0, level[np.maximum(before - 1, 0)], 0.0)
+        true = float(np.sum(np.diff(edges) * levels) / (b - a))
+        mean = next(p.value for p in fr.points if isinstance(p, ScalarPoint) and p.stat == "mean")
+        allowed = 0.02 + int(inside.sum()) * NEAR_NS / (b - a)
+        rows.append((fr.frame, float(mean or 0.0), true, allowed))
+    return rows
+
+
 def test_a_pipeline_over_three_hosts_against_its_own_truth(
     cluster: RayCluster, tmp_path: Path
 ) -> None:
@@ -180,7 +211,7 @@ def test_a_pipeline_over_three_hosts_against_its_own_truth(
         qid = next(q.id for q in run.queries if q.metric == "throughput")
         for w in (0, 1):
             expected = int((truth["worker"] == w).sum())
-            for target in (f"source -> work{w}", f"work{w} -> sink"):
+            for target in (f"source -> work{w}", f"work{w} -> gather"):
                 counted = sum(
                     p.value * FRAME_NS / 1e9
                     for fr in run.results(qid, target)
@@ -193,10 +224,15 @@ def test_a_pipeline_over_three_hosts_against_its_own_truth(
             for frame, err, unc in rows:
                 print(f"work{w} frame {frame}: error {err / 1e3:+.1f}us, bound {unc / 1e3:.1f}us")
                 assert abs(err) <= unc + STAMP_NS, (w, frame, err, unc)
+        # The channel inside node-c (gather -> sink) against the application's stamps on
+        # either side of it: its time-weighted occupancy per frame.
+        for frame, monitored, true, allowed in _occupancy_against_truth(run, truth):
+            print(f"gather -> sink frame {frame}: {monitored:.4f} against {true:.4f}")
+            assert abs(monitored - true) <= allowed, (frame, monitored, true, allowed)
         # Each host's agent reduced its stages' states to frames: every frame has a duty, and
         # not one state record crossed the network (the flight recorder kept none).
         qid = next(q.id for q in run.queries if q.metric == "state")
-        for stage in ("source", "work0", "work1", "sink"):
+        for stage in ("source", "work0", "work1", "gather", "sink"):
             duties = [p for fr in run.results(qid, stage) for p in fr.points if p.stat == "duty"]
             assert duties, stage
         states = [p.id for p in run.topology.probes if p.kind == "state"]
@@ -220,6 +256,7 @@ def test_a_pipeline_over_three_hosts_against_its_own_truth(
         assert threads == {"source": "node-a [host, clock node-a]",
                            "work0": "node-b [host, clock node-b]",
                            "work1": "node-b [host, clock node-b]",
+                           "gather": "node-c [host, clock node-c]",
                            "sink": "node-c [host, clock node-c]"}  # fmt: skip
         # The link between node-a and node-b: a virtual queue, estimated and checked.
         (vq,) = run.virtual_queues()
@@ -235,7 +272,7 @@ def test_a_pipeline_over_three_hosts_against_its_own_truth(
         assert vq["p_value"] > 0.001, vq
         assert vq["w1_truth_items"] < vq["w1_truth_ideal_items"]
         links = run.table("link")
-        assert sorted(links["channel"]) == sorted(c.name for c in run.topology.channels)
+        assert sorted(links["channel"]) == sorted(run.topology.link_names)
         assert all(0 <= late <= sent for late, sent in zip(links["late"], links["transfers"],
                                                            strict=True))  # fmt: skip
         assert min(links["transfers"]) > 0
