@@ -122,7 +122,14 @@ class Calibrator:
             self.on_burst(d.name, ex)
 
     def _loop(self) -> None:
-        for d in list(self.domains.values()):
+        domains = list(self.domains.values())
+        if len(domains) > 1:
+            # Every domain placeable soon: a short burst each before the full ones (full
+            # bursts one domain after another would leave the last of many hosts without a
+            # fit for seconds, and what it sends meanwhile waits; lost then, it is never placed).
+            for d in domains:
+                self._burst(d, min(self.short, d.link.short))
+        for d in domains:
             self._burst(d, min(self.full, d.link.full))
         # Two early short bursts fix each domain's rate soon (a device reducing its own frames
         # places them with it); then the regular ones.
