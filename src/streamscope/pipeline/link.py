@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from multiprocessing.context import BaseContext
 from pathlib import Path
 from typing import Any
@@ -124,8 +124,9 @@ class LinkChannel:
                 self.bus.put(EOS)
                 return
 
-    def receiver(self) -> None:
-        """The consumer's side of the bus: until the end marker has arrived."""
+    def arrivals(self) -> Iterator[Any]:
+        """Each message off the bus, until the end marker (which goes into the head buffer);
+        Aborted once the run stops."""
         while True:
             got, msg = self.bus.get_within(0.1)
             if not got:
@@ -135,7 +136,11 @@ class LinkChannel:
             if msg is EOS:
                 self.head_buf.put(EOS)
                 return
-            due, items = msg
+            yield msg
+
+    def receiver(self) -> None:
+        """The consumer's side of the bus: until the end marker has arrived."""
+        for due, items in self.arrivals():
             while (left := due - _true_ns()) > 0:  # still in flight
                 time.sleep(left / 1e9)
             for item in items:

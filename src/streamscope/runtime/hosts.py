@@ -25,7 +25,7 @@ from types import ModuleType
 from typing import Any
 
 from streamscope.core.errors import describe_exception
-from streamscope.core.stream import EOS, Aborted
+from streamscope.core.stream import EOS
 from streamscope.core.topology import ProbeInfo
 from streamscope.pipeline.child import ChildSpec, host_main
 from streamscope.pipeline.link import LinkChannel
@@ -141,16 +141,7 @@ class HostLink(LinkChannel):
         late), in the order sent (calls on the way at once may arrive in another)."""
         early: dict[int, tuple[int, list[Any]]] = {}
         expect = 0
-        while True:
-            got, msg = self.bus.get_within(0.1)
-            if not got:
-                if self.head_buf.aborted:
-                    raise Aborted(self.name)
-                continue
-            if msg is EOS:  # sent once every batch was in
-                self.head_buf.put(EOS)
-                return
-            n, due, items = msg
+        for n, due, items in self.arrivals():  # the end is sent once every batch was in
             early[n] = (due, items)
             while expect in early:
                 self._deliver(*early.pop(expect))
