@@ -240,6 +240,29 @@ def test_a_pipeline_over_three_hosts_against_its_own_truth(
             f"SELECT count(*) FROM record WHERE probe_id IN ({', '.join(map(str, states))})"
         )
         assert rows[0][0] == 0
+        # Throughput (at each channel's head) and the occupancy of the channel inside node-c
+        # were reduced by the hosts themselves: no record of the taps they read crossed
+        # (but the source's links': the latency between two hosts pairs each item's ends);
+        # each of their frames says how far its edges may lie from their virtual times.
+        heads = [p.id for p in run.topology.probes
+                 if p.kind == "head" and p.target.endswith("-> gather")]  # fmt: skip
+        inside = [p.id for p in run.topology.probes if p.target == "gather -> sink"]
+        _, rows = run.sql(
+            f"SELECT count(*) FROM record WHERE probe_id IN ({', '.join(map(str, heads + inside))})"
+        )
+        assert rows[0][0] == 0
+        qid = next(q.id for q in run.queries if q.metric == "throughput")
+        got = truth["got_ns"] - run.meta.t0_host_ns
+        for fr in run.results(qid, "gather -> sink"):
+            if fr.covered_ns == 0:
+                continue  # after node-c's end: nothing seen there
+            unc = fr.point("uncertainty_ns").value + NEAR_NS  # type: ignore[union-attr]
+            counted = round(fr.point("mean").value * fr.covered_ns / 1e9)  # type: ignore[union-attr]
+            end = fr.t_start_ns + fr.covered_ns
+            surely = int(((got >= fr.t_start_ns + unc) & (got < end - unc)).sum())
+            maybe = int(((got >= fr.t_start_ns - unc) & (got < end + unc)).sum())
+            print(f"gather -> sink frame {fr.frame}: {counted} items in [{surely}, {maybe}]")
+            assert surely <= counted <= maybe, (fr.frame, counted, surely, maybe)
         # The report draws each host's stages in a frame of its own, named after it; the
         # export gives each host a process (a group of tracks) on the one timeline.
         from streamscope.export import export_run

@@ -19,7 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from streamscope.aggregate.points import DropCount, FrameResult
+from streamscope.aggregate.points import DropCount, FrameResult, ScalarPoint
+from streamscope.aggregate.shipped import FRAMES_MAGIC, ShippedFrame, decode_frames
 from streamscope.aggregate.subqueue import decode_summaries
 from streamscope.core.records import Kind, Records
 from streamscope.core.tablerows import TableSink
@@ -110,13 +111,22 @@ class Engine:
                         for i, side in enumerate(SIDES)}  # fmt: skip
         self._vq_probe = {pid: (vq, side, role) for vq in self.virtual.values()
                           for pid, (side, role) in vq.probes().items()}  # fmt: skip
-        pairs = list(plan.measured(topology))
+        pairs = plan.monitor_measured(topology, trace)
         measured = {t.name for _, t in pairs}
+        #: The pairs hosts reduce themselves: (query, target) -> its reducer, which only
+        #: fills the frames a host never sent (``finish``); and their frames as they came.
+        self.host_pairs = {
+            (q.id, t.name): TargetReducer(q.id, q.metric, t.name, t.specs, q.frame_ns)
+            for host_pairs in plan.host_reduced(topology, trace).values()
+            for q, t in host_pairs
+        }
+        self._host_frames: list[FrameResult] = []
+        elsewhere = {target for _, target in self.host_pairs} - measured
         links = topology.link_names
         self.routes = Routes(topology.tick_periods())
         summarized = plan.summarized_states(topology, trace)
         for p in topology.probes:
-            count = p.target not in links or p.target in measured
+            count = p.target in measured or (p.target not in links and p.target not in elsewhere)
             frame = summarized.get(p.target) if p.kind == "state" else None
             self.routes.add(
                 p, resource=topology.resource_of(p.target), count=count, summarized_ns=frame
@@ -176,6 +186,10 @@ class Engine:
         excluded = info.get("trace_excluded", {})
         if isinstance(excluded, dict):
             self.trace_excluded.update({str(k): str(v) for k, v in excluded.items()})
+        events = info.get("probe_events", {})
+        for pid, n in events.items() if isinstance(events, dict) else ():
+            # What hosts reduced themselves: events all the same (the overhead table's).
+            self.ledger.probe_events[int(pid)] = self.ledger.probe_events.get(int(pid), 0) + int(n)
         for name, fields, into in (("runner", RUNNER_FIELDS, self.runner),
                                     ("links", LINK_FIELDS, self.links),
                                     ("hosts", HOST_FIELDS, self.hosts)):  # fmt: skip
@@ -209,7 +223,9 @@ class Engine:
         if msg.type == MsgType.BATCH and len(msg.records):
             self._take(state.domain, Batch(msg.records))
         to_ns = functools.partial(self.domains.scalar_to_ns, state.domain)
-        if msg.type == MsgType.SUMMARY and not self.routes.take_state_frames(msg.payload, to_ns):
+        if msg.type == MsgType.SUMMARY and msg.payload[:4] == FRAMES_MAGIC:
+            self._take_host_frames(state.domain, decode_frames(msg.payload))
+        elif msg.type == MsgType.SUMMARY and not self.routes.take_state_frames(msg.payload, to_ns):
             key, summaries = decode_summaries(msg.payload)
             found = self._vq_key.get(key)
             if found is not None:
@@ -219,6 +235,25 @@ class Engine:
             state.watermark_ns = max(state.watermark_ns, wm)
         if msg.type == MsgType.END:
             state.ended = True
+
+    def _take_host_frames(self, domain: str, frames: list[ShippedFrame]) -> None:
+        """Frames a host closed on the run's grid as it placed it on its clock: each says how
+        far its edges may lie from their virtual times by this monitor's fit of that clock
+        (the fit's bounds and the distance between the fit and the host's grid), and that no
+        causality was broken (one clock's records only)."""
+        for f in frames:
+            r = f.result
+            reducer = self.host_pairs.get((r.query_id, r.target))
+            if reducer is None:
+                continue
+            t, hw = self.domains.to_ns_each(domain, np.array([f.lo_ticks, f.hi_ticks], np.int64))
+            off = max(abs(int(t[0]) - r.t_start_ns), abs(int(t[1]) - r.t_end_ns))
+            quality = (
+                ScalarPoint("violations", 0.0),
+                ScalarPoint("uncertainty_ns", float(off + hw.max())),
+            )
+            self._host_frames.append(dataclasses.replace(r, points=r.points + quality))
+            reducer.next_frame = max(reducer.next_frame, r.frame + 1)
 
     def disconnect(self, agent: int) -> None:
         """The agent's link closed: it will send nothing more."""
@@ -356,6 +391,14 @@ class Engine:
         for pid, stream in self.routes.stages.items():
             self.stalls.watch(pid, stream, wm)
         results = self.reducers.close_until(wm, end_ns)
+        results += self._host_frames
+        self._host_frames = []
+        if end_ns is not None:
+            # Frames a host never sent (it ended earlier than the run, or was lost): nothing
+            # of them was observed here.
+            for reducer in self.host_pairs.values():
+                results += [dataclasses.replace(r, covered_ns=0)
+                            for r in reducer.close_until(wm, end_ns)]  # fmt: skip
         for vq in self.virtual.values():
             if end_ns is None:
                 results.extend(vq.advance(wm, self.domains))

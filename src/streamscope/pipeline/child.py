@@ -14,7 +14,7 @@ import signal
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from streamscope.core import native
 from streamscope.core.errors import describe_exception
@@ -22,7 +22,7 @@ from streamscope.core.process import die_with_parent
 from streamscope.core.topology import HOST, ProbeInfo
 from streamscope.pipeline.channel import ThreadChannel
 from streamscope.pipeline.link import link_counts, save_links_truth
-from streamscope.pipeline.local import LocalQueue, LocalState
+from streamscope.pipeline.local import HostPair, LocalQueue, LocalState
 from streamscope.pipeline.pipeline import Pipeline
 from streamscope.pipeline.scope import Scope, start_links, start_threads
 from streamscope.pipeline.worker import Channel, runner_report
@@ -33,6 +33,9 @@ from streamscope.timebase.emulated import EmulatedClock, EmulatedClockSpec
 from streamscope.timebase.roundtrip import serve_clock
 from streamscope.transport.channels import UnixSocketTransport
 from streamscope.transport.control import Control
+
+if TYPE_CHECKING:
+    from streamscope.pipeline.onboard import FrameReducer
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +55,8 @@ class ChildSpec:
     local: tuple[LocalQueue, ...] = ()  #: sub-queues this device reduces itself
     truth_dir: str | None = None  #: where to leave ground truth (validation runs only)
     states: tuple[LocalState, ...] = ()  #: stages whose states this host reduces itself
+    frames: tuple[HostPair, ...] = ()  #: (query, target) pairs this host reduces itself
+    shipped: frozenset[int] = frozenset()  #: probes the monitor reads as well (sent raw)
 
 
 def clock_main(name: str, spec: str, epoch_ns: int, sock: socket.socket, parent_pid: int) -> None:
@@ -127,12 +132,14 @@ def host_main(
     spec: ChildSpec,
     control: Control,
     grid: Any = None,
+    frames: FrameReducer | None = None,
 ) -> tuple[str, str] | None:
     """A cluster host's stages, in its worker on that host: None once every one has ended, or
     the first that failed and its error. Nothing is published for a monitor to drain: every
     ring is private, and the host's agent ships them over ``control`` (its own sub-queues
     reduced to frame summaries first). ``links``: the channels from or to other hosts; those
-    between two of these stages are made here."""
+    between two of these stages are made here; ``frames``: the pairs it reduces to frames
+    itself (``spec.frames``)."""
     clock, domain, tick_ns = _process_clock(spec)
     mine = set(spec.stages)
     channels = dict(links)
@@ -145,10 +152,10 @@ def host_main(
         runner_report(control),
     )  # fmt: skip
     local = None
-    if spec.local or spec.states:
+    if spec.local or spec.states or frames is not None:
         from streamscope.pipeline.onboard import LocalReduction
 
-        local = LocalReduction(spec.local, tick_ns, grid, spec.states)
+        local = LocalReduction(spec.local, tick_ns, grid, spec.states, frames, spec.shipped)
     agent = Agent(
         control, clock.now, flush_interval_s=spec.flush_interval_s, domain=domain, local=local
     )
@@ -162,6 +169,7 @@ def host_main(
             {
                 "links": link_counts(pipeline.channels.values(), channels, spec.stages),
                 "hosts": {spec.name: {"kept_records": local.kept if local else 0}},
+                "probe_events": dict(local.kept_by_probe) if local else {},
             }
         )
         if code == 0 and spec.truth_dir is not None:

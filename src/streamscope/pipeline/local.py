@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from streamscope.aggregate.specs import AggregationSpec
 from streamscope.core.topology import Topology
 
 
@@ -89,3 +90,15 @@ def local_queues(
                 )
             )
     return {k: tuple(v) for k, v in out.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class HostPair:
+    """A (query, target) pair a cluster host's agent reduces to frames itself
+    (``Plan.host_reduced``): the records of its taps stay on the host."""
+
+    query_id: int
+    metric: str
+    target: str
+    specs: tuple[AggregationSpec, ...]
+    frame_ns: int

@@ -11,7 +11,7 @@ themselves stay on the device unless tracing is asked for.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -27,6 +27,21 @@ GRID_WAIT_S = 2.0
 HOLD_MARGIN_NS = 5_000_000
 
 
+class FrameReducer(Protocol):
+    """A host's own frames of the pairs whose taps all lie there (``runtime.hostframes``)."""
+
+    #: The probes whose records it takes.
+    probes: frozenset[int]
+
+    def set_grid(self, origin_ticks: float, ticks_per_ns: float) -> None: ...
+
+    def add(self, records: Records) -> None: ...
+
+    def close_until(self, watermark_ticks: int) -> list[bytes]: ...
+
+    def finish(self, end_ticks: int) -> list[bytes]: ...
+
+
 class LocalReduction:
     """The device agent's reducer (see ``probes.agent.LocalReducer``)."""
 
@@ -36,7 +51,11 @@ class LocalReduction:
         tick_ns: float,
         grid: Any,
         states: tuple[LocalState, ...] = (),
+        frames: FrameReducer | None = None,
+        shipped: frozenset[int] = frozenset(),
     ) -> None:
+        """``frames``: a host's pairs it reduces to frames itself; ``shipped``: probes whose
+        records go to the monitor all the same (a query there reads them too)."""
         self.queues = queues
         self.frames = {
             q.key: SubQueueFrames(tick_ns, states=q.state_probe != 0, profile=PROFILE_BINS)
@@ -47,15 +66,22 @@ class LocalReduction:
         self._grid = grid  # the child's end of the runner's pipe, or None
         self._has_grid = False
         self._ticks_per_ns = 1.0 / tick_ns
-        #: Records reduced here rather than sent (what summaries saved the link).
-        self.kept = 0
+        self.host_frames = frames
+        #: Records reduced here rather than sent (what summaries saved the link), per probe.
+        self.kept_by_probe: dict[int, int] = {}
         #: Probes whose records stay here (the state tracker's of a sub-queue's producer also
         #: go out: a query asked; a host's reduced stages' do not).
-        self._local = np.array(
-            [p for q in queues if not q.raw for p in (q.insert_probe, q.remove_probe)]
-            + list(self.states),
-            dtype=np.int64,
-        )
+        raw = {p for q in queues if q.raw for p in (q.insert_probe, q.remove_probe)}
+        here = {p for q in queues if not q.raw for p in (q.insert_probe, q.remove_probe)}
+        here |= set(self.states)
+        if frames is not None:
+            here |= frames.probes - raw - shipped
+        self._local = np.array(sorted(here), dtype=np.int64)
+
+    @property
+    def kept(self) -> int:
+        """Records reduced here rather than sent."""
+        return sum(self.kept_by_probe.values())
 
     def _poll_grid(self, wait_s: float = 0.0) -> None:
         """Take every grid the runner has sent (the first, then refinements); the latest wins."""
@@ -71,6 +97,8 @@ class LocalReduction:
                 self.frames[q.key].set_grid(float(origin), q.frame_ns * float(ticks_per_ns))
             for st, fr in self.states.values():
                 fr.set_grid(float(origin), st.frame_ns * float(ticks_per_ns))
+            if self.host_frames is not None:
+                self.host_frames.set_grid(float(origin), float(ticks_per_ns))
             self._ticks_per_ns = float(ticks_per_ns)
             self._has_grid = True
 
@@ -105,6 +133,8 @@ class LocalReduction:
             sel = records[probe == pid]
             if len(sel):
                 sf.add(sel["ticks"], sel["value"])
+        if self.host_frames is not None:
+            self.host_frames.add(records)
 
     def take(self, records: Records, watermark: int) -> tuple[Records, list[bytes]]:
         """Keep this flush's sub-queue records; the ones to ship, and summaries now complete."""
@@ -115,7 +145,10 @@ class LocalReduction:
                 kinds = records["kind"]
                 shipped = (kinds == Kind.DROPPED) | (kinds == Kind.REFUSED)
                 here = np.isin(records["probe"], self._local) & ~shipped
-                self.kept += int(here.sum())
+                if here.any():
+                    ids, counts = np.unique(records["probe"][here], return_counts=True)
+                    for pid, n in zip(ids.tolist(), counts.tolist(), strict=True):
+                        self.kept_by_probe[pid] = self.kept_by_probe.get(pid, 0) + n
                 records = records[~here]
         if not self._has_grid:
             return records, []
@@ -128,6 +161,8 @@ class LocalReduction:
             closed = sf.close_until(watermark)
             if closed:
                 out.append(encode_state_frames(pid, closed))
+        if self.host_frames is not None:
+            out += self.host_frames.close_until(watermark)
         return records, out
 
     def hold(self, watermark: int, floor: int) -> int:
@@ -155,4 +190,6 @@ class LocalReduction:
             closed = sf.finish(end)
             if closed:
                 out.append(encode_state_frames(pid, closed))
+        if self.host_frames is not None:
+            out += self.host_frames.finish(end)
         return out

@@ -25,7 +25,7 @@ from streamscope.pipeline.calibrator import EVERY_S, Calibrator, ClockLink
 from streamscope.pipeline.channel import ThreadChannel
 from streamscope.pipeline.child import ChildSpec, child_main, clock_main
 from streamscope.pipeline.link import LinkChannel, link_counts, save_links_truth
-from streamscope.pipeline.local import local_queues, local_states
+from streamscope.pipeline.local import HostPair, local_queues, local_states
 from streamscope.pipeline.pipeline import Pipeline
 from streamscope.pipeline.remote import RemoteHosts
 from streamscope.pipeline.resources import Resource
@@ -75,6 +75,8 @@ class Runner:
         raw_channels: frozenset[str] | None = frozenset(),
         remote: RemoteHosts | None = None,
         state_frames: dict[str, int] | None = None,
+        host_frames: dict[str, tuple[HostPair, ...]] | None = None,
+        shipped: frozenset[int] = frozenset(),
     ) -> None:
         pipeline.validate()
         if pipeline.hosts() and remote is None:
@@ -106,6 +108,10 @@ class Runner:
         #: Per host, the stages whose states its agent reduces to frames (``state_frames``:
         #: stage -> frame, ``Plan.summarized_states``).
         self.states = local_states(pipeline.topology(probes), state_frames or {})
+        #: Per host, the (query, target) pairs its agent reduces to frames itself, and the
+        #: probes whose records the monitor reads all the same.
+        self.host_frames = host_frames or {}
+        self.shipped = shipped
         #: device or host name -> where its frame grids go (a pipe's end; a host's worker)
         self._grids: dict[str, Any] = {}
         self._first_burst: dict[str, Exchanges] = {}
@@ -207,6 +213,7 @@ class Runner:
         spec = ChildSpec(
             name, stages, i, None, self.flush_interval_s, self.tap_capacity, None, res.clock,
             self.epoch_ns, 0, self.local.get(name, ()), self.truth_dir, self.states.get(name, ()),
+            self.host_frames.get(name, ()), self.shipped,
         )  # fmt: skip
         remote.start(name, self.pipeline, links, self.probes, spec)
         self._grids[name] = _HostGrid(remote, name)

@@ -14,6 +14,7 @@ from typing import Any
 from streamscope.aggregate.specs import AggregationSpec
 from streamscope.core.topology import Topology
 from streamscope.query.ast import Query
+from streamscope.query.metrics import METRICS
 
 __all__ = ["CompiledQuery", "Plan", "TargetPlan"]
 
@@ -94,6 +95,45 @@ class Plan:
         virtual = {(q.id, t.name) for q, t in self.estimated(topology)}
         for q in self.queries:
             yield from ((q, t) for t in q.targets if (q.id, t.name) not in virtual)
+
+    def host_reduced(
+        self, topology: Topology, trace: bool
+    ) -> dict[str, tuple[tuple[CompiledQuery, TargetPlan], ...]]:
+        """The measured (query, target) pairs that a cluster host's agent reduces to frames
+        itself (by host), so that their records stay there: every pair whose taps all lie on
+        one host — a channel between two of its stages, one end of a channel to or from
+        another host (a link's count or throughput), a value probe of one of its stages —
+        unless every record is kept (``trace``). Not latency across a link (its two ends are on
+        two hosts), not states (``summarized_states``). The one place that says so."""
+        if trace:
+            return {}
+        kind = {r.name: r.kind for r in topology.resources}
+        where = {s.name: s.resource for s in topology.stages}
+        ends = {c.name: (c.src, c.dst) for c in topology.channels}
+        out: dict[str, list[tuple[CompiledQuery, TargetPlan]]] = {}
+        for q, t in self.measured(topology):
+            if q.metric == "state":
+                continue
+            info = METRICS[q.metric]
+            if info.on_edge:
+                src, dst = ends.get(t.name, ("", ""))
+                stages = {src if tap == "tail" else dst for tap in info.taps}
+            else:
+                stages = {t.name.split(".", 1)[0] if info.probe else t.name}
+            hosts = {where.get(s, "") for s in stages}
+            if len(hosts) == 1:
+                (host,) = hosts
+                if kind.get(host) == "host":
+                    out.setdefault(host, []).append((q, t))
+        return {h: tuple(pairs) for h, pairs in out.items()}
+
+    def monitor_measured(
+        self, topology: Topology, trace: bool
+    ) -> list[tuple[CompiledQuery, TargetPlan]]:
+        """The measured pairs the monitor reduces from records: all but ``host_reduced``."""
+        there = {(q.id, t.name) for pairs in self.host_reduced(topology, trace).values()
+                 for q, t in pairs}  # fmt: skip
+        return [(q, t) for q, t in self.measured(topology) if (q.id, t.name) not in there]
 
     def summarized_states(self, topology: Topology, trace: bool) -> dict[str, int]:
         """Stages on cluster hosts whose states their host's agent reduces to frames itself

@@ -282,7 +282,13 @@ class HostWorker:
                     f"{describe_exception(exc)}")  # fmt: skip
         control = Control(CollectorTransport(collector, spec.agent_id), spec.agent_id)
         try:
-            return host_main(pipeline, links, probes, spec, control, _Grid(self._grids))
+            frames = None
+            if spec.frames:
+                from streamscope.runtime.hostframes import HostFrames
+
+                periods = pipeline.topology(probes).tick_periods()
+                frames = HostFrames(spec.frames, probes, periods)
+            return host_main(pipeline, links, probes, spec, control, _Grid(self._grids), frames)
         finally:
             control.close()
 

@@ -17,6 +17,7 @@ from streamscope.aggregate.points import DropCount, FrameResult
 from streamscope.core.errors import ConfigError, describe_exception
 from streamscope.core.modes import RunStatus, parse
 from streamscope.core.topology import HOST, Topology
+from streamscope.pipeline.local import HostPair
 from streamscope.pipeline.pipeline import Pipeline, plan_probes
 from streamscope.pipeline.runner import Outcome, Runner
 from streamscope.probes import tracing
@@ -25,6 +26,7 @@ from streamscope.query.compile import compile_queries
 from streamscope.query.defaults import default_queries
 from streamscope.query.plan import Plan
 from streamscope.runtime.functrace import TracingSession
+from streamscope.runtime.hostframes import pair_taps
 from streamscope.runtime.launch import Launched
 from streamscope.runtime.options import (
     INTERRUPTED,
@@ -84,7 +86,22 @@ def raw_channels(plan: Plan, topology: Topology, trace: bool) -> frozenset[str] 
     if trace:
         return None
     links = topology.link_names
-    return frozenset(t.name for _, t in plan.measured(topology) if t.name in links)
+    return frozenset(t.name for _, t in plan.monitor_measured(topology, trace) if t.name in links)
+
+
+def host_pairs(plan: Plan, topology: Topology, trace: bool) -> dict[str, tuple[HostPair, ...]]:
+    """Per cluster host, the pairs its agent reduces to frames (``Plan.host_reduced``)."""
+    return {
+        host: tuple(HostPair(q.id, q.metric, t.name, t.specs, q.frame_ns) for q, t in pairs)
+        for host, pairs in plan.host_reduced(topology, trace).items()
+    }
+
+
+def shipped_probes(plan: Plan, topology: Topology, trace: bool) -> frozenset[int]:
+    """The probes whose records the monitor reads itself (its measured pairs' taps)."""
+    wanted = set().union(*(pair_taps(q.metric, t.name)
+                           for q, t in plan.monitor_measured(topology, trace)))  # fmt: skip
+    return frozenset(p.id for p in topology.probes if (p.kind, p.target) in wanted)
 
 
 def run(
@@ -222,6 +239,8 @@ def _drive(
             raw_channels=raw_channels(plan, topology, opts.device_trace or opts.trace),
             remote=remote,
             state_frames=plan.summarized_states(topology, opts.trace),
+            host_frames=host_pairs(plan, topology, opts.trace),
+            shipped=shipped_probes(plan, topology, opts.trace),
         )
         try:
             runner.start()
