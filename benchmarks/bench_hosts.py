@@ -9,7 +9,11 @@ a record: one insertion and one removal per item); measured on one core, the mon
 take one host-frame in each form (summaries: wire decode, summary decode, handed to the channel's
 virtual queue; raw records: wire decode, routing into channel streams and reduction to frames
 by the engine, ``bench_reduction``'s path); and from them, how many hosts one monitor core takes
-at 1 s frames, for 100 and 1000 hosts of ``CHANNELS`` channels. The virtual queues' estimation
+at 1 s frames, for 100 and 1000 hosts of ``CHANNELS`` channels. Then the frames a host closes
+itself (queries whose taps all lie on it: occupancy, throughput and latency of ``CHANNELS``
+channels between its own stages, reduced by ``runtime.hostframes``): their bytes per frame, and
+the monitor's cost to take them (wire decode, frames decode, each frame's edges mapped through the
+host's clock for its bounds). The virtual queues' estimation
 (a simulation per channel and frame) is measured apart: it is what limits a host's channels, not
 their transport.
 
@@ -18,6 +22,7 @@ their transport.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Sequence
 
@@ -25,7 +30,8 @@ import numpy as np
 
 import _synth
 from _harness import interleave, machine, parse_args, table
-from streamscope.aggregate.points import DropCount, FrameResult
+from streamscope.aggregate.points import DropCount, FrameResult, ScalarPoint
+from streamscope.aggregate.shipped import decode_frames
 from streamscope.aggregate.specs import Mean
 from streamscope.aggregate.subqueue import (
     PROFILE_BINS,
@@ -34,9 +40,11 @@ from streamscope.aggregate.subqueue import (
     decode_summaries,
     encode_summaries,
 )
-from streamscope.core.records import RECORD_DTYPE
+from streamscope.core.records import RECORD_DTYPE, Kind, make_records
 from streamscope.core.topology import ChannelInfo, Topology
 from streamscope.monitor.virtual import VirtualQueue
+from streamscope.runtime.hostframes import HostFrames
+from streamscope.runtime.session import host_pairs, prepare
 from streamscope.timebase.domains import Domains
 from streamscope.transport.wire import MsgType, decode, encode
 
@@ -146,6 +154,64 @@ class _SameClock:
         return ticks.astype(np.int64), 0.0
 
 
+FRAME_QUERIES = [
+    "occupancy(* -> *): mean, max, histogram every 1s",
+    "throughput(* -> *) every 1s",
+    "latency(* -> *): mean, box every 1s",
+]
+
+
+def own_frames(rate: int) -> tuple[list[bytes], int]:
+    """One host's frames for one 1 s frame: ``CHANNELS`` channels between its own stages at
+    ``rate`` items/s each, reduced there (the messages, and the records they stand for)."""
+    import streamscope as ss
+
+    p = ss.Pipeline("own")
+    host = ss.Host("node-a")
+    p.add("s0", range(1), resource=host)
+    for i in range(CHANNELS):
+        p.add(f"s{i + 1}", lambda x: x, resource=host)
+        p.connect(f"s{i}", f"s{i + 1}", capacity=64)
+    plan, topo = prepare(p, FRAME_QUERIES, FRAME_NS)
+    (pairs,) = host_pairs(plan, topo, trace=False).values()
+    frames = HostFrames(pairs, topo.probes, topo.tick_periods())
+    frames.set_grid(0.0, 1.0)
+    rng = np.random.default_rng(5)
+    parts = []
+    t_in = np.zeros(0, np.int64)
+    for pr in topo.probes:  # each channel's tail, then its head
+        if pr.kind in ("tail", "head"):
+            if pr.kind == "tail":
+                t_in = np.sort(rng.integers(0, FRAME_NS - 10_000_000, rate))
+                t = t_in
+            else:  # each item out a little later, in order
+                t = np.maximum.accumulate(t_in + rng.exponential(1e9 / rate / 2, rate).astype(int))
+            kind = Kind.PUT if pr.kind == "tail" else Kind.GET
+            parts.append(make_records(int(kind), pr.id, t, np.arange(1, rate + 1)))
+    records = np.concatenate(parts)
+    frames.add(records)
+    payloads = frames.close_until(FRAME_NS + 1)
+    return [encode(MsgType.SUMMARY, 1, 1, FRAME_NS, payload=b) for b in payloads], len(records)
+
+
+def absorb_frames(msgs: Sequence[bytes], frames: int, domains: Domains) -> tuple[float]:
+    """The monitor's receive path for a host's own frames (``Engine._take_host_frames``):
+    seconds of CPU per host-frame."""
+    kept = []
+    t0 = time.process_time_ns()
+    for _ in range(frames):
+        for m in msgs:
+            for f in decode_frames(decode(m).payload):
+                r = f.result
+                edges = np.array([f.lo_ticks, f.hi_ticks], np.int64)
+                t, hw = domains.to_ns_each("host", edges)
+                off = max(abs(int(t[0]) - r.t_start_ns), abs(int(t[1]) - r.t_end_ns))
+                quality = (ScalarPoint("violations", 0.0),
+                           ScalarPoint("uncertainty_ns", float(off + hw.max())))  # fmt: skip
+                kept.append(dataclasses.replace(r, points=r.points + quality))
+    return ((time.process_time_ns() - t0) / 1e9 / frames,)
+
+
 def main() -> int:
     args = parse_args(__doc__.splitlines()[0])
     reps = args.reps or (3 if args.quick else 5)
@@ -185,6 +251,31 @@ def main() -> int:
             f"target: {hosts} hosts x {CHANNELS} channels at 1 s frames absorbed by one core: "
             f"{said} ({need:.2f} core-s per s of summaries; {hosts * CHANNELS * 2:,} summaries/s)"
         )
+    domains = Domains(Topology("t"))
+    domains.start(0)
+    rows = []
+    for rate in RATES[:2]:
+        msgs, n_records = own_frames(rate)
+        (s,) = interleave([("frames", lambda m=msgs: absorb_frames(m, frames, domains))], reps)[0]
+        own_bytes = sum(len(m) for m in msgs)
+        raw_bytes = n_records * RECORD_DTYPE.itemsize
+        raw_s = n_records * per_record
+        rows.append(
+            [f"{rate:,}", f"{own_bytes / 1e3:,.1f}", f"{raw_bytes / 1e6:,.2f}",
+             f"{raw_bytes / own_bytes:,.0f}x", f"{s.median * 1e3:.2f}", f"{raw_s * 1e3:,.1f}",
+             f"{raw_s / s.median:,.0f}x", f"{1 / s.median:,.0f}"]
+        )  # fmt: skip
+    print(
+        table(
+            ["items/s/channel", "own frames kB", "raw MB", "bytes saved", "frames ms",
+             "raw ms", "CPU saved", "hosts/core (frames)"],
+            rows,
+        )
+    )  # fmt: skip
+    print(
+        f"a host's own frames: {len(FRAME_QUERIES)} queries on each of {CHANNELS} channels "
+        "between its stages, per 1 s frame (their size does not grow with the rate)"
+    )
     est = estimation_cost(RATES[1])
     print(
         f"virtual-queue estimation: {est * 1e3:.0f} ms of CPU per channel and frame, so one "
