@@ -192,3 +192,62 @@ def test_shipped_frames_cross_whole_or_are_refused() -> None:
     for bad in (payload[:5], b"XXXX" + payload[4:], payload[:-3]):
         with pytest.raises(ShippedFrameError):
             decode_frames(bad)
+
+
+def test_the_monitor_bounds_a_host_s_frames_by_its_fit_and_fills_what_never_came() -> None:
+    """Frames closed on node-b (its clock 40 ppm fast, 3 s ahead, not told): each gets the
+    distance of its edges, mapped by the monitor's fit of that clock, from their virtual times
+    (a frame whose edges the host placed 1 ms off is bounded by that much); frames the host
+    never sent before the run's end are there, with nothing covered."""
+    from streamscope.core.topology import ChannelInfo, ProbeInfo, ResourceInfo, StageInfo
+    from streamscope.monitor.engine import Engine
+    from streamscope.query.compile import compile_queries
+    from streamscope.timebase.emulated import EmulatedClock, EmulatedClockSpec
+    from streamscope.transport.wire import EXCHANGE_DTYPE, Message, MsgType
+
+    t0 = 5_000_000_000
+    clock = EmulatedClock(EmulatedClockSpec(rate_ppm=40, offset_s=3), t0 - 10**8)
+    topo = Topology(
+        "h",
+        resources=(ResourceInfo("main", "thread"), ResourceInfo("node-b", "host", "node-b")),
+        stages=(StageInfo("a", "node-b", "source"), StageInfo("b", "node-b", "sink")),
+        channels=(ChannelInfo("a -> b", "a", "b", 8),),
+        probes=(ProbeInfo(1, "tail", "a -> b", "node-b"), ProbeInfo(2, "head", "a -> b", "node-b")),
+    )
+    plan = compile_queries(["count(a -> b) every 100ms"], topo, FRAME)
+    assert plan.monitor_measured(topo, trace=False) == []
+    out: list[FrameResult] = []
+    eng = Engine(plan, topo, FRAME, lambda r, d: out.extend(r))
+    empty = make_records(0, 0, np.zeros(0, np.int64), np.zeros(0, np.int64))
+
+    def msg(kind: MsgType, agent: int, wm: int, **kw: object) -> Message:
+        return Message(kind, agent, 0, wm, kw.get("records", empty), {}, kw.get("payload", b""))  # type: ignore[arg-type]
+
+    eng.handle(msg(MsgType.START, 0, t0))
+    eng.handle(Message(MsgType.HELLO, 1, 0, t0, empty, {"domain": "node-b", "data": True}))
+    for at in (0, 300_000_000):
+        rows = np.zeros(40, dtype=EXCHANGE_DTYPE)
+        for i in range(40):
+            t = t0 + at + i * 20_000
+            rows[i] = (t, int(clock.ticks_at(np.array([t + 5_000]))[0]), t + 10_000)
+        eng.handle(msg(MsgType.CALIBRATION, 1, 0, records=rows))
+
+    def ticks(v: int) -> float:
+        return float(clock.ticks_at(np.array([t0 + v]))[0])
+
+    sent = [
+        ShippedFrame(FrameResult(0, "a -> b", k, k * FRAME, (k + 1) * FRAME, FRAME,
+                                 (ScalarPoint("sum", 5.0),)),
+                     ticks(k * FRAME) + off, ticks((k + 1) * FRAME) + off)
+        for k, off in ((0, 0.0), (1, 1_000_000.0))
+    ]  # fmt: skip
+    eng.handle(msg(MsgType.SUMMARY, 1, int(ticks(FRAME)), payload=encode_frames(sent)))
+    eng.handle(msg(MsgType.END, 1, int(ticks(2 * FRAME))))
+    eng.finish(4 * FRAME - FRAME // 2)
+    by = {r.frame: r for r in out}
+    assert sorted(by) == [0, 1, 2, 3]
+    unc = [by[k].point("uncertainty_ns").value for k in (0, 1)]
+    assert unc[0] < 50_000  # the fit's own bounds: tens of µs here
+    assert 1_000_000 <= unc[1] < 1_050_000  # type: ignore[operator]
+    assert [by[k].point("sum").value for k in (0, 1)] == [5.0, 5.0]
+    assert [by[k].covered_ns for k in (2, 3)] == [0, 0]
