@@ -53,6 +53,7 @@ OPS = st.lists(
         st.tuples(st.just("get")),
         st.tuples(st.just("eos")),
         st.tuples(st.just("take"), st.integers(0, 3)),
+        st.tuples(st.just("take_stamped"), st.integers(0, 3)),
     ),
     max_size=400,
 )
@@ -61,7 +62,9 @@ OPS = st.lists(
 class Side:
     """One implementation's objects, driven op by op; it logs everything observable."""
 
-    def __init__(self, impl: ModuleType, capacity: int, fifo_cap: int) -> None:
+    def __init__(
+        self, impl: ModuleType, capacity: int, fifo_cap: int, stamped: bool = False
+    ) -> None:
         self.impl = impl
         self.clock = impl.Clock("manual", start=1000)
         self.mems = {
@@ -80,6 +83,8 @@ class Side:
         self.fifo = impl.Fifo(fifo_cap)
         self.fifo.tail = self.rings["tail"]
         self.fifo.head = self.rings["head"]
+        if stamped:
+            self.fifo.keep_stamps()
         self.stack: list[int] = []
         self.log: list[Any] = []
 
@@ -130,6 +135,14 @@ class Side:
                 self.log.append([repr(x) for x in self.fifo.take(args[0])])
             except ValueError:
                 self.log.append("short")
+        elif name == "take_stamped":
+            try:
+                items, stamps = self.fifo.take_stamped(args[0])
+                self.log.append(([repr(x) for x in items], stamps))
+            except ValueError:
+                self.log.append("short")
+            except RuntimeError:
+                self.log.append("not stamped")
 
     def final(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -148,12 +161,13 @@ class Side:
     ops=OPS,
     capacity=st.sampled_from([0, 1, 2, 4, 8, 64]),
     fifo_cap=st.integers(0, 4),
+    stamped=st.booleans(),
 )
 def test_native_and_twin_agree_on_every_record_and_refusal(
-    ops: list[tuple[Any, ...]], capacity: int, fifo_cap: int
+    ops: list[tuple[Any, ...]], capacity: int, fifo_cap: int, stamped: bool
 ) -> None:
-    a = Side(IMPLS["native"], capacity, fifo_cap)
-    b = Side(IMPLS["python"], capacity, fifo_cap)
+    a = Side(IMPLS["native"], capacity, fifo_cap, stamped)
+    b = Side(IMPLS["python"], capacity, fifo_cap, stamped)
     for op in [*ops, ("drain", None)]:
         a.apply(op)
         b.apply(op)
@@ -204,6 +218,45 @@ def test_a_ring_that_fills_counts_every_refusal_exactly(
     # The latest refused value stays readable: a channel's totals count what came after its
     # last kept record from it.
     assert ring.refused == d.refused == last_refused
+
+
+@pytest.mark.parametrize("impl", sorted(IMPLS))
+@given(
+    gaps=st.lists(st.integers(0, 1000), min_size=1, max_size=60),
+    ring_cap=st.sampled_from([1, 4, 64]),
+    takes=st.lists(st.integers(1, 5), max_size=30),
+)
+@SETTINGS
+def test_each_item_carries_the_ticks_of_its_insertion(
+    impl: str, gaps: list[int], ring_cap: int, takes: list[int]
+) -> None:
+    """A FIFO that keeps stamps hands each item out with the ticks its tail tap read when it
+    went in: those of its record where the ring kept one, and the clock's all the same where
+    the ring was full and refused it (counted)."""
+    m = IMPLS[impl]
+    clock = m.Clock("manual", start=10)
+    mem = rings.anonymous_ring(5, int(Kind.PUT), ring_cap)
+    fifo = m.Fifo(len(gaps) + 1)
+    fifo.tail = m.Ring(mem, clock)
+    fifo.keep_stamps()
+    put_at = []
+    for i, gap in enumerate(gaps):
+        clock.advance(gap)
+        put_at.append(clock.now())
+        fifo.put(i)
+    fifo.put(EOS)
+    got: list[Any] = []
+    stamps: list[int] = []
+    for n in [*takes, len(gaps) + 1]:
+        items, st_ = fifo.take_stamped(min(n, fifo.qsize()))
+        got += items
+        stamps += st_
+    assert got == [*range(len(gaps)), EOS]
+    assert stamps == [*put_at, 0]  # the end marker is no item: no stamp
+    recs = RingReader(mem).drain()
+    kept = recs.records
+    assert kept["ticks"].tolist() == [put_at[v - 1] for v in kept["value"].tolist()]
+    assert len(kept) + recs.dropped == len(gaps)
 
 
 @pytest.mark.parametrize("impl", sorted(IMPLS))

@@ -307,6 +307,21 @@ static inline int ring_record_now(RingObject *g, int64_t value)
     return ok;
 }
 
+/* An insertion that its item carries the time of (a network link whose consumer pairs each
+   item's two ends): the clock is read whether the record is kept or refused, and returned. */
+static inline int64_t ring_record_stamp(RingObject *g, int64_t value)
+{
+    int sampled = ring_sampled(g);
+    int64_t t0 = sampled ? host_ns() : 0;
+    int64_t ticks = clock_now(g->clock);
+    if (g->gen == g_fork_gen) {
+        ring_store(g, g->kind, g->probe, ticks, value);
+        if (sampled)
+            ring_cost(g, t0);
+    }
+    return ticks;
+}
+
 static inline int ring_record_at(RingObject *g, int64_t ticks, int64_t value)
 {
     if (g->gen != g_fork_gen)
@@ -764,6 +779,8 @@ typedef struct {
     Py_ssize_t ntruth, truth_alloc;
     int truth_at; /* 0 none, 1 put, 2 get */
     RingObject *tail, *head;
+    int64_t *stamps;    /* keep_stamps: the tail tap's ticks of each waiting item, by slot */
+    int64_t last_stamp; /* ... of the item popped last */
 } FifoObject;
 
 static inline void LOCK(FifoObject *q)
@@ -804,22 +821,40 @@ static int fifo_push(FifoObject *q, PyObject *item)
     if (q->count == q->alloc) {
         Py_ssize_t n = q->alloc ? 2 * q->alloc : 16;
         PyObject **a = PyMem_RawMalloc((size_t)n * sizeof(PyObject *));
-        if (a == NULL)
+        int64_t *s = q->stamps ? PyMem_RawMalloc((size_t)n * sizeof(int64_t)) : NULL;
+        if (a == NULL || (q->stamps && s == NULL)) {
+            PyMem_RawFree(a);
+            PyMem_RawFree(s);
             return -1;
-        for (Py_ssize_t i = 0; i < q->count; i++)
+        }
+        for (Py_ssize_t i = 0; i < q->count; i++) {
             a[i] = q->items[(q->first + i) % q->alloc];
+            if (s)
+                s[i] = q->stamps[(q->first + i) % q->alloc];
+        }
         PyMem_RawFree(q->items);
         q->items = a;
+        if (s) {
+            PyMem_RawFree(q->stamps);
+            q->stamps = s;
+        }
         q->alloc = n;
         q->first = 0;
     }
-    q->items[(q->first + q->count) % q->alloc] = item;
+    Py_ssize_t slot = (q->first + q->count) % q->alloc;
+    q->items[slot] = item;
     q->count++;
     q->unfinished++;
+    if (q->stamps)
+        q->stamps[slot] = 0;
     if (item != g_eos) {
         q->n_in++;
-        if (q->tail != NULL)
-            ring_record_now(q->tail, q->n_in);
+        if (q->tail != NULL) {
+            if (q->stamps)
+                q->stamps[slot] = ring_record_stamp(q->tail, q->n_in);
+            else
+                ring_record_now(q->tail, q->n_in);
+        }
         if (q->truth_at == 1)
             truth_note(q);
     }
@@ -834,6 +869,8 @@ static int fifo_push(FifoObject *q, PyObject *item)
 static PyObject *fifo_pop(FifoObject *q)
 {
     PyObject *item = q->items[q->first];
+    if (q->stamps)
+        q->last_stamp = q->stamps[q->first];
     q->first = (q->first + 1) % q->alloc;
     q->count--;
     if (item != g_eos) {
@@ -890,6 +927,7 @@ static void Fifo_dealloc(FifoObject *self)
         }
         PyMem_RawFree(self->items);
         PyMem_RawFree(self->truth);
+        PyMem_RawFree(self->stamps);
         pthread_mutex_destroy(&self->mu);
         pthread_cond_destroy(&self->not_empty);
         pthread_cond_destroy(&self->not_full);
@@ -1303,6 +1341,74 @@ static PyObject *Fifo_take(FifoObject *self, PyObject *arg)
     return out;
 }
 
+/* take(n), and the tail tap's ticks of each item taken (keep_stamps). */
+static PyObject *Fifo_take_stamped(FifoObject *self, PyObject *arg)
+{
+    FIFO_READY(self);
+    if (self->stamps == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "take_stamped: keep_stamps() was not called");
+        return NULL;
+    }
+    Py_ssize_t n = PyLong_AsSsize_t(arg);
+    if (n == -1 && PyErr_Occurred())
+        return NULL;
+    n = n > 0 ? n : 0;
+    PyObject *out = PyList_New(n);
+    int64_t *ticks = PyMem_RawMalloc((size_t)(n ? n : 1) * sizeof(int64_t));
+    if (out == NULL || ticks == NULL) {
+        Py_XDECREF(out);
+        PyMem_RawFree(ticks);
+        return PyErr_NoMemory();
+    }
+    LOCK(self);
+    if (self->aborted || n > self->count) {
+        int aborted = self->aborted;
+        UNLOCK(self);
+        Py_DECREF(out);
+        PyMem_RawFree(ticks);
+        if (aborted)
+            return raise_aborted(self);
+        PyErr_Format(PyExc_ValueError, "take_stamped(%zd): only %zd items wait", n, self->count);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyList_SET_ITEM(out, i, fifo_pop(self));
+        ticks[i] = self->last_stamp;
+    }
+    UNLOCK(self);
+    PyObject *stamps = PyList_New(n);
+    for (Py_ssize_t i = 0; stamps != NULL && i < n; i++) {
+        PyObject *t = PyLong_FromLongLong((long long)ticks[i]);
+        if (t == NULL) {
+            Py_CLEAR(stamps);
+            break;
+        }
+        PyList_SET_ITEM(stamps, i, t);
+    }
+    PyMem_RawFree(ticks);
+    if (stamps == NULL) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    PyObject *pair = PyTuple_Pack(2, out, stamps);
+    Py_DECREF(out);
+    Py_DECREF(stamps);
+    return pair;
+}
+
+static PyObject *Fifo_keep_stamps(FifoObject *self, PyObject *unused)
+{
+    FIFO_READY(self);
+    LOCK(self);
+    if (self->stamps == NULL)
+        self->stamps = PyMem_RawCalloc((size_t)self->alloc, sizeof(int64_t));
+    int failed = self->stamps == NULL;
+    UNLOCK(self);
+    if (failed)
+        return PyErr_NoMemory();
+    Py_RETURN_NONE;
+}
+
 /* The run is stopping: wake every waiter for good; every later operation raises Aborted. */
 static PyObject *Fifo_abort(FifoObject *self, PyObject *unused)
 {
@@ -1431,6 +1537,10 @@ static PyMethodDef Fifo_methods[] = {
     {"wait_batch", (PyCFunction)(void (*)(void))Fifo_wait_batch, METH_FASTCALL,
      "Wait until a bulk transfer may start; how many items it takes."},
     {"take", (PyCFunction)Fifo_take, METH_O, "Take n waiting items, as a list."},
+    {"take_stamped", (PyCFunction)Fifo_take_stamped, METH_O,
+     "Take n waiting items: (the items, the tail tap's ticks of each) (keep_stamps)."},
+    {"keep_stamps", (PyCFunction)Fifo_keep_stamps, METH_NOARGS,
+     "Keep the tail tap's ticks of each item with it (call before the first put)."},
     {"abort", (PyCFunction)Fifo_abort, METH_NOARGS, "Wake every waiter; the FIFO is done."},
     {"keep_truth", (PyCFunction)Fifo_keep_truth, METH_O,
      "Validation: keep the host time of every insertion ('put') or removal ('get')."},

@@ -70,6 +70,9 @@ class Fifo:
         self._last_put = 0
         self._truth_at = 0
         self._truth: list[int] = []
+        #: ``keep_stamps``: the tail tap's ticks of each waiting item (None: not kept).
+        self._stamps: deque[int] | None = None
+        self._last_stamp = 0
         self.tail: Ring | None = None
         self.head: Ring | None = None
 
@@ -83,19 +86,27 @@ class Fifo:
     def _push(self, item: Any) -> None:
         self._q.append(item)
         self._unfinished += 1
+        stamp = 0
         if item is not _config.get("eos"):
             self._n_in += 1
             tap = self.tail
             if tap is not None:
-                tap.record(self._n_in)
+                if self._stamps is not None:
+                    stamp = tap.record_stamp(self._n_in)
+                else:
+                    tap.record(self._n_in)
             if self._truth_at == 1:
                 self._truth.append(_monotonic_ns())
+        if self._stamps is not None:
+            self._stamps.append(stamp)
         if self._watch:
             self._last_put = _monotonic_ns()
         self._not_empty.notify()
 
     def _pop(self) -> Any:
         item = self._q.popleft()
+        if self._stamps is not None:
+            self._last_stamp = self._stamps.popleft()
         if item is not _config.get("eos"):
             self._n_out += 1
             tap = self.head
@@ -217,10 +228,31 @@ class Fifo:
                 raise ValueError(f"take({n}): only {len(self._q)} items wait")
             return [self._pop() for _ in range(n)]
 
+    def take_stamped(self, n: int) -> tuple[list[Any], list[int]]:
+        with self._mutex:
+            if self._stamps is None:
+                raise RuntimeError("take_stamped: keep_stamps() was not called")
+            if self._aborted:
+                raise self._aborted_error()
+            if n > len(self._q):
+                raise ValueError(f"take_stamped({n}): only {len(self._q)} items wait")
+            items, stamps = [], []
+            for _ in range(n):
+                items.append(self._pop())
+                stamps.append(self._last_stamp)
+            return items, stamps
+
+    def keep_stamps(self) -> None:
+        with self._mutex:
+            if self._stamps is None:
+                self._stamps = deque([0] * len(self._q))
+
     def abort(self) -> None:
         with self._mutex:
             self._aborted = True
             self._q.clear()
+            if self._stamps is not None:
+                self._stamps.clear()
             self._maxsize = 0
             self._not_empty.notify_all()
             self._not_full.notify_all()

@@ -146,6 +146,18 @@ class Ring:
         self._cost(t0)
         return ok
 
+    def record_stamp(self, value: int) -> int:
+        """An insertion its item carries the time of: the clock is read whether the record is
+        kept or refused (and counted), and returned."""
+        sampled = self._sampled()
+        t0 = _monotonic_ns() if sampled else 0
+        ticks = self.clock.now()
+        if self._gen == _fork_gen[0]:
+            self._store(self.kind, self.probe, ticks, value)
+            if sampled:
+                self._cost(t0)
+        return ticks
+
     def record_at(self, ticks: int, value: int) -> bool:
         if self._gen != _fork_gen[0]:
             return False
