@@ -4,6 +4,8 @@ their way to the monitor."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -58,6 +60,8 @@ def test_a_host_reduces_what_its_own_taps_measure_and_the_monitor_the_rest() -> 
         # a link's tail end on the producer's host, its head end on the consumer's
         ("node-a", "count", "src -> mid"),
         ("node-b", "throughput", "src -> mid"),
+        # the latency of a link into a host, there: its items bring their insertion ticks
+        ("node-b", "latency", "src -> mid"),
         # the channel inside node-b: everything, its latency too (one clock)
         ("node-b", "count", "mid -> dst"),
         ("node-b", "throughput", "mid -> dst"),
@@ -65,11 +69,19 @@ def test_a_host_reduces_what_its_own_taps_measure_and_the_monitor_the_rest() -> 
         ("node-b", "latency", "mid -> dst"),
         ("node-b", "iteration", "dst"),
     }
-    # The latency across the link pairs each item's two ends, on two hosts: the monitor's.
-    here = {(q.metric, t.name) for q, t in plan.monitor_measured(topo, trace=False)}
-    assert here == {("latency", "src -> mid")}
-    shipped = {(p.kind, p.target) for p in topo.probes if p.id in shipped_probes(plan, topo, False)}
-    assert shipped == {("tail", "src -> mid"), ("head", "src -> mid")}
+    # Nothing is left for the monitor to reduce from records: no host sends one.
+    assert plan.monitor_measured(topo, trace=False) == []
+    assert shipped_probes(plan, topo, False) == frozenset()
+    # But what it reads: a link's records kept whole (raw), a state no host reduces.
+    plan2, topo2 = _prepared(
+        ["state(*) every 100ms", "state(mid) every 200ms", "count(src -> mid) every 100ms"]
+    )
+    shipped = shipped_probes(plan2, topo2, False, frozenset({"src -> mid"}))
+    assert {(p.kind, p.target) for p in topo2.probes if p.id in shipped} == {
+        ("state", "mid"),  # two frames: its host does not reduce it
+        *((end, "src -> mid") for end in ("tail", "send", "deliver", "head")),
+    }
+    assert shipped_probes(plan, topo, True) is None
     # Keeping every record (a trace): nothing is reduced away from the monitor.
     assert _pairs(plan, topo, trace=True) == set()
     assert host_pairs(plan, topo, trace=True) == {}
@@ -168,7 +180,8 @@ def test_a_refined_grid_loses_no_item() -> None:
 def test_a_host_keeps_the_records_it_reduces_and_ships_what_the_monitor_reads() -> None:
     plan, topo = _prepared()
     pairs = host_pairs(plan, topo, trace=False)["node-b"]
-    shipped = shipped_probes(plan, topo, trace=False)
+    # The monitor reads the link's head itself (say, a query of its own on it).
+    shipped = frozenset(p.id for p in topo.probes if (p.kind, p.target) == ("head", "src -> mid"))
     local = LocalReduction((), 1.0, None, (), HostFrames(pairs, topo.probes, {}), shipped)
     local.host_frames.set_grid(0.0, 1.0)  # type: ignore[union-attr]
     local._has_grid = True
@@ -177,10 +190,11 @@ def test_a_host_keeps_the_records_it_reduces_and_ships_what_the_monitor_reads() 
              and (p.kind, p.target) != ("tail", "src -> mid")]  # node-b's taps  # fmt: skip
     sent, _ = local.take(np.concatenate(parts), 0)
     crossing = {(p.kind, p.target) for p in topo.probes if p.id in set(sent["probe"].tolist())}
-    # The link's head end goes out (the monitor pairs it with the tail's for latency), though
-    # node-b counts its throughput too; the channel inside node-b stays.
+    # The link's head end goes out (the monitor reads it), though node-b reduces its
+    # throughput and latency too; everything else stays on node-b.
     assert crossing == {("head", "src -> mid")}
-    inside = {p.id for p in topo.probes if p.target == "mid -> dst" and p.kind in ("tail", "head")}
+    inside = {p.id for p in topo.probes if p.kind in ("tail", "head")} - shipped
+    inside -= {p.id for p in topo.probes if (p.kind, p.target) == ("tail", "src -> mid")}
     assert local.kept_by_probe == dict.fromkeys(inside, 10)
 
 
@@ -194,55 +208,78 @@ def test_shipped_frames_cross_whole_or_are_refused() -> None:
             decode_frames(bad)
 
 
-def test_the_monitor_bounds_a_host_s_frames_by_its_fit_and_fills_what_never_came() -> None:
-    """Frames closed on node-b (its clock 40 ppm fast, 3 s ahead, not told): each gets the
-    distance of its edges, mapped by the monitor's fit of that clock, from their virtual times
-    (a frame whose edges the host placed 1 ms off is bounded by that much); frames the host
-    never sent before the run's end are there, with nothing covered."""
+T0 = 5_000_000_000
+CLOCKS = {"node-a": "rate_ppm=-25,offset_s=-2", "node-b": "rate_ppm=40,offset_s=3"}
+
+
+def _monitor(channel: str, query: str) -> tuple[Any, list[FrameResult], Any]:
+    """An engine for stages ``a`` on node-a and ``b`` on node-b (or both on node-b, for
+    ``"a -> b"`` inside one host), each host's clock calibrated by two bursts; the clocks."""
     from streamscope.core.topology import ChannelInfo, ProbeInfo, ResourceInfo, StageInfo
     from streamscope.monitor.engine import Engine
     from streamscope.query.compile import compile_queries
     from streamscope.timebase.emulated import EmulatedClock, EmulatedClockSpec
     from streamscope.transport.wire import EXCHANGE_DTYPE, Message, MsgType
 
-    t0 = 5_000_000_000
-    clock = EmulatedClock(EmulatedClockSpec(rate_ppm=40, offset_s=3), t0 - 10**8)
+    link = channel == "link"
+    a_on = "node-a" if link else "node-b"
     topo = Topology(
         "h",
-        resources=(ResourceInfo("main", "thread"), ResourceInfo("node-b", "host", "node-b")),
-        stages=(StageInfo("a", "node-b", "source"), StageInfo("b", "node-b", "sink")),
-        channels=(ChannelInfo("a -> b", "a", "b", 8),),
-        probes=(ProbeInfo(1, "tail", "a -> b", "node-b"), ProbeInfo(2, "head", "a -> b", "node-b")),
-    )
-    plan = compile_queries(["count(a -> b) every 100ms"], topo, FRAME)
+        resources=(ResourceInfo("main", "thread"), ResourceInfo("node-a", "host", "node-a"),
+                   ResourceInfo("node-b", "host", "node-b")),
+        stages=(StageInfo("a", a_on, "source"), StageInfo("b", "node-b", "sink")),
+        channels=(ChannelInfo("a -> b", "a", "b", 8, "link" if link else "thread"),),
+        probes=(ProbeInfo(1, "tail", "a -> b", a_on), ProbeInfo(2, "head", "a -> b", "node-b")),
+    )  # fmt: skip
+    plan = compile_queries([query], topo, FRAME)
     assert plan.monitor_measured(topo, trace=False) == []
     out: list[FrameResult] = []
     eng = Engine(plan, topo, FRAME, lambda r, d: out.extend(r))
     empty = make_records(0, 0, np.zeros(0, np.int64), np.zeros(0, np.int64))
+    eng.handle(Message(MsgType.START, 0, 0, T0, empty, {}))
+    clocks = {}
+    for agent, (name, spec) in enumerate(CLOCKS.items(), start=1):
+        clock = clocks[name] = EmulatedClock(EmulatedClockSpec.parse(spec), T0 - 10**8)
+        eng.handle(Message(MsgType.HELLO, agent, 0, T0, empty, {"domain": name, "data": True}))
+        for at in (0, 300_000_000):
+            rows = np.zeros(40, dtype=EXCHANGE_DTYPE)
+            for i in range(40):
+                t = T0 + at + i * 20_000
+                rows[i] = (t, int(clock.ticks_at(np.array([t + 5_000]))[0]), t + 10_000)
+            eng.handle(Message(MsgType.CALIBRATION, agent, 0, 0, rows, {}))
+    return eng, out, clocks
 
-    def msg(kind: MsgType, agent: int, wm: int, **kw: object) -> Message:
-        return Message(kind, agent, 0, wm, kw.get("records", empty), {}, kw.get("payload", b""))  # type: ignore[arg-type]
 
-    eng.handle(msg(MsgType.START, 0, t0))
-    eng.handle(Message(MsgType.HELLO, 1, 0, t0, empty, {"domain": "node-b", "data": True}))
-    for at in (0, 300_000_000):
-        rows = np.zeros(40, dtype=EXCHANGE_DTYPE)
-        for i in range(40):
-            t = t0 + at + i * 20_000
-            rows[i] = (t, int(clock.ticks_at(np.array([t + 5_000]))[0]), t + 10_000)
-        eng.handle(msg(MsgType.CALIBRATION, 1, 0, records=rows))
+def _ticks(clock: Any, v: float) -> float:
+    return float(clock.ticks_at(np.array([T0 + int(v)]))[0])
 
-    def ticks(v: int) -> float:
-        return float(clock.ticks_at(np.array([t0 + v]))[0])
 
-    sent = [
-        ShippedFrame(FrameResult(0, "a -> b", k, k * FRAME, (k + 1) * FRAME, FRAME,
-                                 (ScalarPoint("sum", 5.0),)),
-                     ticks(k * FRAME) + off, ticks((k + 1) * FRAME) + off)
-        for k, off in ((0, 0.0), (1, 1_000_000.0))
-    ]  # fmt: skip
-    eng.handle(msg(MsgType.SUMMARY, 1, int(ticks(FRAME)), payload=encode_frames(sent)))
-    eng.handle(msg(MsgType.END, 1, int(ticks(2 * FRAME))))
+def _send(eng: Any, frames: list[ShippedFrame], end_ticks: float) -> None:
+    from streamscope.transport.wire import Message, MsgType
+
+    empty = make_records(0, 0, np.zeros(0, np.int64), np.zeros(0, np.int64))
+    eng.handle(Message(MsgType.SUMMARY, 2, 0, 0, empty, {}, encode_frames(frames)))
+    eng.handle(Message(MsgType.END, 2, 0, int(end_ticks), empty, {}))
+    eng.handle(Message(MsgType.END, 1, 0, 0, empty, {}))
+
+
+def _frame(k: int, stat: str, value: float) -> FrameResult:
+    return FrameResult(
+        0, "a -> b", k, k * FRAME, (k + 1) * FRAME, FRAME, (ScalarPoint(stat, value),)
+    )
+
+
+def test_the_monitor_bounds_a_host_s_frames_by_its_fit_and_fills_what_never_came() -> None:
+    """Frames closed on node-b (its clock 40 ppm fast, 3 s ahead, not told): each gets the
+    distance of its edges, mapped by the monitor's fit of that clock, from their virtual times
+    (a frame whose edges the host placed 1 ms off is bounded by that much); frames the host
+    never sent before the run's end are there, with nothing covered."""
+    eng, out, clocks = _monitor("inside", "count(a -> b) every 100ms")
+    b = clocks["node-b"]
+    sent = [ShippedFrame(_frame(k, "sum", 5.0), _ticks(b, k * FRAME) + off,
+                         _ticks(b, (k + 1) * FRAME) + off)
+            for k, off in ((0, 0.0), (1, 1_000_000.0))]  # fmt: skip
+    _send(eng, sent, _ticks(b, 2 * FRAME))
     eng.finish(4 * FRAME - FRAME // 2)
     by = {r.frame: r for r in out}
     assert sorted(by) == [0, 1, 2, 3]
@@ -251,3 +288,75 @@ def test_the_monitor_bounds_a_host_s_frames_by_its_fit_and_fills_what_never_came
     assert 1_000_000 <= unc[1] < 1_050_000  # type: ignore[operator]
     assert [by[k].point("sum").value for k in (0, 1)] == [5.0, 5.0]
     assert [by[k].covered_ns for k in (2, 3)] == [0, 0]
+
+
+def test_a_link_s_latency_is_bounded_by_both_clocks_fits() -> None:
+    """A frame of the link's latency closed on node-b: its bounds add how far node-b's grid of
+    node-a's clock placed the items' insertions from the monitor's fit of node-a (2 ms off in
+    the second frame), and the size of any negative latency it counted 0."""
+    from streamscope.aggregate.shipped import Stamped
+
+    eng, out, clocks = _monitor("link", "latency(a -> b): mean every 100ms")
+    a, b = clocks["node-a"], clocks["node-b"]
+    sent = []
+    for k, off, slack in ((0, 0.0, 0.0), (1, 2_000_000.0, 0.0), (2, 0.0, 300_000.0)):
+        lo, hi = k * FRAME + 1_000_000, k * FRAME + 90_000_000
+        st = Stamped("node-a", _ticks(a, lo), _ticks(a, hi), lo + off, hi + off,
+                     1 if slack else 0, slack)  # fmt: skip
+        sent.append(ShippedFrame(_frame(k, "mean", 4e6), _ticks(b, k * FRAME),
+                                 _ticks(b, (k + 1) * FRAME), st))  # fmt: skip
+    _send(eng, sent, _ticks(b, 3 * FRAME))
+    eng.finish(3 * FRAME)
+    by = {r.frame: r for r in out}
+    unc = [by[k].point("uncertainty_ns").value for k in range(3)]
+    assert unc[0] < 100_000  # both fits' bounds
+    assert 2_000_000 <= unc[1] < 2_100_000  # type: ignore[operator]
+    assert 300_000 <= unc[2] < 400_000  # type: ignore[operator]
+    assert [by[k].point("violations").value for k in range(3)] == [0.0, 0.0, 1.0]
+
+
+def test_a_link_s_latency_is_paired_at_its_consumer_from_the_stamps_its_items_bring() -> None:
+    """``src -> mid`` from node-a (1.5 ticks a ns from 3e9) into node-b (2.5 from 7e9): each
+    batch brings its items' insertion ticks; node-b pairs them with its removals, by the
+    producer's grid for the one and its own for the other — removals that come before the
+    producer's grid wait for it. Each frame's mean latency is the items' own, and the frame
+    says which of the producer's ticks it took (the monitor bounds them by its own fit)."""
+    plan, topo = _prepared(["latency(src -> mid): mean every 100ms"])
+    (pairs,) = host_pairs(plan, topo, trace=False).values()
+    head = next(p.id for p in topo.probes if (p.kind, p.target) == ("head", "src -> mid"))
+    frames = HostFrames(pairs, topo.probes, topo.tick_periods())
+    link = frames.stamps_for("src -> mid")
+    assert link is not None and link.domain == "node-a"
+    t_in, t_out = _channel_case(4)
+    stamps = (3e9 + t_in * 1.5).astype(np.int64)
+    frames.set_grid(7e9, 2.5)
+    heads = _records(Kind.GET, head, 7e9 + t_out * 2.5)
+    for first in range(0, len(t_in), 16):  # the batches, each before its items are got
+        link.receive(first + 1, stamps[first : first + 16].tolist())
+    frames.add(heads[:100])
+    # Frame 0 closes before the producer's grid came: its removals waited, and are late
+    # for it (a grid comes with the producer's first burst, before the run's clock starts).
+    (closed,) = [
+        f for p in frames.close_until(int(7e9 + 150_000_000 * 2.5)) for f in decode_frames(p)
+    ]
+    assert closed.result.frame == 0 and closed.stamped is None
+    frames.set_remote_grid("node-a", 3e9, 1.5)
+    frames.add(heads[100:])
+    end = int(t_out[-1]) + 10
+    shipped = [f for p in frames.finish(int(7e9 + end * 2.5)) for f in decode_frames(p)]
+    got = {f.result.frame: f for f in shipped}
+    lat = t_out - t_in
+    checked = 0
+    for k in range((end - 1) // FRAME + 1):
+        here = (t_out >= k * FRAME) & (t_out < (k + 1) * FRAME)
+        f = got.get(k)
+        if k == 0 or not here.any():
+            continue
+        assert f is not None
+        checked += 1
+        assert f.result.point("mean").value == pytest.approx(lat[here].mean(), abs=2.0)
+        assert f.stamped is not None
+        assert (f.stamped.lo_ticks, f.stamped.hi_ticks) == (stamps[here].min(), stamps[here].max())
+        assert f.stamped.lo_ns == pytest.approx(t_in[here].min(), abs=1.0)
+        assert f.stamped.violations == 0
+    assert checked >= 5 and link.unmatched == 0

@@ -28,17 +28,36 @@ class ShippedFrameError(StreamscopeError):
 
 
 @dataclass(frozen=True, slots=True)
+class Stamped:
+    """What a frame of a link's latency took from the producer's clock: the earliest and
+    latest insertion ticks of its items there (``domain``'s), and where the host's grid of
+    that clock placed them (virtual ns); ``violations``: items whose removal came before their
+    insertion by those grids (their latency counted 0), ``slack_ns`` by how much at most."""
+
+    domain: str
+    lo_ticks: float
+    hi_ticks: float
+    lo_ns: float
+    hi_ns: float
+    violations: int = 0
+    slack_ns: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
 class ShippedFrame:
-    """One frame a host closed: the result, and its edges in the host's ticks."""
+    """One frame a host closed: the result, its edges in the host's ticks, and for a link's
+    latency, what it took from the producer's clock."""
 
     result: FrameResult
     lo_ticks: float
     hi_ticks: float
+    stamped: Stamped | None = None
 
 
 def encode_frames(frames: list[ShippedFrame]) -> bytes:
     body = json.dumps(
-        [[f.result.to_dict(), f.lo_ticks, f.hi_ticks] for f in frames], separators=(",", ":")
+        [[f.result.to_dict(), f.lo_ticks, f.hi_ticks, _stamped(f.stamped)] for f in frames],
+        separators=(",", ":"),
     ).encode()
     # Compressed: a histogram's bins are mostly empty, a frame's figures alike from frame to
     # frame; a host's frames are 5-20x smaller so.
@@ -57,9 +76,20 @@ def decode_frames(payload: bytes) -> list[ShippedFrame]:
         )
     try:
         rows = json.loads(zlib.decompress(payload[_HEAD.size :]))
-        out = [ShippedFrame(FrameResult.from_dict(d), float(lo), float(hi)) for d, lo, hi in rows]
+        out = [
+            ShippedFrame(
+                FrameResult.from_dict(d), float(lo), float(hi), None if st is None else Stamped(*st)
+            )
+            for d, lo, hi, st in rows
+        ]
     except (ValueError, KeyError, TypeError, zlib.error) as exc:
         raise ShippedFrameError(f"host frames: not {n} whole frames ({exc})") from exc
     if len(out) != n:
         raise ShippedFrameError(f"host frames: {len(out)} frames where the header says {n}")
     return out
+
+
+def _stamped(st: Stamped | None) -> list[object] | None:
+    if st is None:
+        return None
+    return [st.domain, st.lo_ticks, st.hi_ticks, st.lo_ns, st.hi_ns, st.violations, st.slack_ns]

@@ -246,14 +246,34 @@ class Engine:
             reducer = self.host_pairs.get((r.query_id, r.target))
             if reducer is None:
                 continue
-            t, hw = self.domains.to_ns_each(domain, np.array([f.lo_ticks, f.hi_ticks], np.int64))
-            off = max(abs(int(t[0]) - r.t_start_ns), abs(int(t[1]) - r.t_end_ns))
+            unc = self._grid_error(domain, (f.lo_ticks, f.hi_ticks), (r.t_start_ns, r.t_end_ns))
+            violations = 0
+            st = f.stamped
+            if st is not None:
+                # A link's latency: its items' insertions were placed by the host's grid of
+                # the producer's clock; how far that grid lies from this monitor's fit of it,
+                # and the fit's bounds, add to the removals' (and any negative latency's size).
+                unc += self._grid_error(st.domain, (st.lo_ticks, st.hi_ticks),
+                                        (st.lo_ns, st.hi_ns)) + st.slack_ns  # fmt: skip
+                violations = st.violations
             quality = (
-                ScalarPoint("violations", 0.0),
-                ScalarPoint("uncertainty_ns", float(off + hw.max())),
+                ScalarPoint("violations", float(violations)),
+                ScalarPoint("uncertainty_ns", unc),
             )
             self._host_frames.append(dataclasses.replace(r, points=r.points + quality))
             reducer.next_frame = max(reducer.next_frame, r.frame + 1)
+
+    def _grid_error(
+        self, domain: str, ticks: tuple[float, float], placed_ns: tuple[float, float]
+    ) -> float:
+        """How far a host's grid placed ``ticks`` of ``domain``'s clock (at ``placed_ns``) may
+        lie from their virtual times: the distance to this monitor's fit, and its bounds
+        (infinite for a clock never calibrated)."""
+        if not self.domains.ready(domain):
+            return float("inf")
+        t, hw = self.domains.to_ns_each(domain, np.array(ticks, dtype=np.int64))
+        off = max(abs(float(t[0]) - placed_ns[0]), abs(float(t[1]) - placed_ns[1]))
+        return float(off + hw.max())
 
     def disconnect(self, agent: int) -> None:
         """The agent's link closed: it will send nothing more."""

@@ -56,7 +56,7 @@ class ChildSpec:
     truth_dir: str | None = None  #: where to leave ground truth (validation runs only)
     states: tuple[LocalState, ...] = ()  #: stages whose states this host reduces itself
     frames: tuple[HostPair, ...] = ()  #: (query, target) pairs this host reduces itself
-    shipped: frozenset[int] = frozenset()  #: probes the monitor reads as well (sent raw)
+    shipped: frozenset[int] | None = None  #: a host's probes the monitor reads (None: all)
 
 
 def clock_main(name: str, spec: str, epoch_ns: int, sock: socket.socket, parent_pid: int) -> None:
@@ -152,7 +152,7 @@ def host_main(
         runner_report(control),
     )  # fmt: skip
     local = None
-    if spec.local or spec.states or frames is not None:
+    if spec.local or spec.states or frames is not None or spec.shipped is not None:
         from streamscope.pipeline.onboard import LocalReduction
 
         local = LocalReduction(spec.local, tick_ns, grid, spec.states, frames, spec.shipped)

@@ -35,6 +35,10 @@ class FrameReducer(Protocol):
 
     def set_grid(self, origin_ticks: float, ticks_per_ns: float) -> None: ...
 
+    def set_remote_grid(self, domain: str, origin_ticks: float, ticks_per_ns: float) -> None:
+        """Where the run's grid lies on another domain's clock (items stamped there)."""
+        ...
+
     def add(self, records: Records) -> None: ...
 
     def close_until(self, watermark_ticks: int) -> list[bytes]: ...
@@ -52,10 +56,11 @@ class LocalReduction:
         grid: Any,
         states: tuple[LocalState, ...] = (),
         frames: FrameReducer | None = None,
-        shipped: frozenset[int] = frozenset(),
+        shipped: frozenset[int] | None = None,
     ) -> None:
-        """``frames``: a host's pairs it reduces to frames itself; ``shipped``: probes whose
-        records go to the monitor all the same (a query there reads them too)."""
+        """``frames``: a host's pairs it reduces to frames itself; ``shipped``: on a host, the
+        probes whose records go to the monitor (what it reads itself): every other record
+        stays here (None, a device: what it does not reduce goes)."""
         self.queues = queues
         self.frames = {
             q.key: SubQueueFrames(tick_ns, states=q.state_probe != 0, profile=PROFILE_BINS)
@@ -71,12 +76,10 @@ class LocalReduction:
         self.kept_by_probe: dict[int, int] = {}
         #: Probes whose records stay here (the state tracker's of a sub-queue's producer also
         #: go out: a query asked; a host's reduced stages' do not).
-        raw = {p for q in queues if q.raw for p in (q.insert_probe, q.remove_probe)}
         here = {p for q in queues if not q.raw for p in (q.insert_probe, q.remove_probe)}
         here |= set(self.states)
-        if frames is not None:
-            here |= frames.probes - raw - shipped
         self._local = np.array(sorted(here), dtype=np.int64)
+        self._ships = None if shipped is None else np.array(sorted(shipped), dtype=np.int64)
 
     @property
     def kept(self) -> int:
@@ -89,10 +92,15 @@ class LocalReduction:
             try:
                 if not self._grid.poll(wait_s if not self._has_grid else 0.0):
                     return
-                origin, ticks_per_ns = self._grid.recv()
+                got = self._grid.recv()
             except (EOFError, OSError):
                 self._grid = None
                 return
+            if len(got) == 3:  # another clock domain's (a producer whose items this pairs)
+                if self.host_frames is not None:
+                    self.host_frames.set_remote_grid(str(got[2]), float(got[0]), float(got[1]))
+                continue
+            origin, ticks_per_ns = got
             for q in self.queues:
                 self.frames[q.key].set_grid(float(origin), q.frame_ns * float(ticks_per_ns))
             for st, fr in self.states.values():
@@ -141,10 +149,13 @@ class LocalReduction:
         self._poll_grid()
         if len(records):
             self._feed(records)
-            if self._local.size:
+            if self._local.size or self._ships is not None:
                 kinds = records["kind"]
                 shipped = (kinds == Kind.DROPPED) | (kinds == Kind.REFUSED)
-                here = np.isin(records["probe"], self._local) & ~shipped
+                if self._ships is not None:
+                    here = ~np.isin(records["probe"], self._ships) & ~shipped
+                else:
+                    here = np.isin(records["probe"], self._local) & ~shipped
                 if here.any():
                     ids, counts = np.unique(records["probe"][here], return_counts=True)
                     for pid, n in zip(ids.tolist(), counts.tolist(), strict=True):

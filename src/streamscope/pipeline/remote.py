@@ -56,8 +56,9 @@ class RemoteHosts(Protocol):
         """Run ``spec.stages`` on ``host`` (its agent sends to the monitor as ``spec.agent_id``)."""
         ...
 
-    def send_grid(self, host: str, origin: float, ticks_per_ns: float) -> None:
-        """Where the run's frame grid lies on ``host``'s clock (for the sub-queues it reduces)."""
+    def send_grid(self, host: str, origin: float, ticks_per_ns: float, domain: str = "") -> None:
+        """Where the run's frame grid lies on ``host``'s clock (for what it reduces), or on
+        clock domain ``domain``'s (a producer whose items ``host`` pairs)."""
         ...
 
     def poll(self) -> list[HostEnd]:

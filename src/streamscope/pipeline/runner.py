@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from streamscope.core.clock import host_now_ticks
 from streamscope.core.errors import PipelineError, describe_exception
-from streamscope.core.topology import ProbeInfo
+from streamscope.core.topology import HOST, ProbeInfo, Topology
 from streamscope.pipeline.calibrator import EVERY_S, Calibrator, ClockLink
 from streamscope.pipeline.channel import ThreadChannel
 from streamscope.pipeline.child import ChildSpec, child_main, clock_main
@@ -76,7 +76,7 @@ class Runner:
         remote: RemoteHosts | None = None,
         state_frames: dict[str, int] | None = None,
         host_frames: dict[str, tuple[HostPair, ...]] | None = None,
-        shipped: frozenset[int] = frozenset(),
+        shipped: frozenset[int] | None = None,
     ) -> None:
         pipeline.validate()
         if pipeline.hosts() and remote is None:
@@ -112,10 +112,14 @@ class Runner:
         #: probes whose records the monitor reads all the same.
         self.host_frames = host_frames or {}
         self.shipped = shipped
+        #: Per clock domain, the hosts that pair items stamped in it (a link's latency reduced
+        #: at its consumer's host): they get its frame grids too.
+        self._followers: dict[str, set[str]] = {}
         #: device or host name -> where its frame grids go (a pipe's end; a host's worker)
         self._grids: dict[str, Any] = {}
         self._first_burst: dict[str, Exchanges] = {}
         self.channels = make_channels(pipeline, self._ctx, ground_truth_dir is not None, remote)
+        self._stamp_links(pipeline.topology(probes))
         self.children: list[Any] = []
         self.responders: list[Any] = []  # one clock-counter process per clock domain
         self._child_stages: list[list[str]] = []
@@ -143,6 +147,8 @@ class Runner:
                 domains.append((index[name], name, self.remote.clock(name, res.clock,
                                                                      self.epoch_ns)))  # fmt: skip
                 self._start_host(i, name, stages, res, self.remote)
+        for host in self._followers.get(HOST, ()):
+            self._grids[host].send((float(self.t0_ticks), 1.0, HOST))  # this process's clock
         if domains and self.control is not None:
             self.calibrator = Calibrator(
                 self.control, domains, every_s=self.calibrate_every_s, on_burst=self._send_grid
@@ -218,6 +224,18 @@ class Runner:
         remote.start(name, self.pipeline, links, self.probes, spec)
         self._grids[name] = _HostGrid(remote, name)
 
+    def _stamp_links(self, topology: Topology) -> None:
+        """The links whose latency their consumer's host reduces carry their items' insertion
+        ticks; that host follows the producer's clock domain."""
+        domain = topology.stage_domains()
+        ends = {c.name: (c.src, c.dst) for c in topology.channels}
+        for host, pairs in self.host_frames.items():
+            for pair in pairs:
+                if pair.metric == "latency" and pair.target in topology.link_names:
+                    self.channels[pair.target].stamp()  # type: ignore[union-attr]
+                    src = ends[pair.target][0]
+                    self._followers.setdefault(domain.get(src, HOST), set()).add(host)
+
     def _start_main(self, main: list[str]) -> None:
         """This process's stages, in threads of their own."""
         recorder = Recorder(self.ring_dir, capacity=self.tap_capacity)
@@ -256,6 +274,8 @@ class Runner:
             f = fit(both)
             origin = f.x0_ticks + (self.t0_ticks - f.b_ns) / f.s_ns_per_tick
             conn.send((origin, 1.0 / f.s_ns_per_tick))
+            for host in self._followers.get(name, ()):
+                self._grids[host].send((origin, 1.0 / f.s_ns_per_tick, name))
         except (CalibrationError, OSError, ValueError, ZeroDivisionError):
             pass  # the device keeps its last grid (or, with none, its records: see local.py)
 
@@ -434,7 +454,9 @@ class _HostGrid:
         self.remote = remote
         self.host = host
 
-    def send(self, grid: tuple[float, float]) -> None:
+    def send(self, grid: tuple[Any, ...]) -> None:
+        """(origin, ticks per ns) of the host's own clock, or of another domain's, named third
+        (a producer whose items it pairs)."""
         self.remote.send_grid(self.host, *grid)
 
     def close(self) -> None:

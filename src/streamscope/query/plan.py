@@ -103,13 +103,16 @@ class Plan:
         itself (by host), so that their records stay there: every pair whose taps all lie on
         one host — a channel between two of its stages, one end of a channel to or from
         another host (a link's count or throughput), a value probe of one of its stages —
-        unless every record is kept (``trace``). Not latency across a link (its two ends are on
-        two hosts), not states (``summarized_states``). The one place that says so."""
+        unless every record is kept (``trace``) — and the latency of a link into a host, on
+        that host: each item carries the time its producer's tap put it in (the producer's
+        clock), the consumer's host pairs it with its removal. Not states
+        (``summarized_states``). The one place that says so."""
         if trace:
             return {}
         kind = {r.name: r.kind for r in topology.resources}
         where = {s.name: s.resource for s in topology.stages}
         ends = {c.name: (c.src, c.dst) for c in topology.channels}
+        links = topology.link_names
         out: dict[str, list[tuple[CompiledQuery, TargetPlan]]] = {}
         for q, t in self.measured(topology):
             if q.metric == "state":
@@ -118,6 +121,8 @@ class Plan:
             if info.on_edge:
                 src, dst = ends.get(t.name, ("", ""))
                 stages = {src if tap == "tail" else dst for tap in info.taps}
+                if q.metric == "latency" and t.name in links:
+                    stages = {dst}  # the items bring their insertion times
             else:
                 stages = {t.name.split(".", 1)[0] if info.probe else t.name}
             hosts = {where.get(s, "") for s in stages}

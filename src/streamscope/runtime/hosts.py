@@ -81,9 +81,17 @@ class HostLink(LinkChannel):
     hosts' workers by pickling; each side makes its own buffers there."""
 
     def __init__(
-        self, name: str, capacity: int, link: LinkSpec, bus: NetworkBus, ground_truth: bool
+        self,
+        name: str,
+        capacity: int,
+        link: LinkSpec,
+        bus: NetworkBus,
+        ground_truth: bool,
+        stamped: bool = False,
     ) -> None:
         self._fresh(name, capacity, link, bus, ground_truth)
+        if stamped:
+            self.stamp()
 
     def _fresh(
         self, name: str, capacity: int, link: LinkSpec, bus: NetworkBus, ground_truth: bool
@@ -105,11 +113,35 @@ class HostLink(LinkChannel):
         self.bus = bus  # type: ignore[assignment]  # a network queue, not shared memory
         self.network: NetworkBus = bus
         self.transfers = 0
+        self._stamps: list[int] = []
         self.late = 0  #: batches that arrived after their time (the network was slower)
         self.late_ns = 0  #: by how much, in all
         #: Batches a sender has on the way at most: enough for the latency's worth of
         #: transfers (the model lets them overlap), within the network queue's capacity.
         self.in_flight = in_flight_for(self.link)
+        #: Each batch carries the ticks its items' producer tap read as they went in (the
+        #: consumer's host pairs them with their removals: the link's latency, reduced there).
+        self.stamped = False
+        self._sent_items = 0
+        #: Where the consumer's side hands each batch's (first item's number, stamps): its
+        #: host's own frames (``runtime.hostframes``); None: nobody pairs them.
+        self.on_stamps: Any = None
+
+    def stamp(self) -> None:
+        """Carry the insertion ticks with the items (before the first item is put)."""
+        self.stamped = True
+        self.tail_buf.keep_stamps()
+
+    def next_batch(self) -> tuple[list[Any], bool]:
+        if not self.stamped:
+            return super().next_batch()
+        m = self.tail_buf.wait_batch(self.link.bulk_size, self.link.timeout_ns / 1e9)
+        batch, stamps = self.tail_buf.take_stamped(m)
+        ended = bool(batch) and batch[-1] is EOS
+        if ended:
+            batch, stamps = batch[:-1], stamps[:-1]
+        self._stamps = stamps
+        return batch, ended
 
     def mover(self) -> None:
         """The sending side: a batch goes out in a call as it is taken from the buffer, without
@@ -125,7 +157,11 @@ class HostLink(LinkChannel):
             if items:
                 start = time.monotonic_ns()
                 due = start + transfer_ns + int(self.link.latency_ns)
-                on_the_way.append(self.network.channel.send((self.transfers, due, items)))
+                msg: tuple[Any, ...] = (self.transfers, due, items)
+                if self.stamped:
+                    msg += (self._sent_items + 1, self._stamps)
+                    self._sent_items += len(items)
+                on_the_way.append(self.network.channel.send(msg))
                 if len(on_the_way) >= self.in_flight:
                     ray.get(on_the_way.popleft())
                 self.transfers += 1
@@ -139,20 +175,22 @@ class HostLink(LinkChannel):
     def receiver(self) -> None:
         """The receiving side: each batch into the head buffer at its time (or as it comes,
         late), in the order sent (calls on the way at once may arrive in another)."""
-        early: dict[int, tuple[int, list[Any]]] = {}
+        early: dict[int, tuple[Any, ...]] = {}
         expect = 0
-        for n, due, items in self.arrivals():  # the end is sent once every batch was in
-            early[n] = (due, items)
+        for n, *rest in self.arrivals():  # the end is sent once every batch was in
+            early[n] = tuple(rest)
             while expect in early:
                 self._deliver(*early.pop(expect))
                 expect += 1
 
-    def _deliver(self, due: int, items: list[Any]) -> None:
+    def _deliver(self, due: int, items: list[Any], *stamped: Any) -> None:
         if (left := due - time.monotonic_ns()) > 0:
             time.sleep(left / 1e9)
         else:
             self.late += 1
             self.late_ns -= left
+        if stamped and self.on_stamps is not None:
+            self.on_stamps(*stamped)  # before the items: each is paired when it is got
         for item in items:
             self.head_buf.put(item)  # tapped ``deliver``; waits while the buffer is full
 
@@ -163,7 +201,8 @@ class HostLink(LinkChannel):
         return ray
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (HostLink, (self.name, self.capacity, self.link, self.bus, self.ground_truth))
+        return (HostLink, (self.name, self.capacity, self.link, self.bus, self.ground_truth,
+                           self.stamped))  # fmt: skip
 
 
 class Collector:
@@ -225,9 +264,9 @@ class CollectorTransport:
 class _Grid:
     """The worker's side of the frame grids the runner sends (``poll``/``recv`` like a pipe)."""
 
-    def __init__(self, grids: queue.SimpleQueue[tuple[float, float]]) -> None:
+    def __init__(self, grids: queue.SimpleQueue[tuple[Any, ...]]) -> None:
         self._grids = grids
-        self._next: tuple[float, float] | None = None
+        self._next: tuple[Any, ...] | None = None
 
     def poll(self, timeout_s: float = 0.0) -> bool:
         if self._next is None:
@@ -240,7 +279,7 @@ class _Grid:
                 return False
         return True
 
-    def recv(self) -> tuple[float, float]:
+    def recv(self) -> tuple[Any, ...]:
         """The grid ``poll`` found (EOFError: none)."""
         got, self._next = self._next, None
         if got is None:
@@ -252,10 +291,10 @@ class HostWorker:
     """On a host's node: runs that host's stages (an actor serving a few calls at once)."""
 
     def __init__(self) -> None:
-        self._grids: queue.SimpleQueue[tuple[float, float]] = queue.SimpleQueue()
+        self._grids: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
 
-    def set_grid(self, origin: float, ticks_per_ns: float) -> None:
-        self._grids.put((origin, ticks_per_ns))
+    def set_grid(self, origin: float, ticks_per_ns: float, domain: str = "") -> None:
+        self._grids.put((origin, ticks_per_ns, domain) if domain else (origin, ticks_per_ns))
 
     def ping(self) -> bool:
         return True
@@ -288,6 +327,10 @@ class HostWorker:
 
                 periods = pipeline.topology(probes).tick_periods()
                 frames = HostFrames(spec.frames, probes, periods)
+                for name, link in links.items():  # links into this host whose latency it pairs
+                    paired = frames.stamps_for(name)
+                    if paired is not None and isinstance(link, HostLink):
+                        link.on_stamps = paired.receive
             return host_main(pipeline, links, probes, spec, control, _Grid(self._grids), frames)
         finally:
             control.close()
@@ -389,10 +432,10 @@ class ClusterHosts:
         with self._lock:
             self._runs[worker.run.remote(payload, list(sys.path), spec, self._collector)] = host
 
-    def send_grid(self, host: str, origin: float, ticks_per_ns: float) -> None:
+    def send_grid(self, host: str, origin: float, ticks_per_ns: float, domain: str = "") -> None:
         worker = self._workers.get(host)
         if worker is not None:
-            worker.set_grid.remote(origin, ticks_per_ns)
+            worker.set_grid.remote(origin, ticks_per_ns, domain)
 
     def poll(self) -> list[HostEnd]:
         with self._lock:

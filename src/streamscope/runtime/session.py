@@ -97,11 +97,27 @@ def host_pairs(plan: Plan, topology: Topology, trace: bool) -> dict[str, tuple[H
     }
 
 
-def shipped_probes(plan: Plan, topology: Topology, trace: bool) -> frozenset[int]:
-    """The probes whose records the monitor reads itself (its measured pairs' taps)."""
+def shipped_probes(
+    plan: Plan, topology: Topology, trace: bool, raw: frozenset[str] | None = frozenset()
+) -> frozenset[int] | None:
+    """The probes whose records the monitor reads itself, which cluster hosts send it (every
+    other record stays on its host): its measured pairs' taps, the states no host reduces,
+    the links whose records cross raw (``raw_channels``; None: every link's). None: every
+    probe's (``trace``)."""
+    if trace:
+        return None
     wanted = set().union(*(pair_taps(q.metric, t.name)
-                           for q, t in plan.monitor_measured(topology, trace)))  # fmt: skip
-    return frozenset(p.id for p in topology.probes if (p.kind, p.target) in wanted)
+                           for q, t in plan.monitor_measured(topology, trace)
+                           if q.metric != "state"))  # fmt: skip
+    reduced = plan.summarized_states(topology, trace)
+    links = topology.link_names
+    return frozenset(
+        p.id
+        for p in topology.probes
+        if (p.kind, p.target) in wanted
+        or (p.kind == "state" and p.target not in reduced)
+        or (p.target in links and (raw is None or p.target in raw))
+    )
 
 
 def run(
@@ -240,7 +256,9 @@ def _drive(
             remote=remote,
             state_frames=plan.summarized_states(topology, opts.trace),
             host_frames=host_pairs(plan, topology, opts.trace),
-            shipped=shipped_probes(plan, topology, opts.trace),
+            shipped=shipped_probes(
+                plan, topology, opts.trace, raw_channels(plan, topology, opts.device_trace)
+            ),
         )
         try:
             runner.start()
