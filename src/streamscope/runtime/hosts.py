@@ -6,8 +6,10 @@ read, and the network links between hosts; a collector on the monitor's own node
 host agent's messages to the monitor, in order per agent.
 
 Only what the hosts' agents send crosses the network: frame summaries of the sub-queues they
-reduce, the records the monitor needs raw (stage states, a traced channel), notes. The stages'
-items cross in the links' batches, by value in the calls.
+reduce, their stages' state frames, the frames of the queries they reduce themselves
+(``runtime.hostframes``), the records the monitor reads itself (a traced run's), notes. The
+stages' items cross in the links' batches, by value in the calls, with their insertion ticks
+where the consumer's host pairs them (a link's latency).
 """
 
 from __future__ import annotations
