@@ -106,7 +106,8 @@ def test_a_channel_between_hosts_is_bounded_ordered_and_ends(cluster: RayCluster
         got = []
         while not isinstance(item := ch.get(), EndOfStream):
             got.append(item)
-            time.sleep(0.001)
+            # Slower than a put (a call, ~0.6 ms; a few ms beside a busy core): it fills.
+            time.sleep(0.005)
         return got
 
     ray = cluster.ray
@@ -240,16 +241,12 @@ def test_a_pipeline_over_three_hosts_against_its_own_truth(
             f"SELECT count(*) FROM record WHERE probe_id IN ({', '.join(map(str, states))})"
         )
         assert rows[0][0] == 0
-        # Throughput (at each channel's head) and the occupancy of the channel inside node-c
-        # were reduced by the hosts themselves: no record of the taps they read crossed
-        # (but the source's links': the latency between two hosts pairs each item's ends);
-        # each of their frames says how far its edges may lie from their virtual times.
-        heads = [p.id for p in run.topology.probes
-                 if p.kind == "head" and p.target.endswith("-> gather")]  # fmt: skip
-        inside = [p.id for p in run.topology.probes if p.target == "gather -> sink"]
-        _, rows = run.sql(
-            f"SELECT count(*) FROM record WHERE probe_id IN ({', '.join(map(str, heads + inside))})"
-        )
+        # Everything else too was reduced by the hosts themselves: throughput at each
+        # channel's head, the occupancy of the channel inside node-c, the latency between
+        # hosts (paired on node-b from the insertion ticks its items brought): not one record
+        # of any channel's taps crossed; the file's records are none at all. Each frame says
+        # how far its edges (and a latency's insertions) may lie from their virtual times.
+        _, rows = run.sql("SELECT count(*) FROM record")
         assert rows[0][0] == 0
         qid = next(q.id for q in run.queries if q.metric == "throughput")
         got = truth["got_ns"] - run.meta.t0_host_ns
