@@ -445,13 +445,7 @@ class Engine:
         # resort, with the bounds that come with it.
         for domain, batch in self.placement.release():
             self._take(domain, batch, hold=False)
-        for name, stream in self.routes.channels.items():
-            # Items refused (or late) after each end's last kept record: counted all the same.
-            for end, metric in (("tail", "count"), ("head", "throughput")):
-                extra = stream.unrecorded(end, end_ns)
-                if len(extra.t):
-                    for r in self.reducers(metric, name):
-                        r.add_times(extra)
+        self.routes.count_unrecorded(end_ns, self.reducers)
         out = self.advance(until=end_ns, end_ns=end_ns)
         if self.on_table is not None:
             for rows in self._end_tables(end_ns):

@@ -126,6 +126,16 @@ class Routes:
             tap.add(pt, pv)
         return out
 
+    def count_unrecorded(self, end_ns: int, reducers: Reducers) -> None:
+        """At the end of the run: the items refused (or late) after each channel end's last
+        kept record, counted all the same (at the time they were known)."""
+        for name, stream in self.channels.items():
+            for end, metric in (("tail", "count"), ("head", "throughput")):
+                extra = stream.unrecorded(end, end_ns)
+                if len(extra.t):
+                    for r in reducers(metric, name):
+                        r.add_times(extra)
+
     def reduce(self, until: int, reducers: Reducers) -> None:
         """Every stream up to ``until``, fed to ``reducers``."""
         for ch in self.channels.values():

@@ -260,12 +260,7 @@ class HostFrames:
         end = int(self._ns(np.array([end_ticks]))[0])
         for link in self.links.values():  # removals still waiting for a grid: now or never
             self._pair(link, _NONE, _NONE)
-        for name, stream in self.routes.channels.items():
-            for side, metric in (("tail", "count"), ("head", "throughput")):
-                extra = stream.unrecorded(side, end)
-                if len(extra.t):
-                    for r in self.reducers(metric, name):
-                        r.add_times(extra)
+        self.routes.count_unrecorded(end, self.reducers)
         self.routes.reduce(end, self.reducers)
         self._reduced_ns = end
         return self._ship(self.reducers.close_until(end, end))
