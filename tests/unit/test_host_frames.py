@@ -76,10 +76,12 @@ def test_a_host_reduces_what_its_own_taps_measure_and_the_monitor_the_rest() -> 
     plan2, topo2 = _prepared(
         ["state(*) every 100ms", "state(mid) every 200ms", "count(src -> mid) every 100ms"]
     )
+    # (mid's states on two frames: its host reduces them on frames of 100 ms, which make up
+    # both.)
+    assert plan2.summarized_states(topo2, False) == dict.fromkeys(("src", "mid", "dst"), FRAME)
     shipped = shipped_probes(plan2, topo2, False, frozenset({"src -> mid"}))
     assert {(p.kind, p.target) for p in topo2.probes if p.id in shipped} == {
-        ("state", "mid"),  # two frames: its host does not reduce it
-        *((end, "src -> mid") for end in ("tail", "send", "deliver", "head")),
+        (end, "src -> mid") for end in ("tail", "send", "deliver", "head")
     }
     assert shipped_probes(plan, topo, True) is None
     # Keeping every record (a trace): nothing is reduced away from the monitor.

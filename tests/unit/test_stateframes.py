@@ -62,6 +62,34 @@ def test_frames_give_the_duty_the_monitor_gets_from_the_records(
     assert sum(summed.spent_ns) == end
 
 
+def test_a_host_s_frames_serve_state_queries_on_any_multiple_of_their_length() -> None:
+    """A stage's states reduced on frames of 500 ns (its queries' frames' greatest common
+    divisor) give a query on 1500 ns frames the duty the monitor gets from the records."""
+    from streamscope.aggregate.specs import Duty
+    from streamscope.monitor.reducers import TargetReducer
+
+    rng = np.random.default_rng(3)
+    t = np.cumsum(rng.integers(1, 300, 80)).astype(np.int64)
+    s = rng.integers(0, 4, len(t)).astype(np.int64)
+    end = int(t[-1]) + 1
+    sf = StateFrames()
+    sf.set_grid(0.0, 500.0)
+    sf.add(t, s)
+    _, frames = decode_state_frames(encode_state_frames(1, sf.finish(end)))
+    raw, summed = StageStream("x"), SummarizedStage("x", 500)
+    raw.add(t, s)
+    summed.add_frames(frames, int)
+    duties = []
+    for stream in (raw, summed):
+        r = TargetReducer(0, "state", "x", (Duty(),), 1500)
+        for until in range(500, end + 500, 500):
+            stream.feed(stream.advance(min(until, end)), lambda m, n, r=r: (r,), 0, 0)
+        duties.append([f.points[0].fractions for f in r.close_until(end, end)])  # type: ignore[union-attr]
+    assert len(duties[0]) == len(duties[1]) >= 2
+    for a, b in zip(*duties, strict=True):
+        assert b == pytest.approx(a, abs=0.02)
+
+
 def test_a_frame_no_summary_reached_is_unknown_not_idle() -> None:
     stream = SummarizedStage("x", 1000)
     stream.add_frames([StateFrame(1, (0.0, 1000.0, 0.0, 0.0, 0.0), 1000.0, 1)], int)

@@ -7,6 +7,7 @@ channel's occupancy: a virtual queue) and which are measured.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass, fields
 from typing import Any
@@ -142,9 +143,10 @@ class Plan:
 
     def summarized_states(self, topology: Topology, trace: bool) -> dict[str, int]:
         """Stages on cluster hosts whose states their host's agent reduces to frames itself
-        (stage -> the frame of its state queries), so that their records stay there: every
-        such stage whose state queries share one frame, unless every record is kept
-        (``trace``). The one place that says so."""
+        (stage -> the frame it reduces them on: the greatest common divisor of its state
+        queries' frames, whose every frame is made of whole frames of it), so that their
+        records stay there: every such stage, unless every record is kept (``trace``). The one
+        place that says so."""
         if trace:
             return {}
         kind = {r.name: r.kind for r in topology.resources}
@@ -155,7 +157,7 @@ class Plan:
                 for t in q.targets:
                     if t.name in on_host:
                         frames.setdefault(t.name, set()).add(q.frame_ns)
-        return {stage: next(iter(f)) for stage, f in frames.items() if len(f) == 1}
+        return {stage: math.gcd(*f) for stage, f in frames.items()}
 
     def to_dict(self) -> dict[str, Any]:
         return {
