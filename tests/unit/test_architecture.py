@@ -14,6 +14,7 @@ RANK = {
     "transport": 1,
     "probes": 2,
     "aggregate": 3,
+    "hw": 3,
     "timebase": 3,
     "store": 4,
     "pipeline": 5,

@@ -9,6 +9,7 @@ import typer
 from streamscope.cli import calibrate as calibrate_cmd
 from streamscope.cli import compare as compare_cmd
 from streamscope.cli import export as export_cmd
+from streamscope.cli import hw as hw_cmd
 from streamscope.cli import report as report_cmd
 from streamscope.cli import retime as retime_cmd
 from streamscope.cli import run as run_cmd
@@ -33,6 +34,7 @@ app.command("retime")(retime_cmd.retime)
 app.command("report")(report_cmd.report)
 app.command("compare")(compare_cmd.compare)
 app.command("export")(export_cmd.export)
+app.add_typer(hw_cmd.app, name="hw")
 
 __all__ = ["app", "main"]
 

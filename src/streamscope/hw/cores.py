@@ -1,0 +1,98 @@
+"""The probe cores a user can generate, by name, with their parameters.
+
+In: a core's name and parameters as ``name=value`` text (from the command line). Out: the
+configured Amaranth component, and its Verilog (``verilog``), which a design instantiates.
+Every bad name or value is a ``ConfigError`` that says which and what is allowed.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from streamscope.core.errors import ConfigError
+
+
+@dataclass(frozen=True, slots=True)
+class CoreInfo:
+    """One core: what it is and how to make it (``params``: name -> default)."""
+
+    name: str
+    about: str
+    make: Callable[..., Any]
+    params: Mapping[str, int]
+
+
+def _trigger(**kw: int) -> Any:
+    from streamscope.hw.trigger import TriggerProbe
+
+    return TriggerProbe(**kw)
+
+
+def _defaults(fn: Callable[..., Any]) -> dict[str, int]:
+    return {
+        name: int(p.default)
+        for name, p in inspect.signature(fn).parameters.items()
+        if p.default is not inspect.Parameter.empty
+    }
+
+
+def _trigger_params() -> dict[str, int]:
+    from streamscope.hw.trigger import TriggerProbe
+
+    return _defaults(TriggerProbe.__init__)
+
+
+CORES: dict[str, Callable[[], CoreInfo]] = {
+    "trigger": lambda: CoreInfo(
+        "trigger",
+        "seed 001's integrated probe: a sequence trigger with masks, an event counter with its "
+        "wraps, a sample-and-hold register, a global trigger in and out",
+        _trigger,
+        _trigger_params(),
+    ),
+}
+
+
+def core_info(name: str) -> CoreInfo:
+    if name not in CORES:
+        raise ConfigError(f"no probe core {name!r}; the cores are: {', '.join(sorted(CORES))}")
+    return CORES[name]()
+
+
+def parse_params(info: CoreInfo, items: list[str]) -> dict[str, int]:
+    """``["width=8", ...]`` -> the core's parameters, defaults for the rest."""
+    out = dict(info.params)
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or key not in info.params:
+            allowed = ", ".join(f"{k}={v}" for k, v in info.params.items())
+            raise ConfigError(f"core {info.name!r}: {item!r} is not NAME=VALUE for one of its "
+                              f"parameters ({allowed})")  # fmt: skip
+        try:
+            out[key] = int(value, 0)
+        except ValueError:
+            raise ConfigError(
+                f"core {info.name!r}: {key} must be an integer, not {value!r}"
+            ) from None
+    return out
+
+
+def make(name: str, params: list[str] | None = None) -> tuple[CoreInfo, dict[str, int], Any]:
+    """The core ``name`` configured by ``params`` (ConfigError for a value it refuses)."""
+    info = core_info(name)
+    values = parse_params(info, params or [])
+    try:
+        return info, values, info.make(**values)
+    except ValueError as exc:
+        raise ConfigError(f"core {name!r} with {values}: {exc}") from None
+
+
+def verilog(name: str, params: list[str] | None = None) -> str:
+    """The Verilog of core ``name`` (its top module ``ss_<name>``)."""
+    from amaranth.back import verilog as back
+
+    _, _, core = make(name, params)
+    return str(back.convert(core, name=f"ss_{name}"))
