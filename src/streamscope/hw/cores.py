@@ -7,6 +7,7 @@ Every bad name or value is a ``ConfigError`` that says which and what is allowed
 
 from __future__ import annotations
 
+import importlib
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -25,12 +26,6 @@ class CoreInfo:
     params: Mapping[str, int]
 
 
-def _trigger(**kw: int) -> Any:
-    from streamscope.hw.trigger import TriggerProbe
-
-    return TriggerProbe(**kw)
-
-
 def _defaults(fn: Callable[..., Any]) -> dict[str, int]:
     return {
         name: int(p.default)
@@ -39,19 +34,27 @@ def _defaults(fn: Callable[..., Any]) -> dict[str, int]:
     }
 
 
-def _trigger_params() -> dict[str, int]:
-    from streamscope.hw.trigger import TriggerProbe
+def _core(module: str, cls: str, about: str) -> Callable[[], CoreInfo]:
+    """A core class ``streamscope.hw.<module>.<cls>``, imported when asked for (amaranth is)."""
 
-    return _defaults(TriggerProbe.__init__)
+    def info() -> CoreInfo:
+        made = getattr(importlib.import_module(f"streamscope.hw.{module}"), cls)
+        return CoreInfo(module, about, made, _defaults(made.__init__))
+
+    return info
 
 
 CORES: dict[str, Callable[[], CoreInfo]] = {
-    "trigger": lambda: CoreInfo(
+    "trigger": _core(
         "trigger",
+        "TriggerProbe",
         "seed 001's integrated probe: a sequence trigger with masks, an event counter with its "
         "wraps, a sample-and-hold register, a global trigger in and out",
-        _trigger,
-        _trigger_params(),
+    ),
+    "profile": _core(
+        "profile",
+        "StateProfile",
+        "seed 003's profile counters: the cycles a stage spends in each state, per frame",
     ),
 }
 
