@@ -40,3 +40,20 @@ def test_bad_cores_and_parameters_are_refused_with_what_is_allowed() -> None:
         done = _cli(*args)
         assert done.returncode == 2 and said in done.stderr, (args, done.stderr)
         assert "Traceback" not in done.stderr
+
+
+def test_a_core_s_register_map_and_its_bank_s_verilog(tmp_path: Path) -> None:
+    done = _cli("map", "trigger", "-p", "max_depth=2", "-p", "count_width=40")
+    assert done.returncode == 0, done.stderr
+    rows = {line.split()[-1]: line.split()[:4] for line in done.stdout.splitlines()[1:-2]}
+    assert rows["count"] == ["0x000a", "2", "40", "ro"]  # two words, low first
+    assert rows["mask[1]"] == ["0x0001", "1", "8", "rw"]
+    assert "(magic: 0x53535242)" in done.stdout and "snap, strobe, value" in done.stdout
+    out = tmp_path / "bank.v"
+    done = _cli("verilog", "profile", "--bank", "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    header = re.search(r"^module ss_profile_bank\(([^)]*)\);", out.read_text(), re.M)
+    assert header is not None
+    ports = {p.strip() for p in header.group(1).split(",")}
+    assert ports == {"addr", "r_en", "r_data", "w_en", "w_data", "state", "clk", "rst"}
+    assert "frame_cycles" not in ports  # a register behind the bus, not a port

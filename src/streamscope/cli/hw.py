@@ -39,13 +39,35 @@ def verilog(
     out: Annotated[
         Path | None, typer.Option("--out", "-o", help="Write here (default: standard output).")
     ] = None,
+    bank: Annotated[
+        bool, typer.Option("--bank", help="Behind its register bank (module ss_CORE_bank).")
+    ] = False,
 ) -> None:
     """The Verilog of a configured core (its top module is ss_CORE)."""
     from streamscope.hw.cores import verilog as make_verilog
 
-    text = make_verilog(core, param or [])
+    text = make_verilog(core, param or [], bank=bank)
     if out is None:
         sys.stdout.write(text)
     else:
         out.write_text(text)
-        print(f"wrote {out} ({len(text.splitlines())} lines, module ss_{core})", file=sys.stderr)
+        top = f"ss_{core}_bank" if bank else f"ss_{core}"
+        print(f"wrote {out} ({len(text.splitlines())} lines, module {top})", file=sys.stderr)
+
+
+@app.command("map")
+def register_map(
+    core: Annotated[str, typer.Argument(help="The core (see `streamscope hw list`).")],
+    param: Annotated[list[str] | None, _PARAM] = None,
+) -> None:
+    """The register map of a configured core behind its bank: word address, words, bits,
+    access (rw: the host writes it; ro: it reads it)."""
+    from streamscope.hw.cores import banked
+    from streamscope.hw.regmap import MAGIC, MAGIC_ADDR
+
+    bank = banked(core, param or [])
+    print(f"{'addr':>6}  {'words':>5}  {'bits':>4}  access  register")
+    for r in bank.registers:
+        print(f"0x{r.addr:04x}  {r.words:>5}  {r.width:>4}  {r.access:<6}  {r.name}")
+    print(f"0x{MAGIC_ADDR:04x}      1    32  ro      (magic: 0x{MAGIC:08x})")
+    print(f"design-driven ports: {', '.join(sorted(bank.events))}")

@@ -18,12 +18,14 @@ from streamscope.core.errors import ConfigError
 
 @dataclass(frozen=True, slots=True)
 class CoreInfo:
-    """One core: what it is and how to make it (``params``: name -> default)."""
+    """One core: what it is and how to make it (``params``: name -> default); ``events``: the
+    inputs its design drives each cycle (the rest are registers, ``hw.regmap``)."""
 
     name: str
     about: str
     make: Callable[..., Any]
     params: Mapping[str, int]
+    events: frozenset[str]
 
 
 def _defaults(fn: Callable[..., Any]) -> dict[str, int]:
@@ -39,7 +41,7 @@ def _core(module: str, cls: str, about: str) -> Callable[[], CoreInfo]:
 
     def info() -> CoreInfo:
         made = getattr(importlib.import_module(f"streamscope.hw.{module}"), cls)
-        return CoreInfo(module, about, made, _defaults(made.__init__))
+        return CoreInfo(module, about, made, _defaults(made.__init__), made.EVENTS)
 
     return info
 
@@ -93,9 +95,20 @@ def make(name: str, params: list[str] | None = None) -> tuple[CoreInfo, dict[str
         raise ConfigError(f"core {name!r} with {values}: {exc}") from None
 
 
-def verilog(name: str, params: list[str] | None = None) -> str:
-    """The Verilog of core ``name`` (its top module ``ss_<name>``)."""
+def banked(name: str, params: list[str] | None = None) -> Any:
+    """Core ``name`` behind its register bank (``hw.regmap``)."""
+    from streamscope.hw.regmap import RegisterBank
+
+    info, _, core = make(name, params)
+    return RegisterBank(core, info.events)
+
+
+def verilog(name: str, params: list[str] | None = None, *, bank: bool = False) -> str:
+    """The Verilog of core ``name`` (top module ``ss_<name>``; ``bank``: behind its register
+    bank, ``ss_<name>_bank``)."""
     from amaranth.back import verilog as back
 
+    if bank:
+        return str(back.convert(banked(name, params), name=f"ss_{name}_bank"))
     _, _, core = make(name, params)
     return str(back.convert(core, name=f"ss_{name}"))

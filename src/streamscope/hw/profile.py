@@ -24,6 +24,9 @@ class StateProfile(wiring.Component):  # type: ignore[misc]  # (amaranth is unty
     """See the module. ``states``: counters built (one per state code); ``count_width``: each
     counter's bits (a frame longer than ``2**count_width`` cycles wraps it)."""
 
+    #: The inputs the design drives each cycle; the others are registers the host writes.
+    EVENTS = frozenset({"state"})
+
     def __init__(self, states: int = 4, count_width: int = 32, frame_width: int = 32) -> None:
         if states < 2 or count_width < 1 or frame_width < 1:
             raise ValueError("a state profile needs 2 states or more and widths of at least 1")

@@ -34,6 +34,9 @@ class TriggerProbe(wiring.Component):  # type: ignore[misc]  # (amaranth is unty
     """See the module. ``width``: the value's bits; ``max_depth``: levels built;
     ``count_width``/``wrap_width``: the counter and its wrap count."""
 
+    #: The inputs the design drives each cycle; the others are registers the host writes.
+    EVENTS = frozenset({"strobe", "value", "snap"})
+
     def __init__(
         self, width: int = 8, max_depth: int = 4, count_width: int = 16, wrap_width: int = 16
     ) -> None:
