@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck pytest browser clean
+.PHONY: run test lint typecheck pytest browser fpga clean
 
 # The report tests open the HTML report in a real headless browser: Debian's chromium.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo -n)
@@ -32,7 +32,15 @@ browser:
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq \
 	  chromium >/dev/null; } || echo "could not install chromium: the report tests will say so"
 
-pytest: $(STAMP) browser
+# The probe cores' cost: Debian's yosys (synthesis), nextpnr-ice40 and fpga-icestorm (place and
+# route for the maximum frequency).
+fpga:
+	@{ command -v yosys && command -v nextpnr-ice40 && command -v icepack; } >/dev/null 2>&1 || { \
+	  echo "installing Debian's yosys, nextpnr-ice40 and fpga-icestorm (probe core cost)"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq \
+	  yosys nextpnr-ice40 fpga-icestorm >/dev/null; } || echo "could not install the FPGA tools: the cost tests will say so"
+
+pytest: $(STAMP) browser fpga
 	$(BIN)/python -m pytest -q -p no:cacheprovider; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 1; fi; exit $$rc
 
 test: lint typecheck pytest

@@ -57,3 +57,33 @@ def test_a_core_s_register_map_and_its_bank_s_verilog(tmp_path: Path) -> None:
     ports = {p.strip() for p in header.group(1).split(",")}
     assert ports == {"addr", "r_en", "r_data", "w_en", "w_data", "state", "clk", "rst"}
     assert "frame_cycles" not in ports  # a register behind the bus, not a port
+
+
+def test_a_core_s_cost_grows_with_its_trigger_and_is_placed_for_its_frequency() -> None:
+    """Yosys and nextpnr on two configurations of the trigger probe: a wider, deeper trigger
+    takes more LUTs and runs slower (seed 001's trends); the bank adds its registers."""
+    import json
+
+    runs = {}
+    for params in (("width=8", "max_depth=1"), ("width=24", "max_depth=4")):
+        args = [a for p in params for a in ("-p", p)]
+        done = _cli("cost", "trigger", *args, "--json")
+        assert done.returncode == 0, done.stderr
+        runs[params[0]] = json.loads(done.stdout)
+    small, big = runs["width=8"], runs["width=24"]
+    assert 0 < small["core"]["luts"] < big["core"]["luts"]
+    assert small["banked"]["ffs"] > small["core"]["ffs"]  # the configuration registers
+    assert big["fmax_mhz"] < small["fmax_mhz"]
+    table = _cli("cost", "profile", "--no-pnr")
+    assert table.returncode == 0 and "behind bank" in table.stdout and "--no-pnr" in table.stdout
+
+
+def test_a_missing_synthesiser_is_said_not_a_traceback(tmp_path: Path) -> None:
+    import os
+
+    env = {**os.environ, "PATH": str(tmp_path)}  # no yosys here
+    done = subprocess.run([sys.executable, "-m", "streamscope", "hw", "cost", "trigger"],
+                          capture_output=True, text=True, timeout=120, check=False, env=env,
+                          stdin=subprocess.DEVNULL)  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "yosys is not installed" in done.stderr and "Traceback" not in done.stderr

@@ -10,7 +10,7 @@ import typer
 
 app = typer.Typer(
     name="hw",
-    help="Probe cores for FPGA designs: list them, write their Verilog.",
+    help="Probe cores for FPGA designs: list them, their register maps, Verilog and cost.",
     no_args_is_help=True,
     add_completion=False,
     rich_markup_mode=None,
@@ -71,3 +71,31 @@ def register_map(
         print(f"0x{r.addr:04x}  {r.words:>5}  {r.width:>4}  {r.access:<6}  {r.name}")
     print(f"0x{MAGIC_ADDR:04x}      1    32  ro      (magic: 0x{MAGIC:08x})")
     print(f"design-driven ports: {', '.join(sorted(bank.events))}")
+
+
+@app.command("cost")
+def cost(
+    core: Annotated[str, typer.Argument(help="The core (see `streamscope hw list`).")],
+    param: Annotated[list[str] | None, _PARAM] = None,
+    pnr: Annotated[
+        bool, typer.Option("--pnr/--no-pnr", help="Place and route for the maximum frequency.")
+    ] = True,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object.")] = False,
+) -> None:
+    """What a configured core costs on an iCE40 (Yosys, nextpnr): LUTs, carry cells, flip-flops
+    and block RAMs, alone and behind its register bank, and the bank's maximum frequency."""
+    import json
+
+    from streamscope.hw.cost import DEVICE
+    from streamscope.hw.cost import cost as core_cost
+
+    c = core_cost(core, param or [], pnr=pnr)
+    if as_json:
+        print(json.dumps({"core": core, "params": param or [], **c.to_dict()}))
+        return
+    print(f"{'':<14}{'LUT4':>7}{'carry':>7}{'FF':>7}{'BRAM':>6}")
+    for label, lg in (("core", c.core), ("behind bank", c.banked)):
+        print(f"{label:<14}{lg.luts:>7}{lg.carries:>7}{lg.ffs:>7}{lg.brams:>6}")
+    where = " ".join(DEVICE).replace("--", "")
+    fmax = f"{c.fmax_mhz:.1f} MHz" if c.fmax_mhz is not None else "not placed (--no-pnr)"
+    print(f"maximum frequency behind its bank ({where}): {fmax}")
