@@ -32,7 +32,10 @@ def test_a_configured_core_s_verilog_has_its_ports_at_its_widths(tmp_path: Path)
 
 def test_bad_cores_and_parameters_are_refused_with_what_is_allowed() -> None:
     for args, said in (
-        (("verilog", "nope"), "no probe core 'nope'; the cores are: profile, trigger"),
+        (
+            ("verilog", "nope"),
+            "no probe core 'nope'; the cores are: central, distributed, profile, trigger",
+        ),
         (("verilog", "trigger", "-p", "depth=3"), "'depth=3' is not NAME=VALUE"),
         (("verilog", "trigger", "-p", "width=x"), "width must be an integer, not 'x'"),
         (("verilog", "trigger", "-p", "width=0"), "widths and depth are at least 1"),

@@ -99,3 +99,37 @@ def test_the_bank_answers_its_magic_and_nothing_outside_its_map() -> None:
     assert seen == {"magic": MAGIC, "outside": 0, "level": 0, "match": 0xAB, "count": 3}
     with pytest.raises(KeyError, match="no register 'nope'"):
         SimBus(None, bank).register("nope")
+
+
+def test_a_host_takes_a_storage_s_samples_over_the_bus_one_write_each() -> None:
+    """Central storage behind its bank: the design offers samples from two probes; the host
+    reads the oldest and writes ``pop`` (a pulse: one sample a write), until ``level`` is 0."""
+    from streamscope.hw.storage import CentralStorageCore
+
+    core = CentralStorageCore(2, 8, 16, 8, 1, 1, 16)
+    bank = RegisterBank(core, core.EVENTS)
+    got: list[tuple[int, int, int]] = []
+
+    async def bench(ctx: Any) -> None:
+        bus = SimBus(ctx, bank)
+        for c in range(3):  # both probes offer for three cycles: one grant a cycle
+            for i in range(2):
+                ctx.set(bank.offer[i], 1)
+                ctx.set(bank.value[i], 10 * i + c)
+            await ctx.tick()
+        for i in range(2):
+            ctx.set(bank.offer[i], 0)
+        for _ in range(4):
+            await ctx.tick()  # the arbiter empties the hold registers
+        while await bus.get("level"):
+            got.append((await bus.get("head_probe"), await bus.get("head_ticks"),
+                        await bus.get("head_value")))  # fmt: skip
+            await bus.set("pop", 1)
+        got.append((await bus.get("contention[0]"), await bus.get("contention[1]"), -1))
+
+    _simulate(bank, bench)
+    # Cycle 0: both held. 1: probe 0's granted, its new one held, probe 1's refused (its
+    # hold register still full). 2: probe 1's granted, its new one held, probe 0's refused.
+    # 3 and 4: the two held ones.
+    assert got[:-1] == [(0, 0, 0), (1, 0, 10), (0, 1, 1), (1, 2, 12)]
+    assert got[-1] == (1, 1, -1)

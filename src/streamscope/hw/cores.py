@@ -41,7 +41,8 @@ def _core(module: str, cls: str, about: str) -> Callable[[], CoreInfo]:
 
     def info() -> CoreInfo:
         made = getattr(importlib.import_module(f"streamscope.hw.{module}"), cls)
-        return CoreInfo(module, about, made, _defaults(made.__init__), made.EVENTS)
+        name = next(k for k, v in CORES.items() if v is info)
+        return CoreInfo(name, about, made, _defaults(made.__init__), made.EVENTS)
 
     return info
 
@@ -57,6 +58,17 @@ CORES: dict[str, Callable[[], CoreInfo]] = {
         "profile",
         "StateProfile",
         "seed 003's profile counters: the cycles a stage spends in each state, per frame",
+    ),
+    "central": _core(
+        "storage",
+        "CentralStorageCore",
+        "seed 001's centralised storage: one buffer for every probe behind a round-robin "
+        "arbiter, contention and overflow drops counted per probe",
+    ),
+    "distributed": _core(
+        "storage",
+        "DistributedStorageCore",
+        "seed 001's distributed storage: a buffer per probe, overflow drops counted",
     ),
 }
 

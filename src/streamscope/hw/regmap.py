@@ -12,7 +12,8 @@ Layout: registers in the order of the core's ports (arrays element by element), 
 reads 0, so a host can find a bank and tell a stale address. A write to a read-only register is
 ignored. A multi-word counter is read low word first: reading the low word latches the high words
 of the same register, so a value read across two reads is one value (``r_data`` of the high
-words comes from the latch).
+words comes from the latch). A core's ``STROBES`` (a storage's ``pop``) are pulses: a write
+of 1 drives one in the cycle of the write, so a read after it sees its effect.
 """
 
 from __future__ import annotations
@@ -94,12 +95,21 @@ class RegisterBank(wiring.Component):  # type: ignore[misc]  # (amaranth is unty
         m = Module()
         m.submodules.core = self.core
         for name in self.events:
-            m.d.comb += getattr(self.core, name).eq(getattr(self, name))
+            inner, outer = getattr(self.core, name), getattr(self, name)
+            if isinstance(inner, Signal):
+                m.d.comb += inner.eq(outer)
+            else:  # an array of ports
+                m.d.comb += [a.eq(b) for a, b in zip(inner, outer, strict=True)]
+        strobes = getattr(self.core, "STROBES", frozenset())
         sources = []
         for reg, (_, sig, access) in zip(
             self.registers, _ports(self.core, self.events), strict=True
         ):
-            if access == "rw":  # the host's copy drives the core's input
+            if access == "rw" and reg.name.split("[")[0] in strobes:
+                # A pulse, in the cycle of the write itself: a read after it sees its effect.
+                m.d.comb += sig.eq(self.w_en & (self.addr == reg.addr) & self.w_data[0])
+                sources.append(sig)
+            elif access == "rw":  # the host's copy drives the core's input
                 store = Signal(reg.width, name="reg_" + reg.name.replace("[", "_").strip("]"))
                 m.d.comb += sig.eq(store)
                 with m.If(self.w_en):

@@ -1,0 +1,216 @@
+"""Where probe cores keep their samples (seed 001, §3.2 and §5.2), as cores: one buffer shared by
+every probe behind a round-robin arbiter, or one buffer per probe.
+
+In (each cycle): ``offer[i]`` with ``value[i]`` from each of ``probes`` probes (a sample taken
+this cycle; its time is the cycle counter ``now``); ``pop`` (the host takes the oldest sample).
+Out: the oldest sample (``head_probe``, ``head_ticks``, ``head_value``; ``level`` samples held),
+and per probe the samples ``written``, refused for ``contention`` (its hold register was still
+waiting for the arbiter: centralised only) and for ``overflow`` (the buffer was full).
+
+Centralised: each cycle the arbiter first grants up to ``ports`` held samples, one per probe,
+visiting probes round-robin from the one after the last granted; a granted sample is written
+if the buffer has room, else counted an overflow. Then the samples offered this cycle enter
+their probe's hold register of ``hold`` places, or are refused (contention). Distributed: a
+sample is written the cycle it is offered, into its probe's own buffer, unless that is full.
+The semantics are ``probes.storage``'s ``CentralStorage`` and ``DistributedStorage``;
+``tests/property/test_hw_storage.py`` holds them to each other sample by sample.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Array, Module, Mux, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+
+def _bits(n: int) -> int:
+    return max(1, n.bit_length())
+
+
+def _check(probes: int, capacity: int) -> None:
+    if probes < 1:
+        raise ValueError("storage needs at least one probe")
+    if capacity < 1 or capacity & (capacity - 1):
+        raise ValueError(f"storage capacity must be a power of two, got {capacity}")
+
+
+def _counters(probes: int, width: int) -> dict[str, object]:
+    return {name: Out(width).array(probes) for name in ("written", "contention", "overflow")}
+
+
+class CentralStorageCore(wiring.Component):  # type: ignore[misc]  # (amaranth is untyped)
+    """See the module: one buffer of ``capacity`` samples, ``ports`` writes a cycle, a hold
+    register of ``hold`` samples per probe."""
+
+    #: The inputs the design drives each cycle; the others are registers the host writes.
+    EVENTS = frozenset({"offer", "value"})
+    #: Registers that act once per write (the host takes the oldest sample).
+    STROBES = frozenset({"pop"})
+
+    def __init__(
+        self,
+        probes: int = 4,
+        value_width: int = 16,
+        ticks_width: int = 32,
+        capacity: int = 16,
+        ports: int = 1,
+        hold: int = 1,
+        count_width: int = 32,
+    ) -> None:
+        _check(probes, capacity)
+        if ports < 1 or hold < 1:
+            raise ValueError("central storage needs a write port and a hold place at least")
+        self.probes, self.capacity, self.ports, self.hold = probes, capacity, ports, hold
+        self.value_width, self.ticks_width = value_width, ticks_width
+        super().__init__(
+            {
+                "offer": In(1).array(probes),
+                "value": In(value_width).array(probes),
+                "pop": In(1),
+                "now": Out(ticks_width),
+                "level": Out(_bits(capacity)),
+                "head_probe": Out(_bits(probes - 1)),
+                "head_ticks": Out(ticks_width),
+                "head_value": Out(value_width),
+                **_counters(probes, count_width),
+            }
+        )
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        n, cap, hold = self.probes, self.capacity, self.hold
+        m.d.sync += self.now.eq(self.now + 1)
+        # Hold registers: per probe, ``hold`` places of (ticks, value), oldest first.
+        ht = [[Signal(self.ticks_width, name=f"ht{i}_{k}") for k in range(hold)] for i in range(n)]
+        hv = [[Signal(self.value_width, name=f"hv{i}_{k}") for k in range(hold)] for i in range(n)]
+        hn = [Signal(_bits(hold), name=f"hn{i}") for i in range(n)]
+        # The arbiter: from the probe after the last granted, up to ``ports`` grants.
+        last = Signal(_bits(n - 1), init=n - 1)
+        full = Array(hn[i] != 0 for i in range(n))
+        granted = [Signal(name=f"granted{i}") for i in range(n)]
+        slot = [Signal(_bits(self.ports), name=f"slot{i}") for i in range(n)]  # its grant's order
+        count = Signal(_bits(self.ports))
+        new_last = Signal.like(last)
+        m.d.comb += new_last.eq(last)
+        order: list[tuple[Signal, Signal]] = []  # (probe index, grant) by rotation
+        g = Signal(_bits(self.ports), name="g0")
+        for r in range(n):
+            idx = Signal.like(last, name=f"idx{r}")
+            m.d.comb += idx.eq(Mux(last + 1 + r >= n, last + 1 + r - n, last + 1 + r))
+            grant = Signal(name=f"grant{r}")
+            m.d.comb += grant.eq(full[idx] & (g < self.ports))
+            nxt = Signal(_bits(self.ports), name=f"g{r + 1}")
+            m.d.comb += nxt.eq(g + grant)
+            for i in range(n):
+                with m.If(grant & (idx == i)):
+                    m.d.comb += [granted[i].eq(1), slot[i].eq(g)]
+            with m.If(grant):
+                m.d.comb += new_last.eq(idx)
+            order.append((idx, grant))
+            g = nxt
+        m.d.comb += count.eq(g)
+        m.d.sync += last.eq(new_last)
+        # The shared buffer: the granted samples in grant order, while there is room.
+        bt = Array(Signal(self.ticks_width, name=f"bt{k}") for k in range(cap))
+        bv = Array(Signal(self.value_width, name=f"bv{k}") for k in range(cap))
+        bp = Array(Signal(_bits(n - 1), name=f"bp{k}") for k in range(cap))
+        wp = Signal(_bits(cap - 1) if cap > 1 else 1)
+        rp = Signal.like(wp)
+        popped = Signal()
+        m.d.comb += popped.eq(self.pop & (self.level != 0))
+        m.d.comb += [self.head_probe.eq(bp[rp]), self.head_ticks.eq(bt[rp]),
+                     self.head_value.eq(bv[rp])]  # fmt: skip
+        room = Signal(_bits(cap))
+        m.d.comb += room.eq(cap - self.level)
+        wrote = Signal(_bits(self.ports))
+        writes = []
+        for i in range(n):
+            ok = Signal(name=f"ok{i}")
+            m.d.comb += ok.eq(granted[i] & (slot[i] < room))
+            writes.append(ok)
+            with m.If(ok):
+                at = (wp + slot[i])[: max(1, (cap - 1).bit_length())] if cap > 1 else 0
+                m.d.sync += [bt[at].eq(ht[i][0]), bv[at].eq(hv[i][0]), bp[at].eq(i)]
+                m.d.sync += self.written[i].eq(self.written[i] + 1)
+            with m.Elif(granted[i]):
+                m.d.sync += self.overflow[i].eq(self.overflow[i] + 1)
+        m.d.comb += wrote.eq(Mux(count < room, count, room))
+        if cap > 1:
+            m.d.sync += [wp.eq(wp + wrote), rp.eq(rp + popped)]
+        m.d.sync += self.level.eq(self.level + wrote - popped)
+        # The hold registers: the granted sample leaves, this cycle's sample enters or is refused.
+        for i in range(n):
+            after = Signal(_bits(hold), name=f"after{i}")
+            m.d.comb += after.eq(hn[i] - granted[i])
+            with m.If(granted[i]):
+                for k in range(hold - 1):
+                    m.d.sync += [ht[i][k].eq(ht[i][k + 1]), hv[i][k].eq(hv[i][k + 1])]
+            with m.If(self.offer[i]):
+                with m.If(after < hold):
+                    for k in range(hold):
+                        with m.If(after == k):
+                            m.d.sync += [ht[i][k].eq(self.now), hv[i][k].eq(self.value[i])]
+                    m.d.sync += hn[i].eq(after + 1)
+                with m.Else():
+                    m.d.sync += [hn[i].eq(after), self.contention[i].eq(self.contention[i] + 1)]
+            with m.Else():
+                m.d.sync += hn[i].eq(after)
+        return m
+
+
+class DistributedStorageCore(wiring.Component):  # type: ignore[misc]  # (amaranth is untyped)
+    """See the module: a buffer of ``capacity`` samples per probe, each read by ``pop[i]``."""
+
+    EVENTS = frozenset({"offer", "value"})
+    STROBES = frozenset({"pop"})
+
+    def __init__(
+        self,
+        probes: int = 4,
+        value_width: int = 16,
+        ticks_width: int = 32,
+        capacity: int = 16,
+        count_width: int = 32,
+    ) -> None:
+        _check(probes, capacity)
+        self.probes, self.capacity = probes, capacity
+        self.value_width, self.ticks_width = value_width, ticks_width
+        super().__init__(
+            {
+                "offer": In(1).array(probes),
+                "value": In(value_width).array(probes),
+                "pop": In(1).array(probes),
+                "now": Out(ticks_width),
+                "level": Out(_bits(capacity)).array(probes),
+                "head_ticks": Out(ticks_width).array(probes),
+                "head_value": Out(value_width).array(probes),
+                **_counters(probes, count_width),
+            }
+        )
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        cap = self.capacity
+        abits = max(1, (cap - 1).bit_length())
+        m.d.sync += self.now.eq(self.now + 1)
+        for i in range(self.probes):
+            bt = Array(Signal(self.ticks_width, name=f"bt{i}_{k}") for k in range(cap))
+            bv = Array(Signal(self.value_width, name=f"bv{i}_{k}") for k in range(cap))
+            wp = Signal(abits, name=f"wp{i}")
+            rp = Signal(abits, name=f"rp{i}")
+            popped = Signal(name=f"popped{i}")
+            m.d.comb += popped.eq(self.pop[i] & (self.level[i] != 0))
+            m.d.comb += [self.head_ticks[i].eq(bt[rp]), self.head_value[i].eq(bv[rp])]
+            wrote = Signal(name=f"wrote{i}")
+            m.d.comb += wrote.eq(self.offer[i] & (self.level[i] < cap))
+            with m.If(wrote):
+                m.d.sync += [bt[wp].eq(self.now), bv[wp].eq(self.value[i]),
+                             self.written[i].eq(self.written[i] + 1)]  # fmt: skip
+                if cap > 1:
+                    m.d.sync += wp.eq(wp + 1)
+            with m.Elif(self.offer[i]):
+                m.d.sync += self.overflow[i].eq(self.overflow[i] + 1)
+            if cap > 1:
+                m.d.sync += rp.eq(rp + popped)
+            m.d.sync += self.level[i].eq(self.level[i] + wrote - popped)
+        return m
