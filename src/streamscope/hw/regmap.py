@@ -100,7 +100,7 @@ class RegisterBank(wiring.Component):  # type: ignore[misc]  # (amaranth is unty
                 m.d.comb += inner.eq(outer)
             else:  # an array of ports
                 m.d.comb += [a.eq(b) for a, b in zip(inner, outer, strict=True)]
-        strobes = getattr(self.core, "STROBES", frozenset())
+        strobes: frozenset[str] = getattr(self.core, "STROBES", frozenset())
         sources = []
         for reg, (_, sig, access) in zip(
             self.registers, _ports(self.core, self.events), strict=True
