@@ -172,7 +172,9 @@ def _occupancy_against_truth(run: ss.Run, truth: Any) -> list[tuple[int, float, 
     times, level = times[order], np.cumsum(steps[order])
     rows = []
     for fr in run.results(qid, "gather -> sink"):
-        a, b = fr.t_start_ns, fr.t_end_ns
+        if fr.covered_ns == 0:
+            continue  # after node-c's end: nothing seen there
+        a, b = fr.t_start_ns, fr.t_start_ns + fr.covered_ns  # the host's last frame ends early
         inside = (times > a) & (times < b)
         edges = np.concatenate(([a], times[inside], [b]))
         before = np.searchsorted(times, edges[:-1], side="right")
