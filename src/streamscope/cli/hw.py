@@ -16,6 +16,7 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 
+_CORE = typer.Argument(help="The core (see `streamscope hw list`).")
 _PARAM = typer.Option(
     "--param", "-p", metavar="NAME=VALUE", help="A core parameter (repeat for several)."
 )
@@ -34,7 +35,7 @@ def list_cores() -> None:
 
 @app.command("verilog")
 def verilog(
-    core: Annotated[str, typer.Argument(help="The core (see `streamscope hw list`).")],
+    core: Annotated[str, _CORE],
     param: Annotated[list[str] | None, _PARAM] = None,
     out: Annotated[
         Path | None, typer.Option("--out", "-o", help="Write here (default: standard output).")
@@ -57,7 +58,7 @@ def verilog(
 
 @app.command("map")
 def register_map(
-    core: Annotated[str, typer.Argument(help="The core (see `streamscope hw list`).")],
+    core: Annotated[str, _CORE],
     param: Annotated[list[str] | None, _PARAM] = None,
 ) -> None:
     """The register map of a configured core behind its bank: word address, words, bits,
@@ -75,7 +76,7 @@ def register_map(
 
 @app.command("cost")
 def cost(
-    core: Annotated[str, typer.Argument(help="The core (see `streamscope hw list`).")],
+    core: Annotated[str, _CORE],
     param: Annotated[list[str] | None, _PARAM] = None,
     pnr: Annotated[
         bool, typer.Option("--pnr/--no-pnr", help="Place and route for the maximum frequency.")

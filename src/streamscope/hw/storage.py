@@ -34,18 +34,36 @@ def _check(probes: int, capacity: int) -> None:
         raise ValueError(f"storage capacity must be a power of two, got {capacity}")
 
 
-def _counters(probes: int, width: int) -> dict[str, object]:
-    return {name: Out(width).array(probes) for name in ("written", "contention", "overflow")}
-
-
-class CentralStorageCore(wiring.Component):  # type: ignore[misc]  # (amaranth is untyped)
-    """See the module: one buffer of ``capacity`` samples, ``ports`` writes a cycle, a hold
-    register of ``hold`` samples per probe."""
+class _Storage(wiring.Component):  # type: ignore[misc]  # (amaranth is untyped)
+    """What both schemes share: each probe's offer and value in, the cycle counter, each
+    probe's written/contention/overflow counters out."""
 
     #: The inputs the design drives each cycle; the others are registers the host writes.
     EVENTS = frozenset({"offer", "value"})
     #: Registers that act once per write (the host takes the oldest sample).
     STROBES = frozenset({"pop"})
+
+    def __init__(
+        self,
+        probes: int,
+        value_width: int,
+        ticks_width: int,
+        capacity: int,
+        count_width: int,
+        members: dict[str, object],
+    ) -> None:
+        _check(probes, capacity)
+        self.probes, self.capacity = probes, capacity
+        self.value_width, self.ticks_width = value_width, ticks_width
+        counters = {name: Out(count_width).array(probes)
+                    for name in ("written", "contention", "overflow")}  # fmt: skip
+        super().__init__({"offer": In(1).array(probes), "value": In(value_width).array(probes),
+                          "now": Out(ticks_width), **members, **counters})  # fmt: skip
+
+
+class CentralStorageCore(_Storage):
+    """See the module: one buffer of ``capacity`` samples, ``ports`` writes a cycle, a hold
+    register of ``hold`` samples per probe."""
 
     def __init__(
         self,
@@ -57,24 +75,14 @@ class CentralStorageCore(wiring.Component):  # type: ignore[misc]  # (amaranth i
         hold: int = 1,
         count_width: int = 32,
     ) -> None:
-        _check(probes, capacity)
         if ports < 1 or hold < 1:
             raise ValueError("central storage needs a write port and a hold place at least")
-        self.probes, self.capacity, self.ports, self.hold = probes, capacity, ports, hold
-        self.value_width, self.ticks_width = value_width, ticks_width
+        self.ports, self.hold = ports, hold
         super().__init__(
-            {
-                "offer": In(1).array(probes),
-                "value": In(value_width).array(probes),
-                "pop": In(1),
-                "now": Out(ticks_width),
-                "level": Out(_bits(capacity)),
-                "head_probe": Out(_bits(probes - 1)),
-                "head_ticks": Out(ticks_width),
-                "head_value": Out(value_width),
-                **_counters(probes, count_width),
-            }
-        )
+            probes, value_width, ticks_width, capacity, count_width,
+            {"pop": In(1), "level": Out(_bits(capacity)), "head_probe": Out(_bits(probes - 1)),
+             "head_ticks": Out(ticks_width), "head_value": Out(value_width)},
+        )  # fmt: skip
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
@@ -158,11 +166,8 @@ class CentralStorageCore(wiring.Component):  # type: ignore[misc]  # (amaranth i
         return m
 
 
-class DistributedStorageCore(wiring.Component):  # type: ignore[misc]  # (amaranth is untyped)
+class DistributedStorageCore(_Storage):
     """See the module: a buffer of ``capacity`` samples per probe, each read by ``pop[i]``."""
-
-    EVENTS = frozenset({"offer", "value"})
-    STROBES = frozenset({"pop"})
 
     def __init__(
         self,
@@ -172,21 +177,12 @@ class DistributedStorageCore(wiring.Component):  # type: ignore[misc]  # (amaran
         capacity: int = 16,
         count_width: int = 32,
     ) -> None:
-        _check(probes, capacity)
-        self.probes, self.capacity = probes, capacity
-        self.value_width, self.ticks_width = value_width, ticks_width
         super().__init__(
-            {
-                "offer": In(1).array(probes),
-                "value": In(value_width).array(probes),
-                "pop": In(1).array(probes),
-                "now": Out(ticks_width),
-                "level": Out(_bits(capacity)).array(probes),
-                "head_ticks": Out(ticks_width).array(probes),
-                "head_value": Out(value_width).array(probes),
-                **_counters(probes, count_width),
-            }
-        )
+            probes, value_width, ticks_width, capacity, count_width,
+            {"pop": In(1).array(probes), "level": Out(_bits(capacity)).array(probes),
+             "head_ticks": Out(ticks_width).array(probes),
+             "head_value": Out(value_width).array(probes)},
+        )  # fmt: skip
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
