@@ -36,10 +36,12 @@ def rows(results: list[tuple[list[str], Cost]]) -> list[list[str]]:
     out = []
     for params, c in results:
         fmax = c.fmax_mhz or float("nan")
+        placed = [f"{fmax:.1f}", f"{fmax / (base.fmax_mhz or float('nan')):.2f}x"]
+        if not c.fits:
+            placed = ["no fit", "-"]  # more logic cells than an HX8K has
         out.append(
             [" ".join(params), str(c.core.luts), f"{c.core.luts / base.core.luts:.2f}x",
-             str(c.core.ffs), str(c.banked.luts), f"{fmax:.1f}",
-             f"{fmax / (base.fmax_mhz or float('nan')):.2f}x"]
+             str(c.core.ffs), str(c.banked.luts), *placed]
         )  # fmt: skip
     return out
 

@@ -99,4 +99,6 @@ def cost(
         print(f"{label:<14}{lg.luts:>7}{lg.carries:>7}{lg.ffs:>7}{lg.brams:>6}")
     where = " ".join(DEVICE).replace("--", "")
     fmax = f"{c.fmax_mhz:.1f} MHz" if c.fmax_mhz is not None else "not placed (--no-pnr)"
+    if not c.fits:
+        fmax = "it does not fit the part"
     print(f"maximum frequency behind its bank ({where}): {fmax}")

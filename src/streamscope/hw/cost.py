@@ -30,6 +30,10 @@ class SynthesisError(StreamscopeError):
     """A tool is missing, or failed on a core."""
 
 
+class DoesNotFit(SynthesisError):
+    """More logic than the part has."""
+
+
 @dataclass(frozen=True, slots=True)
 class Logic:
     """Cells of one synthesised design."""
@@ -42,11 +46,13 @@ class Logic:
 
 @dataclass(frozen=True, slots=True)
 class Cost:
-    """A core alone (``core``), behind its bank (``banked``), and the bank's ``fmax_mhz``."""
+    """A core alone (``core``), behind its bank (``banked``), and the bank's ``fmax_mhz`` (None:
+    not placed; ``fits`` False: it did not fit the part)."""
 
     core: Logic
     banked: Logic
     fmax_mhz: float | None
+    fits: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -64,8 +70,10 @@ def _run(args: list[str], what: str, cwd: Path) -> str:
     done = subprocess.run(args, cwd=cwd, capture_output=True, text=True, check=False,
                           timeout=600, stdin=subprocess.DEVNULL)  # fmt: skip
     if done.returncode != 0:
-        tail = (done.stderr or done.stdout).strip().splitlines()[-5:]
-        raise SynthesisError(f"{what} failed: " + " | ".join(tail))
+        said = (done.stderr or done.stdout).strip()
+        tail = said.splitlines()[-5:]
+        error = DoesNotFit if "no BELs remaining" in said else SynthesisError
+        raise error(f"{what} failed: " + " | ".join(tail))
     return done.stdout
 
 
@@ -106,5 +114,8 @@ def cost(name: str, params: list[str] | None = None, *, pnr: bool = True) -> Cos
         core = synthesize(verilog(name, params), f"ss_{name}", work)
         bank_top = f"ss_{name}_bank"
         banked = synthesize(verilog(name, params, bank=True), bank_top, work)
-        fmax = place_and_route(bank_top, work) if pnr else None
+        try:
+            fmax = place_and_route(bank_top, work) if pnr else None
+        except DoesNotFit:
+            return Cost(core, banked, None, fits=False)
     return Cost(core, banked, fmax)

@@ -131,17 +131,24 @@ class CentralStorageCore(_Storage):
         room = Signal(_bits(cap))
         m.d.comb += room.eq(cap - self.level)
         wrote = Signal(_bits(self.ports))
-        writes = []
         for i in range(n):
-            ok = Signal(name=f"ok{i}")
-            m.d.comb += ok.eq(granted[i] & (slot[i] < room))
-            writes.append(ok)
-            with m.If(ok):
-                at = (wp + slot[i])[: max(1, (cap - 1).bit_length())] if cap > 1 else 0
-                m.d.sync += [bt[at].eq(ht[i][0]), bv[at].eq(hv[i][0]), bp[at].eq(i)]
+            with m.If(granted[i] & (slot[i] < room)):
                 m.d.sync += self.written[i].eq(self.written[i] + 1)
             with m.Elif(granted[i]):
                 m.d.sync += self.overflow[i].eq(self.overflow[i] + 1)
+        # Each write port takes its grant's sample (one multiplexer a port, not one a probe and
+        # place), and writes it at its place after the last written.
+        for k in range(self.ports):
+            st = Signal(self.ticks_width, name=f"st{k}")
+            sv = Signal(self.value_width, name=f"sv{k}")
+            sp = Signal(_bits(n - 1), name=f"sp{k}")
+            on = Signal(name=f"on{k}")
+            for i in range(n):
+                with m.If(granted[i] & (slot[i] == k)):
+                    m.d.comb += [st.eq(ht[i][0]), sv.eq(hv[i][0]), sp.eq(i), on.eq(1)]
+            with m.If(on & (k < room)):
+                at = (wp + k)[: max(1, (cap - 1).bit_length())] if cap > 1 else 0
+                m.d.sync += [bt[at].eq(st), bv[at].eq(sv), bp[at].eq(sp)]
         m.d.comb += wrote.eq(Mux(count < room, count, room))
         if cap > 1:
             m.d.sync += [wp.eq(wp + wrote), rp.eq(rp + popped)]
