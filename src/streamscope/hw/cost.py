@@ -31,7 +31,7 @@ class SynthesisError(StreamscopeError):
 
 
 class DoesNotFit(SynthesisError):
-    """More logic than the part has."""
+    """More logic cells or pins than the part has."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +47,7 @@ class Logic:
 @dataclass(frozen=True, slots=True)
 class Cost:
     """A core alone (``core``), behind its bank (``banked``), and the bank's ``fmax_mhz`` (None:
-    not placed; ``fits`` False: it did not fit the part)."""
+    not placed; ``fits`` False: its logic or its pins did not fit the part)."""
 
     core: Logic
     banked: Logic
@@ -72,7 +72,8 @@ def _run(args: list[str], what: str, cwd: Path) -> str:
     if done.returncode != 0:
         said = (done.stderr or done.stdout).strip()
         tail = said.splitlines()[-5:]
-        error = DoesNotFit if "no BELs remaining" in said else SynthesisError
+        full = "no BELs remaining" in said or "Unable to find a placement location" in said
+        error = DoesNotFit if full else SynthesisError
         raise error(f"{what} failed: " + " | ".join(tail))
     return done.stdout
 
