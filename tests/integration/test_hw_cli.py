@@ -34,7 +34,7 @@ def test_bad_cores_and_parameters_are_refused_with_what_is_allowed() -> None:
     for args, said in (
         (
             ("verilog", "nope"),
-            "no probe core 'nope'; the cores are: central, distributed, profile, trigger",
+            "no probe core 'nope'; the cores are: central, distributed, profile, timestamp, trigger",
         ),
         (("verilog", "trigger", "-p", "depth=3"), "'depth=3' is not NAME=VALUE"),
         (("verilog", "trigger", "-p", "width=x"), "width must be an integer, not 'x'"),

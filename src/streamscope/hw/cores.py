@@ -65,6 +65,12 @@ CORES: dict[str, Callable[[], CoreInfo]] = {
         "seed 001's centralised storage: one buffer for every probe behind a round-robin "
         "arbiter, contention and overflow drops counted per probe",
     ),
+    "timestamp": _core(
+        "timestamp",
+        "Timestamp",
+        "the device's clock (seed 002's FPGA agent): a cycle counter answering calibration "
+        "round trips",
+    ),
     "distributed": _core(
         "storage",
         "DistributedStorageCore",

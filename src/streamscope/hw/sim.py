@@ -3,8 +3,8 @@ tests (and a simulated device) read and write a ``RegisterBank`` exactly as a ho
 hardware.
 
 In: a running simulation's testbench context and a bank. Out: ``read``/``write`` of one word,
-and of a whole register by name (low word first, as the map says); each read takes two cycles
-(the request, then the word), each write one.
+and of a whole register by name (low word first, as the map says); each read takes a cycle
+(the word comes with the clock edge after the request), each write one.
 """
 
 from __future__ import annotations

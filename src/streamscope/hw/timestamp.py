@@ -1,0 +1,42 @@
+"""The device's clock as a core (TimeTrial's FPGA agent, seed 002): a free-running cycle counter
+that answers calibration round trips.
+
+In: ``req`` (a strobe: the host's round trip has reached the device; over the register bus, a
+write of 1). Out: ``count`` (the cycles since reset, wrapping at ``width`` bits), ``stamp`` (the
+count in the cycle of the last request) and ``answered`` (requests so far, so that a host can
+tell its answer from a stale one). Read back by the host, each answer is the middle reading of
+a round trip, as ``timebase.roundtrip`` takes it from the emulated device's clock: the counter
+is that clock with one tick a cycle; ``tests/property/test_hw_timestamp.py`` holds them to each
+other.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Module
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+
+class Timestamp(wiring.Component):  # type: ignore[misc]  # (amaranth is untyped)
+    """See the module. ``width``: the counter's bits."""
+
+    #: No input is the design's: the host's requests come over the bus.
+    EVENTS = frozenset()
+    #: A request acts once per write.
+    STROBES = frozenset({"req"})
+
+    def __init__(self, width: int = 48, answer_width: int = 32) -> None:
+        if width < 1 or answer_width < 1:
+            raise ValueError("a timestamp counter's widths are at least 1")
+        self.width = width
+        super().__init__(
+            {"req": In(1), "count": Out(width), "stamp": Out(width),
+             "answered": Out(answer_width)}
+        )  # fmt: skip
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        m.d.sync += self.count.eq(self.count + 1)
+        with m.If(self.req):
+            m.d.sync += [self.stamp.eq(self.count), self.answered.eq(self.answered + 1)]
+        return m
