@@ -21,7 +21,7 @@ class Timestamp(wiring.Component):  # type: ignore[misc]  # (amaranth is untyped
     """See the module. ``width``: the counter's bits."""
 
     #: No input is the design's: the host's requests come over the bus.
-    EVENTS = frozenset()
+    EVENTS: frozenset[str] = frozenset()
     #: A request acts once per write.
     STROBES = frozenset({"req"})
 
