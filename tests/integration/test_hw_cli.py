@@ -68,12 +68,12 @@ def test_a_core_s_cost_grows_with_its_trigger_and_is_placed_for_its_frequency() 
     import json
 
     runs = {}
-    for params in (("width=8", "max_depth=1"), ("width=24", "max_depth=4")):
+    for params in (("width=4", "max_depth=1"), ("width=16", "max_depth=3")):
         args = [a for p in params for a in ("-p", p)]
         done = _cli("cost", "trigger", *args, "--json")
         assert done.returncode == 0, done.stderr
         runs[params[0]] = json.loads(done.stdout)
-    small, big = runs["width=8"], runs["width=24"]
+    small, big = runs["width=4"], runs["width=16"]
     assert 0 < small["core"]["luts"] < big["core"]["luts"]
     assert small["banked"]["ffs"] > small["core"]["ffs"]  # the configuration registers
     assert big["fmax_mhz"] < small["fmax_mhz"]

@@ -105,14 +105,18 @@ def place_and_route(top: str, work: Path) -> float | None:
     return float(found[-1]) if found else None
 
 
-def cost(name: str, params: list[str] | None = None, *, pnr: bool = True) -> Cost:
+def cost(
+    name: str, params: list[str] | None = None, *, pnr: bool = True, bank: bool = True
+) -> Cost:
     """Core ``name`` configured by ``params``: its logic alone and behind its bank, and the
-    bank's maximum frequency (``pnr`` off: None)."""
+    bank's maximum frequency (``pnr`` off: None; ``bank`` off: the core alone, twice)."""
     from streamscope.hw.cores import verilog
 
     with tempfile.TemporaryDirectory(prefix="streamscope-hw-") as tmp:
         work = Path(tmp)
         core = synthesize(verilog(name, params), f"ss_{name}", work)
+        if not bank:
+            return Cost(core, core, None)
         bank_top = f"ss_{name}_bank"
         banked = synthesize(verilog(name, params, bank=True), bank_top, work)
         try:
