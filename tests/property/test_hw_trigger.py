@@ -6,13 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
+from amaranth.sim import Simulator
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-pytest.importorskip("amaranth")
-
-from amaranth.sim import Simulator
 
 from streamscope.hw.trigger import OPS, TriggerProbe
 from streamscope.probes.hardware import Condition, CountAction, Counter, Trigger
