@@ -174,6 +174,7 @@ class HostFrames:
         self._grid: tuple[float, float] | None = None  # origin (ticks), ticks per ns
         self._waiting: list[Records] = []  # records taken before the first grid
         self._reduced_ns = 0  # reduced up to here (virtual ns by the grid)
+        self._latest_ns = -1  # the latest record's time (a later grid may map the end sooner)
 
     def set_grid(self, origin_ticks: float, ticks_per_ns: float) -> None:
         first = self._grid is None
@@ -216,6 +217,7 @@ class HostFrames:
         events = mine[~(dropped | refused)]
         if len(events):
             t = self._ns(events["ticks"])
+            self._latest_ns = max(self._latest_ns, int(t.max()))
             self.routes.route(events, t, 0.0, self.ledger)
             for link in self.links.values():
                 sel = events["probe"] == link.head
@@ -257,7 +259,9 @@ class HostFrames:
         partial; items refused after each end's last kept record are counted all the same."""
         if self._grid is None:
             return []
-        end = int(self._ns(np.array([end_ticks]))[0])
+        # Never before a record taken: a grid that came since may place the end microseconds
+        # sooner than the records mapped by the one before (the stages ended after them).
+        end = max(int(self._ns(np.array([end_ticks]))[0]), self._latest_ns + 1)
         for link in self.links.values():  # removals still waiting for a grid: now or never
             self._pair(link, _NONE, _NONE)
         self.routes.count_unrecorded(end, self.reducers)
