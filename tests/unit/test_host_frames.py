@@ -366,15 +366,16 @@ def test_a_link_s_latency_is_paired_at_its_consumer_from_the_stamps_its_items_br
 
 def test_an_end_a_later_grid_places_sooner_loses_no_record() -> None:
     """The last records are mapped by one grid; a burst's grid that comes before the end moves
-    the map back 40 µs, so the end lands before them: the last frame still counts them."""
-    plan, topo = _prepared(["throughput(mid -> dst) every 100ms"])
+    the map back 40 µs, so the end lands before them: the last frame still holds them (the
+    latency of every item, which no count of refused items could make up for)."""
+    plan, topo = _prepared(["latency(mid -> dst): count every 100ms"])
     (pairs,) = host_pairs(plan, topo, trace=False).values()
-    pid = next(p.id for p in topo.probes if p.kind == "head")
+    probe = {p.kind: p.id for p in topo.probes if p.target == "mid -> dst"}
     frames = HostFrames(pairs, topo.probes, topo.tick_periods())
     frames.set_grid(0.0, 1.0)
-    t = np.arange(1, 1001) * 150_000  # an item every 0.15 ms up to 150 ms
-    frames.add(_records(Kind.GET, pid, t))
+    t = np.arange(1, 1001) * 150_000  # an item every 0.15 ms up to 150 ms, 20 µs in the channel
+    frames.add(np.concatenate((_records(Kind.PUT, probe["tail"], t),
+                               _records(Kind.GET, probe["head"], t + 20_000))))  # fmt: skip
     frames.set_grid(40_000.0, 1.0)
-    out = frames.finish(int(t[-1]) + 10_000)  # 10 µs after the last: 30 µs before it now
-    results = _frames(out)
-    assert sum(round(r.point("mean").value * r.covered_ns / 1e9) for r in results) == 1000  # type: ignore[union-attr,operator]
+    out = frames.finish(int(t[-1]) + 30_000)  # 10 µs after the last: 30 µs before it now
+    assert sum(r.point("count").value for r in _frames(out)) == 1000  # type: ignore[misc]
