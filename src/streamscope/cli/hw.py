@@ -64,7 +64,8 @@ def register_map(
     """The register map of a configured core behind its bank: word address, words, bits,
     access (rw: the host writes it; ro: it reads it)."""
     from streamscope.hw.cores import banked
-    from streamscope.hw.regmap import MAGIC, MAGIC_ADDR
+    from streamscope.hw.link import MAGIC
+    from streamscope.hw.regmap import MAGIC_ADDR
 
     bank = banked(core, param or [])
     print(f"{'addr':>6}  {'words':>5}  {'bits':>4}  access  register")

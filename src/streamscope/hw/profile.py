@@ -15,9 +15,11 @@ each other frame by frame.
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
+
+from streamscope.hw.framing import frame_clock
 
 
 class StateProfile(wiring.Component):  # type: ignore[misc]  # (amaranth is untyped)
@@ -45,14 +47,7 @@ class StateProfile(wiring.Component):  # type: ignore[misc]  # (amaranth is unty
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
-        at = Signal.like(self.frame_cycles)  # the cycle's place in its frame
-        last = Signal()
-        m.d.comb += last.eq(at + 1 >= self.frame_cycles)
-        m.d.sync += self.done.eq(0)
-        with m.If(last):
-            m.d.sync += [at.eq(0), self.frames.eq(self.frames + 1), self.done.eq(1)]
-        with m.Else():
-            m.d.sync += at.eq(at + 1)
+        last = frame_clock(m, self.frame_cycles, self.frames, self.done)
         for s in range(self.states):
             now = self.running[s] + (self.state == s)
             with m.If(last):

@@ -10,13 +10,39 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-__all__ = ["GAP_EDGES_NS", "N_GAP_BINS", "GapKind", "gap_bins", "gap_edges_ns"]
+__all__ = [
+    "GAP_EDGES_NS",
+    "MANTISSA_BITS",
+    "N_GAP_BINS",
+    "OCTAVES",
+    "GapKind",
+    "gap_bins",
+    "gap_edges_ns",
+]
 
 I64 = NDArray[np.int64]
 F64 = NDArray[np.float64]
 
-#: Fixed edges (ns) of every gap histogram: 0, then 2**(i/8) for i = 0..336 (1 ns .. ~4.4e12 ns).
-GAP_EDGES_NS: F64 = np.concatenate(([0.0], 2.0 ** (np.arange(8 * 42 + 1, dtype=np.float64) / 8)))
+#: Sub-bins per octave: the bits of a gap's mantissa below its leading one.
+MANTISSA_BITS = 3
+#: Octaves covered above 1 ns.
+OCTAVES = 42
+
+#: Fixed edges (ns) of every gap histogram: 0, then ``2**e * (1 + m/8)`` for each octave ``e`` of
+#: ``0..41`` and ``m`` of ``0..7``, then ``2**42`` (1 ns .. ~4.4e12 ns, each bin at most 1/8 of its
+#: lower edge wide). A log-linear scale: a duration's bin is its octave (the place of its leading
+#: one) and the three bits after it, which a probe core finds with a priority encoder
+#: (``hw.channel``), where geometric edges would need a logarithm.
+GAP_EDGES_NS: F64 = np.concatenate(
+    (
+        [0.0],
+        (
+            2.0 ** np.arange(OCTAVES, dtype=np.float64)[:, None]
+            * (1.0 + np.arange(1 << MANTISSA_BITS, dtype=np.float64) / (1 << MANTISSA_BITS))
+        ).ravel(),
+        [2.0**OCTAVES],
+    )
+)
 GAP_EDGES_NS.setflags(write=False)
 N_GAP_BINS = len(GAP_EDGES_NS) - 1
 
