@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from amaranth.sim import Simulator
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from streamscope.core.records import Kind
@@ -30,23 +30,35 @@ def _offers(cycles: list[tuple[int, int]]) -> list[list[tuple[int, int]]]:
             for bits, v in cycles]  # fmt: skip
 
 
-def _run(dut: Any, cycles: list[list[tuple[int, int]]], tail: int) -> dict[str, Any]:
+def _run(
+    dut: Any, cycles: list[list[tuple[int, int]]], tail: int, *, reading: bool = False
+) -> dict[str, Any]:
     """Drive the core: each cycle's offers, then ``tail`` idle cycles; its counters and every
-    sample it holds, oldest first (popped after the run)."""
+    sample it holds, oldest first (popped after the run; ``reading``: also popped during it,
+    one a cycle, as a host reading while the design writes)."""
     out: dict[str, Any] = {}
 
     async def bench(ctx: Any) -> None:
+        read: list[tuple[int, int, int]] = []
         for offers in [*cycles, *([[]] * tail)]:
             on = dict(offers)
             for i in range(PROBES):
                 ctx.set(dut.offer[i], int(i in on))
                 ctx.set(dut.value[i], on.get(i, 0))
+            if reading and ctx.get(dut.level):
+                read.append((ctx.get(dut.head_probe), ctx.get(dut.head_ticks),
+                             ctx.get(dut.head_value)))  # fmt: skip
+                ctx.set(dut.pop, 1)
+            elif reading:
+                ctx.set(dut.pop, 0)
             await ctx.tick()
+        if reading:
+            ctx.set(dut.pop, 0)
         for i in range(PROBES):
             ctx.set(dut.offer[i], 0)
         out["counts"] = [tuple(ctx.get(getattr(dut, c)[i]) for c in ("written", "contention",
                          "overflow")) for i in range(PROBES)]  # fmt: skip
-        out["samples"] = await _drain(ctx, dut)
+        out["samples"] = read + await _drain(ctx, dut)
 
     sim = Simulator(dut)
     sim.add_clock(1e-6)
@@ -96,9 +108,11 @@ def _reference(storage: Any, cycles: list[list[tuple[int, int]]]) -> dict[str, A
 )
 @example(cycles=SATURATED, capacity=16, ports=1, hold=1)
 @example(cycles=SATURATED, capacity=4, ports=2, hold=2)
+@example(cycles=[(1, 5), *SATURATED[:9]], capacity=16, ports=2, hold=1)  # a single grant first
 def test_central_storage_core_arbitrates_and_drops_as_the_python_storage(
     cycles: list[tuple[int, int]], capacity: int, ports: int, hold: int
 ) -> None:
+    assume(ports <= capacity)  # each write port has a memory of its own
     offers = _offers(cycles)
     dut = CentralStorageCore(PROBES, 8, 16, capacity, ports, hold, 16)
     ref = CentralStorage(
@@ -106,6 +120,21 @@ def test_central_storage_core_arbitrates_and_drops_as_the_python_storage(
     )
     # Idle cycles after the offers let the arbiter empty the hold registers (Python: settle).
     assert _run(dut, offers, PROBES * hold + 1) == _reference(ref, offers)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cycles=_cycles, ports=st.integers(1, 2), hold=st.integers(1, 2))
+@example(cycles=[(1, 5), (0, 0), (1, 6), (2, 7), (3, 8)], ports=1, hold=1)
+def test_a_host_reading_while_the_design_writes_gets_every_sample_in_order(
+    cycles: list[tuple[int, int]], ports: int, hold: int
+) -> None:
+    """The host pops the head whenever there is one, as samples are written: a sample written
+    into an empty buffer is the head in the next cycle (the memory reads it as it is written)."""
+    offers = _offers(cycles)
+    dut = CentralStorageCore(PROBES, 8, 16, 64, ports, hold, 16)
+    ref = CentralStorage(Kind.SAMPLE, capacity=64, ports=ports, hold=hold, recorder=Recorder())
+    got = _run(dut, offers, PROBES * hold + 1, reading=True)
+    assert got == _reference(ref, offers)
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])

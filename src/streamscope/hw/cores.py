@@ -48,6 +48,12 @@ def _core(module: str, cls: str, about: str) -> Callable[[], CoreInfo]:
 
 
 CORES: dict[str, Callable[[], CoreInfo]] = {
+    "channel": _core(
+        "channel",
+        "ChannelMonitor",
+        "seed 002's channel monitor: a FIFO channel's counts, occupancy and gap histograms per "
+        "frame, reduced on the device as the host's sub-queue reducer does",
+    ),
     "trigger": _core(
         "trigger",
         "TriggerProbe",
@@ -117,8 +123,8 @@ def banked(name: str, params: list[str] | None = None) -> Any:
     """Core ``name`` behind its register bank (``hw.regmap``)."""
     from streamscope.hw.regmap import RegisterBank
 
-    info, _, core = make(name, params)
-    return RegisterBank(core, info.events)
+    _, _, core = make(name, params)
+    return RegisterBank(core, core.EVENTS)  # (a core's own: a parameter may add one)
 
 
 def verilog(name: str, params: list[str] | None = None, *, bank: bool = False) -> str:

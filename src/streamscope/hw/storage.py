@@ -18,8 +18,9 @@ The semantics are ``probes.storage``'s ``CentralStorage`` and ``DistributedStora
 
 from __future__ import annotations
 
-from amaranth.hdl import Array, Module, Mux, Signal
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
+from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 
@@ -77,6 +78,11 @@ class CentralStorageCore(_Storage):
     ) -> None:
         if ports < 1 or hold < 1:
             raise ValueError("central storage needs a write port and a hold place at least")
+        if ports & (ports - 1) or ports > capacity:
+            raise ValueError(
+                f"central storage's ports ({ports}) must be a power of two, at most its capacity "
+                f"({capacity}): each port writes a memory of its own"
+            )
         self.ports, self.hold = ports, hold
         super().__init__(
             probes, value_width, ticks_width, capacity, count_width,
@@ -86,72 +92,93 @@ class CentralStorageCore(_Storage):
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
-        n, cap, hold = self.probes, self.capacity, self.hold
+        n, cap, hold, nports = self.probes, self.capacity, self.hold, self.ports
+        pbits = _bits(n - 1)
+        tw, vw = self.ticks_width, self.value_width
         m.d.sync += self.now.eq(self.now + 1)
         # Hold registers: per probe, ``hold`` places of (ticks, value), oldest first.
-        ht = [[Signal(self.ticks_width, name=f"ht{i}_{k}") for k in range(hold)] for i in range(n)]
-        hv = [[Signal(self.value_width, name=f"hv{i}_{k}") for k in range(hold)] for i in range(n)]
+        ht = [[Signal(tw, name=f"ht{i}_{k}") for k in range(hold)] for i in range(n)]
+        hv = [[Signal(vw, name=f"hv{i}_{k}") for k in range(hold)] for i in range(n)]
         hn = [Signal(_bits(hold), name=f"hn{i}") for i in range(n)]
         # The arbiter: from the probe after the last granted, up to ``ports`` grants.
         last = Signal(_bits(n - 1), init=n - 1)
         full = Array(hn[i] != 0 for i in range(n))
         granted = [Signal(name=f"granted{i}") for i in range(n)]
-        slot = [Signal(_bits(self.ports), name=f"slot{i}") for i in range(n)]  # its grant's order
-        count = Signal(_bits(self.ports))
+        slot = [Signal(_bits(nports), name=f"slot{i}") for i in range(n)]  # its grant's order
+        count = Signal(_bits(nports))
         new_last = Signal.like(last)
         m.d.comb += new_last.eq(last)
-        order: list[tuple[Signal, Signal]] = []  # (probe index, grant) by rotation
-        g = Signal(_bits(self.ports), name="g0")
+        g = Signal(_bits(nports), name="g0")
         for r in range(n):
             idx = Signal.like(last, name=f"idx{r}")
             m.d.comb += idx.eq(Mux(last + 1 + r >= n, last + 1 + r - n, last + 1 + r))
             grant = Signal(name=f"grant{r}")
-            m.d.comb += grant.eq(full[idx] & (g < self.ports))
-            nxt = Signal(_bits(self.ports), name=f"g{r + 1}")
+            m.d.comb += grant.eq(full[idx] & (g < nports))
+            nxt = Signal(_bits(nports), name=f"g{r + 1}")
             m.d.comb += nxt.eq(g + grant)
             for i in range(n):
                 with m.If(grant & (idx == i)):
                     m.d.comb += [granted[i].eq(1), slot[i].eq(g)]
             with m.If(grant):
                 m.d.comb += new_last.eq(idx)
-            order.append((idx, grant))
             g = nxt
         m.d.comb += count.eq(g)
         m.d.sync += last.eq(new_last)
-        # The shared buffer: the granted samples in grant order, while there is room.
-        bt = Array(Signal(self.ticks_width, name=f"bt{k}") for k in range(cap))
-        bv = Array(Signal(self.value_width, name=f"bv{k}") for k in range(cap))
-        bp = Array(Signal(_bits(n - 1), name=f"bp{k}") for k in range(cap))
-        wp = Signal(_bits(cap - 1) if cap > 1 else 1)
-        rp = Signal.like(wp)
-        popped = Signal()
-        m.d.comb += popped.eq(self.pop & (self.level != 0))
-        m.d.comb += [self.head_probe.eq(bp[rp]), self.head_ticks.eq(bt[rp]),
-                     self.head_value.eq(bv[rp])]  # fmt: skip
         room = Signal(_bits(cap))
         m.d.comb += room.eq(cap - self.level)
-        wrote = Signal(_bits(self.ports))
         for i in range(n):
             with m.If(granted[i] & (slot[i] < room)):
                 m.d.sync += self.written[i].eq(self.written[i] + 1)
             with m.Elif(granted[i]):
                 m.d.sync += self.overflow[i].eq(self.overflow[i] + 1)
-        # Each write port takes its grant's sample (one multiplexer a port, not one a probe and
-        # place), and writes it at its place after the last written.
-        for k in range(self.ports):
-            st = Signal(self.ticks_width, name=f"st{k}")
-            sv = Signal(self.value_width, name=f"sv{k}")
-            sp = Signal(_bits(n - 1), name=f"sp{k}")
+        # Each write port takes its grant's sample (one multiplexer a port, not one a probe).
+        slots = []
+        for k in range(nports):
+            word = Signal(pbits + tw + vw, name=f"word{k}")
             on = Signal(name=f"on{k}")
             for i in range(n):
                 with m.If(granted[i] & (slot[i] == k)):
-                    m.d.comb += [st.eq(ht[i][0]), sv.eq(hv[i][0]), sp.eq(i), on.eq(1)]
-            with m.If(on & (k < room)):
-                at = (wp + k)[: max(1, (cap - 1).bit_length())] if cap > 1 else 0
-                m.d.sync += [bt[at].eq(st), bv[at].eq(sv), bp[at].eq(sp)]
+                    m.d.comb += [word.eq(Cat(hv[i][0], ht[i][0], Const(i, pbits))), on.eq(1)]
+            slots.append((word, on & (k < room)))
+        # The shared buffer: ``ports`` memories (block RAM, one write and one read port each),
+        # place ``q`` in memory ``q % ports``, so that the grants of a cycle, written at
+        # consecutive places, each find a memory of their own.
+        rows = cap // nports
+        wp = Signal(_bits(cap - 1) if cap > 1 else 1)
+        rp = Signal.like(wp)
+        popped = Signal()
+        m.d.comb += popped.eq(self.pop & (self.level != 0))
+        wrote = Signal(_bits(nports))
         m.d.comb += wrote.eq(Mux(count < room, count, room))
+        rp_next = Signal.like(rp)
+        m.d.comb += rp_next.eq(rp + popped if cap > 1 else 0)
+        lane = max(1, (nports - 1).bit_length()) if nports > 1 else 0
+        datas = []
+        for b in range(nports):
+            mem = Memory(shape=pbits + tw + vw, depth=max(rows, 1), init=[])
+            m.submodules[f"buffer{b}"] = mem
+            w = mem.write_port()
+            r = mem.read_port(transparent_for=(w,))
+            # The slot that writes memory b this cycle: the one whose place is b modulo ports.
+            k_b = (b - wp) % nports if nports > 1 else 0
+            for k, (word, on) in enumerate(slots):
+                with m.If(k_b == k):
+                    m.d.comb += [w.data.eq(word), w.en.eq(on)]
+            row = (wp + k_b)[lane:] if nports > 1 else wp
+            m.d.comb += w.addr.eq(row)
+            # Read ahead: the head of the next cycle is at ``rp_next``.
+            if nports > 1:
+                ahead = Mux(rp_next[:lane] > b, 1, 0)
+                m.d.comb += r.addr.eq(rp_next[lane:] + ahead)
+            else:
+                m.d.comb += r.addr.eq(rp_next)
+            datas.append(r.data)
+        head = Signal(pbits + tw + vw)
+        m.d.comb += head.eq(Array(datas)[rp[:lane]] if nports > 1 else datas[0])
+        m.d.comb += [self.head_value.eq(head[:vw]), self.head_ticks.eq(head[vw : vw + tw]),
+                     self.head_probe.eq(head[vw + tw :])]  # fmt: skip
         if cap > 1:
-            m.d.sync += [wp.eq(wp + wrote), rp.eq(rp + popped)]
+            m.d.sync += [wp.eq(wp + wrote), rp.eq(rp_next)]
         m.d.sync += self.level.eq(self.level + wrote - popped)
         # The hold registers: the granted sample leaves, this cycle's sample enters or is refused.
         for i in range(n):
@@ -194,26 +221,33 @@ class DistributedStorageCore(_Storage):
     def elaborate(self, platform: object) -> Module:
         m = Module()
         cap = self.capacity
+        tw, vw = self.ticks_width, self.value_width
         abits = max(1, (cap - 1).bit_length())
         m.d.sync += self.now.eq(self.now + 1)
         for i in range(self.probes):
-            bt = Array(Signal(self.ticks_width, name=f"bt{i}_{k}") for k in range(cap))
-            bv = Array(Signal(self.value_width, name=f"bv{i}_{k}") for k in range(cap))
+            # The probe's buffer: a memory (block RAM) with a write port and a read port.
+            mem = Memory(shape=tw + vw, depth=cap, init=[])
+            m.submodules[f"buffer{i}"] = mem
+            w = mem.write_port()
+            r = mem.read_port(transparent_for=(w,))
             wp = Signal(abits, name=f"wp{i}")
             rp = Signal(abits, name=f"rp{i}")
             popped = Signal(name=f"popped{i}")
             m.d.comb += popped.eq(self.pop[i] & (self.level[i] != 0))
-            m.d.comb += [self.head_ticks[i].eq(bt[rp]), self.head_value[i].eq(bv[rp])]
+            rp_next = Signal(abits, name=f"rp_next{i}")
+            m.d.comb += rp_next.eq(rp + popped if cap > 1 else 0)
+            m.d.comb += r.addr.eq(rp_next)
+            m.d.comb += [self.head_value[i].eq(r.data[:vw]), self.head_ticks[i].eq(r.data[vw:])]
             wrote = Signal(name=f"wrote{i}")
             m.d.comb += wrote.eq(self.offer[i] & (self.level[i] < cap))
+            m.d.comb += [w.addr.eq(wp), w.data.eq(Cat(self.value[i], self.now)), w.en.eq(wrote)]
             with m.If(wrote):
-                m.d.sync += [bt[wp].eq(self.now), bv[wp].eq(self.value[i]),
-                             self.written[i].eq(self.written[i] + 1)]  # fmt: skip
+                m.d.sync += self.written[i].eq(self.written[i] + 1)
                 if cap > 1:
                     m.d.sync += wp.eq(wp + 1)
             with m.Elif(self.offer[i]):
                 m.d.sync += self.overflow[i].eq(self.overflow[i] + 1)
             if cap > 1:
-                m.d.sync += rp.eq(rp + popped)
+                m.d.sync += rp.eq(rp_next)
             m.d.sync += self.level[i].eq(self.level[i] + wrote - popped)
         return m
