@@ -10,7 +10,8 @@ from amaranth.sim import Simulator
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from streamscope.hw.regmap import MAGIC, MAGIC_ADDR, RegisterBank
+from streamscope.hw.link import MAGIC
+from streamscope.hw.regmap import MAGIC_ADDR, RegisterBank
 from streamscope.hw.sim import SimBus
 from streamscope.hw.trigger import OPS, TriggerProbe
 from streamscope.probes.hardware import Condition, CountAction, Counter, Trigger

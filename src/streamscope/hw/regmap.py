@@ -25,9 +25,8 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-#: What the last word of a bank's address space reads: "SSRB".
-MAGIC = 0x53535242
-ADDR_BITS = 12
+from streamscope.hw.link import ADDR_BITS, MAGIC
+
 MAGIC_ADDR = (1 << ADDR_BITS) - 1
 
 

@@ -18,25 +18,31 @@ from amaranth.lib.wiring import In, Out
 
 
 class Timestamp(wiring.Component):  # type: ignore[misc]  # (amaranth is untyped)
-    """See the module. ``width``: the counter's bits."""
+    """See the module. ``width``: the counter's bits; ``warp_width``: the bits of its ``warp``
+    input (0: none)."""
 
-    #: No input is the design's: the host's requests come over the bus.
+    #: No input is the design's (the host's requests come over the bus) but the warp.
     EVENTS: frozenset[str] = frozenset()
     #: A request acts once per write.
     STROBES = frozenset({"req"})
 
-    def __init__(self, width: int = 48, answer_width: int = 32) -> None:
-        if width < 1 or answer_width < 1:
+    def __init__(self, width: int = 48, answer_width: int = 32, warp_width: int = 0) -> None:
+        if width < 1 or answer_width < 1 or warp_width < 0:
             raise ValueError("a timestamp counter's widths are at least 1")
         self.width = width
+        self.warp_width = warp_width
+        if warp_width:
+            self.EVENTS = frozenset({"warp"})
+        warp = {"warp": In(warp_width)} if warp_width else {}
         super().__init__(
-            {"req": In(1), "count": Out(width), "stamp": Out(width),
+            {"req": In(1), **warp, "count": Out(width), "stamp": Out(width),
              "answered": Out(answer_width)}
         )  # fmt: skip
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
-        m.d.sync += self.count.eq(self.count + 1)
+        step = 1 + self.warp if self.warp_width else 1
+        m.d.sync += self.count.eq(self.count + step)
         with m.If(self.req):
             m.d.sync += [self.stamp.eq(self.count), self.answered.eq(self.answered + 1)]
         return m
