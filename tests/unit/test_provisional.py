@@ -32,11 +32,11 @@ def _msg(kind: MsgType, agent: int, wm: int, records=None, info=None) -> Message
     return Message(kind, agent, 0, wm, records, dict(info or {}))
 
 
-def _burst(at: int) -> np.ndarray:
+def _burst(at: int, clock: EmulatedClock = CLOCK) -> np.ndarray:
     rows = np.zeros(40, dtype=EXCHANGE_DTYPE)
     for i in range(40):
         t = at + i * 20_000
-        rows[i] = (t, int(CLOCK.ticks_at(np.array([t + 5_000]))[0]), t + 10_000)
+        rows[i] = (t, int(clock.ticks_at(np.array([t + 5_000]))[0]), t + 10_000)
     return rows
 
 
@@ -117,3 +117,44 @@ def test_nothing_is_provisional_when_nothing_waits() -> None:
     _feed(eng, 150_000_000, 0)
     eng.advance()
     assert final and eng.provisional() == []
+
+
+def test_an_agent_s_watermark_past_its_clock_s_bracket_closes_nothing_past_it() -> None:
+    """A device agent may promise a watermark past its clock's bracket while it holds nothing
+    there. Where the clock's rate changes after the bracket, the fit of the bursts so far places
+    that tick later than the truth, and a record sent next at that very tick, placed by the
+    refined fit, would land before it: late. Counted from the bracket, the watermark closes
+    nothing there; every record is on time."""
+    clock = EmulatedClock(
+        EmulatedClockSpec(rate_ppm=40, offset_s=3, tick_ns=5, rate_step_at_s=0.55,
+                          rate_step_ppm=2000),
+        T0 - 10**8,
+    )  # fmt: skip
+
+    out: list[FrameResult] = []
+    eng = Engine(compile_queries([QUERY], TOPOLOGY, FRAME_NS), TOPOLOGY, FRAME_NS,
+                 lambda frames, drops: out.extend(frames))  # fmt: skip
+    eng.handle(_msg(MsgType.START, 0, T0))
+    eng.handle(_msg(MsgType.HELLO, 0, T0, info={"domain": "host"}))
+    eng.handle(_msg(MsgType.HELLO, 1, T0, info={"domain": "dev"}))
+    for at in (0, 200_000_000, 400_000_000):
+        eng.handle(_msg(MsgType.CALIBRATION, 1, 0, _burst(T0 + at, clock)))
+    ins = T0 + np.arange(900, dtype=np.int64) * 1_000_000 + 500_000
+    seq = np.arange(1, 901, dtype=np.int64)
+    # The consumer takes items 200 us after they come until 150 ms, then stalls until 800 ms
+    # and takes the rest back to back.
+    out_ns = np.where(ins < T0 + 150_000_000, ins + LATENCY_NS, 0)
+    late_ones = out_ns == 0
+    out_ns[late_ones] = T0 + 800_000_000 + np.arange(int(late_ones.sum())) * 50_000
+    rem = clock.ticks_at(out_ns)
+    eng.handle(_msg(MsgType.BATCH, 0, T0 + 900_000_000, make_records(int(Kind.PUT), 1, ins, seq)))
+    # The device sends what it removed before the stall and promises its next removal's tick.
+    eng.handle(_msg(MsgType.BATCH, 1, int(rem[late_ones][0]),
+                    make_records(int(Kind.GET), 2, rem[~late_ones], seq[~late_ones])))  # fmt: skip
+    eng.advance()
+    for at in (600_000_000, 800_000_000, 1_000_000_000, 1_200_000_000):
+        eng.handle(_msg(MsgType.CALIBRATION, 1, 0, _burst(T0 + at, clock)))
+    eng.handle(_msg(MsgType.BATCH, 1, int(rem[-1]),
+                    make_records(int(Kind.GET), 2, rem[late_ones], seq[late_ones])))  # fmt: skip
+    eng.finish(1_000_000_000)
+    assert eng.ledger.late == 0

@@ -19,6 +19,9 @@ class AgentState:
     """One agent as the monitor knows it (mutable: its watermark moves)."""
 
     watermark_ns: int = 0
+    #: The same watermark as the latest fit places it, past the clock's bracket too: how far
+    #: provisional frames (a live view) may go.
+    shown_ns: int = 0
     ended: bool = False
     domain: str = HOST
     #: It sends records or summaries (a device's agent): frames wait for its watermark.
@@ -42,9 +45,14 @@ class Agents(dict[int, AgentState]):
         if agent in self:
             self[agent].ended = True
 
-    def live_marks(self, ring_watermark_ns: int | None) -> list[int]:
-        """The watermarks of the sources still sending: live data agents and the rings."""
-        live = [a.watermark_ns for a in self.values() if a.data and not a.ended]
+    def live_marks(self, ring_watermark_ns: int | None, *, shown: bool = False) -> list[int]:
+        """The watermarks of the sources still sending: live data agents and the rings
+        (``shown``: the agents' as the latest fits place them, for provisional frames)."""
+        live = [
+            max(a.shown_ns, a.watermark_ns) if shown else a.watermark_ns
+            for a in self.values()
+            if a.data and not a.ended
+        ]
         if ring_watermark_ns is not None:
             live.append(ring_watermark_ns)
         return live

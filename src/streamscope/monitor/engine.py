@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -41,7 +42,7 @@ from streamscope.query.compile import new_targets
 from streamscope.query.plan import Plan
 from streamscope.timebase.clockmap import HostMap
 from streamscope.timebase.domains import Domains
-from streamscope.transport.wire import Message, MsgType
+from streamscope.transport.wire import WATERMARK_END, Message, MsgType
 
 __all__ = ["DEFAULT_STALL_NS", "CostModel", "Engine", "FrameSink", "Stall"]
 
@@ -182,7 +183,10 @@ class Engine:
             self._data(msg)
 
     def _note(self, info: dict[str, Any]) -> None:
-        """What tracing left out, and each stage thread's figures at its end."""
+        """What tracing left out, each stage thread's figures at its end, and the agents that
+        will send data (frames wait for them before they say hello)."""
+        for agent in info.get("data_agents", ()):
+            self.agents.of(int(agent)).data = True
         excluded = info.get("trace_excluded", {})
         if isinstance(excluded, dict):
             self.trace_excluded.update({str(k): str(v) for k, v in excluded.items()})
@@ -231,10 +235,34 @@ class Engine:
             if found is not None:
                 found[0].add_summaries(found[1], summaries)
         if msg.type in (MsgType.BATCH, MsgType.END):
-            wm = self.domains.scalar_to_ns(state.domain, msg.watermark)
-            state.watermark_ns = max(state.watermark_ns, wm)
+            # (after END no record follows: its watermark is taken as it is)
+            shown = self.domains.scalar_to_ns(state.domain, msg.watermark)
+            state.shown_ns = max(state.shown_ns, shown)
+            if msg.type == MsgType.END:
+                wm: int | None = shown
+            else:
+                wm = self._mark_ns(state.domain, msg.watermark)
+            if wm is not None:
+                state.watermark_ns = max(state.watermark_ns, wm)
         if msg.type == MsgType.END:
             state.ended = True
+
+    def _mark_ns(self, domain: str, ticks: int) -> int | None:
+        """An agent's watermark in virtual ns: the earliest its tick may be placed (None: not
+        known yet). Past the domain's bracket (``Domains.bracket_ticks``) its map may still
+        change, and the records there wait for the next burst: the watermark counts from the
+        bracket instead. And a record just after it, placed by a refined fit, may land up to
+        both bounds' half-widths before where this fit puts it: counting from the estimate
+        would make that record late."""
+        if ticks >= WATERMARK_END or domain == HOST:
+            return self.domains.scalar_to_ns(domain, ticks)
+        bracket = self.domains.bracket_ticks(domain)
+        if bracket is None:
+            return None
+        at = min(ticks, bracket)
+        wm = self.domains.scalar_to_ns(domain, at)
+        _, half = self.domains.to_ns(domain, np.array([at], dtype=np.int64))
+        return wm - math.ceil(2.0 * half) if math.isfinite(half) else None
 
     def _take_host_frames(self, domain: str, frames: list[ShippedFrame]) -> None:
         """Frames a host closed on the run's grid as it placed it on its clock: each says how
@@ -380,7 +408,7 @@ class Engine:
         burst brackets them. Empty when nothing waits."""
         if not self.placement.holds() or self.timebase is None:
             return []
-        live = self.agents.live_marks(self.ring_watermark_ns)
+        live = self.agents.live_marks(self.ring_watermark_ns, shown=True)
         until = min(live) if live else self.watermark_ns
         if until <= self.watermark_ns:
             return []
