@@ -35,10 +35,10 @@ browser:
 # The probe cores' cost: Debian's yosys (synthesis), nextpnr-ice40 and fpga-icestorm (place and
 # route for the maximum frequency).
 fpga:
-	@{ command -v yosys && command -v nextpnr-ice40 && command -v icepack; } >/dev/null 2>&1 || { \
-	  echo "installing Debian's yosys, nextpnr-ice40 and fpga-icestorm (probe core cost)"; \
+	@{ command -v yosys && command -v nextpnr-ice40 && command -v icepack && command -v verilator && command -v g++; } >/dev/null 2>&1 || { \
+	  echo "installing Debian's yosys, nextpnr-ice40, fpga-icestorm (probe core cost) and verilator (RTL device)"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq \
-	  yosys nextpnr-ice40 fpga-icestorm >/dev/null; } || echo "could not install the FPGA tools: the cost tests will say so"
+	  yosys nextpnr-ice40 fpga-icestorm verilator g++ >/dev/null; } || echo "could not install the FPGA tools: the cost and RTL tests will say so"
 
 pytest: $(STAMP) browser fpga
 	$(BIN)/python -m pytest -q -p no:cacheprovider; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 1; fi; exit $$rc

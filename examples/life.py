@@ -16,7 +16,10 @@ sample, and that sample is dropped (and counted). With ``--storage distributed``
 a buffer of its own. The seed's probes dropped 0 %, 36 % and 68 % of their samples with 2, 4 and
 8 probes on central storage, and none on distributed storage.
 
-The stage sends each generation's population to ``show`` on the host.
+The stage sends each generation's population to ``show`` on the host. With ``--rtl`` the device
+is an RTL device: its probes' storage is the storage core, simulated cycle by cycle, and every
+sample and drop comes from its arbiter and buffer, read over the register link (``--rtl
+verilator``: the core compiled by Verilator, for many generations).
 
     streamscope run examples/life.py --out life.duckdb -- --probes 8 --storage centralized
     streamscope show life.duckdb
@@ -219,6 +222,11 @@ def _args(argv: list[str]) -> argparse.Namespace:
     )  # fmt: skip
     ap.add_argument("--generations", type=int, default=2000)
     ap.add_argument("--gen-us", type=float, default=0.0, help="device time per generation")
+    ap.add_argument(
+        "--rtl", nargs="?", const="amaranth", default="", choices=("amaranth", "verilator"),
+        help="an RTL device: the probes' storage is the storage core, simulated by Amaranth "
+        "(the default) or by Verilator",
+    )  # fmt: skip
     ap.add_argument("--quiet", action="store_true", help="do not print the final line")
     a = ap.parse_args(argv)
     if min(a.width, a.height, a.generations, a.probes, a.ports, a.hold) < 1 or a.lights < 0:
@@ -235,7 +243,7 @@ def _args(argv: list[str]) -> argparse.Namespace:
 def pipeline(argv: list[str]) -> ss.Pipeline:
     a = _args(argv)
     universe = a.universe
-    fpga = ss.EmulatedDevice("fpga", bulk_size=16, transfer_us=200, latency_us=20)
+    fpga = ss.EmulatedDevice("fpga", bulk_size=16, transfer_us=200, latency_us=20, rtl=a.rtl)
     p = ss.Pipeline(f"life-{a.probes}-{a.storage}")
     p.add("life", Life(universe, a.generations, a.probes, int(a.gen_us * 1e3)), resource=fpga)
     p.add("show", Show(a.quiet))

@@ -22,6 +22,9 @@ from oracles import EXAMPLES, example
 GENERATIONS = 60
 SIZE = ["--width", "64", "--height", "40", "--generations", str(GENERATIONS), "--seed", "3"]
 CASES = [("centralized", 2), ("centralized", 4), ("centralized", 8), ("distributed", 8)]
+#: The same on the RTL device: the storage core, simulated, decides every write and drop (the
+#: distributed core on the RTL device: ``tests/property/test_hw_rtl.py``).
+RTL_CASES = [("rtl-centralized", 8)]
 PORTS = 2
 
 
@@ -48,9 +51,11 @@ def probes(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, int], li
     folder = tmp_path_factory.mktemp("life")
     # The runs at once: the model's cycles are explicit, so the drops do not depend on timing.
     running = {}
-    for storage, n in CASES:
+    for storage, n in CASES + RTL_CASES:
         path = folder / f"life-{storage}-{n}.duckdb"
-        argv = [*SIZE, "--probes", str(n), "--storage", storage, "--ports", str(PORTS)]
+        scheme = storage.removeprefix("rtl-")
+        argv = [*SIZE, "--probes", str(n), "--storage", scheme, "--ports", str(PORTS)]
+        argv += ["--rtl"] if scheme != storage else []
         running[(storage, n)] = path, subprocess.Popen(
             [*cli(), "run", str(EXAMPLES / "life.py"), "--out", str(path), "--", *argv],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
@@ -122,14 +127,14 @@ def test_model_universe_is_period_two_and_bands_cover_the_width() -> None:
     assert fired.tolist() == [[True]] and values.tolist() == [[-1]]  # 64 bits, signed register
 
 
-@pytest.mark.parametrize("case", CASES, ids=[f"{s}-{n}" for s, n in CASES])
+@pytest.mark.parametrize("case", CASES + RTL_CASES, ids=[f"{s}-{n}" for s, n in CASES + RTL_CASES])
 def test_every_sample_is_recorded_or_counted_dropped(
     probes: dict[tuple[str, int], list[dict[str, Any]]], case: tuple[str, int]
 ) -> None:
     storage, n = case
     found = probes[case]
     assert [p["target"] for p in found] == [f"life.region{k}" for k in range(n)]
-    assert {p["storage"] for p in found} == {storage}
+    assert {p["storage"] for p in found} == {storage.removeprefix("rtl-")}
     assert [p["recorded"] + p["dropped"] for p in found] == offered(n)
 
 
@@ -144,6 +149,18 @@ def test_central_drops_match_a_cycle_by_cycle_arbiter(
     probes: dict[tuple[str, int], list[dict[str, Any]]], n: int
 ) -> None:
     assert [p["dropped"] for p in probes[("centralized", n)]] == reference_drops(n)
+
+
+def test_the_rtl_arbiter_drops_what_the_cycle_by_cycle_arbiter_drops(
+    probes: dict[tuple[str, int], list[dict[str, Any]]],
+) -> None:
+    """On the RTL device every drop is the storage core's own count, read over the register
+    link: exactly the reference arbiter's, and the Python probes' run records the same."""
+    rtl = probes[("rtl-centralized", 8)]
+    assert [p["dropped"] for p in rtl] == reference_drops(8)
+    assert sum(p["dropped"] for p in rtl) > 0
+    same = [(p["recorded"], p["dropped"]) for p in probes[("centralized", 8)]]
+    assert [(p["recorded"], p["dropped"]) for p in rtl] == same
 
 
 def test_central_drop_fraction_grows_with_the_probes(

@@ -14,7 +14,7 @@ RANK = {
     "transport": 1,
     "probes": 2,
     "aggregate": 3,
-    "hw": 3,
+    "hw": 4,
     "timebase": 3,
     "store": 4,
     "pipeline": 5,

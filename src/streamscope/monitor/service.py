@@ -183,6 +183,13 @@ class MonitorService:
                 self._receive(got)
             now = time.monotonic()
             if now >= next_drain:
+                # What came before this drain first: an agent announced then (or its hello)
+                # must hold frames back before the rings' watermark moves past its records.
+                for _ in range(self.inbox.qsize()):
+                    try:
+                        self._receive(self.inbox.get_nowait())
+                    except queue.Empty:
+                        break
                 self._cycle()
                 next_drain = now + DRAIN_S
             if self.writer.error is not None and self.broken is None:

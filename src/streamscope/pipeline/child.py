@@ -59,13 +59,20 @@ class ChildSpec:
     shipped: frozenset[int] | None = None  #: a host's probes the monitor reads (None: all)
 
 
-def clock_main(name: str, spec: str, epoch_ns: int, sock: socket.socket, parent_pid: int) -> None:
+def clock_main(
+    name: str, spec: str, epoch_ns: int, sock: socket.socket, parent_pid: int, rtl: str = ""
+) -> None:
     """A clock domain's counter, answering round trips in a process of its own: like a device's
     hardware counter, it answers at once however busy the domain's stages are (a thread beside
-    them would wait for the interpreter lock, and widen every bound when they compute)."""
+    them would wait for the interpreter lock, and widen every bound when they compute). ``rtl``:
+    the answers come from the timestamp core, simulated by it, kept at the clock's pace."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     die_with_parent(parent_pid)
-    clock = EmulatedClock(EmulatedClockSpec.parse(spec), epoch_ns, domain=name)
+    clock: Any = EmulatedClock(EmulatedClockSpec.parse(spec), epoch_ns, domain=name)
+    if rtl:
+        from streamscope.hw.rtl import RtlClock
+
+        clock = RtlClock(clock, sim=rtl)
     with contextlib.suppress(OSError):
         serve_clock(sock, clock)
     os._exit(0)
@@ -94,7 +101,7 @@ def child_main(
             Recorder(spec.ring_dir, clock, spec.tap_capacity), _local_probes(spec),
             runner_report(control),
         )  # fmt: skip
-        if control is not None and spec.local:
+        if control is not None and (spec.local or scope.holders):
             agent = _local_agent(control, clock, domain, tick_ns, spec, grid, scope)
         rates = scope.rate_watch(control.note) if control is not None else None
         signal.signal(signal.SIGTERM, _terminator(agent))
@@ -207,7 +214,8 @@ def _local_agent(
     grid: Any,
     scope: Scope,
 ) -> Agent:
-    """The agent that reduces this device's own sub-queues, on the host's frame grid."""
+    """The agent that reduces this device's own sub-queues, on the host's frame grid, and sends
+    its private rings (an RTL device's storage cores: held back to their unread samples)."""
     from streamscope.pipeline.onboard import LocalReduction
 
     agent = Agent(
@@ -215,10 +223,12 @@ def _local_agent(
         clock.now,
         flush_interval_s=spec.flush_interval_s,
         domain=domain,
-        local=LocalReduction(spec.local, tick_ns, grid),
+        local=LocalReduction(spec.local, tick_ns, grid) if spec.local else None,
     )
     for tap in scope.local_taps:
         agent.add(tap)
+    for oldest in scope.holders:
+        agent.hold(oldest)
     return agent
 
 

@@ -60,6 +60,9 @@ class Resource:
     kind: str
     clock: str = ""
     link: LinkSpec | None = None  #: a device's bus (kind ``device`` only)
+    #: A device whose probes are the simulated probe cores (``hw.rtl``), not Python ones: the
+    #: simulator that runs them (``amaranth`` or ``verilator``); "" for Python probes.
+    rtl: str = ""
 
     @property
     def in_main_process(self) -> bool:
@@ -100,6 +103,7 @@ def EmulatedDevice(  # noqa: N802 - a constructor
     transfer_us: float = 500.0,
     latency_us: float = 0.0,
     timeout_us: float | None = None,
+    rtl: bool | str = False,
 ) -> Resource:
     """An emulated accelerator: its stages run in a process of their own, with a clock of their
     own (``clock``, an emulated clock spec; the monitor is never told it and calibrates it), and
@@ -109,12 +113,30 @@ def EmulatedDevice(  # noqa: N802 - a constructor
 
     Only the two buffers at the ends of such a channel are visible; its occupancy is estimated
     by simulation and checked against them (a *virtual queue*).
+
+    ``rtl``: an RTL device, whose probes are the probe cores (``streamscope hw``) simulated
+    cycle by cycle and read over a register link as real hardware is: its samplers' storage
+    is the storage core (every sample written and every drop decided by its arbiter), and its
+    clock answers calibration from the timestamp core. A free-running counter starts at 0 and
+    never goes back, so the clock must not start below 0 or step back. ``rtl=True`` (or
+    ``"amaranth"``) simulates the cores in Amaranth's simulator; ``"verilator"`` compiles them
+    with Verilator first (seconds, once per configuration; hundreds of times faster after).
     """
     if not clock:
         raise PipelineError(f"device {name!r}: an emulated device needs a clock spec")
     parsed = EmulatedClockSpec.parse(clock)
+    sim = ("amaranth" if rtl else "") if isinstance(rtl, bool) else rtl
+    if sim not in ("", "amaranth", "verilator"):
+        raise PipelineError(
+            f"device {name!r}: rtl must be True, 'amaranth' or 'verilator', not {rtl!r}"
+        )
+    if sim and (parsed.offset_s < 0 or parsed.step_ns < 0):
+        raise PipelineError(
+            f"device {name!r}: an RTL device's counter starts at 0 and never steps back; its "
+            f"clock needs offset_s >= 0 and step_ns >= 0 (got {clock!r})"
+        )
     link = LinkSpec.from_us(bulk_size, transfer_us, latency_us, timeout_us)
-    return Resource(name, "device", str(parsed), link)
+    return Resource(name, "device", str(parsed), link, sim)
 
 
 def Host(  # noqa: N802 - a constructor

@@ -37,6 +37,7 @@ from streamscope.probes.tracing import RateWatch
 from streamscope.timebase.emulated import CLOCK_TRUTH
 from streamscope.timebase.roundtrip import clock_socketpair
 from streamscope.transport.control import Control
+from streamscope.transport.wire import MsgType
 
 if TYPE_CHECKING:
     from streamscope.timebase.burst import Exchanges
@@ -133,13 +134,14 @@ class Runner:
         index = {r.name: i for i, r in enumerate(self.pipeline.topology().resources)}
         self._save_clock_truth(resources)
         domains: list[tuple[int, str, socket.socket | ClockLink]] = []
+        self._announce_agents(groups, resources)
         # Fork every child before this process starts any thread of its own.
         for i, (name, stages) in enumerate(groups.items(), start=1):
             res = resources[name]
             if res.kind == "host":
                 continue
             if res.clock:
-                domains.append((index[name], name, self._start_clock(name, res.clock)))
+                domains.append((index[name], name, self._start_clock(name, res.clock, res.rtl)))
             self._fork(i, name, stages, res)
         for i, (name, stages) in enumerate(groups.items(), start=1):
             res = resources[name]
@@ -156,6 +158,29 @@ class Runner:
             self.calibrator.start()
         self._start_main(main)
 
+    def _announce_agents(
+        self, groups: dict[str, list[str]], resources: dict[str, Resource]
+    ) -> None:
+        """Tell the monitor, before any child starts, which children's agents will send it
+        data (a device that reduces its own sub-queues; an RTL device's storage cores): frames
+        wait for them from the start, not from when their first message comes, which may be
+        after the monitor has passed the first records they send."""
+        if self.control is None:
+            return
+        sampled = {
+            self.pipeline.probes[p.target].stage
+            for p in self.probes
+            if p.kind == "sampler" and p.target in self.pipeline.probes
+        }
+        ids = [
+            i
+            for i, (name, stages) in enumerate(groups.items(), start=1)
+            if resources[name].kind == "device"
+            and (self.local.get(name) or (resources[name].rtl and sampled & set(stages)))
+        ]
+        if ids:
+            self.control.send(MsgType.NOTE, self.t0_ticks, info={"data_agents": ids})
+
     def _placement(self) -> tuple[list[str], dict[str, list[str]]]:
         """The stages this process runs, and those of each child process, by resource."""
         groups: dict[str, list[str]] = {}
@@ -167,13 +192,13 @@ class Runner:
                 groups.setdefault(spec.resource.name, []).append(spec.name)
         return main, groups
 
-    def _start_clock(self, name: str, clock: str) -> socket.socket:
-        """The clock domain ``name``'s counter, in a process of its own: the host end of the
-        socket it answers round trips on."""
+    def _start_clock(self, name: str, clock: str, rtl: str = "") -> socket.socket:
+        """The clock domain ``name``'s counter, in a process of its own (``rtl``: the simulated
+        timestamp core): the host end of the socket it answers round trips on."""
         host_end, device_end = clock_socketpair()
         responder = self._ctx.Process(
             target=clock_main,
-            args=(name, clock, self.epoch_ns, device_end, os.getpid()),
+            args=(name, clock, self.epoch_ns, device_end, os.getpid(), rtl),
             name=f"streamscope-clock-{name}",
             daemon=True,
         )

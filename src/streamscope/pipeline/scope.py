@@ -50,9 +50,19 @@ def _short(up: UserProbeInfo) -> str:
     return up.name[len(up.stage) + 1 :]
 
 
-def _storage(scheme: str, params: StorageSpec, rec: Recorder) -> Any:
+def _storage(scheme: str, params: StorageSpec, rec: Recorder, rtl: str = "") -> Any:
     """Sample storage of ``scheme``: one buffer shared through an arbiter (``centralized``,
-    with the resource's ``params``), or a buffer per probe (``distributed``)."""
+    with the resource's ``params``), or a buffer per probe (``distributed``); ``rtl``: the
+    storage core of that scheme, simulated by ``rtl`` (``hw.rtl``)."""
+    if rtl:
+        from streamscope.hw.rtl import RtlStorage
+
+        if scheme == "centralized":
+            return RtlStorage(
+                scheme, Kind.SAMPLE, recorder=rec, capacity=params.capacity, ports=params.ports,
+                hold=params.hold, cycle_ticks=params.cycle_ticks, sim=rtl,
+            )  # fmt: skip
+        return RtlStorage(scheme, Kind.SAMPLE, recorder=rec, capacity=rec.capacity, sim=rtl)
     if scheme == "centralized":
         return make_storage(
             "centralized", Kind.SAMPLE, recorder=rec, capacity=params.capacity,
@@ -101,6 +111,8 @@ class Scope:
         self.trackers: dict[str, native.StateTracker] = {}
         #: Taps drained here (private rings), not by the monitor.
         self.local_taps: list[RingTap] = []
+        #: What holds the agent's watermark back (an RTL device's storage cores).
+        self.holders: list[Callable[[], int | None]] = []
         self.now: Callable[[], int] = rec.clock.now
         self.tracer: tracing.FunctionTracer | None = None
         self._parts: dict[str, _StageParts] = {s: _StageParts() for s in stages}
@@ -184,6 +196,10 @@ class Scope:
                 )
         for stage in stages:
             register_stage(stage, handles[stage])
+        for store in storages.values():
+            if hasattr(store, "hold_ticks"):  # an RTL device's core: its agent sends its rings
+                self.local_taps += store.taps()
+                self.holders.append(store.hold_ticks)
 
     def _sampler(
         self,
@@ -199,7 +215,7 @@ class Scope:
         store = storages.get((res.name, up.storage))
         if store is None:
             params = pipeline.storages.get(res.name, StorageSpec())
-            store = storages[(res.name, up.storage)] = _storage(up.storage, params, rec)
+            store = storages[(res.name, up.storage)] = _storage(up.storage, params, rec, res.rtl)
         tick_ns = EmulatedClockSpec.parse(res.clock).tick_ns if res.clock else 1.0
         self._parts[up.stage].storages.append(store)
         return SamplerProbe(

@@ -62,6 +62,7 @@ class Agent:
         self._now = now
         self._interval = flush_interval_s
         self._taps: list[Tap] = []
+        self._holders: list[Callable[[], int | None]] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -81,6 +82,12 @@ class Agent:
     def add(self, tap: Tap) -> None:
         with self._lock:
             self._taps.append(tap)
+
+    def hold(self, oldest: Callable[[], int | None]) -> None:
+        """Hold every watermark back to ``oldest()``: the ticks of the oldest record a writer
+        that stores records late (a probe core read over a link) may still store (None: none)."""
+        with self._lock:
+            self._holders.append(oldest)
 
     def start(self) -> None:
         """Start the background flusher (call after any fork of this process)."""
@@ -122,8 +129,9 @@ class Agent:
             if self._closed:
                 return
             now = self._now()
+            held = [] if final else [t for t in (h() for h in self._holders) if t is not None]
             records = self._collect(now)
-            watermark = now if final else self._prev_flush
+            watermark = now if final else min([self._prev_flush, *held])
             self._prev_flush = now
             summaries: list[bytes] = []
             if self._local is not None:
