@@ -9,13 +9,23 @@ smallest configuration; and the seeds' published trends beside ours: seed 001 (C
 centralised storage smaller than distributed as probes are added; seed 003 (PPW+RC, Table 1)
 a whole measurement module at +3.9 % logic and -2.6 % Fmax of its Stratix-II design.
 
-    python benchmarks/bench_hw_cost.py [--quick]
+The trigger probe is swept over its value width (the sample register's), its depth and its
+counter width; the storage schemes over their probes, each buffer a block RAM. ``--plot FILE``
+writes the sweeps as a page of plots in the report's style (plotly.js inlined).
+
+    python benchmarks/bench_hw_cost.py [--quick] [--plot FILE.html]
 """
 
 from __future__ import annotations
 
-from _harness import parse_args, table
-from streamscope.hw.cost import Cost, cost
+import json
+from pathlib import Path
+from typing import Any
+
+from _harness import parser, table
+from _lifecore import LifeApp, MonitoredLife, initial
+from streamscope.hw.cost import Cost, Logic, cost, place_and_route, synthesize
+from streamscope.report.figures.spec import base_layout, colour
 
 _done: dict[tuple[str, tuple[str, ...], bool], Cost] = {}
 
@@ -43,12 +53,62 @@ def rows(results: list[tuple[list[str], Cost]]) -> list[list[str]]:
             placed = ["not placed", "-"]
         out.append(
             [" ".join(params), str(c.core.luts), f"{c.core.luts / base.core.luts:.2f}x",
-             str(c.core.ffs), str(c.banked.luts), *placed]
+             str(c.core.ffs), str(c.core.brams), str(c.banked.luts), *placed]
         )  # fmt: skip
     return out
 
 
-HEADERS = ["configuration", "LUT4", "LUT4 ratio", "FF", "LUT4 banked", "Fmax MHz", "Fmax ratio"]
+HEADERS = ["configuration", "LUT4", "LUT4 ratio", "FF", "BRAM", "LUT4 banked", "Fmax MHz",
+           "Fmax ratio"]  # fmt: skip
+
+
+def figure(title: str, axis: str, xs: list[int], series: dict[str, list[Cost]],
+           seed: str) -> dict[str, Any]:  # fmt: skip
+    """One sweep as a report figure: LUT4s (and flip-flops) on the left axis, Fmax on the
+    right, the seed's trend written under it."""
+    data: list[dict[str, Any]] = []
+    for i, (name, costs) in enumerate(series.items()):
+        prefix = f"{name} " if len(series) > 1 else ""
+        data.append({"type": "scatter", "mode": "lines+markers", "name": f"{prefix}LUT4",
+                     "x": xs, "y": [c.core.luts for c in costs],
+                     "line": {"color": colour(2 * i)}})  # fmt: skip
+        data.append({"type": "scatter", "mode": "lines+markers", "name": f"{prefix}FF",
+                     "x": xs, "y": [c.core.ffs for c in costs],
+                     "line": {"color": colour(2 * i), "dash": "dot"}})  # fmt: skip
+        fmax = [c.fmax_mhz if c.fits else None for c in costs]
+        if any(f is not None for f in fmax):
+            data.append({"type": "scatter", "mode": "lines+markers", "name": f"{prefix}Fmax",
+                         "x": xs, "y": fmax, "yaxis": "y2",
+                         "line": {"color": colour(2 * i + 1)}})  # fmt: skip
+    layout = base_layout(
+        title, 360,
+        xaxis={"title": {"text": axis}, "gridcolor": "#e5e7eb", "type": "log", "dtick": 0.30103},
+        yaxis={"title": {"text": "cells (core alone)"}, "gridcolor": "#e5e7eb", "rangemode": "tozero"},
+        yaxis2={"title": {"text": "Fmax behind its bank (MHz)"}, "overlaying": "y",
+                "side": "right", "rangemode": "tozero"},
+        annotations=[{"text": seed, "xref": "paper", "yref": "paper", "x": 0, "y": -0.42,
+                      "showarrow": False, "xanchor": "left", "font": {"size": 11}}],
+    )  # fmt: skip
+    layout["margin"]["b"] = 120
+    return {"data": data, "layout": layout}
+
+
+def write_page(path: str, figures: list[dict[str, Any]]) -> None:
+    """A self-contained page of ``figures`` (plotly.js inlined), in the report's style."""
+    from plotly.offline import get_plotlyjs
+
+    divs = "".join(f'<div id="f{i}" style="height:360px"></div>' for i in range(len(figures)))
+    calls = "".join(
+        f"Plotly.newPlot('f{i}',{json.dumps(f['data'])},{json.dumps(f['layout'])});"
+        for i, f in enumerate(figures)
+    )
+    js = get_plotlyjs().replace("</script", "<\\/script")
+    Path(path).write_text(
+        "<!doctype html><html><head><meta charset='utf-8'><title>streamscope probe cores: "
+        f"cost in logic</title><script>{js}</script></head><body style='font-family:sans-serif;"
+        f"max-width:980px;margin:auto'><h1>Probe cores: cost in logic (iCE40 HX8K)</h1>{divs}"
+        f"<script>{calls}</script></body></html>"
+    )
 
 
 def trend(results: list[tuple[list[str], Cost]], what: str) -> str:
@@ -64,8 +124,59 @@ def trend(results: list[tuple[list[str], Cost]], what: str) -> str:
     return said
 
 
+def check_life(width: int, height: int, generations: int) -> bool:
+    """The application design computes the Game of Life: its populations, simulated, are the
+    model's (``examples/life.py``'s rule on the same universe)."""
+    import sys
+
+    import numpy as np
+    from amaranth.sim import Simulator
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+    import life
+
+    u = np.array([[(row >> c) & 1 for c in range(width)] for row in initial(width, height)], bool)
+    want = []
+    for _ in range(generations):
+        u = life.step(u)
+        want.append(int(u.sum()))
+    dut = LifeApp(width, height)
+    got: list[int] = []
+
+    async def bench(ctx: Any) -> None:
+        for _ in range(generations * (height + 3)):
+            await ctx.tick()
+            got.append(ctx.get(dut.population))
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    # After the cycle of its last row (the (g + 1)-th (height + 3) cycles), generation g + 1's.
+    return [got[(g + 1) * (height + 3) - 1] for g in range(generations)] == want
+
+
+def whole_design(width: int, height: int, probes: int, capacity: int, pnr: bool) -> list[Any]:
+    """The Life application alone and with its probes: cells and Fmax of each."""
+    import tempfile
+
+    from amaranth.back import verilog
+
+    out = []
+    for name, design in (("application", LifeApp(width, height)),
+                         ("with probes", MonitoredLife(width, height, probes, capacity))):  # fmt: skip
+        with tempfile.TemporaryDirectory(prefix="streamscope-life-") as tmp:
+            work = Path(tmp)
+            logic: Logic = synthesize(str(verilog.convert(design, name="life")), "life", work)
+            fmax = place_and_route("life", work) if pnr else None
+        out.append((name, logic, fmax))
+    return out
+
+
 def main() -> int:
-    args = parse_args(__doc__.splitlines()[0])
+    ap = parser(__doc__.splitlines()[0])
+    ap.add_argument("--plot", default=None, help="write the sweeps as a page of plots")
+    args = ap.parse_args()
     widths = [8, 16] if args.quick else [8, 16, 32, 64]
     depths = [1, 2] if args.quick else [1, 2, 4, 8]
     levels = 2 if args.quick else 4
@@ -78,6 +189,12 @@ def main() -> int:
     print("trigger probe, trigger depth (16-bit values):")
     print(table(HEADERS, rows(depth_sweep)))
     print(trend(depth_sweep, "seed 001: deeper triggers cost more; ours"))
+    counts = [16, 32] if args.quick else [16, 32, 48, 64]
+    count_sweep = sweep("trigger", [["width=16", "max_depth=2", f"count_width={c}"]
+                                    for c in counts], pnr)  # fmt: skip
+    print("trigger probe, counter width (16-bit values, 2 levels):")
+    print(table(HEADERS, rows(count_sweep)))
+    print(trend(count_sweep, "seed 001: a wider count register costs more; ours"))
     probes = [1, 2] if args.quick else [2, 4, 8]
     samples = 2 if args.quick else 16
     for scheme in ("central", "distributed"):
@@ -93,12 +210,48 @@ def main() -> int:
         print(f"  {params[0]}: central/distributed flip-flops {c.core.ffs / d.core.ffs:.2f}x, "
               f"LUT4s {c.core.luts / d.core.luts:.2f}x")  # fmt: skip
     smaller = all(r < 1 for r in ratios) and ratios == sorted(ratios, reverse=True)
+    pairs = zip(central, res, strict=True)
     print(
         "seed 001: centralised storage is smaller than distributed, the more so as probes are "
         f"added; ours: {'agrees' if smaller else 'differs'} (cells, central/distributed: "
         + ", ".join(f"{r:.2f}x" for r in ratios)
-        + "; our buffers are flip-flops, not block RAM)"
+        + "; block RAMs, central vs distributed: "
+        + ", ".join(f"{c.core.brams} vs {d.core.brams}" for (_, c), (_, d) in pairs)
+        + ")"
     )
+    w, h, n, cap = (8, 4, 2, 4) if args.quick else (64, 40, 8, 512)
+    lw, lh = (16, 8) if args.quick else (w, h)
+    print(f"the Game of Life design ({lw}x{lh}, a row a cycle) computes Life: "
+          f"{check_life(lw, lh, 4)}")  # fmt: skip
+    whole = whole_design(w, h, n, cap, pnr)
+    (_, app, fa), (_, mon, fm) = whole
+    print(f"seed 003: a whole design with its monitor, alone and with {n} band probes on central "
+          f"storage ({cap} samples, behind its bank):")  # fmt: skip
+    print(table(["design", "LUT4", "FF", "BRAM", "Fmax MHz"],
+                [[nm, str(lg.luts), str(lg.ffs), str(lg.brams),
+                  f"{f:.1f}" if f else "not placed"] for nm, lg, f in whole]))  # fmt: skip
+    said = (f"  logic {100 * (mon.luts + mon.ffs) / (app.luts + app.ffs) - 100:+.1f} % "
+            f"(LUT4+FF; {mon.luts / app.luts:.2f}x LUT4s)")  # fmt: skip
+    if fa and fm:
+        said += f", Fmax {100 * fm / fa - 100:+.1f} %"
+    print(said + "; seed 003's measurement module: +3.9 % logic, -2.6 % Fmax of its design")
+    if args.plot:
+        seed = "seed 001 (Figs. 3-8): area rises and Fmax falls as the trigger widens"
+        figs = [
+            figure("trigger probe: value width", "value width (bits)", widths,
+                   {"trigger": [c for _, c in width_sweep]}, seed),
+            figure("trigger probe: trigger depth", "levels", depths,
+                   {"trigger": [c for _, c in depth_sweep]},
+                   "seed 001: area rises with depth (each level a comparator)"),
+            figure("trigger probe: counter width", "count register (bits)", counts,
+                   {"trigger": [c for _, c in count_sweep]},
+                   "seed 001: the count register's flip-flops grow with its width"),
+            figure("storage: probes", "probes", probes,
+                   {"central": [c for _, c in central], "distributed": [c for _, c in res]},
+                   "seed 001: centralised storage smaller than distributed as probes are added"),
+        ]  # fmt: skip
+        write_page(args.plot, figs)
+        print(f"plots: {args.plot}")
     return 0
 
 

@@ -5,6 +5,7 @@ No figure is asserted (these machines are noisy); a benchmark that breaks with a
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -29,6 +30,7 @@ COMPARISON = re.compile(
 #: load run of 2 s (its first and last thirds are still sampled).
 SMOKE_ARGS: dict[str, tuple[str, ...]] = {
     "bench_calibration.py": ("--reps", "2"),
+    "bench_hw_cost.py": ("--plot", os.devnull),  # the page of plots is made, and thrown away
     "bench_load.py": ("--seconds", "2"),
     "bench_overhead.py": ("--reps", "1"),
     "bench_pipeline.py": ("--reps", "1"),

@@ -34,7 +34,8 @@ def test_bad_cores_and_parameters_are_refused_with_what_is_allowed() -> None:
     for args, said in (
         (
             ("verilog", "nope"),
-            "no probe core 'nope'; the cores are: central, distributed, profile, timestamp, trigger",
+            "no probe core 'nope'; the cores are: central, channel, distributed, profile, timestamp, "
+            "trigger",
         ),
         (("verilog", "trigger", "-p", "depth=3"), "'depth=3' is not NAME=VALUE"),
         (("verilog", "trigger", "-p", "width=x"), "width must be an integer, not 'x'"),
@@ -90,3 +91,21 @@ def test_a_missing_synthesiser_is_said_not_a_traceback(tmp_path: Path) -> None:
                           stdin=subprocess.DEVNULL)  # fmt: skip
     assert done.returncode == 2, done.stderr
     assert "yosys is not installed" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_the_fpga_link_example_reads_a_simulated_board() -> None:
+    """``examples/fpga_link.py``: a host reads a storage core and a timestamp core over the
+    simulated link, as the README's "bring your own FPGA" says a board is read."""
+    example = Path(__file__).resolve().parents[2] / "examples" / "fpga_link.py"
+    done = subprocess.run(
+        [sys.executable, str(example), "--cycles", "120"], capture_output=True, text=True,
+        timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    probes = re.findall(r"probe (\d): (\d+) samples read .* written (\d+), contention drops (\d+)",
+                        done.stdout)  # fmt: skip
+    assert [p[0] for p in probes] == ["0", "1", "2", "3"]
+    assert all(read == written for _, read, written, _ in probes)
+    assert sum(int(p[1]) for p in probes) > 0
+    first, second = map(int, re.findall(r"timestamp core: (\d+), then (\d+)", done.stdout)[0])
+    assert 120 < first < second
