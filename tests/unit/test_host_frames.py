@@ -202,9 +202,9 @@ def test_a_host_keeps_the_records_it_reduces_and_ships_what_the_monitor_reads() 
 
 def test_shipped_frames_cross_whole_or_are_refused() -> None:
     r = FrameResult(3, "a -> b", 2, 200, 300, 100, (ScalarPoint("mean", 1.5),))
-    payload = encode_frames([ShippedFrame(r, 12.5, 20.0)])
+    payload = encode_frames([ShippedFrame(r, 12.5, 20.0, None, 3.0)])
     (back,) = decode_frames(payload)
-    assert back == ShippedFrame(r, 12.5, 20.0)
+    assert back == ShippedFrame(r, 12.5, 20.0, None, 3.0)
     for bad in (payload[:5], b"XXXX" + payload[4:], payload[:-3]):
         with pytest.raises(ShippedFrameError):
             decode_frames(bad)
@@ -274,22 +274,25 @@ def _frame(k: int, stat: str, value: float) -> FrameResult:
 def test_the_monitor_bounds_a_host_s_frames_by_its_fit_and_fills_what_never_came() -> None:
     """Frames closed on node-b (its clock 40 ppm fast, 3 s ahead, not told): each gets the
     distance of its edges, mapped by the monitor's fit of that clock, from their virtual times
-    (a frame whose edges the host placed 1 ms off is bounded by that much); frames the host
-    never sent before the run's end are there, with nothing covered."""
+    (a frame whose edges the host placed 1 ms off is bounded by that much, one whose records
+    an earlier grid placed up to 0.5 ms outside its edges by that); frames the host never sent
+    before the run's end are there, with nothing covered."""
     eng, out, clocks = _monitor("inside", "count(a -> b) every 100ms")
     b = clocks["node-b"]
     sent = [ShippedFrame(_frame(k, "sum", 5.0), _ticks(b, k * FRAME) + off,
-                         _ticks(b, (k + 1) * FRAME) + off)
-            for k, off in ((0, 0.0), (1, 1_000_000.0))]  # fmt: skip
-    _send(eng, sent, _ticks(b, 2 * FRAME))
-    eng.finish(4 * FRAME - FRAME // 2)
+                         _ticks(b, (k + 1) * FRAME) + off, None, slack)
+            for k, off, slack in ((0, 0.0, 0.0), (1, 1_000_000.0, 0.0),
+                                  (2, 0.0, 500_000.0))]  # fmt: skip
+    _send(eng, sent, _ticks(b, 3 * FRAME))
+    eng.finish(5 * FRAME - FRAME // 2)
     by = {r.frame: r for r in out}
-    assert sorted(by) == [0, 1, 2, 3]
-    unc = [by[k].point("uncertainty_ns").value for k in (0, 1)]
+    assert sorted(by) == [0, 1, 2, 3, 4]
+    unc = [by[k].point("uncertainty_ns").value for k in (0, 1, 2)]
     assert unc[0] < 50_000  # the fit's own bounds: tens of µs here
     assert 1_000_000 <= unc[1] < 1_050_000  # type: ignore[operator]
-    assert [by[k].point("sum").value for k in (0, 1)] == [5.0, 5.0]
-    assert [by[k].covered_ns for k in (2, 3)] == [0, 0]
+    assert 500_000 <= unc[2] < 550_000  # type: ignore[operator]
+    assert [by[k].point("sum").value for k in (0, 1, 2)] == [5.0, 5.0, 5.0]
+    assert [by[k].covered_ns for k in (3, 4)] == [0, 0]
 
 
 def test_a_link_s_latency_is_bounded_by_both_clocks_fits() -> None:
@@ -379,3 +382,44 @@ def test_an_end_a_later_grid_places_sooner_loses_no_record() -> None:
     frames.set_grid(40_000.0, 1.0)
     out = frames.finish(int(t[-1]) + 30_000)  # 10 µs after the last: 30 µs before it now
     assert sum(r.point("count").value for r in _frames(out)) == 1000  # type: ignore[misc]
+
+
+def test_records_an_earlier_grid_placed_widen_their_frame_s_edges() -> None:
+    """Items every 0.1 ms, 50 µs from every edge; a refined grid maps the host's clock 70 µs
+    later just before the first frame's end, another 100 µs sooner in the middle of the third:
+    the frames still open hold items the grid before placed, so the edges they ship (by the
+    new grid) miss some of them. Every frame's count lies between the items surely inside its
+    shipped edges and those maybe inside, once the frame's ``slack_ns`` widens them (the frame
+    after one a change found open, too: they share an edge); the others have none."""
+    plan, topo = _prepared(["count(mid -> dst) every 100ms"])
+    (pairs,) = host_pairs(plan, topo, trace=False).values()
+    pid = next(p.id for p in topo.probes if p.kind == "tail")
+    frames = HostFrames(pairs, topo.probes, topo.tick_periods())
+    frames.set_grid(0.0, 1.0)
+    ticks = np.arange(1, 4001) * 100_000 + 50_000  # within 50 µs of every edge
+    rec = _records(Kind.PUT, pid, ticks)
+    out: list[bytes] = []
+    for lo, hi, grid in ((0, 99_990_000, None), (99_990_000, 250_000_000, (-70_000.0, 1.0)),
+                         (250_000_000, 320_000_000, (30_000.0, 1.0))):  # fmt: skip
+        if grid is not None:
+            frames.set_grid(*grid)
+        sel = (ticks >= lo) & (ticks < hi)
+        frames.add(rec[sel])
+        out += frames.close_until(hi)
+    frames.add(rec[ticks >= 320_000_000])
+    out += frames.finish(400_100_000)
+    shipped = [f for p in out for f in decode_frames(p)]
+    assert sum(f.result.point("sum").value for f in shipped) == len(ticks)  # type: ignore[misc]
+    widened = []
+    for f in shipped:
+        s = f.slack_ns
+        counted = f.result.point("sum").value  # type: ignore[union-attr]
+        surely = int(((ticks >= f.lo_ticks + s) & (ticks < f.hi_ticks - s)).sum())
+        maybe = int(((ticks >= f.lo_ticks - s) & (ticks < f.hi_ticks + s)).sum())
+        assert surely <= counted <= maybe, (f.result.frame, counted, surely, maybe, s)
+        widened.append(s > 0)
+    assert widened == [True, True, True, False, False]
+    # Without the slack, the edges alone would not hold the counts.
+    for f in shipped[:3]:
+        inside = int(((ticks >= f.lo_ticks) & (ticks < f.hi_ticks)).sum())
+        assert inside != f.result.point("sum").value

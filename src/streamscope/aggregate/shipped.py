@@ -19,7 +19,7 @@ from streamscope.core.errors import StreamscopeError
 
 #: The first bytes of a SUMMARY payload of a host's closed frames.
 FRAMES_MAGIC = b"SSFR"
-_VERSION = 2
+_VERSION = 3
 _HEAD = struct.Struct("<4sHI")
 
 
@@ -45,18 +45,23 @@ class Stamped:
 
 @dataclass(frozen=True, slots=True)
 class ShippedFrame:
-    """One frame a host closed: the result, its edges in the host's ticks, and for a link's
-    latency, what it took from the producer's clock."""
+    """One frame a host closed: the result, its edges in the host's ticks, for a link's
+    latency what it took from the producer's clock, and ``slack_ns``: how far (by the host's
+    grid) the records it counted may lie outside those edges (placed by an earlier grid)."""
 
     result: FrameResult
     lo_ticks: float
     hi_ticks: float
     stamped: Stamped | None = None
+    slack_ns: float = 0.0
 
 
 def encode_frames(frames: list[ShippedFrame]) -> bytes:
     body = json.dumps(
-        [[f.result.to_dict(), f.lo_ticks, f.hi_ticks, _stamped(f.stamped)] for f in frames],
+        [
+            [f.result.to_dict(), f.lo_ticks, f.hi_ticks, _stamped(f.stamped), f.slack_ns]
+            for f in frames
+        ],
         separators=(",", ":"),
     ).encode()
     # Compressed: a histogram's bins are mostly empty, a frame's figures alike from frame to
@@ -78,9 +83,13 @@ def decode_frames(payload: bytes) -> list[ShippedFrame]:
         rows = json.loads(zlib.decompress(payload[_HEAD.size :]))
         out = [
             ShippedFrame(
-                FrameResult.from_dict(d), float(lo), float(hi), None if st is None else Stamped(*st)
+                FrameResult.from_dict(d),
+                float(lo),
+                float(hi),
+                None if st is None else Stamped(*st),
+                float(slack),
             )
-            for d, lo, hi, st in rows
+            for d, lo, hi, st, slack in rows
         ]
     except (ValueError, KeyError, TypeError, zlib.error) as exc:
         raise ShippedFrameError(f"host frames: not {n} whole frames ({exc})") from exc

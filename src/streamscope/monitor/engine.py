@@ -275,6 +275,7 @@ class Engine:
             if reducer is None:
                 continue
             unc = self._grid_error(domain, (f.lo_ticks, f.hi_ticks), (r.t_start_ns, r.t_end_ns))
+            unc += f.slack_ns  # records an earlier grid of the host's placed inside the edges
             violations = 0
             st = f.stamped
             if st is not None:

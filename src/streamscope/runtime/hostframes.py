@@ -15,6 +15,7 @@ runner sends of that clock; each frame says what it took from it, for the monito
 
 from __future__ import annotations
 
+import math
 import threading
 
 import numpy as np
@@ -175,10 +176,24 @@ class HostFrames:
         self._waiting: list[Records] = []  # records taken before the first grid
         self._reduced_ns = 0  # reduced up to here (virtual ns by the grid)
         self._latest_ns = -1  # the latest record's time (a later grid may map the end sooner)
+        #: (until, slack): records placed at or before ``until`` (virtual ns) may lie up to
+        #: ``slack`` ns outside the edges a later grid ships for the frames holding them.
+        self._moved: list[tuple[int, float]] = []
+        self._longest = max((p.frame_ns for p in pairs), default=1_000_000_000)
 
     def set_grid(self, origin_ticks: float, ticks_per_ns: float) -> None:
         first = self._grid is None
-        self._grid = (float(origin_ticks), float(ticks_per_ns))
+        old, self._grid = self._grid, (float(origin_ticks), float(ticks_per_ns))
+        if old is not None and self._latest_ns >= 0:
+            # Records in frames still open (from the oldest one's start at the earliest) were
+            # placed by the grid before: the edges shipped for them will be this one's; they
+            # may disagree by the shift across that span.
+            until = max(self._latest_ns, self._reduced_ns)
+            span = np.array([max(0, self._reduced_ns - self._longest), until], dtype=np.float64)
+            ticks = old[0] + span * old[1]
+            shift = float(np.abs((ticks - origin_ticks) / ticks_per_ns - span).max())
+            if shift > 0.0:
+                self._moved.append((until, math.ceil(shift) + 1.0))
         if first:
             waiting, self._waiting = self._waiting, []
             for records in waiting:
@@ -191,12 +206,15 @@ class HostFrames:
         """Where the link ``channel``'s batches hand their stamps (None: not paired here)."""
         return self.links.get(channel)
 
-    def _ns(self, ticks: np.ndarray) -> np.ndarray:
+    def _ns(self, ticks: np.ndarray, placed: bool = False) -> np.ndarray:
         """Virtual ns by the latest grid, never before what is reduced already (a refined grid
-        may move the map back by microseconds: nothing it moves is lost)."""
+        may move the map back by microseconds: nothing it moves is lost; ``placed``: records,
+        moved so far ahead of the edges their frame ships with)."""
         assert self._grid is not None
         origin, per_ns = self._grid
         t = np.floor((ticks.astype(np.float64) - origin) / per_ns).astype(np.int64)
+        if placed and len(t) and (behind := self._reduced_ns - int(t.min())) > 0:
+            self._moved.append((self._reduced_ns, float(behind)))
         return np.maximum(t, self._reduced_ns)
 
     def _ticks(self, t_ns: int) -> float:
@@ -216,7 +234,7 @@ class HostFrames:
         dropped, refused = kinds == Kind.DROPPED, kinds == Kind.REFUSED
         events = mine[~(dropped | refused)]
         if len(events):
-            t = self._ns(events["ticks"])
+            t = self._ns(events["ticks"], placed=True)
             self._latest_ns = max(self._latest_ns, int(t.max()))
             self.routes.route(events, t, 0.0, self.ledger)
             for link in self.links.values():
@@ -275,12 +293,18 @@ class HostFrames:
         shipped = []
         for r in results:
             link = self.links.get(r.target) if r.query_id in self._latency_ids else None
+            # (a record placed at the end of the frame before, by the grid before, may lie inside
+            # this one's start by its ticks)
+            slack = max((s for until, s in self._moved if until + s >= r.t_start_ns), default=0.0)
             shipped.append(
                 ShippedFrame(
                     r,
                     self._ticks(r.t_start_ns),
                     self._ticks(r.t_end_ns),
                     link.stamped(r.query_id, r.frame) if link else None,
+                    slack,
                 )
             )
+        # Frames still open start after what is reduced less the longest frame.
+        self._moved = [m for m in self._moved if m[0] + m[1] >= self._reduced_ns - self._longest]
         return [encode_frames(shipped)]  # fmt: skip
