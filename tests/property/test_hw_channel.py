@@ -1,6 +1,8 @@
 """The channel monitor core (``hw.channel``) against the host's sub-queue reducer
 (``aggregate.subqueue``) on the same channel: random insertions and removals, cycle by cycle in
-Amaranth's simulator, every frame's counts, level at its start, occupancy and gap histograms."""
+Amaranth's simulator, every frame's counts, level at its start, occupancy and gap histograms
+(frames of a fixed number of cycles; ``test_hw_subqueue`` plays records at their ticks with the
+run's grid, production gaps and profiles)."""
 
 from __future__ import annotations
 
@@ -40,10 +42,10 @@ def _core(events: list[tuple[bool, bool]], frame: int) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
 
     async def bench(ctx: Any) -> None:
-        ctx.set(dut.frame_cycles, frame)
-        for put, get in events:
+        for c, (put, get) in enumerate(events):
             ctx.set(dut.put, put)
             ctx.set(dut.get, get)
+            ctx.set(dut.frame_end, (c + 1) % frame == 0)  # the design's frame clock
             await ctx.tick()
             if ctx.get(dut.done):
                 assert ctx.get(dut.frames) == len(out) + 1

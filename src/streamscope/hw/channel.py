@@ -1,33 +1,44 @@
 """TimeTrial's channel monitor (seed 002's FPGA agent) as a core: a FIFO channel's two ends in,
 one frame's sub-queue summary out, reduced on the device.
 
-In (each cycle): ``put`` (an item entered the channel this cycle) and ``get`` (one left it); the
-configuration ``frame_cycles`` (a frame's length in cycles, from cycle 0). Out (registered, for
-the last complete frame): ``n_in`` and ``n_out`` (items in and out), ``level_start`` (items in
-the channel as the frame began), ``occupancy[k]`` (cycles the channel spent holding ``k`` items;
-the last bin: that many or more), ``gap_in[j]`` (inter-insertion gaps) and ``gap_out[j]``
-(back-to-back inter-departure gaps: a removal whose item was already waiting at the removal
-before, so that the gap is a service time); ``frames`` (frames completed) and ``done`` (a pulse
-as one completes).
+In (each cycle, driven by the design): ``put`` (an item entered the channel this cycle), ``get``
+(one left it), ``frame_end`` (this cycle is its frame's last: the design's frame-edge generator
+drives it, say a comparator of the timestamp core against the next edge of the host's grid; the
+RTL device drives it at the run's grid); with ``profile_bins``, ``window_end`` (this cycle ends
+one of the frame's sub-windows); with ``production``, ``block`` and ``unblock`` (the producer
+became blocked on a full channel this cycle, or stopped being so: a state the core keeps);
+with ``warp_width`` (simulation only), ``warp``: that many idle cycles came before this one
+(no event, no strobe, the level and the producer's state of the cycle before; a cycle that
+ends a frame or a sub-window carries none).
+
+Out (registered, for the last complete frame): ``n_in`` and ``n_out`` (items in and out),
+``level_start`` (items in the channel as the frame began), ``occupancy[k]`` (cycles the channel
+spent holding ``k`` items; the last bin: that many or more), ``gap_in[j]`` (inter-insertion
+gaps), ``gap_out[j]`` (back-to-back inter-departure gaps: a removal whose item was already
+waiting at the removal before, so that the gap is a service time), with ``production``
+``gap_prod[j]`` (each inter-insertion gap less the cycles the producer spent blocked in it),
+with ``profile_bins`` ``profile_in[i]`` and ``profile_out[i]`` (the items in and out in each
+sub-window); ``frames`` (frames completed) and ``done`` (a pulse as one completes).
 
 A gap of ``g`` cycles lasts ``g * tick_ns_q8 / 256`` ns and is counted in the bin of the host's
 log-linear scale (``aggregate.subqueue.gaps``: octave, then three mantissa bits) found by a
 priority encoder: bin ``j`` of the core is the host's bin ``j + 8 * first_octave`` (bin 0 holds
 anything shorter than ``2**first_octave`` ns, the last bin anything longer than the core's
-``octaves``). The semantics are the host reducer's (``aggregate.subqueue``): cycle ``c`` holds
-the level after its own put and get (insertion first), a gap counts in the frame of its later
-end, the first record of an end has no gap. ``tests/property/test_hw_channel.py`` holds the
-core to the reducer frame by frame.
+``octaves``; ``first_octave=0, octaves=42`` are the host's own bins). The semantics are the host
+reducer's (``aggregate.subqueue``): cycle ``c`` holds the level after its own put and get
+(insertion first), a gap counts in the frame of its later end, the first record of an end has
+no gap. ``tests/property/test_hw_channel.py`` holds the core to the reducer frame by frame.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from streamscope.aggregate.subqueue.gaps import MANTISSA_BITS
-from streamscope.hw.framing import frame_clock
 
 #: Fraction bits of ``tick_ns_q8``.
 TICK_FRACTION_BITS = 8
@@ -45,10 +56,13 @@ def gap_bins_of(octaves: int) -> int:
 class ChannelMonitor(wiring.Component):  # type: ignore[misc]  # (amaranth is untyped)
     """See the module. ``levels``: occupancy bins; ``count_width``: each counter's bits;
     ``gap_width``: the bits of a gap counter (longer gaps saturate); ``tick_ns_q8``: a cycle's
-    length in 1/256 ns; ``first_octave`` and ``octaves``: the gap bins' range."""
+    length in 1/256 ns; ``first_octave`` and ``octaves``: the gap bins' range; ``profile_bins``:
+    sub-windows a frame's profile has (0: none); ``production``: production gaps (``block`` and
+    ``unblock`` inputs); ``warp_width``: the bits of a ``warp`` input (0: none, as synthesised)."""
 
-    #: The inputs the design drives each cycle; the others are registers the host writes.
-    EVENTS = frozenset({"put", "get"})
+    #: The inputs of the default configuration the design drives each cycle (an instance's
+    #: ``EVENTS`` add those its options bring).
+    EVENTS = frozenset({"put", "get", "frame_end"})
 
     def __init__(
         self,
@@ -59,32 +73,50 @@ class ChannelMonitor(wiring.Component):  # type: ignore[misc]  # (amaranth is un
         tick_ns_q8: int = 256,
         first_octave: int = 0,
         octaves: int = 8,
+        profile_bins: int = 0,
+        production: bool = False,
+        warp_width: int = 0,
     ) -> None:
         if levels < 2 or min(count_width, frame_width, gap_width, tick_ns_q8, octaves) < 1:
             raise ValueError("a channel monitor needs 2 levels or more, widths and a tick of 1 up")
-        if first_octave < 0:
-            raise ValueError("first_octave is 0 (1 ns) or more")
+        if first_octave < 0 or profile_bins < 0 or warp_width < 0:
+            raise ValueError("first_octave, profile_bins and warp_width are 0 or more")
         self.levels, self.count_width, self.gap_width = levels, count_width, gap_width
         self.tick_ns_q8, self.first_octave, self.octaves = tick_ns_q8, first_octave, octaves
+        self.profile_bins, self.production, self.warp_width = profile_bins, production, warp_width
         self.gap_bins = gap_bins_of(octaves)
         cw = count_width
-        super().__init__(
-            {
-                "put": In(1),
-                "get": In(1),
-                "frame_cycles": In(frame_width),
-                "n_in": Out(cw),
-                "n_out": Out(cw),
-                "level_start": Out(cw),
-                "occupancy": Out(cw).array(levels),
-                "gap_in": Out(cw).array(self.gap_bins),
-                "gap_out": Out(cw).array(self.gap_bins),
-                "frames": Out(frame_width),
-                "done": Out(1),
-            }
+        self.EVENTS = frozenset(
+            {"put", "get", "frame_end"}
+            | ({"window_end"} if profile_bins else set())
+            | ({"block", "unblock"} if production else set())
+            | ({"warp"} if warp_width else set())
         )
+        ports: dict[str, Any] = {"put": In(1), "get": In(1), "frame_end": In(1)}
+        if profile_bins:
+            ports["window_end"] = In(1)
+        if production:
+            ports["block"] = In(1)
+            ports["unblock"] = In(1)
+        if warp_width:
+            ports["warp"] = In(warp_width)
+        ports |= {
+            "n_in": Out(cw),
+            "n_out": Out(cw),
+            "level_start": Out(cw),
+            "occupancy": Out(cw).array(levels),
+            "gap_in": Out(cw).array(self.gap_bins),
+            "gap_out": Out(cw).array(self.gap_bins),
+        }
+        if production:
+            ports["gap_prod"] = Out(cw).array(self.gap_bins)
+        if profile_bins:
+            ports["profile_in"] = Out(cw).array(profile_bins)
+            ports["profile_out"] = Out(cw).array(profile_bins)
+        ports |= {"frames": Out(frame_width), "done": Out(1)}
+        super().__init__(ports)
 
-    def _bin(self, m: Module, gap: Signal, name: str) -> Signal:
+    def _bin(self, m: Module, gap: Any, name: str) -> Signal:
         """The bin of a gap of ``gap`` cycles (comb)."""
         v = Signal(len(gap) + self.tick_ns_q8.bit_length(), name=f"{name}_ns_q8")
         m.d.comb += v.eq(gap * self.tick_ns_q8)
@@ -110,7 +142,11 @@ class ChannelMonitor(wiring.Component):  # type: ignore[misc]  # (amaranth is un
     def elaborate(self, platform: object) -> Module:
         m = Module()
         cw = self.count_width
-        last = frame_clock(m, self.frame_cycles, self.frames, self.done)
+        last = self.frame_end
+        m.d.sync += self.done.eq(last)
+        with m.If(last):
+            m.d.sync += self.frames.eq(self.frames + 1)
+        warp = self.warp if self.warp_width else 0
 
         # The level after this cycle's insertion and removal.
         level = Signal(cw)
@@ -119,25 +155,38 @@ class ChannelMonitor(wiring.Component):  # type: ignore[misc]  # (amaranth is un
         m.d.sync += level.eq(after)
         start = Signal(cw)  # the running frame's level_start
 
-        # Gaps: cycles since each end's last record (saturating), whether there was one, and
-        # whether the item the next removal takes was already waiting at the last removal.
+        # Gaps: cycles since each end's last record (saturating; ``now``: counting this cycle's
+        # warp), whether there was one, and whether the item the next removal takes was
+        # already waiting at the last removal.
         gmax = (1 << self.gap_width) - 1
-        since_in, since_out = Signal(self.gap_width), Signal(self.gap_width)
-        seen_in, seen_out, waiting = Signal(), Signal(), Signal()
-        for since, seen, strobe in ((since_in, seen_in, self.put), (since_out, seen_out, self.get)):
+
+        def since_counter(strobe: Any, name: str, step: Any = 1, skipped: Any = None) -> Signal:
+            since = Signal(self.gap_width, name=f"since_{name}")
+            now = Signal(self.gap_width, name=f"now_{name}")
+            wide = since + (warp if skipped is None else skipped)
+            m.d.comb += now.eq(Mux(wide > gmax, gmax, wide))
             with m.If(strobe):
-                m.d.sync += [since.eq(1), seen.eq(1)]
-            with m.Elif(since != gmax):
-                m.d.sync += since.eq(since + 1)
+                m.d.sync += since.eq(step)
+            with m.Elif(now + step <= gmax):
+                m.d.sync += since.eq(now + step)
+            with m.Else():
+                m.d.sync += since.eq(gmax)
+            return now
+
+        seen_in, seen_out, waiting = Signal(), Signal(), Signal()
+        since_in = since_counter(self.put, "in")
+        since_out = since_counter(self.get, "out")
+        with m.If(self.put):
+            m.d.sync += seen_in.eq(1)
         with m.If(self.get):
-            m.d.sync += waiting.eq(after != 0)
+            m.d.sync += [seen_out.eq(1), waiting.eq(after != 0)]
         bin_in = self._bin(m, since_in, "in")
         bin_out = self._bin(m, since_out, "out")
         count_in = Signal()
         count_out = Signal()
         m.d.comb += [count_in.eq(self.put & seen_in), count_out.eq(self.get & seen_out & waiting)]
 
-        def counter(out: Signal, running: Signal, inc: object) -> None:
+        def counter(out: Signal, running: Signal, inc: Any) -> None:
             now = running + inc
             with m.If(last):
                 m.d.sync += [out.eq(now), running.eq(0)]
@@ -148,12 +197,59 @@ class ChannelMonitor(wiring.Component):  # type: ignore[misc]  # (amaranth is un
         counter(self.n_out, Signal(cw, name="run_n_out"), self.get)
         top_level = self.levels - 1
         clipped = Signal(_bits(top_level))
-        m.d.comb += clipped.eq(Mux(after >= top_level, top_level, after))
+        held = Signal(_bits(top_level))  # the level through the warp's idle cycles
+        m.d.comb += [
+            clipped.eq(Mux(after >= top_level, top_level, after)),
+            held.eq(Mux(level >= top_level, top_level, level)),
+        ]
         for k in range(self.levels):
-            counter(self.occupancy[k], Signal(cw, name=f"run_occ{k}"), clipped == k)
+            inc = (clipped == k) + Mux(held == k, warp, 0) if self.warp_width else clipped == k
+            counter(self.occupancy[k], Signal(cw, name=f"run_occ{k}"), inc)
         for j in range(self.gap_bins):
             counter(self.gap_in[j], Signal(cw, name=f"run_in{j}"), count_in & (bin_in == j))
             counter(self.gap_out[j], Signal(cw, name=f"run_out{j}"), count_out & (bin_out == j))
+        if self.production:
+            # Cycles since the last insertion the producer was not blocked (the warp's idle
+            # cycles in the state of the cycle before).
+            was_blocked, blocked = Signal(), Signal()
+            m.d.comb += blocked.eq(Mux(self.block, 1, Mux(self.unblock, 0, was_blocked)))
+            m.d.sync += was_blocked.eq(blocked)
+            free = ~blocked
+            skipped = Mux(was_blocked, 0, warp) if self.warp_width else 0
+            since_prod = since_counter(self.put, "prod", free, skipped)
+            bin_prod = self._bin(m, since_prod, "prod")
+            for j in range(self.gap_bins):
+                counter(self.gap_prod[j], Signal(cw, name=f"run_prod{j}"),
+                        count_in & (bin_prod == j))  # fmt: skip
+        if self.profile_bins:
+            self._profile(m, last)
         with m.If(last):
             m.d.sync += [self.level_start.eq(start), start.eq(after)]
         return m
+
+    def _profile(self, m: Module, last: Any) -> None:
+        """Items in and out per sub-window: the running window's counts, the frame's finished
+        windows, and the last frame's, latched as it ends."""
+        k = self.profile_bins
+        cw = self.count_width
+        at = Signal(_bits(k), name="window_at")
+        for strobe, out, name in ((self.put, self.profile_in, "in"),
+                                  (self.get, self.profile_out, "out")):  # fmt: skip
+            cur = Signal(cw, name=f"window_{name}")
+            now = cur + strobe
+            done = [Signal(cw, name=f"run_prof_{name}{i}") for i in range(k)]
+            with m.If(last):
+                m.d.sync += cur.eq(0)
+                for i in range(k):
+                    m.d.sync += [out[i].eq(Mux(at == i, now, done[i])), done[i].eq(0)]
+            with m.Elif(self.window_end):
+                m.d.sync += cur.eq(0)
+                for i in range(k):
+                    with m.If(at == i):
+                        m.d.sync += done[i].eq(now)
+            with m.Else():
+                m.d.sync += cur.eq(now)
+        with m.If(last):
+            m.d.sync += at.eq(0)
+        with m.Elif(self.window_end):
+            m.d.sync += at.eq(at + 1)

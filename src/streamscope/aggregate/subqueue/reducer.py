@@ -16,7 +16,7 @@ from streamscope.aggregate.subqueue.pending import PendingRecords
 from streamscope.aggregate.subqueue.summary import SubQueueSummary
 from streamscope.aggregate.subqueue.wire import MAX_PROFILE_BINS
 
-__all__ = ["MAX_FRAMES_PER_CALL", "PROFILE_BINS", "SubQueueFrames"]
+__all__ = ["MAX_FRAMES_PER_CALL", "PROFILE_BINS", "FrameEdges", "SubQueueFrames"]
 
 I64 = NDArray[np.int64]
 
@@ -26,6 +26,61 @@ PROFILE_BINS = 128
 
 #: The most frames one call may close (a runaway watermark must not build an endless list).
 MAX_FRAMES_PER_CALL = 1_000_000
+
+
+class FrameEdges:
+    """A frame grid in one clock's ticks, refined as the clock's fit improves: frame ``k >= 0``
+    covers ``[round(origin + k*period), round(origin + (k+1)*period))``; after a refinement the
+    frames already closed keep their edges (``pin``: the first open frame starts where the
+    last closed one ended)."""
+
+    def __init__(self) -> None:
+        self.origin: float | None = None
+        self.period = 0.0
+        self._pin: tuple[int, int] | None = None  # (frame, start tick) kept across a re-grid
+
+    def set(self, origin_ticks: float, period_ticks: float, next_frame: int) -> None:
+        """A grid (again): ``next_frame`` is the first frame not closed yet."""
+        if not (math.isfinite(origin_ticks) and math.isfinite(period_ticks)):
+            raise ValueError("grid origin and period must be finite")
+        if period_ticks < 1.0:
+            raise ValueError(f"period_ticks must be at least 1 tick, got {period_ticks}")
+        if self.origin is not None:
+            self._pin = (next_frame, self.bound(next_frame))
+        self.origin = float(origin_ticks)
+        self.period = float(period_ticks)
+        if self._pin is not None and self._raw_bound(self._pin[0] + 1) <= self._pin[1]:
+            raise ValueError("a refined grid may not end the next frame before it starts")
+
+    def _raw_bound(self, k: int) -> int:
+        assert self.origin is not None
+        return math.floor(self.origin + k * self.period + 0.5)
+
+    def bound(self, k: int) -> int:
+        """The first tick of frame ``k``."""
+        if self._pin is not None and k == self._pin[0]:
+            return self._pin[1]
+        return self._raw_bound(k)
+
+    def bounds(self, k0: int, k1: int) -> I64:
+        """Boundaries of frames ``k0..k1-1``: ``k1 - k0 + 1`` ticks."""
+        assert self.origin is not None
+        k = np.arange(k0, k1 + 1, dtype=np.float64)
+        out: I64 = np.floor(self.origin + k * self.period + 0.5).astype(np.int64)
+        if self._pin is not None and k0 <= self._pin[0] <= k1:
+            out[self._pin[0] - k0] = self._pin[1]
+        return out
+
+    def closable(self, watermark: int) -> int:
+        """The number ``j`` of grid boundaries ``b(0..j-1)`` at or before ``watermark``."""
+        assert self.origin is not None
+        j = math.floor((watermark - self.origin) / self.period) + 1
+        j = max(j, 0)
+        while j > 0 and self.bound(j - 1) > watermark:
+            j -= 1
+        while self.bound(j) <= watermark:
+            j += 1
+        return j
 
 
 class SubQueueFrames:
@@ -57,9 +112,7 @@ class SubQueueFrames:
         self.tick_ns = float(tick_ns)
         self._profile = int(profile)
         self._with_states = bool(states)
-        self._origin: float | None = None
-        self._period = 0.0
-        self._pin: tuple[int, int] | None = None  # (frame, start tick) kept across a re-grid
+        self._edges = FrameEdges()
         self._next = 0  # the next frame to close
         self._cursor: int | None = None  # records below this are folded (start of frame _next)
         self._finished = False
@@ -77,7 +130,8 @@ class SubQueueFrames:
     @property
     def grid(self) -> tuple[float, float] | None:
         """``(origin_ticks, period_ticks)`` once set."""
-        return None if self._origin is None else (self._origin, self._period)
+        e = self._edges
+        return None if e.origin is None else (e.origin, e.period)
 
     @property
     def pending(self) -> int:
@@ -96,16 +150,7 @@ class SubQueueFrames:
         their edges, the next one starts where the last closed one ended and ends on the new
         grid, and every later one lies on the new grid.
         """
-        if not (math.isfinite(origin_ticks) and math.isfinite(period_ticks)):
-            raise ValueError("grid origin and period must be finite")
-        if period_ticks < 1.0:
-            raise ValueError(f"period_ticks must be at least 1 tick, got {period_ticks}")
-        if self._origin is not None:
-            self._pin = (self._next, self._bound(self._next))
-        self._origin = float(origin_ticks)
-        self._period = float(period_ticks)
-        if self._pin is not None and self._raw_bound(self._pin[0] + 1) <= self._pin[1]:
-            raise ValueError("a refined grid may not end the next frame before it starts")
+        self._edges.set(origin_ticks, period_ticks, self._next)
 
     def add_insertions(self, ticks: ArrayLike, seq: ArrayLike) -> None:
         self._check_open()
@@ -133,37 +178,6 @@ class SubQueueFrames:
         if self._finished:
             raise RuntimeError("this reducer has finished")
 
-    # -- the grid ---------------------------------------------------------------------------
-
-    def _raw_bound(self, k: int) -> int:
-        assert self._origin is not None
-        return math.floor(self._origin + k * self._period + 0.5)
-
-    def _bound(self, k: int) -> int:
-        if self._pin is not None and k == self._pin[0]:
-            return self._pin[1]
-        return self._raw_bound(k)
-
-    def _bounds(self, k0: int, k1: int) -> I64:
-        """Boundaries of frames ``k0..k1-1``: ``k1 - k0 + 1`` ticks."""
-        assert self._origin is not None
-        k = np.arange(k0, k1 + 1, dtype=np.float64)
-        out: I64 = np.floor(self._origin + k * self._period + 0.5).astype(np.int64)
-        if self._pin is not None and k0 <= self._pin[0] <= k1:
-            out[self._pin[0] - k0] = self._pin[1]
-        return out
-
-    def _closable(self, watermark: int) -> int:
-        """The number ``j`` of grid boundaries ``b(0..j-1)`` at or before ``watermark``."""
-        assert self._origin is not None
-        j = math.floor((watermark - self._origin) / self._period) + 1
-        j = max(j, 0)
-        while j > 0 and self._bound(j - 1) > watermark:
-            j -= 1
-        while self._bound(j) <= watermark:
-            j += 1
-        return j
-
     @staticmethod
     def _check_count(n: int) -> None:
         if n > MAX_FRAMES_PER_CALL:
@@ -177,13 +191,15 @@ class SubQueueFrames:
     def close_until(self, watermark_ticks: int) -> list[SubQueueSummary]:
         """Every frame ending at or before ``watermark_ticks`` not closed yet, in order."""
         self._check_open()
-        if self._origin is None:
+        if self._edges.origin is None:
             return []
-        k1 = self._closable(int(watermark_ticks)) - 1  # frames _next..k1-1 end by the watermark
+        k1 = (
+            self._edges.closable(int(watermark_ticks)) - 1
+        )  # frames _next..k1-1 end by the watermark
         if k1 <= self._next:
             return []
         self._check_count(k1 - self._next)
-        bnd = self._bounds(self._next, k1)
+        bnd = self._edges.bounds(self._next, k1)
         return self._fold(bnd, bnd)
 
     def finish(self, end_ticks: int) -> list[SubQueueSummary]:
@@ -192,15 +208,15 @@ class SubQueueFrames:
         self._check_open()
         self._finished = True
         out: list[SubQueueSummary] = []
-        if self._origin is not None:
+        if self._edges.origin is not None:
             end = int(end_ticks)
             self._account_refused(end)
-            j = self._closable(end)  # b(j-1) <= end < b(j)
-            if j - 1 >= self._next and end >= self._bound(self._next):
-                k1 = j - 1 if end == self._bound(j - 1) else j  # frames _next..k1-1
+            j = self._edges.closable(end)  # b(j-1) <= end < b(j)
+            if j - 1 >= self._next and end >= self._edges.bound(self._next):
+                k1 = j - 1 if end == self._edges.bound(j - 1) else j  # frames _next..k1-1
                 if k1 > self._next:
                     self._check_count(k1 - self._next)
-                    grid = self._bounds(self._next, k1)
+                    grid = self._edges.bounds(self._next, k1)
                     seg = grid.copy()
                     seg[-1] = min(int(grid[-1]), end)
                     out = self._fold(seg, grid)
