@@ -14,6 +14,11 @@ that really computes the walks is much shorter and is padded to it), so walk sta
 parallel as hardware units would, and 16 of them do twice the work of 8.
 
     streamscope run examples/laplace.py --report laplace.html -- --walks 8 --blocks 40000
+
+With ``--rtl`` the device is an RTL device: the device's side of ``avg -> print`` is reduced per
+frame by the channel monitor core (seed 002's FPGA agent), simulated cycle by cycle, fed the
+buffer's insertions and removals and ``avg``'s blocking, and read over the register link, and
+calibration reads the timestamp core (``--rtl verilator``: both compiled by Verilator).
 """
 
 from __future__ import annotations
@@ -169,6 +174,11 @@ def _args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--save", help="write the final solution to this .npy file")
     ap.add_argument("--quiet", action="store_true", help="do not print the solution")
+    ap.add_argument(
+        "--rtl", nargs="?", const="amaranth", default="", choices=("amaranth", "verilator"),
+        help="an RTL device: its sub-queue reduced by the channel monitor core, simulated by "
+        "Amaranth (the default) or by Verilator",
+    )  # fmt: skip
     a = ap.parse_args(argv)
     if min(a.walks, a.blocks, a.block, a.walkers, a.points, a.every) < 1 or a.grid < 4:
         ap.error("sizes must be positive (and --grid at least 4)")
@@ -178,7 +188,7 @@ def _args(argv: list[str]) -> argparse.Namespace:
 def pipeline(argv: list[str]) -> ss.Pipeline:
     a = _args(argv)
     pts = points_of_interest(a.grid, a.points)
-    fpga = ss.EmulatedDevice("fpga", bulk_size=16, transfer_us=200, latency_us=20)
+    fpga = ss.EmulatedDevice("fpga", bulk_size=16, transfer_us=200, latency_us=20, rtl=a.rtl)
     p = ss.Pipeline(f"laplace-{a.walks}")
     p.add("prng", Prng(a.blocks, a.block, a.seed), resource=fpga)
     p.add("split", lambda block: block, resource=fpga)

@@ -36,6 +36,18 @@ def _events(steps: list[tuple[int, int]]) -> list[tuple[bool, bool]]:
     return out
 
 
+def _array(ctx: Any, dut: ChannelMonitor, name: str) -> list[int]:
+    """An array of the last frame, entry by entry through ``read_at`` and ``read_data`` (the
+    RAM's read is combinational); its ``nonzero`` bitmap says the same."""
+    out = []
+    for j in range(dut.arrays[name]):
+        ctx.set(dut.read_at, dut.address(name, j))
+        out.append(ctx.get(dut.read_data))
+    bits = ctx.get(getattr(dut, f"nonzero_{name}"))
+    assert [bool(bits >> j & 1) for j in range(len(out))] == [v != 0 for v in out]
+    return out
+
+
 def _core(events: list[tuple[bool, bool]], frame: int) -> list[dict[str, Any]]:
     dut = ChannelMonitor(levels=LEVELS, count_width=12, frame_width=12, gap_width=10,
                          tick_ns_q8=TICK_Q8, first_octave=FIRST, octaves=OCTAVES)  # fmt: skip
@@ -53,8 +65,8 @@ def _core(events: list[tuple[bool, bool]], frame: int) -> list[dict[str, Any]]:
                     "n": (ctx.get(dut.n_in), ctx.get(dut.n_out)),
                     "level_start": ctx.get(dut.level_start),
                     "occupancy": [ctx.get(dut.occupancy[k]) for k in range(LEVELS)],
-                    "gap_in": [ctx.get(dut.gap_in[j]) for j in range(dut.gap_bins)],
-                    "gap_out": [ctx.get(dut.gap_out[j]) for j in range(dut.gap_bins)],
+                    "gap_in": _array(ctx, dut, "gap_in"),
+                    "gap_out": _array(ctx, dut, "gap_out"),
                 })  # fmt: skip
 
     sim = Simulator(dut)

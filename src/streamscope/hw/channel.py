@@ -13,12 +13,18 @@ ends a frame or a sub-window carries none).
 
 Out (registered, for the last complete frame): ``n_in`` and ``n_out`` (items in and out),
 ``level_start`` (items in the channel as the frame began), ``occupancy[k]`` (cycles the channel
-spent holding ``k`` items; the last bin: that many or more), ``gap_in[j]`` (inter-insertion
-gaps), ``gap_out[j]`` (back-to-back inter-departure gaps: a removal whose item was already
-waiting at the removal before, so that the gap is a service time), with ``production``
-``gap_prod[j]`` (each inter-insertion gap less the cycles the producer spent blocked in it),
-with ``profile_bins`` ``profile_in[i]`` and ``profile_out[i]`` (the items in and out in each
-sub-window); ``frames`` (frames completed) and ``done`` (a pulse as one completes).
+spent holding ``k`` items; the last bin: that many or more); ``frames`` (frames completed) and
+``done`` (a pulse as one completes). The frame's arrays live in RAM (a histogram of a few hundred
+bins is a few hundred counters otherwise): ``gap_in`` (inter-insertion gaps), ``gap_out``
+(back-to-back inter-departure gaps: a removal whose item was already waiting at the removal
+before, so that the gap is a service time), with ``production`` ``gap_prod`` (each
+inter-insertion gap less the cycles the producer spent blocked in it), with ``profile_bins``
+``profile_in`` and ``profile_out`` (the items in and out in each sub-window). Array ``a`` (in
+that order, ``ARRAYS``) entry ``i`` is read by writing ``a * ARRAY_SPAN + i`` to ``read_at`` and
+reading ``read_data``; ``nonzero_<array>`` (one bit an entry) says which entries are not 0, so a
+host reads only those. Each RAM has two halves, one for the running frame and one for the last
+(frame parity); an entry the bitmaps do not mark reads 0 and counts from 0, so nothing is
+cleared between frames.
 
 A gap of ``g`` cycles lasts ``g * tick_ns_q8 / 256`` ns and is counted in the bin of the host's
 log-linear scale (``aggregate.subqueue.gaps``: octave, then three mantissa bits) found by a
@@ -34,14 +40,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from amaranth.hdl import Module, Mux, Signal
+from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import wiring
+from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from streamscope.aggregate.subqueue.gaps import MANTISSA_BITS
 
 #: Fraction bits of ``tick_ns_q8``.
 TICK_FRACTION_BITS = 8
+#: The arrays a host reads through ``read_at`` and ``read_data``, in their order.
+ARRAYS = ("gap_in", "gap_out", "gap_prod", "profile_in", "profile_out")
+#: Entries between two arrays' first ones in ``read_at``'s space.
+ARRAY_SPAN = 512
+#: Bits of an entry's place in its array.
+ENTRY_BITS = 9
 
 
 def _bits(n: int) -> int:
@@ -100,21 +113,31 @@ class ChannelMonitor(wiring.Component):  # type: ignore[misc]  # (amaranth is un
             ports["unblock"] = In(1)
         if warp_width:
             ports["warp"] = In(warp_width)
+        if self.gap_bins > ARRAY_SPAN or profile_bins > ARRAY_SPAN:
+            raise ValueError(f"at most {ARRAY_SPAN} gap bins and profile sub-windows")
+        #: The arrays this core has, and their entries.
+        self.arrays = {"gap_in": self.gap_bins, "gap_out": self.gap_bins}
+        if production:
+            self.arrays["gap_prod"] = self.gap_bins
+        if profile_bins:
+            self.arrays |= {"profile_in": profile_bins, "profile_out": profile_bins}
         ports |= {
+            "read_at": In(_bits(len(ARRAYS) * ARRAY_SPAN - 1)),
             "n_in": Out(cw),
             "n_out": Out(cw),
             "level_start": Out(cw),
             "occupancy": Out(cw).array(levels),
-            "gap_in": Out(cw).array(self.gap_bins),
-            "gap_out": Out(cw).array(self.gap_bins),
+            **{f"nonzero_{a}": Out(n) for a, n in self.arrays.items()},
+            "read_data": Out(cw),
+            "frames": Out(frame_width),
+            "done": Out(1),
         }
-        if production:
-            ports["gap_prod"] = Out(cw).array(self.gap_bins)
-        if profile_bins:
-            ports["profile_in"] = Out(cw).array(profile_bins)
-            ports["profile_out"] = Out(cw).array(profile_bins)
-        ports |= {"frames": Out(frame_width), "done": Out(1)}
         super().__init__(ports)
+
+    @staticmethod
+    def address(array: str, entry: int) -> int:
+        """What to write to ``read_at`` to read ``entry`` of ``array``."""
+        return ARRAYS.index(array) * ARRAY_SPAN + entry
 
     def _bin(self, m: Module, gap: Any, name: str) -> Signal:
         """The bin of a gap of ``gap`` cycles (comb)."""
@@ -205,9 +228,11 @@ class ChannelMonitor(wiring.Component):  # type: ignore[misc]  # (amaranth is un
         for k in range(self.levels):
             inc = (clipped == k) + Mux(held == k, warp, 0) if self.warp_width else clipped == k
             counter(self.occupancy[k], Signal(cw, name=f"run_occ{k}"), inc)
-        for j in range(self.gap_bins):
-            counter(self.gap_in[j], Signal(cw, name=f"run_in{j}"), count_in & (bin_in == j))
-            counter(self.gap_out[j], Signal(cw, name=f"run_out{j}"), count_out & (bin_out == j))
+        # The frame's arrays in RAM: the running frame's half, the last frame's.
+        half = self.frames[0]
+        self._entries: dict[str, Any] = {}
+        self._counted(m, "gap_in", count_in, bin_in, half, last)
+        self._counted(m, "gap_out", count_out, bin_out, half, last)
         if self.production:
             # Cycles since the last insertion the producer was not blocked (the warp's idle
             # cycles in the state of the cycle before).
@@ -218,38 +243,82 @@ class ChannelMonitor(wiring.Component):  # type: ignore[misc]  # (amaranth is un
             skipped = Mux(was_blocked, 0, warp) if self.warp_width else 0
             since_prod = since_counter(self.put, "prod", free, skipped)
             bin_prod = self._bin(m, since_prod, "prod")
-            for j in range(self.gap_bins):
-                counter(self.gap_prod[j], Signal(cw, name=f"run_prod{j}"),
-                        count_in & (bin_prod == j))  # fmt: skip
+            self._counted(m, "gap_prod", count_in, bin_prod, half, last)
         if self.profile_bins:
-            self._profile(m, last)
+            self._profile(m, last, half)
         with m.If(last):
             m.d.sync += [self.level_start.eq(start), start.eq(after)]
+        # The host's read: an entry of the last frame, 0 where its tag is an older frame's.
+        sel = self.read_at // ARRAY_SPAN
+        with m.Switch(sel):
+            for name, (value, _) in self._entries.items():
+                with m.Case(ARRAYS.index(name)):
+                    m.d.comb += self.read_data.eq(value)
         return m
 
-    def _profile(self, m: Module, last: Any) -> None:
-        """Items in and out per sub-window: the running window's counts, the frame's finished
-        windows, and the last frame's, latched as it ends."""
+    def _entry(self, m: Module, entry: Any, half: Any, name: str) -> Signal:
+        """The RAM address of ``entry`` in ``half``."""
+        addr = Signal(ENTRY_BITS + 1, name=name)
+        m.d.comb += addr.eq(Cat(entry, half) if len(entry) == ENTRY_BITS else entry)
+        if len(entry) != ENTRY_BITS:
+            m.d.comb += addr[ENTRY_BITS].eq(half)
+        return addr
+
+    def _ram(
+        self, m: Module, name: str, half: Any, last: Any, hit: Any, at: Any
+    ) -> tuple[Any, Any]:
+        """Array ``name``'s RAM (both halves: the frame's parity is the top address bit) and
+        bitmaps: which entries the running frame wrote (an entry it did not reads 0: nothing is
+        cleared between frames) and, latched as it ends, the last frame's
+        (``nonzero_<name>``). Returns the write port and whether entry ``at`` was written."""
+        n = self.arrays[name]
+        cw = self.count_width
+        mem = Memory(shape=cw, depth=2 * ARRAY_SPAN, init=[])
+        m.submodules[f"ram_{name}"] = mem
+        w = mem.write_port()
+        host = mem.read_port(domain="comb")
+        entry = Signal(ENTRY_BITS, name=f"read_entry_{name}")
+        m.d.comb += entry.eq(self.read_at[:ENTRY_BITS])
+        m.d.comb += host.addr.eq(self._entry(m, entry, ~half, f"read_addr_{name}"))
+        nonzero = getattr(self, f"nonzero_{name}")
+        value = Signal(cw, name=f"read_{name}")
+        fresh = (entry < n) & nonzero.bit_select(entry, 1)
+        m.d.comb += value.eq(Mux(fresh, host.data, 0))
+        self._entries[name] = (value, host)
+        seen = Signal(n, name=f"seen_{name}")
+        now = Signal(n, name=f"seen_now_{name}")
+        m.d.comb += now.eq(seen)
+        with m.If(hit):
+            m.d.comb += now.bit_select(at, 1).eq(1)
+        with m.If(last):
+            m.d.sync += [nonzero.eq(now), seen.eq(0)]
+        with m.Else():
+            m.d.sync += seen.eq(now)
+        m.d.comb += [w.addr.eq(self._entry(m, at, half, f"addr_{name}")), w.en.eq(hit)]
+        return w, seen.bit_select(at, 1)
+
+    def _counted(self, m: Module, name: str, hit: Any, at: Any, half: Any, last: Any) -> None:
+        """A histogram in RAM: entry ``at`` of the running frame counts one when ``hit``."""
+        w, written = self._ram(m, name, half, last, hit, at)
+        r = m.submodules[f"ram_{name}"].read_port(domain="comb")
+        m.d.comb += r.addr.eq(w.addr)
+        m.d.comb += w.data.eq(Mux(written, r.data, 0) + 1)
+
+    def _profile(self, m: Module, last: Any, half: Any) -> None:
+        """Items in and out per sub-window: the running window's counts, written to its entry
+        as it (or the frame) ends."""
         k = self.profile_bins
         cw = self.count_width
-        at = Signal(_bits(k), name="window_at")
-        for strobe, out, name in ((self.put, self.profile_in, "in"),
-                                  (self.get, self.profile_out, "out")):  # fmt: skip
+        at = Signal(ENTRY_BITS, name="window_at")
+        ends = last | self.window_end
+        for strobe, name in ((self.put, "profile_in"), (self.get, "profile_out")):
             cur = Signal(cw, name=f"window_{name}")
-            now = cur + strobe
-            done = [Signal(cw, name=f"run_prof_{name}{i}") for i in range(k)]
-            with m.If(last):
-                m.d.sync += cur.eq(0)
-                for i in range(k):
-                    m.d.sync += [out[i].eq(Mux(at == i, now, done[i])), done[i].eq(0)]
-            with m.Elif(self.window_end):
-                m.d.sync += cur.eq(0)
-                for i in range(k):
-                    with m.If(at == i):
-                        m.d.sync += done[i].eq(now)
-            with m.Else():
-                m.d.sync += cur.eq(now)
+            now = Signal(cw, name=f"window_now_{name}")
+            m.d.comb += now.eq(cur + strobe)
+            w, _ = self._ram(m, name, half, last, ends & (now != 0), at)
+            m.d.comb += w.data.eq(now)
+            m.d.sync += cur.eq(Mux(ends, 0, now))
         with m.If(last):
             m.d.sync += at.eq(0)
-        with m.Elif(self.window_end):
+        with m.Elif(self.window_end & (at != k - 1)):
             m.d.sync += at.eq(at + 1)

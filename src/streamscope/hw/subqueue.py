@@ -96,6 +96,9 @@ class CoreSubQueue:
         #: Records played later than their tick (a cycle taken), and by how much at most.
         self.shifted = 0
         self.most_shifted = 0
+        #: Frames read from the core; the cycles it ran (final once it has finished).
+        self.frames_read = 0
+        self.cycles = 0
         self.played: list[tuple[int, int]] | None = [] if log else None
 
     # -- input (SubQueueFrames's) -------------------------------------------------------------
@@ -184,8 +187,15 @@ class CoreSubQueue:
                     out = self._close(seg, grid)
         self._finished = True
         self._chunks = []
+        self.cycles = self.link.cycles
         self.link.close()
         return out
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """What the core did: cycles, frames, records shifted and by how much at most."""
+        return {"cycles": self.cycles, "frames": self.frames_read, "shifted": self.shifted,
+                "most_shifted": self.most_shifted}  # fmt: skip
 
     def close(self) -> None:
         """Stop the simulation (``finish`` does)."""
@@ -307,10 +317,20 @@ class CoreSubQueue:
         held = np.flatnonzero(occ)
         bins = self.core.gap_bins
 
-        def hist(name: str, n: int) -> I64:
-            return np.array([get(f"{name}[{j}]") for j in range(n)], np.int64)
+        regs, core = self._regs, self.core
 
-        lo = self.core.first_octave << MANTISSA_BITS
+        def hist(name: str, n: int) -> I64:
+            """The entries the bitmap marks, each through ``read_at`` and ``read_data``."""
+            out = np.zeros(n, np.int64)
+            bits = get(f"nonzero_{name}")
+            while bits:
+                j = (bits & -bits).bit_length() - 1
+                bits &= bits - 1
+                regs.set("read_at", core.address(name, j))
+                out[j] = get("read_data")
+            return out
+
+        lo = core.first_octave << MANTISSA_BITS
 
         def gaps(name: str) -> I64:
             out = np.zeros(N_GAP_BINS, np.int64)
@@ -318,6 +338,7 @@ class CoreSubQueue:
             return out
 
         lossy, self._lossy = self._lossy, False
+        self.frames_read += 1
         return SubQueueSummary(
             frame=frame,
             start_ticks=start,

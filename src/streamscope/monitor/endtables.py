@@ -33,6 +33,8 @@ RUNNER_FIELDS = ("items", "samples", "user_ns", "cpu_ns")
 LINK_FIELDS = ("transfers", "late", "late_ns")
 #: What a cluster host's agent sent the monitor, and the records it reduced rather than sent.
 HOST_FIELDS = ("messages", "bytes", "kept_records")
+#: An RTL device's cores' figures (``pipeline.child`` notes them as its run ends).
+CORE_FIELDS = ("cycles", "frames", "shifted", "most_shifted")
 
 
 def record_columns(rec: Records) -> dict[str, Any]:
@@ -106,6 +108,19 @@ def link_table(links: Mapping[str, Mapping[str, int]]) -> Iterator[Table]:
 def host_table(hosts: Mapping[str, Mapping[str, int]]) -> Iterator[Table]:
     """Each cluster host's traffic to the monitor."""
     yield from _keyed("host", "host", HOST_FIELDS, hosts)
+
+
+def core_table(cores: Mapping[str, Mapping[str, int]]) -> Iterator[Table]:
+    """Each RTL device's cores (keys: ``resource/core``)."""
+    if cores:
+        names = sorted(cores)
+        cols: dict[str, list[object]] = {
+            "resource": [n.split("/", 1)[0] for n in names],
+            "core": [n.split("/", 1)[1] for n in names],
+        }
+        for field_ in CORE_FIELDS:
+            cols[field_] = [int(cores[n].get(field_, 0)) for n in names]
+        yield TableRows("core", cols)
 
 
 def _keyed(

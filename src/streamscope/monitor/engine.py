@@ -28,7 +28,13 @@ from streamscope.core.tablerows import TableSink
 from streamscope.core.topology import HOST, Topology
 from streamscope.monitor import endtables
 from streamscope.monitor.agents import Agents
-from streamscope.monitor.endtables import HOST_FIELDS, LINK_FIELDS, RUNNER_FIELDS, CostModel
+from streamscope.monitor.endtables import (
+    CORE_FIELDS,
+    HOST_FIELDS,
+    LINK_FIELDS,
+    RUNNER_FIELDS,
+    CostModel,
+)
 from streamscope.monitor.flight import DEFAULT_FLIGHT_RECORDS
 from streamscope.monitor.keeping import Keeper
 from streamscope.monitor.ledger import Ledger
@@ -100,6 +106,8 @@ class Engine:
         self.links: dict[str, dict[str, int]] = {}
         #: Each cluster host's traffic to the monitor (its agent's notes and the runner's).
         self.hosts: dict[str, dict[str, int]] = {}
+        #: An RTL device's cores, by ``resource/core``.
+        self.cores: dict[str, dict[str, int]] = {}
 
     def _build_streams(
         self, plan: Plan, topology: Topology, on_table: TableSink | None, trace: bool
@@ -196,7 +204,8 @@ class Engine:
             self.ledger.probe_events[int(pid)] = self.ledger.probe_events.get(int(pid), 0) + int(n)
         for name, fields, into in (("runner", RUNNER_FIELDS, self.runner),
                                     ("links", LINK_FIELDS, self.links),
-                                    ("hosts", HOST_FIELDS, self.hosts)):  # fmt: skip
+                                    ("hosts", HOST_FIELDS, self.hosts),
+                                    ("cores", CORE_FIELDS, self.cores)):  # fmt: skip
             got = info.get(name, {})
             for key, stats in got.items() if isinstance(got, dict) else ():
                 acc = into.setdefault(str(key), dict.fromkeys(fields, 0))
@@ -492,6 +501,7 @@ class Engine:
             *endtables.runner_table(self.runner),
             *endtables.link_table(self.links),
             *endtables.host_table(self.hosts),
+            *endtables.core_table(self.cores),
             *endtables.exclusion_table(self.trace_excluded),
             *endtables.overhead_table(self.ledger.probe_events, self.cost_model),
         ]  # fmt: skip

@@ -102,7 +102,7 @@ def child_main(
             runner_report(control),
         )  # fmt: skip
         if control is not None and (spec.local or scope.holders):
-            agent = _local_agent(control, clock, domain, tick_ns, spec, grid, scope)
+            agent = _local_agent(control, clock, domain, tick_ns, spec, grid, scope, pipeline)
         rates = scope.rate_watch(control.note) if control is not None else None
         signal.signal(signal.SIGTERM, _terminator(agent))
         code = _run_stages(pipeline, channels, scope, spec.stages, status, agent, rates)
@@ -116,6 +116,9 @@ def child_main(
     finally:
         if agent is not None:
             agent.close(final=code == 0)
+            if control is not None and agent.cores:
+                # (final: they finished as the agent closed)
+                control.note({"cores": {k: c.stats for k, c in agent.cores.items()}})
         if control is not None:
             control.close()
         os._exit(code)
@@ -213,23 +216,49 @@ def _local_agent(
     spec: ChildSpec,
     grid: Any,
     scope: Scope,
+    pipeline: Pipeline,
 ) -> Agent:
     """The agent that reduces this device's own sub-queues, on the host's frame grid, and sends
     its private rings (an RTL device's storage cores: held back to their unread samples)."""
     from streamscope.pipeline.onboard import LocalReduction
 
+    local = None
+    if spec.local:
+        rtls = (pipeline.stages[s].resource.rtl for s in spec.stages)
+        rtl = next((r for r in rtls if r), "")
+        local = LocalReduction(spec.local, tick_ns, grid, reducer=_core_reducer(pipeline, rtl))
     agent = Agent(
-        control,
-        clock.now,
-        flush_interval_s=spec.flush_interval_s,
-        domain=domain,
-        local=LocalReduction(spec.local, tick_ns, grid) if spec.local else None,
+        control, clock.now, flush_interval_s=spec.flush_interval_s, domain=domain, local=local
     )
     for tap in scope.local_taps:
         agent.add(tap)
     for oldest in scope.holders:
         agent.hold(oldest)
+    if local is not None:
+        # What the RTL device's cores did, by ``resource/core`` (``monitor.endtables``).
+        by_key = {q.key: q.channel for q in spec.local}
+        agent.cores = {
+            f"{spec.name}/channel {by_key[key]}": fr
+            for key, fr in local.frames.items()
+            if hasattr(fr, "stats")
+        }
     return agent
+
+
+def _core_reducer(pipeline: Pipeline, rtl: str) -> Callable[[LocalQueue, float], Any] | None:
+    """On an RTL device, a sub-queue's reducer: the channel monitor core, simulated by
+    ``rtl``, with a level for every item its buffer holds (None: the host's reducer)."""
+    if not rtl:
+        return None
+    from streamscope.aggregate.subqueue import PROFILE_BINS
+    from streamscope.hw.subqueue import CoreSubQueue
+
+    def make(q: LocalQueue, tick_ns: float) -> Any:
+        capacity = pipeline.channels[q.channel].capacity
+        return CoreSubQueue(tick_ns, states=q.state_probe != 0, profile=PROFILE_BINS,
+                            levels=capacity + 2, sim=rtl)  # fmt: skip
+
+    return make
 
 
 def _terminator(agent: Agent | None) -> Callable[[int, object], None]:

@@ -11,6 +11,7 @@ themselves stay on the device unless tracing is asked for.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import numpy as np
@@ -57,15 +58,18 @@ class LocalReduction:
         states: tuple[LocalState, ...] = (),
         frames: FrameReducer | None = None,
         shipped: frozenset[int] | None = None,
+        reducer: Callable[[LocalQueue, float], Any] | None = None,
     ) -> None:
         """``frames``: a host's pairs it reduces to frames itself; ``shipped``: on a host, the
         probes whose records go to the monitor (what it reads itself): every other record
-        stays here (None, a device: what it does not reduce goes)."""
+        stays here (None, a device: what it does not reduce goes); ``reducer``: what reduces
+        a sub-queue (given it and the tick), if not ``SubQueueFrames`` (an RTL device's
+        channel monitor core, ``hw.subqueue.CoreSubQueue``)."""
         self.queues = queues
-        self.frames = {
-            q.key: SubQueueFrames(tick_ns, states=q.state_probe != 0, profile=PROFILE_BINS)
-            for q in queues
-        }
+        make = reducer or (
+            lambda q, tick: SubQueueFrames(tick, states=q.state_probe != 0, profile=PROFILE_BINS)
+        )
+        self.frames = {q.key: make(q, tick_ns) for q in queues}
         #: A host's stages whose states it reduces to frames (by state probe).
         self.states = {st.probe: (st, StateFrames()) for st in states}
         self._grid = grid  # the child's end of the runner's pipe, or None

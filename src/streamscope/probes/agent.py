@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -58,6 +58,9 @@ class Agent:
     ) -> None:
         self.agent_id = control.agent_id
         self._local = local
+        #: The cores that reduce what it sends, by name (an RTL device's): their ``stats`` are
+        #: final once it has closed.
+        self.cores: dict[str, Any] = {}
         self._control = control
         self._now = now
         self._interval = flush_interval_s

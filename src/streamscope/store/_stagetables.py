@@ -121,6 +121,21 @@ HOST = Table(
     ),
 )
 
+CORE = Table(
+    "core",
+    "Each probe core an RTL device simulated: what it reduced, the cycles it ran, and the "
+    "records that met a cycle the register bus held and played later (on real hardware the "
+    "design and the bus run side by side).",
+    (
+        _C("resource", "VARCHAR NOT NULL", "the RTL device (resource.name)"),
+        _C("core", "VARCHAR NOT NULL", "the core and what it watches ('channel avg -> print')"),
+        _C("cycles", "BIGINT NOT NULL", "cycles simulated (idle stretches: one cycle each)"),
+        _C("frames", "BIGINT NOT NULL", "frames it reduced and the host read"),
+        _C("shifted", "BIGINT NOT NULL", "records played later than their tick"),
+        _C("most_shifted", "BIGINT NOT NULL", "by how many ticks at most"),
+    ),
+)
+
 MONITOR = Table(
     "monitor",
     "The monitor's own figures per frame of the run: how far behind the application it was "

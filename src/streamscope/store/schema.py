@@ -21,6 +21,7 @@ from streamscope.store._resulttables import (
     VQ_LEVEL,
 )
 from streamscope.store._stagetables import (
+    CORE,
     HOST,
     LINK,
     MONITOR,
@@ -34,7 +35,7 @@ from streamscope.store._stagetables import (
 from streamscope.store.table import Column, Table
 
 FORMAT = "streamscope-run"
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 STATUSES = tuple(s.value for s in RunStatus)
 UNDER_BIN = -1
 OVER_BIN = -2
@@ -224,6 +225,7 @@ TABLES: tuple[Table, ...] = (
     RUNNER,
     LINK,
     HOST,
+    CORE,
     MONITOR,
     VIRTUAL_QUEUE,
     RECORD,
