@@ -4,7 +4,10 @@ In: the same design driven the same way by each simulator, in one process: (1) t
 storage core of the Game of Life experiment (8 probes, 2 write ports) busy every cycle with
 random offers, the simulator alone; (2) the RTL device's own path, ``hw.rtl.RtlStorage``, fed
 the Life model's samples (seed 001, section 5.2) and read out over the register link as the
-device runs; (3) calibration readings of the timestamp core (``RtlClock``). Out: cycles (or
+device runs; (3) calibration readings of the timestamp core (``RtlClock``); (4) the RTL
+device's sub-queue reducer (``hw.subqueue.CoreSubQueue``: the channel monitor core in Laplace's
+configuration, 337 gap bins, production gaps, 128 sub-windows) fed a random bounded channel at
+its ticks and read frame by frame over the link. Out: cycles (or
 readings) per second of each simulator and their ratio, with the check that both gave the
 same counts and samples; and what building the Verilator library took (Verilator and g++,
 once per configuration; later runs find it in the cache).
@@ -25,6 +28,7 @@ from streamscope.hw.link import Registers
 from streamscope.hw.regmap import RegisterBank
 from streamscope.hw.rtl import RtlClock, RtlStorage, make_link
 from streamscope.hw.storage import CentralStorageCore
+from streamscope.hw.subqueue import CoreSubQueue
 from streamscope.hw.verilated import available
 from streamscope.probes.taps import Recorder
 from streamscope.timebase.emulated import EmulatedClock, EmulatedClockSpec
@@ -97,6 +101,32 @@ def clock(sim: str, readings: int) -> float:
     return readings / took
 
 
+def subqueue(sim: str, frames: int) -> tuple[float, float, Any]:
+    """Frames (and cycles) a second of the channel monitor core reducing a channel of 7.5 ns
+    ticks on 1 ms frames (an item every 3 us on average); its summaries."""
+    import numpy as np
+
+    rng = np.random.default_rng(1)
+    period = 133_333  # ticks: 1 ms
+    n = frames * 330
+    t_in = np.cumsum(rng.integers(1, 800, n)).astype(np.int64)
+    t_out = np.maximum.accumulate(t_in + rng.integers(1, 400, n)) + np.arange(n)
+    core = CoreSubQueue(7.5, states=True, profile=128, levels=66, sim=sim)
+    core.set_grid(0, period)
+    seq = np.arange(1, n + 1)
+    start = time.perf_counter()
+    before = core.link.cycles
+    core.add_insertions(t_in, seq)
+    core.add_removals(t_out, seq)
+    core.add_states(t_in[::5], np.full(t_in[::5].size, 3))  # BLOCKED_OUT now and then
+    core.add_states(t_in[2::5], np.full(t_in[2::5].size, 1))
+    out = core.close_until(frames * period)
+    cycles = core.link.cycles - before
+    took = time.perf_counter() - start
+    core.finish(frames * period)
+    return len(out) / took, cycles / took, out
+
+
 def main() -> None:
     ap = parser(__doc__ or "")
     ap.add_argument("--generations", type=int, default=None)
@@ -125,6 +155,14 @@ def main() -> None:
     rows.append(["  the same, samples/s", *(f"{dev[s][1]:,.0f}" for s in SIMS),
                  f"{dev['verilator'][1] / dev['amaranth'][1]:.1f}x"])  # fmt: skip
     same.append(dev["amaranth"][2] == dev["verilator"][2])
+    frames = 3 if quick else 40
+    sq = {sim: subqueue(sim, frames) for sim in SIMS}
+    rows.append([f"channel core, {frames} frames of a sub-queue (frames/s)",
+                 *(f"{sq[s][0]:,.1f}" for s in SIMS),
+                 f"{sq['verilator'][0] / sq['amaranth'][0]:.0f}x"])  # fmt: skip
+    rows.append(["  the same, cycles/s", *(f"{sq[s][1]:,.0f}" for s in SIMS),
+                 f"{sq['verilator'][1] / sq['amaranth'][1]:.0f}x"])  # fmt: skip
+    same.append(sq["amaranth"][2] == sq["verilator"][2])
     if readings:
         clk = {sim: clock(sim, readings) for sim in SIMS}
         rows.append(["timestamp core, calibration readings/s",
