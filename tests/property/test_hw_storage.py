@@ -125,14 +125,20 @@ def test_central_storage_core_arbitrates_and_drops_as_the_python_storage(
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cycles=_cycles, ports=st.integers(1, 2), hold=st.integers(1, 2))
 @example(cycles=[(1, 5), (0, 0), (1, 6), (2, 7), (3, 8)], ports=1, hold=1)
+@example(cycles=[(3, 0)] * 70, ports=2, hold=1)  # 140 samples: past 64 places, never full
 def test_a_host_reading_while_the_design_writes_gets_every_sample_in_order(
     cycles: list[tuple[int, int]], ports: int, hold: int
 ) -> None:
     """The host pops the head whenever there is one, as samples are written: a sample written
-    into an empty buffer is the head in the next cycle (the memory reads it as it is written)."""
+    into an empty buffer is the head in the next cycle (the memory reads it as it is written).
+
+    Neither buffer fills: the core's level grows by one a cycle at most while the host pops
+    (two writes, one pop), so 128 places outlast the longest stream; the Python storage is
+    drained only at the end, so its ring holds every offer (the test of overflow is above)."""
+    assert len(cycles) + PROBES * hold + 1 < 128
     offers = _offers(cycles)
-    dut = CentralStorageCore(PROBES, 8, 16, 64, ports, hold, 16)
-    ref = CentralStorage(Kind.SAMPLE, capacity=64, ports=ports, hold=hold, recorder=Recorder())
+    dut = CentralStorageCore(PROBES, 8, 16, 128, ports, hold, 16)
+    ref = CentralStorage(Kind.SAMPLE, capacity=256, ports=ports, hold=hold, recorder=Recorder())
     got = _run(dut, offers, PROBES * hold + 1, reading=True)
     assert got == _reference(ref, offers)
 
