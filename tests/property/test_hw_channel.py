@@ -156,3 +156,20 @@ def test_gap_bins_cover_the_host_scale() -> None:
     events = [(True, False), (True, False)] * 2 + [(False, False)] * 4
     got = _core(events, len(events))
     assert got[0]["gap_in"][int(gap_bins([7.5])[0]) - (FIRST << MANTISSA_BITS)] == 3
+
+
+def test_a_long_random_stream_with_bursts() -> None:
+    """20,000 cycles of a channel whose producer and consumer switch between fast, slow and
+    stopped (a seeded random stream), frames of 1,000 cycles: every frame the host reducer's."""
+    import random
+
+    rng = random.Random(29)
+    steps: list[tuple[int, int]] = []
+    while len(steps) < 20_000:
+        p_put, p_get = rng.choice((0.0, 0.05, 0.5, 0.95)), rng.choice((0.0, 0.05, 0.5, 0.95))
+        steps += [(int(rng.random() < p_put), int(rng.random() < p_get))
+                  for _ in range(rng.randrange(1, 400))]  # fmt: skip
+    events = _events(steps)
+    got = _core(events, 1000)
+    assert len(got) == len(events) // 1000 and got == _reference(events, 1000)
+    assert {f["level_start"] for f in got} >= {0, CAPACITY}  # empty and full both seen

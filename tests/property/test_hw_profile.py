@@ -65,3 +65,16 @@ def test_the_profile_core_counts_each_frame_as_the_host_reduction(
     want = _reference(states, frame)
     assert len(got) == len(states) // frame == len(want)
     assert got == want
+
+
+def test_a_long_random_stream_of_states() -> None:
+    """20,000 cycles of states held for random stretches (one cycle to a hundred), frames of
+    997 cycles: every frame the host's."""
+    import random
+
+    rng = random.Random(23)
+    states: list[int] = []
+    while len(states) < 20_000:
+        states += [rng.randrange(4)] * rng.choice((1, 2, rng.randrange(1, 101)))
+    got = _core(states, 997)
+    assert len(got) == len(states) // 997 and got == _reference(states, 997)

@@ -153,3 +153,26 @@ def test_distributed_storage_core_writes_and_drops_as_the_python_storage(
     dut = DistributedStorageCore(PROBES, 8, 16, capacity, 16)
     ref = DistributedStorage(Kind.SAMPLE, capacity=capacity, recorder=Recorder())
     assert _run(dut, offers, 0) == _reference(ref, offers)
+
+
+def test_a_long_random_stream_through_both_schemes() -> None:
+    """5,000 cycles of probes offering in bursts (a seeded random stream), read after the run:
+    the hold registers contend and the buffers fill; every sample and every drop as the Python
+    storage's."""
+    import random
+
+    rng = random.Random(31)
+    cycles: list[tuple[int, int]] = []
+    while len(cycles) < 5000:
+        p = rng.choice((0.05, 0.3, 0.9))
+        cycles += [(sum((rng.random() < p) << i for i in range(PROBES)), rng.randrange(256))
+                   for _ in range(rng.randrange(1, 200))]  # fmt: skip
+    offers = _offers(cycles)
+    central = _run(CentralStorageCore(PROBES, 8, 16, 1024, 2, 2, 16), offers, PROBES * 2 + 1)
+    ref = CentralStorage(Kind.SAMPLE, capacity=1024, ports=2, hold=2, recorder=Recorder())
+    assert central == _reference(ref, offers)
+    assert all(c[1] for c in central["counts"]) and all(c[2] for c in central["counts"])
+    distributed = _run(DistributedStorageCore(PROBES, 8, 16, 512, 16), offers, 0)
+    ref_d = DistributedStorage(Kind.SAMPLE, capacity=512, recorder=Recorder())
+    assert distributed == _reference(ref_d, offers)
+    assert all(c[2] for c in distributed["counts"])
