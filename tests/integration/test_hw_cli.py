@@ -63,6 +63,24 @@ def test_a_core_s_register_map_and_its_bank_s_verilog(tmp_path: Path) -> None:
     assert "frame_cycles" not in ports  # a register behind the bus, not a port
 
 
+def test_a_bank_s_verilog_is_the_same_from_process_to_process(tmp_path: Path) -> None:
+    """The trigger's three inputs the design drives stay ports of its bank, in one order
+    whatever a process's hashing (a build cache keyed by the text missed on every run)."""
+    import os
+
+    texts = []
+    for seed in ("1", "2", "3"):
+        out = tmp_path / f"bank{seed}.v"
+        done = subprocess.run(
+            [sys.executable, "-m", "streamscope", "hw", "verilog", "trigger", "--bank", "-o",
+             str(out)], capture_output=True, text=True, timeout=120, check=False,
+            stdin=subprocess.DEVNULL, env={**os.environ, "PYTHONHASHSEED": seed},
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        texts.append(out.read_text())
+    assert texts[0] == texts[1] == texts[2]
+
+
 def test_a_core_s_cost_grows_with_its_trigger_and_is_placed_for_its_frequency() -> None:
     """Yosys and nextpnr on two configurations of the trigger probe: a wider, deeper trigger
     takes more LUTs and runs slower (seed 001's trends); the bank adds its registers."""

@@ -86,14 +86,14 @@ class RegisterBank(wiring.Component):  # type: ignore[misc]  # (amaranth is unty
             "w_en": In(1),
             "w_data": In(32),
         }
-        for name in events:
+        for name in sorted(events):  # (a set's order changes from process to process)
             members[name] = core.signature.members[name]
         super().__init__(members)
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
         m.submodules.core = self.core
-        for name in self.events:
+        for name in sorted(self.events):
             inner, outer = getattr(self.core, name), getattr(self, name)
             if isinstance(inner, Signal):
                 m.d.comb += inner.eq(outer)
