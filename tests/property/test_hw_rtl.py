@@ -83,6 +83,28 @@ def test_the_rtl_distributed_storage_keeps_and_refuses_as_the_python_one(
     assert got["samples"] == want["samples"] and got["dropped"] == want["dropped"]
 
 
+def test_reading_beside_a_busy_arbiter_changes_no_grant_or_drop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every probe samples every cycle, so the arbiter is never idle long enough to empty the
+    hold registers: the host must read the core (a 16-sample buffer here) in the middle of it,
+    between two design cycles (the core's ``run`` input low), hundreds of times. Nothing of
+    it shows: every sample kept and refused as the Python storage keeps and refuses it."""
+    import streamscope.hw.rtl as rtl_module
+
+    monkeypatch.setattr(rtl_module, "CORE_CAPACITY", 16)
+    offers = _offers([(1, 7)] * 400 + [(2, 5)] * 100)
+    rtl = RtlStorage("centralized", capacity=4096, ports=2, hold=1, recorder=Recorder())
+    ref = CentralStorage(Kind.SAMPLE, capacity=4096, ports=2, hold=1, recorder=Recorder())
+    try:
+        got = _run(rtl, offers)
+        assert rtl.core_capacity == 16 and rtl.link.cycles > 5 * len(got["samples"])  # read out
+    finally:
+        rtl.close()
+    assert got == _run(ref, offers)
+    assert all(c[1] for c in got["counts"]) and not any(c[2] for c in got["counts"])
+
+
 def test_the_rtl_clock_answers_with_the_device_clock() -> None:
     spec = EmulatedClockSpec.parse("rate_ppm=25,offset_s=3.5,drift_ppb_s=10,tick_ns=7.5")
     device = EmulatedClock(spec, time.monotonic_ns(), domain="fpga")

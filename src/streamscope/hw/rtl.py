@@ -9,19 +9,21 @@ that answers calibration round trips from the timestamp core.
 
 The simulation runs only when the device does something: the cycles of each offer, and after it
 the idle cycles the arbiter needs to empty its hold registers (``probes * hold``; any later idle
-cycle changes nothing in a storage core), at the cycles the device's model gives. In idle
-stretches where the hold registers are empty the host reads the buffer over the link (extra
-cycles with no offer, which change nothing either). A sample's stamp is the core's cycle; the
-host turns it back into the device clock's ticks at its offer (on real hardware the two are one
-counter). The timestamp core's counter is kept at the device clock's pace by its ``warp`` input
-(the cycles the simulation skips), so a round trip reads the clock the device's other probes
-read.
+cycle changes nothing in a storage core), at the cycles the device's model gives. The storage
+core is built with its ``run`` input, high in every cycle played for the design: the host reads
+the buffer over the link between two of them (when it may be half full, or now and then), in
+bus cycles that are no cycle of the design, as a real host reads beside the design, so that
+reading changes no grant, write or drop. A sample's stamp is the core's cycle; the host turns
+it back into the device clock's ticks at its offer (on real hardware the two are one counter).
+The timestamp core's counter is kept at the device clock's pace by its ``warp`` input (the
+cycles the simulation skips), so a round trip reads the clock the device's other probes read.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections import OrderedDict
 from typing import Any, Protocol
 
 from streamscope.core.errors import ConfigError
@@ -39,6 +41,8 @@ VALUE_BITS = 64
 STAMP_BITS = 32
 _STAMP_MASK = (1 << STAMP_BITS) - 1
 _NO_CYCLE = -(1 << 63)
+#: The most samples a storage core's buffer holds (block RAM); the host reads it when half full.
+CORE_CAPACITY = 1024
 #: Seconds between two read-outs of a storage core's buffer (sooner when it may be half full).
 READ_EVERY_S = 0.02
 
@@ -125,11 +129,13 @@ class _Port:
 
 
 class RtlStorage:
-    """A device's sample storage as a simulated core: ``centralized`` (one buffer of
-    ``capacity`` samples, ``ports`` writes a cycle, a hold register of ``hold`` per probe) or
-    ``distributed`` (a buffer of ``capacity`` per probe). The same interface and rings as
-    ``probes.storage``'s storages; the core is made when the first sample comes, for the probes
-    registered by then."""
+    """A device's sample storage as a simulated core: ``centralized`` (one buffer, ``ports``
+    writes a cycle, a hold register of ``hold`` per probe) or ``distributed`` (a buffer per
+    probe). The same interface and rings as ``probes.storage``'s storages, ``capacity`` records
+    each between two sends of the device's agent, as theirs; the core's buffers hold
+    ``capacity`` samples too, at most ``CORE_CAPACITY`` (block RAM), and the host reads them
+    into the rings when they may be half full. The core is made when the first sample comes,
+    for the probes registered by then."""
 
     def __init__(
         self,
@@ -152,6 +158,8 @@ class RtlStorage:
             )
         self.scheme, self.kind, self.sim = scheme, int(kind), sim
         self.capacity, self.ports, self.hold, self.cycle_ticks = capacity, ports, hold, cycle_ticks
+        #: The core's buffer: as large as the rings, within what block RAM holds.
+        self.core_capacity = min(capacity, CORE_CAPACITY)
         self._recorder = recorder if recorder is not None else Recorder()
         self.lock = threading.Lock()
         self._ports: list[_Port] = []
@@ -161,7 +169,9 @@ class RtlStorage:
         self._reader: StorageReader | None = None
         self._cycle = _NO_CYCLE  # the model cycle being gathered
         self._row: dict[int, tuple[int, int]] = {}  # its offers: port -> (value, ticks)
-        self._ticks: dict[tuple[int, int], int] = {}  # (stamp, port) -> the offer's ticks
+        #: (design cycle, port) -> the offer's ticks, oldest first, while it may be in the core.
+        self._ticks: OrderedDict[tuple[int, int], int] = OrderedDict()
+        self._design = 0  # design cycles played (the core's ``now``, unwrapped)
         self._pending = False  # a hold register may hold a sample
         self._unread = 0  # samples offered since the last read-out
         self._inflight: list[int] = []  # ticks of offers waiting for the lock
@@ -207,7 +217,7 @@ class RtlStorage:
         late. Never waits for a stage's offer (the agent's thread calls it)."""
         if self.lock.acquire(blocking=False):
             try:
-                if self._core is not None and self._unread and not self._pending:
+                if self._core is not None and self._unread:
                     self._read_out()
             finally:
                 self.lock.release()
@@ -221,10 +231,19 @@ class RtlStorage:
         n = len(self._ports)
         if self.scheme == "centralized":
             core: Any = CentralStorageCore(
-                n, VALUE_BITS, STAMP_BITS, self.capacity, self.ports, self.hold, 32
+                n,
+                VALUE_BITS,
+                STAMP_BITS,
+                self.core_capacity,
+                self.ports,
+                self.hold,
+                32,
+                run_input=1,
             )
         else:
-            core = DistributedStorageCore(n, VALUE_BITS, STAMP_BITS, self.capacity, 32)
+            core = DistributedStorageCore(
+                n, VALUE_BITS, STAMP_BITS, self.core_capacity, 32, run_input=1
+            )
         bank = RegisterBank(core, core.EVENTS)
         self._core = bank  # the design's inputs: ports of the bank
         self.link = make_link(bank, self.sim)
@@ -257,18 +276,22 @@ class RtlStorage:
             finally:
                 inflight.remove(ticks)
 
+    def _drain_cycles(self) -> int:
+        """Design cycles after which a sample offered has left its hold register."""
+        return len(self._ports) * self.hold if self.scheme == "centralized" else 0
+
     def _advance(self, c: int) -> None:
         """Run the gathered cycle, then the idle cycles before ``c`` that can matter; read the
-        buffer out if the hold registers are then empty. Call with ``lock`` held."""
+        buffer out when it may be half full, or now and then. Call with ``lock`` held."""
         assert self.link is not None
-        drain = len(self._ports) * self.hold if self.scheme == "centralized" else 0
+        drain = self._drain_cycles()
+        run = (self._core.run, 1)
         rows: list[list[tuple[Any, int]]] = []
         if self._row:
-            stamp = self.link.cycles & _STAMP_MASK
-            row = []
+            row = [run]
             for i, (value, ticks) in self._row.items():
                 row += [(self._core.offer[i], 1), (self._core.value[i], value & ((1 << 64) - 1))]
-                self._ticks[(stamp, i)] = ticks
+                self._ticks[(self._design, i)] = ticks
             rows.append(row)
             self._unread += len(self._row)
             f, rf = self._floor, self._row_floor
@@ -278,37 +301,45 @@ class RtlStorage:
             self._pending = drain > 0
         gap = c - self._cycle - 1 if self._cycle != _NO_CYCLE else 0
         idle = min(gap, drain) if self._pending else 0
-        rows += [[] for _ in range(idle)]
+        rows += [[run] for _ in range(idle)]
         self.link.play(rows)
+        self._design += len(rows)
         self._cycle = c
-        if self._pending and gap < drain:
-            return  # the arbiter may still hold samples: no reading now
-        self._pending = False
+        if not self._pending or gap >= drain:
+            self._pending = False  # the arbiter has emptied the hold registers
         # Read as a host polls: when the buffer may be half full, or now and then.
         if self._unread and (
-            self._unread >= self.capacity // 2 or time.monotonic() - self._read_at >= READ_EVERY_S
+            self._unread >= self.core_capacity // 2
+            or time.monotonic() - self._read_at >= READ_EVERY_S
         ):
             self._read_out()
 
     def _read_out(self) -> None:
-        """Pop every sample the core holds into the rings, then take its drop counts (as a
-        host reads real hardware: ``hw.reader``)."""
+        """Pop every sample the core holds into the rings (a full ring refuses and counts, as
+        ``probes.storage``'s do), then take the core's drop counts (as a host reads real
+        hardware: ``hw.reader``)."""
         self._unread = 0
         self._read_at = time.monotonic()
         reader = self._reader
         assert reader is not None
         ports = self._ports
         ring = self._shared.ring if self._shared is not None else None
+        now = self._design
         for i, stamp, value in reader.samples():
-            ticks = self._ticks.pop((stamp, i))
+            # The design cycle the sample was offered in: the latest one with its stamp's bits.
+            ticks = self._ticks.pop((now - ((now - stamp) & _STAMP_MASK), i))
             if ring is None:
                 ports[i].tap.ring.record_at(ticks, value)  # (a full ring counts its refusal)
             elif not (ring.free() > 0 and ring.write(self.kind, ports[i].probe, ticks, value)):
                 ports[i].tap.ring.refuse(1)  # the host's ring is full: lost here, counted
-        # Read with the hold registers empty: every sample played and not in the buffer was
-        # refused (contention or overflow, counted below); nothing of them is still to come.
-        self._ticks.clear()
-        self._floor = None
+        # The buffer is empty now: every sample offered before the last ``drain`` design
+        # cycles (the arbiter's round: twice, to spare) and not read was refused (contention or
+        # overflow, counted below); the later ones may still wait in their hold registers.
+        left = self._ticks
+        oldest = now - 2 * self._drain_cycles() - 1
+        while left and next(iter(left))[0] < oldest:
+            left.popitem(last=False)
+        self._floor = min(left.values()) if left else None
         for i, (p, d) in enumerate(zip(ports, reader.drops(), strict=True)):
             self.counts[i] = (d.written, d.contention + self._twice[i], d.overflow)
             seen_c, seen_o = self._seen[i]

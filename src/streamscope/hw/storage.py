@@ -14,6 +14,11 @@ their probe's hold register of ``hold`` places, or are refused (contention). Dis
 sample is written the cycle it is offered, into its probe's own buffer, unless that is full.
 The semantics are ``probes.storage``'s ``CentralStorage`` and ``DistributedStorage``;
 ``tests/property/test_hw_storage.py`` holds them to each other sample by sample.
+
+``run_input=1`` (for simulation) adds a ``run`` input: a cycle with ``run`` low is no cycle of
+the design (nothing is granted, written, offered or counted, ``now`` stands still) and only the
+host's ``pop`` acts, so that a simulated host can read the buffer between two design cycles as
+a real one reads it beside the design. Without it the core always runs.
 """
 
 from __future__ import annotations
@@ -52,14 +57,27 @@ class _Storage(wiring.Component):  # type: ignore[misc]  # (amaranth is untyped)
         capacity: int,
         count_width: int,
         members: dict[str, object],
+        run_input: int,
     ) -> None:
         _check(probes, capacity)
         self.probes, self.capacity = probes, capacity
+        self.run_input = bool(run_input)
+        if run_input:
+            self.EVENTS = _Storage.EVENTS | {"run"}
+            members = {"run": In(1), **members}
         self.value_width, self.ticks_width = value_width, ticks_width
         counters = {name: Out(count_width).array(probes)
                     for name in ("written", "contention", "overflow")}  # fmt: skip
         super().__init__({"offer": In(1).array(probes), "value": In(value_width).array(probes),
                           "now": Out(ticks_width), **members, **counters})  # fmt: skip
+
+    def _running(self, m: Module) -> Signal:
+        """High in the cycles that are the design's: always, or with ``run`` (see the module)."""
+        run = Signal(name="running")
+        m.d.comb += run.eq(self.run if self.run_input else 1)
+        with m.If(run):
+            m.d.sync += self.now.eq(self.now + 1)
+        return run
 
 
 class CentralStorageCore(_Storage):
@@ -75,6 +93,7 @@ class CentralStorageCore(_Storage):
         ports: int = 1,
         hold: int = 1,
         count_width: int = 32,
+        run_input: int = 0,
     ) -> None:
         if ports < 1 or hold < 1:
             raise ValueError("central storage needs a write port and a hold place at least")
@@ -88,6 +107,7 @@ class CentralStorageCore(_Storage):
             probes, value_width, ticks_width, capacity, count_width,
             {"pop": In(1), "level": Out(_bits(capacity)), "head_probe": Out(_bits(probes - 1)),
              "head_ticks": Out(ticks_width), "head_value": Out(value_width)},
+            run_input,
         )  # fmt: skip
 
     def elaborate(self, platform: object) -> Module:
@@ -95,7 +115,7 @@ class CentralStorageCore(_Storage):
         n, cap, hold, nports = self.probes, self.capacity, self.hold, self.ports
         pbits = _bits(n - 1)
         tw, vw = self.ticks_width, self.value_width
-        m.d.sync += self.now.eq(self.now + 1)
+        run = self._running(m)
         # Hold registers: per probe, ``hold`` places of (ticks, value), oldest first.
         ht = [[Signal(tw, name=f"ht{i}_{k}") for k in range(hold)] for i in range(n)]
         hv = [[Signal(vw, name=f"hv{i}_{k}") for k in range(hold)] for i in range(n)]
@@ -113,7 +133,7 @@ class CentralStorageCore(_Storage):
             idx = Signal.like(last, name=f"idx{r}")
             m.d.comb += idx.eq(Mux(last + 1 + r >= n, last + 1 + r - n, last + 1 + r))
             grant = Signal(name=f"grant{r}")
-            m.d.comb += grant.eq(full[idx] & (g < nports))
+            m.d.comb += grant.eq(full[idx] & (g < nports) & run)
             nxt = Signal(_bits(nports), name=f"g{r + 1}")
             m.d.comb += nxt.eq(g + grant)
             for i in range(n):
@@ -187,7 +207,7 @@ class CentralStorageCore(_Storage):
             with m.If(granted[i]):
                 for k in range(hold - 1):
                     m.d.sync += [ht[i][k].eq(ht[i][k + 1]), hv[i][k].eq(hv[i][k + 1])]
-            with m.If(self.offer[i]):
+            with m.If(self.offer[i] & run):
                 with m.If(after < hold):
                     for k in range(hold):
                         with m.If(after == k):
@@ -210,12 +230,14 @@ class DistributedStorageCore(_Storage):
         ticks_width: int = 32,
         capacity: int = 16,
         count_width: int = 32,
+        run_input: int = 0,
     ) -> None:
         super().__init__(
             probes, value_width, ticks_width, capacity, count_width,
             {"pop": In(1).array(probes), "level": Out(_bits(capacity)).array(probes),
              "head_ticks": Out(ticks_width).array(probes),
              "head_value": Out(value_width).array(probes)},
+            run_input,
         )  # fmt: skip
 
     def elaborate(self, platform: object) -> Module:
@@ -223,7 +245,7 @@ class DistributedStorageCore(_Storage):
         cap = self.capacity
         tw, vw = self.ticks_width, self.value_width
         abits = max(1, (cap - 1).bit_length())
-        m.d.sync += self.now.eq(self.now + 1)
+        run = self._running(m)
         for i in range(self.probes):
             # The probe's buffer: a memory (block RAM) with a write port and a read port.
             mem = Memory(shape=tw + vw, depth=cap, init=[])
@@ -239,13 +261,13 @@ class DistributedStorageCore(_Storage):
             m.d.comb += r.addr.eq(rp_next)
             m.d.comb += [self.head_value[i].eq(r.data[:vw]), self.head_ticks[i].eq(r.data[vw:])]
             wrote = Signal(name=f"wrote{i}")
-            m.d.comb += wrote.eq(self.offer[i] & (self.level[i] < cap))
+            m.d.comb += wrote.eq(self.offer[i] & run & (self.level[i] < cap))
             m.d.comb += [w.addr.eq(wp), w.data.eq(Cat(self.value[i], self.now)), w.en.eq(wrote)]
             with m.If(wrote):
                 m.d.sync += self.written[i].eq(self.written[i] + 1)
                 if cap > 1:
                     m.d.sync += wp.eq(wp + 1)
-            with m.Elif(self.offer[i]):
+            with m.Elif(self.offer[i] & run):
                 m.d.sync += self.overflow[i].eq(self.overflow[i] + 1)
             if cap > 1:
                 m.d.sync += rp.eq(rp_next)
