@@ -5,10 +5,13 @@ clock cycle, event-driven probes on bands of columns) with 1 to 16 probes on eac
 Printed per probe count: the share of samples dropped with central storage (2 write ports, a
 hold register of one sample per probe) and with distributed storage, beside the seed's figures
 (0 %, 36 %, 68 % at 2, 4, 8 probes; distributed: none), and what a replay of the model's events
-through the arbiter alone predicts. The runs must account for every sample the model says was
-taken (recorded + dropped), or the benchmark fails.
+through the arbiter alone predicts. The central runs are made again on the RTL device
+(``--rtl verilator``: the storage core, simulated, decides every write and drop; with
+``--quick``, only the most probes), whose drops must be the replay's to the sample. The runs
+must account for every sample the model says was taken (recorded + dropped), or the benchmark
+fails.
 
-Run: python benchmarks/bench_life.py [--quick]
+Run: python benchmarks/bench_life.py [--quick] [--seed N]
 """
 
 from __future__ import annotations
@@ -39,11 +42,12 @@ def load_life() -> ModuleType:
 
 
 def run_once(
-    life: ModuleType, folder: Path, scheme: str, probes: int, argv: list[str]
+    life: ModuleType, folder: Path, scheme: str, probes: int, argv: list[str], rtl: str = ""
 ) -> tuple[list[int], list[int], float]:
     """One monitored run: recorded and dropped per region probe, and its wall time (s)."""
-    out = folder / f"life-{scheme}-{probes}.duckdb"
+    out = folder / f"life-{scheme}-{probes}{rtl}.duckdb"
     args = [*argv, "--probes", str(probes), "--storage", scheme, "--ports", str(PORTS), "--quiet"]
+    args += ["--rtl", rtl] if rtl else []
     t0 = time.perf_counter()
     res = ss.run(life.pipeline(args), life.QUERIES, ss.RunOptions(out=out, mode="inline"))
     wall = time.perf_counter() - t0
@@ -86,6 +90,11 @@ def main() -> int:
     gens, counts = (200, (2, 4, 8)) if a.quick else (2000, (1, 2, 4, 8, 16))
     life = load_life()
     lights = 13
+    from streamscope.hw.verilated import available
+
+    rtl_ok = available()
+    if not rtl_ok:
+        print("(no Verilator here: the RTL device's runs are left out)")
     argv = ["--width", str(WIDTH), "--height", str(HEIGHT), "--lights", str(lights)]
     argv += ["--seed", str(a.seed), "--generations", str(gens)]
     print(
@@ -95,7 +104,7 @@ def main() -> int:
     head = (
         f"{'probes':>6} | {'samples':>8} | {'centralized dropped %':>21} | "
         f"{'distributed dropped %':>21} | {'seed 001':>8} | {'arbiter replay %':>16} | "
-        f"{'run s cen / dist':>16}"
+        f"{'run s cen / dist':>16} | {'RTL device dropped %':>20}"
     )
     print(head)
     print("-" * len(head))
@@ -107,10 +116,20 @@ def main() -> int:
             offered, replay_dropped = predicted(life, n, lights, a.seed, gens)
             rec_c, drop_c, wall_c = run_once(life, Path(tmp), "centralized", n, argv)
             rec_d, drop_d, wall_d = run_once(life, Path(tmp), "distributed", n, argv)
-            for scheme, rec, drop in (
-                ("centralized", rec_c, drop_c),
-                ("distributed", rec_d, drop_d),
-            ):
+            runs = [("centralized", rec_c, drop_c), ("distributed", rec_d, drop_d)]
+            rtl = "-"
+            if rtl_ok and (not a.quick or n == counts[-1]):
+                rec_r, drop_r, wall_r = run_once(
+                    life, Path(tmp), "centralized", n, argv, "verilator"
+                )
+                runs.append(("centralized on the RTL device", rec_r, drop_r))
+                rtl = f"{pct(sum(drop_r), offered):.1f} in {wall_r:.1f} s"
+                if sum(drop_r) != replay_dropped:
+                    broken.append(
+                        f"RTL device, {n} probes: {sum(drop_r)} dropped, the arbiter "
+                        f"{replay_dropped}"
+                    )
+            for scheme, rec, drop in runs:
                 if sum(rec) + sum(drop) != offered:
                     broken.append(
                         f"{scheme}, {n} probes: {sum(rec)} recorded + {sum(drop)} dropped "
@@ -122,7 +141,7 @@ def main() -> int:
             print(
                 f"{n:>6} | {offered:>8,} | {central[n]:>21.1f} | {distributed[n]:>21.1f} | "
                 f"{seed:>8} | {pct(replay_dropped, offered):>16.1f} | "
-                f"{wall_c:>7.2f} / {wall_d:<6.2f}"
+                f"{wall_c:>7.2f} / {wall_d:<6.2f} | {rtl:>20}"
             )
     ratios = ", ".join(
         f"{n} probes {central[n] / SEED_001[n]:.2f}x"
