@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "streamscope", "hw", *args], capture_output=True,
@@ -109,6 +111,16 @@ def test_a_missing_synthesiser_is_said_not_a_traceback(tmp_path: Path) -> None:
                           stdin=subprocess.DEVNULL)  # fmt: skip
     assert done.returncode == 2, done.stderr
     assert "yosys is not installed" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_tool_that_runs_too_long_is_given_up_and_said(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from streamscope.hw import cost
+
+    monkeypatch.setattr(cost, "TOOL_TIMEOUT_S", 0.2)
+    with pytest.raises(cost.SynthesisError, match=r"nextpnr on a design was given up after 0.2 s"):
+        cost._run(["sleep", "5"], "nextpnr on a design", tmp_path)
 
 
 def test_the_fpga_link_example_reads_a_simulated_board() -> None:

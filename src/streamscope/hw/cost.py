@@ -66,9 +66,16 @@ def _tool(name: str) -> str:
     return found
 
 
+#: Seconds a synthesis or a place and route may take before it is given up.
+TOOL_TIMEOUT_S = 600
+
+
 def _run(args: list[str], what: str, cwd: Path) -> str:
-    done = subprocess.run(args, cwd=cwd, capture_output=True, text=True, check=False,
-                          timeout=600, stdin=subprocess.DEVNULL)  # fmt: skip
+    try:
+        done = subprocess.run(args, cwd=cwd, capture_output=True, text=True, check=False,
+                              timeout=TOOL_TIMEOUT_S, stdin=subprocess.DEVNULL)  # fmt: skip
+    except subprocess.TimeoutExpired:
+        raise SynthesisError(f"{what} was given up after {TOOL_TIMEOUT_S} s") from None
     if done.returncode != 0:
         said = (done.stderr or done.stdout).strip()
         tail = said.splitlines()[-5:]
