@@ -265,8 +265,8 @@ def main() -> int:
         print(said)
     print(
         "  seed 003's measurement module: +5,599 logic cells, +3.90 points of its Stratix-II's "
-        "143,520 (+4.4 % of its 126,252-cell design), Fmax -2.64 %: a design sixty times this "
-        "Life's size, where ours outweigh the application they watch"
+        "143,520 (+4.4 % of its 126,252-cell design), Fmax -2.64 %; there the module is small "
+        f"beside the application, here ({app.luts:,} LUT4s) the probes outweigh it"
     )
     if args.plot:
         seed = "seed 001 (Figs. 3-8): area rises and Fmax falls as the trigger widens"
