@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import statistics
 import subprocess
 import tempfile
 from dataclasses import asdict, dataclass
@@ -103,20 +104,33 @@ def synthesize(verilog: str, top: str, work: Path) -> Logic:
     )
 
 
-def place_and_route(top: str, work: Path) -> float | None:
-    """The maximum frequency (MHz) nextpnr reaches for ``top``'s netlist in ``work``."""
-    _run([_tool("nextpnr-ice40"), *DEVICE, "--json", f"{top}.json", "--pcf-allow-unconstrained",
-          "--timing-allow-fail", "--freq", "12", "--quiet", "--log", f"{top}.pnr.log"],
-         f"nextpnr-ice40 on {top}", work)  # fmt: skip
-    found = _FMAX.findall((work / f"{top}.pnr.log").read_text())
-    return float(found[-1]) if found else None
+def place_and_route(top: str, work: Path, seeds: int = 1) -> float | None:
+    """The maximum frequency (MHz) nextpnr reaches for ``top``'s netlist in ``work``: the
+    median over ``seeds`` placements (its placer's seeds 1, 2, ...; one netlist's Fmax moves by
+    a fifth from one seed, or one order of its ports, to another)."""
+    got = []
+    for seed in range(1, seeds + 1):
+        log = f"{top}.pnr{seed}.log"
+        _run([_tool("nextpnr-ice40"), *DEVICE, "--json", f"{top}.json",
+              "--pcf-allow-unconstrained", "--timing-allow-fail", "--freq", "12", "--quiet",
+              "--seed", str(seed), "--log", log], f"nextpnr-ice40 on {top}", work)  # fmt: skip
+        found = _FMAX.findall((work / log).read_text())
+        if found:
+            got.append(float(found[-1]))
+    return statistics.median(got) if got else None
 
 
 def cost(
-    name: str, params: list[str] | None = None, *, pnr: bool = True, bank: bool = True
+    name: str,
+    params: list[str] | None = None,
+    *,
+    pnr: bool = True,
+    bank: bool = True,
+    seeds: int = 1,
 ) -> Cost:
     """Core ``name`` configured by ``params``: its logic alone and behind its bank, and the
-    bank's maximum frequency (``pnr`` off: None; ``bank`` off: the core alone, twice)."""
+    bank's maximum frequency, the median of ``seeds`` placements (``pnr`` off: None; ``bank``
+    off: the core alone, twice)."""
     from streamscope.hw.cores import verilog
 
     with tempfile.TemporaryDirectory(prefix="streamscope-hw-") as tmp:
@@ -127,7 +141,7 @@ def cost(
         bank_top = f"ss_{name}_bank"
         banked = synthesize(verilog(name, params, bank=True), bank_top, work)
         try:
-            fmax = place_and_route(bank_top, work) if pnr else None
+            fmax = place_and_route(bank_top, work, seeds) if pnr else None
         except DoesNotFit:
             return Cost(core, banked, None, fits=False)
     return Cost(core, banked, fmax)
