@@ -88,15 +88,15 @@ def figure(title: str, axis: str, xs: list[int], series: dict[str, list[Cost]],
                          "x": xs, "y": fmax, "yaxis": "y2",
                          "line": {"color": colour(2 * i + 1)}})  # fmt: skip
     layout = base_layout(
-        title, 360,
+        title, 400,
         xaxis={"title": {"text": axis}, "gridcolor": "#e5e7eb", "type": "log", "dtick": 0.30103},
         yaxis={"title": {"text": "cells (core alone)"}, "gridcolor": "#e5e7eb", "rangemode": "tozero"},
         yaxis2={"title": {"text": "Fmax behind its bank (MHz)"}, "overlaying": "y",
                 "side": "right", "rangemode": "tozero"},
-        annotations=[{"text": seed, "xref": "paper", "yref": "paper", "x": 0, "y": -0.42,
+        annotations=[{"text": seed, "xref": "paper", "yref": "paper", "x": 0, "y": -0.56,
                       "showarrow": False, "xanchor": "left", "font": {"size": 11}}],
     )  # fmt: skip
-    layout["margin"]["b"] = 120
+    layout["margin"].update(b=150, r=72)  # the seed's trend under the legend; Fmax's axis
     return {"data": data, "layout": layout}
 
 
@@ -104,7 +104,7 @@ def write_page(path: str, figures: list[dict[str, Any]]) -> None:
     """A self-contained page of ``figures`` (plotly.js inlined), in the report's style."""
     from plotly.offline import get_plotlyjs
 
-    divs = "".join(f'<div id="f{i}" style="height:360px"></div>' for i in range(len(figures)))
+    divs = "".join(f'<div id="f{i}" style="height:400px"></div>' for i in range(len(figures)))
     calls = "".join(
         f"Plotly.newPlot('f{i}',{json.dumps(f['data'])},{json.dumps(f['layout'])});"
         for i, f in enumerate(figures)
