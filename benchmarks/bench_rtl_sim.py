@@ -143,31 +143,29 @@ def main() -> None:
     make_link(RegisterBank(core, core.EVENTS), "verilator").close()
     built = time.perf_counter() - start
     rows, same = [], []
+
+    def row(label: str, each: dict[str, float], fmt: str, ratio: str) -> None:
+        """One workload: each simulator's figure and Verilator's over Amaranth's."""
+        rows.append([label, *(format(each[s], fmt) for s in SIMS),
+                     format(each["verilator"] / each["amaranth"], ratio) + "x"])  # fmt: skip
+
     got = {sim: busy(sim, cycles) for sim in SIMS}
-    rows.append(["storage core, every cycle busy (cycles/s)",
-                 *(f"{got[s][0]:,.0f}" for s in SIMS),
-                 f"{got['verilator'][0] / got['amaranth'][0]:.0f}x"])  # fmt: skip
+    row("storage core, every cycle busy (cycles/s)", {s: got[s][0] for s in SIMS}, ",.0f", ".0f")
     same.append(got["amaranth"][1] == got["verilator"][1])
     dev = {sim: device(sim, generations) for sim in SIMS}
-    rows.append([f"RTL device, Life {generations} generations (cycles/s)",
-                 *(f"{dev[s][0]:,.0f}" for s in SIMS),
-                 f"{dev['verilator'][0] / dev['amaranth'][0]:.1f}x"])  # fmt: skip
-    rows.append(["  the same, samples/s", *(f"{dev[s][1]:,.0f}" for s in SIMS),
-                 f"{dev['verilator'][1] / dev['amaranth'][1]:.1f}x"])  # fmt: skip
+    row(f"RTL device, Life {generations} generations (cycles/s)", {s: dev[s][0] for s in SIMS},
+        ",.0f", ".1f")  # fmt: skip
+    row("  the same, samples/s", {s: dev[s][1] for s in SIMS}, ",.0f", ".1f")
     same.append(dev["amaranth"][2] == dev["verilator"][2])
     frames = 3 if quick else 40
     sq = {sim: subqueue(sim, frames) for sim in SIMS}
-    rows.append([f"channel core, {frames} frames of a sub-queue (frames/s)",
-                 *(f"{sq[s][0]:,.1f}" for s in SIMS),
-                 f"{sq['verilator'][0] / sq['amaranth'][0]:.0f}x"])  # fmt: skip
-    rows.append(["  the same, cycles/s", *(f"{sq[s][1]:,.0f}" for s in SIMS),
-                 f"{sq['verilator'][1] / sq['amaranth'][1]:.0f}x"])  # fmt: skip
+    row(f"channel core, {frames} frames of a sub-queue (frames/s)", {s: sq[s][0] for s in SIMS},
+        ",.1f", ".0f")  # fmt: skip
+    row("  the same, cycles/s", {s: sq[s][1] for s in SIMS}, ",.0f", ".0f")
     same.append(sq["amaranth"][2] == sq["verilator"][2])
     if readings:
         clk = {sim: clock(sim, readings) for sim in SIMS}
-        rows.append(["timestamp core, calibration readings/s",
-                     *(f"{clk[s]:,.0f}" for s in SIMS),
-                     f"{clk['verilator'] / clk['amaranth']:.0f}x"])  # fmt: skip
+        row("timestamp core, calibration readings/s", clk, ",.0f", ".0f")
     print(table(["workload", "Amaranth", "Verilator", "ratio"], rows))
     print(f"Verilator library of the storage core: {built:.1f} s to build or find")
     print(f"both simulators gave the same counts and samples: {all(same)}")
