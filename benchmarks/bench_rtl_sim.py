@@ -37,6 +37,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 import life
 
 PROBES, PORTS, CAPACITY = 8, 2, 1024
+#: The channel core as Laplace configures it: sub-window profiles and occupancy levels.
+PROFILE, LEVELS = 128, 66
 SIMS = ("amaranth", "verilator")
 
 
@@ -111,7 +113,7 @@ def subqueue(sim: str, frames: int) -> tuple[float, float, Any]:
     n = frames * 330
     t_in = np.cumsum(rng.integers(1, 800, n)).astype(np.int64)
     t_out = np.maximum.accumulate(t_in + rng.integers(1, 400, n)) + np.arange(n)
-    core = CoreSubQueue(7.5, states=True, profile=128, levels=66, sim=sim)
+    core = CoreSubQueue(7.5, states=True, profile=PROFILE, levels=LEVELS, sim=sim)
     core.set_grid(0, period)
     seq = np.arange(1, n + 1)
     start = time.perf_counter()
@@ -134,6 +136,9 @@ def main() -> None:
     if not available():
         sys.exit("bench_rtl_sim: Verilator and g++ are needed (make test installs them)")
     quick = args.quick
+    if quick:  # smaller designs: every line runs, and Verilator builds each in a second or two
+        global PROBES, CAPACITY, PROFILE, LEVELS
+        PROBES, CAPACITY, PROFILE, LEVELS = 2, 64, 4, 8
     generations = args.generations or (3 if quick else 200)
     cycles = 500 if quick else 20000
     readings = 0 if quick else 2000
