@@ -68,17 +68,21 @@ class FittedMap:
         self.model = model
         self.t0_host_ns = t0_host_ns
 
-    def _place(self, ticks: I64) -> tuple[I64, F64]:
-        host_ns, lo, hi = self.model.place(ticks)
-        t = np.rint(np.asarray(host_ns, dtype=np.float64) - float(self.t0_host_ns))
-        return t.astype(np.int64), reach(host_ns, lo, hi)
+    def _place(self, ticks: I64) -> tuple[F64, I64]:
+        host_ns = np.asarray(self.model.to_ns(ticks), dtype=np.float64)
+        return host_ns, np.rint(host_ns - float(self.t0_host_ns)).astype(np.int64)
 
     def to_ns(self, ticks: I64) -> tuple[I64, float]:
-        t, half = self._place(ticks)
-        return t, float(half.max()) if len(ticks) else 0.0
+        host_ns, t = self._place(ticks)
+        if not len(ticks):
+            return t, 0.0
+        lo, hi = self.model.bounds(ticks)
+        return t, float(reach(host_ns, lo, hi).max())
 
     def to_ns_each(self, ticks: I64) -> tuple[I64, F64]:
-        return self._place(ticks)
+        host_ns, t = self._place(ticks)
+        lo, hi = self.model.bounds(ticks)
+        return t, reach(host_ns, lo, hi)
 
     def scalar_to_ns(self, ticks: int) -> int:
         host_ns = float(np.asarray(self.model.to_ns(np.array([ticks], np.int64)))[0])

@@ -151,21 +151,8 @@ class ClockModel:
         return list(self._segments)
 
     def to_ns(self, ticks: Ticks) -> F64:
-        """Host ns (float64) at tick position(s) ``ticks``; same shape as ``ticks``: the
-        piecewise line, kept inside the hard bounds where it strays out of them (far past the
-        bursts a line through one burst's estimate may; a point outside the bounds is further
-        than the nearer bound from every truth they admit)."""
-        return self.place(ticks)[0]
-
-    def place(self, ticks: Ticks) -> tuple[F64, F64, F64]:
-        """``(to_ns(ticks), *bounds(ticks))``, the bounds computed once."""
+        """Host ns (float64) at tick position(s) ``ticks``; same shape as ``ticks``."""
         x = np.asarray(ticks)
-        lo, hi = self.bounds(x)
-        est = np.minimum(np.maximum(self._line(x), lo), hi)
-        return est, lo, hi
-
-    def _line(self, x: NDArray[Any]) -> F64:
-        """The piecewise line at ``x`` (see the class docstring)."""
         if x.size == 0:
             return np.zeros(x.shape, dtype=np.float64)
         ends = np.searchsorted(self._pieces_at, [x.min(), x.max()], side="right")
