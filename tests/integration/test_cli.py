@@ -122,7 +122,7 @@ def test_show_json_is_the_documented_document(run_file: Path) -> None:
         "trace_exclusions",
     }
     assert doc["format"] == "streamscope-run"
-    assert doc["schema_version"] == 8
+    assert doc["schema_version"] == 9
     run = doc["run"]
     assert run["status"] == "completed"
     assert run["error"] is None

@@ -3,8 +3,11 @@ streamscope's and the standard library's own queues are left as they are."""
 
 from __future__ import annotations
 
+import argparse
 import functools
+import inspect
 import multiprocessing as mp
+import multiprocessing.queues as mpq
 import queue
 import threading
 from collections.abc import Iterator
@@ -14,6 +17,8 @@ import pytest
 
 from streamscope.cli.apploader import is_app
 from streamscope.pipeline import auto
+from streamscope.pipeline.auto import naming
+from streamscope.pipeline.registry import REGISTRY
 
 
 @pytest.fixture
@@ -30,12 +35,16 @@ def test_install_replaces_and_uninstall_restores_the_standard_queues() -> None:
     auto.install()
     try:
         assert queue.Queue is auto.AutoQueue and queue.SimpleQueue is auto.AutoSimpleQueue
-        assert isinstance(mp.Queue(2), auto.AutoMPQueue)
-        assert isinstance(mp.get_context("spawn").JoinableQueue(), auto.AutoMPQueue)
+        assert auto.counts_of(mp.Queue(2)) is not None
+        assert auto.counts_of(mp.get_context("spawn").JoinableQueue()) is not None
+        assert auto.counts_of(mp.SimpleQueue()) is not None
+        assert auto.counts_of(mpq.Queue(ctx=mp.get_context())) is not None  # made directly
+        # the standard classes keep their identity: their instances pickle by reference
+        assert type(mp.Queue()) is mpq.Queue
     finally:
         auto.uninstall()
     assert (queue.Queue, queue.SimpleQueue) == (plain_q, plain_sq)
-    assert mp.Queue == plain_mp and not isinstance(mp.Queue(), auto.AutoMPQueue)
+    assert mp.Queue == plain_mp and auto.counts_of(mp.Queue()) is None
 
 
 def test_an_instrumented_queue_keeps_the_standard_behaviour(installed: None) -> None:
@@ -142,14 +151,92 @@ def test_stages_are_named_after_their_targets() -> None:
     assert auto.callable_name(functools.partial(functools.partial(_work))) == "_work"
     assert auto.callable_name(_Worker().run) == "_Worker.run"
     assert auto.callable_name(inner) == "test_stages_are_named_after_their_targets.inner"
+    anonymous = lambda: 0  # noqa: E731
+    line = inspect.currentframe().f_lineno - 1  # type: ignore[union-attr]
+    assert (
+        auto.callable_name(anonymous)
+        == f"test_stages_are_named_after_their_targets.<lambda>:{line}"
+    )
 
     class Reader(threading.Thread):
         def run(self) -> None: ...
 
-    assert auto.thread_stage(threading.Thread(target=_work)) == "_work"
-    assert auto.thread_stage(Reader()) == "test_stages_are_named_after_their_targets.Reader"
-    assert auto.thread_stage(threading.Thread()) is None
-    assert auto.thread_stage(threading.Timer(1, _work)) is None  # the library's own
+    who = auto.thread_who(threading.Thread(target=_work))
+    assert who is not None and (who.base, who.how) == ("_work", "function")
+    who = auto.thread_who(Reader())
+    assert who is not None
+    assert (who.base, who.how) == ("test_stages_are_named_after_their_targets.Reader", "function")
+    assert auto.thread_who(threading.Thread()) is None
+    assert auto.thread_who(threading.Timer(1, _work)) is None  # the library's own
+
+
+def _resize(x: int) -> int:
+    return x
+
+
+def _other(x: int) -> int:
+    return x
+
+
+def _generic(fn: object, q_in: object, q_out: object) -> None: ...
+
+
+def test_a_worker_is_named_by_the_name_it_was_given_without_its_number() -> None:
+    who = naming.who_of_thread(threading.Thread(target=_generic, name="resize-2"))
+    assert (who.base, who.how) == ("resize", "given")
+    who = naming.who_of_thread(threading.Thread(target=_generic, name="io_0"))
+    assert (who.base, who.how) == ("io", "given")
+    who = naming.who_of_thread(threading.Thread(target=_generic, name="stage2"))
+    assert (who.base, who.how) == ("stage2", "given")
+    # the names the library makes up are no names
+    who = naming.who_of_thread(threading.Thread(target=_generic))
+    assert who.how == "function" and who.base == "_generic"
+    assert naming.who_of_task("Task-12", _resize.__code__).how == "function"
+    assert naming.who_of_task("fetcher-3", _resize.__code__).base == "fetcher"
+
+
+def test_a_shared_worker_function_is_named_by_the_function_it_is_given() -> None:
+    """``Thread(target=worker, args=(resize, q_in, q_out))``: the stage is ``resize``; the
+    same target with another function is another stage."""
+    a = naming.who_of_thread(threading.Thread(target=_generic, args=(_resize, 1, 2)))
+    b = naming.who_of_thread(threading.Thread(target=_generic, args=(_other, 2, 3)))
+    assert (a.base, a.how, b.base) == ("_resize", "function", "_other")
+    assert a.ident != b.ident
+    # a library's callable carrying the program's function: a partial, a closure, an object
+    assert (
+        naming.function_name(naming.found_function(functools.partial(_resize, 1), (), {}))
+        == "_resize"
+    )
+    carrier = argparse.Namespace(on_start=_other, process=argparse.Namespace(f=_resize))
+    assert naming.found_function(carrier, (), {}) is _resize  # hooks (on_*) left out
+    assert naming.found_function(print, (1, "x"), {}) is None
+    who = naming.who_started(print, (), {}, None, True)
+    assert (who.base, who.how) == ("print", "target")
+
+
+def test_names_are_claimed_once_across_the_programs_processes(tmp_path: Path) -> None:
+    """Two stages that would have the same name get ``x`` and ``x #2``; the same key gets the
+    same name in every process (a pool's workers agree), and two queues with the same ends
+    are two channels."""
+    REGISTRY.activate((), str(tmp_path), 1024, [])
+    try:
+        who = naming.Who("worker", "function", "prog.py:1:worker")
+        first = naming.claim_stage(who, "in", "1.1")
+        again = naming.claim_stage(who, "in", "1.1")
+        other = naming.claim_stage(who, "in", "1.2")
+        assert (first, again, other) == ("worker", "worker", "worker #2")
+        assert REGISTRY.named_by == {"worker": "function", "worker #2": "place"}
+        ctx = mp.get_context("fork")
+        with ctx.Pool(1) as pool:
+            naming.forget_claims()  # what another process knows is only what the table says
+            there = pool.apply(naming.claim_stage, (who, "in", "1.2"))
+            third = pool.apply(naming.claim_stage, (who, "out", "1.3"))
+        assert (there, third) == ("worker #2", "worker #3")
+        assert naming.claim_channel("1.1", "a", "b") == "a -> b"
+        assert naming.claim_channel("1.2", "a", "b") == "a -> b #2"
+    finally:
+        naming.forget_claims()
+        REGISTRY.deactivate()
 
 
 @pytest.mark.parametrize(

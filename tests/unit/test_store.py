@@ -298,8 +298,8 @@ def test_files_that_are_not_runs_are_refused(tmp_path: Path) -> None:
 
 def test_newer_schema_version_is_refused(run_file: Path) -> None:
     with duckdb.connect(str(run_file)) as con:
-        con.execute("UPDATE streamscope_meta SET value = '9' WHERE key = 'schema_version'")
-    with pytest.raises(RunFileError, match="schema_version '9'; this streamscope reads 8"):
+        con.execute("UPDATE streamscope_meta SET value = '10' WHERE key = 'schema_version'")
+    with pytest.raises(RunFileError, match="schema_version '10'; this streamscope reads 9"):
         load(run_file)
 
 
@@ -309,8 +309,10 @@ def test_to_json_is_the_documented_document(run_file: Path) -> None:
     assert set(doc) == {
         "format", "schema_version", "run", "resources", "stages", "channels", "probes",
         "queries", "virtual_queues", "drops", "overhead", "monitor", "profiles", "trace_exclusions",
+        "notes",
     }  # fmt: skip
-    assert (doc["format"], doc["schema_version"]) == ("streamscope-run", 8)
+    assert (doc["format"], doc["schema_version"]) == ("streamscope-run", 9)
+    assert doc["notes"] == []
     assert doc["virtual_queues"] == []
     assert doc["run"]["status"] == "completed"
     assert doc["run"]["argv"] == ["--rho", "0.8"]

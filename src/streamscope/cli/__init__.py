@@ -56,7 +56,33 @@ def main(argv: list[str] | None = None) -> int:
         else:
             fail(exc.format_message())
         return int(exc.exit_code)
-    return result if isinstance(result, int) else 0
+    code = result if isinstance(result, int) else 0
+    if code < 0:  # a program killed by a signal: this command ends as it did
+        return _die_by(-code)
+    return code
+
+
+#: Signals that end a process without a core dump by default: ``streamscope run`` of a program
+#: killed by one of them is killed by it too (a shell sees what it would of the program).
+_FATAL = {"SIGINT", "SIGTERM", "SIGHUP", "SIGKILL", "SIGPIPE", "SIGALRM", "SIGUSR1", "SIGUSR2"}
+
+
+def _die_by(sig: int) -> int:
+    """End this process by ``sig`` (one of ``_FATAL``), as the program it ran ended; 128 +
+    ``sig`` for another signal (a shell's number for it) or if it does not end us."""
+    import os
+    import signal
+
+    try:
+        name = signal.Signals(sig).name
+    except ValueError:
+        name = ""
+    if name in _FATAL:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        signal.signal(sig, signal.SIG_DFL)
+        os.kill(os.getpid(), sig)
+    return 128 + sig
 
 
 if __name__ == "__main__":

@@ -27,11 +27,16 @@ class ResourceInfo:
 
 @dataclass(frozen=True, slots=True)
 class StageInfo:
-    """One stage. ``role`` is ``source`` (no inputs), ``sink`` (no outputs) or ``stage``."""
+    """One stage. ``role`` is ``source`` (no inputs), ``sink`` (no outputs) or ``stage``;
+    ``named_by``, for a program's stage, how its name was found (``given``: the name the
+    program gave its thread, process or task; ``function``: the program's own function its
+    workers run; ``target``: what the thread or process was started with; ``place``: that,
+    numbered by its place in the flow, as another stage runs the same)."""
 
     name: str
     resource: str
     role: str
+    named_by: str = ""
 
 
 @dataclass(frozen=True, slots=True)

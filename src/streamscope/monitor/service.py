@@ -229,7 +229,8 @@ class MonitorService:
         finish = self._finish_msg
         if finish is not None and (not others_live or now - self._finish_at > GRACE_S):
             status = parse(RunStatus, finish.info.get("status", "completed"), "run status")
-            return self._finish(status, finish.info.get("error"), finish.watermark)
+            notes = [(str(a), str(t)) for a, t in finish.info.get("notes", ())]
+            return self._finish(status, finish.info.get("error"), finish.watermark, notes)
         gone = self._main_gone_at
         if finish is None and gone is not None and (not others_live or now - gone > GRACE_S):
             return self._finish(
@@ -322,7 +323,13 @@ class MonitorService:
         if self._t0 is None:
             self._t0 = t0_ticks
 
-    def _finish(self, status: RunStatus, error: str | None, end_ticks: int | None) -> Final:
+    def _finish(
+        self,
+        status: RunStatus,
+        error: str | None,
+        end_ticks: int | None,
+        notes: Sequence[tuple[str, str]] = (),
+    ) -> Final:
         self._begin(0)  # a run that never started still gets a file that says how it ended
         eng = self.engine
         if eng.timebase is not None:
@@ -346,6 +353,10 @@ class MonitorService:
             )
             eng.cost_model = book.model(eng.topology)
         eng.finish(end_ns)
+        if notes:
+            self.writer.write_table(TableRows("note", {
+                "about": [a for a, _ in notes], "text": [t for _, t in notes],
+            }))  # fmt: skip
         self._write_monitor_stats(None)
         self.writer.flush()
         if self.writer.error is not None and status == RunStatus.COMPLETED:

@@ -86,6 +86,8 @@ class Registry:
         self.capacity = 0
         self.watches: list[dict[str, Any]] = []
         self.owner = 0  # the pid that activated the session
+        #: How each program stage's name was found (``pipeline.auto.naming``), by stage.
+        self.named_by: dict[str, str] = {}
         #: Per process (pid): its recorder. Per worker (pid, thread, stage): its tracker.
         self._recorders: dict[int, Recorder] = {}
         self._trackers: dict[tuple[int, object, str], native.StateTracker | None] = {}
@@ -138,6 +140,20 @@ class Registry:
                     self.directory, self.capacity = str(d["dir"]), int(d["capacity"])
                     self.watches, self.owner = list(d["watches"]), int(d["owner"])
         return self.directory is not None
+
+    def adopt(self) -> None:
+        """The calling process is the program's own (``streamscope run prog.py`` starts it):
+        its threads run on the resource ``main``, and the processes it starts are its
+        children."""
+        if self.active():
+            self.owner = os.getpid()
+            os.environ[SESSION_ENV] = self._session_env()
+
+    def _session_env(self) -> str:
+        return json.dumps(
+            {"dir": self.directory, "capacity": self.capacity, "watches": self.watches,
+             "owner": self.owner}
+        )  # fmt: skip
 
     def recorder(self) -> Recorder | None:
         """This process's recorder while a session is active (made on first use in a child)."""
@@ -196,7 +212,8 @@ class Registry:
         if "state" in taps_for(self.watches, stage=stage):
             probes = (ProbeInfo(next_probe_ids(self.directory, 1), "state", stage),)
         found = Topology(
-            "", resources=(res,), stages=(StageInfo(stage, res.name, self._role(stage)),),
+            "", resources=(res,),
+            stages=(StageInfo(stage, res.name, self._role(stage), self.named_by.get(stage, "")),),
             probes=probes,
         )  # fmt: skip
         declare(self.directory, found)
@@ -235,9 +252,7 @@ class Registry:
             self.watches = watches
             self.owner = os.getpid()
             set_next_probe_id(directory, max((p.id for p in probes), default=0) + 1)
-            os.environ[SESSION_ENV] = json.dumps(
-                {"dir": directory, "capacity": capacity, "watches": watches, "owner": self.owner}
-            )
+            os.environ[SESSION_ENV] = self._session_env()
             for p in probes:
                 if p.kind in ("tail", "head"):
                     self.queues[p.target].attach(p.kind, p.id)
@@ -249,6 +264,7 @@ class Registry:
                 q.detach()
             self._trackers.clear()
             self._recorders.clear()
+            self.named_by.clear()
             self.probes = ()
             self.directory = None
             self.watches = []

@@ -11,7 +11,7 @@ import threading
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from streamscope.core.errors import ConfigError, StreamscopeError, StreamscopeWarning
 from streamscope.core.modes import RunMode, RunStatus
@@ -40,6 +40,11 @@ class Session:
 
     options: RunOptions
     result: RunResult | None = None
+    #: How the block says the run ended, when it ended without an exception that says so
+    #: (a program run in a process of its own: its status and why); None: completed.
+    ended: tuple[RunStatus, str | None] | None = None
+    #: What the run file keeps said about the run besides its figures (``note`` table).
+    notes: list[tuple[str, str]] = field(default_factory=list)
 
 
 @contextmanager
@@ -52,6 +57,7 @@ def monitor(
     on_note: Callable[[str], None] | None = None,
     name: str = "program",
     live: bool = False,
+    time_limit: bool = True,
 ) -> Iterator[Session]:
     """Monitor the program's instrumented queues and stages while the block runs.
 
@@ -63,7 +69,9 @@ def monitor(
     in a process of its own when ``options.out`` names a run file (``mode="process"``), else in
     a thread here, keeping the run in memory. No queries: the defaults (every channel's
     occupancy, throughput and latency, every stage's state). ``on_frames``, ``on_lag`` and
-    ``on_note`` and ``live`` as ``streamscope.run``'s; ``name`` is the run's.
+    ``on_note`` and ``live`` as ``streamscope.run``'s; ``name`` is the run's. ``time_limit``:
+    whether the block is interrupted once ``options.timeout_ns`` passed (a caller that runs
+    the program elsewhere stops it itself).
     """
     opts = options or RunOptions(mode=RunMode.INLINE)
     base = REGISTRY.topology()
@@ -71,7 +79,15 @@ def monitor(
     if live:
         with (
             live_view(plan, on_frames, on_lag, on_note) as (frames, lag, note),
-            monitor(queries, opts, on_frames=frames, on_lag=lag, on_note=note, name=name) as s,
+            monitor(
+                queries,
+                opts,
+                on_frames=frames,
+                on_lag=lag,
+                on_note=note,
+                name=name,
+                time_limit=time_limit,
+            ) as s,
         ):
             yield s
         return
@@ -83,9 +99,11 @@ def monitor(
     REGISTRY.activate(topology.probes, launched.ring_dir, opts.tap_capacity, watches(plan))
     launched.begin()
     status, error = RunStatus.COMPLETED, None
-    watchdog = _Watchdog(opts.timeout_ns)
+    watchdog = _Watchdog(opts.timeout_ns if time_limit else None)
     try:
         yield session
+        if session.ended is not None:
+            status, error = session.ended
     except KeyboardInterrupt:
         status, error = RunStatus.INTERRUPTED, watchdog.why or INTERRUPTED
         if not watchdog.why:
@@ -96,7 +114,7 @@ def monitor(
     finally:
         watchdog.cancel()
         REGISTRY.deactivate()
-        launched.end(status, error)
+        launched.end(status, error, session.notes)
         try:
             session.result = launched.finish(None)
         finally:

@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -212,11 +212,15 @@ class Launched:
         self.control.send(MsgType.START, t0, info={})
         return t0
 
-    def end(self, status: RunStatus, error: str | None) -> None:
-        """Tell the monitor how the application ended (after its last records) and close the
-        link; ``finish`` then waits for the run file."""
+    def end(
+        self, status: RunStatus, error: str | None, notes: Sequence[tuple[str, str]] = ()
+    ) -> None:
+        """Tell the monitor how the application ended (after its last records), with what
+        the run says of itself (``notes``: ``(about, text)``), and close the link; ``finish``
+        then waits for the run file."""
         end = self.clock.now_ticks()  # after the last records, so none lies beyond the end
-        self.control.send(MsgType.FINISH, end, info={"status": status.value, "error": error})
+        info = {"status": status.value, "error": error, "notes": [list(n) for n in notes]}
+        self.control.send(MsgType.FINISH, end, info=info)
         self.control.close()
 
     def failure(self) -> str | None:

@@ -11,7 +11,7 @@ import socket
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -128,12 +128,23 @@ class RunResult:
     store: RunStore | None = None
     stage: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    #: A program run as it is (``streamscope run prog.py``): its exit status as ``subprocess``
+    #: gives it (negative: killed by that signal); None for a pipeline.
+    program_exit: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", parse(RunStatus, self.status, "run status"))
 
+    def with_program_exit(self, code: int) -> RunResult:
+        return replace(self, program_exit=code)
+
     @property
     def exit_code(self) -> int:
+        """The command's exit status: the run's (``RunStatus.exit_code``); for a program, the
+        program's own (negative: the signal that killed it), unless the program ended well
+        and the run failed all the same."""
+        if self.program_exit is not None and (self.program_exit or self.status != RunStatus.FAILED):
+            return self.program_exit
         return self.status.exit_code
 
 

@@ -1,63 +1,80 @@
 """Running an unmodified program monitored: ``streamscope run prog.py`` without ``pipeline()``.
 
 In: a script's path (or a module's name), its arguments, queries (none: the defaults) and run
-options. Out: the run's ``RunResult``. The program runs here as ``__main__``, as ``python
-prog.py`` would run it, with its standard queues, threads and processes instrumented
-(``pipeline.auto``); its own output is left alone, and the run ends once its threads and
-processes have (as the interpreter would wait for them at exit).
+options. Out: the run's ``RunResult``, with the program's own exit status. The program runs in a
+process of its own (``pipeline.auto.asmain``), as ``python prog.py`` would run it, its standard
+queues, threads and processes watched; it ends as the interpreter ends it (its threads joined,
+its exit handlers, its ``multiprocessing`` managers and children), so a monitored program ends
+whenever the plain one would. This process holds the session: it passes on the signals sent to
+it, stops the program at its time limit, and says what of the program outlived it.
 """
 
 from __future__ import annotations
 
-import multiprocessing as mp
+import contextlib
+import ctypes
 import os
-import runpy
+import signal
+import subprocess
 import sys
-import threading
-import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-from streamscope.core.errors import AppError
-from streamscope.pipeline import auto
+from streamscope.core.modes import RunStatus
+from streamscope.pipeline.auto.asmain import RAISED
+from streamscope.pipeline.registry import REGISTRY, SESSION_ENV
 from streamscope.query.ast import Query
 from streamscope.runtime.instrument import monitor
 from streamscope.runtime.options import FramesCallback, RunOptions, RunResult
 
-
-class ProgramFailed(AppError):
-    """The program raised, or exited with a status other than 0."""
-
-    def __init__(self, message: str, status: int) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-def _join_program() -> None:
-    """Wait for the program's threads and processes, as the interpreter waits at exit: every
-    thread not a daemon, every child process not a daemon."""
-    me = threading.current_thread()
-    while True:
-        left = [
-            t
-            for t in threading.enumerate()
-            if t is not me and not t.daemon and t is not threading.main_thread()
-            and not _own(t)
-        ]  # fmt: skip
-        kids = [p for p in mp.active_children() if not p.daemon]
-        if not left and not kids:
-            return
-        for t in left:
-            t.join()
-        for p in kids:
-            p.join()
+#: A program stopped at its time limit gets SIGINT (as after Ctrl-C), then this long (s) to end
+#: before it and its processes are killed.
+STOP_GRACE_S = 5.0
+#: Signals passed on to the program when this process gets them (SIGINT only when the
+#: terminal did not send it to the program already).
+PASSED_ON = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1,
+             signal.SIGUSR2)  # fmt: skip
+_PR_SET_CHILD_SUBREAPER = 36
 
 
-def _own(t: threading.Thread) -> bool:
-    """A thread of streamscope's (an inline monitor)."""
-    target = getattr(t, "_target", None)
-    module = getattr(target, "__module__", None) or type(t).__module__
-    return module.startswith("streamscope")
+@dataclass(frozen=True, slots=True)
+class ProgramEnd:
+    """How the program's process ended: ``returncode`` as ``subprocess`` gives it (negative:
+    killed by that signal), the signal that reached it from outside while it ran (None:
+    none), why it was stopped at its time limit (None: it was not), what it raised (its
+    exception, as ``Type: message``) and its processes still running after it ended."""
+
+    returncode: int
+    signalled: int | None = None
+    stopped: str | None = None
+    raised: str | None = None
+    outlived: tuple[str, ...] = ()
+
+    def status(self, name: str) -> tuple[RunStatus, str | None]:
+        """The run's status, and why it was not completed."""
+        rc = self.returncode
+        if self.stopped is not None:
+            return RunStatus.INTERRUPTED, self.stopped
+        if self.signalled is not None:
+            how = "" if rc == -self.signalled else f"; {name} then {_ended(rc)}"
+            return RunStatus.INTERRUPTED, f"interrupted by {_signame(self.signalled)}{how}"
+        if rc == 0:
+            return RunStatus.COMPLETED, None
+        if self.raised is not None and rc == 1:
+            return RunStatus.FAILED, f"{name} raised {self.raised}"
+        return RunStatus.FAILED, f"{name} {_ended(rc)}"
+
+
+def _signame(sig: int) -> str:
+    try:
+        return signal.Signals(sig).name
+    except ValueError:
+        return f"signal {sig}"
+
+
+def _ended(rc: int) -> str:
+    return f"was killed by {_signame(-rc)}" if rc < 0 else f"exited with status {rc}"
 
 
 def run_program(
@@ -72,46 +89,159 @@ def run_program(
     on_note: Callable[[str], None] | None = None,
 ) -> RunResult:
     """Run ``target`` (a script's path; a module's name with ``module``) as ``__main__`` with
-    ``argv`` under the monitor. The program's exception is printed as Python prints it, and
-    the run is then failed (its status says so), as it is when the program exits non-zero."""
+    ``argv`` under the monitor, in a process of its own that writes to this one's standard
+    streams. The result's ``program_exit`` is the program's exit status as ``subprocess``
+    gives it; the run is failed when that is not 0, interrupted when a signal or the time
+    limit ended it."""
     name = target if module else Path(target).stem
-    saved_argv = sys.argv[:]
-    auto.install()
-    session = None
-    try:
-        with monitor(
-            queries, options, on_frames=on_frames, on_lag=on_lag, on_note=on_note, name=name
-        ) as session:
-            status = 0
-            sys.argv = [target, *argv]
-            try:
-                if module:  # as python -m: found from the working directory too
-                    sys.path.insert(0, os.getcwd())
-                    runpy.run_module(target, run_name="__main__", alter_sys=True)
-                else:
-                    sys.path.insert(0, str(Path(target).resolve().parent))
-                    runpy.run_path(target, run_name="__main__")
-            except SystemExit as exc:
-                status = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-                if not isinstance(exc.code, int | None):
-                    print(exc.code, file=sys.stderr)
-            except KeyboardInterrupt:
-                raise
-            except BaseException as exc:
-                traceback.print_exc()
-                raise ProgramFailed(f"{name} raised {type(exc).__name__}: {exc}", 1) from None
-            finally:
-                _join_program()
-            if status:
-                raise ProgramFailed(f"{name} exited with status {status}", status)
-    except ProgramFailed:
-        pass  # the session's result says so
-    finally:
-        sys.argv = saved_argv
-        auto.uninstall()
-    assert session is not None
+    with (
+        monitor(
+            queries, options, on_frames=on_frames, on_lag=on_lag, on_note=on_note, name=name,
+            time_limit=False,
+        ) as session,
+        _reaping(),
+    ):  # fmt: skip
+        end = _run(target, argv, module, options.timeout_ns)
+        session.ended = end.status(name)
+        session.notes.extend(("outlived", text) for text in end.outlived)
     assert session.result is not None
-    return session.result
+    return session.result.with_program_exit(end.returncode)
 
 
-__all__ = ["ProgramFailed", "run_program"]
+def _run(target: str, argv: Sequence[str], module: bool, timeout_ns: int | None) -> ProgramEnd:
+    """The program's process, from its start to its end (or its time limit)."""
+    raised = Path(REGISTRY.directory or ".", RAISED)
+    command = [sys.executable, "-m", "streamscope.pipeline.auto.asmain"]
+    proc = subprocess.Popen([*command, *(["-m"] if module else []), target, *argv])
+    got: list[int] = []
+
+    def pass_on(sig: int, _frame: object) -> None:
+        got.append(sig)
+        if sig != signal.SIGINT or not _foreground():
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(sig)
+
+    stopped = None
+    with _handling(PASSED_ON, pass_on):
+        try:
+            proc.wait(None if timeout_ns is None else timeout_ns / 1e9)
+        except subprocess.TimeoutExpired:
+            stopped = f"stopped after its time limit of {timeout_ns / 1e9:g} s"  # type: ignore[operator]
+            _stop(proc)
+    outlived = _outlived(proc.pid, kill=stopped is not None)
+    text = None
+    with contextlib.suppress(OSError):
+        text = raised.read_text().strip() or None
+    return ProgramEnd(proc.returncode, got[0] if got else None, stopped, text, outlived)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """The time limit: SIGINT (the program's own handlers and ``finally`` blocks run), then,
+    if it has not ended within ``STOP_GRACE_S``, SIGKILL."""
+    with contextlib.suppress(ProcessLookupError):
+        proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(STOP_GRACE_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def _foreground() -> bool:
+    """Whether this process's group is its terminal's foreground group: then the terminal's
+    Ctrl-C reached the program as well (it runs in the same group)."""
+    for fd in (0, 1, 2):
+        with contextlib.suppress(OSError):
+            if os.isatty(fd):
+                return os.tcgetpgrp(fd) == os.getpgrp()
+    return False
+
+
+@contextlib.contextmanager
+def _handling(
+    signals: Sequence[signal.Signals], handler: Callable[[int, object], None]
+) -> Iterator[None]:
+    """``handler`` for ``signals`` while the block runs (on the main thread only: elsewhere
+    the signals keep their handlers)."""
+    saved = {}
+    with contextlib.suppress(ValueError):  # not the main thread
+        for sig in signals:
+            saved[sig] = signal.signal(sig, handler)
+    try:
+        yield
+    finally:
+        for sig, old in saved.items():
+            signal.signal(sig, old)
+
+
+@contextlib.contextmanager
+def _reaping() -> Iterator[None]:
+    """While the program runs, the processes it leaves behind become this process's children
+    (Linux: a child subreaper), so that its end can say which outlived it."""
+    libc = None
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    try:
+        yield
+    finally:
+        if libc is not None:
+            libc.prctl(_PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+
+
+def _outlived(program: int, *, kill: bool) -> tuple[str, ...]:
+    """The program's processes still running once it ended (left to this process: see
+    ``_reaping``), each as ``pid (command line)``; ``kill``: killed instead (its time limit),
+    and those they leave behind in turn."""
+    for _ in range(100 if kill else 1):
+        left = [p for p in _children(os.getpid()) if p != program and _program_process(p)]
+        if not kill or not left:
+            return tuple(f"{pid} ({_cmdline(pid)})" for pid in left)
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        for pid in left:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+    return ()
+
+
+def _children(parent: int) -> list[int]:
+    """The live processes whose parent is ``parent`` (from /proc; none where it is missing)."""
+    out = []
+    with contextlib.suppress(OSError):
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                stat = Path("/proc", entry, "stat").read_text()
+                fields = stat[stat.rindex(")") + 2 :].split()
+                if int(fields[1]) == parent and fields[0] != "Z":
+                    out.append(int(entry))
+    return out
+
+
+def _program_process(pid: int) -> bool:
+    """Whether ``pid`` is the program's (not the monitor, started before the session was in
+    the environment): its environment carries the session, as the program's processes
+    inherit it."""
+    mark = SESSION_ENV.encode() + b"="
+    with contextlib.suppress(OSError):
+        env = Path("/proc", str(pid), "environ").read_bytes()
+        return any(v.startswith(mark) for v in env.split(b"\0"))
+    return False
+
+
+def _cmdline(pid: int) -> str:
+    with contextlib.suppress(OSError):
+        return (
+            Path("/proc", str(pid), "cmdline")
+            .read_bytes()
+            .replace(b"\0", b" ")
+            .decode(errors="replace")
+            .strip()
+        )
+    return "?"
+
+
+__all__ = ["ProgramEnd", "run_program"]

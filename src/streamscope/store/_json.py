@@ -52,6 +52,7 @@ def run_json(run: Run) -> dict[str, Any]:
         "monitor": run.monitor_cost(),
         "profiles": run.profiles(),
         "trace_exclusions": run.trace_exclusions(),
+        "notes": [{"about": a, "text": t} for a, t in run.notes()],
     }
 
 

@@ -66,6 +66,16 @@ TRACE_EXCLUSION = Table(
     ),
 )
 
+NOTE = Table(
+    "note",
+    "What the run says of itself besides its figures: what a program used that is not "
+    "watched, processes of its that outlived it, a run that found no stage or channel.",
+    (
+        _C("about", "VARCHAR NOT NULL", "what the note concerns: unwatched, outlived, empty"),
+        _C("text", "VARCHAR NOT NULL", "the note, in words"),
+    ),
+)
+
 OVERHEAD = Table(
     "overhead",
     "The monitoring's own cost, per probe over the run: events it handled (kept or "
@@ -153,4 +163,4 @@ MONITOR = Table(
     ),
 )
 
-__all__ = ["MONITOR", "OVERHEAD", "PROFILE", "RUNNER", "STALL", "TRACE_EXCLUSION", "WORKER"]
+__all__ = ["MONITOR", "NOTE", "OVERHEAD", "PROFILE", "RUNNER", "STALL", "TRACE_EXCLUSION", "WORKER"]

@@ -218,6 +218,12 @@ class Run(Closing):
         )
         return [dict(zip(cols, r, strict=True)) for r in rows]
 
+    def notes(self) -> list[tuple[str, str]]:
+        """What the run says of itself besides its figures: ``(about, text)`` in the order
+        written (``about``: ``unwatched``, ``outlived``, ``empty``)."""
+        _, rows = self.sql("SELECT about, text FROM note ORDER BY rowid")
+        return [(str(a), str(t)) for a, t in rows]
+
     def trace_exclusions(self) -> dict[str, str]:
         """Functions left out of tracing, and why."""
         _, rows = self.sql("SELECT name, reason FROM trace_exclusion ORDER BY name")

@@ -25,6 +25,7 @@ from streamscope.store._stagetables import (
     HOST,
     LINK,
     MONITOR,
+    NOTE,
     OVERHEAD,
     PROFILE,
     RUNNER,
@@ -35,7 +36,7 @@ from streamscope.store._stagetables import (
 from streamscope.store.table import Column, Table
 
 FORMAT = "streamscope-run"
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 STATUSES = tuple(s.value for s in RunStatus)
 UNDER_BIN = -1
 OVER_BIN = -2
@@ -131,6 +132,12 @@ STAGE = Table(
         _C("name", "VARCHAR NOT NULL", "stage name"),
         _C("resource", "VARCHAR NOT NULL", "where it runs (resource.name)"),
         _C("role", "VARCHAR NOT NULL", "source (no inputs), sink (no outputs) or stage"),
+        _C(
+            "named_by",
+            "VARCHAR NOT NULL",
+            "a program's stage: how its name was found (given, function, target, place); "
+            "empty for a pipeline's",
+        ),
     ),
 )
 
@@ -228,6 +235,7 @@ TABLES: tuple[Table, ...] = (
     CORE,
     MONITOR,
     VIRTUAL_QUEUE,
+    NOTE,
     RECORD,
 )
 TABLE_NAMES = tuple(t.name for t in TABLES)

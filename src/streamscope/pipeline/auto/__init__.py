@@ -21,7 +21,8 @@ becomes), the recorded queues (``queues``, ``mpqueue``, ``tasks`` for asyncio), 
 from __future__ import annotations
 
 from streamscope.pipeline.auto.installer import install, installed, uninstall
-from streamscope.pipeline.auto.mpqueue import AutoMPQueue
+from streamscope.pipeline.auto.mpqueue import counts_of
+from streamscope.pipeline.auto.naming import Who
 from streamscope.pipeline.auto.processes import ExecutorWorker, PoolWorker, StageTarget
 from streamscope.pipeline.auto.queues import (
     AutoQueue,
@@ -29,13 +30,12 @@ from streamscope.pipeline.auto.queues import (
     StandardQueue,
     StandardSimpleQueue,
 )
-from streamscope.pipeline.auto.stages import MAIN, callable_name, stage, thread_stage
-from streamscope.pipeline.auto.tasks import AutoAsyncQueue, task_stage
+from streamscope.pipeline.auto.stages import MAIN, callable_name, stage, thread_who
+from streamscope.pipeline.auto.tasks import AutoAsyncQueue, task_who
 
 __all__ = [
     "MAIN",
     "AutoAsyncQueue",
-    "AutoMPQueue",
     "AutoQueue",
     "AutoSimpleQueue",
     "ExecutorWorker",
@@ -43,11 +43,13 @@ __all__ = [
     "StageTarget",
     "StandardQueue",
     "StandardSimpleQueue",
+    "Who",
     "callable_name",
+    "counts_of",
     "install",
     "installed",
     "stage",
-    "task_stage",
-    "thread_stage",
+    "task_who",
+    "thread_who",
     "uninstall",
 ]

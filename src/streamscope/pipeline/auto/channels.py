@@ -6,38 +6,29 @@ declared to the session once both are known, with the rings of the ends a query 
 
 from __future__ import annotations
 
-import threading
 import weakref
 from typing import Any
 
 from streamscope.core.records import Kind
 from streamscope.core.rings import declare, next_probe_ids
 from streamscope.core.topology import ChannelInfo, ProbeInfo, Topology
-from streamscope.pipeline.auto.stages import stage
+from streamscope.pipeline.auto.naming import claim_channel, forget_claims, new_queue_id
 from streamscope.pipeline.registry import REGISTRY, taps_for
 from streamscope.probes.taps import COST_CALL
 
-#: Channels of this process, so that ending the session stops their recording; and how many
-#: queues each place in the program made so far (process-wide, and its lock: names must not
-#: repeat across the threads that make queues).
+#: Channels of this process, so that ending the session stops their recording.
 _channels: weakref.WeakSet[ProgramChannel] = weakref.WeakSet()
-_names: dict[str, int] = {}
-_names_lock = threading.Lock()
 
 
-def _unique(name: str) -> str:
-    """``name``, or ``name #2``, ``#3``… when queues between the same stages exist already."""
-    with _names_lock:
-        n = _names.get(name, 0) + 1
-        _names[name] = n
-    return name if n == 1 else f"{name} #{n}"
-
-
-def declare_channel(src: str, dst: str, capacity: int, transport: str) -> tuple[str, int, int]:
-    """Declare a channel found in this process: (its name, tail probe, head probe; 0 where no
-    query watches that end)."""
+def declare_channel(
+    queue: str, src: str, dst: str, capacity: int, transport: str
+) -> tuple[str, int, int]:
+    """Declare the channel the queue ``queue`` (its id in the session) is, found in this
+    process: (its name, tail probe, head probe; 0 where no query watches that end). Two queues
+    with the same ends are two channels (``src -> dst``, ``src -> dst #2``), whichever
+    processes declare them."""
     assert REGISTRY.directory is not None
-    name = _unique(f"{src} -> {dst}")
+    name = claim_channel(queue, src, dst)
     info = ChannelInfo(name, src, dst, capacity, transport)
     kinds = [k for k in ("tail", "head") if k in taps_for(REGISTRY.watches, channel=info)]
     ids = {"tail": 0, "head": 0}
@@ -61,21 +52,23 @@ def end_ring(probe: int, end: str) -> Any:
 
 
 def forget_channels() -> None:
-    """The session ended: the channels made meanwhile stop recording, and names count anew."""
+    """The session ended: the channels made meanwhile stop recording, and names are claimed
+    anew."""
     for ch in list(_channels):
         ch.detach()
-    _names.clear()
+    forget_claims()
 
 
 class ProgramChannel:
     """One thread queue's names, counts and rings (used under the queue's own lock)."""
 
     __slots__ = (
-        "__weakref__", "capacity", "dst", "head", "n_in", "n_out", "name", "src", "tail",
+        "__weakref__", "capacity", "dst", "head", "id", "n_in", "n_out", "name", "src", "tail",
         "transport",
     )  # fmt: skip
 
     def __init__(self, capacity: int, transport: str = "thread") -> None:
+        self.id = new_queue_id()
         self.capacity = capacity
         self.transport = transport
         self.src: str | None = None
@@ -85,10 +78,9 @@ class ProgramChannel:
         self.tail: Any = None
         self.head: Any = None
 
-    def saw(self, end: str, who: str | None = None) -> None:
-        """The calling thread (or ``who``) put (``tail``) or gets (``head``): name the channel
-        once both ends are known, while a session is active."""
-        who = who or stage()
+    def saw(self, end: str, who: str | None) -> None:
+        """The stage ``who`` put (``tail``) or gets (``head``): name the channel once both
+        ends are known, while a session is active."""
         if who is None:
             return
         if end == "tail" and self.src is None:
@@ -97,7 +89,7 @@ class ProgramChannel:
             self.dst = who
         if self.name is None and self.src and self.dst and REGISTRY.active():
             self.name, tail, head = declare_channel(
-                self.src, self.dst, self.capacity, self.transport
+                self.id, self.src, self.dst, self.capacity, self.transport
             )
             self.tail, self.head = end_ring(tail, "tail"), end_ring(head, "head")
             _channels.add(self)

@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import asyncio.queues
-import multiprocessing as mp
-import multiprocessing.context
 import multiprocessing.process
+import os
 import queue
 import threading
 from collections.abc import Callable
 from typing import Any
 
+from streamscope.pipeline.auto import mpqueue, waits
 from streamscope.pipeline.auto.channels import forget_channels
-from streamscope.pipeline.auto.mpqueue import AutoMPQueue
+from streamscope.pipeline.auto.naming import who_of_process
 from streamscope.pipeline.auto.processes import (
     ExecutorWorker,
     PoolWorker,
@@ -27,15 +27,13 @@ from streamscope.pipeline.auto.processes import (
     standard_executor_worker,
     standard_pool_worker,
 )
-from streamscope.pipeline.auto.queues import AutoQueue, AutoSimpleQueue
-from streamscope.pipeline.auto.stages import (
-    callable_name,
-    internal,
-    leave,
-    made_internally,
-    thread_stage,
-    thread_state,
+from streamscope.pipeline.auto.queues import (
+    AutoQueue,
+    AutoSimpleQueue,
+    StandardQueue,
+    StandardSimpleQueue,
 )
+from streamscope.pipeline.auto.stages import internal, leave, thread_state, thread_who
 from streamscope.pipeline.auto.tasks import AutoAsyncQueue, StandardAsyncQueue, stop_lag_watch
 
 #: What ``install`` replaced in the standard library, to put back (empty: not installed);
@@ -52,76 +50,62 @@ def install() -> None:
     process the program starts (idempotent; ``uninstall`` undoes it)."""
     if _saved:
         return
-    ctx_cls = multiprocessing.context.BaseContext
     _saved.update(
-        queue_Queue=queue.Queue,
-        queue_SimpleQueue=queue.SimpleQueue,
-        ctx_Queue=ctx_cls.Queue,
-        ctx_JoinableQueue=ctx_cls.JoinableQueue,
         bootstrap=threading.Thread._bootstrap_inner,  # type: ignore[attr-defined]
         start=multiprocessing.process.BaseProcess.start,
     )
     queue.Queue = AutoQueue  # type: ignore[misc]
     queue.SimpleQueue = AutoSimpleQueue  # type: ignore[misc]
     asyncio.Queue = asyncio.queues.Queue = AutoAsyncQueue  # type: ignore[misc]
-    ctx_cls.Queue = _ctx_queue  # type: ignore[method-assign]
-    ctx_cls.JoinableQueue = _ctx_joinable  # type: ignore[method-assign]
+    mpqueue.install()
     threads = _following_threads(_saved["bootstrap"])
     processes = _following_processes(_saved["start"])
     threading.Thread._bootstrap_inner = threads  # type: ignore[attr-defined]
     multiprocessing.process.BaseProcess.start = processes  # type: ignore[method-assign,assignment]
-    _rebind_mp()
+    waits.install()
 
 
 def uninstall() -> None:
     """The standard modules as they were; channels made meanwhile stop recording."""
     if not _saved:
         return
-    queue.Queue = _saved["queue_Queue"]  # type: ignore[misc]
-    queue.SimpleQueue = _saved["queue_SimpleQueue"]  # type: ignore[misc]
+    queue.Queue = StandardQueue  # type: ignore[misc]
+    queue.SimpleQueue = StandardSimpleQueue  # type: ignore[misc]
     asyncio.Queue = asyncio.queues.Queue = StandardAsyncQueue  # type: ignore[misc]
-    ctx_cls = multiprocessing.context.BaseContext
-    ctx_cls.Queue = _saved["ctx_Queue"]  # type: ignore[method-assign]
-    ctx_cls.JoinableQueue = _saved["ctx_JoinableQueue"]  # type: ignore[method-assign]
+    mpqueue.uninstall()
     threading.Thread._bootstrap_inner = _saved["bootstrap"]  # type: ignore[attr-defined]
     multiprocessing.process.BaseProcess.start = _saved["start"]  # type: ignore[method-assign]
-    _rebind_mp()
+    waits.uninstall()
     _saved.clear()
     forget_channels()
     stop_lag_watch()
 
 
-def _rebind_mp() -> None:
-    """``multiprocessing.Queue`` and friends are the default context's bound methods, bound
-    when ``multiprocessing`` was imported: rebind them to the (un)patched class's."""
-    for name in ("Queue", "JoinableQueue"):
-        setattr(mp, name, getattr(mp.context._default_context, name))
-
-
-def _ctx_queue(self: Any, maxsize: int = 0) -> Any:
-    if made_internally():
-        return _saved["ctx_Queue"](self, maxsize)
-    return AutoMPQueue(self, maxsize)
-
-
-def _ctx_joinable(self: Any, maxsize: int = 0) -> Any:
-    if made_internally():
-        return _saved["ctx_JoinableQueue"](self, maxsize)
-    return AutoMPQueue(self, maxsize, joinable=True)
-
-
 def _following_threads(bootstrap: Callable[[Any], None]) -> Callable[[Any], None]:
-    """``Thread._bootstrap_inner`` (the standard one is ``bootstrap``): the thread runs working
-    for its stage, idle once it returns."""
+    """``Thread._bootstrap_inner`` (the standard one is ``bootstrap``): the thread runs as the
+    worker it was started as (``naming``), idle once it returns; an executor's thread runs
+    each call as work of the call's stage."""
 
     def bootstrap_inner(self: threading.Thread) -> None:
-        thread_state.stage = thread_stage(self)
+        thread_state.who = thread_who(self)
+        thread_state.stage = None
+        target = getattr(self, "_target", None)
+        if getattr(target, "__module__", None) == "concurrent.futures.thread":
+            waits.executor_thread(self)
         try:
             bootstrap(self)
         finally:
             leave()
 
     return bootstrap_inner
+
+
+def _pool_id(queue: Any) -> str:
+    """An id of the pool whose processes take their work from ``queue``."""
+    counts = mpqueue.counts_of(queue)
+    if counts is not None:
+        return counts.id
+    return f"{os.getpid()}.p{id(queue)}"
 
 
 def _following_processes(
@@ -133,15 +117,16 @@ def _following_processes(
 
     def process_start(self: Any) -> None:
         target = getattr(self, "_target", None)
+        args = getattr(self, "_args", ())
         if target is standard_pool_worker():
-            self._target = PoolWorker(target, install)
+            self._target = PoolWorker(target, install, _pool_id(args[0] if args else None))
         elif target is not None and target is standard_executor_worker():
-            self._target = ExecutorWorker(target, install)
+            self._target = ExecutorWorker(target, install, _pool_id(args[0] if args else None))
         elif target is not None and not isinstance(target, ProcessEntry):
             if not internal(getattr(target, "__module__", None)):
-                self._target = StageTarget(target, callable_name(target), install)
+                self._target = StageTarget(target, who_of_process(self, target), install)
         elif target is None and not internal(type(self).__module__):
-            self._target = StageTarget(self.run, callable_name(type(self)), install)
+            self._target = StageTarget(self.run, who_of_process(self, self.run), install)
         start(self)
 
     return process_start

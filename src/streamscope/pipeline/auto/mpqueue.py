@@ -1,107 +1,325 @@
-"""``multiprocessing.Queue`` and ``JoinableQueue`` as a program run as it is makes them, recorded.
+"""``multiprocessing`` queues as a program run as it is makes them, recorded.
 
-In: the program's puts and gets, from whichever of its processes. Out: the same items, counted
-as the drop-in's ``MPQueue`` counts them (in shared memory, one lock per end), with the stages
-at its ends found in whichever processes put and get.
+In: the program's puts and gets, from whichever of its processes, on the standard classes
+(``multiprocessing.queues.Queue``, ``JoinableQueue``, ``SimpleQueue``: made through a context,
+``multiprocessing.Queue()``, or directly, as pypeln makes them; the program's and libraries'
+subclasses included). Out: the same items, waits and errors, one tail record per insertion and
+one head record per removal, numbered in shared memory so that records from different processes
+still say exactly how many items were in the queue; the stages at its ends found in whichever
+processes put and get.
+
+The standard classes keep their identity (their instances pickle by reference to them, as
+``multiprocessing`` does when it starts a process); ``install`` replaces their methods. A
+recorded queue's counts ride in what its pickled state already holds, so a process that has not
+installed anything yet (a spawned child unpickling its arguments) reads it unchanged: a
+``Queue``'s semaphore of free places is wrapped (``Places``): a put takes a place before an
+item goes in (an insertion), a get gives it back after an item came out (a removal); a
+``SimpleQueue``'s locks are wrapped likewise (``Locked``). Queues the standard library makes for
+itself (a ``Pool``'s, an executor's) are left unrecorded.
 """
 
 from __future__ import annotations
 
+import multiprocessing.queues
 import os
+import sys
+from collections.abc import Callable
+from types import FrameType
 from typing import Any
 
+from streamscope.core import native
+from streamscope.core.records import State
 from streamscope.pipeline.auto.channels import declare_channel, end_ring
-from streamscope.pipeline.auto.stages import stage, thread_tracker
-from streamscope.pipeline.mpqueue import MPQueueFace
+from streamscope.pipeline.auto.naming import new_queue_id
+from streamscope.pipeline.auto.stages import internal, stage, thread_tracker
 from streamscope.pipeline.registry import REGISTRY
 
+_MPQ = multiprocessing.queues
 #: Longest stage name a ``multiprocessing`` queue shares between processes (bytes, UTF-8).
 _NAME_BYTES = 160
 
 
-class AutoMPQueue(MPQueueFace):
-    """``multiprocessing.Queue`` (or ``JoinableQueue``) as the program made it, recorded from
-    every process that uses it, as the drop-in's ``MPQueue`` counts: an insertion after a free
-    place is taken and before the item can be taken, a removal after the item is taken and
-    before its place is given back, numbered in shared memory under one lock per end. The
-    stages at its ends are found in whichever processes put and get, and kept in shared memory
-    too; the process that learns the second declares the channel."""
+class Counts:
+    """A recorded ``multiprocessing`` queue's shared counts and ends: sequence numbers of its
+    insertions and removals, the stages seen at each end and the channel's probes, in shared
+    memory; this process's rings. Passed to other processes with the queue."""
 
-    def __init__(self, ctx: Any, maxsize: int = 0, joinable: bool = False) -> None:
-        self._q = ctx.JoinableQueue() if joinable else ctx.Queue()
-        self._free = ctx.BoundedSemaphore(maxsize) if maxsize > 0 else None
-        self.capacity = maxsize if maxsize > 0 else 0
-        self._seq_in = ctx.Value("q", 0)
-        self._seq_out = ctx.Value("q", 0)
-        self._ends = ctx.Array("c", 2 * _NAME_BYTES, lock=False)
-        self._probes = ctx.Array("q", 3, lock=False)  # declared?, tail probe, head probe
-        self._rings: dict[tuple[int, str], Any] = {}
+    def __init__(self, ctx: Any, capacity: int) -> None:
+        self.capacity = capacity
+        self.seq_in = ctx.Value("q", 0)
+        self.seq_out = ctx.Value("q", 0)
+        self.ends = ctx.Array("c", 2 * _NAME_BYTES, lock=False)
+        self.probes = ctx.Array("q", 3, lock=False)  # declared?, tail probe, head probe
+        self.id = new_queue_id()
+        self.rings: dict[tuple[int, str], Any] = {}
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state["_rings"] = {}  # rings are per process
+        state["rings"] = {}  # rings are per process
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
 
-    def _saw(self, end: str) -> None:
-        """Under the seq lock of ``end``: note this process's stage at ``end``, and declare
-        the channel if both ends are known now."""
-        who = stage()
+    def inserted(self) -> None:
+        ring = self.ring("tail")
+        with self.seq_in.get_lock():
+            self.seq_in.value += 1
+            if ring is not None:
+                ring.record(self.seq_in.value)
+
+    def removed(self) -> None:
+        ring = self.ring("head")
+        with self.seq_out.get_lock():
+            self.seq_out.value += 1
+            if ring is not None:
+                ring.record(self.seq_out.value)
+
+    def ring(self, end: str) -> Any:
+        """This process's ring for ``end`` (made on first use; None: unwatched, or no session)."""
+        key = (os.getpid(), end)
+        ring = self.rings.get(key)
+        if ring is None and self.probes[0] and REGISTRY.active():
+            ring = self.rings[key] = end_ring(self.probes[1 if end == "tail" else 2], end)
+        return ring
+
+    def saw(self, end: str, who: str | None) -> None:
+        """The calling worker's stage ``who`` is at ``end``: note it in shared memory, and
+        declare the channel if both ends are known now."""
         if who is None:
             return
         mine = who.encode()[: _NAME_BYTES - 1]
-        with self._seq_in.get_lock(), self._seq_out.get_lock():
-            raw = bytes(self._ends[:])
+        with self.seq_in.get_lock(), self.seq_out.get_lock():
+            raw = bytes(self.ends[:])
             src, dst = (raw[i * _NAME_BYTES : (i + 1) * _NAME_BYTES].rstrip(b"\0") for i in (0, 1))
             i = 0 if end == "tail" else 1
             if not (src, dst)[i]:
-                self._ends[i * _NAME_BYTES : i * _NAME_BYTES + len(mine)] = mine
+                self.ends[i * _NAME_BYTES : i * _NAME_BYTES + len(mine)] = mine
                 src, dst = (mine, dst) if i == 0 else (src, mine)
-            if src and dst and not self._probes[0] and REGISTRY.active():
+            if src and dst and not self.probes[0] and REGISTRY.active():
                 _, tail, head = declare_channel(
-                    src.decode(), dst.decode(), self.capacity, "process"
+                    self.id, src.decode(), dst.decode(), self.capacity, "process"
                 )
-                self._probes[1], self._probes[2], self._probes[0] = tail, head, 1
+                self.probes[1], self.probes[2], self.probes[0] = tail, head, 1
 
-    def _ring(self, end: str) -> Any:
-        """This process's ring for ``end`` (made on first use; None: unwatched, or no session)."""
-        key = (os.getpid(), end)
-        ring = self._rings.get(key)
-        if ring is None and self._probes[0] and REGISTRY.active():
-            ring = self._rings[key] = end_ring(self._probes[1 if end == "tail" else 2], end)
-        return ring
+    def enter(self, end: str) -> native.StateTracker | None:
+        """The calling worker puts (``tail``) or gets (``head``): its tracker, its stage
+        claimed at its first queue operation, the channel's ends noted until both are known."""
+        tracker = thread_tracker("out" if end == "tail" else "in", self.id)
+        if not self.probes[0]:
+            self.saw(end, stage())
+        return tracker
 
-    def put(self, obj: Any, block: bool = True, timeout: float | None = None) -> None:
-        if not self._probes[0]:
-            self._saw("tail")
-        self._take_place(thread_tracker, block, timeout)
-        tracker = thread_tracker()
-        ring = self._ring("tail")
-        with self._seq_in.get_lock():
-            self._seq_in.value += 1
-            if ring is not None:
-                ring.record(self._seq_in.value)
-            self._q.put(obj)
+
+class Places:
+    """A ``Queue``'s semaphore of free places, as ``multiprocessing.queues`` uses it, counting:
+    a put's ``acquire`` (the putting thread blocked out while it waits) is an insertion, a
+    get's ``release`` a removal."""
+
+    def __init__(self, sem: Any, counts: Counts) -> None:
+        self.sem = sem
+        self.counts = counts
+
+    @property
+    def _semlock(self) -> Any:
+        return self.sem._semlock
+
+    def acquire(self, block: bool = True, timeout: float | None = None) -> bool:
+        if not self.sem.acquire(False):
+            if not block:
+                return False
+            tracker = native.bound_tracker()
+            prev = tracker.set(State.BLOCKED_OUT) if tracker is not None else 0
+            try:
+                if not self.sem.acquire(True, timeout):
+                    return False
+            finally:
+                if tracker is not None:
+                    tracker.set(prev)
+        self.counts.inserted()
+        return True
+
+    def release(self) -> None:
+        self.counts.removed()
+        self.sem.release()
+
+
+class Locked:
+    """A ``SimpleQueue``'s write (``end`` tail) or read (``head``) lock, counting: an item is
+    inserted as its writer takes the lock, removed as its reader lets it go."""
+
+    def __init__(self, lock: Any, counts: Counts, end: str) -> None:
+        self.lock, self.counts, self.end = lock, counts, end
+
+    def __enter__(self) -> bool:
+        got: bool = self.lock.__enter__()
+        if self.end == "tail":
+            self.counts.inserted()
+        return got
+
+    def __exit__(self, *exc: object) -> None:
+        if self.end == "head" and exc[0] is None:
+            self.counts.removed()
+        self.lock.__exit__(*exc)
+
+    def acquire(self, *args: Any, **kwargs: Any) -> bool:
+        return bool(self.lock.acquire(*args, **kwargs))
+
+    def release(self) -> None:
+        self.lock.release()
+
+
+def counts_of(q: Any) -> Counts | None:
+    """The counts of a recorded queue (None: a queue the standard library made for itself, or
+    one made before ``install``)."""
+    sem = getattr(q, "_sem", None)
+    if isinstance(sem, Places):
+        return sem.counts
+    lock = getattr(q, "_rlock", None)
+    return lock.counts if isinstance(lock, Locked) else None
+
+
+def _made_internally(q: Any) -> bool:
+    """Whether ``q`` is the standard library's or streamscope's own: its class is theirs, or
+    it is one of the standard classes made by their code (a context's ``Queue()`` and the
+    queue classes' own constructors looked through)."""
+    kind = type(q)
+    if kind not in (_MPQ.Queue, _MPQ.JoinableQueue, _MPQ.SimpleQueue):
+        return internal(kind.__module__)
+    frame: FrameType | None = sys._getframe(2)
+    while frame is not None:
+        name = frame.f_globals.get("__name__")
+        if name not in ("multiprocessing.context", "multiprocessing.queues", __name__):
+            return internal(name)
+        frame = frame.f_back
+    return False
+
+
+def _capacity(maxsize: int) -> int:
+    return maxsize if maxsize > 0 else 0
+
+
+# -- the standard methods, recorded -------------------------------------------------------
+
+
+def _queue_init(init: Callable[..., None]) -> Callable[..., None]:
+    def __init__(self: Any, maxsize: int = 0, *, ctx: Any) -> None:  # noqa: N807
+        init(self, maxsize, ctx=ctx)
+        if not isinstance(self._sem, Places) and not _made_internally(self):
+            self._sem = Places(self._sem, Counts(ctx, _capacity(maxsize)))
+
+    return __init__
+
+
+def _queue_put(put: Callable[..., None]) -> Callable[..., None]:
+    def put_(self: Any, obj: Any, block: bool = True, timeout: float | None = None) -> None:
+        places = self._sem
+        if not isinstance(places, Places):
+            put(self, obj, block, timeout)
+            return
+        tracker = places.counts.enter("tail")
+        put(self, obj, block, timeout)
         if tracker is not None:
             tracker.heartbeat()
 
-    def get(self, block: bool = True, timeout: float | None = None) -> Any:
-        if not self._probes[0]:
-            self._saw("head")
-        tracker = thread_tracker()
-        item = self._take(tracker, block, timeout)
-        self._taken(self._ring("head"))
+    return put_
+
+
+def _queue_get(get: Callable[..., Any]) -> Callable[..., Any]:
+    def get_(self: Any, block: bool = True, timeout: float | None = None) -> Any:
+        places = self._sem
+        if not isinstance(places, Places):
+            return get(self, block, timeout)
+        tracker = places.counts.enter("head")
+        if tracker is None or not block or self._poll():
+            item = get(self, block, timeout)
+        else:
+            prev = tracker.set(State.BLOCKED_IN)
+            try:
+                item = get(self, block, timeout)
+            finally:
+                tracker.set(prev)
         if tracker is not None:
             tracker.heartbeat()
         return item
 
-    def task_done(self) -> None:
-        self._q.task_done()
-
-    def join(self) -> None:
-        self._q.join()
+    return get_
 
 
-__all__ = ["AutoMPQueue"]
+def _simple_init(init: Callable[..., None]) -> Callable[..., None]:
+    def __init__(self: Any, *, ctx: Any) -> None:  # noqa: N807
+        init(self, ctx=ctx)
+        if self._wlock is not None and not _made_internally(self):
+            counts = Counts(ctx, 0)
+            self._wlock = Locked(self._wlock, counts, "tail")
+            self._rlock = Locked(self._rlock, counts, "head")
+
+    return __init__
+
+
+def _simple_put(put: Callable[..., None]) -> Callable[..., None]:
+    def put_(self: Any, obj: Any) -> None:
+        lock = self._wlock
+        if not isinstance(lock, Locked):
+            put(self, obj)
+            return
+        tracker = lock.counts.enter("tail")
+        put(self, obj)
+        if tracker is not None:
+            tracker.heartbeat()
+
+    return put_
+
+
+def _simple_get(get: Callable[..., Any]) -> Callable[..., Any]:
+    def get_(self: Any) -> Any:
+        lock = self._rlock
+        if not isinstance(lock, Locked):
+            return get(self)
+        tracker = lock.counts.enter("head")
+        if tracker is None or self._poll():
+            item = get(self)
+        else:
+            prev = tracker.set(State.BLOCKED_IN)
+            try:
+                item = get(self)
+            finally:
+                tracker.set(prev)
+        if tracker is not None:
+            tracker.heartbeat()
+        return item
+
+    return get_
+
+
+#: The standard methods ``install`` replaced, to put back (empty: not installed); process-wide,
+#: as the patched classes are.
+_saved: dict[tuple[type, str], Any] = {}
+_RECORDED: dict[tuple[type, str], Callable[[Any], Any]] = {
+    (_MPQ.Queue, "__init__"): _queue_init,
+    (_MPQ.Queue, "put"): _queue_put,
+    (_MPQ.Queue, "get"): _queue_get,
+    (_MPQ.JoinableQueue, "put"): _queue_put,
+    (_MPQ.SimpleQueue, "__init__"): _simple_init,
+    (_MPQ.SimpleQueue, "put"): _simple_put,
+    (_MPQ.SimpleQueue, "get"): _simple_get,
+}
+
+
+def install() -> None:
+    """Record the ``multiprocessing`` queues made from now on (idempotent)."""
+    if _saved:
+        return
+    for (cls, name), wrap in _RECORDED.items():
+        _saved[cls, name] = cls.__dict__[name]
+        setattr(cls, name, wrap(_saved[cls, name]))
+
+
+def uninstall() -> None:
+    """The standard methods back; queues made meanwhile go on as standard ones would."""
+    for (cls, name), method in _saved.items():
+        setattr(cls, name, method)
+    _saved.clear()
+
+
+__all__ = ["Counts", "Locked", "Places", "counts_of", "install", "uninstall"]

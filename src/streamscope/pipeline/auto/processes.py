@@ -15,14 +15,20 @@ from typing import Any
 
 from streamscope.core import native
 from streamscope.core.records import State
-from streamscope.pipeline.auto.stages import (
-    callable_name,
-    leave,
-    start_afresh,
-    thread_state,
-    thread_tracker,
-    work_for,
-)
+from streamscope.pipeline.auto.naming import FUNCTION, TARGET, Who, function_name, programs
+from streamscope.pipeline.auto.stages import enter, leave, start_afresh, thread_state, work_as
+
+
+def applied(fn: Any) -> Who:
+    """A pool's worker applying ``fn`` works as: the program's function, or (a library's) the
+    function itself as the target."""
+    code = getattr(fn, "__code__", None)
+    ident = (
+        f"{code.co_filename}:{code.co_firstlineno}:{code.co_qualname}"
+        if code is not None
+        else f"{getattr(fn, '__module__', '')}:{function_name(fn)}"
+    )
+    return Who(function_name(fn), FUNCTION if programs(fn) else TARGET, ident)
 
 
 def pool_module() -> ModuleType:
@@ -55,16 +61,17 @@ class ProcessEntry:
 
 
 class StageTarget(ProcessEntry):
-    """A process's target, run as a worker of the stage ``name`` (named after it)."""
+    """A process's target, run as ``who`` (``naming.who_of_process``): its stage claimed at
+    its first queue operation."""
 
-    def __init__(self, target: Callable[..., Any], name: str, setup: Callable[[], None]) -> None:
+    def __init__(self, target: Callable[..., Any], who: Who, setup: Callable[[], None]) -> None:
         super().__init__(target, setup)
-        self.name = name
+        self.who = who
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         self.setup()
         start_afresh()
-        work_for(self.name)
+        work_as(self.who)
         try:
             return self.target(*args, **kwargs)
         finally:
@@ -75,7 +82,11 @@ class PoolWorker(ProcessEntry):
     """A ``multiprocessing.Pool`` worker process's loop, as the standard one runs it, each task
     a piece of work of the stage named after the function it applies (``pool.map(parse, …)``:
     ``parse``), this process a worker of it: blocked in while it waits for a task, busy while it
-    runs one."""
+    runs one. ``pool``: an id of the pool (its processes' stage is one per pool and function)."""
+
+    def __init__(self, target: Callable[..., Any], setup: Callable[[], None], pool: str) -> None:
+        super().__init__(target, setup)
+        self.pool = pool
 
     def __call__(
         self,
@@ -105,7 +116,7 @@ class PoolWorker(ProcessEntry):
                     break
                 job, i, func, args, kwds = task
                 if tracker is None and not getattr(thread_state, "entered", False):
-                    tracker = self._enter(func, args)
+                    tracker = self._enter(func, args, self.pool)
                 try:
                     result = (True, func(*args, **kwds))
                 except Exception as e:
@@ -138,22 +149,25 @@ class PoolWorker(ProcessEntry):
             initializer(*initargs)
 
     @staticmethod
-    def _enter(func: Any, args: Any) -> native.StateTracker | None:
+    def _enter(func: Any, args: Any, pool: str) -> native.StateTracker | None:
         """The stage of the pool's first task here: the function it maps (``mapstar`` and
         ``starmapstar`` carry it first in their arguments)."""
         mpool = pool_module()
         fn = func
         if func in (mpool.mapstar, mpool.starmapstar) and args and args[0]:
             fn = args[0][0]
-        work_for(callable_name(fn))
-        return thread_tracker()
+        return enter(applied(fn), pool)
 
 
 class ExecutorWorker(ProcessEntry):
     """A ``ProcessPoolExecutor`` worker process, run by the standard loop with its call queue's
     ``get`` watched: the process is a worker of the stage named after the function its first
     call applies (``executor.map(parse, …)``: ``parse``), blocked while it waits for a call,
-    busy running one."""
+    busy running one. ``pool``: an id of the executor."""
+
+    def __init__(self, target: Callable[..., Any], setup: Callable[[], None], pool: str) -> None:
+        super().__init__(target, setup)
+        self.pool = pool
 
     def __call__(self, call_queue: Any, *rest: Any, **kw: Any) -> Any:
         self.setup()
@@ -171,8 +185,7 @@ class ExecutorWorker(ProcessEntry):
             fn = getattr(item, "fn", None)
             if fn is not None and not getattr(thread_state, "entered", False):
                 chunked = isinstance(fn, functools.partial) and fn.args
-                work_for(callable_name(fn.args[0] if chunked else fn))
-                thread_tracker()
+                enter(applied(fn.args[0] if chunked else fn), self.pool)
             return item
 
         call_queue.get = watched_get

@@ -14,7 +14,7 @@ from typing import Any
 
 from streamscope.core.records import State
 from streamscope.pipeline.auto.channels import ProgramChannel
-from streamscope.pipeline.auto.stages import made_internally, thread_tracker
+from streamscope.pipeline.auto.stages import made_internally, stage, thread_tracker
 
 #: The standard library's own classes, which its own code and streamscope's keep getting.
 StandardQueue = queue.Queue
@@ -36,10 +36,10 @@ class AutoQueue(StandardQueue):  # type: ignore[type-arg]
 
     def put(self, item: Any, block: bool = True, timeout: float | None = None) -> None:
         ss = self._ss
+        tracker = thread_tracker("out", ss.id)
         if ss.name is None:
             with self.mutex:
-                ss.saw("tail")
-        tracker = thread_tracker()
+                ss.saw("tail", stage())
         with self.not_full:
             if self.maxsize > 0:
                 if not block:
@@ -74,10 +74,10 @@ class AutoQueue(StandardQueue):  # type: ignore[type-arg]
 
     def get(self, block: bool = True, timeout: float | None = None) -> Any:
         ss = self._ss
+        tracker = thread_tracker("in", ss.id)
         if ss.name is None:
             with self.mutex:
-                ss.saw("head")
-        tracker = thread_tracker()
+                ss.saw("head", stage())
         with self.not_empty:
             if not block:
                 if not self._qsize():
@@ -133,10 +133,10 @@ class AutoSimpleQueue(StandardSimpleQueue):  # type: ignore[type-arg]
 
     def put(self, item: Any, block: bool = True, timeout: float | None = None) -> None:
         ss = self._ss
+        tracker = thread_tracker("out", ss.id)
         if ss.name is None:
             with self._ss_lock:
-                ss.saw("tail")
-        tracker = thread_tracker()
+                ss.saw("tail", stage())
         with self._ss_lock:
             super().put(item, block, timeout)
             ss.n_in += 1
@@ -147,10 +147,10 @@ class AutoSimpleQueue(StandardSimpleQueue):  # type: ignore[type-arg]
 
     def get(self, block: bool = True, timeout: float | None = None) -> Any:
         ss = self._ss
+        tracker = thread_tracker("in", ss.id)
         if ss.name is None:
             with self._ss_lock:
-                ss.saw("head")
-        tracker = thread_tracker()
+                ss.saw("head", stage())
         try:
             item = super().get(False)
         except queue.Empty:

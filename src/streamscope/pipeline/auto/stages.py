@@ -7,13 +7,19 @@ stage's name (``stage``), and its tracker, made and declared on its first put or
 from __future__ import annotations
 
 import contextlib
-import functools
 import sys
 import threading
 from typing import Any
 
 from streamscope.core import native
 from streamscope.core.records import State
+from streamscope.pipeline.auto.naming import (
+    MAIN_WHO,
+    Who,
+    claim_stage,
+    function_name,
+    who_of_thread,
+)
 from streamscope.pipeline.registry import REGISTRY
 
 #: The stage of a program's main thread.
@@ -31,12 +37,13 @@ _OWN = (
     "subprocess",
 )
 
-#: The calling thread's stage (``stage``; unset: found by the installed thread bootstrap) and
-#: whether it has entered it (``entered``: its tracker was looked for once); per thread of
-#: the process, as the standard library's own thread start reads it.
+#: The calling thread's worker (``who``: what it was started as, ``pipeline.auto.naming``;
+#: None: not one of the program's), its stage once its first queue operation claimed it
+#: (``stage``), and whether it has entered it (``entered``: its tracker was looked for once);
+#: per thread of the process, as the standard library's own thread start reads it.
 thread_state = threading.local()
-#: The stage of this process's main thread (a child process: its target's).
-_main_stage = [MAIN]
+#: The main thread's worker in this process (a child process: set by its entry).
+_main_who: list[Who | None] = [MAIN_WHO]
 
 
 def internal(module: str | None) -> bool:
@@ -53,48 +60,51 @@ def made_internally(depth: int = 2) -> bool:
 
 
 def callable_name(fn: Any) -> str:
-    """A stage name for a thread's or process's target: its qualified name, without
-    ``<locals>``; a ``functools.partial``'s function's."""
-    while isinstance(fn, functools.partial):
-        fn = fn.func
-    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None)
-    if not isinstance(name, str):
-        name = type(fn).__qualname__
-    return name.replace("<locals>.", "")
+    """A stage name for a callable (``naming.function_name``)."""
+    return function_name(fn)
 
 
-def thread_stage(t: threading.Thread) -> str | None:
-    """The stage a thread works for: its target's name, its class's (a subclass with its own
-    ``run``), or None for the standard library's and streamscope's own threads."""
+def thread_who(t: threading.Thread) -> Who | None:
+    """What a thread the program starts works as (``naming``); None for the standard
+    library's and streamscope's own threads, and for an executor's, whose calls say it."""
     target = getattr(t, "_target", None)
     if target is None:
         cls = type(t)
         if cls is threading.Thread or internal(cls.__module__):
             return None
-        return callable_name(cls)
-    module = getattr(target, "__module__", None)
-    if module == "concurrent.futures.thread":  # an executor's worker: the executor's name
-        return t.name.rpartition("_")[0] or t.name
-    return None if internal(module) else callable_name(target)
+        return who_of_thread(t)
+    if getattr(target, "__module__", None) == "concurrent.futures.thread":
+        return None
+    return None if internal(getattr(target, "__module__", None)) else who_of_thread(t)
 
 
-def stage() -> str | None:
-    """The stage of the calling thread (None: not one of the program's)."""
+def stage(end: str = "", queue: str = "") -> str | None:
+    """The stage of the calling thread (None: not one of the program's), claimed at its first
+    queue operation: at ``end`` (``in``: a get; ``out``: a put) of the queue ``queue``."""
     name: str | None = getattr(thread_state, "stage", None)
-    if name is None and threading.current_thread() is threading.main_thread():
-        return _main_stage[0]
+    if name is not None or not end:
+        return name
+    who = getattr(thread_state, "who", None)
+    if who is None and threading.current_thread() is threading.main_thread():
+        who = _main_who[0]
+    if who is None:
+        return None
+    name = thread_state.stage = claim_stage(who, end, queue)
     return name
 
 
-def thread_tracker() -> native.StateTracker | None:
+def thread_tracker(end: str = "", queue: str = "") -> native.StateTracker | None:
     """The calling thread's state tracker, made (and its worker declared) on its first put
-    or get: from then on it is busy but while it waits on a queue."""
+    (``end`` ``out``) or get (``in``) on the queue ``queue``: from then on it is busy but
+    while it waits on a queue."""
     tracker = native.bound_tracker()
     if tracker is not None or getattr(thread_state, "entered", False):
         return tracker
+    name = stage(end, queue)
+    if name is None:
+        return None
     thread_state.entered = True
-    name = stage()
-    if name is None or not REGISTRY.active():
+    if not REGISTRY.active():
         return None
     REGISTRY.add_stage(name)
     tracker = REGISTRY.tracker(name)
@@ -114,29 +124,43 @@ def leave() -> None:
 
 
 def start_afresh() -> None:
-    """A new process's main thread starts with no tracker of its own: a forked child is a copy
-    of the thread that started it, whose tracker writes into the parent's ring and must not be
-    touched here."""
+    """A new process's main thread starts with no tracker and no stage of its own: a forked
+    child is a copy of the thread that started it, whose tracker writes into the parent's ring
+    and must not be touched here."""
     native.bind_tracker(None)
     thread_state.entered = False
+    thread_state.stage = thread_state.who = None
+    _main_who[0] = None
 
 
-def work_for(name: str) -> None:
-    """From now on this process's main thread (the caller) works for stage ``name``."""
-    _main_stage[0] = name
-    thread_state.stage = name
+def work_as(who: Who | None) -> None:
+    """From now on the calling thread works as ``who`` (its stage claimed at its next queue
+    operation); a process's main thread too for the process."""
+    thread_state.who = who
+    thread_state.stage = None
+    thread_state.entered = False
+    if threading.current_thread() is threading.main_thread():
+        _main_who[0] = who
+
+
+def enter(who: Who, queue: str) -> native.StateTracker | None:
+    """The calling thread works as ``who``, a worker of the pool that takes from ``queue``
+    (a process pool's, an executor's): its stage claimed now, its tracker busy."""
+    work_as(who)
+    return thread_tracker("in", queue)
 
 
 __all__ = [
     "MAIN",
     "callable_name",
+    "enter",
     "internal",
     "leave",
     "made_internally",
     "stage",
     "start_afresh",
-    "thread_stage",
     "thread_state",
     "thread_tracker",
-    "work_for",
+    "thread_who",
+    "work_as",
 ]

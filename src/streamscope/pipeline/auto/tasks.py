@@ -12,6 +12,7 @@ import asyncio
 import itertools
 import os
 import threading
+import types
 import weakref
 from typing import Any
 
@@ -20,6 +21,7 @@ from streamscope.core.records import Kind, State
 from streamscope.core.rings import declare, next_probe_ids
 from streamscope.core.topology import ProbeInfo, ResourceInfo, Topology
 from streamscope.pipeline.auto.channels import ProgramChannel
+from streamscope.pipeline.auto.naming import Who, claim_stage, who_of_task
 from streamscope.pipeline.auto.stages import internal, made_internally
 from streamscope.pipeline.looplag import LagSampler
 from streamscope.pipeline.registry import REGISTRY, taps_for
@@ -27,11 +29,12 @@ from streamscope.probes.taps import COST_CALL
 
 #: The standard library's own class, which its own code and streamscope's keep getting.
 StandardAsyncQueue = asyncio.Queue
-#: Per task of the process: its stage's tracker (None: not one of the program's, or no
+#: Per task of the process: its stage and its tracker (None: not one of the program's, or no
 #: session); tasks are found as they run, not handed over.
-_tasks: weakref.WeakKeyDictionary[asyncio.Task[Any], native.StateTracker | None] = (
-    weakref.WeakKeyDictionary()
-)
+_tasks: weakref.WeakKeyDictionary[
+    asyncio.Task[Any], tuple[str | None, native.StateTracker | None]
+] = weakref.WeakKeyDictionary()
+_NONE: tuple[str | None, native.StateTracker | None] = (None, None)
 #: Serial of the process's tasks without a name of their own (each gets a stage name).
 _task_serial = itertools.count(1)
 
@@ -43,16 +46,18 @@ def _current_task() -> asyncio.Task[Any] | None:
         return None
 
 
-def task_stage(task: asyncio.Task[Any]) -> str | None:
-    """The stage an asyncio task works for: its coroutine function's name (None: a task of
-    streamscope's or the standard library's own)."""
+def task_who(task: asyncio.Task[Any]) -> Who | None:
+    """What an asyncio task works as (``naming.who_of_task``: its name, if the program gave it
+    one, else its coroutine function's); None: a task of streamscope's or the standard
+    library's own."""
     coro = task.get_coro()
     frame = getattr(coro, "cr_frame", None)
     if frame is not None and internal(frame.f_globals.get("__name__")):
         return None
-    code = getattr(coro, "cr_code", None)
-    name = getattr(code, "co_qualname", None) or getattr(coro, "__qualname__", None)
-    return name.replace("<locals>.", "") if isinstance(name, str) else None
+    code = getattr(coro, "cr_code", None) or getattr(coro, "gi_code", None)
+    if not isinstance(code, types.CodeType):
+        return None
+    return who_of_task(task.get_name(), code)
 
 
 def _loop_resource() -> ResourceInfo:
@@ -95,17 +100,21 @@ def _watch_loop() -> None:
         _loops[loop] = _lag_sampler(loop, "loop" if n == 1 else f"loop{n}")
 
 
-def _task_tracker(task: asyncio.Task[Any] | None) -> native.StateTracker | None:
-    """``task``'s tracker, made (and the task declared a worker of its stage) on its first put
-    or get: from then on it is busy but while it waits on a queue, idle once it is done."""
+def _task_worker(
+    task: asyncio.Task[Any] | None, end: str, queue: str
+) -> tuple[str | None, native.StateTracker | None]:
+    """``task``'s stage and tracker, claimed and made (the task declared a worker of its
+    stage) on its first put (``end`` ``out``) or get (``in``) on ``queue``: from then on it is
+    busy but while it waits on a queue, idle once it is done."""
     if task is None:
-        return None
+        return None, None
     try:
         return _tasks[task]
     except KeyError:
         pass
     tracker = None
-    name = task_stage(task)
+    who = task_who(task)
+    name = None if who is None else claim_stage(who, end, queue)
     if name is not None and REGISTRY.active():
         _watch_loop()
         REGISTRY.add_stage(name)
@@ -114,8 +123,8 @@ def _task_tracker(task: asyncio.Task[Any] | None) -> native.StateTracker | None:
             tracker.set(State.BUSY)
             done = tracker
             task.add_done_callback(lambda _t: done.set(State.IDLE))
-    _tasks[task] = tracker
-    return tracker
+    _tasks[task] = (name, tracker)
+    return name, tracker
 
 
 class AutoAsyncQueue(StandardAsyncQueue):  # type: ignore[type-arg]
@@ -133,10 +142,11 @@ class AutoAsyncQueue(StandardAsyncQueue):  # type: ignore[type-arg]
         self._ss = ProgramChannel(maxsize if maxsize > 0 else 0, "asyncio")
 
     def _end(self, end: str) -> native.StateTracker | None:
-        task = _current_task()
-        if self._ss.name is None and task is not None:
-            self._ss.saw(end, task_stage(task))
-        return _task_tracker(task)
+        ss = self._ss
+        name, tracker = _task_worker(_current_task(), "out" if end == "tail" else "in", ss.id)
+        if ss.name is None and name is not None:
+            ss.saw(end, name)
+        return tracker
 
     def put_nowait(self, item: Any) -> None:
         ss = self._ss
@@ -147,7 +157,7 @@ class AutoAsyncQueue(StandardAsyncQueue):  # type: ignore[type-arg]
         if ss.tail is not None:
             ss.tail.record(ss.n_in)
         task = _current_task()
-        tracker = _tasks.get(task) if task is not None else None
+        tracker = _tasks.get(task, _NONE)[1] if task is not None else None
         if tracker is not None:
             tracker.heartbeat()
 
@@ -160,7 +170,7 @@ class AutoAsyncQueue(StandardAsyncQueue):  # type: ignore[type-arg]
         if ss.head is not None:
             ss.head.record(ss.n_out)
         task = _current_task()
-        tracker = _tasks.get(task) if task is not None else None
+        tracker = _tasks.get(task, _NONE)[1] if task is not None else None
         if tracker is not None:
             tracker.heartbeat()
         return item
@@ -194,4 +204,4 @@ def stop_lag_watch() -> None:
     _loops.clear()
 
 
-__all__ = ["AutoAsyncQueue", "StandardAsyncQueue", "stop_lag_watch", "task_stage"]
+__all__ = ["AutoAsyncQueue", "StandardAsyncQueue", "stop_lag_watch", "task_who"]

@@ -1,0 +1,412 @@
+"""Which stage a worker of a program run as it is works for, and what that stage is called.
+
+In: a worker (a thread, a process's main thread, an asyncio task) as the program started it: its
+name, its target and the target's arguments; then its first queue operation. Out: its stage. A
+stage is what a worker does, not which function it started in: workers that run the same code
+and take from the same queue (or, if they never take, put into the same one) are one stage (a
+pool); the same code on other queues is another stage. A stage is named, in this order, by
+
+- ``given``: the name the program gave its thread, process or task (``Thread(name="resize-1")``:
+  ``resize``, a trailing worker number dropped), never a default like ``Thread-3 (worker)``;
+- ``function``: the program's own function the worker runs: a callable among the target's
+  arguments (``Thread(target=worker, args=(resize, q1, q2))``: ``resize``) or, for a library's
+  worker object, among its attributes (pypeln's ``Worker``: the function given to ``map``), else
+  the target itself when it is the program's own;
+- ``target``: the target, when it is a library's and nothing of the program's is found;
+- ``place``: any of these, numbered (``worker #2``) when another stage already has the name,
+  in the order the stages appeared in the flow.
+
+Stages are claimed in the session's claim table (a file in its ring directory, under a lock),
+which every process of the program shares, so that a pool's processes agree on their stage
+and no two stages or channels share a name.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import functools
+import hashlib
+import itertools
+import json
+import os
+import re
+import site
+import sys
+import sysconfig
+import threading
+import types
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from streamscope.pipeline.registry import REGISTRY
+
+#: The claim table's directory in the session's ring directory.
+CLAIMS = "stages.claims"
+#: How a stage's name was found (``StageInfo.named_by``), and the main thread's own.
+GIVEN, FUNCTION, TARGET, PLACE, MAIN_THREAD = "given", "function", "target", "place", "main"
+#: A worker number at the end of a given name (``resize-2``, ``io_0``), dropped from the stage's.
+_NUMBERED = re.compile(r"(.+?)[-_ #.:]\d+")
+_DEFAULT_THREAD = re.compile(r"(Thread|Dummy)-\d+( \(.*\))?|MainThread")
+_DEFAULT_TASK = re.compile(r"Task-\d+")
+#: How far into what a library's worker carries the program's function is looked for, and how
+#: many values at most are looked at.
+_DEPTH, _LOOKS = 4, 96
+
+
+@dataclass(frozen=True, slots=True)
+class Who:
+    """What a worker was started as: the name its stage would have (``base``), how it was
+    found (``how``), and what makes two workers' code the same (``ident``)."""
+
+    base: str
+    how: str
+    ident: str
+
+
+#: The program's main thread's (its stage is ``main``).
+MAIN_WHO = Who("main", MAIN_THREAD, "main")
+
+
+@functools.cache
+def _library_roots() -> tuple[str, ...]:
+    """Directories whose code is not the program's: the standard library, installed packages
+    (this environment's and the base interpreter's) and streamscope."""
+    roots = {str(Path(__file__).resolve().parents[2])}
+    for scheme_vars in ({}, {"base": sys.base_prefix, "platbase": sys.base_exec_prefix}):
+        paths = sysconfig.get_paths(vars=scheme_vars or None)
+        roots.update(paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib"))
+    with contextlib.suppress(AttributeError):
+        roots.update(site.getsitepackages())
+    with contextlib.suppress(AttributeError):
+        roots.add(site.getusersitepackages())
+    return tuple(os.path.join(os.path.realpath(r), "") for r in roots if r)
+
+
+@functools.lru_cache(maxsize=1024)
+def _program_file(filename: str) -> bool:
+    if not filename or filename.startswith("<"):
+        return False
+    real = os.path.realpath(filename)
+    return not any(real.startswith(root) for root in _library_roots())
+
+
+def _code(fn: Any) -> types.CodeType | None:
+    """The code a callable runs first (a function's, a method's, a partial's, a callable
+    object's ``__call__``)."""
+    for _ in range(4):
+        while isinstance(fn, functools.partial):
+            fn = fn.func
+        code = getattr(fn, "__code__", None)
+        if isinstance(code, types.CodeType):
+            return code
+        calls = () if isinstance(fn, type) else type(fn).__mro__
+        call = next((k.__dict__["__call__"] for k in calls if "__call__" in k.__dict__), None)
+        fn = getattr(fn, "__func__", None) or call
+        if fn is None:
+            return None
+    return None
+
+
+def programs(fn: Any) -> bool:
+    """Whether ``fn`` is the program's own code (not the standard library's, an installed
+    package's or streamscope's)."""
+    code = _code(fn)
+    return code is not None and _program_file(code.co_filename)
+
+
+def function_name(fn: Any) -> str:
+    """A stage name for a callable: its qualified name without ``<locals>``; a lambda's with its
+    line (``<lambda>:12``); a partial's function's; a callable object's class's."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None)
+    if not isinstance(name, str):
+        name = type(fn).__qualname__
+    name = name.replace("<locals>.", "")
+    if name.endswith("<lambda>"):
+        code = _code(fn)
+        if code is not None:
+            name = f"{name}:{code.co_firstlineno}"
+    return name
+
+
+def _ident(fn: Any) -> str:
+    code = _code(fn)
+    if code is not None:
+        return f"{code.co_filename}:{code.co_firstlineno}:{code.co_qualname}"
+    kind = fn if isinstance(fn, type) else type(fn)
+    return f"{kind.__module__}:{function_name(fn)}"
+
+
+def _library_object(obj: Any) -> bool:
+    """An object worth looking into: an instance of a library's class (not a builtin's, not a
+    container, not a type or module)."""
+    kind = type(obj)
+    return kind.__module__ not in ("builtins", "types", "_thread", "threading") and not (
+        isinstance(obj, type | types.ModuleType | str | bytes | int | float | list | dict | set)
+    )
+
+
+def _inside(value: Any) -> Iterator[tuple[str, Any]]:
+    """What a value carries that may be (or lead to) the program's function: a library
+    function's closure, a bound method's object, a partial's function and arguments, a short
+    tuple's items, a library object's attributes (in their order)."""
+    if isinstance(value, functools.partial):
+        yield "func", value.func
+        yield from (("", a) for a in value.args)
+        yield from value.keywords.items()
+    elif isinstance(value, types.MethodType):
+        yield "__func__", value.__func__
+        yield "__self__", value.__self__
+    elif isinstance(value, types.FunctionType):
+        for cell in value.__closure__ or ():
+            with contextlib.suppress(ValueError):
+                yield "", cell.cell_contents
+    elif isinstance(value, tuple) and len(value) <= 8:
+        yield from (("", a) for a in value)
+    elif _library_object(value):
+        d = getattr(value, "__dict__", None)
+        if isinstance(d, dict):
+            yield from list(d.items())
+        for cls in type(value).__mro__:
+            for slot in getattr(cls, "__slots__", ()):
+                if isinstance(slot, str) and slot not in ("__dict__", "__weakref__"):
+                    with contextlib.suppress(AttributeError):
+                        yield slot, getattr(value, slot)
+
+
+def _candidate(value: Any) -> bool:
+    return callable(value) and not isinstance(value, type) and programs(value)
+
+
+def found_function(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """The program's own function a worker started with ``target(*args, **kwargs)`` runs: a
+    program callable among the arguments; else the target when it is the program's own; else,
+    for a library's target, one that the target carries (its closure, its object's attributes,
+    the arguments it was bound with: depth first, in their order, hooks such as ``on_start``
+    left out); None when nothing of the program's is found."""
+    for a in (*args, *kwargs.values()):
+        if _candidate(a):
+            return a
+    if programs(target):
+        return target
+    looked = itertools.count()
+    seen: set[int] = set()
+
+    def search(obj: Any, depth: int) -> Any:
+        if id(obj) in seen or next(looked) > _LOOKS:
+            return None
+        seen.add(id(obj))
+        for name, value in _inside(obj):
+            if name.startswith("on_") or value is None:
+                continue
+            if _candidate(value):
+                return value
+            if depth < _DEPTH:
+                hit = search(value, depth + 1)
+                if hit is not None:
+                    return hit
+        return None
+
+    for root in (target, *args, *kwargs.values()):
+        hit = search(root, 1)
+        if hit is not None:
+            return hit
+    return None
+
+
+def library_name(target: Any) -> str:
+    """A name for a library's worker that runs nothing of the program's: its target's, or,
+    for a worker object that calls another library object (pypeln's ``Worker`` and its
+    ``FromIterable``), that object's class's."""
+    if _library_object(target) and not isinstance(target, types.MethodType):
+        for name, value in _inside(target):
+            if (
+                not name.startswith("_")
+                and callable(value)
+                and _library_object(value)
+                and not isinstance(value, types.MethodType | functools.partial)
+            ):
+                return type(value).__qualname__
+    return function_name(target)
+
+
+def given_name(name: str | None, default: bool) -> str | None:
+    """The stage name a worker's own name gives (None: it has no name, or a default one),
+    without a trailing worker number."""
+    if not name or default:
+        return None
+    m = _NUMBERED.fullmatch(name)
+    return m.group(1) if m else name
+
+
+def who_started(
+    target: Any, args: tuple[Any, ...], kwargs: dict[str, Any], name: str | None, default: bool
+) -> Who:
+    """A worker started with ``target(*args, **kwargs)``, named ``name`` (``default``: one the
+    library made up)."""
+    given = given_name(name, default)
+    if given is not None:
+        return Who(given, GIVEN, f"given:{given}")
+    fn = found_function(target, args, kwargs)
+    if fn is not None:
+        return Who(function_name(fn), FUNCTION, _ident(fn))
+    return Who(library_name(target), TARGET, _ident(target))
+
+
+def _subclassed(worker: Any, target: Any) -> Who | None:
+    """A ``Thread`` or ``Process`` subclass with its own ``run`` (``target`` is that ``run``):
+    named after its class."""
+    if getattr(target, "__self__", None) is worker and getattr(target, "__name__", "") == "run":
+        kind = type(worker)
+        return Who(function_name(kind), FUNCTION if programs(target) else TARGET, _ident(target))
+    return None
+
+
+def who_of_thread(t: threading.Thread) -> Who:
+    """A thread the program started: by its name, its target and arguments, or its class (a
+    ``Thread`` subclass with its own ``run``)."""
+    target = getattr(t, "_target", None) or t.run
+    args = tuple(getattr(t, "_args", ()))
+    kwargs = dict(getattr(t, "_kwargs", {}))
+    default = bool(_DEFAULT_THREAD.fullmatch(t.name))
+    given = given_name(t.name, default)
+    if given is None:
+        sub = _subclassed(t, target)
+        if sub is not None:
+            return sub
+    return who_started(target, args, kwargs, t.name, default)
+
+
+def who_of_process(p: Any, target: Any) -> Who:
+    """A process the program started, running ``target`` (its ``run`` for a subclass)."""
+    default = p.name == f"{type(p).__name__}-" + ":".join(str(i) for i in p._identity)
+    if given_name(p.name, default) is None:
+        sub = _subclassed(p, target)
+        if sub is not None:
+            return sub
+    args = tuple(getattr(p, "_args", ()))
+    kwargs = dict(getattr(p, "_kwargs", {}))
+    return who_started(target, args, kwargs, p.name, default)
+
+
+def who_of_task(name: str, code: types.CodeType) -> Who:
+    """An asyncio task named ``name`` running a coroutine of ``code``."""
+    given = given_name(name, bool(_DEFAULT_TASK.fullmatch(name)))
+    if given is not None:
+        return Who(given, GIVEN, f"given:{given}")
+    ident = f"{code.co_filename}:{code.co_firstlineno}:{code.co_qualname}"
+    return Who(code.co_qualname.replace("<locals>.", ""), FUNCTION, ident)
+
+
+# -- the claim table ------------------------------------------------------------------------
+
+#: This process's claims so far: key -> (name, how); and its lock (threads claim at once).
+_claimed: dict[str, tuple[str, str]] = {}
+_claim_lock = threading.Lock()
+
+
+def _digest(text: str) -> str:
+    return hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
+
+
+def claim(key: str, base: str, how: str) -> tuple[str, str]:
+    """The name of whatever ``key`` stands for (a stage, a channel), claimed for it the first
+    time in the session by any of the program's processes: ``base``, or ``base #N`` when
+    another key has it already (``how`` then ``place``). Without a session: ``base``.
+
+    The table is a directory of small files (``CLAIMS`` in the ring directory): one per key,
+    holding its name, and one per name taken, made exclusively; a claim costs a few file
+    operations, however many there were before."""
+    directory = REGISTRY.directory if REGISTRY.active() else None
+    if directory is None:
+        return base, how
+    with _claim_lock:
+        got = _claimed.get(key)
+        if got is not None:
+            return got
+        table = Path(directory, CLAIMS)
+        table.mkdir(exist_ok=True)
+        kpath = table / f"k{_digest(key)}"
+        with open(table / ".lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                with contextlib.suppress(FileNotFoundError, ValueError):
+                    name, how = json.loads(kpath.read_text())
+                    _claimed[key] = (name, how)
+                    return name, how
+                name, n = base, 1
+                while True:
+                    try:
+                        os.close(os.open(table / f"n{_digest(name)}", os.O_CREAT | os.O_EXCL))
+                        break
+                    except FileExistsError:
+                        n += 1
+                        name, how = f"{base} #{n}", PLACE
+                tmp = kpath.with_suffix(f".{os.getpid()}")
+                tmp.write_text(json.dumps([name, how]))
+                os.rename(tmp, kpath)
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+        _claimed[key] = (name, how)
+        return name, how
+
+
+def forget_claims() -> None:
+    """The session ended: names are claimed anew in the next."""
+    with _claim_lock:
+        _claimed.clear()
+
+
+def claim_stage(who: Who, end: str, queue: str) -> str:
+    """The stage of a worker started as ``who`` whose first operation is at ``end`` (``in``:
+    it takes; ``out``: it puts) of the queue ``queue`` (its id in the session), named and
+    recorded for the run (``REGISTRY.named_by``)."""
+    key = f"stage|{who.ident}|{end}|{queue}" if who.how != MAIN_THREAD else "stage|main"
+    name, how = claim(key, who.base, who.how)
+    if REGISTRY.active():
+        REGISTRY.named_by.setdefault(name, how)
+    return name
+
+
+#: Serial numbers of the queues this process makes (a queue's id is ``pid.serial``).
+_queue_serial = itertools.count(1)
+
+
+def new_queue_id() -> str:
+    """An id for a queue made now, unique among the session's processes."""
+    return f"{os.getpid()}.{next(_queue_serial)}"
+
+
+def claim_channel(queue: str, src: str, dst: str) -> str:
+    """The name of the channel a queue is from ``src`` to ``dst``: ``src -> dst``, numbered
+    when another queue has the same ends."""
+    name, _ = claim(f"channel|{queue}", f"{src} -> {dst}", "")
+    return name
+
+
+__all__ = [
+    "CLAIMS",
+    "FUNCTION",
+    "GIVEN",
+    "MAIN_WHO",
+    "PLACE",
+    "TARGET",
+    "Who",
+    "claim",
+    "claim_channel",
+    "claim_stage",
+    "forget_claims",
+    "found_function",
+    "function_name",
+    "given_name",
+    "new_queue_id",
+    "programs",
+    "who_of_process",
+    "who_of_task",
+    "who_of_thread",
+    "who_started",
+]

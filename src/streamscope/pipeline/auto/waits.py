@@ -1,0 +1,149 @@
+"""What a program's threads wait on besides queues, as a program run as it is does it.
+
+In: the standard library's executors, futures and joins, while ``install`` is in force. Out:
+each call an executor's thread runs is work of the stage of its function (``ex.submit(fetch,
+url)``: ``fetch``; the thread blocked in while it waits for the next call); a thread waiting on
+futures (``result()``, ``exception()``, ``as_completed``, ``wait``) is blocked in, one joining a
+thread or a process idle (its own work is over), each only while it waits.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import concurrent.futures._base as futures_base
+import concurrent.futures.thread as futures_thread
+import contextlib
+import functools
+import multiprocessing.process
+import os
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from streamscope.core import native
+from streamscope.core.records import State
+from streamscope.pipeline.auto.naming import who_started
+from streamscope.pipeline.auto.stages import enter, leave, thread_state
+
+#: What ``install`` replaced, to put back (empty: not installed); process-wide, as the
+#: patched modules are.
+_saved: dict[str, Any] = {}
+
+
+@contextlib.contextmanager
+def waiting(state: State) -> Iterator[None]:
+    """The calling thread (if it is a worker of a stage) is in ``state`` while the block runs."""
+    tracker = native.bound_tracker()
+    if tracker is None:
+        yield
+        return
+    prev = tracker.set(state)
+    try:
+        yield
+    finally:
+        tracker.set(prev)
+
+
+def _while_waiting(fn: Callable[..., Any], state: State, ready: str | None = None) -> Any:
+    """``fn`` with the calling thread in ``state`` while it runs (``ready``: the name of a
+    method of its first argument that says there is nothing to wait for)."""
+
+    @functools.wraps(fn)
+    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if ready is not None and getattr(self, ready)():
+            return fn(self, *args, **kwargs)
+        with waiting(state):
+            return fn(self, *args, **kwargs)
+
+    return call
+
+
+def _as_completed(fn: Callable[..., Iterator[Any]]) -> Callable[..., Iterator[Any]]:
+    """``as_completed``, its caller blocked in while it waits for the next future (its own
+    work between them is busy)."""
+
+    @functools.wraps(fn)
+    def as_completed(*args: Any, **kwargs: Any) -> Iterator[Any]:
+        it = fn(*args, **kwargs)
+        while True:
+            with waiting(State.BLOCKED_IN):
+                try:
+                    f = next(it)
+                except StopIteration:
+                    return
+            yield f
+
+    return as_completed
+
+
+def _wait(fn: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def wait(*args: Any, **kwargs: Any) -> Any:
+        with waiting(State.BLOCKED_IN):
+            return fn(*args, **kwargs)
+
+    return wait
+
+
+def _work_item_run(run: Callable[[Any], None]) -> Callable[[Any], None]:
+    """``_WorkItem.run`` in an executor's thread of the program: the call is work of the stage
+    of its function (claimed as a worker taking from the executor's queue)."""
+
+    @functools.wraps(run)
+    def run_item(self: Any) -> None:
+        queue = getattr(thread_state, "executor_queue", None)
+        if queue is not None:
+            who = who_started(self.fn, tuple(self.args), dict(self.kwargs), None, True)
+            if who != getattr(thread_state, "who", None):
+                leave()
+                enter(who, queue)
+        run(self)
+
+    return run_item
+
+
+def executor_thread(t: threading.Thread) -> None:
+    """In a thread an executor of the program started, before it runs: note the executor's
+    queue, so that its calls are claimed as work taken from it."""
+    args: tuple[Any, ...] = tuple(getattr(t, "_args", ()))
+    work_queue = args[1] if len(args) > 1 else None
+    ss = getattr(work_queue, "_ss", None)
+    thread_state.executor_queue = getattr(ss, "id", None) or f"{os.getpid()}.x{id(work_queue)}"
+
+
+def install() -> None:
+    if _saved:
+        return
+    process = multiprocessing.process.BaseProcess
+    _saved.update(
+        run=futures_thread._WorkItem.run, result=futures_base.Future.result,
+        exception=futures_base.Future.exception, as_completed=futures_base.as_completed,
+        wait=futures_base.wait, thread_join=threading.Thread.join, process_join=process.join,
+    )  # fmt: skip
+    futures_thread._WorkItem.run = _work_item_run(_saved["run"])  # type: ignore[method-assign,assignment]
+    futures_base.Future.result = _while_waiting(_saved["result"], State.BLOCKED_IN, "done")  # type: ignore[method-assign]
+    futures_base.Future.exception = _while_waiting(  # type: ignore[method-assign]
+        _saved["exception"], State.BLOCKED_IN, "done"
+    )
+    completed = _as_completed(_saved["as_completed"])
+    futures_base.as_completed = concurrent.futures.as_completed = completed
+    futures_base.wait = concurrent.futures.wait = _wait(_saved["wait"])
+    threading.Thread.join = _while_waiting(_saved["thread_join"], State.IDLE)  # type: ignore[method-assign]
+    process.join = _while_waiting(_saved["process_join"], State.IDLE)  # type: ignore[method-assign]
+
+
+def uninstall() -> None:
+    if not _saved:
+        return
+    process = multiprocessing.process.BaseProcess
+    futures_thread._WorkItem.run = _saved["run"]  # type: ignore[method-assign]
+    futures_base.Future.result = _saved["result"]  # type: ignore[method-assign]
+    futures_base.Future.exception = _saved["exception"]  # type: ignore[method-assign]
+    futures_base.as_completed = concurrent.futures.as_completed = _saved["as_completed"]
+    futures_base.wait = concurrent.futures.wait = _saved["wait"]
+    threading.Thread.join = _saved["thread_join"]  # type: ignore[method-assign]
+    process.join = _saved["process_join"]  # type: ignore[method-assign]
+    _saved.clear()
+
+
+__all__ = ["executor_thread", "install", "uninstall", "waiting"]
