@@ -33,6 +33,8 @@ from streamscope.core.fmt import pct
 
 def bottleneck(ctx: Context) -> list[Finding]:
     """The pass: see the module docstring for the rule."""
+    if not ctx.run.topology.stages:
+        return []  # nothing was seen (the run says so): no stage to name, no query to add
     units, unobserved = _units(ctx)
     any_state = any(b.busy is not None for b in ctx.stages)
     out: list[Finding] = []

@@ -36,7 +36,8 @@ class Finding:
 
     ``kind``: ``bottleneck``, ``no_bottleneck``, ``backpressure``, ``missing_queries``,
     ``littles_law``, ``stall``, ``drops``, ``violations``, ``virtual_queue``, ``failed_run``,
-    ``unfinished_run``. ``severity``: ``problem``, ``warning`` or ``info``. ``target``: the stage
+    ``unfinished_run``, ``nothing_seen``, ``outlived``. ``severity``: ``problem``, ``warning``
+    or ``info``. ``target``: the stage
     (or group of replicas, ``walk0–walk7``, its members in ``evidence["members"]``) or channel
     (or probe target) it is about, ``""`` for the whole run. ``evidence``: the numbers
     (fractions in 0..1, times in ns) and the frames they come from, as ``[first, last]`` ranges.

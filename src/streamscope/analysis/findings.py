@@ -8,8 +8,9 @@ that would settle a question is missing, a finding says which to add instead of 
 The reading is a list of passes, run in order. A pass is a plain function of one ``Context`` (the
 run, its series, stage breakdowns and channel summaries, read once, and the thresholds) that
 returns its findings: ``def my_pass(ctx: Context) -> list[Finding]``. ``DEFAULT_PASSES`` holds
-the shipped ones (run status, bottleneck, Little's law, stalls, drops, causality violations,
-rejected queue models); to add one, pass ``passes=(*DEFAULT_PASSES, my_pass)`` to ``findings``.
+the shipped ones (run status, what the run said of itself, bottleneck, Little's law, stalls,
+drops, causality violations, rejected queue models); to add one, pass
+``passes=(*DEFAULT_PASSES, my_pass)`` to ``findings``.
 """
 
 from __future__ import annotations
@@ -26,7 +27,14 @@ from streamscope.analysis.context import (
     Finding,
     FindingsPass,
 )
-from streamscope.analysis.health import drops, run_status, stalls, violations, virtual_queues
+from streamscope.analysis.health import (
+    drops,
+    notes,
+    run_status,
+    stalls,
+    violations,
+    virtual_queues,
+)
 from streamscope.analysis.littles_law import littles_law
 from streamscope.store.reader import Run
 
@@ -36,6 +44,7 @@ __all__ = ["DEFAULT_PASSES", "Context", "Finding", "FindingsPass", "findings"]
 #: within one severity.
 DEFAULT_PASSES: tuple[FindingsPass, ...] = (
     run_status,
+    notes,
     bottleneck,
     littles_law,
     stalls,

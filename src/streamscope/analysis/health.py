@@ -1,6 +1,7 @@
 """Findings passes about the run itself and the trust its figures deserve.
 
-In: a ``Context``. Out: ``Finding``s for a run that failed or never finished (``run_status``), stages
+In: a ``Context``. Out: ``Finding``s for a run that failed or never finished (``run_status``), what
+it said of itself (``notes``: nothing seen, processes that outlived the program), stages
 that stalled (``stalls``), probe records lost (``drops``), causality violations across clock domains
 (``violations``) and rejected queue models of link channels (``virtual_queues``).
 """
@@ -48,6 +49,45 @@ def run_status(ctx: Context) -> list[Finding]:
             )
         ]
     return []
+
+
+def notes(ctx: Context) -> list[Finding]:
+    """What the run said of itself: a program in which nothing was seen (and what it used that
+    is not watched), processes of the program that outlived it."""
+    said = ctx.run.notes()
+    out = []
+    empty = [text for about, text in said if about == "empty"]
+    if empty:
+        out.append(
+            Finding(
+                "nothing_seen",
+                "warning",
+                "",
+                "nothing of the program was seen"
+                if "no stage" in empty[0]
+                else "no channel was seen",
+                empty[0][0].upper() + empty[0][1:] + ".",
+                {"notes": empty},
+                "pass the program's items through standard queues, or describe it as a "
+                "streamscope Pipeline, to see its stages and channels",
+            )
+        )
+    outlived = [text for about, text in said if about == "outlived"]
+    if outlived:
+        out.append(
+            Finding(
+                "outlived",
+                "info",
+                "",
+                f"{len(outlived)} process(es) of the program outlived it",
+                "The run ended with the program; these were still running then: "
+                + "; ".join(outlived)
+                + ".",
+                {"processes": outlived},
+                "join the processes the program starts if their work is part of the run",
+            )
+        )
+    return out
 
 
 def stalls(ctx: Context) -> list[Finding]:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from streamscope.aggregate.points import DutyPoint, FrameResult, ScalarPoint
@@ -62,8 +63,10 @@ def print_run(run: Run, console: Console, last: int | None = None) -> None:
     )
     if run.error:
         console.print(f"[red]error:[/] {run.error}", markup=True)
+    print_notes(run, console)
     tables = [
         resources_table(run),
+        stages_table(run),
         pipeline_table(run),
         clock_table(run),
         *(frames_table(run, q.id, last) for q in run.queries),
@@ -76,6 +79,42 @@ def print_run(run: Run, console: Console, last: int | None = None) -> None:
     for table in tables:
         if table is not None:
             console.print(table)
+
+
+#: How a program's stage name was found, in words (``StageInfo.named_by``).
+NAMED_BY = {
+    "given": "the name the program gave its thread, process or task",
+    "function": "the program's function its workers run",
+    "target": "what its workers were started with (a library's; nothing of the program's in it)",
+    "place": "numbered in the order stages appeared: another stage has its name",
+    "main": "the program's main thread",
+}
+
+
+def stages_table(run: Run) -> Table | None:
+    """A program's stages: each one's workers and how its name was found (None for a
+    pipeline's, whose names are the pipeline's own)."""
+    stages = run.topology.stages
+    if not any(s.named_by for s in stages):
+        return None
+    workers: dict[str, int] = {}
+    for p in run.topology.probes:
+        if p.kind == "state":
+            workers[p.target] = workers.get(p.target, 0) + 1
+    table = Table(title="stages", title_justify="left")
+    for col in ("stage", "workers", "named after"):
+        table.add_column(col)
+    for st in stages:
+        how = NAMED_BY.get(st.named_by, st.named_by or "-")
+        table.add_row(st.name, str(workers.get(st.name, 0)), how)
+    return table
+
+
+def print_notes(run: Run, console: Console) -> None:
+    """What the run says of itself besides its figures (processes that outlived the program,
+    nothing seen and why)."""
+    for _about, text in run.notes():
+        console.print(f"[yellow]note:[/] {escape(text)}", markup=True, highlight=False)
 
 
 def resources_table(run: Run) -> Table | None:
@@ -236,6 +275,7 @@ def print_summary(path: Path, console: Console) -> None:
         line = overhead_line(run)
         if line is not None:
             console.print(line, markup=False, highlight=False)
+        print_notes(run, console)
         dropped = sum(d.dropped for d in run.drops())
         if dropped:
             console.print(

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from streamscope.core.modes import RunStatus
-from streamscope.pipeline.auto.asmain import RAISED
+from streamscope.core.rings import declared
+from streamscope.pipeline.auto.asmain import RAISED, USED
 from streamscope.pipeline.registry import REGISTRY, SESSION_ENV
 from streamscope.query.ast import Query
 from streamscope.runtime.instrument import monitor
@@ -91,8 +92,8 @@ def run_program(
     """Run ``target`` (a script's path; a module's name with ``module``) as ``__main__`` with
     ``argv`` under the monitor, in a process of its own that writes to this one's standard
     streams. The result's ``program_exit`` is the program's exit status as ``subprocess``
-    gives it; the run is failed when that is not 0, interrupted when a signal or the time
-    limit ended it."""
+    gives it (None when its time limit stopped it); the run is failed when that is not 0,
+    interrupted when a signal or the time limit ended it."""
     name = target if module else Path(target).stem
     with (
         monitor(
@@ -103,8 +104,13 @@ def run_program(
     ):  # fmt: skip
         end = _run(target, argv, module, options.timeout_ns)
         session.ended = end.status(name)
-        session.notes.extend(("outlived", text) for text in end.outlived)
+        session.notes.extend(("outlived", f"{text} outlived the program") for text in end.outlived)
+        seen = _nothing_seen()
+        if seen is not None:
+            session.notes.append(("empty", seen))
     assert session.result is not None
+    if end.stopped is not None:
+        return session.result  # its time limit: the command says the run was interrupted
     return session.result.with_program_exit(end.returncode)
 
 
@@ -133,6 +139,30 @@ def _run(target: str, argv: Sequence[str], module: bool, timeout_ns: int | None)
     with contextlib.suppress(OSError):
         text = raised.read_text().strip() or None
     return ProgramEnd(proc.returncode, got[0] if got else None, stopped, text, outlived)
+
+
+def _nothing_seen() -> str | None:
+    """What to say of a run that found no stage or no channel (None: it found both), naming
+    what the program used that streamscope does not watch."""
+    directory = REGISTRY.directory
+    if directory is None:
+        return None
+    topo = declared(directory, REGISTRY.topology())
+    if topo.stages and topo.channels:
+        return None
+    missing = "no stage and no channel" if not topo.stages else "no channel"
+    used = []
+    with contextlib.suppress(OSError):
+        used = Path(directory, USED).read_text().splitlines()
+    what = (
+        f"it used {', '.join(used)}, which streamscope does not watch"
+        if used
+        else "it used none of them"
+    )
+    return (
+        f"{missing} was seen: a stage is a thread, process or task that puts into or gets from "
+        f"a standard queue (queue, multiprocessing, asyncio), a channel such a queue; {what}"
+    )
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:

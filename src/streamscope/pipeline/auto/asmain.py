@@ -10,6 +10,7 @@ status, which the process that started it reads.
 
 from __future__ import annotations
 
+import atexit
 import builtins
 import contextlib
 import os
@@ -27,6 +28,21 @@ from streamscope.pipeline.registry import REGISTRY
 #: The file, in the session's ring directory, where the program's uncaught exception is told
 #: (``Type: message``) to the process that started it.
 RAISED = "program.raised"
+#: The file, in the session's ring directory, where the program's process lists what it used
+#: that streamscope does not watch (``UNWATCHED``), one per line, as it ends.
+USED = "program.used"
+#: Libraries a program may pass its items through that streamscope does not watch: the module
+#: that says the program used it, and what it is.
+UNWATCHED = (
+    ("ray", "Ray (its actors, tasks and ray.util.queue.Queue)"),
+    ("dask", "Dask"),
+    ("joblib", "joblib's workers"),
+    ("zmq", "ZeroMQ sockets"),
+    ("mpi4py", "MPI"),
+    ("gevent", "gevent"),
+    ("trio", "trio"),
+    ("multiprocessing.managers", "a multiprocessing Manager's proxies (Manager().Queue())"),
+)
 #: Files whose frames a traceback of the program leaves out (they are not the program's).
 _OURS = (__file__, runpy.__file__)
 
@@ -75,12 +91,21 @@ def run_module(name: str) -> None:
     runpy._run_module_as_main(name, alter_argv=True)  # type: ignore[attr-defined]
 
 
+def _tell_used() -> None:
+    """At the program's exit: what of ``UNWATCHED`` it imported."""
+    used = [what for module, what in UNWATCHED if module in sys.modules]
+    if REGISTRY.directory is not None and used:
+        with contextlib.suppress(OSError):
+            Path(REGISTRY.directory, USED).write_text("\n".join(used))
+
+
 def main(args: list[str]) -> None:
     """``[-m] TARGET ARGS...``: the program, watched. Its exceptions and ``SystemExit`` go on
     to the interpreter, which reports and ends as for ``python TARGET``."""
     module = bool(args) and args[0] == "-m"
     target, *argv = args[1:] if module else args
     REGISTRY.adopt()
+    atexit.register(_tell_used)  # first: so it runs last, once the program's own have run
     auto.install()
     sys.argv = [target, *argv]
     sys.excepthook = _excepthook

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from streamscope.pipeline.auto import mpqueue, waits
+from streamscope.pipeline.auto import mpqueue, pools, waits
 from streamscope.pipeline.auto.channels import forget_channels
 from streamscope.pipeline.auto.naming import who_of_process
 from streamscope.pipeline.auto.processes import (
@@ -63,6 +63,7 @@ def install() -> None:
     threading.Thread._bootstrap_inner = threads  # type: ignore[attr-defined]
     multiprocessing.process.BaseProcess.start = processes  # type: ignore[method-assign,assignment]
     waits.install()
+    pools.install()
 
 
 def uninstall() -> None:
@@ -76,6 +77,7 @@ def uninstall() -> None:
     threading.Thread._bootstrap_inner = _saved["bootstrap"]  # type: ignore[attr-defined]
     multiprocessing.process.BaseProcess.start = _saved["start"]  # type: ignore[method-assign]
     waits.uninstall()
+    pools.uninstall()
     _saved.clear()
     forget_channels()
     stop_lag_watch()

@@ -1,0 +1,218 @@
+"""``multiprocessing.Pool`` as a program run as it is uses it: its tasks and results as channels.
+
+In: the program's pools and the calls that hand them work (``map``, ``imap``,
+``imap_unordered``, ``starmap``, ``apply_async``…) and take results (``next`` on an ``imap``
+iterator, ``get``). Out: a pool's task queue is the channel from the stage that hands it work
+(the caller's, or, when the work is another ``imap``'s results, that pool's stage) to the
+stage of the function it applies (its processes are its workers, ``processes.PoolWorker``); an
+``imap`` iterator is the channel from that stage to whoever takes its results (a thread of the
+program, a stage of its own; or the pool its results feed, in an ``imap`` chain); a thread
+waiting for results is blocked in.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import multiprocessing.pool as mpool
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from streamscope.core.records import State
+from streamscope.pipeline.auto.channels import ProgramChannel
+from streamscope.pipeline.auto.mpqueue import Counts, Locked, counts_of
+from streamscope.pipeline.auto.naming import Who, claim_stage
+from streamscope.pipeline.auto.processes import applied
+from streamscope.pipeline.auto.stages import internal, stage, thread_tracker
+from streamscope.pipeline.auto.waits import waiting
+
+#: The function and pool of the ``imap`` call the calling thread is in (``imap`` makes its
+#: iterator before it returns it); per thread, as calls are.
+_calling = threading.local()
+#: What ``install`` replaced, to put back (empty: not installed); process-wide, as the patched
+#: module is.
+_saved: dict[tuple[type, str], Any] = {}
+
+
+def _pool_stage(pool: Any, func: Any) -> tuple[Who, str] | None:
+    """The stage a pool's processes are when they apply ``func``: (what they work as, the id
+    of the pool's task queue); None for a pool the standard library made for itself."""
+    counts = counts_of(getattr(pool, "_inqueue", None))
+    if counts is None:
+        return None
+    return applied(func), counts.id
+
+
+# -- the task queue -----------------------------------------------------------------------
+
+
+def _setup_queues(setup: Callable[[Any], None]) -> Callable[[Any], None]:
+    """``Pool._setup_queues``: a program's pool's task queue recorded (its puts go straight to
+    its pipe: those are counted as it sends them)."""
+
+    @functools.wraps(setup)
+    def setup_queues(self: Any) -> None:
+        setup(self)
+        inqueue = self._inqueue
+        if internal(type(self).__module__) and type(self) is not mpool.Pool:
+            return
+        if not isinstance(getattr(inqueue, "_rlock", None), Locked) and inqueue._wlock is not None:
+            counts = Counts(self._ctx, 0)
+            inqueue._wlock = Locked(inqueue._wlock, counts, "tail")
+            inqueue._rlock = Locked(inqueue._rlock, counts, "head")
+        recorded = counts_of(inqueue)
+        if recorded is not None:
+            send = inqueue._writer.send
+
+            def quick_put(obj: Any) -> None:
+                recorded.inserted()
+                send(obj)
+
+            self._quick_put = quick_put
+
+    return setup_queues
+
+
+def _handing(method: Callable[..., Any]) -> Callable[..., Any]:
+    """A call that hands the pool work (``map``, ``imap``, ``apply_async``…): its task queue's
+    tail is the caller's stage, or, for an ``imap`` chain, the stage whose results it takes."""
+
+    @functools.wraps(method)
+    def hand(self: Any, func: Any, iterable: Any = (), *args: Any, **kwargs: Any) -> Any:
+        counts = counts_of(getattr(self, "_inqueue", None))
+        feeds = _pool_stage(self, func)
+        if counts is not None and not counts.probes[0]:
+            ss = getattr(iterable, "_ss", None)
+            if isinstance(ss, ProgramChannel) and ss.src is not None:
+                counts.saw("tail", ss.src)  # an imap chain: the earlier pool's stage feeds it
+            else:
+                thread_tracker("out", counts.id)
+                counts.saw("tail", stage())
+        if isinstance(getattr(iterable, "_ss", None), ProgramChannel) and feeds is not None:
+            iterable._ss_feeds = feeds  # its results are taken by this pool's task handler
+        _calling.func, _calling.pool = func, self
+        try:
+            return method(self, func, iterable, *args, **kwargs)
+        finally:
+            _calling.func = _calling.pool = None
+
+    return hand
+
+
+# -- the results ----------------------------------------------------------------------------
+
+
+def _iterator_init(init: Callable[..., None]) -> Callable[..., None]:
+    """``IMapIterator.__init__``: the iterator of a program's pool is a channel from the pool's
+    stage."""
+
+    @functools.wraps(init)
+    def iterator_init(self: Any, pool: Any) -> None:
+        init(self, pool)
+        func = getattr(_calling, "func", None)
+        where = _pool_stage(pool, func) if func is not None else None
+        if where is None:
+            return
+        who, pool_id = where
+        ss = self._ss = ProgramChannel(0, "process")
+        ss.saw("tail", claim_stage(who, "in", pool_id))
+
+    return iterator_init
+
+
+def _result_set(set_: Callable[..., None]) -> Callable[..., None]:
+    """``_set``: a result came back: an insertion (counted before it can be taken)."""
+
+    @functools.wraps(set_)
+    def result_set(self: Any, i: int, obj: Any) -> None:
+        ss = getattr(self, "_ss", None)
+        if ss is not None:
+            with _lock_of(self):
+                ss.n_in += 1
+                if ss.tail is not None:
+                    ss.tail.record(ss.n_in)
+        set_(self, i, obj)
+
+    return result_set
+
+
+def _lock_of(it: Any) -> threading.Lock:
+    lock: threading.Lock | None = it.__dict__.get("_ss_lock")
+    if lock is None:
+        lock = it.__dict__.setdefault("_ss_lock", threading.Lock())
+    return lock
+
+
+def _result_next(next_: Callable[..., Any]) -> Callable[..., Any]:
+    """``next``: a result taken (a removal), by a thread of the program (its stage; blocked in
+    while it waits) or by the task handler of the pool it feeds (that pool's stage)."""
+
+    @functools.wraps(next_)
+    def result_next(self: Any, timeout: float | None = None) -> Any:
+        ss = getattr(self, "_ss", None)
+        if ss is None:
+            return next_(self, timeout)
+        tracker = thread_tracker("in", ss.id)
+        taker = stage()
+        feeds = getattr(self, "_ss_feeds", None)
+        if taker is None and feeds is not None:  # the task handler of the pool it feeds
+            taker = claim_stage(feeds[0], "in", feeds[1])
+        if ss.name is None:
+            ss.saw("head", taker)
+        wait = tracker is not None and not self._items
+        with waiting(State.BLOCKED_IN) if wait else contextlib.nullcontext():
+            item = next_(self, timeout)
+        with _lock_of(self):
+            ss.n_out += 1
+            if ss.head is not None:
+                ss.head.record(ss.n_out)
+        if tracker is not None:
+            tracker.heartbeat()
+        return item
+
+    return result_next
+
+
+def install() -> None:
+    if _saved:
+        return
+    wraps: dict[tuple[type, str], Callable[[Any], Any]] = {
+        (mpool.Pool, "_setup_queues"): _setup_queues,
+        **{(mpool.Pool, m): _handing for m in (
+            "map", "map_async", "starmap", "starmap_async", "imap", "imap_unordered",
+            "apply_async",
+        )},
+        (mpool.IMapIterator, "__init__"): _iterator_init,
+        (mpool.IMapIterator, "_set"): _result_set,
+        (mpool.IMapUnorderedIterator, "_set"): _result_set,
+        (mpool.IMapIterator, "next"): _result_next,
+        (mpool.IMapIterator, "__next__"): _result_next,
+        (mpool.ApplyResult, "get"): _blocked,
+        (mpool.ApplyResult, "wait"): _blocked,
+    }  # fmt: skip
+    for (cls, name), wrap in wraps.items():
+        _saved[cls, name] = cls.__dict__[name]
+        setattr(cls, name, wrap(_saved[cls, name]))
+
+
+def _blocked(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``ApplyResult.get``/``wait``: the caller blocked in until the result is ready."""
+
+    @functools.wraps(fn)
+    def call(self: Any, timeout: float | None = None) -> Any:
+        if self.ready():
+            return fn(self, timeout)
+        with waiting(State.BLOCKED_IN):
+            return fn(self, timeout)
+
+    return call
+
+
+def uninstall() -> None:
+    for (cls, name), method in _saved.items():
+        setattr(cls, name, method)
+    _saved.clear()
+
+
+__all__ = ["install", "uninstall"]
