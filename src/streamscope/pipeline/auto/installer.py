@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import asyncio.queues
+import asyncio.tasks
 import multiprocessing.process
 import os
 import queue
@@ -34,7 +35,13 @@ from streamscope.pipeline.auto.queues import (
     StandardSimpleQueue,
 )
 from streamscope.pipeline.auto.stages import internal, leave, thread_state, thread_who
-from streamscope.pipeline.auto.tasks import AutoAsyncQueue, StandardAsyncQueue, stop_lag_watch
+from streamscope.pipeline.auto.tasks import (
+    AutoAsyncQueue,
+    AutoTask,
+    StandardAsyncQueue,
+    StandardTask,
+    stop_lag_watch,
+)
 
 #: What ``install`` replaced in the standard library, to put back (empty: not installed);
 #: process-wide as the patched modules are.
@@ -57,6 +64,7 @@ def install() -> None:
     queue.Queue = AutoQueue  # type: ignore[misc]
     queue.SimpleQueue = AutoSimpleQueue  # type: ignore[misc]
     asyncio.Queue = asyncio.queues.Queue = AutoAsyncQueue  # type: ignore[misc]
+    asyncio.Task = asyncio.tasks.Task = AutoTask  # type: ignore[misc]
     mpqueue.install()
     threads = _following_threads(_saved["bootstrap"])
     processes = _following_processes(_saved["start"])
@@ -73,6 +81,7 @@ def uninstall() -> None:
     queue.Queue = StandardQueue  # type: ignore[misc]
     queue.SimpleQueue = StandardSimpleQueue  # type: ignore[misc]
     asyncio.Queue = asyncio.queues.Queue = StandardAsyncQueue  # type: ignore[misc]
+    asyncio.Task = asyncio.tasks.Task = StandardTask  # type: ignore[misc]
     mpqueue.uninstall()
     threading.Thread._bootstrap_inner = _saved["bootstrap"]  # type: ignore[attr-defined]
     multiprocessing.process.BaseProcess.start = _saved["start"]  # type: ignore[method-assign]

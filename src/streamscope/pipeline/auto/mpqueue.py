@@ -22,16 +22,14 @@ from __future__ import annotations
 
 import multiprocessing.queues
 import os
-import sys
 from collections.abc import Callable
-from types import FrameType
 from typing import Any
 
 from streamscope.core import native
 from streamscope.core.records import State
 from streamscope.pipeline.auto.channels import declare_channel, end_ring
 from streamscope.pipeline.auto.naming import new_queue_id
-from streamscope.pipeline.auto.stages import internal, stage, thread_tracker
+from streamscope.pipeline.auto.stages import internal, made_internally, stage, thread_tracker
 from streamscope.pipeline.registry import REGISTRY
 
 _MPQ = multiprocessing.queues
@@ -181,18 +179,11 @@ def counts_of(q: Any) -> Counts | None:
 
 def _made_internally(q: Any) -> bool:
     """Whether ``q`` is the standard library's or streamscope's own: its class is theirs, or
-    it is one of the standard classes made by their code (a context's ``Queue()`` and the
-    queue classes' own constructors looked through)."""
+    it is one of the standard classes made by their code (``stages.made_internally``)."""
     kind = type(q)
     if kind not in (_MPQ.Queue, _MPQ.JoinableQueue, _MPQ.SimpleQueue):
         return internal(kind.__module__)
-    frame: FrameType | None = sys._getframe(2)
-    while frame is not None:
-        name = frame.f_globals.get("__name__")
-        if name not in ("multiprocessing.context", "multiprocessing.queues", __name__):
-            return internal(name)
-        frame = frame.f_back
-    return False
+    return made_internally(3)
 
 
 def _capacity(maxsize: int) -> int:

@@ -293,13 +293,25 @@ def who_of_process(p: Any, target: Any) -> Who:
     return who_started(target, args, kwargs, p.name, default)
 
 
-def who_of_task(name: str, code: types.CodeType) -> Who:
-    """An asyncio task named ``name`` running a coroutine of ``code``."""
+def who_of_task(name: str, code: types.CodeType, arguments: tuple[Any, ...] = ()) -> Who:
+    """An asyncio task named ``name`` running a coroutine of ``code`` called with
+    ``arguments``: by its name, its coroutine function when it is the program's, else the
+    program's function among what the arguments carry (pypeln's tasks), else the coroutine's
+    object's class or the coroutine function."""
     given = given_name(name, bool(_DEFAULT_TASK.fullmatch(name)))
     if given is not None:
         return Who(given, GIVEN, f"given:{given}")
     ident = f"{code.co_filename}:{code.co_firstlineno}:{code.co_qualname}"
-    return Who(code.co_qualname.replace("<locals>.", ""), FUNCTION, ident)
+    qualname = code.co_qualname.replace("<locals>.", "")
+    if _program_file(code.co_filename):
+        return Who(qualname, FUNCTION, ident)
+    fn = found_function(None, arguments, {})
+    if fn is not None:
+        return Who(function_name(fn), FUNCTION, _ident(fn))
+    owner = arguments[0] if arguments else None
+    if owner is not None and _library_object(owner):
+        return Who(library_name(owner), TARGET, ident)
+    return Who(qualname, TARGET, ident)
 
 
 # -- the claim table ------------------------------------------------------------------------

@@ -6,9 +6,9 @@ stage's name (``stage``), and its tracker, made and declared on its first put or
 
 from __future__ import annotations
 
-import contextlib
 import sys
 import threading
+from types import FrameType
 from typing import Any
 
 from streamscope.core import native
@@ -51,11 +51,25 @@ def internal(module: str | None) -> bool:
     return not module or any(module == m or module.startswith(m + ".") for m in _OWN)
 
 
+#: Modules that make queues on behalf of their callers: whoever called them made the queue (an
+#: executor's work queue is the program's when the program made the executor, asyncio's
+#: when the event loop made its default one).
+_ON_BEHALF = ("concurrent.futures.thread", "multiprocessing.context", "multiprocessing.queues")
+
+
 def made_internally(depth: int = 2) -> bool:
     """Whether the code that made a queue is streamscope's or the standard library's own
-    (``depth``: its frame, counted from this function's)."""
-    with contextlib.suppress(ValueError):
-        return internal(sys._getframe(depth).f_globals.get("__name__"))
+    (``depth``: its frame, counted from this function's; frames of ``_ON_BEHALF`` and of this
+    package looked through)."""
+    try:
+        frame: FrameType | None = sys._getframe(depth)
+    except ValueError:
+        return False
+    while frame is not None:
+        name = frame.f_globals.get("__name__", "")
+        if name not in _ON_BEHALF and not name.startswith("streamscope.pipeline.auto"):
+            return internal(name)
+        frame = frame.f_back
     return False
 
 

@@ -9,6 +9,8 @@ blocked while it awaits the queue; idle once done); and each loop's lag, sampled
 from __future__ import annotations
 
 import asyncio
+import asyncio.tasks
+import functools
 import itertools
 import os
 import threading
@@ -27,8 +29,9 @@ from streamscope.pipeline.looplag import LagSampler
 from streamscope.pipeline.registry import REGISTRY, taps_for
 from streamscope.probes.taps import COST_CALL
 
-#: The standard library's own class, which its own code and streamscope's keep getting.
+#: The standard library's own classes, which its own code and streamscope's keep getting.
 StandardAsyncQueue = asyncio.Queue
+StandardTask = asyncio.tasks.Task
 #: Per task of the process: its stage and its tracker (None: not one of the program's, or no
 #: session); tasks are found as they run, not handed over.
 _tasks: weakref.WeakKeyDictionary[
@@ -48,8 +51,8 @@ def _current_task() -> asyncio.Task[Any] | None:
 
 def task_who(task: asyncio.Task[Any]) -> Who | None:
     """What an asyncio task works as (``naming.who_of_task``: its name, if the program gave it
-    one, else its coroutine function's); None: a task of streamscope's or the standard
-    library's own."""
+    one, else its coroutine function, or the program's function it carries); None: a task of
+    streamscope's or the standard library's own."""
     coro = task.get_coro()
     frame = getattr(coro, "cr_frame", None)
     if frame is not None and internal(frame.f_globals.get("__name__")):
@@ -57,7 +60,26 @@ def task_who(task: asyncio.Task[Any]) -> Who | None:
     code = getattr(coro, "cr_code", None) or getattr(coro, "gi_code", None)
     if not isinstance(code, types.CodeType):
         return None
-    return who_of_task(task.get_name(), code)
+    arguments = ()
+    if frame is not None:
+        names = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
+        arguments = tuple(frame.f_locals[n] for n in names if n in frame.f_locals)
+    return who_of_task(task.get_name(), code, arguments)
+
+
+#: Coroutines that hand items to other tasks rather than work on them (a pypeln stage's own
+#: task, which starts a task per item): their tasks are at their stage's queues' ends, but
+#: not workers of it. By module, then qualified name.
+DISPATCHERS = {"pypeln.task.worker": ("Worker.__call__",)}
+
+
+def _dispatches(task: asyncio.Task[Any]) -> bool:
+    coro = task.get_coro()
+    frame = getattr(coro, "cr_frame", None)
+    code = getattr(coro, "cr_code", None)
+    if frame is None or code is None:
+        return False
+    return code.co_qualname in DISPATCHERS.get(frame.f_globals.get("__name__", ""), ())
 
 
 def _loop_resource() -> ResourceInfo:
@@ -101,30 +123,62 @@ def _watch_loop() -> None:
 
 
 def _task_worker(
-    task: asyncio.Task[Any] | None, end: str, queue: str
+    task: asyncio.Task[Any] | None, end: str = "", queue: str = ""
 ) -> tuple[str | None, native.StateTracker | None]:
-    """``task``'s stage and tracker, claimed and made (the task declared a worker of its
-    stage) on its first put (``end`` ``out``) or get (``in``) on ``queue``: from then on it is
-    busy but while it waits on a queue, idle once it is done."""
+    """``task``'s stage and tracker (both None: not one of the program's), from when it was made
+    (``AutoTask``) or, for a task made otherwise, its first queue operation."""
     if task is None:
-        return None, None
-    try:
-        return _tasks[task]
-    except KeyError:
-        pass
-    tracker = None
+        return _NONE
+    got = _tasks.get(task)
+    return got if got is not None else start_task(task)
+
+
+def start_task(task: asyncio.Task[Any]) -> tuple[str | None, native.StateTracker | None]:
+    """A task of the program's, made now: a worker of its stage (claimed by its code: a task
+    is the same stage whichever queues it uses), busy from now until it is done, when its
+    tracker goes back to its stage's idle ones for the next task to take (a stage's workers
+    are as many as ran at once); a dispatcher's task only names the stage at its queues'
+    ends."""
     who = task_who(task)
-    name = None if who is None else claim_stage(who, end, queue)
-    if name is not None and REGISTRY.active():
+    if who is None:
+        _tasks[task] = _NONE
+        return _NONE
+    name = claim_stage(who, "task", "")
+    tracker = None
+    if REGISTRY.active() and not _dispatches(task):
         _watch_loop()
         REGISTRY.add_stage(name)
-        tracker = REGISTRY.tracker(name, ("task", next(_task_serial)), _loop_resource())
+        key = (name, id(task.get_loop()))
+        idle = _idle.setdefault(key, [])
+        tracker = (
+            idle.pop()
+            if idle
+            else REGISTRY.tracker(name, ("task", next(_task_serial)), _loop_resource())
+        )
         if tracker is not None:
             tracker.set(State.BUSY)
-            done = tracker
-            task.add_done_callback(lambda _t: done.set(State.IDLE))
+            task.add_done_callback(functools.partial(_done, tracker, idle))
     _tasks[task] = (name, tracker)
     return name, tracker
+
+
+def _done(tracker: native.StateTracker, idle: list[native.StateTracker], _task: object) -> None:
+    tracker.set(State.IDLE)
+    idle.append(tracker)
+
+
+#: Per stage and event loop: the trackers of its tasks that are done, for the next to take.
+_idle: dict[tuple[str, int], list[native.StateTracker]] = {}
+
+
+class AutoTask(StandardTask):  # type: ignore[type-arg]
+    """``asyncio.Task`` (what the event loops make their tasks of): a task of the program's is
+    a worker of its stage from when it is made (``start_task``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if REGISTRY.active():
+            start_task(self)
 
 
 class AutoAsyncQueue(StandardAsyncQueue):  # type: ignore[type-arg]
@@ -143,7 +197,7 @@ class AutoAsyncQueue(StandardAsyncQueue):  # type: ignore[type-arg]
 
     def _end(self, end: str) -> native.StateTracker | None:
         ss = self._ss
-        name, tracker = _task_worker(_current_task(), "out" if end == "tail" else "in", ss.id)
+        name, tracker = _task_worker(_current_task())
         if ss.name is None and name is not None:
             ss.saw(end, name)
         return tracker
@@ -197,11 +251,21 @@ class AutoAsyncQueue(StandardAsyncQueue):  # type: ignore[type-arg]
 
 
 def stop_lag_watch() -> None:
-    """The session ended: no loop's lag is sampled any more."""
+    """The session ended: no loop's lag is sampled any more, no task's tracker is kept."""
+    _idle.clear()
     for lag in list(_loops.values()):
         if lag is not None:
             lag.stop()
     _loops.clear()
 
 
-__all__ = ["AutoAsyncQueue", "StandardAsyncQueue", "stop_lag_watch", "task_who"]
+__all__ = [
+    "DISPATCHERS",
+    "AutoAsyncQueue",
+    "AutoTask",
+    "StandardAsyncQueue",
+    "StandardTask",
+    "start_task",
+    "stop_lag_watch",
+    "task_who",
+]

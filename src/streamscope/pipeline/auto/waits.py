@@ -15,7 +15,6 @@ import concurrent.futures.thread as futures_thread
 import contextlib
 import functools
 import multiprocessing.process
-import os
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -103,12 +102,12 @@ def _work_item_run(run: Callable[[Any], None]) -> Callable[[Any], None]:
 
 
 def executor_thread(t: threading.Thread) -> None:
-    """In a thread an executor of the program started, before it runs: note the executor's
-    queue, so that its calls are claimed as work taken from it."""
+    """In a thread an executor started, before it runs: an executor of the program's (its
+    work queue recorded) has its calls claimed as work taken from that queue; one the standard
+    library made for itself (an event loop's default) runs nothing of the program's stages."""
     args: tuple[Any, ...] = tuple(getattr(t, "_args", ()))
-    work_queue = args[1] if len(args) > 1 else None
-    ss = getattr(work_queue, "_ss", None)
-    thread_state.executor_queue = getattr(ss, "id", None) or f"{os.getpid()}.x{id(work_queue)}"
+    ss = getattr(args[1] if len(args) > 1 else None, "_ss", None)
+    thread_state.executor_queue = getattr(ss, "id", None)
 
 
 def install() -> None:
