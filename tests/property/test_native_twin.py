@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import queue
+import threading
 from types import ModuleType
 from typing import Any
 
@@ -257,6 +258,29 @@ def test_each_item_carries_the_ticks_of_its_insertion(
     kept = recs.records
     assert kept["ticks"].tolist() == [put_at[v - 1] for v in kept["value"].tolist()]
     assert len(kept) + recs.dropped == len(gaps)
+
+
+@pytest.mark.parametrize("impl", sorted(IMPLS))
+def test_a_fifos_maxsize_is_writable_as_a_queue_queues(impl: str) -> None:
+    """``queue.Queue`` keeps ``maxsize`` as given (<= 0: unbounded) and lets a program change
+    it: later puts see the new one, and a larger one lets a waiting put in."""
+    m = IMPLS[impl]
+    assert m.Fifo(-1).maxsize == -1
+    q = m.Fifo(3)
+    for i in range(3):
+        q.put(i)
+    q.maxsize = 2
+    assert q.full() and q.maxsize == 2
+    with pytest.raises(queue.Full):
+        q.put_nowait(3)
+    waiting = threading.Thread(target=q.put, args=(3,))
+    waiting.start()
+    q.maxsize = 5  # the waiting put goes in without any get
+    waiting.join(10)
+    assert not waiting.is_alive() and q.qsize() == 4
+    q.maxsize = 0
+    q.put_nowait(4)
+    assert [q.get() for _ in range(5)] == [0, 1, 2, 3, 4]
 
 
 @pytest.mark.parametrize("impl", sorted(IMPLS))

@@ -903,8 +903,8 @@ static int Fifo_init(FifoObject *self, PyObject *args, PyObject *kw)
     pthread_cond_init(&self->not_full, &ca);
     pthread_cond_init(&self->all_done, &ca);
     pthread_condattr_destroy(&ca);
-    self->maxsize = maxsize > 0 ? maxsize : 0;
-    self->alloc = self->maxsize ? self->maxsize + 1 : 16;
+    self->maxsize = maxsize; /* as queue.Queue keeps it: <= 0 is unbounded */
+    self->alloc = maxsize > 0 ? maxsize + 1 : 16;
     self->items = PyMem_RawMalloc((size_t)self->alloc * sizeof(PyObject *));
     if (self->items == NULL) {
         PyErr_NoMemory();
@@ -1522,6 +1522,28 @@ FIFO_INT_GETTER(last_put_ns, self->last_put_ns)
 
 static PyObject *Fifo_get_aborted(FifoObject *self, void *c) { return PyBool_FromLong(self->aborted); }
 
+/* queue.Queue lets a program change its maxsize (test_queue's shrinking queue): only later
+ * puts see it; a larger one lets waiting puts in. */
+static int Fifo_set_maxsize(FifoObject *self, PyObject *value, void *c)
+{
+    if (!self->ready) {
+        PyErr_SetString(PyExc_RuntimeError, "FIFO not initialised");
+        return -1;
+    }
+    if (value == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "maxsize cannot be deleted");
+        return -1;
+    }
+    Py_ssize_t n = PyLong_AsSsize_t(value);
+    if (n == -1 && PyErr_Occurred())
+        return -1;
+    LOCK(self);
+    self->maxsize = n;
+    pthread_cond_broadcast(&self->not_full);
+    UNLOCK(self);
+    return 0;
+}
+
 static PyMethodDef Fifo_methods[] = {
     {"put", (PyCFunction)(void (*)(void))Fifo_put, METH_FASTCALL | METH_KEYWORDS,
      "put(item, block=True, timeout=None), as queue.Queue.put."},
@@ -1552,7 +1574,8 @@ static PyMethodDef Fifo_methods[] = {
 static PyGetSetDef Fifo_getset[] = {
     {"tail", (getter)Fifo_get_ring, (setter)Fifo_set_ring, "insertions' tap", NULL},
     {"head", (getter)Fifo_get_ring, (setter)Fifo_set_ring, "removals' tap", (void *)1},
-    {"maxsize", (getter)Fifo_get_maxsize, NULL, "capacity (0: unbounded)", NULL},
+    {"maxsize", (getter)Fifo_get_maxsize, (setter)Fifo_set_maxsize,
+     "capacity (<= 0: unbounded); writable, as queue.Queue's", NULL},
     {"items_in", (getter)Fifo_get_items_in, NULL, "items inserted so far", NULL},
     {"items_out", (getter)Fifo_get_items_out, NULL, "items removed so far", NULL},
     {"unfinished_tasks", (getter)Fifo_get_unfinished_tasks, NULL, "puts not yet task_done", NULL},

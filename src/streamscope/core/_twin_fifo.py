@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import array
 import math
+import operator
 import threading
 import time
 from collections import deque
@@ -56,7 +57,7 @@ class Fifo:
     """See ``_native.Fifo``: ``queue.Queue``'s algorithm with the native FIFO's extras."""
 
     def __init__(self, maxsize: int = 0) -> None:
-        self._maxsize = maxsize if maxsize > 0 else 0
+        self._maxsize = maxsize  # as queue.Queue keeps it: <= 0 is unbounded
         self._q: deque[Any] = deque()
         self._mutex = threading.Lock()
         self._not_empty = threading.Condition(self._mutex)
@@ -276,6 +277,13 @@ class Fifo:
     @property
     def maxsize(self) -> int:
         return self._maxsize
+
+    @maxsize.setter
+    def maxsize(self, value: int) -> None:
+        """As ``queue.Queue``'s: only later puts see it; a larger one lets waiting puts in."""
+        with self._mutex:
+            self._maxsize = operator.index(value)
+            self._not_full.notify_all()
 
     @property
     def items_in(self) -> int:
