@@ -234,6 +234,20 @@ def test_names_are_claimed_once_across_the_programs_processes(tmp_path: Path) ->
         assert (there, third) == ("worker #2", "worker #3")
         assert naming.claim_channel("1.1", "a", "b") == "a -> b"
         assert naming.claim_channel("1.2", "a", "b") == "a -> b #2"
+        # workers of one code handed the same queue in the same place are one stage, whatever
+        # queue each takes from first (a loader's workers, each fed by its own index queue)
+        load = [
+            naming.Who("load", "function", "p:9:load", (("1", f"i{n}"), ("2", "out")))
+            for n in (1, 2)
+        ]
+        assert naming.claim_stage(load[0], "in", "i1") == naming.claim_stage(load[1], "in", "i2")
+        # ... but not when handed it in another place (a shared worker function's pipeline)
+        step = [
+            naming.Who("step", "target", "p:5:step", (("1", a), ("2", b)))
+            for a, b in (("s1", "s2"), ("s2", "s3"))
+        ]
+        assert naming.claim_stage(step[0], "in", "s1") == "step"
+        assert naming.claim_stage(step[1], "in", "s2") == "step #2"
     finally:
         naming.forget_claims()
         REGISTRY.deactivate()

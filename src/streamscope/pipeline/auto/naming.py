@@ -36,7 +36,7 @@ import sys
 import sysconfig
 import threading
 import types
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,11 +59,15 @@ _DEPTH, _LOOKS = 4, 96
 @dataclass(frozen=True, slots=True)
 class Who:
     """What a worker was started as: the name its stage would have (``base``), how it was
-    found (``how``), and what makes two workers' code the same (``ident``)."""
+    found (``how``), what makes two workers' code the same (``ident``), and the queues it was
+    handed (``slots``: each argument's place and the queue's id): workers of the same code
+    handed the same queue in the same place are one stage, whichever queue they use first
+    (a DataLoader's workers, each fed by its own index queue, all put into one)."""
 
     base: str
     how: str
     ident: str
+    slots: tuple[tuple[str, str], ...] = ()
 
 
 #: The program's main thread's (its stage is ``main``).
@@ -243,18 +247,39 @@ def given_name(name: str | None, default: bool) -> str | None:
     return m.group(1) if m else name
 
 
+def queue_id(obj: Any) -> str | None:
+    """The session id of a recorded queue (a thread, asyncio or ``multiprocessing`` one; None
+    for anything else)."""
+    with contextlib.suppress(Exception):
+        qid = getattr(getattr(obj, "_ss", None), "id", None)
+        if isinstance(qid, str):
+            return qid
+        for attr in ("_sem", "_rlock"):
+            qid = getattr(getattr(getattr(obj, attr, None), "counts", None), "id", None)
+            if isinstance(qid, str):
+                return qid
+    return None
+
+
+def _slots(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    """The queues among a worker's arguments: (their place, their id)."""
+    places = [*((str(i), a) for i, a in enumerate(args)), *kwargs.items()]
+    return tuple((p, q) for p, a in places if (q := queue_id(a)) is not None)
+
+
 def who_started(
     target: Any, args: tuple[Any, ...], kwargs: dict[str, Any], name: str | None, default: bool
 ) -> Who:
     """A worker started with ``target(*args, **kwargs)``, named ``name`` (``default``: one the
     library made up)."""
+    slots = _slots(args, kwargs)
     given = given_name(name, default)
     if given is not None:
-        return Who(given, GIVEN, f"given:{given}")
+        return Who(given, GIVEN, f"given:{given}", slots)
     fn = found_function(target, args, kwargs)
     if fn is not None:
-        return Who(function_name(fn), FUNCTION, _ident(fn))
-    return Who(library_name(target), TARGET, _ident(target))
+        return Who(function_name(fn), FUNCTION, _ident(fn), slots)
+    return Who(library_name(target), TARGET, _ident(target), slots)
 
 
 def _subclassed(worker: Any, target: Any) -> Who | None:
@@ -262,7 +287,9 @@ def _subclassed(worker: Any, target: Any) -> Who | None:
     named after its class."""
     if getattr(target, "__self__", None) is worker and getattr(target, "__name__", "") == "run":
         kind = type(worker)
-        return Who(function_name(kind), FUNCTION if programs(target) else TARGET, _ident(target))
+        how = FUNCTION if programs(target) else TARGET
+        slots = _slots((), dict(vars(worker)))
+        return Who(function_name(kind), how, _ident(target), slots)
     return None
 
 
@@ -325,45 +352,54 @@ def _digest(text: str) -> str:
     return hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
 
 
-def claim(key: str, base: str, how: str) -> tuple[str, str]:
-    """The name of whatever ``key`` stands for (a stage, a channel), claimed for it the first
-    time in the session by any of the program's processes: ``base``, or ``base #N`` when
-    another key has it already (``how`` then ``place``). Without a session: ``base``.
+def claim(keys: str | Sequence[str], base: str, how: str) -> tuple[str, str]:
+    """The name of whatever ``keys`` stand for (a stage, a channel), claimed the first time in
+    the session by any of the program's processes: the name of the first key that has one
+    (every other key then gets it too), else ``base``, or ``base #N`` when another has that
+    already (``how`` then ``place``). Without a session: ``base``.
 
     The table is a directory of small files (``CLAIMS`` in the ring directory): one per key,
     holding its name, and one per name taken, made exclusively; a claim costs a few file
     operations, however many there were before."""
+    keys = (keys,) if isinstance(keys, str) else tuple(keys)
     directory = REGISTRY.directory if REGISTRY.active() else None
     if directory is None:
         return base, how
     with _claim_lock:
-        got = _claimed.get(key)
+        got = _claimed.get(keys[0])
         if got is not None:
             return got
         table = Path(directory, CLAIMS)
         table.mkdir(exist_ok=True)
-        kpath = table / f"k{_digest(key)}"
+        paths = [table / f"k{_digest(k)}" for k in keys]
         with open(table / ".lock", "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:
-                with contextlib.suppress(FileNotFoundError, ValueError):
-                    name, how = json.loads(kpath.read_text())
-                    _claimed[key] = (name, how)
-                    return name, how
-                name, n = base, 1
-                while True:
-                    try:
-                        os.close(os.open(table / f"n{_digest(name)}", os.O_CREAT | os.O_EXCL))
+                found = None
+                for path in paths:
+                    with contextlib.suppress(FileNotFoundError, ValueError):
+                        found = tuple(json.loads(path.read_text()))
                         break
-                    except FileExistsError:
-                        n += 1
-                        name, how = f"{base} #{n}", PLACE
-                tmp = kpath.with_suffix(f".{os.getpid()}")
-                tmp.write_text(json.dumps([name, how]))
-                os.rename(tmp, kpath)
+                if found is not None:
+                    name, how = found
+                else:
+                    name, n = base, 1
+                    while True:
+                        try:
+                            os.close(os.open(table / f"n{_digest(name)}", os.O_CREAT | os.O_EXCL))
+                            break
+                        except FileExistsError:
+                            n += 1
+                            name, how = f"{base} #{n}", PLACE
+                for path in paths:
+                    if not path.exists():
+                        tmp = path.with_suffix(f".{os.getpid()}")
+                        tmp.write_text(json.dumps([name, how]))
+                        os.rename(tmp, path)
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
-        _claimed[key] = (name, how)
+        for k in keys:
+            _claimed[k] = (name, how)
         return name, how
 
 
@@ -377,8 +413,12 @@ def claim_stage(who: Who, end: str, queue: str) -> str:
     """The stage of a worker started as ``who`` whose first operation is at ``end`` (``in``:
     it takes; ``out``: it puts) of the queue ``queue`` (its id in the session), named and
     recorded for the run (``REGISTRY.named_by``)."""
-    key = f"stage|{who.ident}|{end}|{queue}" if who.how != MAIN_THREAD else "stage|main"
-    name, how = claim(key, who.base, who.how)
+    if who.how == MAIN_THREAD:
+        keys = ["stage|main"]
+    else:
+        keys = [f"stage|{who.ident}|{end}|{queue}"]
+        keys += [f"stage|{who.ident}|arg {place}|{q}" for place, q in who.slots]
+    name, how = claim(keys, who.base, who.how)
     if REGISTRY.active():
         REGISTRY.named_by.setdefault(name, how)
     return name
@@ -417,6 +457,7 @@ __all__ = [
     "given_name",
     "new_queue_id",
     "programs",
+    "queue_id",
     "who_of_process",
     "who_of_task",
     "who_of_thread",
