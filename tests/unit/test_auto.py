@@ -248,6 +248,11 @@ def test_names_are_claimed_once_across_the_programs_processes(tmp_path: Path) ->
         ]
         assert naming.claim_stage(step[0], "in", "s1") == "step"
         assert naming.claim_stage(step[1], "in", "s2") == "step #2"
+        # a queue every worker is handed (for errors, say) does not make a pipeline one stage
+        assert not naming.same_stage(
+            [("1", "s1"), ("2", "s2"), ("3", "log")], [("1", "s2"), ("2", "s3"), ("3", "log")]
+        )
+        assert naming.same_stage([("0", "a"), ("1", "b")], [("0", "a"), ("1", "b")])
     finally:
         naming.forget_claims()
         REGISTRY.deactivate()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import asyncio.queues
 import asyncio.tasks
+import functools
 import multiprocessing.process
 import os
 import queue
@@ -137,7 +138,11 @@ def _following_processes(
             if not internal(getattr(target, "__module__", None)):
                 self._target = StageTarget(target, who_of_process(self, target), install)
         elif target is None and not internal(type(self).__module__):
-            self._target = StageTarget(self.run, who_of_process(self, self.run), install)
+            # A subclass's own ``run`` is what the process runs (it may never call a target):
+            # the entry stands in for it on this process object (the class's, bound here, so
+            # that a spawned copy calls the class's and not the entry again).
+            run = functools.partial(type(self).run, self)
+            self.run = StageTarget(run, who_of_process(self, self.run), install)
         start(self)
 
     return process_start

@@ -54,6 +54,9 @@ _DEFAULT_TASK = re.compile(r"Task-\d+")
 #: How far into what a library's worker carries the program's function is looked for, and how
 #: many values at most are looked at.
 _DEPTH, _LOOKS = 4, 96
+#: ... and how far and how many for the queues a worker was handed (a library's worker object
+#: keeps them a level or two further down: mpire's in its communications object).
+_QUEUE_DEPTH, _QUEUE_LOOKS = 6, 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,11 +218,17 @@ def found_function(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -
                     return hit
         return None
 
-    for root in (target, *args, *kwargs.values()):
+    for root in (*(() if _helper(target) else (target,)), *args, *kwargs.values()):
         hit = search(root, 1)
         if hit is not None:
             return hit
     return None
+
+
+def _helper(target: Any) -> bool:
+    """A library object's own method run as a worker (a pool's result handler thread): what
+    the object carries is not what the worker does."""
+    return isinstance(target, types.MethodType) and not programs(target)
 
 
 def library_name(target: Any) -> str:
@@ -261,10 +270,31 @@ def queue_id(obj: Any) -> str | None:
     return None
 
 
-def _slots(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[str, str], ...]:
-    """The queues among a worker's arguments: (their place, their id)."""
-    places = [*((str(i), a) for i, a in enumerate(args)), *kwargs.items()]
-    return tuple((p, q) for p, a in places if (q := queue_id(a)) is not None)
+def _slots(
+    target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[tuple[str, str], ...]:
+    """The queues a worker was handed: among its arguments (their place) and what its target
+    carries (a library worker object's attributes, a closure: their path), each with its id."""
+    found: list[tuple[str, str]] = []
+    looked = itertools.count()
+    seen: set[int] = set()
+
+    def search(path: str, value: Any, depth: int) -> None:
+        if id(value) in seen or next(looked) > _QUEUE_LOOKS:
+            return
+        seen.add(id(value))
+        q = queue_id(value)
+        if q is not None:
+            found.append((path, q))
+        elif depth < _QUEUE_DEPTH:
+            for i, (name, inner) in enumerate(_inside(value)):
+                search(f"{path}.{name or i}", inner, depth + 1)
+
+    for place, value in [*((str(i), a) for i, a in enumerate(args)), *kwargs.items()]:
+        search(f"arg {place}", value, _QUEUE_DEPTH - 1)
+    if (not isinstance(target, types.FunctionType) or target.__closure__) and not _helper(target):
+        search("target", target, 1)
+    return tuple(found)
 
 
 def who_started(
@@ -272,7 +302,7 @@ def who_started(
 ) -> Who:
     """A worker started with ``target(*args, **kwargs)``, named ``name`` (``default``: one the
     library made up)."""
-    slots = _slots(args, kwargs)
+    slots = _slots(target, args, kwargs)
     given = given_name(name, default)
     if given is not None:
         return Who(given, GIVEN, f"given:{given}", slots)
@@ -282,39 +312,46 @@ def who_started(
     return Who(library_name(target), TARGET, _ident(target), slots)
 
 
-def _subclassed(worker: Any, target: Any) -> Who | None:
+def _subclassed(worker: Any, target: Any, name: str, default: bool) -> Who | None:
     """A ``Thread`` or ``Process`` subclass with its own ``run`` (``target`` is that ``run``):
-    named after its class."""
-    if getattr(target, "__self__", None) is worker and getattr(target, "__name__", "") == "run":
-        kind = type(worker)
-        how = FUNCTION if programs(target) else TARGET
-        slots = _slots((), dict(vars(worker)))
-        return Who(function_name(kind), how, _ident(target), slots)
-    return None
+    the program's class by its given name, else its class's; a library's class (mpire's
+    workers) by the program's function it carries (its name is the library's)."""
+    run = getattr(target, "func", target)  # a process's run is bound by a partial
+    owner = getattr(run, "__self__", None) or next(iter(getattr(target, "args", ())), None)
+    if owner is not worker or getattr(run, "__name__", "") != "run":
+        return None
+    slots = _slots(worker, (), {})
+    kind = type(worker)
+    if programs(run):
+        given = given_name(name, default)
+        if given is not None:
+            return Who(given, GIVEN, f"given:{given}", slots)
+        return Who(function_name(kind), FUNCTION, _ident(run), slots)
+    fn = found_function(None, (worker,), {})
+    if fn is not None:
+        return Who(function_name(fn), FUNCTION, _ident(fn), slots)
+    return Who(function_name(kind), TARGET, _ident(run), slots)
 
 
 def who_of_thread(t: threading.Thread) -> Who:
     """A thread the program started: by its name, its target and arguments, or its class (a
     ``Thread`` subclass with its own ``run``)."""
     target = getattr(t, "_target", None) or t.run
+    default = bool(_DEFAULT_THREAD.fullmatch(t.name))
+    sub = _subclassed(t, target, t.name, default)
+    if sub is not None:
+        return sub
     args = tuple(getattr(t, "_args", ()))
     kwargs = dict(getattr(t, "_kwargs", {}))
-    default = bool(_DEFAULT_THREAD.fullmatch(t.name))
-    given = given_name(t.name, default)
-    if given is None:
-        sub = _subclassed(t, target)
-        if sub is not None:
-            return sub
     return who_started(target, args, kwargs, t.name, default)
 
 
 def who_of_process(p: Any, target: Any) -> Who:
     """A process the program started, running ``target`` (its ``run`` for a subclass)."""
     default = p.name == f"{type(p).__name__}-" + ":".join(str(i) for i in p._identity)
-    if given_name(p.name, default) is None:
-        sub = _subclassed(p, target)
-        if sub is not None:
-            return sub
+    sub = _subclassed(p, target, p.name, default)
+    if sub is not None:
+        return sub
     args = tuple(getattr(p, "_args", ()))
     kwargs = dict(getattr(p, "_kwargs", {}))
     return who_started(target, args, kwargs, p.name, default)
@@ -352,6 +389,45 @@ def _digest(text: str) -> str:
     return hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
 
 
+@contextlib.contextmanager
+def _locked(directory: str) -> Iterator[Path]:
+    """The claim table of the session (a directory of small files), locked against the
+    program's other processes and threads."""
+    table = Path(directory, CLAIMS)
+    table.mkdir(exist_ok=True)
+    with open(table / ".lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield table
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _read(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def _write(path: Path, value: Any) -> None:
+    tmp = path.with_suffix(f".{os.getpid()}")
+    tmp.write_text(json.dumps(value))
+    os.rename(tmp, path)
+
+
+def _new_name(table: Path, base: str, how: str) -> tuple[str, str]:
+    """A name nobody has yet: ``base``, else ``base #N`` (then said to be named by place)."""
+    name, n = base, 1
+    while True:
+        try:
+            os.close(os.open(table / f"n{_digest(name)}", os.O_CREAT | os.O_EXCL))
+            return name, how
+        except FileExistsError:
+            n += 1
+            name, how = f"{base} #{n}", PLACE
+
+
 def claim(keys: str | Sequence[str], base: str, how: str) -> tuple[str, str]:
     """The name of whatever ``keys`` stand for (a stage, a channel), claimed the first time in
     the session by any of the program's processes: the name of the first key that has one
@@ -369,37 +445,53 @@ def claim(keys: str | Sequence[str], base: str, how: str) -> tuple[str, str]:
         got = _claimed.get(keys[0])
         if got is not None:
             return got
-        table = Path(directory, CLAIMS)
-        table.mkdir(exist_ok=True)
-        paths = [table / f"k{_digest(k)}" for k in keys]
-        with open(table / ".lock", "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                found = None
-                for path in paths:
-                    with contextlib.suppress(FileNotFoundError, ValueError):
-                        found = tuple(json.loads(path.read_text()))
-                        break
-                if found is not None:
-                    name, how = found
-                else:
-                    name, n = base, 1
-                    while True:
-                        try:
-                            os.close(os.open(table / f"n{_digest(name)}", os.O_CREAT | os.O_EXCL))
-                            break
-                        except FileExistsError:
-                            n += 1
-                            name, how = f"{base} #{n}", PLACE
-                for path in paths:
-                    if not path.exists():
-                        tmp = path.with_suffix(f".{os.getpid()}")
-                        tmp.write_text(json.dumps([name, how]))
-                        os.rename(tmp, path)
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
+        with _locked(directory) as table:
+            paths = [table / f"k{_digest(k)}" for k in keys]
+            found = next((v for v in map(_read, paths) if v is not None), None)
+            name, how = tuple(found) if found is not None else _new_name(table, base, how)
+            for path in paths:
+                if not path.exists():
+                    _write(path, [name, how])
         for k in keys:
             _claimed[k] = (name, how)
+        return name, how
+
+
+def same_stage(a: Sequence[Sequence[str]], b: Sequence[Sequence[str]]) -> bool:
+    """Whether two workers of one code, handed the queues ``a`` and ``b`` (their places and
+    ids), are one stage: they share a queue in the same place (a pool's input, a loader's
+    one result queue), and no queue of one is in another place in the other (one's output is
+    not the other's input, as along a pipeline of one worker function)."""
+    at_a = {q: p for p, q in a}
+    at_b = {q: p for p, q in b}
+    shared = [q for q in at_a if q in at_b]
+    return any(at_a[q] == at_b[q] for q in shared) and all(at_a[q] == at_b[q] for q in shared)
+
+
+def _claim_by_slots(who: Who, key: str) -> tuple[str, str]:
+    """``claim`` for a worker handed queues (``who.slots``): the stage of an earlier worker of
+    the same code that is ``same_stage`` with it, else a new one; ``key`` (its first
+    operation's) names it too."""
+    directory = REGISTRY.directory if REGISTRY.active() else None
+    if directory is None:
+        return who.base, who.how
+    with _claim_lock:
+        got = _claimed.get(key)
+        if got is not None:
+            return got
+        with _locked(directory) as table:
+            path = table / f"s{_digest(who.ident)}"
+            stages: list[list[Any]] = _read(path) or []
+            hit = next((s for s in stages if same_stage(s[2], who.slots)), None)
+            if hit is None:
+                hit = [*_new_name(table, who.base, who.how), [list(x) for x in who.slots]]
+                stages.append(hit)
+                _write(path, stages)
+            name, how = hit[0], hit[1]
+            kpath = table / f"k{_digest(key)}"
+            if not kpath.exists():
+                _write(kpath, [name, how])
+        _claimed[key] = (name, how)
         return name, how
 
 
@@ -413,12 +505,13 @@ def claim_stage(who: Who, end: str, queue: str) -> str:
     """The stage of a worker started as ``who`` whose first operation is at ``end`` (``in``:
     it takes; ``out``: it puts) of the queue ``queue`` (its id in the session), named and
     recorded for the run (``REGISTRY.named_by``)."""
+    key = f"stage|{who.ident}|{end}|{queue}"
     if who.how == MAIN_THREAD:
-        keys = ["stage|main"]
+        name, how = claim("stage|main", who.base, who.how)
+    elif who.slots:
+        name, how = _claim_by_slots(who, key)
     else:
-        keys = [f"stage|{who.ident}|{end}|{queue}"]
-        keys += [f"stage|{who.ident}|arg {place}|{q}" for place, q in who.slots]
-    name, how = claim(keys, who.base, who.how)
+        name, how = claim(key, who.base, who.how)
     if REGISTRY.active():
         REGISTRY.named_by.setdefault(name, how)
     return name
@@ -458,6 +551,7 @@ __all__ = [
     "new_queue_id",
     "programs",
     "queue_id",
+    "same_stage",
     "who_of_process",
     "who_of_task",
     "who_of_thread",

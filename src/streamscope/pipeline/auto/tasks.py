@@ -24,7 +24,7 @@ from streamscope.core.rings import declare, next_probe_ids
 from streamscope.core.topology import ProbeInfo, ResourceInfo, Topology
 from streamscope.pipeline.auto.channels import ProgramChannel
 from streamscope.pipeline.auto.naming import Who, claim_stage, who_of_task
-from streamscope.pipeline.auto.stages import internal, made_internally
+from streamscope.pipeline.auto.stages import internal, made_internally, stage, thread_tracker
 from streamscope.pipeline.looplag import LagSampler
 from streamscope.pipeline.registry import REGISTRY, taps_for
 from streamscope.probes.taps import COST_CALL
@@ -196,36 +196,46 @@ class AutoAsyncQueue(StandardAsyncQueue):  # type: ignore[type-arg]
         self._ss = ProgramChannel(maxsize if maxsize > 0 else 0, "asyncio")
 
     def _end(self, end: str) -> native.StateTracker | None:
+        """The calling task's tracker (a thread outside any event loop, as pypeln's iteration
+        takes its last queue: the thread's), its stage noted at ``end`` until both are known."""
         ss = self._ss
-        name, tracker = _task_worker(_current_task())
+        task = _current_task()
+        if task is None:
+            tracker = thread_tracker("out" if end == "tail" else "in", ss.id)
+            name = stage()
+        else:
+            name, tracker = _task_worker(task)
         if ss.name is None and name is not None:
             ss.saw(end, name)
         return tracker
 
     def put_nowait(self, item: Any) -> None:
         ss = self._ss
-        if ss.name is None:
-            self._end("tail")
+        tracker = self._end("tail")
         super().put_nowait(item)
         ss.n_in += 1
         if ss.tail is not None:
             ss.tail.record(ss.n_in)
-        task = _current_task()
-        tracker = _tasks.get(task, _NONE)[1] if task is not None else None
         if tracker is not None:
             tracker.heartbeat()
 
     def get_nowait(self) -> Any:
         ss = self._ss
-        if ss.name is None:
-            self._end("head")
-        item = super().get_nowait()
+        tracker = self._end("head")
+        try:
+            item = super().get_nowait()
+        except asyncio.QueueEmpty:
+            if tracker is not None and _current_task() is None:
+                # A thread taking from an event loop's queue can only poll it (pypeln's
+                # iteration does): it waits until it gets an item.
+                tracker.set(State.BLOCKED_IN)
+            raise
         ss.n_out += 1
         if ss.head is not None:
             ss.head.record(ss.n_out)
-        task = _current_task()
-        tracker = _tasks.get(task, _NONE)[1] if task is not None else None
         if tracker is not None:
+            if _current_task() is None:
+                tracker.set(State.BUSY)
             tracker.heartbeat()
         return item
 
