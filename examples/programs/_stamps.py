@@ -5,8 +5,10 @@ Each program here is written the way its library documents, then stamps, with
 every item entering and leaving one queue (``entered``, ``left``). Nothing is stamped unless
 ``PROGRAM_STAMPS`` names a directory: then each process appends its stamps to a file of its
 own there, one line a stamp (``kind stage worker t0_ns t1_ns``, tab-separated), and ``truth(dir)`` reads them
-all back once the program has ended: each stage's busy share (per worker, over its working
-life, time inside its work), the queue's time-weighted mean level, and the work window.
+all back once the program has ended: each stage's busy share (its time at work over its
+working window times the most of its items at work at once: its workers, a task pool's
+width) and working window, the queue's time-weighted mean level, and the
+whole work window.
 """
 
 from __future__ import annotations
@@ -88,12 +90,19 @@ def truth(directory: str | Path, trim: float = 0.1) -> dict[str, object]:
                 moves.setdefault(stage, []).append((int(t0), 1 if kind == "in" else -1))
     stages = {}
     for stage, by_worker in works.items():
-        shares = []
-        for spans in by_worker.values():
-            life = max(b for _, b in spans) - min(a for a, _ in spans)
-            if life > 0:
-                shares.append(sum(b - a for a, b in spans) / life)
-        stages[stage] = {"busy": sum(shares) / len(shares) if shares else 0.0, "workers": shares}
+        spans = sorted(s for w in by_worker.values() for s in w)
+        lo, hi = spans[0][0], max(b for _, b in spans)
+        edges = sorted([(a, 1) for a, _ in spans] + [(b, -1) for _, b in spans])
+        running = peak = 0
+        for _, d in edges:
+            running += d
+            peak = max(peak, running)
+        worked = sum(b - a for a, b in spans)
+        stages[stage] = {
+            "busy": worked / (peak * (hi - lo)) if hi > lo else 0.0,
+            "workers": peak,
+            "window": [lo, hi],
+        }
     queues = {}
     for name, events in moves.items():
         events.sort()

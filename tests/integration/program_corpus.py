@@ -1,0 +1,238 @@
+"""The corpus of programs written the way people write them (``examples/programs``), what each
+must show, and how to run one plainly and under ``streamscope run`` and compare the two with the
+program's own stamps. Shared by the corpus test and its benchmark.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+PROGRAMS = Path(__file__).resolve().parents[2] / "examples" / "programs"
+sys.path.insert(0, str(PROGRAMS))
+from _stamps import truth  # noqa: E402  (the programs' own module, not an installed one)
+
+#: A run that takes longer than this is a hang (the programs take 1-3 s plainly).
+CAP_S = 120
+
+
+def after(topo: Any, start: str, hops: int) -> str:
+    """The stage ``hops`` channels downstream of ``start`` (for stages named by place)."""
+    here = start
+    for _ in range(hops):
+        (here,) = {c.dst for c in topo.channels if c.src == here}
+    return here
+
+
+@dataclass(frozen=True)
+class Case:
+    """One program and what its run must show: its stages and how each is named
+    (``named``: a name, or a callable of the topology for names by place), the stage that
+    limits it (its name in the run; in the program's stamps), the channels in front of it
+    (their name in the run; the queue's in the stamps, None where the queue is a library's
+    the program cannot stamp) and their capacity in items (0: unbounded)."""
+
+    program: str
+    named: dict[str, str]
+    limiting: str | Callable[[Any], str]
+    stamped_stage: str
+    queues: tuple[str, ...] | Callable[[Any], tuple[str, ...]]
+    stamped_queue: str | None
+    capacity: int
+    args: tuple[str, ...] = ()
+    why: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.program.removesuffix(".py")
+
+
+CORPUS = (
+    Case(
+        "shared_worker.py",
+        {
+            "feed": "function",
+            "decode": "function",
+            "resize": "function",
+            "encode": "function",
+            "main": "main",
+        },
+        "resize",
+        "resize",
+        ("decode -> resize",),
+        "decode -> resize",
+        8,
+    ),
+    Case(
+        "generic_stage.py",
+        {
+            "feed": "function",
+            "stage": "function",
+            "stage #2": "place",
+            "stage #3": "place",
+            "main": "main",
+        },
+        lambda t: after(t, "feed", 2),
+        "parse",
+        lambda t: (f"{after(t, 'feed', 1)} -> {after(t, 'feed', 2)}",),
+        "queue 1",
+        10,
+    ),
+    Case(
+        "pypeln_thread.py",
+        {
+            "FromIterable": "target",
+            "download": "function",
+            "resize": "function",
+            "keep": "function",
+            "main": "main",
+        },
+        "resize",
+        "resize",
+        ("download -> resize",),
+        "download -> resize",
+        20,
+    ),
+    Case(
+        "pypeln_process.py",
+        {
+            "FromIterable": "target",
+            "download": "function",
+            "resize": "function",
+            "keep": "function",
+            "main": "main",
+        },
+        "resize",
+        "resize",
+        ("download -> resize",),
+        "download -> resize",
+        20,
+    ),
+    Case(
+        "pypeln_task.py",
+        {
+            "IterableQueue": "target",
+            "fetch_page": "function",
+            "fetch_details": "function",
+            "main": "main",
+        },
+        "fetch_details",
+        "fetch_details",
+        ("fetch_page -> fetch_details",),
+        "fetch_page -> fetch_details",
+        40,
+    ),
+    Case(
+        "executor_queue.py",
+        {"main": "main", "produce": "function", "consume": "function"},
+        "consume",
+        "consume",
+        ("produce -> consume",),
+        "produce -> consume",
+        16,
+    ),
+    Case(
+        "pool_imap.py",
+        {"main": "main", "parse": "function", "enrich": "function"},
+        "main",
+        "main",
+        ("enrich -> main",),
+        "enrich -> main",
+        0,
+    ),
+    Case(
+        "mpire_map.py",
+        {"main": "main", "transform": "function", "WorkerPool._results_handler": "target"},
+        "transform",
+        "transform",
+        ("main -> transform", "main -> transform #2"),
+        None,
+        0,
+        why="mpire's task queues are its own: the program cannot stamp them",
+    ),
+    Case(
+        "dataloader.py",
+        {"main": "main", "_worker_loop": "function", "_pin_memory_loop": "function"},
+        "_worker_loop",
+        "load",
+        ("main -> _worker_loop", "main -> _worker_loop #2"),
+        "index queues",
+        4,  # two outstanding samples a worker: the loader's own bound
+    ),
+    Case(
+        "asyncio_workers.py",
+        {"main": "function", "worker": "function"},
+        "worker",
+        "worker",
+        ("main -> worker",),
+        "producer -> worker",
+        10,
+    ),
+    Case(
+        "process_workers.py",
+        {"read": "function", "compress": "given", "main": "main"},
+        "compress",
+        "compress",
+        ("read -> compress",),
+        "read -> compress",
+        12,
+    ),
+)
+
+
+@dataclass
+class Ran:
+    """One program run plainly and monitored: their outputs, the monitored run's file, the
+    program's own stamps of that run and the wall times (whole process; its work window)."""
+
+    case: Case
+    plain: subprocess.CompletedProcess[str]
+    monitored: subprocess.CompletedProcess[str]
+    run_file: Path
+    truth: dict[str, Any]
+    wall_s: dict[str, float] = field(default_factory=dict)
+
+
+def _run(cmd: list[str], stamps: Path, cwd: Path) -> tuple[subprocess.CompletedProcess[str], float]:
+    env = {**os.environ, "PROGRAM_STAMPS": str(stamps)}
+    t = time.perf_counter()
+    proc = subprocess.run(
+        cmd, capture_output=True, text=True, timeout=CAP_S, check=False, env=env, cwd=cwd,
+        stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    return proc, time.perf_counter() - t
+
+
+def run_both(case: Case, tmp: Path, cli: list[str], frame: str = "200ms") -> Ran:
+    """``python PROGRAM`` and ``streamscope run PROGRAM``, one after the other (a hang fails:
+    ``subprocess.TimeoutExpired`` after ``CAP_S``)."""
+    prog = PROGRAMS / case.program
+    plain_dir, mon_dir = tmp / "plain", tmp / "monitored"
+    plain_dir.mkdir()
+    mon_dir.mkdir()
+    plain, plain_s = _run([sys.executable, str(prog), *case.args], plain_dir, tmp)
+    run_file = tmp / f"{case.name}.duckdb"
+    cmd = [*cli, "run", str(prog), "-o", str(run_file), "--quiet", "--frame", frame]
+    monitored, mon_s = _run([*cmd, "--", *case.args], mon_dir, tmp)
+    own_plain, own_mon = truth(plain_dir), truth(mon_dir)
+    walls = {
+        "plain_s": plain_s, "monitored_s": mon_s,
+        "plain_work_s": (own_plain["window"][1] - own_plain["window"][0]) / 1e9,
+        "monitored_work_s": (own_mon["window"][1] - own_mon["window"][0]) / 1e9,
+    }  # fmt: skip
+    return Ran(case, plain, monitored, run_file, own_mon, walls)
+
+
+def scratch() -> Path:
+    return Path(tempfile.mkdtemp(prefix="streamscope-corpus-"))
+
+
+__all__ = ["CAP_S", "CORPUS", "PROGRAMS", "Case", "Ran", "after", "json", "run_both", "scratch"]

@@ -1,0 +1,127 @@
+"""Programs written the way people write them, watched as they are (``examples/programs``).
+
+Each runs plainly, then under ``streamscope run`` (real subprocesses, a cap on each: a hang
+fails), and must print the same and end the same; its run must show every stage the program
+has, distinct and named by the rule (given name, the program's function, the target, a place
+in the flow), and name the stage that limits it, whose busy share must be the program's own
+figure within 0.1, and the mean occupancy of its input queue the program's own within 10 % of
+the queue's capacity. The program's own figures come from its stamps (``_stamps.py``), over
+the frames inside its work window.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from program_corpus import CORPUS, Case, Ran, run_both
+
+import streamscope as ss
+from streamscope.aggregate.points import DutyPoint, ScalarPoint
+from streamscope.analysis import findings
+from watched import cli
+
+#: How far the run's figures may be from the program's own.
+BUSY_TOLERANCE = 0.1
+QUEUE_TOLERANCE = 0.1  # of the queue's capacity (unbounded: of the most it held)
+
+
+def _query(run: ss.Run, prefix: str) -> int:
+    (q,) = [q for q in run.queries if q.text.startswith(prefix)]
+    return q.id
+
+
+def _inside(run: ss.Run, frames: list[Any], window: list[float]) -> list[Any]:
+    """The frames wholly inside a window of the program's monotonic clock."""
+    t0 = run.meta.t0_host_ns
+    lo, hi = window[0] - t0, window[1] - t0
+    return [f for f in frames if f.t_start_ns >= lo and f.t_end_ns <= hi]
+
+
+def _resolve(value: Any, topo: Any) -> Any:
+    return value(topo) if callable(value) else value
+
+
+def _busy(run: ss.Run, stage: str, window: list[float]) -> float:
+    shares = []
+    for f in _inside(run, run.results(_query(run, "state("), stage), window):
+        duty = f.point("duty")
+        assert isinstance(duty, DutyPoint)
+        if sum(duty.fractions) >= 0.99:
+            shares.append(dict(zip(duty.labels, duty.fractions, strict=True))["busy"])
+    assert shares, f"{stage}: no frame inside its work window {window}"
+    return sum(shares) / len(shares)
+
+
+def _occupancy(run: ss.Run, channel: str, window: list[float]) -> float:
+    means = [
+        float(p.value)
+        for f in _inside(run, run.results(_query(run, "occupancy("), channel), window)
+        for p in f.points
+        if isinstance(p, ScalarPoint) and p.stat == "mean" and p.value is not None
+    ]
+    assert means, f"{channel}: no frame inside the queue's window {window}"
+    return sum(means) / len(means)
+
+
+def check(ran: Ran) -> dict[str, float]:
+    """Everything a corpus program's run must show; returns the figures compared."""
+    case = ran.case
+    assert ran.plain.returncode == 0, ran.plain.stderr[-3000:]
+    assert ran.monitored.returncode == ran.plain.returncode, ran.monitored.stderr[-3000:]
+    assert ran.monitored.stdout == ran.plain.stdout, "the program's own output changed"
+    with ss.load(ran.run_file) as run:
+        assert run.status == "completed", run.error
+        topo = run.topology
+        named = {_resolve(k, topo): v for k, v in case.named.items()}
+        assert {s.name: s.named_by for s in topo.stages} == named
+        stage = _resolve(case.limiting, topo)
+        own = ran.truth["stages"][case.stamped_stage]
+        figures = {"own_busy": own["busy"]}
+        figures["busy"] = _busy(run, stage, _work_window(ran, case))
+        assert abs(figures["busy"] - own["busy"]) <= BUSY_TOLERANCE, (stage, figures)
+        if case.stamped_queue is not None:
+            queue = ran.truth["queues"][case.stamped_queue]
+            channels = _resolve(case.queues, topo)
+            figures["own_queue"] = queue["mean"]
+            figures["queue"] = sum(_occupancy(run, c, queue["window"]) for c in channels)
+            scale = case.capacity or queue["max"]
+            assert abs(figures["queue"] - queue["mean"]) <= QUEUE_TOLERANCE * scale, figures
+        else:
+            assert case.why, "a program whose queue is not stamped says why"
+        tops = [f for f in findings(run) if f.kind == "bottleneck"]
+        assert tops, [f.title for f in findings(run)]
+        members = tops[0].evidence.get("members") or [tops[0].target]
+        assert stage in members, tops[0].title
+    return figures
+
+
+def _work_window(ran: Ran, case: Case) -> list[float]:
+    """The limiting stage's working life by the program's stamps, its first and last tenth
+    left out (it starts and drains there)."""
+    lo, hi = ran.truth["stages"][case.stamped_stage]["window"]
+    return [lo + (hi - lo) * 0.1, hi - (hi - lo) * 0.1]
+
+
+@pytest.mark.parametrize("case", CORPUS, ids=lambda c: c.name)
+def test_a_program_as_people_write_it(case: Case, tmp_path: Path) -> None:
+    check(run_both(case, tmp_path, cli()))
+
+
+def test_a_program_passing_items_through_ray_is_said_to_be_unwatched(tmp_path: Path) -> None:
+    """Two Ray actors around ``ray.util.queue.Queue(8)``: nothing streamscope watches; the run
+    ends as the program does and says, at its end, in the run file and as a finding, that it
+    saw no stage and no channel because the program used Ray."""
+    case = Case("ray_actors.py", {}, "", "", (), None, 0, args=("100",), why="Ray")
+    ran = run_both(case, tmp_path, cli())
+    assert ran.plain.returncode == ran.monitored.returncode == 0, ran.monitored.stderr[-3000:]
+    assert ran.monitored.stdout == ran.plain.stdout == "sum 4950\n"
+    assert "no stage and no channel was seen" in " ".join(ran.monitored.stderr.split())
+    with ss.load(ran.run_file) as run:
+        assert not run.topology.stages and not run.topology.channels
+        ((about, text),) = run.notes()
+        assert about == "empty" and "Ray" in text
+        (said,) = [f for f in findings(run) if f.kind == "nothing_seen"]
+        assert "Ray" in said.detail
+        assert not [f for f in findings(run) if f.kind in ("bottleneck", "missing_queries")]
