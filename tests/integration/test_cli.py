@@ -120,6 +120,7 @@ def test_show_json_is_the_documented_document(run_file: Path) -> None:
         "monitor",
         "profiles",
         "trace_exclusions",
+        "notes",
     }
     assert doc["format"] == "streamscope-run"
     assert doc["schema_version"] == 9

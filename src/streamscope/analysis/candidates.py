@@ -81,8 +81,10 @@ def unit(
     outs = tuple(chans[c] for c in group.outs if c in chans)
     if role is None:
         role = by_stage[group.members[0]].role
-        if group.replicas or group.aliases:
-            role = "source" if not ins else "sink" if not outs else "stage"
+        if group.replicas or group.aliases or group.ins or group.outs:
+            # As its channels say: a program's stages are declared before their channels are
+            # known (its main thread feeding a queue is a source).
+            role = "source" if not group.ins else "sink" if not group.outs else "stage"
     return Unit(
         group,
         role,

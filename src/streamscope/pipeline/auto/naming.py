@@ -37,7 +37,7 @@ import sysconfig
 import threading
 import types
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +71,28 @@ class Who:
     how: str
     ident: str
     slots: tuple[tuple[str, str], ...] = ()
+    #: Named after its own target (the program's function, nothing of the program's among its
+    #: arguments): what the target holds once it runs may say better what it does (``refined``).
+    own: bool = False
+
+
+def refined(who: Who) -> Who:
+    """``who`` at its worker's first queue operation: a worker named after its own target is
+    named after the program's function its target's frame holds by then, if any (a generic
+    ``stage(j, name)`` loop that looked its step up: the step), that function then telling
+    its code apart from the other workers of the target."""
+    if not who.own:
+        return who
+    frame: types.FrameType | None = sys._getframe(1)
+    while frame is not None:
+        code = frame.f_code
+        if f"{code.co_filename}:{code.co_firstlineno}:{code.co_qualname}" == who.ident:
+            for value in list(frame.f_locals.values()):
+                if _candidate(value) and _ident(value) != who.ident:
+                    return replace(who, base=function_name(value), ident=_ident(value), own=False)
+            return who
+        frame = frame.f_back
+    return who
 
 
 #: The program's main thread's (its stage is ``main``).
@@ -308,7 +330,7 @@ def who_started(
         return Who(given, GIVEN, f"given:{given}", slots)
     fn = found_function(target, args, kwargs)
     if fn is not None:
-        return Who(function_name(fn), FUNCTION, _ident(fn), slots)
+        return Who(function_name(fn), FUNCTION, _ident(fn), slots, own=fn is target)
     return Who(library_name(target), TARGET, _ident(target), slots)
 
 
@@ -551,6 +573,7 @@ __all__ = [
     "new_queue_id",
     "programs",
     "queue_id",
+    "refined",
     "same_stage",
     "who_of_process",
     "who_of_task",

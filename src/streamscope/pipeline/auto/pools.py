@@ -28,7 +28,7 @@ from streamscope.pipeline.auto.stages import internal, stage, thread_tracker
 from streamscope.pipeline.auto.waits import waiting
 
 #: The function and pool of the ``imap`` call the calling thread is in (``imap`` makes its
-#: iterator before it returns it); per thread, as calls are.
+#: iterator before it returns it); process-wide, per thread, as calls are.
 _calling = threading.local()
 #: What ``install`` replaced, to put back (empty: not installed); process-wide, as the patched
 #: module is.

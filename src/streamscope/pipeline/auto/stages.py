@@ -18,6 +18,7 @@ from streamscope.pipeline.auto.naming import (
     Who,
     claim_stage,
     function_name,
+    refined,
     who_of_thread,
 )
 from streamscope.pipeline.registry import REGISTRY
@@ -103,6 +104,7 @@ def stage(end: str = "", queue: str = "") -> str | None:
         who = _main_who[0]
     if who is None:
         return None
+    who = thread_state.who = refined(who)
     name = thread_state.stage = claim_stage(who, end, queue)
     return name
 

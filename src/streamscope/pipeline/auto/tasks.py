@@ -167,7 +167,8 @@ def _done(tracker: native.StateTracker, idle: list[native.StateTracker], _task: 
     idle.append(tracker)
 
 
-#: Per stage and event loop: the trackers of its tasks that are done, for the next to take.
+#: Per stage and event loop: the trackers of its tasks that are done, for the next to take;
+#: process-wide, as the loops' tasks are the process's.
 _idle: dict[tuple[str, int], list[native.StateTracker]] = {}
 
 
