@@ -1,6 +1,6 @@
 """A pypeln pipeline of processs, as pypeln's documentation writes one: ``pl.process.map`` and
 ``pl.process.filter`` stages with their own ``workers`` and ``maxsize``. ``resize``, two workers of
-6 ms an item, limits it: the queue in front of it stays full.
+12 ms an item, limits it: the queue in front of it stays full.
 
     python pypeln_process.py [ITEMS]
 """
@@ -22,7 +22,7 @@ def download(url):
 def resize(image):
     left("download -> resize")
     with work("resize"):
-        time.sleep(0.006)
+        time.sleep(0.012)
         return image * 2
 
 
@@ -33,7 +33,7 @@ def keep(image):
 
 
 if __name__ == "__main__":
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 600
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 300
     stage = pl.process.map(download, range(n), workers=1, maxsize=8)
     stage = pl.process.map(resize, stage, workers=2, maxsize=20)
     stage = pl.process.filter(keep, stage, workers=1, maxsize=8)

@@ -183,7 +183,7 @@ CORPUS = (
 @dataclass
 class Ran:
     """One program run plainly and monitored: their outputs, the monitored run's file, the
-    program's own stamps of that run and the wall times (whole process; its work window)."""
+    program's own stamps of that run and how long both took."""
 
     case: Case
     plain: subprocess.CompletedProcess[str]
@@ -193,33 +193,40 @@ class Ran:
     wall_s: dict[str, float] = field(default_factory=dict)
 
 
-def _run(cmd: list[str], stamps: Path, cwd: Path) -> tuple[subprocess.CompletedProcess[str], float]:
+def _start(cmd: list[str], stamps: Path, cwd: Path) -> subprocess.Popen[str]:
     env = {**os.environ, "PROGRAM_STAMPS": str(stamps)}
-    t = time.perf_counter()
-    proc = subprocess.run(
-        cmd, capture_output=True, text=True, timeout=CAP_S, check=False, env=env, cwd=cwd,
+    return subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=cwd,
         stdin=subprocess.DEVNULL,
     )  # fmt: skip
-    return proc, time.perf_counter() - t
+
+
+def _end(proc: subprocess.Popen[str]) -> subprocess.CompletedProcess[str]:
+    try:
+        out, err = proc.communicate(timeout=CAP_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        raise AssertionError(f"{proc.args} did not end within {CAP_S} s: {err[-2000:]}") from None
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 def run_both(case: Case, tmp: Path, cli: list[str], frame: str = "200ms") -> Ran:
-    """``python PROGRAM`` and ``streamscope run PROGRAM``, one after the other (a hang fails:
-    ``subprocess.TimeoutExpired`` after ``CAP_S``)."""
+    """``python PROGRAM`` and ``streamscope run PROGRAM`` side by side (each compared with its
+    own stamps, so what one takes from the other shows in both); a run that has not ended
+    after ``CAP_S`` is a hang and fails."""
     prog = PROGRAMS / case.program
     plain_dir, mon_dir = tmp / "plain", tmp / "monitored"
     plain_dir.mkdir()
     mon_dir.mkdir()
-    plain, plain_s = _run([sys.executable, str(prog), *case.args], plain_dir, tmp)
     run_file = tmp / f"{case.name}.duckdb"
     cmd = [*cli, "run", str(prog), "-o", str(run_file), "--quiet", "--frame", frame]
-    monitored, mon_s = _run([*cmd, "--", *case.args], mon_dir, tmp)
-    own_plain, own_mon = truth(plain_dir), truth(mon_dir)
-    walls = {
-        "plain_s": plain_s, "monitored_s": mon_s,
-        "plain_work_s": (own_plain["window"][1] - own_plain["window"][0]) / 1e9,
-        "monitored_work_s": (own_mon["window"][1] - own_mon["window"][0]) / 1e9,
-    }  # fmt: skip
+    t = time.perf_counter()
+    started = _start([sys.executable, str(prog), *case.args], plain_dir, tmp)
+    monitored = _end(_start([*cmd, "--", *case.args], mon_dir, tmp))
+    plain = _end(started)
+    own_mon = truth(mon_dir)
+    walls = {"both_s": time.perf_counter() - t}
     return Ran(case, plain, monitored, run_file, own_mon, walls)
 
 
