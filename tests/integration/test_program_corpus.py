@@ -11,6 +11,8 @@ the frames inside its work window.
 
 from __future__ import annotations
 
+import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -125,3 +127,19 @@ def test_a_program_passing_items_through_ray_is_said_to_be_unwatched(tmp_path: P
         (said,) = [f for f in findings(run) if f.kind == "nothing_seen"]
         assert "Ray" in said.detail
         assert not [f for f in findings(run) if f.kind in ("bottleneck", "missing_queries")]
+
+
+def test_show_says_how_each_stage_was_named(tmp_path: Path) -> None:
+    """``streamscope show`` lists a program's stages, their workers and how each name was
+    found."""
+    case = next(c for c in CORPUS if c.program == "process_workers.py")
+    ran = run_both(case, tmp_path, cli())
+    shown = subprocess.run(
+        [*cli(), "show", str(ran.run_file)], capture_output=True, text=True, timeout=60,
+        check=False, env={**os.environ, "COLUMNS": "200"},
+    )  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    rows = {line.split("│")[1].strip(): line for line in shown.stdout.splitlines() if "│" in line}
+    assert "2" in rows["compress"] and "the name the program gave" in rows["compress"]
+    assert "the program's function its workers run" in rows["read"]
+    assert "the program's main thread" in rows["main"]

@@ -1,21 +1,20 @@
-"""Unmodified programs: the standard queues instrumented, threads and processes as stages.
+"""Unmodified programs: the standard queues watched, threads, processes and tasks as stages.
 
-In: a program that uses ``queue.Queue``, ``queue.SimpleQueue``, ``multiprocessing.Queue`` or
-``JoinableQueue`` between ``threading.Thread``s and ``multiprocessing.Process``es, run while
-``install()`` is in force inside a drop-in session (``runtime.instrument.monitor``). Out: the
-drop-in's records. Each thread or process is a worker of the stage named after its target (the
-function, or the class of a ``Thread``/``Process`` subclass; the program's main thread is
-``main``), declared the first time it puts or gets. Each queue the program makes is a channel
-named from the first stage that put into it and the first that got from it, ``src -> dst``,
-declared once both are known; its sequence numbers count from its creation, so its occupancy is
-exact from the first records on. Queues and threads that streamscope or the standard library
-make for themselves are left alone, and so is every queue's behaviour: the instrumented ones are
-subclasses (or, for ``multiprocessing``, the drop-in's ``MPQueue`` way of counting) with the
-same methods, waits and errors.
+In: a program that uses ``queue``, ``multiprocessing`` or ``asyncio`` queues between threads,
+processes, tasks, executors and pools (its own or a library's, such as pypeln's or mpire's),
+run in its own process by ``asmain`` while ``install()`` is in force. Out: the drop-in's
+records. A stage is what a worker does (``naming``): workers of the same code on the same queue
+are one stage, named by the name the program gave them, the program's function they run, their
+target, or their place in the flow; each queue is a channel named from the stages at its ends
+(``src -> dst``), declared once both are known, its sequence numbers counted from its creation.
+Queues, threads and tasks that streamscope or the standard library make for themselves are left
+alone, and so is every queue's behaviour.
 
-Its modules: ``stages`` (which stage a thread works for, its tracker), ``channels`` (what a queue
-becomes), the recorded queues (``queues``, ``mpqueue``, ``tasks`` for asyncio), ``processes``
-(the entries processes run under) and ``installer`` (the standard library patched).
+Its modules: ``naming`` (what a worker is, the claim table its names come from), ``stages``
+(the calling thread's stage and tracker), ``channels`` (what a queue becomes), the recorded
+queues (``queues``, ``mpqueue``, ``tasks`` for asyncio), ``waits`` (futures, executors,
+joins), ``pools`` (``multiprocessing.Pool``), ``processes`` (the entries processes run under),
+``installer`` (the standard library patched) and ``asmain`` (the program's own process).
 """
 
 from __future__ import annotations

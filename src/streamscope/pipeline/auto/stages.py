@@ -1,7 +1,8 @@
 """Which stage each thread of a program run as it is works for, and its state tracker.
 
-In: the calling thread (its target, its class, or the stage a process entry gave it). Out: its
-stage's name (``stage``), and its tracker, made and declared on its first put or get.
+In: the calling thread (what it was started as, ``naming.Who``, or what a process entry or an
+executor's call made it) and its first queue operation. Out: its stage's name (``stage``,
+claimed then), and its tracker, made and declared then.
 """
 
 from __future__ import annotations
