@@ -139,7 +139,8 @@ def test_show_says_how_each_stage_was_named(tmp_path: Path) -> None:
         check=False, env={**os.environ, "COLUMNS": "200"},
     )  # fmt: skip
     assert shown.returncode == 0, shown.stderr
-    rows = {line.split("│")[1].strip(): line for line in shown.stdout.splitlines() if "│" in line}
+    table = shown.stdout[shown.stdout.index("stages") : shown.stdout.index("pipeline")]
+    rows = {line.split("│")[1].strip(): line for line in table.splitlines() if "│" in line}
     assert "2" in rows["compress"] and "the name the program gave" in rows["compress"]
     assert "the program's function its workers run" in rows["read"]
     assert "the program's main thread" in rows["main"]
