@@ -4,6 +4,7 @@ streamscope's and the standard library's own queues are left as they are."""
 from __future__ import annotations
 
 import argparse
+import asyncio
 import functools
 import inspect
 import json
@@ -108,6 +109,25 @@ def test_a_programs_subclass_keeps_its_own_storage(installed: None) -> None:
         q.put(i)
     assert [q.get() for _ in range(3)] == [2, 1, 0]
     assert isinstance(queue.PriorityQueue(), queue.PriorityQueue)  # unchanged classes stay
+
+
+def test_lifo_and_priority_queues_are_watched_and_keep_their_order(installed: None) -> None:
+    lifo, prio = queue.LifoQueue(), queue.PriorityQueue()
+    assert isinstance(lifo, auto.AutoQueue) and isinstance(prio, auto.AutoQueue)
+    for i in (2, 3, 1):
+        lifo.put(i)
+        prio.put(i)
+    assert [lifo.get() for _ in range(3)] == [1, 3, 2]
+    assert [prio.get() for _ in range(3)] == [1, 2, 3]
+
+    async def both() -> list[int]:
+        aq = asyncio.PriorityQueue()
+        assert type(aq).__name__ == "AutoAsyncPriorityQueue"
+        for i in (2, 3, 1):
+            aq.put_nowait(i)
+        return [aq.get_nowait() for _ in range(3)]
+
+    assert asyncio.run(both()) == [1, 2, 3]
 
 
 def test_an_instrumented_simple_queue(installed: None) -> None:

@@ -30,15 +30,23 @@ from streamscope.pipeline.auto.processes import (
     standard_pool_worker,
 )
 from streamscope.pipeline.auto.queues import (
+    AutoLifoQueue,
+    AutoPriorityQueue,
     AutoQueue,
     AutoSimpleQueue,
+    StandardLifoQueue,
+    StandardPriorityQueue,
     StandardQueue,
     StandardSimpleQueue,
 )
 from streamscope.pipeline.auto.stages import internal, leave, thread_state, thread_who
 from streamscope.pipeline.auto.tasks import (
+    AutoAsyncLifoQueue,
+    AutoAsyncPriorityQueue,
     AutoAsyncQueue,
     AutoTask,
+    StandardAsyncLifoQueue,
+    StandardAsyncPriorityQueue,
     StandardAsyncQueue,
     StandardTask,
     stop_lag_watch,
@@ -64,7 +72,10 @@ def install() -> None:
     )
     queue.Queue = AutoQueue  # type: ignore[misc]
     queue.SimpleQueue = AutoSimpleQueue  # type: ignore[misc]
+    queue.LifoQueue, queue.PriorityQueue = AutoLifoQueue, AutoPriorityQueue  # type: ignore[misc,assignment]
     asyncio.Queue = asyncio.queues.Queue = AutoAsyncQueue  # type: ignore[misc]
+    asyncio.LifoQueue = asyncio.queues.LifoQueue = AutoAsyncLifoQueue  # type: ignore[misc,assignment]
+    asyncio.PriorityQueue = asyncio.queues.PriorityQueue = AutoAsyncPriorityQueue  # type: ignore[misc,assignment]
     asyncio.Task = asyncio.tasks.Task = AutoTask  # type: ignore[misc]
     mpqueue.install()
     threads = _following_threads(_saved["bootstrap"])
@@ -81,7 +92,10 @@ def uninstall() -> None:
         return
     queue.Queue = StandardQueue  # type: ignore[misc]
     queue.SimpleQueue = StandardSimpleQueue  # type: ignore[misc]
+    queue.LifoQueue, queue.PriorityQueue = StandardLifoQueue, StandardPriorityQueue  # type: ignore[misc]
     asyncio.Queue = asyncio.queues.Queue = StandardAsyncQueue  # type: ignore[misc]
+    asyncio.LifoQueue = asyncio.queues.LifoQueue = StandardAsyncLifoQueue  # type: ignore[misc]
+    asyncio.PriorityQueue = asyncio.queues.PriorityQueue = StandardAsyncPriorityQueue  # type: ignore[misc]
     asyncio.Task = asyncio.tasks.Task = StandardTask  # type: ignore[misc]
     mpqueue.uninstall()
     threading.Thread._bootstrap_inner = _saved["bootstrap"]  # type: ignore[attr-defined]

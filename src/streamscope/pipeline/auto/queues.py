@@ -19,6 +19,8 @@ from streamscope.pipeline.auto.stages import made_internally, stage, thread_trac
 #: The standard library's own classes, which its own code and streamscope's keep getting.
 StandardQueue = queue.Queue
 StandardSimpleQueue = queue.SimpleQueue
+StandardLifoQueue = queue.LifoQueue
+StandardPriorityQueue = queue.PriorityQueue
 
 
 class AutoQueue(StandardQueue):  # type: ignore[type-arg]
@@ -26,8 +28,9 @@ class AutoQueue(StandardQueue):  # type: ignore[type-arg]
     waits marked (the standard implementation's steps, in the same order, under its lock)."""
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Any:
-        if cls is AutoQueue and made_internally():
-            return StandardQueue(*args, **kwargs)  # the standard library's or streamscope's own
+        standard = _STANDARD.get(cls)
+        if standard is not None and made_internally():
+            return standard(*args, **kwargs)  # the standard library's or streamscope's own
         return super().__new__(cls)
 
     def __init__(self, maxsize: int = 0) -> None:
@@ -177,4 +180,38 @@ class AutoSimpleQueue(StandardSimpleQueue):  # type: ignore[type-arg]
         return self.get(block=False)
 
 
-__all__ = ["AutoQueue", "AutoSimpleQueue", "StandardQueue", "StandardSimpleQueue"]
+class AutoLifoQueue(AutoQueue):
+    """``queue.LifoQueue`` as the program made it, recorded (the standard one's storage)."""
+
+    _init = StandardLifoQueue._init
+    _qsize = StandardLifoQueue._qsize
+    _put = StandardLifoQueue._put
+    _get = StandardLifoQueue._get
+
+
+class AutoPriorityQueue(AutoQueue):
+    """``queue.PriorityQueue`` as the program made it, recorded (the standard one's storage)."""
+
+    _init = StandardPriorityQueue._init
+    _qsize = StandardPriorityQueue._qsize
+    _put = StandardPriorityQueue._put
+    _get = StandardPriorityQueue._get
+
+
+#: Each recorded class and the standard one it stands for.
+_STANDARD: dict[type, type] = {
+    AutoQueue: StandardQueue,
+    AutoLifoQueue: StandardLifoQueue,
+    AutoPriorityQueue: StandardPriorityQueue,
+}
+
+__all__ = [
+    "AutoLifoQueue",
+    "AutoPriorityQueue",
+    "AutoQueue",
+    "AutoSimpleQueue",
+    "StandardLifoQueue",
+    "StandardPriorityQueue",
+    "StandardQueue",
+    "StandardSimpleQueue",
+]

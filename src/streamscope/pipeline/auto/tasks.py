@@ -31,6 +31,8 @@ from streamscope.probes.taps import COST_CALL
 
 #: The standard library's own classes, which its own code and streamscope's keep getting.
 StandardAsyncQueue = asyncio.Queue
+StandardAsyncLifoQueue = asyncio.LifoQueue
+StandardAsyncPriorityQueue = asyncio.PriorityQueue
 StandardTask = asyncio.tasks.Task
 #: Per task of the process: its stage and its tracker (None: not one of the program's, or no
 #: session); tasks are found as they run, not handed over.
@@ -188,8 +190,9 @@ class AutoAsyncQueue(StandardAsyncQueue):  # type: ignore[type-arg]
     One event loop's tasks take turns, so its counts need no lock."""
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Any:
-        if cls is AutoAsyncQueue and made_internally():
-            return StandardAsyncQueue(*args, **kwargs)
+        standard = _STANDARD.get(cls)
+        if standard is not None and made_internally():
+            return standard(*args, **kwargs)
         return super().__new__(cls)
 
     def __init__(self, maxsize: int = 0) -> None:
@@ -261,6 +264,31 @@ class AutoAsyncQueue(StandardAsyncQueue):  # type: ignore[type-arg]
             tracker.set(prev)
 
 
+class AutoAsyncLifoQueue(AutoAsyncQueue):
+    """``asyncio.LifoQueue`` as the program made it, recorded (the standard one's storage)."""
+
+    _init = StandardAsyncLifoQueue._init
+    _put = StandardAsyncLifoQueue._put
+    _get = StandardAsyncLifoQueue._get
+
+
+class AutoAsyncPriorityQueue(AutoAsyncQueue):
+    """``asyncio.PriorityQueue`` as the program made it, recorded (the standard one's
+    storage)."""
+
+    _init = StandardAsyncPriorityQueue._init
+    _put = StandardAsyncPriorityQueue._put
+    _get = StandardAsyncPriorityQueue._get
+
+
+#: Each recorded class and the standard one it stands for.
+_STANDARD: dict[type, type] = {
+    AutoAsyncQueue: StandardAsyncQueue,
+    AutoAsyncLifoQueue: StandardAsyncLifoQueue,
+    AutoAsyncPriorityQueue: StandardAsyncPriorityQueue,
+}
+
+
 def stop_lag_watch() -> None:
     """The session ended: no loop's lag is sampled any more, no task's tracker is kept."""
     _idle.clear()
@@ -272,8 +300,12 @@ def stop_lag_watch() -> None:
 
 __all__ = [
     "DISPATCHERS",
+    "AutoAsyncLifoQueue",
+    "AutoAsyncPriorityQueue",
     "AutoAsyncQueue",
     "AutoTask",
+    "StandardAsyncLifoQueue",
+    "StandardAsyncPriorityQueue",
     "StandardAsyncQueue",
     "StandardTask",
     "start_task",
