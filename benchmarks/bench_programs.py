@@ -39,8 +39,8 @@ CORPUS = {
     "asyncio_workers": ("1200", "200"),
     "process_workers": ("800", "120"),
 }
-#: What a quick run keeps: one program of threads, one of processes, one of asyncio tasks.
-QUICK = ("shared_worker", "process_workers", "asyncio_workers")
+#: What a quick run (the suite's smoke check) keeps: one program, its threads and queues.
+QUICK = ("shared_worker",)
 TARGET = 1.05
 CLI = [sys.executable, "-c", "import sys; from streamscope.cli import main; sys.exit(main())"]
 
@@ -71,7 +71,7 @@ def once(name: str, items: str, monitored: bool) -> tuple[float, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="three programs, fewer items, once")
+    parser.add_argument("--quick", action="store_true", help="one program, fewer items, once")
     parser.add_argument("--reps", type=int, default=None, help="alternate runs of each (3)")
     parser.add_argument("--only", nargs="*", default=None, help="these programs only")
     args = parser.parse_args()

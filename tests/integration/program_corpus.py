@@ -19,7 +19,8 @@ PROGRAMS = Path(__file__).resolve().parents[2] / "examples" / "programs"
 sys.path.insert(0, str(PROGRAMS))
 from _stamps import truth  # noqa: E402  (the programs' own module, not an installed one)
 
-#: A run that takes longer than this is a hang (the programs take 1-3 s plainly).
+#: A run that takes longer than this is a hang (the programs take 1-2 s plainly, with the
+#: items the cases give them).
 CAP_S = 120
 
 
@@ -62,6 +63,7 @@ CORPUS = (
         ("decode -> resize",),
         "decode -> resize",
         8,
+        args=("300",),
     ),
     Case(
         "generic_stage.py",
@@ -77,6 +79,7 @@ CORPUS = (
         ("load -> parse",),
         "queue 1",
         10,
+        args=("250",),
     ),
     Case(
         "pypeln_thread.py",
@@ -92,6 +95,7 @@ CORPUS = (
         ("download -> resize",),
         "download -> resize",
         20,
+        args=("350",),
     ),
     Case(
         "pypeln_process.py",
@@ -107,6 +111,7 @@ CORPUS = (
         ("download -> resize",),
         "download -> resize",
         20,
+        args=("200",),
     ),
     Case(
         "pypeln_task.py",
@@ -121,6 +126,7 @@ CORPUS = (
         ("fetch_page -> fetch_details",),
         "fetch_page -> fetch_details",
         40,
+        args=("300",),
     ),
     Case(
         "executor_queue.py",
@@ -130,6 +136,7 @@ CORPUS = (
         ("produce -> consume",),
         "produce -> consume",
         16,
+        args=("360",),
     ),
     Case(
         "pool_imap.py",
@@ -139,6 +146,7 @@ CORPUS = (
         ("enrich -> main",),
         "enrich -> main",
         0,
+        args=("250",),
     ),
     Case(
         "mpire_map.py",
@@ -149,6 +157,7 @@ CORPUS = (
         None,
         0,
         why="mpire's task queues are its own: the program cannot stamp them",
+        args=("400",),
     ),
     Case(
         "dataloader.py",
@@ -158,6 +167,7 @@ CORPUS = (
         ("main -> _worker_loop", "main -> _worker_loop #2"),
         "index queues",
         4,  # two outstanding samples a worker: the loader's own bound
+        args=("250",),
     ),
     Case(
         "asyncio_workers.py",
@@ -167,6 +177,7 @@ CORPUS = (
         ("main -> worker",),
         "producer -> worker",
         10,
+        args=("500",),
     ),
     Case(
         "process_workers.py",
@@ -176,6 +187,7 @@ CORPUS = (
         ("read -> compress",),
         "read -> compress",
         12,
+        args=("300",),
     ),
 )
 
@@ -211,7 +223,7 @@ def _end(proc: subprocess.Popen[str]) -> subprocess.CompletedProcess[str]:
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
-def run_both(case: Case, tmp: Path, cli: list[str], frame: str = "200ms") -> Ran:
+def run_both(case: Case, tmp: Path, cli: list[str], frame: str = "100ms") -> Ran:
     """``python PROGRAM`` and ``streamscope run PROGRAM`` side by side (each compared with its
     own stamps, so what one takes from the other shows in both); a run that has not ended
     after ``CAP_S`` is a hang and fails."""

@@ -130,7 +130,7 @@ def test_an_unmodified_multiprocessing_program(tmp_path: Path, method: str) -> N
     """Loader process -> 2 worker processes (6 ms of work per item) -> the main process: the
     workers are the bottleneck, each a worker of one stage on its own process; the queues are
     counted across processes, never over their capacity."""
-    out, truth, _ = run_both(tmp_path, "mp_program.py", "800", method)
+    out, truth, _ = run_both(tmp_path, "mp_program.py", "400", method)
     assert min(truth["work_share"]) >= 0.9, truth
     with ss.load(out) as run:
         assert run.status == "completed"
@@ -154,7 +154,7 @@ def test_an_unmodified_multiprocessing_program(tmp_path: Path, method: str) -> N
             for f in run.results(query_id(run, "throughput("), "loader -> worker")
             for p in f.points if isinstance(p, ScalarPoint) and p.stat == "mean"
         )  # fmt: skip
-        assert counted == pytest.approx(802, abs=0.5)
+        assert counted == pytest.approx(402, abs=0.5)
         (neck,) = [f for f in findings(run) if f.kind == "bottleneck"]
         assert neck.target == "worker", neck.title
 
@@ -324,17 +324,17 @@ def test_a_thread_pool_executor_is_a_stage_fed_by_its_submitter(tmp_path: Path) 
 
 POOLS = {
     "pool": "    with mp.get_context(sys.argv[1]).Pool(2) as pool:\n"
-    "        stamps = pool.map(parse, range(600), chunksize=1)\n",
+    "        stamps = pool.map(parse, range(300), chunksize=1)\n",
     "executor": "    from concurrent.futures import ProcessPoolExecutor\n"
     "    with ProcessPoolExecutor(2, mp_context=mp.get_context(sys.argv[1])) as ex:\n"
-    "        stamps = list(ex.map(parse, range(600)))\n",
+    "        stamps = list(ex.map(parse, range(300)))\n",
 }
 
 
 @pytest.mark.parametrize("method", ["fork", "spawn"])
 @pytest.mark.parametrize("kind", ["pool", "executor"])
 def test_a_process_pool_is_a_stage_of_its_workers(tmp_path: Path, kind: str, method: str) -> None:
-    """``Pool.map(parse, ...)`` (or ``ProcessPoolExecutor.map``) with 2 workers and 600 calls of
+    """``Pool.map(parse, ...)`` (or ``ProcessPoolExecutor.map``) with 2 workers and 300 calls of
     4 ms handed out at once: the stage ``parse`` has a worker per pool process, each saturated
     by the program's own stamps (each call reports its process, start and end) and by the
     monitor's."""
@@ -356,12 +356,12 @@ def test_a_process_pool_is_a_stage_of_its_workers(tmp_path: Path, kind: str, met
     )
     out, truth = tmp_path / "pool.duckdb", tmp_path / "truth.json"
     proc = subprocess.run(
-        [*cli(), "run", str(prog), "-o", str(out), "--quiet", "--frame", "200ms", "--", method,
+        [*cli(), "run", str(prog), "-o", str(out), "--quiet", "--frame", "100ms", "--", method,
          str(truth)],
         capture_output=True, text=True, timeout=120, check=False, stdin=subprocess.DEVNULL,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout == "done 600\n"
+    assert proc.stdout == "done 300\n"
     own = json.loads(truth.read_text())
     assert len(own) == 2 and min(own.values()) >= 0.9, own
     with ss.load(out) as run:
