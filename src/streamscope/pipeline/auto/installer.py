@@ -77,13 +77,13 @@ def install() -> None:
     asyncio.LifoQueue = asyncio.queues.LifoQueue = AutoAsyncLifoQueue  # type: ignore[misc,assignment]
     asyncio.PriorityQueue = asyncio.queues.PriorityQueue = AutoAsyncPriorityQueue  # type: ignore[misc,assignment]
     asyncio.Task = asyncio.tasks.Task = AutoTask  # type: ignore[misc]
-    mpqueue.install()
+    mpqueue.PATCHES.apply()
     threads = _following_threads(_saved["bootstrap"])
     processes = _following_processes(_saved["start"])
     threading.Thread._bootstrap_inner = threads  # type: ignore[attr-defined]
     multiprocessing.process.BaseProcess.start = processes  # type: ignore[method-assign,assignment]
-    waits.install()
-    pools.install()
+    waits.PATCHES.apply()
+    pools.PATCHES.apply()
 
 
 def uninstall() -> None:
@@ -97,11 +97,11 @@ def uninstall() -> None:
     asyncio.LifoQueue = asyncio.queues.LifoQueue = StandardAsyncLifoQueue  # type: ignore[misc]
     asyncio.PriorityQueue = asyncio.queues.PriorityQueue = StandardAsyncPriorityQueue  # type: ignore[misc]
     asyncio.Task = asyncio.tasks.Task = StandardTask  # type: ignore[misc]
-    mpqueue.uninstall()
+    mpqueue.PATCHES.undo()
     threading.Thread._bootstrap_inner = _saved["bootstrap"]  # type: ignore[attr-defined]
     multiprocessing.process.BaseProcess.start = _saved["start"]  # type: ignore[method-assign]
-    waits.uninstall()
-    pools.uninstall()
+    waits.PATCHES.undo()
+    pools.PATCHES.undo()
     _saved.clear()
     forget_channels()
     stop_lag_watch()

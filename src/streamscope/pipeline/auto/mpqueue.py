@@ -23,13 +23,16 @@ from __future__ import annotations
 import multiprocessing.queues
 import os
 from collections.abc import Callable
+from contextlib import nullcontext
 from typing import Any
 
 from streamscope.core import native
 from streamscope.core.records import State
 from streamscope.pipeline.auto.channels import declare_channel, end_ring
 from streamscope.pipeline.auto.naming import new_queue_id
+from streamscope.pipeline.auto.patches import Patches
 from streamscope.pipeline.auto.stages import internal, made_internally, stage, thread_tracker
+from streamscope.pipeline.auto.waits import waiting
 from streamscope.pipeline.registry import REGISTRY
 
 _MPQ = multiprocessing.queues
@@ -202,16 +205,32 @@ def _queue_init(init: Callable[..., None]) -> Callable[..., None]:
     return __init__
 
 
+def _put(counts: Counts, call: Callable[..., None], *args: Any) -> None:
+    """A recorded queue's put, by the calling worker (the count is the places' or locks')."""
+    tracker = counts.enter("tail")
+    call(*args)
+    if tracker is not None:
+        tracker.heartbeat()
+
+
+def _take(counts: Counts, waits: bool, call: Callable[..., Any], *args: Any) -> Any:
+    """A recorded queue's get, by the calling worker: blocked in while it ``waits`` (nothing is
+    in the pipe yet)."""
+    tracker = counts.enter("head")
+    with waiting(State.BLOCKED_IN) if tracker is not None and waits else nullcontext():
+        item = call(*args)
+    if tracker is not None:
+        tracker.heartbeat()
+    return item
+
+
 def _queue_put(put: Callable[..., None]) -> Callable[..., None]:
     def put_(self: Any, obj: Any, block: bool = True, timeout: float | None = None) -> None:
         places = self._sem
         if not isinstance(places, Places):
             put(self, obj, block, timeout)
-            return
-        tracker = places.counts.enter("tail")
-        put(self, obj, block, timeout)
-        if tracker is not None:
-            tracker.heartbeat()
+        else:
+            _put(places.counts, put, self, obj, block, timeout)
 
     return put_
 
@@ -221,18 +240,7 @@ def _queue_get(get: Callable[..., Any]) -> Callable[..., Any]:
         places = self._sem
         if not isinstance(places, Places):
             return get(self, block, timeout)
-        tracker = places.counts.enter("head")
-        if tracker is None or not block or self._poll():
-            item = get(self, block, timeout)
-        else:
-            prev = tracker.set(State.BLOCKED_IN)
-            try:
-                item = get(self, block, timeout)
-            finally:
-                tracker.set(prev)
-        if tracker is not None:
-            tracker.heartbeat()
-        return item
+        return _take(places.counts, block and not self._poll(), get, self, block, timeout)
 
     return get_
 
@@ -253,11 +261,8 @@ def _simple_put(put: Callable[..., None]) -> Callable[..., None]:
         lock = self._wlock
         if not isinstance(lock, Locked):
             put(self, obj)
-            return
-        tracker = lock.counts.enter("tail")
-        put(self, obj)
-        if tracker is not None:
-            tracker.heartbeat()
+        else:
+            _put(lock.counts, put, self, obj)
 
     return put_
 
@@ -267,26 +272,13 @@ def _simple_get(get: Callable[..., Any]) -> Callable[..., Any]:
         lock = self._rlock
         if not isinstance(lock, Locked):
             return get(self)
-        tracker = lock.counts.enter("head")
-        if tracker is None or self._poll():
-            item = get(self)
-        else:
-            prev = tracker.set(State.BLOCKED_IN)
-            try:
-                item = get(self)
-            finally:
-                tracker.set(prev)
-        if tracker is not None:
-            tracker.heartbeat()
-        return item
+        return _take(lock.counts, not self._poll(), get, self)
 
     return get_
 
 
-#: The standard methods ``install`` replaced, to put back (empty: not installed); process-wide,
-#: as the patched classes are.
-_saved: dict[tuple[type, str], Any] = {}
-_RECORDED: dict[tuple[type, str], Callable[[Any], Any]] = {
+#: The standard methods, recorded while installed; process-wide, as the patched classes are.
+PATCHES = Patches({
     (_MPQ.Queue, "__init__"): _queue_init,
     (_MPQ.Queue, "put"): _queue_put,
     (_MPQ.Queue, "get"): _queue_get,
@@ -294,23 +286,7 @@ _RECORDED: dict[tuple[type, str], Callable[[Any], Any]] = {
     (_MPQ.SimpleQueue, "__init__"): _simple_init,
     (_MPQ.SimpleQueue, "put"): _simple_put,
     (_MPQ.SimpleQueue, "get"): _simple_get,
-}
+})  # fmt: skip
 
 
-def install() -> None:
-    """Record the ``multiprocessing`` queues made from now on (idempotent)."""
-    if _saved:
-        return
-    for (cls, name), wrap in _RECORDED.items():
-        _saved[cls, name] = cls.__dict__[name]
-        setattr(cls, name, wrap(_saved[cls, name]))
-
-
-def uninstall() -> None:
-    """The standard methods back; queues made meanwhile go on as standard ones would."""
-    for (cls, name), method in _saved.items():
-        setattr(cls, name, method)
-    _saved.clear()
-
-
-__all__ = ["Counts", "Locked", "Places", "counts_of", "install", "uninstall"]
+__all__ = ["PATCHES", "Counts", "Locked", "Places", "counts_of"]

@@ -23,6 +23,7 @@ from streamscope.core.records import State
 from streamscope.pipeline.auto.channels import ProgramChannel
 from streamscope.pipeline.auto.mpqueue import Counts, Locked, counts_of
 from streamscope.pipeline.auto.naming import Who, claim_stage
+from streamscope.pipeline.auto.patches import Patches
 from streamscope.pipeline.auto.processes import applied
 from streamscope.pipeline.auto.stages import internal, stage, thread_tracker
 from streamscope.pipeline.auto.waits import waiting
@@ -30,9 +31,6 @@ from streamscope.pipeline.auto.waits import waiting
 #: The function and pool of the ``imap`` call the calling thread is in (``imap`` makes its
 #: iterator before it returns it); process-wide, per thread, as calls are.
 _calling = threading.local()
-#: What ``install`` replaced, to put back (empty: not installed); process-wide, as the patched
-#: module is.
-_saved: dict[tuple[type, str], Any] = {}
 
 
 def _pool_stage(pool: Any, func: Any) -> tuple[Who, str] | None:
@@ -174,28 +172,6 @@ def _result_next(next_: Callable[..., Any]) -> Callable[..., Any]:
     return result_next
 
 
-def install() -> None:
-    if _saved:
-        return
-    wraps: dict[tuple[type, str], Callable[[Any], Any]] = {
-        (mpool.Pool, "_setup_queues"): _setup_queues,
-        **{(mpool.Pool, m): _handing for m in (
-            "map", "map_async", "starmap", "starmap_async", "imap", "imap_unordered",
-            "apply_async",
-        )},
-        (mpool.IMapIterator, "__init__"): _iterator_init,
-        (mpool.IMapIterator, "_set"): _result_set,
-        (mpool.IMapUnorderedIterator, "_set"): _result_set,
-        (mpool.IMapIterator, "next"): _result_next,
-        (mpool.IMapIterator, "__next__"): _result_next,
-        (mpool.ApplyResult, "get"): _blocked,
-        (mpool.ApplyResult, "wait"): _blocked,
-    }  # fmt: skip
-    for (cls, name), wrap in wraps.items():
-        _saved[cls, name] = cls.__dict__[name]
-        setattr(cls, name, wrap(_saved[cls, name]))
-
-
 def _blocked(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``ApplyResult.get``/``wait``: the caller blocked in until the result is ready."""
 
@@ -209,10 +185,20 @@ def _blocked(fn: Callable[..., Any]) -> Callable[..., Any]:
     return call
 
 
-def uninstall() -> None:
-    for (cls, name), method in _saved.items():
-        setattr(cls, name, method)
-    _saved.clear()
+#: The pools' methods, recorded while installed; process-wide, as the patched module is.
+PATCHES = Patches({
+    (mpool.Pool, "_setup_queues"): _setup_queues,
+    **{(mpool.Pool, m): _handing for m in (
+        "map", "map_async", "starmap", "starmap_async", "imap", "imap_unordered", "apply_async",
+    )},
+    (mpool.IMapIterator, "__init__"): _iterator_init,
+    (mpool.IMapIterator, "_set"): _result_set,
+    (mpool.IMapUnorderedIterator, "_set"): _result_set,
+    (mpool.IMapIterator, "next"): _result_next,
+    (mpool.IMapIterator, "__next__"): _result_next,
+    (mpool.ApplyResult, "get"): _blocked,
+    (mpool.ApplyResult, "wait"): _blocked,
+})  # fmt: skip
 
 
-__all__ = ["install", "uninstall"]
+__all__ = ["PATCHES"]

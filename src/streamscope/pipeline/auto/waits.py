@@ -22,11 +22,8 @@ from typing import Any
 from streamscope.core import native
 from streamscope.core.records import State
 from streamscope.pipeline.auto.naming import who_started
+from streamscope.pipeline.auto.patches import Patches
 from streamscope.pipeline.auto.stages import enter, leave, thread_state
-
-#: What ``install`` replaced, to put back (empty: not installed); process-wide, as the
-#: patched modules are.
-_saved: dict[str, Any] = {}
 
 
 @contextlib.contextmanager
@@ -110,39 +107,27 @@ def executor_thread(t: threading.Thread) -> None:
     thread_state.executor_queue = getattr(ss, "id", None)
 
 
-def install() -> None:
-    if _saved:
-        return
-    process = multiprocessing.process.BaseProcess
-    _saved.update(
-        run=futures_thread._WorkItem.run, result=futures_base.Future.result,
-        exception=futures_base.Future.exception, as_completed=futures_base.as_completed,
-        wait=futures_base.wait, thread_join=threading.Thread.join, process_join=process.join,
-    )  # fmt: skip
-    futures_thread._WorkItem.run = _work_item_run(_saved["run"])  # type: ignore[method-assign,assignment]
-    futures_base.Future.result = _while_waiting(_saved["result"], State.BLOCKED_IN, "done")  # type: ignore[method-assign]
-    futures_base.Future.exception = _while_waiting(  # type: ignore[method-assign]
-        _saved["exception"], State.BLOCKED_IN, "done"
-    )
-    completed = _as_completed(_saved["as_completed"])
-    futures_base.as_completed = concurrent.futures.as_completed = completed
-    futures_base.wait = concurrent.futures.wait = _wait(_saved["wait"])
-    threading.Thread.join = _while_waiting(_saved["thread_join"], State.IDLE)  # type: ignore[method-assign]
-    process.join = _while_waiting(_saved["process_join"], State.IDLE)  # type: ignore[method-assign]
+def _blocked_in(fn: Callable[..., Any]) -> Any:
+    return _while_waiting(fn, State.BLOCKED_IN, "done")
 
 
-def uninstall() -> None:
-    if not _saved:
-        return
-    process = multiprocessing.process.BaseProcess
-    futures_thread._WorkItem.run = _saved["run"]  # type: ignore[method-assign]
-    futures_base.Future.result = _saved["result"]  # type: ignore[method-assign]
-    futures_base.Future.exception = _saved["exception"]  # type: ignore[method-assign]
-    futures_base.as_completed = concurrent.futures.as_completed = _saved["as_completed"]
-    futures_base.wait = concurrent.futures.wait = _saved["wait"]
-    threading.Thread.join = _saved["thread_join"]  # type: ignore[method-assign]
-    process.join = _saved["process_join"]  # type: ignore[method-assign]
-    _saved.clear()
+def _idle(fn: Callable[..., Any]) -> Any:
+    return _while_waiting(fn, State.IDLE)
 
 
-__all__ = ["executor_thread", "install", "uninstall", "waiting"]
+#: The executors', futures' and joins' methods, watched while installed; process-wide, as the
+#: patched modules are.
+PATCHES = Patches({
+    (futures_thread._WorkItem, "run"): _work_item_run,
+    (futures_base.Future, "result"): _blocked_in,
+    (futures_base.Future, "exception"): _blocked_in,
+    (futures_base, "as_completed"): _as_completed,
+    (concurrent.futures, "as_completed"): _as_completed,
+    (futures_base, "wait"): _wait,
+    (concurrent.futures, "wait"): _wait,
+    (threading.Thread, "join"): _idle,
+    (multiprocessing.process.BaseProcess, "join"): _idle,
+})  # fmt: skip
+
+
+__all__ = ["PATCHES", "executor_thread", "waiting"]
