@@ -468,3 +468,33 @@ def test_processes_that_outlive_the_program_are_named_and_left_running(tmp_path:
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(child, signal.SIGKILL)
+
+
+def test_a_signal_to_streamscope_reaches_the_program_and_ends_both_as_it_ends_it(
+    tmp_path: Path,
+) -> None:
+    """SIGTERM sent to ``streamscope run`` alone is passed on to the program, which ends as
+    plain Python ends on it (killed by it); the command ends the same way and the run is
+    ``interrupted``, the signal named, with what it saw."""
+    prog = tmp_path / "waits.py"
+    prog.write_text(
+        "import queue, threading, time\n"
+        "q = queue.Queue(2)\n"
+        "threading.Thread(target=lambda: [q.get() for _ in range(5)], daemon=True).start()\n"
+        "for i in range(5): q.put(i)\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    proc = subprocess.Popen(
+        [*cli(), "run", str(prog), "-o", str(tmp_path / "run.duckdb"), "--quiet"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == "ready\n"
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == -signal.SIGTERM, err[-2000:]
+    with ss.load(tmp_path / "run.duckdb") as run:
+        assert run.status == "interrupted"
+        assert "SIGTERM" in (run.error or "")
+        assert "main -> <lambda>:3" in {c.name for c in run.topology.channels}
