@@ -132,7 +132,8 @@ def run(
         typer.Option(
             "--serve",
             help="Serve the report on loopback while the run goes on, frames pushed as they "
-            "close (its address is printed; --serve-port picks the port).",
+            "close (its address is printed with the token it needs; --serve-port picks the "
+            "port).",
         ),
     ] = False,
     serve_port: Annotated[

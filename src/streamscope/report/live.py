@@ -8,6 +8,12 @@ findings the final report will have, over fewer frames), replaced as frames clos
 pushes each new batch as a server-sent event (Starlette, served by Uvicorn in a thread of its
 own), and the page then loads the report again. Frames still waiting for a clock's calibration
 are not shown until they are final.
+
+Only the page's own address is served: a request whose ``Host`` is not the loopback address
+and port it listens on is refused (a page elsewhere cannot reach it by DNS rebinding), and so is
+one without the page's token (``?token=``, random per run, printed with the address); the page
+passes the token on in its own requests. The server's threads are streamscope's own: where the
+standard library is watched, they are none of the program's stages.
 """
 
 from __future__ import annotations
@@ -15,13 +21,17 @@ from __future__ import annotations
 import asyncio
 import html
 import json
+import secrets
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+from urllib.parse import parse_qs
 
 from streamscope.aggregate.points import DropCount, FrameResult
 from streamscope.core.topology import Topology
+from streamscope.pipeline.auto.stages import own_thread
 from streamscope.store.reader import Run
 from streamscope.store.writer import InMemoryStore, QueryRecord, RunMeta
 
@@ -29,6 +39,15 @@ from streamscope.store.writer import InMemoryStore, QueryRecord, RunMeta
 RENDER_EVERY_S = 1.0
 #: How often a connected page is told of new frames (s).
 PUSH_EVERY_S = 0.25
+#: The address the page listens on (loopback only).
+HOST = "127.0.0.1"
+#: The names a browser on this machine may give that address in a request's ``Host``.
+_LOOPBACK_NAMES = (HOST, "localhost", "[::1]")
+
+_Scope = MutableMapping[str, Any]
+_Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+_Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+_ASGIApp = Callable[[_Scope, _Receive, _Send], Awaitable[None]]
 
 _SHELL = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>streamscope live: {name}</title>
@@ -41,15 +60,16 @@ iframe {{ border: 0; width: 100%; height: calc(100vh - 32px); }}
 <body>
 <div id="bar">streamscope live: {name} &mdash; <b id="frames">0</b> frames closed,
 run <b id="state">running</b></div>
-<iframe id="report" title="report" src="report?v=0"></iframe>
+<iframe id="report" title="report" src="report?token={token}&amp;v=0"></iframe>
 <script>
+const token = "{token}";
 let shown = 0;
 function show(v) {{
   if (v <= shown) return;
   shown = v;
-  document.getElementById("report").src = "report?v=" + v;
+  document.getElementById("report").src = "report?token=" + token + "&v=" + v;
 }}
-const events = new EventSource("events");
+const events = new EventSource("events?token=" + token);
 events.addEventListener("frames", (e) => {{
   const d = JSON.parse(e.data);
   document.getElementById("frames").textContent = d.frames;
@@ -91,8 +111,13 @@ class LivePage:
         self._rendered: tuple[int, str] = (-1, "")
         self._rendered_at = 0.0
         self._port = port
+        #: What a request must carry (``?token=``): random per page, URL-safe.
+        self.token = secrets.token_urlsafe(32)
+        #: The ``Host`` values served (lower case), known once it listens.
+        self._hosts: frozenset[str] = frozenset()
         self._server: Any = None
         self._thread: threading.Thread | None = None
+        self._workers: ThreadPoolExecutor | None = None
 
     # --- fed by the run ---------------------------------------------------------------------
 
@@ -137,7 +162,37 @@ class LivePage:
             return page
 
     def shell(self) -> str:
-        return _SHELL.format(name=html.escape(self.name))
+        # token_urlsafe's alphabet needs no escaping in HTML or a JS string
+        return _SHELL.format(name=html.escape(self.name), token=self.token)
+
+    def refusal(self, host: str | None, query: str) -> str | None:
+        """Why a request for ``Host: host`` with the query string ``query`` is refused (None:
+        it is served): a host other than the page's own address, or no valid token."""
+        if host is None or host.lower() not in self._hosts:
+            return f"this page is served as {HOST}:{self._port} only"
+        given = parse_qs(query).get("token", [])
+        if len(given) != 1 or not secrets.compare_digest(given[0], self.token):
+            return "this page needs its token: open the address streamscope printed"
+        return None
+
+    def _guard(self, app: _ASGIApp) -> _ASGIApp:
+        """``app`` behind ``refusal``: refused requests get 403 and never reach it."""
+        from starlette.responses import PlainTextResponse
+
+        async def guarded(scope: _Scope, receive: _Receive, send: _Send) -> None:
+            if scope["type"] == "http":
+                headers = dict(scope.get("headers") or ())
+                host = headers.get(b"host")
+                why = self.refusal(
+                    None if host is None else host.decode("latin-1"),
+                    scope.get("query_string", b"").decode("latin-1"),
+                )
+                if why is not None:
+                    await PlainTextResponse(why + "\n", status_code=403)(scope, receive, send)
+                    return
+            await app(scope, receive, send)
+
+        return guarded
 
     async def events(self) -> AsyncIterator[str]:
         """Server-sent events: ``frames`` whenever frames closed, ``end`` when the run ended."""
@@ -157,17 +212,21 @@ class LivePage:
     # --- serving ------------------------------------------------------------------------------
 
     def start(self) -> str:
-        """Serve on loopback in a thread of its own; the page's address."""
+        """Serve on loopback in a thread of its own; the page's address, with its token."""
         import uvicorn
         from starlette.applications import Starlette
         from starlette.responses import HTMLResponse, StreamingResponse
         from starlette.routing import Route
 
+        workers = self._workers = ThreadPoolExecutor(
+            2, thread_name_prefix="streamscope-live-page", initializer=own_thread
+        )
+
         async def shell(_request: Any) -> HTMLResponse:
-            return HTMLResponse(self.shell())
+            return HTMLResponse(self.shell(), headers={"Cache-Control": "no-store"})
 
         async def report(_request: Any) -> HTMLResponse:
-            page = await asyncio.get_running_loop().run_in_executor(None, self.report)
+            page = await asyncio.get_running_loop().run_in_executor(workers, self.report)
             return HTMLResponse(page, headers={"Cache-Control": "no-store"})
 
         async def events(_request: Any) -> StreamingResponse:
@@ -181,21 +240,29 @@ class LivePage:
             routes=[Route("/", shell), Route("/report", report), Route("/events", events)]
         )
         config = uvicorn.Config(
-            app, host="127.0.0.1", port=self._port, log_level="warning", access_log=False,
-            lifespan="off",
+            self._guard(app), host=HOST, port=self._port, log_level="warning",
+            access_log=False, lifespan="off",
         )  # fmt: skip
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(
-            target=self._server.run, name="streamscope-live-page", daemon=True
-        )
+        server = self._server = uvicorn.Server(config)
+
+        def serve() -> None:
+            own_thread()  # its event loop, tasks and queues are none of the program's
+            server.run()
+
+        self._thread = threading.Thread(target=serve, name="streamscope-live-page", daemon=True)
         self._thread.start()
         deadline = time.monotonic() + 10.0
-        while not self._server.started:
+        while not server.started:
             if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise OSError(f"the live page could not listen on 127.0.0.1:{self._port}")
+                raise OSError(f"the live page could not listen on {HOST}:{self._port}")
             time.sleep(0.02)
-        port = self._server.servers[0].sockets[0].getsockname()[1]
-        return f"http://127.0.0.1:{port}/"
+        self._port = port = int(server.servers[0].sockets[0].getsockname()[1])
+        self._hosts = frozenset(
+            f"{name}{suffix}"
+            for name in _LOOPBACK_NAMES
+            for suffix in ((f":{port}", "") if port == 80 else (f":{port}",))
+        )  # a browser leaves out port 80
+        return f"http://{HOST}:{port}/?token={self.token}"
 
     def stop(self, linger_s: float = 0.0) -> None:
         """Stop serving (after ``linger_s``, so that open pages get the end and the last
@@ -207,6 +274,8 @@ class LivePage:
         self._server.should_exit = True
         if self._thread is not None:
             self._thread.join(5.0)
+        if self._workers is not None:
+            self._workers.shutdown(wait=False)
 
 
 __all__ = ["LivePage"]

@@ -53,6 +53,18 @@ def internal(module: str | None) -> bool:
     return not module or any(module == m or module.startswith(m + ".") for m in _OWN)
 
 
+def own_thread() -> None:
+    """The calling thread is streamscope's own (the live page's server and its workers): it is
+    no stage, and the queues and tasks it makes are not the program's, whatever code it runs
+    (a web server's, which in a program would be the program's)."""
+    thread_state.own = True
+
+
+def in_own_thread() -> bool:
+    """Whether the calling thread is streamscope's own (``own_thread``)."""
+    return bool(getattr(thread_state, "own", False))
+
+
 #: Modules that make queues on behalf of their callers: whoever called them made the queue (an
 #: executor's work queue is the program's when the program made the executor, asyncio's
 #: when the event loop made its default one).
@@ -62,7 +74,9 @@ _ON_BEHALF = ("concurrent.futures.thread", "multiprocessing.context", "multiproc
 def made_internally(depth: int = 2) -> bool:
     """Whether the code that made a queue is streamscope's or the standard library's own
     (``depth``: its frame, counted from this function's; frames of ``_ON_BEHALF`` and of this
-    package looked through)."""
+    package looked through), or the calling thread is streamscope's own."""
+    if in_own_thread():
+        return True
     try:
         frame: FrameType | None = sys._getframe(depth)
     except ValueError:
@@ -98,7 +112,7 @@ def stage(end: str = "", queue: str = "") -> str | None:
     """The stage of the calling thread (None: not one of the program's), claimed at its first
     queue operation: at ``end`` (``in``: a get; ``out``: a put) of the queue ``queue``."""
     name: str | None = getattr(thread_state, "stage", None)
-    if name is not None or not end:
+    if name is not None or not end or in_own_thread():
         return name
     who = getattr(thread_state, "who", None)
     if who is None and threading.current_thread() is threading.main_thread():
@@ -171,9 +185,11 @@ __all__ = [
     "MAIN",
     "callable_name",
     "enter",
+    "in_own_thread",
     "internal",
     "leave",
     "made_internally",
+    "own_thread",
     "stage",
     "start_afresh",
     "thread_state",

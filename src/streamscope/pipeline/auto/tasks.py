@@ -24,7 +24,13 @@ from streamscope.core.rings import declare, next_probe_ids
 from streamscope.core.topology import ProbeInfo, ResourceInfo, Topology
 from streamscope.pipeline.auto.channels import ProgramChannel
 from streamscope.pipeline.auto.naming import Who, claim_stage, who_of_task
-from streamscope.pipeline.auto.stages import internal, made_internally, stage, thread_tracker
+from streamscope.pipeline.auto.stages import (
+    in_own_thread,
+    internal,
+    made_internally,
+    stage,
+    thread_tracker,
+)
 from streamscope.pipeline.looplag import LagSampler
 from streamscope.pipeline.registry import REGISTRY, taps_for
 from streamscope.probes.taps import COST_CALL
@@ -54,7 +60,10 @@ def _current_task() -> asyncio.Task[Any] | None:
 def task_who(task: asyncio.Task[Any]) -> Who | None:
     """What an asyncio task works as (``naming.who_of_task``: its name, if the program gave it
     one, else its coroutine function, or the program's function it carries); None: a task of
-    streamscope's or the standard library's own."""
+    streamscope's or the standard library's own (its code theirs, or made in a thread of
+    streamscope's own)."""
+    if in_own_thread():
+        return None
     coro = task.get_coro()
     frame = getattr(coro, "cr_frame", None)
     if frame is not None and internal(frame.f_globals.get("__name__")):
