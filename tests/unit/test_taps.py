@@ -11,6 +11,7 @@ import pytest
 
 from streamscope.core import native
 from streamscope.core.records import Kind, State
+from streamscope.core.rings import JOURNAL
 from streamscope.core.stream import EOS
 from streamscope.pipeline.channel import ThreadChannel
 from streamscope.probes.taps import Recorder, RingTap, make_tracker
@@ -99,11 +100,12 @@ def test_published_rings_appear_whole_in_the_directory_and_only_the_monitor_drai
 ) -> None:
     rec = Recorder(str(tmp_path), capacity=8)
     tap = rec.tap(3, Kind.PUT)
-    assert [p.suffix for p in tmp_path.iterdir()] == [".ring"]
+    assert [p.suffix for p in tmp_path.iterdir() if p.name != JOURNAL] == [".ring"]
+    assert (tmp_path / JOURNAL).read_text().split() == ["R", next(tmp_path.glob("*.ring")).name]
     tap.ring.record(5)
     with pytest.raises(RuntimeError, match="monitor's to drain"):
         tap.drain()
-    reader = RingReader.open(next(tmp_path.iterdir()))
+    reader = RingReader.open(next(tmp_path.glob("*.ring")))
     assert (reader.probe, reader.kind, reader.capacity) == (3, int(Kind.PUT), 8)
     assert reader.drain().records["value"].tolist() == [5]
 

@@ -13,6 +13,8 @@ other's line on every record)::
     word  3  capacity in records (a power of two; 0: a register, no records)
     word  4  pid of the writing process
     word  5  flags: how the ring is written (its cost class, ``probes.taps.COST_*``)
+    word  6  closed: 1 once the writer is done with it (its queue dropped); the monitor
+             drains what is left, then removes the file
     words 8-15, the writer's line:
          8  w        records written (monotonic; slot = w mod capacity)
          9  dropped  records refused because the ring was full (monotonic)
@@ -29,6 +31,7 @@ other's line on every record)::
 
 from __future__ import annotations
 
+import ctypes
 import fcntl
 import itertools
 import json
@@ -36,7 +39,9 @@ import mmap
 import os
 import shutil
 import time
+import weakref
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -51,7 +56,7 @@ RECORD_BYTES = RECORD_DTYPE.itemsize
 #: One event in this many is timed while the run goes on (``cost_ns``/``cost_n``).
 SAMPLE_EVERY = 1024
 
-W_MAGIC, W_PROBE, W_KIND, W_CAPACITY, W_PID, W_FLAGS = 0, 1, 2, 3, 4, 5
+W_MAGIC, W_PROBE, W_KIND, W_CAPACITY, W_PID, W_FLAGS, W_CLOSED = 0, 1, 2, 3, 4, 5, 6
 W_W, W_DROPPED, W_TOTAL, W_LAST, W_COST_NS, W_COST_N, W_REFUSED = 8, 9, 10, 11, 12, 13, 14
 W_R = 16
 
@@ -90,21 +95,101 @@ def anonymous_ring(probe: int, kind: int, capacity: int, *, flags: int = 0) -> m
 
 def create_ring_file(
     directory: str | Path, probe: int, kind: int, capacity: int, *, flags: int = 0
-) -> mmap.mmap:
+) -> Any:
     """A ring the monitor finds in ``directory``: it appears whole (written under a temporary
-    name, then renamed), named after the writing process so that processes never collide."""
+    name, then renamed), named after the writing process so that processes never collide.
+    The mapping holds no file descriptor (``map_shared``)."""
     check_capacity(capacity)
     base = Path(directory) / f"{os.getpid()}-{next(_counter)}"
     tmp = base.with_suffix(".tmp")
     fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         os.ftruncate(fd, ring_bytes(capacity))
-        mem = mmap.mmap(fd, ring_bytes(capacity))
+        mem = map_shared(fd, ring_bytes(capacity))
     finally:
         os.close(fd)
     _init(mem, probe, kind, capacity, flags)
     os.rename(tmp, base.with_suffix(SUFFIX))
+    journal(directory, f"R {base.name}{SUFFIX}")
     return mem
+
+
+def close_ring(mem: Any) -> None:
+    """The writer is done with this ring: the monitor drains what is left and removes it."""
+    np.frombuffer(mem, dtype="<i8", count=HEADER_BYTES // 8)[W_CLOSED] = 1
+
+
+# -- shared mappings without a file descriptor ----------------------------------------------
+#
+# ``mmap.mmap`` keeps a duplicate of the file's descriptor for as long as the mapping lives:
+# a program that makes thousands of queues would run out of descriptors because it is watched.
+# A ring's mapping is made here instead: the file's descriptor is closed once it is mapped, and
+# the mapping is a ctypes array (a writable buffer) unmapped when nothing refers to it any more
+# (the hot path's ring and every numpy view hold it while they use it).
+
+_PROT = mmap.PROT_READ | mmap.PROT_WRITE
+
+
+def _libc() -> Any:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.mmap.restype = ctypes.c_void_p
+        libc.mmap.argtypes = (
+            ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+            ctypes.c_long,
+        )  # fmt: skip
+        libc.munmap.restype = ctypes.c_int
+        libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
+        libc.madvise.restype = ctypes.c_int
+        libc.madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+    except (OSError, AttributeError):
+        return None
+    return libc
+
+
+_LIBC = _libc()
+_MAP_FAILED = ctypes.c_void_p(-1).value
+
+
+class _Mapped:
+    """What a shared mapping offers besides its bytes (mixed into its ctypes array type)."""
+
+    def madvise(self, option: int, start: int = 0, length: int | None = None) -> None:
+        size = ctypes.sizeof(self)  # type: ignore[arg-type]
+        n = size - start if length is None else length
+        if _LIBC.madvise(ctypes.addressof(self) + start, n, option) != 0:  # type: ignore[arg-type]
+            err = ctypes.get_errno()
+            raise OSError(err, os.strerror(err))
+
+    def close(self) -> None:
+        """Nothing: the mapping goes when the last buffer over it does (closing it under the
+        hot path's feet would be a crash, not an error)."""
+
+
+#: One mapping type per size, made once per process (ctypes makes a type per array length).
+_types: dict[int, Any] = {}
+
+
+def map_shared(fd: int, size: int) -> Any:
+    """``size`` bytes of the file ``fd`` mapped shared, read and write; ``fd`` may be closed
+    at once. Where the C library cannot be reached, an ``mmap.mmap`` (which holds a
+    descriptor)."""
+    if _LIBC is None:
+        return mmap.mmap(fd, size)
+    addr = _LIBC.mmap(None, size, _PROT, mmap.MAP_SHARED, fd, 0)
+    if addr is None or addr == _MAP_FAILED:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+    kind: Any = _types.get(size)
+    if kind is None:
+        kind = _types[size] = type("SharedMapping", (ctypes.c_char * size, _Mapped), {})
+    mem = kind.from_address(addr)
+    weakref.finalize(mem, _LIBC.munmap, addr, size)
+    return mem
+
+
+def file_size(fd: int) -> int:
+    return os.fstat(fd).st_size
 
 
 def ring_directory(base: str) -> str:
@@ -152,6 +237,49 @@ def declare(directory: str | Path, found: Topology) -> None:
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
     tmp.write_text(json.dumps(found.to_dict()))
     os.rename(tmp, path)
+    journal(directory, f"D {path.name}")
+
+
+#: The run's journal: one line per declaration (``D NAME``) and per ring (``R NAME``) in the
+#: order they were published, appended by every process of the run, so that the monitor finds
+#: what is new by reading on from where it stopped (never by listing a directory that may hold
+#: tens of thousands of files).
+JOURNAL = "journal"
+
+
+def journal(directory: str | Path, line: str) -> None:
+    """Append ``line`` to the run's journal (one write of a whole line, on a descriptor opened
+    for appending: lines of different processes never interleave)."""
+    fd = os.open(Path(directory) / JOURNAL, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, f"{line}\n".encode())
+    finally:
+        os.close(fd)
+
+
+class JournalReader:
+    """Reads a run's journal on from where it stopped (mutable: its offset)."""
+
+    def __init__(self, directory: str | Path) -> None:
+        self.path = Path(directory) / JOURNAL
+        self._offset = 0
+        self._rest = b""
+
+    def new_lines(self) -> list[str]:
+        """The whole lines appended since the last call."""
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self._offset)
+                data = f.read()
+        except FileNotFoundError:
+            return []
+        if not data:
+            return []
+        self._offset += len(data)
+        data = self._rest + data
+        cut = data.rfind(b"\n") + 1
+        self._rest = data[cut:]
+        return data[:cut].decode(errors="replace").splitlines()
 
 
 def declared(directory: str | Path, base: Topology) -> Topology:

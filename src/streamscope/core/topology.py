@@ -5,6 +5,7 @@ Built by ``pipeline`` before a run starts, stored by ``store``, read back by eve
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -206,3 +207,42 @@ class Topology:
 def _user_probe(d: dict[str, Any]) -> UserProbeInfo:
     lists = {k: tuple(d.get(k, ())) for k in ("trigger", "members")}
     return UserProbeInfo(**{**d, **lists})
+
+
+class Known:
+    """The names (and probe ids) of a topology that grows while a run goes on, kept so that
+    what a declaration adds is found in the time of the declaration, whatever the size of what
+    is known already (``Topology.merged`` looks at everything every time)."""
+
+    __slots__ = ("channels", "probes", "resources", "stages")
+
+    def __init__(self, topology: Topology) -> None:
+        self.resources = {r.name for r in topology.resources}
+        self.stages = {s.name for s in topology.stages}
+        self.channels = {c.name for c in topology.channels}
+        self.probes = {p.id for p in topology.probes}
+
+    def grow(self, topology: Topology, found: Topology) -> Topology:
+        """``topology`` (whose names these are) with what ``found`` adds, each the first
+        declared; ``topology`` itself when nothing is new."""
+        new_res = self._new(found.resources, self.resources, lambda r: r.name)
+        new_stg = self._new(found.stages, self.stages, lambda s: s.name)
+        new_chn = self._new(found.channels, self.channels, lambda c: c.name)
+        new_prb = self._new(found.probes, self.probes, lambda p: p.id)
+        if not (new_res or new_stg or new_chn or new_prb):
+            return topology
+        return replace(
+            topology, resources=topology.resources + new_res,
+            stages=topology.stages + new_stg, channels=topology.channels + new_chn,
+            probes=topology.probes + new_prb,
+        )  # fmt: skip
+
+    @staticmethod
+    def _new(items: Sequence[Any], known: set[Any], key: Callable[[Any], Any]) -> tuple[Any, ...]:
+        out = []
+        for it in items:
+            k = key(it)
+            if k not in known:
+                known.add(k)
+                out.append(it)
+        return tuple(out)

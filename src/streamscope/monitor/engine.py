@@ -25,7 +25,7 @@ from streamscope.aggregate.shipped import FRAMES_MAGIC, ShippedFrame, decode_fra
 from streamscope.aggregate.subqueue import decode_summaries
 from streamscope.core.records import Kind, Records
 from streamscope.core.tablerows import TableSink
-from streamscope.core.topology import HOST, Topology
+from streamscope.core.topology import HOST, Known, Topology
 from streamscope.monitor import endtables
 from streamscope.monitor.agents import Agents
 from streamscope.monitor.endtables import (
@@ -74,6 +74,7 @@ class Engine:
     ) -> None:
         self.plan = plan
         self.topology = topology
+        self._known = Known(topology)
         self.truth_dir = truth_dir
         self.drop_frame_ns = drop_frame_ns
         self.sink = sink
@@ -361,7 +362,7 @@ class Engine:
         workers and queues): they are measured from now on by every query whose pattern matches
         them. True when the topology or the queries' targets changed."""
         topo = self.topology
-        grown = topo.merged(found)
+        grown = self._known.grow(topo, found)
         if grown is topo:
             return False
         self.topology = grown
@@ -378,6 +379,7 @@ class Engine:
             [s.name for s in grown.stages[len(topo.stages) :]],
             grown.channels[len(topo.channels) :],
             valued,
+            fresh=True,
         )
         if added:
             self.plan = self.reducers.grow(self.plan, added, wm)

@@ -20,7 +20,7 @@ import numpy as np
 
 from streamscope.core.errors import RunFileError
 from streamscope.core.records import Kind, Records, make_records
-from streamscope.core.rings import DECLARATION, SUFFIX, declaration
+from streamscope.core.rings import DECLARATION, SUFFIX, JournalReader, declaration
 from streamscope.core.topology import HOST, Topology
 from streamscope.transport.ring import RingReader
 
@@ -119,31 +119,33 @@ class RingSet:
         self._turn = 0
         self.bad: list[str] = []
         self._on_declare = on_declare
-        self._declared: set[str] = set()
+        self._journal = JournalReader(directory)
 
     def scan(self) -> int:
         """Open the rings made since the last scan (after reading the declarations of probes
-        made during the run, which come before their rings); how many there are now."""
-        try:
-            names = os.listdir(self.directory)
-        except OSError:
-            return len(self._rings)
-        for name in sorted(n for n in names if n.endswith(DECLARATION)):
-            if name in self._declared:
-                continue
-            self._declared.add(name)
-            try:
-                found = declaration(self.directory, int(name.removesuffix(DECLARATION)))
-            except (RunFileError, ValueError) as exc:
-                print(f"streamscope monitor: {exc}")
-                continue
-            if found is None:
-                continue
-            self._domain.update({p.id: p.domain for p in found.probes})
-            if self._on_declare is not None:
-                self._on_declare(found)
-        for name in names:
-            if not name.endswith(SUFFIX) or name in self._rings:
+        made during the run, which come before their rings); how
+        many rings are open now. What is new is read from the run's journal: the work is
+        what appeared, not what the directory holds."""
+        found: list[Topology] = []
+        rings: list[str] = []
+        for line in self._journal.new_lines():
+            what, _, name = line.partition(" ")
+            if what == "D" and name.endswith(DECLARATION):
+                try:
+                    decl = declaration(self.directory, int(name.removesuffix(DECLARATION)))
+                except (RunFileError, ValueError) as exc:
+                    print(f"streamscope monitor: {exc}")
+                    continue
+                if decl is not None:
+                    self._domain.update({p.id: p.domain for p in decl.probes})
+                    found.append(decl)
+            elif what == "R" and name.endswith(SUFFIX):
+                rings.append(name)
+        if self._on_declare is not None:
+            for decl in found:  # each on its own: a stage's resource is its declaration's
+                self._on_declare(decl)
+        for name in rings:
+            if name in self._rings:
                 continue
             path = os.path.join(self.directory, name)
             try:

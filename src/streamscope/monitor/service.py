@@ -67,6 +67,10 @@ class Final:
     late: int
 
 
+#: How often, at most, the run file's topology is grown while the run goes on.
+AMEND_EVERY_NS = 1_000_000_000
+
+
 def query_records(plan: Plan, topology: Topology | None = None) -> list[QueryRecord]:
     """What the run file says about each compiled query."""
     crossing = topology.crossing_channels() if topology is not None else frozenset()
@@ -109,6 +113,10 @@ class MonitorService:
         self._records = query_records(plan, topology)
         self._topology = topology
         self._begun = False
+        #: Declarations grew the topology since the run file last said so, and when it may
+        #: say so next (monotonic ns).
+        self._grown = False
+        self._amend_at = 0
         self.inbox: Inbox = queue.Queue(INBOX_LIMIT)
         self.control = ControlServer(self.inbox, listener, socket_path)
         self._on_frames = on_frames
@@ -256,6 +264,8 @@ class MonitorService:
             eng.advance()
             self._due = eng.next_due()
             self._pending = 0
+        if self._grown:
+            self._amend(time.monotonic_ns())
         if self._on_note is not None:
             self._note_stalls()
         if self._on_frames is not None and not final and t_now >= self._provisional_at:
@@ -269,12 +279,25 @@ class MonitorService:
     def _declare(self, found: Topology) -> None:
         """Stages, channels and probes a program made while it ran: measured from now on, and
         the run file's topology and queries say so."""
+        if self.engine.declare(found):
+            self._grown = True
+            self._amend(time.monotonic_ns())
+
+    def _amend(self, now: int | None) -> None:
+        """The run file's topology grown by what was declared (appended) and its queries' new
+        targets: at most once per ``AMEND_EVERY_NS`` while the run goes on (a program making
+        a thousand queues a second costs the file one write a second), and at the end
+        (``now`` None)."""
+        if not self._grown or (now is not None and now < self._amend_at):
+            return
         eng = self.engine
-        if eng.declare(found):
-            self._topology = eng.topology
-            self._records = query_records(eng.plan, eng.topology)
-            if self._begun:
-                self.writer.amend(self._topology, self._records)
+        self._topology = eng.topology
+        self._records = query_records(eng.plan, eng.topology)
+        if self._begun:
+            self.writer.amend(self._topology, self._records)
+            self._grown = False
+            if now is not None:
+                self._amend_at = now + AMEND_EVERY_NS
 
     def _write_monitor_stats(self, before_frame: int | None) -> None:
         """The monitor's own figures of the frames before ``before_frame`` (None: all)."""
@@ -352,6 +375,7 @@ class MonitorService:
                 {p: (c.ns, c.n, c.events, c.cost_class) for p, c in self.rings.costs().items()}
             )
             eng.cost_model = book.model(eng.topology)
+        self._amend(None)
         eng.finish(end_ns)
         if notes:
             self.writer.write_table(TableRows("note", {

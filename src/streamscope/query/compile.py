@@ -156,13 +156,16 @@ def new_targets(
     stages: Sequence[str] = (),
     channels: Sequence[ChannelInfo] = (),
     probes: Sequence[tuple[str, str]] = (),
+    *,
+    fresh: bool = False,
 ) -> list[tuple[int, TargetPlan]]:
     """What stages, channels or value probes (``(kind, "STAGE.NAME")``) that appeared during
     the run add to ``plan``'s queries: (query id, target) for each query whose pattern matches
-    one it does not have yet."""
+    one it does not have yet. ``fresh``: none of them was known before (none is a target
+    already: the queries' targets need not be looked through)."""
     out: list[tuple[int, TargetPlan]] = []
     for cq in plan.queries:
-        have = {t.name for t in cq.targets}
+        have = set() if fresh else {t.name for t in cq.targets}
         target = cq.query.target
         origin = cq.query.origin or parse_query(cq.text, source=f"query {cq.id + 1}").origin
         assert origin is not None

@@ -59,31 +59,49 @@ def create(
     _topology_rows(con, topology, queries)
 
 
-def replace_topology(
-    con: duckdb.DuckDBPyConnection, topology: Topology, queries: Sequence[QueryRecord]
+def topology_counts(topology: Topology) -> dict[str, int]:
+    """How many rows of each topology table ``topology`` fills (what ``append_topology``
+    starts from the next time)."""
+    return {
+        "resource": len(topology.resources), "stage": len(topology.stages),
+        "channel": len(topology.channels), "probe": len(topology.probes),
+        "function": len(topology.functions),
+    }  # fmt: skip
+
+
+def append_topology(
+    con: duckdb.DuckDBPyConnection,
+    written: dict[str, int],
+    topology: Topology,
+    queries: Sequence[QueryRecord],
 ) -> None:
-    """Rewrite the tables ``create`` filled from the topology and the queries."""
-    for table in ("resource", "stage", "channel", "probe", "query", "function"):
-        con.execute(f"DELETE FROM {table}")  # noqa: S608
-    _topology_rows(con, topology, queries)
+    """The run grew: the rows of what ``topology`` added since ``written`` (counts per table),
+    appended; the queries (a few rows, their targets grown) rewritten."""
+    con.execute("DELETE FROM query")
+    _topology_rows(con, topology, queries, written)
 
 
 def _topology_rows(
-    con: duckdb.DuckDBPyConnection, topology: Topology, queries: Sequence[QueryRecord]
+    con: duckdb.DuckDBPyConnection,
+    topology: Topology,
+    queries: Sequence[QueryRecord],
+    written: dict[str, int] | None = None,
 ) -> None:
+    start = written or {}
     parts: list[tuple[str, Sequence[Any]]] = [
-        ("resource", topology.resources),
-        ("stage", topology.stages),
-        ("channel", topology.channels),
-        ("probe", topology.probes),
+        ("resource", topology.resources[start.get("resource", 0) :]),
+        ("stage", topology.stages[start.get("stage", 0) :]),
+        ("channel", topology.channels[start.get("channel", 0) :]),
+        ("probe", topology.probes[start.get("probe", 0) :]),
         ("query", queries),
     ]
     for table, items in parts:
         names = [c.name for c in _TABLE[table].columns]
-        if table == "query" and topology.functions:
+        first_function = start.get("function", 0)
+        if table == "query" and len(topology.functions) > first_function:
             con.executemany(
                 "INSERT INTO function VALUES (?, ?)",
-                [[i + 1, name] for i, name in enumerate(topology.functions)],
+                [[i + 1, name] for i, name in enumerate(topology.functions) if i >= first_function],
             )
         rows = [[_sql_value(getattr(it, c)) for c in names] for it in items]
         if rows:

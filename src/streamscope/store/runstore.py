@@ -95,7 +95,9 @@ class RunStore(Protocol):
 
     def amend(self, topology: Topology, queries: Sequence[QueryRecord]) -> None:
         """The run grew while it went on (stages, channels and probes a drop-in program made
-        after monitoring began): ``topology`` and ``queries`` replace what ``begin`` wrote."""
+        after monitoring began): ``topology`` extends the one given last (what it adds is
+        appended to the file's tables, nothing written is rewritten); ``queries`` replace the
+        query rows (their targets grew)."""
         ...
 
     def finish(

@@ -86,6 +86,8 @@ class DuckDBStore(BaseStore, Closing):
         self._con: duckdb.DuckDBPyConnection | None = None
         #: The connection failed (a full disk): ``finish`` reopens the file to say so.
         self._broken = False
+        #: Rows of each topology table written so far (the run grows by appending to them).
+        self._written: dict[str, int] = {}
         self._refuse_existing()
 
     def close(self) -> None:
@@ -121,6 +123,7 @@ class DuckDBStore(BaseStore, Closing):
             self._con = _duckdb().connect(str(self.path))
             with self._transaction() as con:
                 _sqlio().create(con, meta, topology, queries)
+            self._written = _sqlio().topology_counts(topology)
         except BaseException as exc:
             self.close()
             self.path.unlink(missing_ok=True)
@@ -154,7 +157,8 @@ class DuckDBStore(BaseStore, Closing):
 
     def _do_amend(self, topology: Topology, queries: tuple[QueryRecord, ...]) -> None:
         with self._transaction(checkpoint=False) as con:
-            _sqlio().replace_topology(con, topology, queries)
+            _sqlio().append_topology(con, self._written, topology, queries)
+        self._written = _sqlio().topology_counts(topology)
 
     def _do_finish(
         self, status: str, error: str | None, ended_unix_ns: int, duration_ns: int

@@ -22,6 +22,7 @@ from streamscope.core.rings import (
     HEADER_BYTES,
     MAGIC,
     W_CAPACITY,
+    W_CLOSED,
     W_COST_N,
     W_COST_NS,
     W_DROPPED,
@@ -35,6 +36,8 @@ from streamscope.core.rings import (
     W_REFUSED,
     W_TOTAL,
     W_W,
+    file_size,
+    map_shared,
     ring_bytes,
 )
 
@@ -111,10 +114,18 @@ class RingReader:
     def open(cls, path: str | Path) -> RingReader:
         fd = os.open(path, os.O_RDWR)
         try:
-            mem = mmap.mmap(fd, 0)
+            size = file_size(fd)
+            if size < HEADER_BYTES:
+                raise ValueError(f"{path}: truncated ({size} bytes)")
+            mem = map_shared(fd, size)
         finally:
             os.close(fd)
         return cls(mem, str(path))
+
+    @property
+    def closed(self) -> bool:
+        """The writer is done with the ring (it may still hold records to drain)."""
+        return bool(self._head[W_CLOSED])
 
     @property
     def written(self) -> int:
