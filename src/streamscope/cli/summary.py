@@ -16,7 +16,7 @@ from rich.table import Table
 from streamscope.aggregate.points import DutyPoint, FrameResult, ScalarPoint
 from streamscope.analysis import findings
 from streamscope.core.fmt import fmt_ns, fmt_value, pct
-from streamscope.core.topology import HOST
+from streamscope.core.topology import HOST, family
 from streamscope.report.terminal import describe_points
 from streamscope.store.reader import Run, load
 
@@ -165,10 +165,35 @@ def summary_table(run: Run) -> Table:
     table.add_column("frames", justify="right")
     table.add_column("over the whole run")
     for q in run.queries:
-        for target in q.targets:
-            frames = run.results(q.id, target)
-            table.add_row(q.text, target, str(len(frames)), _overall(frames, q.unit))
+        by_target: dict[str, list[FrameResult]] = {t: [] for t in q.targets}
+        for f in run.results(q.id):
+            by_target.setdefault(f.target, []).append(f)
+        for target, members, frames in _families(by_target):
+            shown = target if members == 1 else f"{target} (a family of {members})"
+            table.add_row(q.text, shown, str(len(frames)), _overall(frames, q.unit))
     return table
+
+
+#: A query with more targets than this shows the targets a program made many of (numbered
+#: alike: ``#2``, ``#3``, ...) as one row per family, their frames together.
+FAMILY_AT = 12
+
+
+def _families(
+    by_target: dict[str, list[FrameResult]],
+) -> list[tuple[str, int, list[FrameResult]]]:
+    """(target or family, how many targets, their frames), in the targets' order."""
+    if len(by_target) <= FAMILY_AT:
+        return [(t, 1, fs) for t, fs in by_target.items()]
+    groups: dict[str, tuple[list[str], list[FrameResult]]] = {}
+    for t, fs in by_target.items():
+        names, frames = groups.setdefault(family(t), ([], []))
+        names.append(t)
+        frames.extend(fs)
+    return [
+        (names[0], 1, frames) if len(names) == 1 else (fam, len(names), frames)
+        for fam, (names, frames) in groups.items()
+    ]
 
 
 def overhead_table(run: Run) -> Table | None:

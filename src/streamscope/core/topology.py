@@ -5,6 +5,7 @@ Built by ``pipeline`` before a run starts, stored by ``store``, read back by eve
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
@@ -246,3 +247,12 @@ class Known:
                 known.add(k)
                 out.append(it)
         return tuple(out)
+
+
+_NUMBER = re.compile(r" #\d+(?= -> |$)")
+
+
+def family(name: str) -> str:
+    """The family of a stage or channel a program made many of: its name without the numbers
+    that told them apart (``produce #26 -> consume #26``: ``produce -> consume``)."""
+    return _NUMBER.sub("", name)

@@ -110,6 +110,11 @@ class ChannelStream:
         for e in self.ends.values():
             e.last_t = start_ns
         self.last_t = start_ns
+        #: When the channel appeared (records from before are what it already held then).
+        self.start_ns = start_ns
+        #: Probes of its ends, and those whose rings their writers closed (its queue dropped).
+        self.probes: set[int] = set()
+        self.closed_probes: set[int] = set()
         #: Per end, for each batch of records added: its earliest and latest times and how far
         #: its records may lie from their times (kept until the stream has advanced past it).
         self._halfwidth: dict[str, list[tuple[int, int, float]]] = {"tail": [], "head": []}
@@ -127,6 +132,24 @@ class ChannelStream:
             t_ns, seq = t_ns[~late], seq[~late]
         self.ends[end].pending.add(t_ns, seq)
         return n_late
+
+    def absorb(self, end: str, t_ns: I64, seq: I64) -> None:
+        """Records from before the channel appeared (insertions made before its consumer was
+        known, recorded when it was): no frame before it has the channel, so they are what it
+        held when it appeared, carried as its level and, for latency, its items' insertion
+        times."""
+        if not len(seq):
+            return
+        e = self.ends[end]
+        e.last_seq = max(e.last_seq, int(seq.max()))
+        if end == "tail":
+            seqs = np.concatenate((self._open_seq, seq))
+            times = np.concatenate((self._open_t, t_ns))
+            order = np.argsort(seqs, kind="stable")
+            self._open_seq, self._open_t = seqs[order], times[order]
+        else:
+            keep = self._open_seq > int(seq.max())
+            self._open_seq, self._open_t = self._open_seq[keep], self._open_t[keep]
 
     def note_uncertainty(
         self, end: str, halfwidth_ns: float, earliest_ns: int, latest_ns: int
@@ -288,6 +311,13 @@ class ChannelEnd(Stream):
 
     def know(self, seq: int, t_report: int) -> None:
         self.channel.ends[self.end].know(seq, t_report)
+
+    def absorb(self, t_ns: I64, value: I64) -> None:
+        self.channel.absorb(self.end, t_ns, value)
+
+    @property
+    def start_ns(self) -> int:
+        return self.channel.start_ns
 
     def reduce(self, until: int, reducers: Reducers) -> None:
         """Nothing: the channel reduces both ends at once."""

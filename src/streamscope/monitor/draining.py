@@ -56,6 +56,9 @@ class Drainer:
             )
         for pid, seq in drain.refused.items():
             eng.note_refused(pid, seq, t_report)
+        closed = self.rings.take_closed()
+        if closed:
+            eng.rings_closed(closed, t_report)
         if t_now - self._gone_checked >= GONE_CHECK_NS or final:
             self._gone_checked = t_now
             for pid in self.rings.gone():

@@ -96,6 +96,10 @@ class Engine:
         self._build_streams(plan, topology, on_table, trace)
         self._frame_lengths = sorted({drop_frame_ns, *(q.frame_ns for q in plan.queries)})
         self.watermark_ns = 0
+        #: Channels whose queues were dropped, by the virtual time they ended: let go once
+        #: reduced that far; those let go so far, with their end.
+        self._ending: dict[str, int] = {}
+        self.ended_channels: list[tuple[str, int]] = []
 
     def _notes(self) -> None:
         """What agents say besides records (NOTE messages)."""
@@ -385,6 +389,24 @@ class Engine:
             self.plan = self.reducers.grow(self.plan, added, wm)
         return True
 
+    def rings_closed(self, pids: Sequence[int], t_ns: int) -> None:
+        """The rings of probes ``pids`` were closed by their writers (a program dropped their
+        queue) and drained, by virtual time ``t_ns``: a channel whose ends are all closed ends
+        there, and goes once it is reduced that far."""
+        for pid in pids:
+            name = self.routes.close_probe(pid)
+            if name is not None:
+                self._ending[name] = max(t_ns, self.watermark_ns)
+
+    def _end_channels(self, wm: int) -> None:
+        """The channels that ended by ``wm``: their last frames closed, then let go."""
+        done = [(n, t) for n, t in self._ending.items() if t <= wm]
+        for name, t_end in done:
+            del self._ending[name]
+            self.routes.end_channel(name, t_end, self.reducers)
+            self.reducers.end(name, t_end)
+            self.ended_channels.append((name, t_end))
+
     def writer_gone(self, pid: int) -> None:
         """Probe ``pid``'s process ended and its ring is drained: a stage worker it recorded is
         gone, not idle, from its last record on."""
@@ -448,6 +470,8 @@ class Engine:
         wm = max(wm, self.watermark_ns)
         self.watermark_ns = wm
         self.routes.reduce(wm, self.reducers)
+        if self._ending:
+            self._end_channels(wm)
         for pid, stream in self.routes.stages.items():
             self.stalls.watch(pid, stream, wm)
         results = self.reducers.close_until(wm, end_ns)

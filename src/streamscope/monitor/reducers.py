@@ -179,6 +179,8 @@ class ReducerIndex:
     def __init__(self, reducers: Sequence[TargetReducer] = ()) -> None:
         self.all: list[TargetReducer] = []
         self._by: dict[tuple[str, str], list[TargetReducer]] = {}
+        #: Targets that ended, and when (virtual ns): their reducers go after their last frame.
+        self._ending: dict[str, int] = {}
         for r in reducers:
             self.add(r)
 
@@ -208,5 +210,28 @@ class ReducerIndex:
         return replace(plan, queries=queries)
 
     def close_until(self, t_ns: int, end_ns: int | None = None) -> list[FrameResult]:
-        """Every reducer's frames that end by ``t_ns`` (all of them up to ``end_ns``)."""
-        return [f for r in self.all for f in r.close_until(t_ns, end_ns)]
+        """Every reducer's frames that end by ``t_ns`` (all of them up to ``end_ns``); the
+        reducers of a target that ended (``end``) go once their frame holding its end is out."""
+        out = [f for r in self.all for f in r.close_until(t_ns, end_ns)]
+        if self._ending:
+            done = {
+                id(r) for r in self.all
+                if r.target in self._ending and r.next_frame * r.frame_ns > self._ending[r.target]
+            }  # fmt: skip
+            if done:
+                self.all = [r for r in self.all if id(r) not in done]
+                for key in [k for k, rs in self._by.items() if any(id(r) in done for r in rs)]:
+                    kept = [r for r in self._by[key] if id(r) not in done]
+                    if kept:
+                        self._by[key] = kept
+                    else:
+                        del self._by[key]
+                live = {r.target for r in self.all}
+                self._ending = {t: e for t, e in self._ending.items() if t in live}
+        return out
+
+    def end(self, target: str, end_ns: int) -> None:
+        """``target`` (a channel a program dropped) ended at ``end_ns``: its reducers emit their
+        frames up to the one holding its end, then go (a program making thousands of queues
+        keeps frames for those alive, not for every one it ever made)."""
+        self._ending[target] = end_ns

@@ -120,6 +120,12 @@ class RingSet:
         self.bad: list[str] = []
         self._on_declare = on_declare
         self._journal = JournalReader(directory)
+        #: Rings closed by their writers and removed so far; probes of those since the last
+        #: ``take_closed``.
+        self.retired = 0
+        self.closed: list[int] = []
+        #: What the retired rings sampled of their cost, by probe: ns, n, events, cost class.
+        self._spent: dict[int, list[int]] = {}
 
     def scan(self) -> int:
         """Open the rings made since the last scan (after reading the declarations of probes
@@ -180,7 +186,10 @@ class RingSet:
                 else:
                     limits = self._shares(rings, pending, budget)
         for ring in rings:
+            closed = ring.reader.closed  # read first: every record it wrote is drained below
             d = ring.reader.drain(limits[id(ring)] if limits is not None else None)
+            if closed and not ring.reader.pending:
+                self._retire(ring)
             if d.left_ticks is not None:
                 held = out.left.get(ring.domain)
                 out.left[ring.domain] = d.left_ticks if held is None else min(held, d.left_ticks)
@@ -248,6 +257,23 @@ class RingSet:
             best = limits
             share *= 2
 
+    def _retire(self, ring: _Ring) -> None:
+        """A ring its writer closed (its queue dropped), drained to its last record: removed
+        from the directory and unmapped (once the records copied out of it are let go)."""
+        path = ring.reader.path
+        self._rings.pop(os.path.basename(path), None)
+        self._add_cost(self._spent, ring.reader)
+        self.retired += 1
+        self.closed.append(ring.reader.probe)
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        ring.reader.close()
+
+    def take_closed(self) -> list[int]:
+        """Probes whose ring was closed and removed since the last call."""
+        out, self.closed = self.closed, []
+        return out
+
     def gone(self) -> list[int]:
         """Probes whose ring's writer process ended since the last call, their rings empty
         (everything they recorded is drained)."""
@@ -263,15 +289,18 @@ class RingSet:
 
     def costs(self) -> dict[int, RingCost]:
         """Per probe (the ring's own probe id), what its rings sampled of their cost so far."""
-        acc: dict[int, list[int]] = {}
+        acc = {p: list(a) for p, a in self._spent.items()}
         for ring in self._rings.values():
-            r = ring.reader
-            d = r.stats()
-            a = acc.setdefault(r.probe, [0, 0, 0, r.flags])
-            a[0] += d.cost_ns
-            a[1] += d.cost_n
-            a[2] += d.written + d.dropped
+            self._add_cost(acc, ring.reader)
         return {p: RingCost(a[0], a[1], a[2], a[3]) for p, a in acc.items()}
+
+    @staticmethod
+    def _add_cost(acc: dict[int, list[int]], r: RingReader) -> None:
+        d = r.stats()
+        a = acc.setdefault(r.probe, [0, 0, 0, r.flags])
+        a[0] += d.cost_ns
+        a[1] += d.cost_n
+        a[2] += d.written + d.dropped
 
     def pending(self) -> int:
         """Records written and not yet drained, over every ring."""

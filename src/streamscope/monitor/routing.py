@@ -62,6 +62,7 @@ class Routes:
             ch = self.channels.get(p.target)
             if ch is None:
                 ch = self.channels[p.target] = ChannelStream(p.target, start_ns or 0)
+            ch.probes.add(p.id)
             self.taps[p.id] = ChannelEnd(ch, p.kind)
         elif p.kind == "state":
             stream = (
@@ -115,6 +116,12 @@ class Routes:
             if isinstance(tap, ChannelEnd) and len(pv):
                 top = int(np.argmax(pv))  # a late record's items still count (at the end at worst)
                 tap.know(int(pv[top]), int(pt[top]))
+            if isinstance(tap, ChannelEnd) and len(pt) and int(pt[0]) < tap.start_ns:
+                # From before the channel appeared: what it held then, not late.
+                before = pt < tap.start_ns
+                ledger.kept(pid, pt[before])
+                tap.absorb(pt[before], pv[before])
+                pt, pv = pt[~before], pv[~before]
             # Too late to place in time (its span is already reduced): dropped, not recorded.
             late = pt < tap.last_t
             if late.any():
@@ -135,6 +142,30 @@ class Routes:
                 if len(extra.t):
                     for r in reducers(metric, name):
                         r.add_times(extra)
+
+    def close_probe(self, pid: int) -> str | None:
+        """Probe ``pid``'s ring was closed by its writer and drained: the channel whose ends
+        are all closed now (None: not a channel end, or an end still open)."""
+        tap = self.taps.get(pid)
+        if not isinstance(tap, ChannelEnd):
+            return None
+        ch = tap.channel
+        ch.closed_probes.add(pid)
+        return ch.name if ch.probes <= ch.closed_probes else None
+
+    def end_channel(self, name: str, end_ns: int, reducers: Reducers) -> None:
+        """A channel ended (its queue dropped, every record of it reduced up to ``end_ns``):
+        the items refused after its last records counted, its streams let go."""
+        stream = self.channels.pop(name, None)
+        if stream is None:
+            return
+        for end, metric in (("tail", "count"), ("head", "throughput")):
+            extra = stream.unrecorded(end, end_ns)
+            if len(extra.t):
+                for r in reducers(metric, name):
+                    r.add_times(extra)
+        for pid in stream.closed_probes:
+            self.taps.pop(pid, None)
 
     def reduce(self, until: int, reducers: Reducers) -> None:
         """Every stream up to ``until``, fed to ``reducers``."""

@@ -14,7 +14,7 @@ from typing import Protocol
 
 from streamscope.core import native
 from streamscope.core.records import Records
-from streamscope.core.rings import W_FLAGS, anonymous_ring, create_ring_file
+from streamscope.core.rings import W_FLAGS, anonymous_ring, close_ring, create_ring_file
 from streamscope.transport.ring import RingReader
 
 #: Default records per ring (a power of two): at one drain every 20 ms, a tap may record
@@ -139,8 +139,23 @@ class Recorder:
         self.directory = directory
         self.clock = clock if clock is not None else host_clock()
         self.capacity = capacity
-        self.taps: list[RingTap] = []
+        #: The taps in use, in the order made (a dict as an ordered set: a retired one goes in
+        #: the time it takes, however many there are).
+        self._taps: dict[RingTap, None] = {}
         self._lock = threading.Lock()
+
+    @property
+    def taps(self) -> list[RingTap]:
+        with self._lock:
+            return list(self._taps)
+
+    def retire(self, tap: RingTap) -> None:
+        """``tap`` records nothing more: its ring is closed (the monitor drains what is left,
+        then removes it) and let go of here (its memory goes with the last reference)."""
+        with self._lock:
+            self._taps.pop(tap, None)
+        if tap.published:
+            close_ring(tap.mem)
 
     def tap(
         self,
@@ -160,7 +175,7 @@ class Recorder:
             cost=cost,
         )
         with self._lock:
-            self.taps.append(tap)
+            self._taps[tap] = None
         return tap
 
     def tracker(

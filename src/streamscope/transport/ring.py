@@ -221,5 +221,6 @@ class RingReader:
         )  # fmt: skip
 
     def close(self) -> None:
+        """Let go of the ring: unmapped once the records copied out of it are let go too."""
         with contextlib.suppress(BufferError, ValueError):
             self._mem.close()

@@ -7,14 +7,19 @@ declared to the session once both are known, with the rings of the ends a query 
 from __future__ import annotations
 
 import weakref
+from collections import deque
 from typing import Any
 
 from streamscope.core.records import Kind
-from streamscope.core.rings import declare, next_probe_ids
+from streamscope.core.rings import close_ring, declare, next_probe_ids
 from streamscope.core.topology import ChannelInfo, ProbeInfo, Topology
 from streamscope.pipeline.auto.naming import claim_channel, forget_claims, new_queue_id
 from streamscope.pipeline.registry import REGISTRY, taps_for
-from streamscope.probes.taps import COST_CALL
+from streamscope.probes.taps import COST_CALL, RingTap, host_clock
+
+#: Insertions made before a channel is named whose times are kept (the latest ones: the
+#: items still in the queue when it is named, in a queue of at most this many).
+EARLY = 1 << 14
 
 #: Channels of this process, so that ending the session stops their recording.
 _channels: weakref.WeakSet[ProgramChannel] = weakref.WeakSet()
@@ -43,12 +48,33 @@ def declare_channel(
     return name, ids["tail"], ids["head"]
 
 
-def end_ring(probe: int, end: str) -> Any:
-    """This process's ring for a channel's ``end`` (None: unwatched, or no session)."""
+def end_tap(probe: int, end: str) -> RingTap | None:
+    """This process's tap of a channel's ``end`` (None: unwatched, or no session)."""
     rec = REGISTRY.recorder()
     if rec is None or not probe:
         return None
-    return rec.tap(probe, Kind.PUT if end == "tail" else Kind.GET, cost=COST_CALL).ring
+    return rec.tap(probe, Kind.PUT if end == "tail" else Kind.GET, cost=COST_CALL)
+
+
+def end_ring(probe: int, end: str) -> Any:
+    """This process's ring for a channel's ``end`` (None: unwatched, or no session)."""
+    tap = end_tap(probe, end)
+    return tap.ring if tap is not None else None
+
+
+def retire_taps(taps: list[RingTap]) -> None:
+    """A queue was dropped: its taps in this process record nothing more, their rings are
+    closed and removed once the monitor has drained them (called by the garbage collector:
+    it never raises)."""
+    rec = REGISTRY.recorder()
+    for tap in taps:
+        try:
+            if rec is not None:
+                rec.retire(tap)
+            elif tap.published:
+                close_ring(tap.mem)
+        except Exception:  # noqa: S110 - the queue is gone either way
+            pass
 
 
 def forget_channels() -> None:
@@ -63,8 +89,8 @@ class ProgramChannel:
     """One thread queue's names, counts and rings (used under the queue's own lock)."""
 
     __slots__ = (
-        "__weakref__", "capacity", "dst", "head", "id", "n_in", "n_out", "name", "src", "tail",
-        "transport",
+        "__weakref__", "capacity", "dst", "early", "head", "id", "n_in", "n_out", "name", "src",
+        "tail", "transport",
     )  # fmt: skip
 
     def __init__(self, capacity: int, transport: str = "thread") -> None:
@@ -77,6 +103,16 @@ class ProgramChannel:
         self.n_in = self.n_out = 0
         self.tail: Any = None
         self.head: Any = None
+        #: Ticks of the latest insertions made before the channel was named (its consumer not
+        #: known yet): recorded when it is, so that what waited in the queue meanwhile counts.
+        self.early: deque[int] | None = None
+
+    def put_early(self) -> None:
+        """An insertion before the channel is named (``n_in`` counted already)."""
+        if REGISTRY.active():
+            if self.early is None:
+                self.early = deque(maxlen=EARLY)
+            self.early.append(host_clock().now())
 
     def saw(self, end: str, who: str | None) -> None:
         """The stage ``who`` put (``tail``) or gets (``head``): name the channel once both
@@ -91,11 +127,22 @@ class ProgramChannel:
             self.name, tail, head = declare_channel(
                 self.id, self.src, self.dst, self.capacity, self.transport
             )
-            self.tail, self.head = end_ring(tail, "tail"), end_ring(head, "head")
+            taps = [end_tap(tail, "tail"), end_tap(head, "head")]
+            self.tail, self.head = (t.ring if t is not None else None for t in taps)
+            early, self.early = self.early, None
+            if early and self.tail is not None:
+                first = self.n_in - len(early) + 1
+                for i, ticks in enumerate(early):
+                    self.tail.record_at(ticks, first + i)
             _channels.add(self)
+            mine = [t for t in taps if t is not None]
+            if mine:
+                weakref.finalize(self, retire_taps, mine)
 
     def detach(self) -> None:
         self.tail = self.head = None
 
 
-__all__ = ["ProgramChannel", "declare_channel", "end_ring", "forget_channels"]
+__all__ = [
+    "ProgramChannel", "declare_channel", "end_ring", "end_tap", "forget_channels", "retire_taps",
+]  # fmt: skip

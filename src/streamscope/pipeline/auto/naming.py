@@ -438,16 +438,23 @@ def _write(path: Path, value: Any) -> None:
     os.rename(tmp, path)
 
 
+#: Per base name, the number from which this process looks for a free ``base #N`` (the names
+#: below it are taken: a claim costs the same whatever the number of names before it).
+_next_number: dict[str, int] = {}
+
+
 def _new_name(table: Path, base: str, how: str) -> tuple[str, str]:
     """A name nobody has yet: ``base``, else ``base #N`` (then said to be named by place)."""
-    name, n = base, 1
+    n = _next_number.get(base, 1)
+    name = base if n == 1 else f"{base} #{n}"
     while True:
         try:
             os.close(os.open(table / f"n{_digest(name)}", os.O_CREAT | os.O_EXCL))
-            return name, how
+            _next_number[base] = n + 1
+            return name, how if n == 1 else PLACE
         except FileExistsError:
             n += 1
-            name, how = f"{base} #{n}", PLACE
+            name = f"{base} #{n}"
 
 
 def claim(keys: str | Sequence[str], base: str, how: str) -> tuple[str, str]:
@@ -493,7 +500,9 @@ def same_stage(a: Sequence[Sequence[str]], b: Sequence[Sequence[str]]) -> bool:
 def _claim_by_slots(who: Who, key: str) -> tuple[str, str]:
     """``claim`` for a worker handed queues (``who.slots``): the stage of an earlier worker of
     the same code that is ``same_stage`` with it, else a new one; ``key`` (its first
-    operation's) names it too."""
+    operation's) names it too. The stages that may be it are those an earlier worker of the
+    same code was handed one of these queues for (one small file per queue and code): a claim
+    costs the same however many stages the code has."""
     directory = REGISTRY.directory if REGISTRY.active() else None
     if directory is None:
         return who.base, who.how
@@ -502,13 +511,19 @@ def _claim_by_slots(who: Who, key: str) -> tuple[str, str]:
         if got is not None:
             return got
         with _locked(directory) as table:
-            path = table / f"s{_digest(who.ident)}"
-            stages: list[list[Any]] = _read(path) or []
-            hit = next((s for s in stages if same_stage(s[2], who.slots)), None)
+            hit = None
+            for _, queue in who.slots:
+                for cand in _read(table / f"q{_digest(who.ident + '|' + queue)}") or []:
+                    if same_stage(cand[2], who.slots):
+                        hit = cand
+                        break
+                if hit is not None:
+                    break
             if hit is None:
                 hit = [*_new_name(table, who.base, who.how), [list(x) for x in who.slots]]
-                stages.append(hit)
-                _write(path, stages)
+                for _, queue in who.slots:
+                    path = table / f"q{_digest(who.ident + '|' + queue)}"
+                    _write(path, [*(_read(path) or []), hit])
             name, how = hit[0], hit[1]
             kpath = table / f"k{_digest(key)}"
             if not kpath.exists():
@@ -521,6 +536,7 @@ def forget_claims() -> None:
     """The session ended: names are claimed anew in the next."""
     with _claim_lock:
         _claimed.clear()
+        _next_number.clear()
 
 
 def claim_stage(who: Who, end: str, queue: str) -> str:

@@ -130,6 +130,8 @@ def _result_set(set_: Callable[..., None]) -> Callable[..., None]:
                 ss.n_in += 1
                 if ss.tail is not None:
                     ss.tail.record(ss.n_in)
+                elif ss.name is None:
+                    ss.put_early()
         set_(self, i, obj)
 
     return result_set

@@ -71,6 +71,8 @@ class AutoQueue(StandardQueue):  # type: ignore[type-arg]
             ss.n_in += 1
             if ss.tail is not None:
                 ss.tail.record(ss.n_in)
+            elif ss.name is None:
+                ss.put_early()
             self.not_empty.notify()
         if tracker is not None:
             tracker.heartbeat()
@@ -145,6 +147,8 @@ class AutoSimpleQueue(StandardSimpleQueue):  # type: ignore[type-arg]
             ss.n_in += 1
             if ss.tail is not None:
                 ss.tail.record(ss.n_in)
+            elif ss.name is None:
+                ss.put_early()
         if tracker is not None:
             tracker.heartbeat()
 

@@ -229,6 +229,8 @@ class AutoAsyncQueue(StandardAsyncQueue):  # type: ignore[type-arg]
         ss.n_in += 1
         if ss.tail is not None:
             ss.tail.record(ss.n_in)
+        elif ss.name is None:
+            ss.put_early()
         if tracker is not None:
             tracker.heartbeat()
 

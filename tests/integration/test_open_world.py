@@ -1,0 +1,100 @@
+"""Programs that make their queues as they go, run plainly and under ``streamscope run``: being
+watched neither breaks them nor loses what they did before their queues were known."""
+
+from __future__ import annotations
+
+import json
+import re
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+import streamscope as ss
+from streamscope.aggregate.points import ScalarPoint
+from watched import cli
+
+APPS = Path(__file__).parent / "apps"
+
+
+def _limit_fds(n: int):  # type: ignore[no-untyped-def]
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (n, n))
+
+    return limit
+
+
+def _stat(run: ss.Run, prefix: str, target: str, stat: str) -> list[float | None]:
+    (q,) = [q for q in run.queries if q.text.startswith(prefix)]
+    return [
+        p.value
+        for f in run.results(q.id, target)
+        for p in f.points
+        if isinstance(p, ScalarPoint) and p.stat == stat
+    ]
+
+
+def test_a_program_making_thousands_of_queues_runs_under_a_low_descriptor_limit(
+    tmp_path: Path,
+) -> None:
+    """2,000 queues made one at a time under ``ulimit -n 256``: the program's output as plain
+    Python's, no error of streamscope's making, the descriptors it holds as few as plainly
+    (a ring's mapping keeps none), and the rings of dropped queues removed as the run goes."""
+    prog = str(APPS / "queues_one_at_a_time.py")
+    plain = subprocess.run(
+        [sys.executable, prog, "2000"], capture_output=True, text=True, timeout=300,
+        stdin=subprocess.DEVNULL, preexec_fn=_limit_fds(256), check=False,
+    )  # fmt: skip
+    assert plain.returncode == 0, plain.stderr[-2000:]
+    out = tmp_path / "run.duckdb"
+    proc = subprocess.run(
+        [*cli(), "run", prog, "-o", str(out), "--quiet", "--", "2000"],
+        capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL,
+        preexec_fn=_limit_fds(256), check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout == plain.stdout
+    fds = [int(line.split()[1]) for line in proc.stderr.splitlines() if line.startswith("fds ")]
+    plain_fds = int(plain.stderr.split()[-1])
+    assert fds and fds[0] <= plain_fds + 4, (fds, plain_fds)  # the ring files hold none
+    with ss.load(out) as run:
+        assert run.status == "completed"
+        assert len(run.topology.channels) == 2000
+        # The summary shows them as one row per query (its table's cells wrap).
+        assert "family of 2000)" in re.sub(r"[\s│]+", " ", proc.stderr)
+    assert "Too many open files" not in proc.stderr
+
+
+def test_items_queued_before_the_consumer_is_known_are_counted(tmp_path: Path) -> None:
+    """500 items put before anyone takes: the channel's first frame holds them all, and their
+    time in the queue is the program's own (its stamps) within 10 %."""
+    prog = str(APPS / "prefilled_queue.py")
+    out, truth = tmp_path / "run.duckdb", tmp_path / "truth.json"
+    proc = subprocess.run(
+        [*cli(), "run", prog, "-o", str(out), "--quiet", "--frame", "200ms", "--", str(truth)],
+        capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout == "500\n"
+    waited = json.loads(truth.read_text())["waited"]
+    true_mean = sum(waited) / len(waited)
+    with ss.load(out) as run:
+        (ch,) = run.topology.channels
+        assert ch.name == "main -> consume"
+        most = _stat(run, "occupancy", ch.name, "max")
+        assert most[0] is not None and most[0] >= 500, most  # 500 items and the end mark
+        (q,) = [q for q in run.queries if q.text.startswith("latency")]
+        frames = run.results(q.id, ch.name)
+        means = [
+            (p.value, f.covered_ns)
+            for f in frames
+            for p in f.points
+            if isinstance(p, ScalarPoint) and p.stat == "mean" and p.value is not None
+        ]
+        counts = _stat(run, "throughput", ch.name, "mean")
+        assert means and counts
+    # The frames' latency means weighted by the items each frame removed (its throughput).
+    thr = [c for c in counts if c is not None]
+    assert len(thr) >= len(means)
+    mean = sum(m * c for (m, _), c in zip(means, thr, strict=False)) / sum(thr[: len(means)])
+    assert abs(mean / 1e9 - true_mean) <= 0.1 * true_mean, (mean / 1e9, true_mean)
