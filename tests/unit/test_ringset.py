@@ -72,3 +72,21 @@ def test_an_uncalibrated_domain_gets_its_share_and_holds_no_one_back(tmp_path: P
     d = rs.drain(200, lambda _dom, ticks: None)
     got = _taken(d)
     assert len(got[1]) == 100 and len(got[2]) == 100
+
+
+def test_a_ring_its_writer_closed_is_drained_to_its_end_then_removed(tmp_path: Path) -> None:
+    rec = Recorder(str(tmp_path), capacity=16)
+    kept, dropped = rec.tap(1, Kind.PUT), rec.tap(2, Kind.PUT)
+    topology: Any = SimpleNamespace(probes=[])
+    rs = RingSet(str(tmp_path), topology)
+    assert rs.scan() == 2
+    for v in (1, 2, 3):
+        dropped.ring.record(v)
+    kept.ring.record(9)
+    rec.retire(dropped)
+    assert dropped not in rec.taps and kept in rec.taps
+    got = _taken(rs.drain())
+    assert got == {1: [9], 2: [1, 2, 3]}  # everything it recorded before it was closed
+    assert rs.take_closed() == [2] and rs.take_closed() == []
+    assert len(list(tmp_path.glob("*.ring"))) == 1 and rs.scan() == 1
+    assert rs.costs()[2].events == 3  # what it cost is still counted
