@@ -1,15 +1,27 @@
-"""Run directories: a fresh one per run; those of runs killed whole are swept by the next."""
+"""Run directories: a fresh one per run; what runs killed outright left is cleaned by the next,
+and a directory any live process of its run still uses is kept."""
 
 from __future__ import annotations
 
+import contextlib
 import os
-import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
-from streamscope.core.rings import STALE_AFTER_S, ring_directory
+import duckdb
+import pytest
+
+from streamscope.core.rings import ring_directory
+from streamscope.core.topology import Topology
+from streamscope.pipeline.registry import SESSION_ENV
+from streamscope.runtime.leftovers import record_run_file, sweep
+from streamscope.store.lock import WRITER_GONE, WriterLock, lock_path
+from streamscope.store.writer import DuckDBStore, RunMeta
+
+SLEEP = "import time; time.sleep(60)"
 
 
 def _dead_pid() -> int:
@@ -18,23 +30,98 @@ def _dead_pid() -> int:
     return child.pid
 
 
-def test_a_killed_runs_directory_is_swept_and_a_live_ones_kept(tmp_path: Path) -> None:
-    mine = Path(ring_directory(str(tmp_path)))
-    root = mine.parent
-    old = time.time() - STALE_AFTER_S - 5
-    dead = root / f"streamscope-{_dead_pid()}-deadbeef"
-    fresh_dead = root / f"streamscope-{_dead_pid()}-0badf00d"
-    alive = root / f"streamscope-{os.getpid()}-cafecafe"
-    for d in (dead, fresh_dead, alive):
-        d.mkdir()
-        (d / "ring").write_bytes(b"x")
-    for d in (dead, alive):
-        os.utime(d, (old, old))
+@pytest.fixture
+def sleepers() -> Iterator[list[subprocess.Popen[bytes]]]:
+    """Processes that stand for a run's monitor or its program's processes while a test runs."""
+    started: list[subprocess.Popen[bytes]] = []
+    yield started
+    for p in started:
+        p.kill()
+        p.wait()
+
+
+def _left(root: Path, pid: int, tag: str) -> Path:
+    d = root / f"streamscope-{pid}-{tag}"
+    (d / "rings").mkdir(parents=True)
+    (d / "rings" / f"{pid}-0").write_bytes(b"x")
+    return d
+
+
+def _running_file(path: Path) -> None:
+    """A run file left ``running`` by a writer that was killed, its lock file beside it."""
+    meta = RunMeta("r", "killed", "prog.py", "streamscope run prog.py", (), "host", 1, 10**9, "0")
+    store = DuckDBStore(path)
+    store.begin(meta, Topology("killed"), ())
+    store.close()
+    lock_path(path).write_text("pid 1, since 2026-01-01 00:00:00\n")
+
+
+def _status(path: Path) -> str:
+    with contextlib.closing(duckdb.connect(str(path), read_only=True)) as con:
+        row = con.execute("SELECT status, error FROM run").fetchone()
+    assert row is not None
+    return f"{row[0]}: {row[1]}"
+
+
+def test_each_run_gets_a_fresh_directory(tmp_path: Path) -> None:
+    a, b = Path(ring_directory(str(tmp_path))), Path(ring_directory(str(tmp_path)))
     try:
-        another = Path(ring_directory(str(tmp_path)))
-        assert not dead.exists()  # its application is gone, and it is old: swept
-        assert fresh_dead.exists()  # too recent: its monitor may still be finishing
-        assert alive.exists() and mine.exists() and another.exists()
+        assert a != b and a.is_dir() and b.is_dir()
+        assert a.name.startswith(f"streamscope-{os.getpid()}-")
     finally:
-        for d in (dead, fresh_dead, alive, mine, root / another.name):
-            shutil.rmtree(d, ignore_errors=True)
+        for d in (a, b):
+            d.rmdir()
+
+
+def test_a_run_killed_outright_is_cleaned_and_its_file_finished(tmp_path: Path) -> None:
+    """Its maker gone and no process using it: the directory goes at once (no wait), its run
+    file, left ``running``, is finalised as failed and its stale lock file removed."""
+    out = tmp_path / "killed.duckdb"
+    _running_file(out)
+    left = _left(tmp_path, _dead_pid(), "deadbeef")
+    record_run_file(left, out)
+    assert sweep(tmp_path) == [left]
+    assert not left.exists()
+    assert not lock_path(out).exists()
+    assert _status(out) == f"failed: {WRITER_GONE}"
+
+
+def test_a_directory_any_live_process_of_its_run_uses_is_kept(
+    tmp_path: Path, sleepers: list[subprocess.Popen[bytes]]
+) -> None:
+    """Its maker (the process running the program) is gone, but its monitor (the directory on
+    its command line) or a process of the program (the session in its environment) runs on:
+    kept. A live maker keeps its own, unless its number now belongs to a process started after
+    the directory was last touched (then its maker is gone too)."""
+    root = tmp_path
+    by_monitor = _left(root, _dead_pid(), "00000001")
+    by_program = _left(root, _dead_pid(), "00000002")
+    unused = _left(root, _dead_pid(), "00000003")
+    alive = _left(root, os.getpid(), "00000004")
+    reused = _left(root, os.getpid(), "00000005")
+    day_ago = time.time() - 86400
+    os.utime(reused, (day_ago, day_ago))
+    sleepers.append(subprocess.Popen([sys.executable, "-c", SLEEP, str(by_monitor / "config")]))
+    session = {**os.environ, SESSION_ENV: f'{{"dir": "{by_program}/rings"}}'}
+    sleepers.append(subprocess.Popen([sys.executable, "-c", SLEEP], env=session))
+    for p in sleepers:  # their command lines and environments are in /proc once they run
+        while not Path("/proc", str(p.pid), "cmdline").read_bytes():
+            time.sleep(0.01)
+    assert sorted(sweep(root)) == sorted([unused, reused])
+    assert by_monitor.exists() and by_program.exists() and alive.exists()
+
+
+def test_a_file_a_live_run_writes_is_never_touched(tmp_path: Path) -> None:
+    """A killed run's directory names a run file that a later run writes now (it holds the
+    lock): the directory goes, the file and its lock stay."""
+    out = tmp_path / "reused.duckdb"
+    _running_file(out)
+    lock = WriterLock(out).acquire()
+    try:
+        left = _left(tmp_path, _dead_pid(), "0badf00d")
+        record_run_file(left, out)
+        assert sweep(tmp_path) == [left]
+        assert lock_path(out).exists()
+        assert _status(out) == "running: None"
+    finally:
+        lock.release()

@@ -1,4 +1,5 @@
-"""Child processes that must not outlive the process that started them."""
+"""Child processes that must not outlive the process that started them, and the signals a
+run's processes share."""
 
 from __future__ import annotations
 
@@ -9,6 +10,12 @@ import signal
 
 _PR_SET_PDEATHSIG = 1
 
+#: Signals a terminal, a shell or a supervisor sends to a run's whole process group as readily
+#: as to one of its processes: the process that runs a program passes each on to it, the
+#: monitor lives through them (its application ends the run and says how).
+GROUP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1,
+                 signal.SIGUSR2)  # fmt: skip
+
 
 def die_with_parent(parent_pid: int, sig: int = signal.SIGTERM) -> None:
     """Ask the kernel to send ``sig`` to this process when its parent dies (Linux), and exit at
@@ -18,3 +25,19 @@ def die_with_parent(parent_pid: int, sig: int = signal.SIGTERM) -> None:
         libc.prctl(_PR_SET_PDEATHSIG, sig)
     if os.getppid() != parent_pid:
         os._exit(0)
+
+
+class SignalInterrupt(KeyboardInterrupt):
+    """A signal other than SIGINT (SIGTERM) that ends a run as Ctrl-C does; ``signum`` is it."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def interruption(exc: KeyboardInterrupt) -> str:
+    """Why a run that ``exc`` ended was interrupted, the signal named."""
+    sig = getattr(exc, "signum", signal.SIGINT)
+    if sig == signal.SIGINT:
+        return "interrupted by the user (SIGINT)"
+    return f"interrupted by {signal.Signals(sig).name}"

@@ -37,8 +37,6 @@ import itertools
 import json
 import mmap
 import os
-import shutil
-import time
 import weakref
 from pathlib import Path
 from typing import Any
@@ -197,30 +195,9 @@ def ring_directory(base: str) -> str:
     rings are memory and never written back to a disk; ``base`` otherwise."""
     shm = Path("/dev/shm")
     root = shm if shm.is_dir() and os.access(shm, os.W_OK) else Path(base)
-    _sweep(root)
     path = root / f"streamscope-{os.getpid()}-{os.urandom(4).hex()}"
     path.mkdir(mode=0o700)
     return str(path)
-
-
-#: A run's directory is left behind only when its application and its monitor were both
-#: killed; the next run removes it once its application is gone and it is this old (s).
-STALE_AFTER_S = 60.0
-
-
-def _sweep(root: Path) -> None:
-    """Remove the run directories whose application is gone (killed with its monitor)."""
-    now = time.time()
-    for d in root.glob("streamscope-*-*"):
-        try:
-            pid = int(d.name.split("-")[1])
-            if now - d.stat().st_mtime < STALE_AFTER_S:
-                continue
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            shutil.rmtree(d, ignore_errors=True)
-        except (ValueError, OSError):
-            continue
 
 
 #: A declaration: what a probe that appeared during the run measures (``declare``).

@@ -7,6 +7,7 @@ stdout: ready, frames as they close, done with the status.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -21,6 +22,7 @@ import duckdb
 
 from streamscope.aggregate.points import DropCount, FrameResult
 from streamscope.core.errors import StreamscopeError
+from streamscope.core.process import GROUP_SIGNALS
 from streamscope.core.topology import Topology
 from streamscope.monitor.service import MonitorService
 from streamscope.monitor.settings import MonitorSettings
@@ -70,9 +72,45 @@ def _on_frames(results: Sequence[FrameResult], drops: Sequence[DropCount]) -> No
     )
 
 
+def _say_group_signals() -> None:
+    """A signal sent to the run's whole process group (Ctrl-C, a supervisor's SIGTERM) does not
+    end the monitor: the application decides and tells it how the run ended. Each is said on
+    stdout as it arrives (``{"event": "signal"}``), so that the process running a program can
+    tell a signal sent to the group, which the program got too, from one sent to it alone."""
+    read, write = os.pipe()
+    os.set_blocking(write, False)
+    for sig in GROUP_SIGNALS:
+        signal.signal(sig, _arrived)
+        signal.siginterrupt(sig, False)  # the system calls of our threads and libraries go on
+    signal.set_wakeup_fd(write, warn_on_full_buffer=False)  # written as the signal arrives
+    # Held while this process started (``runtime.launch``): those that came meanwhile arrive
+    # now, and are said before this process says it says them as they come.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, GROUP_SIGNALS)
+    os.set_blocking(read, False)
+    with contextlib.suppress(BlockingIOError):
+        _say(os.read(read, 64))
+    os.set_blocking(read, True)
+    _emit({"event": "signals"})
+    threading.Thread(target=_say_signals, args=(read,), daemon=True, name="signals").start()
+
+
+def _arrived(signum: int, frame: object) -> None:
+    """Nothing more to do: ``_say_signals`` said it already."""
+
+
+def _say_signals(fd: int) -> None:
+    while True:
+        _say(os.read(fd, 64))
+
+
+def _say(signals: bytes) -> None:
+    for sig in signals:
+        if sig in GROUP_SIGNALS:
+            _emit({"event": "signal", "signum": sig})
+
+
 def main(argv: list[str]) -> int:
-    # Ctrl-C reaches the whole process group; the application decides and tells us how it ended.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _say_group_signals()
     if len(argv) != 1:
         print("usage: python -m streamscope.monitor CONFIG.json", file=sys.stderr)
         return 2

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from streamscope.core.clock import host_now_ticks
 from streamscope.core.errors import PipelineError, describe_exception
+from streamscope.core.process import interruption
 from streamscope.core.topology import HOST, ProbeInfo, Topology
 from streamscope.pipeline.calibrator import EVERY_S, Calibrator, ClockLink
 from streamscope.pipeline.channel import ThreadChannel
@@ -427,9 +428,9 @@ class Runner:
                         self.remote.stop()
                     return Outcome("completed")
                 time.sleep(poll_s)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
             self.stop()
-            return Outcome("interrupted", "interrupted by the user (SIGINT)")
+            return Outcome("interrupted", interruption(exc))
 
     def stop_calibration(self) -> None:
         if self._rates is not None:

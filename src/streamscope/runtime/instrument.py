@@ -45,6 +45,9 @@ class Session:
     ended: tuple[RunStatus, str | None] | None = None
     #: What the run file keeps said about the run besides its figures (``note`` table).
     notes: list[tuple[str, str]] = field(default_factory=list)
+    #: Whether a signal this process got went to its whole process group
+    #: (``Launched.group_signal``); None until the monitor is started.
+    group_signal: Callable[[int, float], bool | None] | None = None
 
 
 @contextmanager
@@ -95,7 +98,7 @@ def monitor(
     topology = REGISTRY.topology(plan_probes(base, plan.taps))
     check_out(opts.out, opts.overwrite)
     launched = Launched(plan, topology, make_meta(name, opts), opts, on_frames, on_lag, on_note)
-    session = Session(opts)
+    session = Session(opts, group_signal=launched.group_signal)
     REGISTRY.activate(topology.probes, launched.ring_dir, opts.tap_capacity, watches(plan))
     launched.begin()
     status, error = RunStatus.COMPLETED, None

@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
@@ -29,10 +30,12 @@ from streamscope.aggregate.points import DropCount, FrameResult
 from streamscope.core.clock import Clock, HostClock
 from streamscope.core.errors import ConfigError, RunFileError
 from streamscope.core.modes import RunMode, RunStatus
+from streamscope.core.process import GROUP_SIGNALS
 from streamscope.core.rings import ring_directory
 from streamscope.core.topology import Topology
 from streamscope.monitor.settings import MonitorSettings
 from streamscope.query.plan import Plan
+from streamscope.runtime.leftovers import record_run_file, sweep
 from streamscope.runtime.options import FramesCallback, RunOptions, RunResult
 from streamscope.store.lock import WriterLock, repair
 from streamscope.store.writer import DuckDBStore, InMemoryStore, RunMeta, RunStore
@@ -42,6 +45,9 @@ from streamscope.transport.wire import MsgType
 
 #: File names inside a run's private directory.
 SOCKET, RINGS, TRUTH, CONFIG = "monitor.sock", "rings", "truth", "config.json"
+#: The longest (s) a signal this process got waits for the monitor process, still starting, to
+#: say whether it got it too (``Launched.group_signal``).
+MONITOR_START_S = 10.0
 
 
 class Launched:
@@ -86,6 +92,9 @@ class Launched:
     ) -> None:
         opts = self.opts
         self.dir = ring_directory(tempfile.gettempdir())
+        if opts.out is not None:
+            record_run_file(self.dir, opts.out)
+        sweep(Path(self.dir).parent)  # what runs killed outright left beside it
         self.ring_dir = os.path.join(self.dir, RINGS)
         os.mkdir(self.ring_dir, 0o700)
         self.socket_path = os.path.join(self.dir, SOCKET)
@@ -104,6 +113,14 @@ class Launched:
         self.store: RunStore | None = None
         self._inline: Any = None
         self._on_lag = on_lag
+        #: The signals the monitor process said it got (signal: how many), and how many of
+        #: them ``group_signal`` matched to this process's own.
+        self._signals: dict[int, int] = {}
+        self._matched: dict[int, int] = {}
+        self._said = threading.Condition()
+        #: Whether the monitor says the group's signals as they come (it has said those that
+        #: came while it started).
+        self._saying = False
         if opts.mode == RunMode.PROCESS:
             self._start_process(plan, topology, meta, listener, on_frames)
             self.control = Control(UnixSocketTransport(self.socket_path))
@@ -137,13 +154,21 @@ class Launched:
         cfg_path = os.path.join(self.dir, CONFIG)
         with open(cfg_path, "w") as f:
             json.dump(config, f)
-        self._proc = subprocess.Popen(
-            [sys.executable, "-m", "streamscope.monitor", cfg_path],
-            stdout=subprocess.PIPE,
-            stdin=subprocess.DEVNULL,
-            text=True,
-            pass_fds=(listener.fileno(), *([self.lock.fd] if self.lock and self.lock.fd else [])),
-        )
+        # The monitor starts with the signals sent to the run's process group held: one that
+        # comes while it starts waits for it to take it, instead of ending it.
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, GROUP_SIGNALS)
+        try:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "streamscope.monitor", cfg_path],
+                stdout=subprocess.PIPE,
+                stdin=subprocess.DEVNULL,
+                text=True,
+                pass_fds=(
+                    listener.fileno(), *([self.lock.fd] if self.lock and self.lock.fd else [])
+                ),
+            )  # fmt: skip
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
         listener.close()  # the monitor's now
         assert self._proc.stdout is not None
         self._reader = threading.Thread(
@@ -205,6 +230,43 @@ class Launched:
                 self._error = str(ev.get("error"))
             elif kind == "done":
                 self._events.append(ev)
+            elif kind in ("signal", "signals"):
+                with self._said:
+                    if kind == "signals":
+                        self._saying = True
+                    else:
+                        sig = int(ev.get("signum", 0))
+                        self._signals[sig] = self._signals.get(sig, 0) + 1
+                    self._said.notify_all()
+
+    def group_signal(self, sig: int, wait_s: float) -> bool | None:
+        """Whether the signal ``sig`` that this process got was sent to its whole process group
+        (the monitor's process, in the group, says it got one too), waiting up to ``wait_s``
+        for it to say so once it says signals as they come (up to ``MONITOR_START_S`` for
+        that: one that came while it started is said then); each of the monitor's signals
+        answers one call. None: no one to ask (the monitor runs in a thread here)."""
+        if self._proc is None:
+            return None
+        with self._said:
+            if not self._wait_said(lambda: self._saying, MONITOR_START_S):
+                return False
+            if not self._wait_said(
+                lambda: self._signals.get(sig, 0) > self._matched.get(sig, 0), wait_s
+            ):
+                return False
+            self._matched[sig] = self._matched.get(sig, 0) + 1
+            return True
+
+    def _wait_said(self, said: Callable[[], bool], wait_s: float) -> bool:
+        """Wait (holding ``_said``) until ``said()``, at most ``wait_s`` and while the monitor
+        runs."""
+        deadline = time.monotonic() + wait_s
+        while not said():
+            left = deadline - time.monotonic()
+            if left <= 0 or (self._proc is not None and self._proc.poll() is not None):
+                return False
+            self._said.wait(min(left, 0.1))
+        return True
 
     def begin(self) -> int:
         """Tell the monitor the application starts now; returns the host's ticks then."""

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from streamscope.core.modes import RunStatus
+from streamscope.core.process import GROUP_SIGNALS
 from streamscope.core.rings import declared
 from streamscope.pipeline.auto.asmain import RAISED, USED
 from streamscope.pipeline.registry import REGISTRY, SESSION_ENV
@@ -32,10 +33,12 @@ from streamscope.runtime.options import FramesCallback, RunOptions, RunResult
 #: A program stopped at its time limit gets SIGINT (as after Ctrl-C), then this long (s) to end
 #: before it and its processes are killed.
 STOP_GRACE_S = 5.0
-#: Signals passed on to the program when this process gets them (SIGINT only when the
-#: terminal did not send it to the program already).
-PASSED_ON = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1,
-             signal.SIGUSR2)  # fmt: skip
+#: Signals passed on to the program when this process gets them, unless they were sent to the
+#: whole process group (the program, in it, got them already).
+PASSED_ON = GROUP_SIGNALS
+#: How long (s) a signal this process gets waits for the monitor's word that it went to the
+#: whole group before it is passed on (a signal sent to this process alone waits this long).
+GROUP_WAIT_S = 0.5
 _PR_SET_CHILD_SUBREAPER = 36
 
 
@@ -102,7 +105,7 @@ def run_program(
         ) as session,
         _reaping(),
     ):  # fmt: skip
-        end = _run(target, argv, module, options.timeout_ns)
+        end = _run(target, argv, module, options.timeout_ns, session.group_signal)
         session.ended = end.status(name)
         session.notes.extend(("outlived", f"{text} outlived the program") for text in end.outlived)
         seen = _nothing_seen()
@@ -114,16 +117,27 @@ def run_program(
     return session.result.with_program_exit(end.returncode)
 
 
-def _run(target: str, argv: Sequence[str], module: bool, timeout_ns: int | None) -> ProgramEnd:
-    """The program's process, from its start to its end (or its time limit)."""
+def _run(
+    target: str,
+    argv: Sequence[str],
+    module: bool,
+    timeout_ns: int | None,
+    group_signal: Callable[[int, float], bool | None] | None,
+) -> ProgramEnd:
+    """The program's process, from its start to its end (or its time limit). ``group_signal``
+    says whether a signal this process got was sent to its whole process group."""
     raised = Path(REGISTRY.directory or ".", RAISED)
     command = [sys.executable, "-m", "streamscope.pipeline.auto.asmain"]
-    proc = subprocess.Popen([*command, *(["-m"] if module else []), target, *argv])
+    parent = ["--parent", str(os.getpid())]
+    proc = subprocess.Popen([*command, *parent, *(["-m"] if module else []), target, *argv])
     got: list[int] = []
 
     def pass_on(sig: int, _frame: object) -> None:
         got.append(sig)
-        if sig != signal.SIGINT or not _foreground():
+        group = group_signal(sig, GROUP_WAIT_S) if group_signal is not None else None
+        if group is None:  # no one to ask: the terminal's Ctrl-C went to the group
+            group = sig == signal.SIGINT and _foreground()
+        if not group:  # once, as plain Python gets it
             with contextlib.suppress(ProcessLookupError):
                 proc.send_signal(sig)
 

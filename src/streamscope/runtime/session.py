@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from streamscope.aggregate.points import DropCount, FrameResult
 from streamscope.core.errors import ConfigError, describe_exception
 from streamscope.core.modes import RunStatus, parse
+from streamscope.core.process import SignalInterrupt, interruption
 from streamscope.core.topology import HOST, Topology
 from streamscope.pipeline.local import HostPair
 from streamscope.pipeline.pipeline import Pipeline, plan_probes
@@ -29,7 +30,6 @@ from streamscope.runtime.functrace import TracingSession
 from streamscope.runtime.hostframes import pair_taps
 from streamscope.runtime.launch import Launched
 from streamscope.runtime.options import (
-    INTERRUPTED,
     FramesCallback,
     RunOptions,
     RunResult,
@@ -264,15 +264,15 @@ def _drive(
             runner.start()
             limit = opts.timeout_ns / 1e9 if opts.timeout_ns is not None else None
             outcome = runner.wait(should_stop=launched.failure, timeout_s=limit)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
             runner.stop()
-            outcome = Outcome("interrupted", INTERRUPTED)
+            outcome = Outcome("interrupted", interruption(exc))
         except BaseException as exc:
             runner.stop()
             outcome = Outcome("failed", f"the run stopped on an error: {describe_exception(exc)}")
             raise
-    except KeyboardInterrupt:
-        outcome = Outcome("interrupted", INTERRUPTED)
+    except KeyboardInterrupt as exc:
+        outcome = Outcome("interrupted", interruption(exc))
     finally:
         launched.end(parse(RunStatus, outcome.status, "run status"), outcome.error)
         if on_main:
@@ -291,4 +291,4 @@ def _hosts(
 
 
 def _sigterm_as_interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
+    raise SignalInterrupt(signum)
