@@ -67,8 +67,10 @@ class Final:
     late: int
 
 
-#: How often, at most, the run file's topology is grown while the run goes on.
+#: How often, at most, the run file's topology is grown while the run goes on, and its
+#: queries' rows (every target of theirs) rewritten.
 AMEND_EVERY_NS = 1_000_000_000
+QUERIES_EVERY_NS = 10_000_000_000
 
 
 def query_records(plan: Plan, topology: Topology | None = None) -> list[QueryRecord]:
@@ -113,10 +115,10 @@ class MonitorService:
         self._records = query_records(plan, topology)
         self._topology = topology
         self._begun = False
-        #: Declarations grew the topology since the run file last said so, and when it may
-        #: say so next (monotonic ns).
-        self._grown = False
-        self._amend_at = 0
+        #: Declarations grew the topology (and the queries' targets) since the run file last
+        #: said so, and when it may say so next (monotonic ns).
+        self._grown = self._stale = False
+        self._amend_at = self._queries_at = 0
         self.inbox: Inbox = queue.Queue(INBOX_LIMIT)
         self.control = ControlServer(self.inbox, listener, socket_path)
         self._on_frames = on_frames
@@ -264,7 +266,7 @@ class MonitorService:
             eng.advance()
             self._due = eng.next_due()
             self._pending = 0
-        if self._grown:
+        if self._grown or self._stale:
             self._amend(time.monotonic_ns())
         if self._on_note is not None:
             self._note_stalls()
@@ -280,24 +282,32 @@ class MonitorService:
         """Stages, channels and probes a program made while it ran: measured from now on, and
         the run file's topology and queries say so."""
         if self.engine.declare(found):
-            self._grown = True
+            self._grown = self._stale = True
             self._amend(time.monotonic_ns())
 
     def _amend(self, now: int | None) -> None:
         """The run file's topology grown by what was declared (appended) and its queries' new
         targets: at most once per ``AMEND_EVERY_NS`` while the run goes on (a program making
-        a thousand queues a second costs the file one write a second), and at the end
-        (``now`` None)."""
-        if not self._grown or (now is not None and now < self._amend_at):
+        a thousand queues a second costs the file one write a second), the queries' rows (which
+        list every target) once per ``QUERIES_EVERY_NS``; everything at the end (``now``
+        None)."""
+        if not self._begun or not (self._grown or self._stale):
+            return
+        if now is not None and now < self._amend_at:
             return
         eng = self.engine
         self._topology = eng.topology
-        self._records = query_records(eng.plan, eng.topology)
-        if self._begun:
-            self.writer.amend(self._topology, self._records)
-            self._grown = False
-            if now is not None:
-                self._amend_at = now + AMEND_EVERY_NS
+        queries = self._stale and (now is None or now >= self._queries_at)
+        if queries:
+            self._records = query_records(eng.plan, eng.topology)
+        self.writer.amend(self._topology, self._records if queries else None)
+        self._grown = False
+        if queries:
+            self._stale = False
+        if now is not None:
+            self._amend_at = now + AMEND_EVERY_NS
+            if queries:
+                self._queries_at = now + QUERIES_EVERY_NS
 
     def _write_monitor_stats(self, before_frame: int | None) -> None:
         """The monitor's own figures of the frames before ``before_frame`` (None: all)."""

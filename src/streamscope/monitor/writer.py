@@ -66,7 +66,7 @@ class StoreWriter:
     def write_drops(self, drops: Sequence[DropCount]) -> None:
         self._put(lambda: self.store.write_drops(drops))
 
-    def amend(self, topology: Topology, queries: Sequence[QueryRecord]) -> None:
+    def amend(self, topology: Topology, queries: Sequence[QueryRecord] | None) -> None:
         self._put(lambda: self.store.amend(topology, queries))
 
     def write_table(self, rows: TableRows) -> None:

@@ -73,12 +73,13 @@ def append_topology(
     con: duckdb.DuckDBPyConnection,
     written: dict[str, int],
     topology: Topology,
-    queries: Sequence[QueryRecord],
+    queries: Sequence[QueryRecord] | None,
 ) -> None:
     """The run grew: the rows of what ``topology`` added since ``written`` (counts per table),
-    appended; the queries (a few rows, their targets grown) rewritten."""
-    con.execute("DELETE FROM query")
-    _topology_rows(con, topology, queries, written)
+    appended; the queries (a few rows, their targets grown) rewritten unless None."""
+    if queries is not None:
+        con.execute("DELETE FROM query")
+    _topology_rows(con, topology, queries if queries is not None else (), written)
 
 
 def _topology_rows(
@@ -103,6 +104,10 @@ def _topology_rows(
                 "INSERT INTO function VALUES (?, ?)",
                 [[i + 1, name] for i, name in enumerate(topology.functions) if i >= first_function],
             )
+        if table != "query":
+            # Scalar columns: one bulk insert, however many rows a growing program adds.
+            insert(con, table, [[getattr(it, c) for it in items] for c in names])
+            continue
         rows = [[_sql_value(getattr(it, c)) for c in names] for it in items]
         if rows:
             marks = ", ".join("?" * len(names))

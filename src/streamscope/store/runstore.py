@@ -93,11 +93,11 @@ class RunStore(Protocol):
         """Append ``rows`` to one of ``APPEND_TABLES`` (checked by ``check_rows``)."""
         ...
 
-    def amend(self, topology: Topology, queries: Sequence[QueryRecord]) -> None:
+    def amend(self, topology: Topology, queries: Sequence[QueryRecord] | None) -> None:
         """The run grew while it went on (stages, channels and probes a drop-in program made
         after monitoring began): ``topology`` extends the one given last (what it adds is
         appended to the file's tables, nothing written is rewritten); ``queries`` replace the
-        query rows (their targets grew)."""
+        query rows (their targets grew; None: they stay as they are)."""
         ...
 
     def finish(
@@ -128,12 +128,12 @@ class BaseStore(ABC):
         if drops:
             self._do_write(None, drops)
 
-    def amend(self, topology: Topology, queries: Sequence[QueryRecord]) -> None:
+    def amend(self, topology: Topology, queries: Sequence[QueryRecord] | None) -> None:
         self._expect("open", "amend")
-        self._do_amend(topology, tuple(queries))
+        self._do_amend(topology, tuple(queries) if queries is not None else None)
 
     @abstractmethod
-    def _do_amend(self, topology: Topology, queries: tuple[QueryRecord, ...]) -> None:
+    def _do_amend(self, topology: Topology, queries: tuple[QueryRecord, ...] | None) -> None:
         """Store it (the subclass's part of the call)."""
 
     def write_table(self, rows: TableRows) -> None:
@@ -202,8 +202,10 @@ class InMemoryStore(BaseStore):
     ) -> None:
         self.meta, self.topology, self.queries = meta, topology, queries
 
-    def _do_amend(self, topology: Topology, queries: tuple[QueryRecord, ...]) -> None:
-        self.topology, self.queries = topology, queries
+    def _do_amend(self, topology: Topology, queries: tuple[QueryRecord, ...] | None) -> None:
+        self.topology = topology
+        if queries is not None:
+            self.queries = queries
 
     def _do_write(self, rows: _rows.Rows | None, drops: Sequence[DropCount]) -> None:
         if rows is not None:

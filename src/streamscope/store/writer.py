@@ -155,7 +155,7 @@ class DuckDBStore(BaseStore, Closing):
         with self._transaction(checkpoint=False) as con:
             _sqlio().insert(con, table, columns)
 
-    def _do_amend(self, topology: Topology, queries: tuple[QueryRecord, ...]) -> None:
+    def _do_amend(self, topology: Topology, queries: tuple[QueryRecord, ...] | None) -> None:
         with self._transaction(checkpoint=False) as con:
             _sqlio().append_topology(con, self._written, topology, queries)
         self._written = _sqlio().topology_counts(topology)
