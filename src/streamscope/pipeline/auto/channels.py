@@ -6,8 +6,10 @@ declared to the session once both are known, with the rings of the ends a query 
 
 from __future__ import annotations
 
+import time
 import weakref
 from collections import deque
+from dataclasses import dataclass
 from typing import Any
 
 from streamscope.core.records import Kind
@@ -62,10 +64,60 @@ def end_ring(probe: int, end: str) -> Any:
     return tap.ring if tap is not None else None
 
 
+@dataclass(slots=True)
+class _Free:
+    """A dropped queue's channel, kept for the next queue of this process with the same ends:
+    its name, its taps, the items it carried, and since when it is free (monotonic s)."""
+
+    name: str
+    taps: list[RingTap]
+    seq: int
+    since: float
+
+
+#: The shape a dropped queue's channel can be taken up by: (src, dst, capacity, transport).
+_Shape = tuple[str, str, int, str]
+
+#: Queues of this process dropped and not looked at yet, and the channels they left free by
+#: shape (process-wide: the garbage collector drops a queue whenever it lets it go, maybe
+#: inside a lock of streamscope's, so what it leaves is only handled at the next declaration).
+_dropped: deque[tuple[_Shape, _Free]] = deque()
+_free: dict[_Shape, list[_Free]] = {}
+#: A free channel no queue took up for this long is retired (its rings closed), s.
+FREE_FOR_S = 0.2
+
+
+def _take_dropped(now: float) -> None:
+    """The dropped queues' channels made free; those free for ``FREE_FOR_S`` retired."""
+    while _dropped:
+        shape, free = _dropped.popleft()
+        _free.setdefault(shape, []).append(free)
+    for shape in [k for k, fs in _free.items() if fs[0].since + FREE_FOR_S <= now]:
+        left = []
+        for f in _free[shape]:
+            if f.since + FREE_FOR_S <= now:
+                retire_taps(f.taps)
+            else:
+                left.append(f)
+        if left:
+            _free[shape] = left
+        else:
+            del _free[shape]
+
+
+def _take_free(shape: _Shape) -> _Free | None:
+    """The lowest-numbered channel of ``shape`` a dropped queue left free, if any."""
+    frees = _free.get(shape)
+    if not frees:
+        return None
+    best = min(frees, key=lambda f: (len(f.name), f.name))
+    frees.remove(best)
+    return best
+
+
 def retire_taps(taps: list[RingTap]) -> None:
     """A queue was dropped: its taps in this process record nothing more, their rings are
-    closed and removed once the monitor has drained them (called by the garbage collector:
-    it never raises)."""
+    closed and removed once the monitor has drained them (it never raises)."""
     rec = REGISTRY.recorder()
     for tap in taps:
         try:
@@ -82,6 +134,8 @@ def forget_channels() -> None:
     anew."""
     for ch in list(_channels):
         ch.detach()
+    _dropped.clear()
+    _free.clear()
     forget_claims()
 
 
@@ -90,7 +144,7 @@ class ProgramChannel:
 
     __slots__ = (
         "__weakref__", "capacity", "dst", "early", "head", "id", "n_in", "n_out", "name", "src",
-        "tail", "transport",
+        "tail", "taps", "transport",
     )  # fmt: skip
 
     def __init__(self, capacity: int, transport: str = "thread") -> None:
@@ -106,6 +160,7 @@ class ProgramChannel:
         #: Ticks of the latest insertions made before the channel was named (its consumer not
         #: known yet): recorded when it is, so that what waited in the queue meanwhile counts.
         self.early: deque[int] | None = None
+        self.taps: list[RingTap] = []
 
     def put_early(self) -> None:
         """An insertion before the channel is named (``n_in`` counted already)."""
@@ -124,23 +179,46 @@ class ProgramChannel:
         elif end == "head" and self.dst is None:
             self.dst = who
         if self.name is None and self.src and self.dst and REGISTRY.active():
-            self.name, tail, head = declare_channel(
-                self.id, self.src, self.dst, self.capacity, self.transport
-            )
-            taps = [end_tap(tail, "tail"), end_tap(head, "head")]
-            self.tail, self.head = (t.ring if t is not None else None for t in taps)
+            shape = (self.src, self.dst, self.capacity, self.transport)
+            _take_dropped(time.monotonic())
+            free = _take_free(shape)
+            if free is not None:
+                # A dropped queue's channel taken up: same name and probes, numbered on from
+                # the items it carried (a program making a queue per request has as many
+                # channels as queues at once, and costs the monitor nothing per queue).
+                self.name, self.taps = free.name, free.taps
+                self.n_in += free.seq
+                self.n_out += free.seq
+                self.tail = self._ring(Kind.PUT)
+                self.head = self._ring(Kind.GET)
+            else:
+                self.name, tail, head = declare_channel(
+                    self.id, self.src, self.dst, self.capacity, self.transport
+                )
+                taps = [end_tap(tail, "tail"), end_tap(head, "head")]
+                self.tail, self.head = (t.ring if t is not None else None for t in taps)
+                self.taps = [t for t in taps if t is not None]
             early, self.early = self.early, None
             if early and self.tail is not None:
                 first = self.n_in - len(early) + 1
                 for i, ticks in enumerate(early):
                     self.tail.record_at(ticks, first + i)
             _channels.add(self)
-            mine = [t for t in taps if t is not None]
-            if mine:
-                weakref.finalize(self, retire_taps, mine)
+
+    def _ring(self, kind: int) -> Any:
+        return next((t.ring for t in self.taps if t.kind == kind), None)
 
     def detach(self) -> None:
         self.tail = self.head = None
+        self.taps = []
+        self.name = None
+
+    def __del__(self) -> None:
+        # The queue was dropped: its channel is free for the next one with the same ends.
+        if self.name is not None and self.src is not None and self.dst is not None:
+            shape = (self.src, self.dst, self.capacity, self.transport)
+            free = _Free(self.name, self.taps, max(self.n_in, self.n_out), time.monotonic())
+            _dropped.append((shape, free))
 
 
 __all__ = [
