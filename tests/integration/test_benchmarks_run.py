@@ -40,6 +40,7 @@ SMOKE_ARGS: dict[str, tuple[str, ...]] = {
     "bench_pipeline.py": ("--reps", "1"),
     "bench_probe_core.py": ("--reps", "1"),
     "bench_putget.py": ("--reps", "1"),
+    "bench_queues.py": ("--reps", "1"),
     "bench_reduction.py": ("--reps", "1"),
     "bench_sim.py": ("--reps", "1"),
     "bench_startup.py": ("--reps", "1"),

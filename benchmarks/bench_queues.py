@@ -1,0 +1,167 @@
+"""Queues a program makes as it goes, plain and under ``streamscope run``, side by side.
+
+Two measures:
+
+1. **Queues per second**: a client makes a reply queue per request to a pool of worker
+   threads, as fast as it can, plainly and monitored, alternately; the queues made per second
+   over the program's own time (from its first request to its last), and the ratio.
+2. **The monitor's CPU per new channel**, against 10 and 10,000 channels that already exist: a
+   program opens ``existing`` channels (each queue used once and kept), waits a second, opens
+   ``new`` more, waits a second; the monitor's own CPU per frame (its ``monitor`` table) during
+   the new ones, less its CPU per frame while idle, over the new channels. The target: the cost
+   of a new channel does not grow with the channels that exist (ratio 10,000 : 10 <= 2x).
+
+    python benchmarks/bench_queues.py [--quick] [--reps N] [--existing N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+CLI = [sys.executable, "-c", "import sys; from streamscope.cli import main; sys.exit(main())"]
+TARGET = 2.0
+
+#: A client and four workers, a reply queue per request; prints its own time for them.
+REQUESTS = r"""
+import queue, sys, threading, time
+def worker(requests):
+    while (req := requests.get()) is not None:
+        x, reply = req
+        reply.put(x * 2)
+def client(requests, n, out):
+    t0 = time.perf_counter()
+    for i in range(n):
+        reply = queue.Queue(1)
+        requests.put((i, reply))
+        reply.get()
+    out.append(time.perf_counter() - t0)
+requests = queue.Queue(64)
+workers = [threading.Thread(target=worker, args=(requests,)) for _ in range(4)]
+for w in workers:
+    w.start()
+out = []
+c = threading.Thread(target=client, args=(requests, int(sys.argv[1]), out))
+c.start(); c.join()
+for w in workers:
+    requests.put(None)
+for w in workers:
+    w.join()
+print(out[0])
+"""
+
+#: A program that opens channels and keeps them: each a queue put into by one thread and taken
+#: from by another, kept in a list. Prints the times (from its start) its phases began.
+CHANNELS = r"""
+import queue, sys, threading, time
+t0 = time.perf_counter()
+def relay(qs, n, out):
+    for _ in range(n):
+        q = queue.Queue(1)
+        q.put(1)
+        out.append(q)
+def drain(out, n):
+    k = 0
+    while k < n:
+        if k < len(out):
+            out[k].get(); k += 1
+        else:
+            time.sleep(0.0005)
+def phase(n, kept):
+    out = []
+    a = threading.Thread(target=relay, args=(None, n, out), name="maker")
+    b = threading.Thread(target=drain, args=(out, n), name="taker")
+    a.start(); b.start(); a.join(); b.join()
+    kept.extend(out)
+kept = []
+existing, new = int(sys.argv[1]), int(sys.argv[2])
+phase(existing, kept)
+time.sleep(1.0)
+idle = time.perf_counter() - t0
+time.sleep(1.0)
+burst = time.perf_counter() - t0
+phase(new, kept)
+end = time.perf_counter() - t0
+time.sleep(1.0)
+print(idle, burst, end, len(kept))
+"""
+
+
+def requests(n: int, monitored: bool) -> float:
+    """Queues made per second by the request program, over its own time."""
+    with tempfile.TemporaryDirectory(prefix="bench-queues-") as tmp:
+        prog = Path(tmp, "requests.py")
+        prog.write_text(REQUESTS)
+        cmd = [sys.executable, str(prog), str(n)]
+        if monitored:
+            cmd = [*CLI, "run", str(prog), "-o", str(Path(tmp, "r.duckdb")), "--quiet", "--",
+                   str(n)]  # fmt: skip
+        proc = subprocess.run(
+            cmd, check=True, capture_output=True, text=True, stdin=subprocess.DEVNULL
+        )
+        return n / float(proc.stdout.split()[-1])
+
+
+def per_channel(existing: int, new: int) -> tuple[float, float]:
+    """(monitor CPU per new channel in µs, the monitor's idle CPU per second in ms)."""
+    import duckdb
+
+    with tempfile.TemporaryDirectory(prefix="bench-queues-") as tmp:
+        prog, out = Path(tmp, "channels.py"), Path(tmp, "c.duckdb")
+        prog.write_text(CHANNELS)
+        proc = subprocess.run(
+            [*CLI, "run", str(prog), "-o", str(out), "--quiet", "--frame", "100ms", "--",
+             str(existing), str(new)],
+            check=True, capture_output=True, text=True, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+        idle, burst, end, _ = (float(x) for x in proc.stdout.split())
+        con = duckdb.connect(str(out), read_only=True)
+        rows = con.execute("SELECT frame, cpu_ns FROM monitor ORDER BY frame").fetchall()
+        frame_ns = 100_000_000
+        t_idle = [
+            c for f, c in rows if idle <= f * frame_ns / 1e9 and (f + 1) * frame_ns / 1e9 <= burst
+        ]
+        # The burst's frames, and the second after it (what it declared is reduced then).
+        t_new = [c for f, c in rows if burst <= f * frame_ns / 1e9 < end + 1.0]
+        idle_per_frame = statistics.median(t_idle) if t_idle else 0.0
+        extra = sum(t_new) - idle_per_frame * len(t_new)
+        return max(extra, 0.0) / new / 1e3, idle_per_frame * 10 / 1e6
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="small counts: a check that it runs")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--existing", type=int, default=10_000, help="the larger set of channels")
+    args = ap.parse_args()
+    n_req = 500 if args.quick else 5000
+    plain, watched = [], []
+    for _ in range(args.reps):
+        plain.append(requests(n_req, False))
+        watched.append(requests(n_req, True))
+    p, w = statistics.median(plain), statistics.median(watched)
+    print(f"queues made per second (a reply queue per request, {n_req} requests)")
+    print(f"  plain {p:,.0f}/s   monitored {w:,.0f}/s   ratio {p / w:.2f}x")
+    new = 200 if args.quick else 2000
+    sizes = (10, 300) if args.quick else (10, args.existing)
+    costs = {}
+    print(f"monitor CPU per new channel ({new} new channels, kept)")
+    for existing in sizes:
+        runs = [per_channel(existing, new) for _ in range(args.reps)]
+        costs[existing] = statistics.median(c for c, _ in runs)
+        idle = statistics.median(i for _, i in runs)
+        print(f"  beside {existing:>6} channels: {costs[existing]:8.1f} us per new channel "
+              f"(idle: {idle:.1f} ms of CPU per s)")  # fmt: skip
+    lo, hi = costs[sizes[0]], costs[sizes[1]]
+    ratio = hi / lo if lo > 0 else float("inf")
+    verdict = "meets" if ratio <= TARGET else "misses"
+    print(f"  {sizes[1]} : {sizes[0]} existing = {ratio:.2f}x ({verdict} the target <= {TARGET}x)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
