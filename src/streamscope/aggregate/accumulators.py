@@ -191,6 +191,32 @@ class MaxAccumulator(ExtremeAccumulator):
     largest = True
 
 
+_Edges = tuple[tuple[float, ...], "F64", "tuple[float, float] | None"]
+#: Each set of histogram edges checked once per process: a monitor makes an accumulator per
+#: target and frame (thousands a second for a program with many channels), from few sets.
+_EDGES: dict[tuple[float, ...], _Edges] = {}
+
+
+def _edges(edges: tuple[float, ...]) -> _Edges:
+    """The edges as floats and as an array, checked, and ``(e0, width)`` where they are
+    equal-width bins on integers (occupancy levels, nanosecond ranges), whose bin is found by
+    arithmetic instead of a binary search per value ((v - e0) / width is exact at every edge
+    there; other edges keep the search, which is exact everywhere)."""
+    as_floats = tuple(float(e) for e in edges)
+    arr = np.asarray(as_floats, dtype=np.float64)
+    arr.flags.writeable = False
+    if arr.size < 2 or not bool(np.all(np.diff(arr) > 0)):
+        raise ValueError("histogram edges must be at least two strictly increasing numbers")
+    e0, width = float(arr[0]), float(arr[1] - arr[0])
+    exact = (
+        e0.is_integer()
+        and width.is_integer()
+        and abs(float(arr[-1])) < 2.0**52
+        and np.array_equal(e0 + width * np.arange(arr.size), arr)
+    )
+    return as_floats, arr, (e0, width) if exact else None
+
+
 class HistogramAccumulator:
     """Weight per bin ``[edges[i], edges[i+1])``; below the first edge goes to ``under``, at or
     above the last edge to ``over``. Fixed size: ``len(edges) + 1`` floats."""
@@ -198,23 +224,12 @@ class HistogramAccumulator:
     __slots__ = ("_edges", "_edges_arr", "_uniform", "_w")
 
     def __init__(self, edges: tuple[float, ...]) -> None:
-        self._edges = tuple(float(e) for e in edges)
-        self._edges_arr = np.asarray(self._edges, dtype=np.float64)
-        if self._edges_arr.size < 2 or not bool(np.all(np.diff(self._edges_arr) > 0)):
-            raise ValueError("histogram edges must be at least two strictly increasing numbers")
+        shape = _EDGES.get(edges)
+        if shape is None:
+            shape = _EDGES[edges] = _edges(edges)
+        self._edges, self._edges_arr, self._uniform = shape
         # slot 0 is under, slots 1..n the bins, slot n+1 over
         self._w: F64 = np.zeros(self._edges_arr.size + 1, dtype=np.float64)
-        # Equal-width bins on integers (occupancy levels, nanosecond ranges) are found by
-        # arithmetic instead of a binary search per value; there (v - e0) / width is exact at
-        # every edge. Other edges keep the search, which is exact everywhere.
-        e0, width = float(self._edges_arr[0]), float(self._edges_arr[1] - self._edges_arr[0])
-        exact = (
-            e0.is_integer()
-            and width.is_integer()
-            and abs(float(self._edges_arr[-1])) < 2.0**52
-            and np.array_equal(e0 + width * np.arange(self._edges_arr.size), self._edges_arr)
-        )
-        self._uniform = (e0, width) if exact else None
 
     def add_batch(self, values: F64, weights: F64 | None = None) -> None:
         v, w = _prepare(values, weights)
