@@ -10,6 +10,9 @@ Two measures:
    ``new`` more, waits a second; the monitor's own CPU per frame (its ``monitor`` table) during
    the new ones, less its CPU per frame while idle, over the new channels. The target: the cost
    of a new channel does not grow with the channels that exist (ratio 10,000 : 10 <= 2x).
+3. **A task per item**: 2,000 asyncio tasks made in a burst, each computing ~0.5 ms and waiting
+   1 ms, plainly and monitored, alternately: the program's own time for them, and the ratio
+   (the target: <= 1.5x).
 
     python benchmarks/bench_queues.py [--quick] [--reps N] [--existing N]
 """
@@ -25,6 +28,8 @@ from pathlib import Path
 
 CLI = [sys.executable, "-c", "import sys; from streamscope.cli import main; sys.exit(main())"]
 TARGET = 2.0
+TASKS_TARGET = 1.5
+TASKS = Path(__file__).resolve().parents[1] / "tests" / "integration" / "apps" / "task_per_item.py"
 
 #: A client and four workers, a reply queue per request; prints its own time for them.
 REQUESTS = r"""
@@ -106,6 +111,20 @@ def requests(n: int, monitored: bool) -> float:
         return n / float(proc.stdout.split()[-1])
 
 
+def tasks(n: int, monitored: bool) -> float:
+    """The task-per-item program's own time for its ``n`` tasks, in seconds."""
+    with tempfile.TemporaryDirectory(prefix="bench-queues-") as tmp:
+        cmd = [sys.executable, str(TASKS), str(n)]
+        if monitored:
+            cmd = [*CLI, "run", str(TASKS), "-o", str(Path(tmp, "t.duckdb")), "--quiet", "--",
+                   str(n)]  # fmt: skip
+        proc = subprocess.run(
+            cmd, check=True, capture_output=True, text=True, stdin=subprocess.DEVNULL
+        )
+        (line,) = [x for x in proc.stderr.splitlines() if x.startswith("elapsed ")]
+        return float(line.split()[1])
+
+
 def per_channel(existing: int, new: int) -> tuple[float, float]:
     """(monitor CPU per new channel in µs, the monitor's idle CPU per second in ms)."""
     import duckdb
@@ -146,6 +165,16 @@ def main() -> int:
     p, w = statistics.median(plain), statistics.median(watched)
     print(f"queues made per second (a reply queue per request, {n_req} requests)")
     print(f"  plain {p:,.0f}/s   monitored {w:,.0f}/s   ratio {p / w:.2f}x")
+    n_tasks = 300 if args.quick else 2000
+    t_plain, t_watched = [], []
+    for _ in range(args.reps):
+        t_plain.append(tasks(n_tasks, False))
+        t_watched.append(tasks(n_tasks, True))
+    tp, tw = statistics.median(t_plain), statistics.median(t_watched)
+    verdict = "meets" if tw / tp <= TASKS_TARGET else "misses"
+    print(f"a task per item ({n_tasks} tasks), the program's own time")
+    print(f"  plain {tp:.3f} s   monitored {tw:.3f} s   ratio {tw / tp:.2f}x "
+          f"({verdict} the target <= {TASKS_TARGET}x)")  # fmt: skip
     new = 200 if args.quick else 2000
     sizes = (10, 300) if args.quick else (10, args.existing)
     costs = {}

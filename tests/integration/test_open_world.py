@@ -168,3 +168,34 @@ def test_a_queue_per_request_keeps_frames_on_time_and_the_monitor_flat(tmp_path:
             if isinstance(p, ScalarPoint) and p.stat == "mean" and p.value is not None
         )
         assert abs(carried - 20000) <= 200, carried  # every reply counted, once
+
+
+def test_a_task_per_item_is_measured_by_a_bounded_set_of_workers(tmp_path: Path) -> None:
+    """2,000 asyncio tasks, one per item, made in a burst: the program's output as plain
+    Python's, its stage ``handle`` measured by at most 128 workers at a time (reused as tasks
+    finish; without the bound this program has 500 alive at once), not one per task, and its
+    results' channel counted whole."""
+    prog = str(APPS / "task_per_item.py")
+    plain = subprocess.run(
+        [sys.executable, prog, "2000"], capture_output=True, text=True, timeout=300,
+        stdin=subprocess.DEVNULL, check=False,
+    )  # fmt: skip
+    out = tmp_path / "run.duckdb"
+    proc = subprocess.run(
+        [*cli(), "run", prog, "-o", str(out), "--quiet", "--", "2000"],
+        capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout == plain.stdout
+    with ss.load(out) as run:
+        workers = [p for p in run.topology.probes if p.kind == "state" and p.target == "handle"]
+        assert 1 <= len(workers) <= 128, len(workers)
+        assert {c.name for c in run.topology.channels} == {"handle -> consume"}
+        (q,) = [q for q in run.queries if q.text.startswith("throughput")]
+        carried = sum(
+            p.value * (f.covered_ns / 1e9)
+            for f in run.results(q.id, "handle -> consume")
+            for p in f.points
+            if isinstance(p, ScalarPoint) and p.stat == "mean" and p.value is not None
+        )
+        assert abs(carried - 2000) <= 20, carried

@@ -122,12 +122,20 @@ def _lag_sampler(loop: asyncio.AbstractEventLoop, name: str) -> LagSampler | Non
     return LagSampler(loop, rec.tap(pid, Kind.DURATION, cost=COST_CALL).ring.record)
 
 
+#: The loop ``_watch_loop`` saw last in this process (most calls come from one loop).
+_last_loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
+
+
 def _watch_loop() -> None:
     """Measure the running loop's lag from its first task that puts or gets on."""
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:
         return
+    global _last_loop
+    if _last_loop is not None and _last_loop() is loop:  # the loop seen last: no weak
+        return  # dictionary to look in
+    _last_loop = weakref.ref(loop)
     if loop not in _loops:
         n = len(_loops) + 1
         _loops[loop] = _lag_sampler(loop, "loop" if n == 1 else f"loop{n}")
@@ -161,11 +169,11 @@ def start_task(task: asyncio.Task[Any]) -> tuple[str | None, native.StateTracker
         REGISTRY.add_stage(name)
         key = (name, id(task.get_loop()))
         idle = _idle.setdefault(key, [])
-        tracker = (
-            idle.pop()
-            if idle
-            else REGISTRY.tracker(name, ("task", next(_task_serial)), _loop_resource())
-        )
+        if idle:
+            tracker = idle.pop()
+        elif _made.get(key, 0) < MAX_TASK_WORKERS:
+            _made[key] = _made.get(key, 0) + 1
+            tracker = REGISTRY.tracker(name, ("task", next(_task_serial)), _loop_resource())
         if tracker is not None:
             tracker.set(State.BUSY)
             task.add_done_callback(functools.partial(_done, tracker, idle))
@@ -178,9 +186,15 @@ def _done(tracker: native.StateTracker, idle: list[native.StateTracker], _task: 
     idle.append(tracker)
 
 
-#: Per stage and event loop: the trackers of its tasks that are done, for the next to take;
-#: process-wide, as the loops' tasks are the process's.
+#: Per stage and event loop: the trackers of its tasks that are done, for the next to take,
+#: and how many were made; process-wide, as the loops' tasks are the process's.
 _idle: dict[tuple[str, int], list[native.StateTracker]] = {}
+_made: dict[tuple[str, int], int] = {}
+#: A stage's tasks on one loop measured at once, at most: a program making a task per item
+#: (thousands alive together) has its stage measured by this many of them at a time (those
+#: made first, then those that take their trackers as they finish), and costs the monitor no
+#: more workers than that.
+MAX_TASK_WORKERS = 128
 
 
 class AutoTask(StandardTask):  # type: ignore[type-arg]
@@ -302,7 +316,10 @@ _STANDARD: dict[type, type] = {
 
 def stop_lag_watch() -> None:
     """The session ended: no loop's lag is sampled any more, no task's tracker is kept."""
+    global _last_loop
     _idle.clear()
+    _made.clear()
+    _last_loop = None
     for lag in list(_loops.values()):
         if lag is not None:
             lag.stop()
