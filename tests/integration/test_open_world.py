@@ -70,6 +70,15 @@ def test_a_program_making_thousands_of_queues_runs_under_a_low_descriptor_limit(
         # The summary shows them as one row per query (its table's cells wrap).
         assert "family of 2000)" in re.sub(r"[\s│]+", " ", proc.stderr)
     assert "Too many open files" not in proc.stderr
+    # ``show`` tells the families too: a few screens, not a row per queue and frame.
+    shown = subprocess.run(
+        [*cli(), "show", str(out)], capture_output=True, text=True, timeout=120,
+        stdin=subprocess.DEVNULL, check=False,
+    )  # fmt: skip
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    text = re.sub(r"[\s│]+", " ", shown.stdout + shown.stderr)
+    assert "produce -> consume (a family of 2000)" in text
+    assert len((shown.stdout + shown.stderr).splitlines()) < 400
 
 
 def test_items_queued_before_the_consumer_is_known_are_counted(tmp_path: Path) -> None:

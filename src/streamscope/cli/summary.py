@@ -16,7 +16,7 @@ from rich.table import Table
 from streamscope.aggregate.points import DutyPoint, FrameResult, ScalarPoint
 from streamscope.analysis import findings
 from streamscope.core.fmt import fmt_ns, fmt_value, pct
-from streamscope.core.topology import HOST, family
+from streamscope.core.topology import HOST, ChannelInfo, family
 from streamscope.report.terminal import describe_points
 from streamscope.store.reader import Run, load
 
@@ -104,10 +104,25 @@ def stages_table(run: Run) -> Table | None:
     table = Table(title="stages", title_justify="left")
     for col in ("stage", "workers", "named after"):
         table.add_column(col)
-    for st in stages:
-        how = NAMED_BY.get(st.named_by, st.named_by or "-")
-        table.add_row(st.name, str(workers.get(st.name, 0)), how)
+    rows = [(st.name, workers.get(st.name, 0), st.named_by) for st in stages]
+    for name, n, how_by in _grouped(rows):
+        table.add_row(name, str(n), NAMED_BY.get(how_by, how_by or "-"))
     return table
+
+
+def _grouped(rows: list[tuple[str, int, str]]) -> list[tuple[str, int, str]]:
+    """(name, workers, how named) per stage; past ``FAMILY_AT`` stages, one row per family of
+    numbered ones (``produce #26``: ``produce``, a family of N), their workers added."""
+    if len(rows) <= FAMILY_AT:
+        return rows
+    groups: dict[str, list[tuple[str, int, str]]] = {}
+    for row in rows:
+        groups.setdefault(family(row[0]), []).append(row)
+    return [
+        members[0] if len(members) == 1
+        else (f"{fam} (a family of {len(members)})", sum(m[1] for m in members), members[0][2])
+        for fam, members in groups.items()
+    ]  # fmt: skip
 
 
 def print_notes(run: Run, console: Console) -> None:
@@ -137,8 +152,19 @@ def pipeline_table(run: Run) -> Table:
     table = Table(title="pipeline", title_justify="left")
     for col in ("channel", "capacity", "transport"):
         table.add_column(col)
-    for c in run.topology.channels:
-        table.add_row(c.name, str(c.capacity), c.transport)
+    chans = run.topology.channels
+    if len(chans) <= FAMILY_AT:
+        for c in chans:
+            table.add_row(c.name, str(c.capacity), c.transport)
+        return table
+    groups: dict[str, list[ChannelInfo]] = {}
+    for c in chans:
+        groups.setdefault(family(c.name), []).append(c)
+    for fam, members in groups.items():
+        c = members[0]
+        name = c.name if len(members) == 1 else f"{fam} (a family of {len(members)})"
+        caps = sorted({str(m.capacity) for m in members})
+        table.add_row(name, "/".join(caps), c.transport)
     return table
 
 
@@ -206,7 +232,8 @@ def overhead_table(run: Run) -> Table | None:
             "of its CPU")  # fmt: skip
     for col in cols:
         table.add_column(col, justify="left" if col == "stage" else "right")
-    for r in rows:
+    rest = rows[FAMILY_AT:]
+    for r in rows[:FAMILY_AT]:
         rate = r["events_per_s"]
         table.add_row(
             r["stage"],
@@ -218,6 +245,13 @@ def overhead_table(run: Run) -> Table | None:
             fmt_ns(r["runner_ns"]),
             pct(r["runner_fraction"], 2),
         )
+    if rest:  # the rows come costliest first: what is left, added up
+        table.add_row(
+            f"and {len(rest)} more", str(sum(r["probes"] for r in rest)),
+            f"{sum(r['events'] for r in rest):,}", "-",
+            fmt_ns(sum(r["est_probe_ns"] or 0 for r in rest)),
+            pct(sum(r["fraction"] or 0.0 for r in rest), 2), "-", "-",
+        )  # fmt: skip
     table.caption = (
         "probe time: one event in 1024 timed in the run, plus Python calls' extra; runner: the "
         "stage thread's CPU outside its own code (sampled) and its probes: the loop around it "
@@ -319,6 +353,22 @@ def frames_table(run: Run, query_id: int, last: int | None) -> Table:
     if last is not None:
         keep = sorted({r.frame for r in rows})[-last:]
         rows = [r for r in rows if r.frame in keep]
+    if len(q.targets) > FAMILY_AT:
+        # Many numbered targets (a program's queues or workers made as it went): one row per
+        # frame and family, its members' figures together.
+        by: dict[tuple[int, str], list[FrameResult]] = {}
+        for r in rows:
+            by.setdefault((r.frame, family(r.target)), []).append(r)
+        for (frame, fam), members in sorted(by.items(), key=lambda kv: kv[0]):
+            r = members[0]
+            if len(members) == 1:
+                table.add_row(str(frame), fmt_ns(r.t_start_ns), r.target,
+                              describe_points(r.points, q.unit))  # fmt: skip
+            else:
+                table.add_row(str(frame), fmt_ns(r.t_start_ns),
+                              f"{fam} ({len(members)} of the family: each on average)",
+                              _overall(members, q.unit))  # fmt: skip
+        return table
     for r in rows:
         whole = r.t_end_ns - r.t_start_ns
         partial = "" if r.covered_ns >= whole else f" (partial: {fmt_ns(r.covered_ns)})"
