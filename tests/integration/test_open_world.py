@@ -37,6 +37,17 @@ def _stat(run: ss.Run, prefix: str, target: str, stat: str) -> list[float | None
     ]
 
 
+def _by_frame(run: ss.Run, prefix: str, target: str) -> dict[int, tuple[float, int]]:
+    """A query's mean per frame of ``target``: frame -> (mean, covered ns)."""
+    (q,) = [q for q in run.queries if q.text.startswith(prefix)]
+    return {
+        f.frame: (p.value, f.covered_ns)
+        for f in run.results(q.id, target)
+        for p in f.points
+        if isinstance(p, ScalarPoint) and p.stat == "mean" and p.value is not None
+    }
+
+
 def test_a_program_making_thousands_of_queues_runs_under_a_low_descriptor_limit(
     tmp_path: Path,
 ) -> None:
@@ -67,6 +78,11 @@ def test_a_program_making_thousands_of_queues_runs_under_a_low_descriptor_limit(
         (q,) = [q for q in run.queries if q.text.startswith("occupancy")]
         frames = run.results(q.id)
         assert len(frames) <= 3 * 2000, len(frames)
+        # Likewise a thread that ended: its worker goes, its stage's frames with it.
+        (q,) = [q for q in run.queries if q.text.startswith("state")]
+        states = run.results(q.id)
+        assert len(states) <= 2.5 * 4000, len(states)
+        assert len(run.table("worker")["probe_id"]) == 4000  # each still in the end tables
         # The summary shows them as one row per query (its table's cells wrap).
         assert "family of 2000)" in re.sub(r"[\s│]+", " ", proc.stderr)
     assert "Too many open files" not in proc.stderr
@@ -99,20 +115,15 @@ def test_items_queued_before_the_consumer_is_known_are_counted(tmp_path: Path) -
         assert ch.name == "main -> consume"
         most = _stat(run, "occupancy", ch.name, "max")
         assert most[0] is not None and most[0] >= 500, most  # 500 items and the end mark
-        (q,) = [q for q in run.queries if q.text.startswith("latency")]
-        frames = run.results(q.id, ch.name)
-        means = [
-            (p.value, f.covered_ns)
-            for f in frames
-            for p in f.points
-            if isinstance(p, ScalarPoint) and p.stat == "mean" and p.value is not None
-        ]
-        counts = _stat(run, "throughput", ch.name, "mean")
-        assert means and counts
-    # The frames' latency means weighted by the items each frame removed (its throughput).
-    thr = [c for c in counts if c is not None]
-    assert len(thr) >= len(means)
-    mean = sum(m * c for (m, _), c in zip(means, thr, strict=False)) / sum(thr[: len(means)])
+        # Each frame's latency mean, weighted by the items it removed (throughput x time).
+        lat = _by_frame(run, "latency", ch.name)
+        items = {
+            f: v * covered / 1e9
+            for f, (v, covered) in _by_frame(run, "throughput", ch.name).items()
+        }
+        assert lat and items
+    weight = sum(items.get(f, 0.0) for f in lat)
+    mean = sum(m * items.get(f, 0.0) for f, (m, _) in lat.items()) / weight
     assert abs(mean / 1e9 - true_mean) <= 0.1 * true_mean, (mean / 1e9, true_mean)
 
 

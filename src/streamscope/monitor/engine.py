@@ -100,6 +100,8 @@ class Engine:
         #: reduced that far; those let go so far, with their end.
         self._ending: dict[str, int] = {}
         self.ended_channels: list[tuple[str, int]] = []
+        #: Workers whose threads ended (their rings closed), by the virtual time they did.
+        self._gone_workers: dict[int, int] = {}
 
     def _notes(self) -> None:
         """What agents say besides records (NOTE messages)."""
@@ -394,9 +396,25 @@ class Engine:
         queue) and drained, by virtual time ``t_ns``: a channel whose ends are all closed ends
         there, and goes once it is reduced that far."""
         for pid in pids:
+            worker = self.routes.stages.get(pid)
+            if worker is not None:
+                # A thread that ended: its worker is gone after its last record, and goes
+                # itself once reduced that far.
+                worker.end()
+                self._gone_workers[pid] = max(t_ns, self.watermark_ns)
+                continue
             name = self.routes.close_probe(pid)
             if name is not None:
                 self._ending[name] = max(t_ns, self.watermark_ns)
+
+    def _end_workers(self, wm: int) -> None:
+        """The workers gone by ``wm``: let go; a stage all of whose workers went ends."""
+        done = [pid for pid, t in self._gone_workers.items() if t <= wm]
+        for pid in done:
+            t_end = self._gone_workers.pop(pid)
+            stage = self.routes.drop_worker(pid)
+            if stage is not None:
+                self.reducers.end(stage, t_end)
 
     def _end_channels(self, wm: int) -> None:
         """The channels that ended by ``wm``: their last frames closed, then let go."""
@@ -472,6 +490,8 @@ class Engine:
         self.routes.reduce(wm, self.reducers)
         if self._ending:
             self._end_channels(wm)
+        if self._gone_workers:
+            self._end_workers(wm)
         for pid, stream in self.routes.stages.items():
             self.stalls.watch(pid, stream, wm)
         results = self.reducers.close_until(wm, end_ns)
@@ -522,7 +542,9 @@ class Engine:
             *self.keeper.tables(end_ns),
             *(endtables.clock_truth_table(self.truth_dir, self.topology)
               if self.truth_dir is not None else ()),
-            *endtables.worker_table(self.routes.stages, self.routes.worker_of),
+            *endtables.worker_table(
+                {**self.routes.gone_stages, **self.routes.stages}, self.routes.worker_of
+            ),
             *endtables.stall_table(self.stalls.rows()),
             *endtables.runner_table(self.runner),
             *endtables.link_table(self.links),

@@ -43,6 +43,9 @@ class Routes:
         #: Value probes (samplers, counters, timers, per-iteration durations), by probe id.
         self.events: dict[int, EventStream] = {}
         self.taps: dict[int, Stream] = {}
+        #: Workers let go (their threads ended), and how many each stage has here now.
+        self.gone_stages: dict[int, StageStream] = {}
+        self._workers_of: dict[str, int] = {}
 
     def add(
         self,
@@ -72,6 +75,7 @@ class Routes:
             )
             self.taps[p.id] = self.stages[p.id] = stream
             self.worker_of[p.id] = resource
+            self._workers_of[p.target] = self._workers_of.get(p.target, 0) + 1
         elif p.kind in EVENT_METRICS:
             metric = EVENT_METRICS[p.kind]
             durations = METRICS[metric].time_valued
@@ -152,6 +156,18 @@ class Routes:
         ch = tap.channel
         ch.closed_probes.add(pid)
         return ch.name if ch.probes <= ch.closed_probes else None
+
+    def drop_worker(self, pid: int) -> str | None:
+        """Let the worker of state probe ``pid`` go (its thread ended, its records reduced):
+        its stage when it was the stage's last worker here (the stage ended), else None."""
+        stream = self.stages.pop(pid, None)
+        self.taps.pop(pid, None)
+        if stream is None:
+            return None
+        self.gone_stages[pid] = stream  # its time in each state, for the run's end tables
+        stage = stream.name
+        self._workers_of[stage] -= 1
+        return stage if self._workers_of[stage] <= 0 else None
 
     def end_channel(self, name: str, end_ns: int, reducers: Reducers) -> None:
         """A channel ended (its queue dropped, every record of it reduced up to ``end_ns``):

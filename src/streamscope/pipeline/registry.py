@@ -20,7 +20,7 @@ from streamscope.core.errors import ConfigError, PipelineError
 from streamscope.core.records import Kind
 from streamscope.core.rings import declare, next_probe_ids, set_next_probe_id
 from streamscope.core.topology import ChannelInfo, ProbeInfo, ResourceInfo, StageInfo, Topology
-from streamscope.probes.taps import COST_CALL, Recorder, make_tracker
+from streamscope.probes.taps import COST_CALL, Recorder, RingTap, make_tracker
 
 #: Where a process the program starts later (``spawn``) finds the active session.
 SESSION_ENV = "STREAMSCOPE_DROPIN_SESSION"
@@ -91,6 +91,10 @@ class Registry:
         #: Per process (pid): its recorder. Per worker (pid, thread, stage): its tracker.
         self._recorders: dict[int, Recorder] = {}
         self._trackers: dict[tuple[int, object, str], native.StateTracker | None] = {}
+        #: The trackers' keys of each thread (pid, ident), and each tracker's tap (by id):
+        #: what a thread that ends lets go of.
+        self._threads: dict[tuple[int, object], list[tuple[int, object, str]]] = {}
+        self._tracker_taps: dict[int, RingTap] = {}
         self._env_checked = 0
         self.lock = threading.RLock()
 
@@ -197,6 +201,8 @@ class Registry:
         with self.lock:
             if key not in self._trackers:
                 self._trackers[key] = self._declare_worker(stage, resource)
+                if worker is None:
+                    self._threads.setdefault(key[:2], []).append(key)
             return self._trackers[key]
 
     def _declare_worker(
@@ -219,7 +225,23 @@ class Registry:
         declare(self.directory, found)
         if not probes:
             return None
-        return make_tracker(stage, rec.tap(probes[0].id, Kind.STATE, cost=COST_CALL))
+        tap = rec.tap(probes[0].id, Kind.STATE, cost=COST_CALL)
+        tracker = make_tracker(stage, tap)
+        self._tracker_taps[id(tracker)] = tap
+        return tracker
+
+    def retire_thread(self) -> None:
+        """The calling thread ended: its trackers record nothing more (their rings closed: the
+        monitor takes their workers as gone once it has drained them, and lets them go)."""
+        me = (os.getpid(), threading.get_ident())
+        with self.lock:
+            keys = [k for k in self._threads.pop(me, ()) if k in self._trackers]
+            trackers = [self._trackers.pop(k) for k in keys]
+        rec = self.recorder()
+        for tracker in trackers:
+            tap = self._tracker_taps.pop(id(tracker), None) if tracker is not None else None
+            if tap is not None and rec is not None:
+                rec.retire(tap)
 
     def _declare_queue(self, q: DeclaredQueue) -> None:
         """A queue made while the session runs: its probes, declared, then attached."""
@@ -263,6 +285,8 @@ class Registry:
             for q in self.queues.values():
                 q.detach()
             self._trackers.clear()
+            self._threads.clear()
+            self._tracker_taps.clear()
             self._recorders.clear()
             self.named_by.clear()
             self.probes = ()

@@ -51,6 +51,7 @@ from streamscope.pipeline.auto.tasks import (
     StandardTask,
     stop_lag_watch,
 )
+from streamscope.pipeline.registry import REGISTRY
 
 #: What ``install`` replaced in the standard library, to put back (empty: not installed);
 #: process-wide as the patched modules are.
@@ -122,6 +123,8 @@ def _following_threads(bootstrap: Callable[[Any], None]) -> Callable[[Any], None
             bootstrap(self)
         finally:
             leave()
+            if REGISTRY.active():
+                REGISTRY.retire_thread()  # a thread that ended is a worker gone
 
     return bootstrap_inner
 
