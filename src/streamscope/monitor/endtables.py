@@ -87,6 +87,15 @@ def worker_table(
     yield TableRows("worker", cols)
 
 
+def ended_table(ended: Sequence[tuple[str, str, int]]) -> Iterator[Table]:
+    """The channels and stages that ended while the run went on: (kind, name, end ns)."""
+    if ended:
+        yield TableRows("ended", {
+            "kind": [k for k, _, _ in ended], "name": [n for _, n, _ in ended],
+            "t_end_ns": [t for _, _, t in ended],
+        })  # fmt: skip
+
+
 def stall_table(rows: Sequence[tuple[Stall, bool]]) -> Iterator[Table]:
     if rows:
         yield TableRows("stall", {

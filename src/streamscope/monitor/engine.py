@@ -97,9 +97,9 @@ class Engine:
         self._frame_lengths = sorted({drop_frame_ns, *(q.frame_ns for q in plan.queries)})
         self.watermark_ns = 0
         #: Channels whose queues were dropped, by the virtual time they ended: let go once
-        #: reduced that far; those let go so far, with their end.
+        #: reduced that far; the channels and stages let go so far: (kind, name, end).
         self._ending: dict[str, int] = {}
-        self.ended_channels: list[tuple[str, int]] = []
+        self.ended: list[tuple[str, str, int]] = []
         #: Workers whose threads ended (their rings closed), by the virtual time they did.
         self._gone_workers: dict[int, int] = {}
 
@@ -415,6 +415,7 @@ class Engine:
             stage = self.routes.drop_worker(pid)
             if stage is not None:
                 self.reducers.end(stage, t_end)
+                self.ended.append(("stage", stage, t_end))
 
     def _end_channels(self, wm: int) -> None:
         """The channels that ended by ``wm``: their last frames closed, then let go."""
@@ -423,7 +424,7 @@ class Engine:
             del self._ending[name]
             self.routes.end_channel(name, t_end, self.reducers)
             self.reducers.end(name, t_end)
-            self.ended_channels.append((name, t_end))
+            self.ended.append(("channel", name, t_end))
 
     def writer_gone(self, pid: int) -> None:
         """Probe ``pid``'s process ended and its ring is drained: a stage worker it recorded is
@@ -545,6 +546,7 @@ class Engine:
             *endtables.worker_table(
                 {**self.routes.gone_stages, **self.routes.stages}, self.routes.worker_of
             ),
+            *endtables.ended_table(self.ended),
             *endtables.stall_table(self.stalls.rows()),
             *endtables.runner_table(self.runner),
             *endtables.link_table(self.links),

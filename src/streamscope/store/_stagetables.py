@@ -76,6 +76,18 @@ NOTE = Table(
     ),
 )
 
+ENDED = Table(
+    "ended",
+    "Channels and stages that ended while the run went on: a queue the program dropped "
+    "(its name not taken up by another queue of the same ends), a stage all of whose workers "
+    "ended. Their frames stop at the frame holding their end.",
+    (
+        _C("kind", "VARCHAR NOT NULL", "channel or stage"),
+        _C("name", "VARCHAR NOT NULL", "the channel's or stage's name"),
+        _C("t_end_ns", "BIGINT NOT NULL", "when it ended (virtual ns since the run's start)"),
+    ),
+)
+
 OVERHEAD = Table(
     "overhead",
     "The monitoring's own cost, per probe over the run: events it handled (kept or "
@@ -163,4 +175,4 @@ MONITOR = Table(
     ),
 )
 
-__all__ = ["MONITOR", "NOTE", "OVERHEAD", "PROFILE", "RUNNER", "STALL", "TRACE_EXCLUSION", "WORKER"]
+__all__ = ["ENDED", "MONITOR", "NOTE", "OVERHEAD", "PROFILE", "RUNNER", "STALL", "TRACE_EXCLUSION", "WORKER"]

@@ -25,7 +25,7 @@ from streamscope.store.schema import STATUSES, TABLES
 _APPENDED = (
     "calibration", "clock_fit", "clock_truth", "flight", "worker", "stall", "record", "vq_frame",
     "vq_level", "virtual_queue", "overhead", "profile", "trace_exclusion", "monitor", "runner", "link",
-    "host", "core", "note",
+    "host", "core", "note", "ended",
 )  # fmt: skip
 APPEND_TABLES = {t.name: t for t in TABLES if t.name in _APPENDED}
 

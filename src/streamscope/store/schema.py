@@ -22,6 +22,7 @@ from streamscope.store._resulttables import (
 )
 from streamscope.store._stagetables import (
     CORE,
+    ENDED,
     HOST,
     LINK,
     MONITOR,
@@ -36,7 +37,7 @@ from streamscope.store._stagetables import (
 from streamscope.store.table import Column, Table
 
 FORMAT = "streamscope-run"
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 STATUSES = tuple(s.value for s in RunStatus)
 UNDER_BIN = -1
 OVER_BIN = -2
@@ -236,6 +237,7 @@ TABLES: tuple[Table, ...] = (
     MONITOR,
     VIRTUAL_QUEUE,
     NOTE,
+    ENDED,
     RECORD,
 )
 TABLE_NAMES = tuple(t.name for t in TABLES)
