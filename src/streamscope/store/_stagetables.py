@@ -175,4 +175,14 @@ MONITOR = Table(
     ),
 )
 
-__all__ = ["ENDED", "MONITOR", "NOTE", "OVERHEAD", "PROFILE", "RUNNER", "STALL", "TRACE_EXCLUSION", "WORKER"]
+__all__ = [
+    "ENDED",
+    "MONITOR",
+    "NOTE",
+    "OVERHEAD",
+    "PROFILE",
+    "RUNNER",
+    "STALL",
+    "TRACE_EXCLUSION",
+    "WORKER",
+]
