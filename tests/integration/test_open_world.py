@@ -223,3 +223,21 @@ def test_a_task_per_item_is_measured_by_a_bounded_set_of_workers(tmp_path: Path)
             if isinstance(p, ScalarPoint) and p.stat == "mean" and p.value is not None
         )
         assert abs(carried - 2000) <= 20, carried
+
+
+def test_a_process_queue_read_only_at_the_end_holds_its_items(tmp_path: Path) -> None:
+    """A producer process fills a multiprocessing queue the main process reads only at the
+    end: the channel, known from the first get, holds all 200 results then."""
+    out = tmp_path / "run.duckdb"
+    proc = subprocess.run(
+        [*cli(), "run", str(APPS / "results_read_at_end.py"), "-o", str(out), "--quiet",
+         "--frame", "200ms"],
+        capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout == f"{sum(range(200))}\n"
+    with ss.load(out) as run:
+        (ch,) = run.topology.channels
+        assert ch.name == "producer -> main"
+        most = [v for v in _stat(run, "occupancy", ch.name, "max") if v is not None]
+        assert most and max(most) == 200, most

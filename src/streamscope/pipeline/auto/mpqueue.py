@@ -102,6 +102,12 @@ class Counts:
                     self.id, src.decode(), dst.decode(), self.capacity, "process"
                 )
                 self.probes[1], self.probes[2], self.probes[0] = tail, head, 1
+                # What went in (and out) before both ends were known: counted from here, so
+                # a queue filled before its reader came holds its items from its first frame.
+                for side, seq in (("tail", self.seq_in.value), ("head", self.seq_out.value)):
+                    ring = self.ring(side) if seq else None
+                    if ring is not None:
+                        ring.record(seq)
 
     def enter(self, end: str) -> native.StateTracker | None:
         """The calling worker puts (``tail``) or gets (``head``): its tracker, its stage
