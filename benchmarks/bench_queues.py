@@ -96,32 +96,28 @@ print(idle, burst, end, len(kept))
 """
 
 
+def _run(prog: Path, n: int, monitored: bool, tmp: str) -> subprocess.CompletedProcess[str]:
+    """``prog`` with ``n`` as its argument, plainly or under ``streamscope run``."""
+    cmd = [sys.executable, str(prog), str(n)]
+    if monitored:
+        cmd = [*CLI, "run", str(prog), "-o", str(Path(tmp, "run.duckdb")), "--quiet", "--",
+               str(n)]  # fmt: skip
+    return subprocess.run(cmd, check=True, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+
+
 def requests(n: int, monitored: bool) -> float:
     """Queues made per second by the request program, over its own time."""
     with tempfile.TemporaryDirectory(prefix="bench-queues-") as tmp:
         prog = Path(tmp, "requests.py")
         prog.write_text(REQUESTS)
-        cmd = [sys.executable, str(prog), str(n)]
-        if monitored:
-            cmd = [*CLI, "run", str(prog), "-o", str(Path(tmp, "r.duckdb")), "--quiet", "--",
-                   str(n)]  # fmt: skip
-        proc = subprocess.run(
-            cmd, check=True, capture_output=True, text=True, stdin=subprocess.DEVNULL
-        )
-        return n / float(proc.stdout.split()[-1])
+        return n / float(_run(prog, n, monitored, tmp).stdout.split()[-1])
 
 
 def tasks(n: int, monitored: bool) -> float:
     """The task-per-item program's own time for its ``n`` tasks, in seconds."""
     with tempfile.TemporaryDirectory(prefix="bench-queues-") as tmp:
-        cmd = [sys.executable, str(TASKS), str(n)]
-        if monitored:
-            cmd = [*CLI, "run", str(TASKS), "-o", str(Path(tmp, "t.duckdb")), "--quiet", "--",
-                   str(n)]  # fmt: skip
-        proc = subprocess.run(
-            cmd, check=True, capture_output=True, text=True, stdin=subprocess.DEVNULL
-        )
-        (line,) = [x for x in proc.stderr.splitlines() if x.startswith("elapsed ")]
+        err = _run(TASKS, n, monitored, tmp).stderr
+        (line,) = [x for x in err.splitlines() if x.startswith("elapsed ")]
         return float(line.split()[1])
 
 

@@ -27,6 +27,15 @@ def _limit_fds(n: int):  # type: ignore[no-untyped-def]
     return limit
 
 
+def _watched(prog: str, out: Path, *args: str, frame: str = "") -> subprocess.CompletedProcess[str]:
+    """``streamscope run PROG -o OUT --quiet [--frame F] -- ARGS``, a real subprocess."""
+    framing = ["--frame", frame] if frame else []
+    return subprocess.run(
+        [*cli(), "run", prog, "-o", str(out), "--quiet", *framing, "--", *args],
+        capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL, check=False,
+    )  # fmt: skip
+
+
 def _stat(run: ss.Run, prefix: str, target: str, stat: str) -> list[float | None]:
     (q,) = [q for q in run.queries if q.text.startswith(prefix)]
     return [
@@ -106,10 +115,7 @@ def test_items_queued_before_the_consumer_is_known_are_counted(tmp_path: Path) -
     time in the queue is the program's own (its stamps) within 10 %."""
     prog = str(APPS / "prefilled_queue.py")
     out, truth = tmp_path / "run.duckdb", tmp_path / "truth.json"
-    proc = subprocess.run(
-        [*cli(), "run", prog, "-o", str(out), "--quiet", "--frame", "200ms", "--", str(truth)],
-        capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL, check=False,
-    )  # fmt: skip
+    proc = _watched(prog, out, str(truth), frame="200ms")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout == "500\n"
     waited = json.loads(truth.read_text())["waited"]
@@ -205,10 +211,7 @@ def test_a_task_per_item_is_measured_by_a_bounded_set_of_workers(tmp_path: Path)
         stdin=subprocess.DEVNULL, check=False,
     )  # fmt: skip
     out = tmp_path / "run.duckdb"
-    proc = subprocess.run(
-        [*cli(), "run", prog, "-o", str(out), "--quiet", "--", "2000"],
-        capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL, check=False,
-    )  # fmt: skip
+    proc = _watched(prog, out, "2000")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout == plain.stdout
     with ss.load(out) as run:
@@ -229,11 +232,7 @@ def test_a_process_queue_read_only_at_the_end_holds_its_items(tmp_path: Path) ->
     """A producer process fills a multiprocessing queue the main process reads only at the
     end: the channel, known from the first get, holds all 200 results then."""
     out = tmp_path / "run.duckdb"
-    proc = subprocess.run(
-        [*cli(), "run", str(APPS / "results_read_at_end.py"), "-o", str(out), "--quiet",
-         "--frame", "200ms"],
-        capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL, check=False,
-    )  # fmt: skip
+    proc = _watched(str(APPS / "results_read_at_end.py"), out, frame="200ms")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout == f"{sum(range(200))}\n"
     with ss.load(out) as run:
