@@ -291,8 +291,37 @@ def set_next_probe_id(directory: str | Path, first: int) -> None:
     (Path(directory) / _IDS).write_text(str(first))
 
 
+#: Probe ids this process took ahead and has not handed out yet, by directory: (next, end).
+#: Process-wide (a forked child takes its own: ``_reserved`` is emptied in it).
+_reserved: dict[str, tuple[int, int]] = {}
+#: How many ids a process takes at once when it hands them out one at a time (a program making
+#: a worker or a queue at a time takes the run's shared counter once per this many).
+_AHEAD = 64
+
+
 def next_probe_ids(directory: str | Path, n: int) -> int:
-    """Take ``n`` probe ids no other process of the run takes; returns the first."""
+    """Take ``n`` probe ids no other process of the run takes; returns the first. One at a time,
+    they come from a block this process took ahead (ids are unique, not dense)."""
+    key = str(directory)
+    if n == 1:
+        nxt, end = _reserved.get(key, (0, 0))
+        if nxt >= end:
+            nxt = _take_ids(directory, _AHEAD)
+            end = nxt + _AHEAD
+        _reserved[key] = (nxt + 1, end)
+        return nxt
+    return _take_ids(directory, n)
+
+
+def _forget_reserved() -> None:
+    _reserved.clear()
+
+
+os.register_at_fork(after_in_child=_forget_reserved)
+
+
+def _take_ids(directory: str | Path, n: int) -> int:
+    """``n`` ids from the run's shared counter (a file, locked)."""
     path = Path(directory) / _IDS
     with open(path, "r+") as f:
         fcntl.flock(f, fcntl.LOCK_EX)

@@ -377,7 +377,11 @@ class Engine:
         wm = self.watermark_ns
         for p in new_prb:
             self._probe_domain[p.id] = p.domain
-            where = found.resource_of(p.target) or grown.resource_of(p.target)
+            # Where a worker runs (its declaration names its stage's resource; the whole
+            # topology is looked through only when it does not).
+            where = ""
+            if p.kind == "state":
+                where = found.resource_of(p.target) or grown.resource_of(p.target)
             self.routes.add(p, start_ns=wm, resource=where)
         valued = [(p.kind, p.target) for p in new_prb if p.kind in EVENT_METRICS]
         added = new_targets(

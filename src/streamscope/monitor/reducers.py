@@ -206,7 +206,10 @@ class ReducerIndex:
             r.next_frame = wm // q.frame_ns
             self.add(r)
             extra[qid] = (*extra.get(qid, ()), target)
-        queries = tuple(replace(q, targets=q.targets + extra.get(q.id, ())) for q in plan.queries)
+        queries = tuple(
+            replace(q, targets=q.targets + extra[q.id]) if q.id in extra else q
+            for q in plan.queries
+        )
         return replace(plan, queries=queries)
 
     def close_until(self, t_ns: int, end_ns: int | None = None) -> list[FrameResult]:

@@ -416,13 +416,28 @@ def _locked(directory: str) -> Iterator[Path]:
     """The claim table of the session (a directory of small files), locked against the
     program's other processes and threads."""
     table = Path(directory, CLAIMS)
-    table.mkdir(exist_ok=True)
-    with open(table / ".lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield table
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    fd = _lock_fds.get(directory)
+    if fd is None:
+        table.mkdir(exist_ok=True)
+        fd = _lock_fds[directory] = os.open(table / ".lock", os.O_WRONLY | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        yield table
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+
+
+#: The claim table's lock file of each session directory, open in this process (a forked
+#: child opens its own: a lock taken through a descriptor it shares with its parent would not
+#: keep the parent out).
+_lock_fds: dict[str, int] = {}
+
+
+def _forget_lock_fds() -> None:
+    _lock_fds.clear()  # the inherited descriptors stay open: closing them is the parent's
+
+
+os.register_at_fork(after_in_child=_forget_lock_fds)
 
 
 def _read(path: Path) -> Any:
@@ -537,6 +552,9 @@ def forget_claims() -> None:
     with _claim_lock:
         _claimed.clear()
         _next_number.clear()
+        for fd in _lock_fds.values():
+            os.close(fd)
+        _lock_fds.clear()
 
 
 def claim_stage(who: Who, end: str, queue: str) -> str:
