@@ -146,12 +146,13 @@ class Calibrator:
             for d in list(self.domains.values()):
                 self._burst(d, min(self.short, d.link.short))
 
-    def finish(self, name: str) -> None:
-        """The domain's stages are done: a last full burst, then release its clock responder."""
+    def finish(self, name: str, short: bool = False) -> None:
+        """The domain's stages are done: a last full burst (``short``: a short one), then
+        release its clock responder."""
         d = self.domains.get(name)
         if d is None:
             return
-        self._burst(d, min(self.full, d.link.full))
+        self._burst(d, min(self.short, d.link.short) if short else min(self.full, d.link.full))
         with d.lock:
             if not d.closed:
                 with contextlib.suppress(OSError):
@@ -159,11 +160,19 @@ class Calibrator:
                 d.closed = True
 
     def finish_all(self) -> None:
-        """The run stops early (a stage failed, a host was lost, Ctrl-C): a last burst of
-        every domain still answering, so that the records it sent so far can be placed in
-        time, then let each go."""
-        for name in list(self.domains):
-            self.finish(name)
+        """The run stops early (a stage failed, a host was lost, Ctrl-C): a last short burst
+        of every domain still answering, so that the records it sent so far can be placed in
+        time (between two bursts: a short one does), then let each go. The domains' bursts
+        go at once (the stop waits for them: one after another, a cluster's hosts took
+        seconds)."""
+        bursts = [
+            threading.Thread(target=self.finish, args=(name, True), daemon=True)
+            for name in list(self.domains)
+        ]
+        for t in bursts:
+            t.start()
+        for t in bursts:
+            t.join()
 
     def stop(self) -> None:
         self._stop.set()

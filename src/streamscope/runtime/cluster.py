@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import sys
 import tempfile
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
@@ -22,6 +24,14 @@ from typing import Any
 
 from streamscope.core.closing import Closing
 from streamscope.core.errors import ConfigError
+from streamscope.runtime.nodeprocs import (
+    driver_signals_kept,
+    ray_processes,
+    signals_held,
+    sigterm_kept,
+    stop_nodes,
+    stop_strays,
+)
 
 #: Ray's settings for a cluster on this machine, set before Ray is imported: no usage reports,
 #: addresses resolved to loopback rather than to the machine's own address, and workers at
@@ -45,6 +55,13 @@ HEALTH_CHECK = {
 #: The longest directory for a started cluster's files: Ray puts Unix sockets ~62 bytes below
 #: it, and a socket's path has at most 107.
 MAX_DIR_BYTES = 45
+#: How long joining waits for the cluster's address to answer (seconds). Ray itself retries an
+#: address where nothing answers for minutes, printing each retry.
+JOIN_TIMEOUT_S = 3.0
+#: The start of an HTTP/2 connection (RFC 9113 §3.4): the preface and an empty SETTINGS frame.
+#: A Ray cluster's address is a gRPC server, which answers with a SETTINGS frame of its own.
+_H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes((0, 0, 0, 4, 0, 0, 0, 0, 0))
+_H2_SETTINGS = 4
 
 
 def _ray() -> ModuleType:
@@ -120,26 +137,40 @@ class RayCluster(Closing):
                                 "node_ip_address": "127.0.0.1"}  # fmt: skip
         head = {**node, "resources": {hosts[0]: 1}, "temp_dir": str(base),
                 "include_dashboard": False, "_system_config": HEALTH_CHECK}  # fmt: skip
-        cluster: Any = Cluster(initialize_head=True, head_node_args=head)
-        try:
-            for host in hosts[1:]:
-                cluster.add_node(**node, resources={host: 1})
-            ray.init(address=cluster.address, logging_level="ERROR", log_to_driver=False)
-        except BaseException:
-            cluster.shutdown()
-            shutil.rmtree(base, ignore_errors=True)
-            raise
+        before = ray_processes(ray)
+        cluster: Any = None
+        with sigterm_kept(ray):
+            try:
+                cluster = Cluster(initialize_head=True, head_node_args=head)
+                for host in hosts[1:]:
+                    cluster.add_node(**node, resources={host: 1})
+                with driver_signals_kept(ray):
+                    ray.init(address=cluster.address, logging_level="ERROR", log_to_driver=False)
+            except BaseException:
+                # Interrupted anywhere (a node half started, that no node object holds yet):
+                # every process it started goes, then Ray's bookkeeping of the nodes it has.
+                with signals_held():
+                    ray.shutdown()
+                    stop_strays(ray, before)
+                    if cluster is not None:
+                        stop_nodes(cluster)
+                    shutil.rmtree(base, ignore_errors=True)
+                raise
         return cls(hosts, cluster, base)
 
     @classmethod
     def join(cls, hosts: Sequence[str], address: str) -> RayCluster:
         """The running cluster at ``address`` (``--ray-address``): streamscope neither starts
-        nor stops it. A process already connected to it keeps its connection."""
+        nor stops it. A process already connected to it keeps its connection. An address
+        where no cluster answers within ``JOIN_TIMEOUT_S`` is a ConfigError."""
+        if "ray" not in sys.modules or not sys.modules["ray"].is_initialized():
+            check_address(address)  # before Ray: it would retry for minutes
         ray = _ray()
         if ray.is_initialized():
             return cls(hosts, None, None, owns_driver=False)
         try:
-            ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+            with sigterm_kept(ray), driver_signals_kept(ray):
+                ray.init(address=address, logging_level="ERROR", log_to_driver=False)
         except (ConnectionError, RuntimeError, ValueError) as exc:
             raise ConfigError(f"cannot join the Ray cluster at {address}: {exc}") from None
         return cls(hosts, None, None)
@@ -153,6 +184,12 @@ class RayCluster(Closing):
                     if name in self.hosts:
                         out[name] = n["NodeID"]
         return out
+
+    def lost(self) -> list[str]:
+        """The hosts whose node the cluster no longer counts alive, in ``hosts`` order. Each
+        is found by its node's own id (``node_of``), never by what ran there."""
+        alive = {n["NodeID"] for n in self._ray.nodes() if n.get("Alive")}
+        return [h for h in self.hosts if self._node_ids[h] not in alive]
 
     @property
     def address(self) -> str:
@@ -190,8 +227,57 @@ class RayCluster(Closing):
         if self._ray.is_initialized():
             self._ray.shutdown()
         if self._cluster is not None:
-            self._cluster.shutdown()
+            stop_nodes(self._cluster)
             self._cluster = None
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
+
+
+def check_address(address: str, timeout_s: float = JOIN_TIMEOUT_S) -> None:
+    """ConfigError unless a Ray cluster answers at ``address`` (``HOST:PORT``, or
+    ``ray://HOST:PORT``; ``auto`` is left to Ray) within ``timeout_s``: a connection is accepted
+    and its server speaks gRPC (HTTP/2), as a cluster's GCS and Ray client server do."""
+    if address in ("auto", "local"):
+        return
+    rest = address.removeprefix("ray://")
+    host, _, port_text = rest.rpartition(":")
+    host = host.strip("[]")
+    if not host or not port_text.isdigit():
+        raise ConfigError(
+            f"--ray-address {address!r} is not an address: give HOST:PORT (the head node's GCS "
+            "port, 6379 unless it was started with another) or ray://HOST:PORT"
+        )
+    deadline = time.monotonic() + timeout_s
+    try:
+        with socket.create_connection((host, int(port_text)), timeout=timeout_s) as conn:
+            conn.settimeout(max(0.1, deadline - time.monotonic()))
+            conn.sendall(_H2_PREFACE)
+            head = _read(conn, 9)
+    except OSError as exc:
+        if isinstance(exc, TimeoutError):
+            reason = f"no answer within {timeout_s:g} s"
+        else:
+            reason = (exc.strerror or str(exc)).lower()
+        raise ConfigError(
+            f"nothing answered at the Ray address {address} ({reason}): start the cluster's "
+            "head there (ray start --head), or leave --ray-address out to start a cluster on "
+            "this machine"
+        ) from None
+    if len(head) < 9 or head[3] != _H2_SETTINGS:
+        raise ConfigError(
+            f"what answered at the Ray address {address} is not a Ray cluster (it does not "
+            "speak gRPC): give the head node's GCS port (6379 unless it was started with "
+            "another), not its dashboard's"
+        )
+
+
+def _read(conn: socket.socket, n: int) -> bytes:
+    """Up to ``n`` bytes: fewer when the peer closes first."""
+    got = b""
+    while len(got) < n:
+        part = conn.recv(n - len(got))
+        if not part:
+            break
+        got += part
+    return got

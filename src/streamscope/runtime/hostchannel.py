@@ -67,5 +67,7 @@ class HostChannel:
         return int(self._q.qsize())
 
     def shutdown(self) -> None:
-        """Let go of the queue's actor."""
-        self._q.shutdown()
+        """Let go of the queue's actor, at once: a graceful end waits behind the calls still
+        queued there (a consumer's wait for an item), seconds that a run that stops must not
+        take."""
+        self._q.shutdown(force=True)

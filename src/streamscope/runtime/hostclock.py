@@ -40,22 +40,28 @@ class ClockResponder:
 ROUND_TRIP_TIMEOUT_S = 2.0
 
 
-def exchange(ray: Any, responder: Any, n: int) -> Exchanges:
+def exchange(ray: Any, responder: Any, n: int, within_s: float | None = None) -> Exchanges:
     """``n`` round trips to a ``ClockResponder`` actor, one call at a time (a Python loop on
     purpose: each is one blocking call, and the less between the readings, the tighter the
-    bounds)."""
+    bounds). ``within_s``: the burst ends after that long with the round trips made so far
+    (at least two)."""
     if n < 1:
         raise ValueError(f"exchange needs n >= 1 round trips, got {n}")
     read = responder.read
     get = ray.get
     now = time.monotonic_ns
+    end = now() + int(within_s * 1e9) if within_s is not None else None
     t1, t2, t3 = np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64)
+    made = n
     for i in range(n):
         a = now()
         ticks = get(read.remote(), timeout=ROUND_TRIP_TIMEOUT_S)
         b = now()
         t1[i], t2[i], t3[i] = a, ticks, b
-    return Exchanges(t1_ns=t1, t2_ticks=t2, t3_ns=t3)
+        if end is not None and b >= end and i >= 1:
+            made = i + 1
+            break
+    return Exchanges(t1_ns=t1[:made], t2_ticks=t2[:made], t3_ns=t3[:made])
 
 
 class HostClocks:

@@ -53,6 +53,16 @@ HOST_FULL_BURST = 300
 HOST_SHORT_BURST = 60
 #: Calls a host's worker serves at once: its ``run``, the frame grids, a probe of its health.
 WORKER_CONCURRENCY = 4
+#: The longest a host clock's burst lasts, per round trip asked for (seconds; a round trip
+#: takes ~0.5 ms on an idle machine, milliseconds on a busy one): a run that stops waits for
+#: its hosts' last bursts, short ones (0.06 s at most).
+BURST_S_PER_TRIP = 0.001
+#: How long a host's end that Ray caused (its worker gone, a call to an actor gone) waits for
+#: the cluster to say which node was lost (seconds): a started cluster finds a dead node
+#: within ~2.5 s (``cluster.HEALTH_CHECK``), and until then another node's loss may be seen
+#: first as this host's end (every actor this process owns dies with the node it is attached
+#: to, the head).
+LOST_WAIT_S = 4.0
 
 
 class NetworkBus:
@@ -352,7 +362,7 @@ class _ClockLink:
 
     def exchange(self, n: int) -> Exchanges:
         try:
-            return exchange(self._ray, self._responder, n)
+            return exchange(self._ray, self._responder, n, n * BURST_S_PER_TRIP)
         except self._ray.exceptions.RayError as exc:
             raise OSError(f"the host's clock responder is gone: {exc}") from None
 
@@ -440,31 +450,63 @@ class ClusterHosts:
             worker.set_grid.remote(origin, ticks_per_ns, domain)
 
     def poll(self) -> list[HostEnd]:
+        """The hosts whose stages ended since the last call. An end that Ray caused may be
+        another node's loss seen here first: when a node is lost, the first end names it
+        (``_loss``), whichever host's end showed it."""
         with self._lock:
             refs = list(self._runs)
             if not refs:
                 return []
             done, _ = self._ray.wait(refs, num_returns=len(refs), timeout=0)
-            return [self._end(self._runs.pop(ref), ref) for ref in done]
+            ends = [self._end(self._runs.pop(ref), ref) for ref in done]
+        causes = [cause for _, cause in ends if cause is not None]
+        if causes:
+            lost = self._lost()
+            if lost:
+                return [self._loss(lost, causes[0]), *(end for end, _ in ends)]
+        return [end for end, _ in ends]
 
-    def _end(self, host: str, ref: Any) -> HostEnd:
+    def _end(self, host: str, ref: Any) -> tuple[HostEnd, str | None]:
+        """How ``host``'s stages ended as its run's result tells it, and, where Ray caused
+        the end (a system error, not one of the stages' own), Ray's error."""
         ray = self._ray
         try:
             failed = ray.get(ref)
-        except ray.exceptions.RayTaskError as exc:  # raised in the worker, not lost
-            return HostEnd(host, self._stages[host][0], _first_line(exc))
-        except ray.exceptions.RayError as exc:
-            stages = self._stages[host]
-            node = self._node(host)
-            return HostEnd(
-                host, stages[0],
-                f"host {host!r} (node {node}) was lost with its stages "
-                f"{', '.join(stages)}: {_first_line(exc)}",
-                lost=True,
-            )  # fmt: skip
+        except ray.exceptions.RayTaskError as exc:  # raised in the worker: its node answered
+            end = HostEnd(host, self._stages[host][0], _first_line(exc))
+            by_ray = isinstance(getattr(exc, "cause", None), ray.exceptions.RayError)
+            return end, end.error if by_ray else None
+        except ray.exceptions.RayError as exc:  # the worker is gone: its node, or its owner's
+            cause = _first_line(exc)
+            return self._loss([host], cause), cause
         if failed is None:
-            return HostEnd(host)
-        return HostEnd(host, failed[0], failed[1])
+            return HostEnd(host), None
+        end = HostEnd(host, failed[0], failed[1])
+        return end, failed[1].splitlines()[0] if _ray_error(ray, failed[1]) else None
+
+    def _lost(self, wait_s: float = LOST_WAIT_S) -> list[str]:
+        """The hosts whose node the cluster counts dead (by each node's own id), waiting up
+        to ``wait_s`` for it to find one: [] if it finds none (or cannot be asked)."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                lost = self.cluster.lost()
+            except Exception:  # the cluster's control service itself is gone
+                return []
+            if lost or time.monotonic() >= deadline:
+                return lost
+            time.sleep(0.1)
+
+    def _loss(self, hosts: list[str], cause: str) -> HostEnd:
+        """The end of a run that lost ``hosts``, each named with its own node's id and its
+        stages; ``cause``: Ray's error that showed the loss."""
+        named = "; ".join(
+            f"host {h!r} (node {self._node(h)}) was lost with its stages "
+            f"{', '.join(self._stages.get(h, ()))}"
+            for h in hosts
+        )
+        stages = self._stages.get(hosts[0], [None])
+        return HostEnd(hosts[0], stages[0], f"{named}: {cause}", lost=True)
 
     def _node(self, host: str) -> str:
         try:
@@ -526,6 +568,18 @@ def _user_modules(pipeline: Pipeline) -> list[ModuleType]:
         if name == "__main__" or (file and stem != name.rsplit(".", 1)[-1]):  # type: ignore[union-attr]
             out.append(module)
     return out
+
+
+def _ray_error(ray: Any, text: str) -> bool:
+    """Whether a stage's reported error (``Type: message``) is one of Ray's own (a call to
+    an actor on a lost node), not the stage's."""
+    name = text.split(":", 1)[0]
+    cls = getattr(ray.exceptions, name, None)
+    return (
+        isinstance(cls, type)
+        and issubclass(cls, ray.exceptions.RayError)
+        and not issubclass(cls, ray.exceptions.RayTaskError)
+    )
 
 
 def _first_line(exc: BaseException) -> str:
