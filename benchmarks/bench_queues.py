@@ -153,7 +153,7 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--existing", type=int, default=10_000, help="the larger set of channels")
     args = ap.parse_args()
-    n_req = 500 if args.quick else 5000
+    n_req = 200 if args.quick else 5000
     plain, watched = [], []
     for _ in range(args.reps):
         plain.append(requests(n_req, False))
@@ -161,7 +161,7 @@ def main() -> int:
     p, w = statistics.median(plain), statistics.median(watched)
     print(f"queues made per second (a reply queue per request, {n_req} requests)")
     print(f"  plain {p:,.0f}/s   monitored {w:,.0f}/s   ratio {p / w:.2f}x")
-    n_tasks = 300 if args.quick else 2000
+    n_tasks = 100 if args.quick else 2000
     t_plain, t_watched = [], []
     for _ in range(args.reps):
         t_plain.append(tasks(n_tasks, False))
@@ -171,8 +171,8 @@ def main() -> int:
     print(f"a task per item ({n_tasks} tasks), the program's own time")
     print(f"  plain {tp:.3f} s   monitored {tw:.3f} s   ratio {tw / tp:.2f}x "
           f"({verdict} the target <= {TASKS_TARGET}x)")  # fmt: skip
-    new = 200 if args.quick else 2000
-    sizes = (10, 300) if args.quick else (10, args.existing)
+    new = 100 if args.quick else 2000
+    sizes = (10, 100) if args.quick else (10, args.existing)
     costs = {}
     print(f"monitor CPU per new channel ({new} new channels, kept)")
     for existing in sizes:

@@ -148,11 +148,11 @@ def _monitor_of(cli_pid: int) -> psutil.Process | None:
 
 
 def test_a_queue_per_request_keeps_frames_on_time_and_the_monitor_flat(tmp_path: Path) -> None:
-    """20,000 requests over 20 s, each with a reply queue of its own (made, used once,
+    """10,000 requests over 10 s, each with a reply queue of its own (made, used once,
     dropped): the program's output as plain Python's, every frame's lag well under the 2 s
     the issue allows (the first one included), the monitor's memory the same at the end as
-    after 8 s, and as many channels as queues alive at once, not one per queue."""
-    prog, args = str(APPS / "queue_per_request.py"), ["20000", "1000"]
+    after 5 s, and as many channels as queues alive at once, not one per queue."""
+    prog, args = str(APPS / "queue_per_request.py"), ["10000", "1000"]
     plain = subprocess.Popen(
         [sys.executable, prog, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True, stdin=subprocess.DEVNULL,
@@ -167,7 +167,7 @@ def test_a_queue_per_request_keeps_frames_on_time_and_the_monitor_flat(tmp_path:
     monitor = None
     while proc.poll() is None and time.monotonic() - t0 < 300:
         monitor = monitor or _monitor_of(proc.pid)
-        if monitor is not None and time.monotonic() - t0 >= 8:
+        if monitor is not None and time.monotonic() - t0 >= 5:
             try:
                 rss.append(monitor.memory_info().rss)
             except psutil.NoSuchProcess:
@@ -177,8 +177,8 @@ def test_a_queue_per_request_keeps_frames_on_time_and_the_monitor_flat(tmp_path:
     plain_out, _ = plain.communicate(timeout=300)
     assert proc.returncode == 0, stderr[-3000:]
     assert stdout == plain_out
-    assert len(rss) >= 6, rss
-    # Flat: what it holds once warm (8 s in) is what it holds at the end, within what its
+    assert len(rss) >= 2, rss
+    # Flat: what it holds once warm (5 s in) is what it holds at the end, within what its
     # file's buffers take; a channel kept per queue grew it by 5 MB a second.
     assert max(rss) - rss[0] <= 12 << 20, [r >> 20 for r in rss]
     with ss.load(out) as run:
@@ -188,7 +188,7 @@ def test_a_queue_per_request_keeps_frames_on_time_and_the_monitor_flat(tmp_path:
         names = {c.name for c in run.topology.channels}
         assert "client -> worker" in names
         replies = [n for n in names if n.startswith("worker -> client")]
-        assert 1 <= len(replies) <= 16, replies  # queues alive at once, not 20,000
+        assert 1 <= len(replies) <= 16, replies  # queues alive at once, not 10,000
         (q,) = [q for q in run.queries if q.text.startswith("throughput")]
         carried = sum(
             p.value * (f.covered_ns / 1e9)
@@ -197,7 +197,7 @@ def test_a_queue_per_request_keeps_frames_on_time_and_the_monitor_flat(tmp_path:
             for p in f.points
             if isinstance(p, ScalarPoint) and p.stat == "mean" and p.value is not None
         )
-        assert abs(carried - 20000) <= 200, carried  # every reply counted, once
+        assert abs(carried - 10000) <= 100, carried  # every reply counted, once
 
 
 def test_a_task_per_item_is_measured_by_a_bounded_set_of_workers(tmp_path: Path) -> None:
