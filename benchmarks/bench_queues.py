@@ -1,15 +1,18 @@
 """Queues a program makes as it goes, plain and under ``streamscope run``, side by side.
 
-Two measures:
+Three measures:
 
 1. **Queues per second**: a client makes a reply queue per request to a pool of worker
    threads, as fast as it can, plainly and monitored, alternately; the queues made per second
    over the program's own time (from its first request to its last), and the ratio.
 2. **The monitor's CPU per new channel**, against 10 and 10,000 channels that already exist: a
-   program opens ``existing`` channels (each queue used once and kept), waits a second, opens
-   ``new`` more, waits a second; the monitor's own CPU per frame (its ``monitor`` table) during
-   the new ones, less its CPU per frame while idle, over the new channels. The target: the cost
-   of a new channel does not grow with the channels that exist (ratio 10,000 : 10 <= 2x).
+   program opens ``existing`` channels (each queue used once and kept), waits for the monitor
+   to take them in (1.5 s + 1 ms each), then 3 s (the idle frames), opens ``new`` more, waits
+   2 s; the monitor's own CPU per frame (its ``monitor`` table, default 1 s frames) during the
+   new ones and the second after, less its CPU per frame while idle, over the new channels.
+   The idle CPU per second is printed too: the price of the channels that exist, each reduced
+   every frame. The target: the cost of a new channel does not grow with the channels that
+   exist (ratio 10,000 : 10 <= 2x).
 3. **A task per item**: 2,000 asyncio tasks made in a burst, each computing ~0.5 ms and waiting
    1 ms, plainly and monitored, alternately: the program's own time for them, and the ratio
    (the target: <= 1.5x).
@@ -83,15 +86,15 @@ def phase(n, kept):
     a.start(); b.start(); a.join(); b.join()
     kept.extend(out)
 kept = []
-existing, new = int(sys.argv[1]), int(sys.argv[2])
+existing, new, settle = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
 phase(existing, kept)
-time.sleep(1.0)
+time.sleep(settle)
 idle = time.perf_counter() - t0
-time.sleep(1.0)
+time.sleep(3.0)
 burst = time.perf_counter() - t0
 phase(new, kept)
 end = time.perf_counter() - t0
-time.sleep(1.0)
+time.sleep(2.0)
 print(idle, burst, end, len(kept))
 """
 
@@ -123,20 +126,23 @@ def tasks(n: int, monitored: bool) -> float:
 
 def per_channel(existing: int, new: int) -> tuple[float, float]:
     """(monitor CPU per new channel in µs, the monitor's idle CPU per second in ms)."""
+    # The monitor takes in the channels that exist first (about 1 ms each): the idle frames
+    # are measured once it has.
+    settle = 1.5 + existing / 1000
     import duckdb
 
     with tempfile.TemporaryDirectory(prefix="bench-queues-") as tmp:
         prog, out = Path(tmp, "channels.py"), Path(tmp, "c.duckdb")
         prog.write_text(CHANNELS)
         proc = subprocess.run(
-            [*CLI, "run", str(prog), "-o", str(out), "--quiet", "--frame", "100ms", "--",
-             str(existing), str(new)],
+            [*CLI, "run", str(prog), "-o", str(out), "--quiet", "--",
+             str(existing), str(new), str(settle)],
             check=True, capture_output=True, text=True, stdin=subprocess.DEVNULL,
         )  # fmt: skip
         idle, burst, end, _ = (float(x) for x in proc.stdout.split())
         con = duckdb.connect(str(out), read_only=True)
         rows = con.execute("SELECT frame, cpu_ns FROM monitor ORDER BY frame").fetchall()
-        frame_ns = 100_000_000
+        frame_ns = 1_000_000_000  # the default frame
         t_idle = [
             c for f, c in rows if idle <= f * frame_ns / 1e9 and (f + 1) * frame_ns / 1e9 <= burst
         ]
@@ -144,7 +150,7 @@ def per_channel(existing: int, new: int) -> tuple[float, float]:
         t_new = [c for f, c in rows if burst <= f * frame_ns / 1e9 < end + 1.0]
         idle_per_frame = statistics.median(t_idle) if t_idle else 0.0
         extra = sum(t_new) - idle_per_frame * len(t_new)
-        return max(extra, 0.0) / new / 1e3, idle_per_frame * 10 / 1e6
+        return max(extra, 0.0) / new / 1e3, idle_per_frame * 1e9 / frame_ns / 1e6
 
 
 def main() -> int:

@@ -90,3 +90,69 @@ def test_a_ring_its_writer_closed_is_drained_to_its_end_then_removed(tmp_path: P
     assert rs.take_closed() == [2] and rs.take_closed() == []
     assert len(list(tmp_path.glob("*.ring"))) == 1 and rs.scan() == 1
     assert rs.costs()[2].events == 3  # what it cost is still counted
+
+
+def test_astir_marks_the_rings_that_hold_anything_alike_in_both_cores(tmp_path: Path) -> None:
+    """The one pass over every ring's header that spares the monitor a Python step per idle
+    ring: records waiting, a ring closed, records refused, a register, or no address."""
+    import numpy as np
+
+    from streamscope.core.native import implementations
+
+    rec = Recorder(str(tmp_path), capacity=4)
+    _idle, waiting, closed, full = (rec.tap(p, Kind.PUT) for p in (1, 2, 3, 4))
+    drained = rec.tap(5, Kind.PUT)
+    assert waiting.ring.record_at(1, 1) and drained.ring.record_at(1, 1)
+    for t in range(5):
+        full.ring.record_at(t, t)  # the fifth is refused
+    rec.retire(closed)
+    rs = RingSet(str(tmp_path), SimpleNamespace(probes=[]))  # type: ignore[arg-type]
+    rs.scan()
+    by_probe = {r.reader.probe: r for r in rs._rings.values()}
+    by_probe[5].reader.drain()
+    order = [by_probe[p] for p in (1, 2, 3, 4, 5)]
+    addrs = np.array([r.reader.address for r in order] + [0], dtype=np.uint64)
+    assert all(addrs[:5])
+    for name, impl in implementations().items():
+        flags = np.full(len(addrs), 7, dtype=np.uint8)
+        assert impl.astir(addrs, flags) == 4, name
+        assert flags.tolist() == [0, 1, 1, 1, 0, 1], name
+
+
+def test_many_idle_rings_are_passed_over_and_none_is_missed(tmp_path: Path) -> None:
+    """200 rings, idle after their first drain: a drain looks only at those that hold anything,
+    and a record written to any of them later is taken by the next drain."""
+    rs, rec = _rings(tmp_path, {p: range(1) for p in range(1, 201)})
+    assert sum(len(v) for v in _taken(rs.drain()).values()) == 200
+    looked: list[int] = []
+    real = rs._astir
+
+    def spy() -> Any:
+        got = real()
+        looked.append(len(got))
+        return got
+
+    rs._astir = spy  # type: ignore[method-assign]
+    assert rs.drain().n_records == 0
+    taps = {t.probe: t for t in rec.taps}
+    for p in (7, 150):
+        assert taps[p].ring.record_at(10, p)
+    assert _taken(rs.drain()) == {7: [7], 150: [150]}
+    assert looked == [0, 2]
+
+
+def test_rings_that_go_leave_the_others_found(tmp_path: Path) -> None:
+    """Rings closed and retired among 200 (each leaves its place to the last ring): every
+    ring left is still looked at when it holds a record, and only then."""
+    rs, rec = _rings(tmp_path, {p: range(1) for p in range(1, 201)})
+    rs.drain()
+    taps = {t.probe: t for t in rec.taps}
+    gone = [1, 50, 51, 199, 200, 120]
+    for p in gone:
+        rec.retire(taps.pop(p))
+    assert rs.drain().n_records == 0 and sorted(rs.take_closed()) == sorted(gone)
+    assert sorted(r.index for r in rs._rings.values()) == list(range(194))
+    for p, tap in taps.items():
+        assert tap.ring.record_at(20, p)
+    assert _taken(rs.drain()) == {p: [p] for p in taps}
+    assert rs.drain().n_records == 0

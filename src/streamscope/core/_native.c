@@ -29,6 +29,7 @@
 #define H_PROBE 1
 #define H_KIND 2
 #define H_CAPACITY 3
+#define H_CLOSED 6
 #define H_W 8
 #define H_DROPPED 9
 #define H_TOTAL 10
@@ -1690,6 +1691,45 @@ static PyObject *m_store_release(PyObject *m, PyObject *const *args, Py_ssize_t 
     Py_RETURN_NONE;
 }
 
+/* Which of many rings the monitor must look at: out[i] = 1 where the ring whose header is at
+ * address addrs[i] holds records not drained, was closed by its writer, refused records or is
+ * a register (capacity 0); 0 where nothing changed. Address 0: a ring mapped without one
+ * (always looked at). The caller keeps every address mapped for the call. */
+static PyObject *m_astir(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "astir(addresses, out)");
+        return NULL;
+    }
+    Py_buffer a, o;
+    if (PyObject_GetBuffer(args[0], &a, PyBUF_SIMPLE) < 0)
+        return NULL;
+    if (PyObject_GetBuffer(args[1], &o, PyBUF_WRITABLE) < 0) {
+        PyBuffer_Release(&a);
+        return NULL;
+    }
+    Py_ssize_t n = a.len / 8;
+    if (o.len < n) {
+        PyBuffer_Release(&a);
+        PyBuffer_Release(&o);
+        PyErr_SetString(PyExc_ValueError, "astir: out is shorter than the addresses");
+        return NULL;
+    }
+    const uint64_t *addrs = (const uint64_t *)a.buf;
+    uint8_t *out = (uint8_t *)o.buf;
+    Py_ssize_t busy = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const int64_t *h = (const int64_t *)(uintptr_t)addrs[i];
+        int b = h == NULL || __atomic_load_n(&h[H_W], __ATOMIC_ACQUIRE) != h[H_R] ||
+                h[H_CLOSED] != 0 || h[H_DROPPED] != 0 || h[H_CAPACITY] == 0;
+        out[i] = (uint8_t)b;
+        busy += b;
+    }
+    PyBuffer_Release(&a);
+    PyBuffer_Release(&o);
+    return PyLong_FromSsize_t(busy);
+}
+
 static PyObject *m_clock_gap_ns(PyObject *m, PyObject *unused)
 {
     return PyLong_FromLongLong(g_clock_gap_ns);
@@ -1706,6 +1746,8 @@ static PyMethodDef module_methods[] = {
      "Read 64-bit word ``word`` of a buffer with acquire order."},
     {"store_release", (PyCFunction)(void (*)(void))m_store_release, METH_FASTCALL,
      "Write 64-bit word ``word`` of a buffer with release order."},
+    {"astir", (PyCFunction)(void (*)(void))m_astir, METH_FASTCALL,
+     "Mark which rings (header addresses) hold anything for the monitor; returns how many."},
     {"clock_gap_ns", m_clock_gap_ns, METH_NOARGS,
      "What one host clock read costs here (ns), as measured when the module loaded."},
     {NULL}};

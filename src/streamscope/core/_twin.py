@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from streamscope.core._twin_clock import Clock, clock_gap_ns, host_ns
 from streamscope.core._twin_fifo import Fifo, configure
-from streamscope.core._twin_ring import Ring, load_acquire, store_release
+from streamscope.core._twin_ring import Ring, astir, load_acquire, store_release
 from streamscope.core._twin_state import HEARTBEAT_NS, StateTracker, bind_tracker, bound_tracker
 
 __all__ = [
@@ -21,6 +21,7 @@ __all__ = [
     "Fifo",
     "Ring",
     "StateTracker",
+    "astir",
     "bind_tracker",
     "bound_tracker",
     "clock_gap_ns",

@@ -7,6 +7,7 @@ the native core writes them, so that a ring written by either is drained alike.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import time
 from typing import Any
@@ -19,6 +20,7 @@ from streamscope.core.rings import (
     RECORD_BYTES,
     SAMPLE_EVERY,
     W_CAPACITY,
+    W_CLOSED,
     W_COST_N,
     W_COST_NS,
     W_DROPPED,
@@ -276,3 +278,21 @@ def load_acquire(buffer: Any, word: int) -> int:
 
 def store_release(buffer: Any, word: int, value: int) -> None:
     memoryview(buffer).cast("B")[: (word + 1) * 8].cast("q")[word] = value
+
+
+def astir(addresses: Any, out: Any) -> int:
+    """Which rings (their headers' addresses) the monitor must look at: ``out[i]`` = 1 where
+    ring ``i`` holds records not drained, was closed, refused records or is a register
+    (capacity 0); address 0 is always looked at. Returns how many."""
+    addrs = memoryview(addresses).cast("B").cast("Q")
+    flags = memoryview(out).cast("B")
+    busy = 0
+    for i, addr in enumerate(addrs):
+        if addr == 0:
+            b = True
+        else:
+            h = (ctypes.c_int64 * (W_R + 1)).from_address(addr)
+            b = h[W_W] != h[W_R] or h[W_CLOSED] != 0 or h[W_DROPPED] != 0 or h[W_CAPACITY] == 0
+        flags[i] = int(b)
+        busy += b
+    return busy

@@ -1,8 +1,8 @@
 """The probe core this process uses: the native extension, or its pure-Python twin.
 
 In: nothing (the choice is made once, at import). Out: ``Clock``, ``Ring``, ``StateTracker``,
-``Fifo``, ``bind_tracker``, ``bound_tracker``, ``host_ns``, ``load_acquire``, ``store_release``
-and ``clock_gap_ns`` from one implementation, named by ``IMPLEMENTATION`` (``"native"`` or
+``Fifo``, ``astir``, ``bind_tracker``, ``bound_tracker``, ``host_ns``, ``load_acquire``,
+``store_release`` and ``clock_gap_ns`` from one implementation, named by ``IMPLEMENTATION`` (``"native"`` or
 ``"python"``). The twin is used when the extension was not built (no compiler at install) or
 when ``STREAMSCOPE_PURE_PYTHON`` is set (see ``core.config``).
 """
@@ -47,6 +47,7 @@ if TYPE_CHECKING:  # the twin is the typed reference: both have the same API
         Fifo,
         Ring,
         StateTracker,
+        astir,
         bind_tracker,
         bound_tracker,
         clock_gap_ns,
@@ -63,6 +64,7 @@ else:
     bound_tracker = _impl.bound_tracker
     host_ns = _impl.host_ns
     load_acquire = _impl.load_acquire
+    astir = _impl.astir
     store_release = _impl.store_release
     clock_gap_ns = _impl.clock_gap_ns
 
@@ -84,6 +86,7 @@ __all__ = [
     "Fifo",
     "Ring",
     "StateTracker",
+    "astir",
     "bind_tracker",
     "bound_tracker",
     "clock_gap_ns",

@@ -149,7 +149,7 @@ _LIBC = _libc()
 _MAP_FAILED = ctypes.c_void_p(-1).value
 
 
-class _Mapped:
+class Mapped:
     """What a shared mapping offers besides its bytes (mixed into its ctypes array type)."""
 
     def madvise(self, option: int, start: int = 0, length: int | None = None) -> None:
@@ -180,7 +180,7 @@ def map_shared(fd: int, size: int) -> Any:
         raise OSError(err, os.strerror(err))
     kind: Any = _types.get(size)
     if kind is None:
-        kind = _types[size] = type("SharedMapping", (ctypes.c_char * size, _Mapped), {})
+        kind = _types[size] = type("SharedMapping", (ctypes.c_char * size, Mapped), {})
     mem = kind.from_address(addr)
     weakref.finalize(mem, _LIBC.munmap, addr, size)
     return mem

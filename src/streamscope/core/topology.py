@@ -223,13 +223,14 @@ class Known:
         self.channels = {c.name for c in topology.channels}
         self.probes = {p.id for p in topology.probes}
 
-    def grow(self, topology: Topology, found: Topology) -> Topology:
-        """``topology`` (whose names these are) with what ``found`` adds, each the first
-        declared; ``topology`` itself when nothing is new."""
-        new_res = self._new(found.resources, self.resources, lambda r: r.name)
-        new_stg = self._new(found.stages, self.stages, lambda s: s.name)
-        new_chn = self._new(found.channels, self.channels, lambda c: c.name)
-        new_prb = self._new(found.probes, self.probes, lambda p: p.id)
+    def grow(self, topology: Topology, *found: Topology) -> Topology:
+        """``topology`` (whose names these are) with what the declarations ``found`` add, each
+        the first declared; ``topology`` itself when nothing is new. Many declarations at once
+        copy what is known once, not once each."""
+        new_res = self._new([r for f in found for r in f.resources], self.resources, _name)
+        new_stg = self._new([s for f in found for s in f.stages], self.stages, _name)
+        new_chn = self._new([c for f in found for c in f.channels], self.channels, _name)
+        new_prb = self._new([p for f in found for p in f.probes], self.probes, _id)
         if not (new_res or new_stg or new_chn or new_prb):
             return topology
         return replace(
@@ -247,6 +248,14 @@ class Known:
                 known.add(k)
                 out.append(it)
         return tuple(out)
+
+
+def _name(item: Any) -> Any:
+    return item.name
+
+
+def _id(item: Any) -> Any:
+    return item.id
 
 
 _NUMBER = re.compile(r" #\d+(?= -> |$)")

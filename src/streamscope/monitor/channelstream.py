@@ -120,12 +120,16 @@ class ChannelStream:
         self._halfwidth: dict[str, list[tuple[int, int, float]]] = {"tail": [], "head": []}
         self._open_seq = EMPTY  # inserted, not yet removed: sequence numbers ...
         self._open_t = EMPTY  # ... and insertion times
+        #: Where the channel notes that something came for it to reduce (records, a refusal,
+        #: bounds): its routes' set of stirred channels (``Routes.reduce``).
+        self.stirred: set[ChannelStream] = set()
 
     def add(self, end: str, t_ns: I64, seq: I64) -> int:
         """Queue records of one end; returns how many arrived too late (before the last advance)."""
         if len(seq):
             i = int(np.argmax(seq))
             self.ends[end].know(int(seq[i]), int(t_ns[i]))
+        self.stirred.add(self)
         late = t_ns < self.last_t
         n_late = int(late.sum())
         if n_late:
@@ -156,6 +160,7 @@ class ChannelStream:
     ) -> None:
         """The records just added at ``end``, from ``earliest_ns`` to ``latest_ns``, are
         placed in time within ± ``halfwidth_ns``."""
+        self.stirred.add(self)
         self._halfwidth[end].append((earliest_ns, latest_ns, halfwidth_ns))
 
     def _uncertainty(self, since: int, until: int) -> float:
@@ -171,6 +176,7 @@ class ChannelStream:
     def add_refusal(self, end: str, t_report: int, seq: int | None = None) -> None:
         """The probe at ``end`` refused records some time before ``t_report``, the latest of
         them (if known) the insertion or removal numbered ``seq``."""
+        self.stirred.add(self)
         e = self.ends[end]
         e.gaps.report(t_report, e.pending, e.last_t, self.last_t)
         if seq is not None:
@@ -279,7 +285,27 @@ class ChannelStream:
 
     def reduce(self, until: int, reducers: Reducers) -> None:
         since = self.last_t
+        if self._quiet() and until > since:
+            # Nothing came since the last advance: the channel held its level, and nothing
+            # else has a value (a program's thousands of idle queues cost little each).
+            tail, head = self.ends["tail"], self.ends["head"]
+            level = max(tail.last_seq - head.last_seq, 0)
+            self.last_t = until
+            name = self.name
+            for metric in QUALITY_METRICS:
+                for r in reducers(metric, name):
+                    r.add_quality(EMPTY, 0.0, since, until)
+            for r in reducers("occupancy", name):
+                r.add_level(level, since, until)
+            return
         self.feed(self.advance(until), reducers, since, until)
+
+    def _quiet(self) -> bool:
+        """No record, refusal or time bound waits to be reduced at either end."""
+        for e in self.ends.values():
+            if e.gaps.open or any(len(t) for t in e.pending.t):
+                return False
+        return not (self._halfwidth["tail"] or self._halfwidth["head"])
 
 
 class ChannelEnd(Stream):

@@ -363,25 +363,27 @@ class Engine:
         for pid, seq, t_seen in late_seqs:
             self.note_refused(pid, seq, t_seen)
 
-    def declare(self, found: Topology) -> bool:
+    def declare(self, *found: Topology) -> bool:
         """Stages, channels and probes that appeared while the run went on (a drop-in program's
-        workers and queues): they are measured from now on by every query whose pattern matches
-        them. True when the topology or the queries' targets changed."""
+        workers and queues), declared in ``found`` (those of one drain together): they are
+        measured from now on by every query whose pattern matches them. True when the topology
+        or the queries' targets changed."""
         topo = self.topology
-        grown = self._known.grow(topo, found)
+        grown = self._known.grow(topo, *found)
         if grown is topo:
             return False
         self.topology = grown
         self.routes.tick_periods = grown.tick_periods()
         new_prb = grown.probes[len(topo.probes) :]
         wm = self.watermark_ns
+        # Where a worker runs: its own declaration names its stage's resource (the whole
+        # topology is looked through only when it does not).
+        declared_in = {p.id: f for f in found for p in f.probes if p.kind == "state"}
         for p in new_prb:
             self._probe_domain[p.id] = p.domain
-            # Where a worker runs (its declaration names its stage's resource; the whole
-            # topology is looked through only when it does not).
             where = ""
             if p.kind == "state":
-                where = found.resource_of(p.target) or grown.resource_of(p.target)
+                where = declared_in[p.id].resource_of(p.target) or grown.resource_of(p.target)
             self.routes.add(p, start_ns=wm, resource=where)
         valued = [(p.kind, p.target) for p in new_prb if p.kind in EVENT_METRICS]
         added = new_targets(
@@ -492,7 +494,7 @@ class Engine:
             return []
         wm = max(wm, self.watermark_ns)
         self.watermark_ns = wm
-        self.routes.reduce(wm, self.reducers)
+        self.routes.reduce(wm, self.reducers, max(wm // f * f for f in self._frame_lengths))
         if self._ending:
             self._end_channels(wm)
         if self._gone_workers:

@@ -7,7 +7,7 @@ has passed, empty frames included. ``ReducerIndex`` finds a (metric, target)'s r
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -24,6 +24,24 @@ from streamscope.query.plan import Plan, TargetPlan
 I64 = NDArray[np.int64]
 #: Throughput is sampled over this many equal windows per frame (its max is the peak window).
 THROUGHPUT_WINDOWS = 10
+
+#: Points of frames that held one level throughout (or nothing), by what decides them: a quiet
+#: frame of one of many idle channels costs a look-up, not an accumulator per statistic.
+#: Process-wide (the monitor process's): points are immutable, and the same for any reducer.
+_QUIET: dict[tuple[object, ...], tuple[Point, ...]] = {}
+_QUIET_MAX = 4096
+
+
+def _quiet_points(
+    key: tuple[object, ...], make: Callable[[], list[Accumulator]]
+) -> tuple[Point, ...]:
+    """The points for ``key``, made once by collecting the accumulators ``make`` fills."""
+    pts = _QUIET.get(key)
+    if pts is None:
+        if len(_QUIET) >= _QUIET_MAX:
+            _QUIET.clear()
+        pts = _QUIET[key] = tuple(a.collect() for a in make())
+    return pts
 
 
 class TargetReducer:
@@ -51,6 +69,9 @@ class TargetReducer:
         self._windows: dict[int, NDArray[np.float64]] = {}
         self._violations: dict[int, int] = {}
         self._uncertainty: dict[int, float] = {}
+        #: Frames fed only a constant level so far (``add_level``): frame -> [level, ns, first
+        #: piece's start]; fed to accumulators only if something else comes.
+        self._level: dict[int, list[int]] = {}
 
     def add_quality(
         self, violations: I64, uncertainty_ns: float, start_ns: int, end_ns: int
@@ -83,6 +104,47 @@ class TargetReducer:
         levels = seg.level[known][idx].astype(np.float64)
         piece_start = np.maximum(start[idx], frames * self.frame_ns)
         self._feed(frames, levels, dur.astype(np.float64), piece_start)
+
+    def add_level(self, level: int, start_ns: int, end_ns: int) -> None:
+        """One level held over ``[start_ns, end_ns)`` (a channel nothing happened in): the
+        same as one segment to ``add_segments``, without an array or an accumulator per frame
+        while its frames hold nothing else."""
+        if end_ns <= start_ns or level < 0:
+            return
+        fn = self.frame_ns
+        for f in range(start_ns // fn, (end_ns - 1) // fn + 1):
+            if f < self.next_frame:
+                continue
+            lo = max(start_ns, f * fn)
+            dur = min(end_ns, (f + 1) * fn) - lo
+            held = self._level.get(f)
+            if f in self._open or (held is not None and held[0] != level):
+                self._spill(f)
+                self._feed_one(f, level, dur, lo)
+            elif held is None:
+                self._level[f] = [level, dur, lo]
+            else:
+                held[1] += dur
+
+    def _feed_one(self, f: int, level: int, dur: int, start: int) -> None:
+        v, w = np.array([float(level)]), np.array([float(dur)])
+        for acc in self._accs(f):
+            if isinstance(acc, Extreme):
+                acc.add_timed(v, np.array([start], dtype=np.int64))
+            else:
+                acc.add_batch(v, w)
+
+    def _spill(self, f: int) -> None:
+        """Frame ``f``'s constant level, if it had one, into its accumulators (something else
+        came for it)."""
+        held = self._level.pop(f, None)
+        if held is None:
+            return
+        # Pieces of one level: every statistic of time-weighted values (a weighted mean or
+        # count, a histogram, quantiles, extremes, first and last) is decided by the level and
+        # their total length, so they go in as one piece.
+        level, total, start = held
+        self._feed_one(f, level, total, start)
 
     def add_events(self, ev: Events) -> None:
         if not len(ev.t):
@@ -131,6 +193,8 @@ class TargetReducer:
                 continue  # a late piece of a closed frame: counted by the engine as late
             lo, hi = bounds[i], bounds[i + 1]
             w = None if weights is None else weights[lo:hi]
+            if self._level:
+                self._spill(f)
             for acc in self._accs(f):
                 if isinstance(acc, Extreme):
                     if times is not None:
@@ -148,10 +212,7 @@ class TargetReducer:
             f = self.next_frame
             lo, hi = f * self.frame_ns, (f + 1) * self.frame_ns
             covered = hi - lo if end_ns is None else max(0, min(hi, end_ns) - lo)
-            if self.metric == "throughput":
-                self._throughput(f, covered)
-            accs = self._open.pop(f, None) or [s.create() for s in self.specs]
-            points: tuple[Point, ...] = tuple(a.collect() for a in accs)
+            points = self._points(f, covered)
             if self.crossing:
                 points += (
                     ScalarPoint("violations", float(self._violations.pop(f, 0))),
@@ -160,6 +221,37 @@ class TargetReducer:
             out.append(FrameResult(self.query_id, self.target, f, lo, hi, covered, points))
             self.next_frame += 1
         return out
+
+    def _points(self, f: int, covered: int) -> tuple[Point, ...]:
+        """Frame ``f``'s points: from its accumulators, or, where it held one level or nothing,
+        from the points such a frame has (made once)."""
+        specs = self.specs
+        if f not in self._open:
+            if self.metric == "throughput":
+                if f not in self._windows:
+                    return _quiet_points(
+                        ("rate0", specs, covered), lambda: self._accs_of_throughput(f, covered)
+                    )
+            else:
+                held = self._level.get(f)
+                if held is None:
+                    return _quiet_points(("none", specs), lambda: [s.create() for s in specs])
+                key = ("level", specs, held[0], held[1])
+                points = _quiet_points(key, lambda: self._accs_of_level(f))
+                self._level.pop(f, None)
+                return points
+        if self.metric == "throughput":
+            self._throughput(f, covered)
+        self._spill(f)
+        return tuple(a.collect() for a in self._open.pop(f))
+
+    def _accs_of_level(self, f: int) -> list[Accumulator]:
+        self._spill(f)
+        return self._open.pop(f)
+
+    def _accs_of_throughput(self, f: int, covered: int) -> list[Accumulator]:
+        self._throughput(f, covered)
+        return self._open.pop(f)
 
     def _throughput(self, frame: int, covered: int) -> None:
         counts = self._windows.pop(frame, np.zeros(THROUGHPUT_WINDOWS))
@@ -181,10 +273,14 @@ class ReducerIndex:
         self._by: dict[tuple[str, str], list[TargetReducer]] = {}
         #: Targets that ended, and when (virtual ns): their reducers go after their last frame.
         self._ending: dict[str, int] = {}
+        #: When the next frame of any reducer ends: before it, ``close_until`` has nothing to
+        #: emit and looks at no reducer.
+        self._due = 0
         for r in reducers:
             self.add(r)
 
     def add(self, r: TargetReducer) -> None:
+        self._due = min(self._due, (r.next_frame + 1) * r.frame_ns)
         self.all.append(r)
         self._by.setdefault((r.metric, r.target), []).append(r)
 
@@ -204,7 +300,7 @@ class ReducerIndex:
             q = by_id[qid]
             r = TargetReducer(q.id, q.metric, target.name, target.specs, q.frame_ns)
             r.next_frame = wm // q.frame_ns
-            self.add(r)
+            self.add(r)  # its next frame set first: it is due when that frame ends
             extra[qid] = (*extra.get(qid, ()), target)
         queries = tuple(
             replace(q, targets=q.targets + extra[q.id]) if q.id in extra else q
@@ -215,7 +311,10 @@ class ReducerIndex:
     def close_until(self, t_ns: int, end_ns: int | None = None) -> list[FrameResult]:
         """Every reducer's frames that end by ``t_ns`` (all of them up to ``end_ns``); the
         reducers of a target that ended (``end``) go once their frame holding its end is out."""
+        if end_ns is None and t_ns < self._due:
+            return []
         out = [f for r in self.all for f in r.close_until(t_ns, end_ns)]
+        self._due = min(((r.next_frame + 1) * r.frame_ns for r in self.all), default=0)
         if self._ending:
             done = {
                 id(r) for r in self.all

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from streamscope.core import native
 from streamscope.core.errors import RunFileError
 from streamscope.core.records import Kind, Records, make_records
 from streamscope.core.rings import DECLARATION, SUFFIX, JournalReader, declaration
@@ -65,6 +66,7 @@ class _Ring:
     domain: str
     last_total: int = 0
     gone: bool = False  # its writer's process ended, and that was reported
+    index: int = -1  # its place in the ring set's order (``RingSet._astir``)
 
 
 _PROC = os.path.isdir("/proc/self")
@@ -111,7 +113,7 @@ class RingSet:
         self,
         directory: str,
         topology: Topology,
-        on_declare: Callable[[Topology], None] | None = None,
+        on_declare: Callable[..., None] | None = None,
     ) -> None:
         self.directory = directory
         self._domain = {p.id: p.domain for p in topology.probes}
@@ -126,6 +128,12 @@ class RingSet:
         self.closed: list[int] = []
         #: What the retired rings sampled of their cost, by probe: ns, n, events, cost class.
         self._spent: dict[int, list[int]] = {}
+        #: The rings in a fixed order with their headers' addresses (the first ``len(order)``
+        #: of ``_addrs``; a ring that goes leaves its place to the last), and where
+        #: ``native.astir`` marks those that hold anything.
+        self._order: list[_Ring] = []
+        self._addrs = np.zeros(64, dtype=np.uint64)
+        self._flags = np.zeros(64, dtype=np.uint8)
 
     def scan(self) -> int:
         """Open the rings made since the last scan (after reading the declarations of probes
@@ -147,9 +155,8 @@ class RingSet:
                     found.append(decl)
             elif what == "R" and name.endswith(SUFFIX):
                 rings.append(name)
-        if self._on_declare is not None:
-            for decl in found:  # each on its own: a stage's resource is its declaration's
-                self._on_declare(decl)
+        if self._on_declare is not None and found:
+            self._on_declare(*found)
         for name in rings:
             if name in self._rings:
                 continue
@@ -161,7 +168,8 @@ class RingSet:
                     self.bad.append(name)
                     print(f"streamscope monitor: cannot read ring {path}: {exc}")
                 continue
-            self._rings[name] = _Ring(reader, self._domain.get(reader.probe, HOST))
+            ring = self._rings[name] = _Ring(reader, self._domain.get(reader.probe, HOST))
+            self._place(ring)
         return len(self._rings)
 
     def drain(self, budget: int | None = None, to_ns: ToNs | None = None) -> Drain:
@@ -174,7 +182,7 @@ class RingSet:
         instead. Without ``to_ns`` each ring gets its share of the budget first, then what the
         others left over."""
         out = Drain()
-        rings = list(self._rings.values())
+        rings = self._astir()
         if not rings:
             return out
         limits: dict[int, int] | None = None
@@ -212,6 +220,36 @@ class RingSet:
                 out.drops.append((pid, d.dropped))
                 out.refused[pid] = max(out.refused.get(pid, d.refused), d.refused)
         return out
+
+    def _astir(self) -> list[_Ring]:
+        """The rings that hold anything to take (records, a close, refusals, a register's
+        total): one native pass over every ring's header, so that thousands of idle rings
+        (a program's queues that wait) cost a few ns each per drain, not a Python step."""
+        order = self._order
+        if len(order) < 64:
+            return list(order)
+        k = len(order)
+        n = native.astir(self._addrs[:k], self._flags)
+        if n == k:
+            return list(order)
+        return [order[i] for i in np.flatnonzero(self._flags[:k]).tolist()]
+
+    def _place(self, ring: _Ring) -> None:
+        k = len(self._order)
+        if k == len(self._addrs):
+            self._addrs = np.concatenate((self._addrs, np.zeros(k, dtype=np.uint64)))
+            self._flags = np.zeros(2 * k, dtype=np.uint8)
+        ring.index = k
+        self._addrs[k] = ring.reader.address
+        self._order.append(ring)
+
+    def _unplace(self, ring: _Ring) -> None:
+        """``ring`` leaves the order (before it is unmapped: its address is never read again)."""
+        i, last = ring.index, self._order.pop()
+        if last is not ring:
+            self._order[i], last.index = last, i
+            self._addrs[i] = self._addrs[len(self._order)]
+        ring.index = -1
 
     def _shares(self, rings: list[_Ring], pending: dict[int, int], budget: int) -> dict[int, int]:
         """Each ring its share of ``budget``, then what the others left over, in turn."""
@@ -262,6 +300,7 @@ class RingSet:
         from the directory and unmapped (once the records copied out of it are let go)."""
         path = ring.reader.path
         self._rings.pop(os.path.basename(path), None)
+        self._unplace(ring)
         self._add_cost(self._spent, ring.reader)
         self.retired += 1
         self.closed.append(ring.reader.probe)
@@ -279,9 +318,15 @@ class RingSet:
         (everything they recorded is drained)."""
         out = []
         me = os.getpid()
+        live: dict[int, bool] = {}  # one look per process, not per ring
         for ring in self._rings.values():
             r = ring.reader
-            if ring.gone or r.pid == me or r.pending or alive(r.pid):
+            if ring.gone or r.pid == me or r.pending:
+                continue
+            up = live.get(r.pid)
+            if up is None:
+                up = live[r.pid] = alive(r.pid)
+            if up:
                 continue
             ring.gone = True
             out.append(r.probe)
@@ -307,6 +352,7 @@ class RingSet:
         return sum(r.reader.pending for r in self._rings.values())
 
     def close(self) -> None:
+        self._order = []
         for ring in self._rings.values():
             with contextlib.suppress(BufferError, ValueError):
                 ring.reader.close()

@@ -46,6 +46,10 @@ class Routes:
         #: Workers let go (their threads ended), and how many each stage has here now.
         self.gone_stages: dict[int, StageStream] = {}
         self._workers_of: dict[str, int] = {}
+        #: Channels something came for since they were last reduced, and the time up to which
+        #: every channel was reduced (``reduce``).
+        self._stirred: set[ChannelStream] = set()
+        self._synced = 0
 
     def add(
         self,
@@ -65,6 +69,7 @@ class Routes:
             ch = self.channels.get(p.target)
             if ch is None:
                 ch = self.channels[p.target] = ChannelStream(p.target, start_ns or 0)
+                ch.stirred = self._stirred
             ch.probes.add(p.id)
             self.taps[p.id] = ChannelEnd(ch, p.kind)
         elif p.kind == "state":
@@ -183,9 +188,20 @@ class Routes:
         for pid in stream.closed_probes:
             self.taps.pop(pid, None)
 
-    def reduce(self, until: int, reducers: Reducers) -> None:
-        """Every stream up to ``until``, fed to ``reducers``."""
-        for ch in self.channels.values():
-            ch.reduce(until, reducers)
+    def reduce(self, until: int, reducers: Reducers, boundary: int | None = None) -> None:
+        """Every stream up to ``until``, fed to ``reducers``. ``boundary``: the latest frame
+        boundary at or before ``until`` (no frame after it closes now); while every channel was
+        reduced past it, a channel nothing came for waits (a quiet channel's level is fed in
+        one piece later), so that thousands of idle channels cost once per frame, not per
+        advance."""
+        if boundary is None or boundary > self._synced:
+            for ch in self.channels.values():
+                ch.reduce(until, reducers)
+            self._synced = until
+        else:
+            for ch in self._stirred:
+                if self.channels.get(ch.name) is ch:
+                    ch.reduce(until, reducers)
+        self._stirred.clear()
         for stream in (*self.stages.values(), *self.events.values()):
             stream.reduce(until, reducers)

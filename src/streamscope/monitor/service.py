@@ -278,10 +278,10 @@ class MonitorService:
         self.stats.add(t_now - self._t0, self.lag_ns, n, time.process_time_ns())
         self._write_monitor_stats(eng.watermark_ns // self.frame_ns)
 
-    def _declare(self, found: Topology) -> None:
-        """Stages, channels and probes a program made while it ran: measured from now on, and
-        the run file's topology and queries say so."""
-        if self.engine.declare(found):
+    def _declare(self, *found: Topology) -> None:
+        """Stages, channels and probes a program made while it ran (declared since the last
+        drain): measured from now on, and the run file's topology and queries say so."""
+        if self.engine.declare(*found):
             self._grown = self._stale = True
             self._amend(time.monotonic_ns())
 

@@ -164,6 +164,8 @@ def new_targets(
     one it does not have yet. ``fresh``: none of them was known before (none is a target
     already: the queries' targets need not be looked through)."""
     out: list[tuple[int, TargetPlan]] = []
+    # A channel's specs depend on its query and its capacity only: made once per pair.
+    specs_for: dict[tuple[int, int], tuple[AggregationSpec, ...]] = {}
     for cq in plan.queries:
         have = set() if fresh else {t.name for t in cq.targets}
         target = cq.query.target
@@ -183,7 +185,11 @@ def new_targets(
                     fnmatchcase(c.src, target.src) and fnmatchcase(c.dst, target.dst)
                 ):
                     continue
-                out.append((cq.id, TargetPlan(c.name, _specs(cq.query, [c], origin))))
+                key = (cq.id, c.capacity)
+                made = specs_for.get(key)
+                if made is None:
+                    made = specs_for[key] = _specs(cq.query, [c], origin)
+                out.append((cq.id, TargetPlan(c.name, made)))
                 have.add(c.name)
         elif not METRICS[cq.metric].probe:
             specs = cq.targets[0].specs if cq.targets else None

@@ -8,11 +8,13 @@ refused and spent meanwhile; the drained slots are handed back to the writer.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import mmap
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -36,6 +38,7 @@ from streamscope.core.rings import (
     W_REFUSED,
     W_TOTAL,
     W_W,
+    Mapped,
     file_size,
     map_shared,
     ring_bytes,
@@ -121,6 +124,14 @@ class RingReader:
         finally:
             os.close(fd)
         return cls(mem, str(path))
+
+    @property
+    def address(self) -> int:
+        """Where its header lies in this process (0: mapped through ``mmap``, no address)."""
+        if not isinstance(self._mem, Mapped):
+            return 0
+        mem: Any = self._mem  # a ctypes array of the mapping's bytes
+        return ctypes.addressof(mem)
 
     @property
     def closed(self) -> bool:
