@@ -16,7 +16,7 @@ from rich.table import Table
 from streamscope.aggregate.points import DutyPoint, FrameResult, ScalarPoint
 from streamscope.analysis import findings
 from streamscope.core.fmt import fmt_ns, fmt_value, pct
-from streamscope.core.topology import HOST, ChannelInfo, family
+from streamscope.core.topology import FAMILY_AT, HOST, ChannelInfo, family
 from streamscope.report.terminal import describe_points
 from streamscope.store.reader import Run, load
 
@@ -198,11 +198,6 @@ def summary_table(run: Run) -> Table:
             shown = target if members == 1 else f"{target} (a family of {members})"
             table.add_row(q.text, shown, str(len(frames)), _overall(frames, q.unit))
     return table
-
-
-#: A query with more targets than this shows the targets a program made many of (numbered
-#: alike: ``#2``, ``#3``, ...) as one row per family, their frames together.
-FAMILY_AT = 12
 
 
 def _families(

@@ -259,6 +259,10 @@ def _id(item: Any) -> Any:
 
 
 _NUMBER = re.compile(r" #\d+(?= -> |$)")
+#: Past this many, the stages, channels or targets of a query that a program made many of
+#: (numbered alike: ``#2``, ``#3``, ...) are shown one per family, their figures together: a
+#: row or a figure per member would bury the few that matter under thousands alike.
+FAMILY_AT = 12
 
 
 def family(name: str) -> str:
