@@ -50,6 +50,9 @@ class TargetSeries:
     weights: Sequence[Sequence[float]] = ()
     under: Sequence[float] = ()
     over: Sequence[float] = ()
+    #: How many targets it stands for: past ``FAMILY_AT``, a family of numbered ones taken
+    #: together (``families.together``); 1 for a target shown on its own.
+    members: int = 1
 
     def stat(self, name: str) -> Sequence[float | None]:
         return self.stats.get(name, [None] * len(self.frames))

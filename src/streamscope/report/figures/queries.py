@@ -18,6 +18,7 @@ from streamscope.report.data import (
     QuerySeries,
     TargetSeries,
 )
+from streamscope.report.families import about
 from streamscope.report.figures.spec import (
     Figure,
     base_layout,
@@ -68,7 +69,10 @@ def timeseries(q: QuerySeries) -> Figure | None:
         scale, unit = ns_scale([v for ts, s in rows for v in ts.stats[s]])
     data = []
     for i, (ts, stat) in enumerate(rows):
-        name = stat if len(q.targets) == 1 else f"{label(ts.target)} {stat}"
+        if ts.members > 1:
+            name = label(about(ts, q.metric, stat))
+        else:
+            name = stat if len(q.targets) == 1 else f"{label(ts.target)} {stat}"
         notes = partial_notes(ts)
         data.append(
             {
@@ -115,7 +119,8 @@ def duty(q: QuerySeries, ts: TargetSeries) -> Figure | None:
         }
         for s in states
     ]
-    layout = base_layout(f"q{q.id} {label(ts.target)}: time in each state", 280)
+    who = label(about(ts, q.metric, "duty.busy"))
+    layout = base_layout(f"q{q.id} {who}: time in each state", 280)
     layout["xaxis"]["title"] = {"text": "frame start (s)"}
     layout["yaxis"].update({"title": {"text": "fraction"}, "range": [0, 1], "tickformat": ".0%"})
     return {"data": data, "layout": layout}
@@ -185,7 +190,7 @@ def _run_bars(
         "data": [
             {
                 "type": "bar",
-                "name": label(ts.target),
+                "name": label(about(ts, q.metric, "histogram")),
                 "x": rs(bins.x),
                 "width": rs(bins.width),
                 "y": rs(shares),
@@ -194,7 +199,7 @@ def _run_bars(
             }
         ],
         "layout": base_layout(
-            f"q{q.id} {label(ts.target)}: histogram over the run"
+            f"q{q.id} {label(about(ts, q.metric, 'histogram'))}: histogram over the run"
             + (f" ({', '.join(note)})" if note else ""),
             300,
             bargap=0.05,
@@ -226,7 +231,9 @@ def _frame_heatmap(q: QuerySeries, ts: TargetSeries, bins: _BinAxis, nb: int) ->
             }
         ],
         "layout": base_layout(
-            f"q{q.id} {label(ts.target)}: histogram per frame", 300, hovermode="closest"
+            f"q{q.id} {label(about(ts, q.metric, 'histogram'))}: histogram per frame",
+            300,
+            hovermode="closest",
         ),
     }
     heat["layout"]["xaxis"]["title"] = {"text": "frame start (s)"}
@@ -292,7 +299,7 @@ def clock_stats(q: QuerySeries) -> Figure | None:
                 {
                     "type": "scatter",
                     "mode": "lines+markers",
-                    "name": f"{label(ts.target)} uncertainty (us)",
+                    "name": f"{label(about(ts, q.metric, 'uncertainty_ns'))} uncertainty (us)",
                     "x": frame_times(ts),
                     "y": scaled(unc, 1e3),
                 }
@@ -301,7 +308,7 @@ def clock_stats(q: QuerySeries) -> Figure | None:
             data.append(
                 {
                     "type": "bar",
-                    "name": f"{label(ts.target)} violations",
+                    "name": f"{label(about(ts, q.metric, 'violations'))} violations",
                     "x": frame_times(ts),
                     "y": rs(vio),
                     "yaxis": "y2",

@@ -1,5 +1,6 @@
 """Three sections over the run's queries: each query's figures per frame, the histograms of
-those that asked for one, and the box-whisker plots of those that asked for ``box``.
+those that asked for one, and the box-whisker plots of those that asked for ``box``. A query
+with more than ``FAMILY_AT`` targets shows one series per family of them (``families``).
 
 In: every query's series (``data.query_series``) and the page that collects figures. Out: the
 three sections' HTML.
@@ -10,8 +11,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from streamscope.core.fmt import fmt_ns
+from streamscope.core.topology import FAMILY_AT
 from streamscope.report.data import QuerySeries
-from streamscope.report.figures.queries import box, clock_stats, duty, histograms, timeseries
+from streamscope.report.families import grouped
+from streamscope.report.figures.queries import (
+    box,
+    clock_stats,
+    duty,
+    has_box,
+    histograms,
+    timeseries,
+)
 from streamscope.report.markup import Page, esc
 
 NO_BOX = (
@@ -28,9 +38,10 @@ def sections(page: Page, qs: Sequence[QuerySeries]) -> tuple[str, str, str]:
     if not qs:
         main.append('<p class="muted">The run has no queries.</p>')
     for q in qs:
-        main.append(_per_frame(page, q))
-        hist.append(_histograms(page, q))
-        boxes.append(_box(page, q))
+        shown = grouped(q)
+        main.append(_per_frame(page, shown, len(q.targets)))
+        hist.append(_histograms(page, shown))
+        boxes.append(_box(page, shown, q))
     if not any(hist[1:]):
         hist.append('<p class="muted">No query asked for a histogram.</p>')
     if not any(boxes[1:]):
@@ -44,16 +55,20 @@ def _title(q: QuerySeries) -> str:
     return f"<h3>q{q.id}: <code>{esc(q.text)}</code></h3>"
 
 
-def _per_frame(page: Page, q: QuerySeries) -> str:
+def _per_frame(page: Page, q: QuerySeries, targets: int) -> str:
     """The query's heading and its figures per frame (a stage's states, every stat, its
-    clocks' uncertainty)."""
+    clocks' uncertainty); ``targets``: how many it had before families were taken together."""
     frames = max((len(t.frames) for t in q.targets), default=0)
+    names = [t.target if t.members == 1 else f"{t.target} (a family of {t.members})"
+             for t in q.targets]  # fmt: skip
     out = (
         f'<h3 id="q{q.id}">q{q.id}: <code>{esc(q.text)}</code></h3>'
         f'<p class="muted">{esc(q.metric)} in {esc(q.unit)}, frames of '
         f"{esc(fmt_ns(q.frame_ns))}; {frames} frames; targets: "
-        f"{esc(', '.join(t.target for t in q.targets) or '-')}</p>"
+        f"{esc(', '.join(names) or '-')}</p>"
     )
+    if len(q.targets) < targets:
+        out += _family_note(targets, len(q.targets))
     plots = []
     if q.metric == "state":
         plots += [page.plot(duty(q, ts), f"q{q.id} duty {ts.target}") for ts in q.targets]
@@ -74,9 +89,27 @@ def _histograms(page: Page, q: QuerySeries) -> str:
     return f'{_title(q)}<div class="plots">{divs}</div>'
 
 
-def _box(page: Page, q: QuerySeries) -> str:
-    """The query's box-whisker plot, if it has one ("" if not)."""
+def _family_note(targets: int, shown: int) -> str:
+    return (
+        f'<p class="muted ss-families">Its {targets} targets are more than {FAMILY_AT}: each '
+        "family of those numbered alike (<code>#2</code>, <code>#3</code>, ...) is shown as one "
+        f"({shown} in all). Per frame, a family's mean is its members' each on "
+        "average (weighted by the time each observed), its max the largest, its histogram "
+        "their weights added, a stage family's time in each state the average of its workers; "
+        "quantiles are left out (those of several do not add up). Each target's own are in the "
+        "run file's <code>stat</code> and <code>histogram</code> tables.</p>"
+    )
+
+
+def _box(page: Page, q: QuerySeries, asked: QuerySeries) -> str:
+    """The query's box-whisker plot, if it has one ("" if not); where its targets asked for
+    one but are shown by family, why there is none."""
     b = box(q)
     if b is None:
+        if q is not asked and any(has_box(t) for t in asked.targets):
+            return _title(q) + (
+                f'<p class="muted">No box per family: its {len(asked.targets)} targets are '
+                "shown by family, and their quantiles do not add up to a family's.</p>"
+            )
         return ""
     return _title(q) + page.plot(b, f"q{q.id} box")
