@@ -1,7 +1,8 @@
 """A channel drawn as an arrow between its stages' boxes, with its figures on its edge: its
 mean occupancy against its capacity (a fill bar, the maximum marked) and its throughput. A link
 channel is dashed and carries its virtual queue's verdict; a channel without figures is a
-plain arrow (its name and capacity in its tooltip).
+plain arrow (its name and capacity in its tooltip). A family of channels is one thicker arrow
+that says how many it stands for, its figures each on average.
 
 In: a channel, the points its arrow passes and its summary. Out: SVG text; every name escaped.
 """
@@ -59,32 +60,35 @@ def path(pts: list[tuple[float, float]]) -> str:
 
 
 def channel(
-    c: ChannelInfo, pts: list[tuple[float, float]], cs: ChannelLike | None
+    c: ChannelInfo, pts: list[tuple[float, float]], cs: ChannelLike | None, members: int = 1
 ) -> tuple[str, str]:
     """The arrow (drawn under the boxes) and the label (drawn over them) of one channel whose
     arrow passes ``pts`` (from its source's port to its destination's): its figures on its
-    edge, halfway along its first step."""
+    edge, halfway along its first step. ``members``: how many channels it stands for."""
     virtual = c.is_link or (cs is not None and cs.virtual)
     colour = DEVICE_STROKE if virtual else "#475569"
     dash = ' stroke-dasharray="7 4"' if virtual else ""
+    many = f' data-members="{members}"' if members > 1 else ""
+    what = f"{members} channels, {escape(c.name)}" if members > 1 else escape(c.name)
     arrow = (
         f'<path class="ss-channel-line" d="{path(pts)}" fill="none" stroke="{colour}" '
-        f'stroke-width="1.6"{dash} marker-end="url(#ss-arrow{"-dev" if virtual else ""})">'
-        f"<title>{escape(c.name)} · capacity {c.capacity}</title></path>"
+        f'stroke-width="{3.2 if members > 1 else 1.6}"{dash} '
+        f'marker-end="url(#ss-arrow{"-dev" if virtual else ""})">'
+        f"<title>{what} · capacity {c.capacity}</title></path>"
     )
-    tip = escape(chr(10).join(_tooltip(c, cs)))
+    tip = escape(chr(10).join(_tooltip(c, cs, members)))
     mean = cs.mean_occupancy if cs is not None else None
     tput = cs.throughput_per_s if cs is not None else None
     if cs is None or (mean is None and tput is None and not virtual):
         plain = (
-            f'<g class="ss-channel ss-plain" data-channel="{escape(c.name)}" '
+            f'<g class="ss-channel ss-plain" data-channel="{escape(c.name)}"{many} '
             f'data-virtual="{"1" if virtual else "0"}"><title>{tip}</title></g>'
         )
         return arrow, plain
     (ax, ay), (bx, by) = pts[0], pts[1]
     x, y = (ax + bx) / 2 - LABEL_W / 2, (ay + by) / 2 - LABEL_H / 2
     label = [
-        f'<g class="ss-channel" data-channel="{escape(c.name)}" '
+        f'<g class="ss-channel" data-channel="{escape(c.name)}"{many} '
         f'data-virtual="{"1" if virtual else "0"}" transform="translate({x:.1f},{y:.1f})">'
         f"<title>{tip}</title>"
         f'<rect width="{LABEL_W}" height="{LABEL_H}" rx="5" fill="#ffffff" fill-opacity="0.94" '
@@ -92,6 +96,8 @@ def channel(
         *_fill(cs, c.capacity),
     ]
     line2 = f"{_num(tput, '/s')}" if tput is not None else "throughput -"
+    if members > 1:  # its figures are each channel's on average
+        line2 = f"{members} channels · {line2} each"
     label.append(f'<text x="6" y="38" class="ss-small">{escape(line2)}</text>')
     if virtual:
         verdict = cs.verdict
@@ -104,8 +110,10 @@ def channel(
     return arrow, "".join(label)
 
 
-def _tooltip(c: ChannelInfo, cs: ChannelLike | None) -> list[str]:
+def _tooltip(c: ChannelInfo, cs: ChannelLike | None, members: int = 1) -> list[str]:
     tip = [f"channel {c.name}", f"{c.transport}, capacity {c.capacity}"]
+    if members > 1:
+        tip[0] = f"channels {c.name}: a family of {members}, each on average (max: the largest)"
     if c.is_link:
         tip.append(
             f"link: bulk {c.bulk_size}, transfer {c.transfer_ns / 1e3:.0f}us, "

@@ -1,6 +1,7 @@
 """A stage drawn as a box: its name, resource and role, its state breakdown as a stacked bar
 (busy, blocked_in, blocked_out, idle) and, when known, seed 003's process categories as a thin
-second bar; the bottleneck's stages outlined.
+second bar; the bottleneck's stages outlined; a family of stages drawn as one, a stack of boxes
+that says how many it stands for.
 
 In: a stage's place and breakdown. Out: SVG text; every name escaped.
 """
@@ -79,22 +80,37 @@ def bar(
 
 
 def stage_box(
-    name: str, x: float, y: float, place: StagePlace, sb: StageLike | None, neck: bool = False
+    name: str,
+    x: float,
+    y: float,
+    place: StagePlace,
+    sb: StageLike | None,
+    neck: bool = False,
+    members: int = 1,
 ) -> str:
     """Stage ``name``'s box with its top-left corner at ``x``, ``y``; ``sb`` its breakdown
-    (``None``: no state query), ``neck`` whether it is (part of) the bottleneck."""
+    (``None``: no state query), ``neck`` whether it is (part of) the bottleneck, ``members``
+    how many stages it stands for (a family's: its figures each on average)."""
     e = escape
     stroke = DEVICE_STROKE if place.device else HOST_STROKE
     role = place.role
+    where = f"{place.resource} · {place.kind}"
+    if members > 1:
+        where = f"{members} stages · {place.kind}"
+    stack = "".join(  # the boxes behind: it stands for many
+        f'<rect class="ss-stack" x="{d}" y="{-d}" width="{BOX_W}" height="{BOX_H}" rx="8" '
+        f'fill="#ffffff" stroke="{stroke}" stroke-width="0.8"/>'
+        for d in ((6, 3) if members > 1 else ())
+    )
+    many = f' data-members="{members}"' if members > 1 else ""
     parts = [
-        f'<g class="ss-stage{" ss-bottleneck" if neck else ""}" data-stage="{e(name)}" '
+        f'<g class="ss-stage{" ss-bottleneck" if neck else ""}" data-stage="{e(name)}"{many} '
         f'transform="translate({x:.1f},{y:.1f})">'
-        f"<title>{e(chr(10).join(_tooltip(name, place, sb, neck)))}</title>"
+        f"<title>{e(chr(10).join(_tooltip(name, place, sb, neck, members)))}</title>{stack}"
         f'<rect class="ss-stage-box" width="{BOX_W}" height="{BOX_H}" rx="8" fill="#ffffff" '
         f'stroke="{stroke}" stroke-width="{2 if place.device else 1.4}"/>'
         f'<text x="10" y="22" class="ss-stage-name">{e(_short(name, 24))}</text>'
-        f'<text x="10" y="39" class="ss-small">'
-        f"{e(_short(f'{place.resource} · {place.kind}', 30))}"
+        f'<text x="10" y="39" class="ss-small">{e(_short(where, 30))}'
         f"{'' if role == 'stage' else ' · ' + e(role)}</text>"
     ]
     has_states = sb is not None and any(getattr(sb, s) is not None for s, _ in STATES)
@@ -117,8 +133,12 @@ def stage_box(
     return "".join(parts)
 
 
-def _tooltip(name: str, place: StagePlace, sb: StageLike | None, neck: bool) -> list[str]:
+def _tooltip(
+    name: str, place: StagePlace, sb: StageLike | None, neck: bool, members: int
+) -> list[str]:
     tip = [f"stage {name}", f"resource {place.resource} ({place.kind})", f"role {place.role}"]
+    if members > 1:
+        tip[0] = f"stages {name}: a family of {members}, each on average"
     if sb is not None:
         tip += [f"{label} {pct(getattr(sb, label))}" for label, _ in STATES]
         tip += [

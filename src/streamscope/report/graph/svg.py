@@ -1,5 +1,6 @@
 """The whole pipeline drawing as one ``<svg>``: boxes placed by ``layout``, channels between
-their ports, the bottleneck outlined, a legend; scaled to the width it is given.
+their ports, the bottleneck outlined, a legend; scaled to the width it is given. Past
+``FAMILY_AT`` stages or channels, a family of them is one box or edge (``family``).
 
 In: a ``Topology``, each stage's breakdown and each channel's summary, the bottleneck's
 stages. Out: SVG text.
@@ -12,6 +13,7 @@ from html import escape
 
 from streamscope.core.topology import HOST, ChannelInfo, Topology
 from streamscope.report.graph.channel import ChannelLike, channel
+from streamscope.report.graph.family import fold
 from streamscope.report.graph.layout import Layout, layout
 from streamscope.report.graph.stage import StageLike, StagePlace, stage_box
 from streamscope.report.graph.style import (
@@ -49,14 +51,17 @@ def pipeline_svg(
 ) -> str:
     """The whole graph as one ``<svg>`` element, scaled to the width it is given (never wider
     than drawn). ``bottleneck``: the stages the findings name the bottleneck, outlined."""
+    drawn = fold(topology, stages, channels, bottleneck)
+    topology = drawn.topology
     placed = layout(topology)
     width, height = placed.width, placed.height
-    lines, labels = _channels(topology, placed, channels)
+    lines, labels = _channels(topology, placed, drawn.channels, drawn.channel_members)
     places = _places(topology)  # a channel's end that is no stage: unknown
     boxes = [
-        stage_box(name, x, y, places.get(name, StagePlace()), stages.get(name), name in bottleneck)
+        stage_box(name, x, y, places.get(name, StagePlace()), drawn.stages.get(name),
+                  name in drawn.bottleneck, drawn.stage_members.get(name, 1))
         for name, (x, y) in placed.boxes.items()
-    ]
+    ]  # fmt: skip
     return (
         f'<svg class="ss-graph" role="img" '
         f'aria-label="pipeline {escape(topology.name)}" viewBox="0 0 {width:.0f} {height:.0f}" '
@@ -103,11 +108,15 @@ def _places(topology: Topology) -> dict[str, StagePlace]:
 
 
 def _channels(
-    topology: Topology, placed: Layout, channels: Mapping[str, ChannelLike]
+    topology: Topology,
+    placed: Layout,
+    channels: Mapping[str, ChannelLike],
+    members: Mapping[str, int],
 ) -> tuple[list[str], list[str]]:
     """Every channel between two placed stages: its arrow and its label, from its source's
-    port to its destination's. A box's outgoing (incoming) channels are spread along its
-    right (left) edge, in the order of the boxes at their other ends, top to bottom."""
+    port to its destination's (``members``: how many channels a family's stands for). A box's
+    outgoing (incoming) channels are spread along its right (left) edge, in the order of the
+    boxes at their other ends, top to bottom."""
     where = placed.boxes
     outs: dict[str, list[ChannelInfo]] = {}
     ins: dict[str, list[ChannelInfo]] = {}
@@ -126,9 +135,8 @@ def _channels(
         (sx, sy), (dx, dy) = where[c.src], where[c.dst]
         start = (sx + BOX_W, sy + _port(outs[c.src], c))
         end = (dx, dy + _port(ins[c.dst], c))
-        arrow, label = channel(
-            c, [start, *placed.routes.get(c.name, []), end], channels.get(c.name)
-        )
+        route = [start, *placed.routes.get(c.name, []), end]
+        arrow, label = channel(c, route, channels.get(c.name), members.get(c.name, 1))
         lines.append(arrow)
         labels.append(label)
     return lines, labels

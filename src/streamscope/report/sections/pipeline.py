@@ -1,7 +1,8 @@
 """The pipeline section: the graph with its performance, each stage's time in each state (and
-each worker's, for a stage worked in by several), and each channel's figures.
+each worker's, for a stage worked in by several), and each channel's figures. Past
+``FAMILY_AT`` stages or channels, a family of them is one box, edge and row (``graph.family``).
 
-In: a ``Run``. Out: the section's HTML.
+In: a ``Run`` and its findings. Out: the section's HTML.
 """
 
 from __future__ import annotations
@@ -9,14 +10,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from streamscope.analysis import (
-    ChannelSummary,
+    Finding,
     StageBreakdown,
     channel_summary,
     findings,
     stage_breakdown,
 )
 from streamscope.core.fmt import pct
-from streamscope.report.graph import CATEGORIES, STATES, pipeline_svg
+from streamscope.core.topology import FAMILY_AT
+from streamscope.report.graph import CATEGORIES, STATES, ChannelLike, pipeline_svg
+from streamscope.report.graph.family import Folded, fold
 from streamscope.report.markup import table
 from streamscope.store.reader import Run
 
@@ -43,31 +46,39 @@ CHANNEL_HEAD = [
     "virtual",
     "communication",
 ]
+FAMILIES = (
+    f'<p class="muted ss-families">More than {FAMILY_AT} stages or channels: those a program '
+    "made many of (numbered alike: <code>#2</code>, <code>#3</code>, ...) are one box, edge and "
+    "row per family, with how many it stands for; its figures are each one's on average, its "
+    "max the largest.</p>"
+)
 
 
-def section(run: Run) -> str:
+def section(run: Run, found: Sequence[Finding] | None = None) -> str:
+    """The section; ``found``: the run's findings where the caller has them already."""
     stages = stage_breakdown(run)
     channels = channel_summary(run)
-    svg = pipeline_svg(
-        run.topology,
-        {s.stage: s for s in stages},
-        {c.channel: c for c in channels},
-        _bottleneck(run),
-    )
+    by_stage = {s.stage: s for s in stages}
+    by_channel = {c.channel: c for c in channels}
+    neck = _bottleneck(findings(run) if found is None else found)
+    svg = pipeline_svg(run.topology, by_stage, by_channel, neck)
+    drawn = fold(run.topology, by_stage, by_channel)
     head = ["stage", "resource", *(s for s, _ in STATES), *CATEGORY_NAMES]
+    many = bool(drawn.stage_members or drawn.channel_members)
+    stage_rows = _family_rows(drawn) if drawn.stage_members else _stage_rows(run, stages)
     return (
-        f'<section id="pipeline"><h2>Pipeline</h2>{INTRO}'
+        f'<section id="pipeline"><h2>Pipeline</h2>{INTRO}{FAMILIES if many else ""}'
         f'<div class="graph-wrap">{svg}</div>'
-        f"<h3>Stages</h3>{table(head, _stage_rows(run, stages))}"
-        f"<h3>Channels</h3>{table(CHANNEL_HEAD, [_channel_row(c) for c in channels])}"
+        f"<h3>Stages</h3>{table(head, stage_rows)}"
+        f"<h3>Channels</h3>{table(CHANNEL_HEAD, _channel_rows(drawn))}"
         "</section>"
     )
 
 
-def _bottleneck(run: Run) -> list[str]:
+def _bottleneck(found: Sequence[Finding]) -> list[str]:
     """The stages the findings name the bottleneck (a group's members)."""
     out: list[str] = []
-    for f in findings(run):
+    for f in found:
         if f.kind == "bottleneck":
             members = f.evidence.get("members") if isinstance(f.evidence, dict) else None
             out += [str(m) for m in members] if isinstance(members, list | tuple) else [f.target]
@@ -103,10 +114,37 @@ def _stage_rows(run: Run, stages: Sequence[StageBreakdown]) -> list[list[object]
     return rows
 
 
-def _channel_row(c: ChannelSummary) -> list[object]:
+def _family_rows(drawn: Folded) -> list[list[object]]:
+    """Each stage's or family's shares of its time (a family's: its members' on average)."""
+    rows: list[list[object]] = []
+    for info in drawn.topology.stages:
+        n = drawn.stage_members.get(info.name, 1)
+        s = drawn.stages.get(info.name)
+        row: list[object] = [info.name if n == 1 else f"{info.name} (a family of {n})"]
+        row.append(getattr(s, "resource", info.resource))
+        row += [pct(_opt(s, st), 1) for st, _ in STATES]
+        row += [pct(_opt(s, c), 1) for c in CATEGORY_NAMES]
+        rows.append(row)
+    return rows
+
+
+def _channel_rows(drawn: Folded) -> list[list[object]]:
+    """Each channel's or family's figures, in the order drawn."""
+    rows = []
+    for info in drawn.topology.channels:
+        c = drawn.channels.get(info.name)
+        if c is None:
+            continue
+        n = drawn.channel_members.get(info.name, 1)
+        rows.append(_channel_row(c, info.transport, info.name if n == 1 else
+                                 f"{info.name} (a family of {n})"))  # fmt: skip
+    return rows
+
+
+def _channel_row(c: ChannelLike, transport: str, name: str) -> list[object]:
     return [
-        c.channel,
-        c.transport,
+        name,
+        transport,
         c.capacity,
         c.mean_occupancy,
         c.max_occupancy,
