@@ -19,6 +19,7 @@ import math
 from datetime import UTC, datetime
 from typing import Any
 
+from streamscope.analysis import findings as found_in
 from streamscope.report import data as rd
 from streamscope.report.markup import Page, esc, header
 from streamscope.report.sections import (
@@ -179,7 +180,8 @@ def render(run: Run, compare_with: Run | None = None) -> tuple[str, list[str]]:
 def _sections(page: Page, run: Run, other: Run | None) -> list[str]:
     """Every section's HTML, in the page's order; their figures collected in ``page``."""
     qs = rd.query_series(run)
-    parts = [findings.section(run), pipeline.section(run)]
+    found = found_in(run)  # once: two sections read them, and with many channels they take long
+    parts = [findings.section(run, found), pipeline.section(run, found)]
     parts += list(queries.sections(page, qs))
     parts += [virtual_queues.section(page, run), clocks.section(page, run)]
     parts += [monitoring.drops_section(run), monitoring.overhead_section(run)]

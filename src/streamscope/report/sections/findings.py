@@ -1,41 +1,81 @@
 """The report's first section: what the analysis found, most severe first, each with its
-suggestion and evidence; and how the run ended, if not completed.
+suggestion and evidence; and how the run ended, if not completed. Findings of one kind about
+members of one family (``maker -> taker``, ``maker -> taker #2``, ...) are one: the first in
+full, then how many more are like it and about which members.
 
-In: a ``Run``. Out: the section's HTML.
+In: a ``Run`` and its findings. Out: the section's HTML.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
-from streamscope.analysis import findings
+from streamscope.analysis import Finding, findings
+from streamscope.core.topology import family
+from streamscope.report.families import numbers
 from streamscope.report.markup import badge, esc, table
 from streamscope.store.reader import Run
 
 SEVERITY_ORDER = {"problem": 0, "warning": 1, "info": 2}
 
 
-def section(run: Run) -> str:
-    fs = sorted(findings(run), key=lambda f: SEVERITY_ORDER.get(f.severity, 3))
+def section(run: Run, found: Sequence[Finding] | None = None) -> str:
+    """The section; ``found``: the run's findings where the caller has them already."""
+    fs = sorted(findings(run) if found is None else found,
+                key=lambda f: SEVERITY_ORDER.get(f.severity, 3))  # fmt: skip
     out = ['<section id="findings"><h2>Findings</h2>']
     if run.status != "completed":
         why = f": {run.error}" if run.error else ""
         out.append(f'<div class="error">The run is <b>{esc(run.status)}</b>{esc(why)}</div>')
     if not fs:
         out.append('<p class="muted">Nothing stands out in this run.</p>')
-    for f in fs:
-        sev = f.severity if f.severity in SEVERITY_ORDER else "info"
-        out.append(
-            f'<div class="finding {sev}" data-kind="{esc(f.kind)}">'
-            f'{badge(f.severity, "sev-" + sev)} <span class="title">{esc(f.title)}</span>'
-            f' <span class="muted">({esc(f.kind)}{", " + esc(f.target) if f.target else ""})</span>'
-            f"<div>{esc(f.detail)}</div>"
-        )
-        if f.suggestion:
-            out.append(f'<div class="suggest">→ {esc(f.suggestion)}</div>')
-        if f.evidence:
-            rows = [(k, json.dumps(v, default=str)[:300]) for k, v in f.evidence.items()]
-            out.append(f"<details><summary>evidence</summary>{table(('', ''), rows)}</details>")
-        out.append("</div>")
+    for f, alike in _alike(fs):
+        out.append(_finding(f, alike))
     out.append("</section>")
+    return "".join(out)
+
+
+def _alike(fs: Sequence[Finding]) -> list[tuple[Finding, list[Finding]]]:
+    """Each finding with the later ones of its kind and severity whose subjects are other
+    members of its subject's family, in the order of the first of each."""
+    groups: dict[tuple[str, str, str], tuple[list[Finding], set[str]]] = {}
+    out: list[list[Finding]] = []
+    for f in fs:
+        key = (f.kind, f.severity, family(f.target))
+        group, subjects = groups.get(key, ([], set()))
+        if not f.target or not group or f.target in subjects:
+            # about the whole run, the first of its family, or another about the same subject
+            group, subjects = [f], {f.target}
+            out.append(group)
+            if f.target:
+                groups[key] = (group, subjects)
+        else:
+            group.append(f)
+            subjects.add(f.target)
+    return [(g[0], g[1:]) for g in out]
+
+
+def _finding(f: Finding, alike: Sequence[Finding]) -> str:
+    sev = f.severity if f.severity in SEVERITY_ORDER else "info"
+    fam = family(f.target)
+    more = f' data-family="{esc(fam)}" data-more="{len(alike)}"' if alike else ""
+    out = [
+        f'<div class="finding {sev}" data-kind="{esc(f.kind)}"{more}>'
+        f'{badge(f.severity, "sev-" + sev)} <span class="title">{esc(f.title)}</span>'
+        f' <span class="muted">({esc(f.kind)}{", " + esc(f.target) if f.target else ""})</span>'
+        f"<div>{esc(f.detail)}</div>"
+    ]
+    if f.suggestion:
+        out.append(f'<div class="suggest">→ {esc(f.suggestion)}</div>')
+    if f.evidence:
+        rows = [(k, json.dumps(v, default=str)[:300]) for k, v in f.evidence.items()]
+        out.append(f"<details><summary>evidence</summary>{table(('', ''), rows)}</details>")
+    if alike:  # the rest named, not repeated: a program's thousand queues alike
+        out.append(
+            f'<details class="ss-alike"><summary>and {len(alike)} more like it on the family '
+            f"<b>{esc(fam)}</b></summary>"
+            f'<div class="mono">{esc(numbers([a.target for a in alike]))}</div></details>'
+        )
+    out.append("</div>")
     return "".join(out)
