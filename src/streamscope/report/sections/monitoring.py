@@ -1,4 +1,5 @@
-"""Two sections on the monitoring itself: the probe records it dropped, and what it cost.
+"""Two sections on the monitoring itself: the probe records it dropped, and what it cost (past
+``FAMILY_AT`` stages, a family of numbered ones in one row, its members' costs added).
 
 In: a ``Run`` (``data.total_records``, ``data.drops``, ``Run.overhead``). Out: the sections'
 HTML.
@@ -6,8 +7,11 @@ HTML.
 
 from __future__ import annotations
 
+from typing import Any
+
 from streamscope.core.fmt import fmt_ns, pct
 from streamscope.report import data as rd
+from streamscope.report.families import families
 from streamscope.report.markup import table
 from streamscope.store.reader import Run
 
@@ -29,7 +33,7 @@ def drops_section(run: Run) -> str:
 
 
 def overhead_section(run: Run) -> str:
-    rows = run.overhead()
+    rows = _by_family(run.overhead())
     out = ['<section id="overhead"><h2>Monitoring overhead</h2>']
     if not rows:
         out.append('<p class="muted">No probe was active.</p>')
@@ -57,3 +61,27 @@ def overhead_section(run: Run) -> str:
         )
     out.append("</section>")
     return "".join(out)
+
+
+#: The figures of a stage's cost that add up over a family (each is over the whole run).
+ADDED = ("probes", "events", "events_per_s", "est_probe_ns", "fraction")
+
+
+def _by_family(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each stage's cost; past ``FAMILY_AT`` stages, a family's in one row, its members' added,
+    costliest first."""
+    fams = families([str(r["stage"]) for r in rows])
+    if all(len(ms) == 1 for ms in fams.values()):
+        return rows
+    by = {str(r["stage"]): r for r in rows}
+    out = []
+    for fam, ms in fams.items():
+        if len(ms) == 1:
+            out.append(by[ms[0]])
+            continue
+        row: dict[str, Any] = {"stage": f"{fam} (a family of {len(ms)})"}
+        for key in ADDED:
+            known = [by[m][key] for m in ms if by[m][key] is not None]
+            row[key] = sum(known) if known else None
+        out.append(row)
+    return sorted(out, key=lambda r: -(r["est_probe_ns"] or 0.0))
