@@ -240,3 +240,37 @@ def test_a_process_queue_read_only_at_the_end_holds_its_items(tmp_path: Path) ->
         assert ch.name == "producer -> main"
         most = [v for v in _stat(run, "occupancy", ch.name, "max") if v is not None]
         assert most and max(most) == 200, most
+
+
+def test_reply_queues_made_and_dropped_by_many_threads_at_once(tmp_path: Path) -> None:
+    """Six client threads each making a reply queue per request (the channels of dropped
+    queues taken up by the next, from several threads at once): the program ends as plainly,
+    with no error of streamscope's, and every request is counted on its channels."""
+    prog = str(APPS / "reply_queues_many_clients.py")
+    plain = subprocess.run(
+        [sys.executable, prog, "1500"], capture_output=True, text=True, timeout=120,
+        stdin=subprocess.DEVNULL, check=False,
+    )  # fmt: skip
+    assert plain.returncode == 0, plain.stderr[-2000:]
+    out = tmp_path / "run.duckdb"
+    # A worker that died of an error of streamscope's leaves its client waiting for ever: the
+    # run's own time limit stops it then.
+    proc = subprocess.run(
+        [*cli(), "run", prog, "-o", str(out), "--quiet", "--timeout", "60s", "--", "1500"],
+        capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    assert proc.stdout == plain.stdout
+    with ss.load(out) as run:
+        (q,) = [q for q in run.queries if q.text.startswith("throughput")]
+        replies = [c.name for c in run.topology.channels if c.src == "worker"]
+        # Items out of the reply channels: each frame's mean rate over its covered time.
+        items = sum(
+            p.value * f.covered_ns / 1e9
+            for name in replies
+            for f in run.results(q.id, name)
+            for p in f.points
+            if isinstance(p, ScalarPoint) and p.stat == "mean" and p.value is not None
+        )
+    assert round(items) == 6 * 1500

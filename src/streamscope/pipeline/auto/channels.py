@@ -6,6 +6,8 @@ declared to the session once both are known, with the rings of the ends a query 
 
 from __future__ import annotations
 
+import os
+import threading
 import time
 import weakref
 from collections import deque
@@ -85,6 +87,17 @@ _dropped: deque[tuple[_Shape, _Free]] = deque()
 _free: dict[_Shape, list[_Free]] = {}
 #: A free channel no queue took up for this long is retired (its rings closed), s.
 FREE_FOR_S = 0.2
+#: Guards ``_free`` (process-wide): queues of several threads are named at once, each under its own lock
+#: (``__del__`` only appends to ``_dropped``, which needs none). Made anew in a forked child.
+_free_lock = threading.Lock()
+
+
+def _new_free_lock() -> None:
+    global _free_lock
+    _free_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_new_free_lock)
 
 
 def _take_dropped(now: float) -> None:
@@ -112,6 +125,8 @@ def _take_free(shape: _Shape) -> _Free | None:
         return None
     best = min(frees, key=lambda f: (len(f.name), f.name))
     frees.remove(best)
+    if not frees:
+        del _free[shape]  # a shape with none free has no entry (``_take_dropped``)
     return best
 
 
@@ -134,8 +149,9 @@ def forget_channels() -> None:
     anew."""
     for ch in list(_channels):
         ch.detach()
-    _dropped.clear()
-    _free.clear()
+    with _free_lock:
+        _dropped.clear()
+        _free.clear()
     forget_claims()
 
 
@@ -180,8 +196,9 @@ class ProgramChannel:
             self.dst = who
         if self.name is None and self.src and self.dst and REGISTRY.active():
             shape = (self.src, self.dst, self.capacity, self.transport)
-            _take_dropped(time.monotonic())
-            free = _take_free(shape)
+            with _free_lock:
+                _take_dropped(time.monotonic())
+                free = _take_free(shape)
             if free is not None:
                 # A dropped queue's channel taken up: same name and probes, numbered on from
                 # the items it carried (a program making a queue per request has as many
