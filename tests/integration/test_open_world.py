@@ -274,3 +274,25 @@ def test_reply_queues_made_and_dropped_by_many_threads_at_once(tmp_path: Path) -
             if isinstance(p, ScalarPoint) and p.stat == "mean" and p.value is not None
         )
     assert round(items) == 6 * 1500
+
+
+def test_the_time_items_wait_for_a_consumer_counts_in_occupancy(tmp_path: Path) -> None:
+    """Items put 1.2 s before their queue's consumer is known: the channel begins with its
+    first put, so its occupancy over the frames holds the items while they waited. The oracle
+    is the program's own clock: the time the items of a channel spent in it (item-seconds)
+    is the integral of its occupancy, and its latency their mean wait (Little's law)."""
+    out = tmp_path / "run.duckdb"
+    proc = _watched(str(APPS / "put_long_before_get.py"), out, "1.2", frame="250ms")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    waits = [float(x) for x in proc.stdout.split()]
+    assert len(waits) == 6 and min(waits) > 1.2
+    with ss.load(out) as run:
+        chans = [c.name for c in run.topology.channels]
+        assert len(chans) == 3
+        for k, name in enumerate(chans):
+            truth = sum(waits[2 * k : 2 * k + 2])  # item-seconds in this channel
+            occ = _by_frame(run, "occupancy", name)
+            held = sum(mean * cov / 1e9 for mean, cov in occ.values())
+            assert abs(held - truth) < 0.02 + 0.02 * truth, (name, held, truth)
+            lat = _stat(run, "latency", name, "mean")
+            assert any(v is not None and abs(v / 1e9 - truth / 2) < 0.02 for v in lat), lat

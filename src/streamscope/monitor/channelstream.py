@@ -137,6 +137,19 @@ class ChannelStream:
         self.ends[end].pending.add(t_ns, seq)
         return n_late
 
+    def rewind(self, start_ns: int) -> None:
+        """Records from before the channel appeared came before anything of it was reduced:
+        it begins at ``start_ns`` instead (empty then), so that the time its first items
+        waited for a consumer counts in its occupancy as it does in their latency."""
+        self.start_ns = self.last_t = start_ns
+        for e in self.ends.values():
+            e.last_t = start_ns
+
+    @property
+    def rewindable(self) -> bool:
+        """Nothing of the channel was reduced yet (so none of its frames went out)."""
+        return self.last_t == self.start_ns
+
     def absorb(self, end: str, t_ns: I64, seq: I64) -> None:
         """Records from before the channel appeared (insertions made before its consumer was
         known, recorded when it was): no frame before it has the channel, so they are what it

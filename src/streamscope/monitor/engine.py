@@ -151,6 +151,8 @@ class Engine:
             [TargetReducer(q.id, q.metric, t.name, t.specs, q.frame_ns, t.name in self.crossing)
              for q, t in pairs]
         )  # fmt: skip
+        # A channel whose first items were put before its consumer was known begins then.
+        self.routes.on_rewind = self.reducers.rewind
 
     # -- what the rest of the monitor reads --------------------------------------------------
 

@@ -19,6 +19,7 @@ from streamscope.aggregate.points import FrameResult, Point, ScalarPoint
 from streamscope.aggregate.specs import AggregationSpec
 from streamscope.aggregate.timed import Extreme
 from streamscope.monitor.streams import Events, Segments
+from streamscope.query.metrics import METRICS
 from streamscope.query.plan import Plan, TargetPlan
 
 I64 = NDArray[np.int64]
@@ -65,6 +66,10 @@ class TargetReducer:
         #: (``uncertainty_ns``) and how often the timeline broke causality (``violations``).
         self.crossing = crossing
         self.next_frame = 0  # every frame before this one has been emitted
+        #: The span its target existed in (it appeared or ended while the run went on): its
+        #: frames cover only their part of it.
+        self.start_ns = 0
+        self.end_ns: int | None = None
         self._open: dict[int, list[Accumulator]] = {}
         self._windows: dict[int, NDArray[np.float64]] = {}
         self._violations: dict[int, int] = {}
@@ -211,8 +216,12 @@ class TargetReducer:
         while self.next_frame <= last:
             f = self.next_frame
             lo, hi = f * self.frame_ns, (f + 1) * self.frame_ns
-            covered = hi - lo if end_ns is None else max(0, min(hi, end_ns) - lo)
-            points = self._points(f, covered)
+            top = hi if end_ns is None else min(hi, end_ns)
+            if self.end_ns is not None:
+                top = min(top, self.end_ns)
+            start = max(lo, self.start_ns)
+            covered = max(0, top - start)
+            points = self._points(f, (start - lo, max(top, start) - lo))
             if self.crossing:
                 points += (
                     ScalarPoint("violations", float(self._violations.pop(f, 0))),
@@ -222,7 +231,7 @@ class TargetReducer:
             self.next_frame += 1
         return out
 
-    def _points(self, f: int, covered: int) -> tuple[Point, ...]:
+    def _points(self, f: int, covered: tuple[int, int]) -> tuple[Point, ...]:
         """Frame ``f``'s points: from its accumulators, or, where it held one level or nothing,
         from the points such a frame has (made once)."""
         specs = self.specs
@@ -249,15 +258,18 @@ class TargetReducer:
         self._spill(f)
         return self._open.pop(f)
 
-    def _accs_of_throughput(self, f: int, covered: int) -> list[Accumulator]:
+    def _accs_of_throughput(self, f: int, covered: tuple[int, int]) -> list[Accumulator]:
         self._throughput(f, covered)
         return self._open.pop(f)
 
-    def _throughput(self, frame: int, covered: int) -> None:
+    def _throughput(self, frame: int, covered: tuple[int, int]) -> None:
+        """The frame's rate per window, each weighted by its part of ``covered`` (the span of
+        the frame, from its start, the target was observed in)."""
         counts = self._windows.pop(frame, np.zeros(THROUGHPUT_WINDOWS))
         win_ns = self.frame_ns / THROUGHPUT_WINDOWS
         edges = np.arange(THROUGHPUT_WINDOWS + 1) * win_ns
-        weights = np.clip(covered - edges[:-1], 0, win_ns)
+        lo, hi = covered
+        weights = np.clip(np.minimum(edges[1:], hi) - np.maximum(edges[:-1], lo), 0, win_ns)
         keep = weights > 0
         rates = counts[keep] / (weights[keep] * 1e-9)
         for acc in self._accs(frame):
@@ -299,7 +311,7 @@ class ReducerIndex:
         for qid, target in added:
             q = by_id[qid]
             r = TargetReducer(q.id, q.metric, target.name, target.specs, q.frame_ns)
-            r.next_frame = wm // q.frame_ns
+            r.next_frame, r.start_ns = wm // q.frame_ns, wm
             self.add(r)  # its next frame set first: it is due when that frame ends
             extra[qid] = (*extra.get(qid, ()), target)
         queries = tuple(
@@ -332,8 +344,21 @@ class ReducerIndex:
                 self._ending = {t: e for t, e in self._ending.items() if t in live}
         return out
 
+    def rewind(self, target: str, start_ns: int) -> None:
+        """``target`` (a channel none of whose frames went out) begins at ``start_ns``: its
+        reducers emit frames from the one holding it."""
+        for r in (r for m in METRICS for r in self._by.get((m, target), ())):
+            f = start_ns // r.frame_ns
+            r.start_ns = min(r.start_ns, start_ns)
+            if f < r.next_frame:
+                r.next_frame = f
+                self._due = min(self._due, (f + 1) * r.frame_ns)
+
     def end(self, target: str, end_ns: int) -> None:
         """``target`` (a channel a program dropped) ended at ``end_ns``: its reducers emit their
         frames up to the one holding its end, then go (a program making thousands of queues
-        keeps frames for those alive, not for every one it ever made)."""
+        keeps frames for those alive, not for every one it ever made); the last of them covers
+        its part up to the end."""
         self._ending[target] = end_ns
+        for r in (r for m in METRICS for r in self._by.get((m, target), ())):
+            r.end_ns = end_ns if r.end_ns is None else min(r.end_ns, end_ns)

@@ -50,6 +50,9 @@ class Routes:
         #: every channel was reduced (``reduce``).
         self._stirred: set[ChannelStream] = set()
         self._synced = 0
+        #: Told when a channel begins earlier than it appeared (``route``): its reducers must
+        #: emit frames from then. None: records from before a channel appeared are absorbed.
+        self.on_rewind: Callable[[str, int], None] | None = None
 
     def add(
         self,
@@ -125,7 +128,15 @@ class Routes:
             if isinstance(tap, ChannelEnd) and len(pv):
                 top = int(np.argmax(pv))  # a late record's items still count (at the end at worst)
                 tap.know(int(pv[top]), int(pt[top]))
-            if isinstance(tap, ChannelEnd) and len(pt) and int(pt[0]) < tap.start_ns:
+            if isinstance(tap, ChannelEnd) and len(pt) and int(pt.min()) < tap.start_ns:
+                ch = tap.channel
+                first = max(int(pt.min()), 0)
+                if self.on_rewind is not None and ch.rewindable and first < ch.start_ns:
+                    # Items put before the consumer was known, and nothing of the channel
+                    # reduced yet: it begins with the first of them.
+                    ch.rewind(first)
+                    self.on_rewind(ch.name, first)
+            if isinstance(tap, ChannelEnd) and len(pt) and int(pt.min()) < tap.start_ns:
                 # From before the channel appeared: what it held then, not late.
                 before = pt < tap.start_ns
                 ledger.kept(pid, pt[before])
