@@ -9,13 +9,12 @@ import re
 
 import pytest
 
-from streamscope.analysis import Finding
+from streamscope.analysis import ChannelSummary, Finding
 from streamscope.core.topology import FAMILY_AT, ChannelInfo, StageInfo, Topology
 from streamscope.report.data import QuerySeries, TargetSeries
 from streamscope.report.families import grouped, numbers
 from streamscope.report.figures import timeseries
 from streamscope.report.graph import pipeline_svg
-from streamscope.report.graph.family import ChannelFamily
 from streamscope.report.sections.findings import _alike
 
 S = 1_000_000_000
@@ -106,7 +105,7 @@ def test_the_graph_draws_a_family_of_stages_and_channels_as_one() -> None:
         channels=tuple(ChannelInfo(f"src -> {w}", "src", w, 4) for w in workers),
     )  # fmt: skip
     figures = {
-        c.name: ChannelFamily(c.name, c.src, c.dst, 4, "thread", 1.0, 4.0, 0.1, 0.2, 50.0)
+        c.name: ChannelSummary(c.name, c.src, c.dst, 4, "thread", 1.0, 4.0, 0.1, 0.2, 50.0)
         for c in topology.channels
     }
     svg = pipeline_svg(topology, {}, figures)

@@ -35,7 +35,7 @@ HOW = {
     "histogram": "their weights added",
 }
 
-Values = list[tuple[float, int]]
+Values = list[tuple[float, float]]
 
 
 def families(names: Sequence[str], at: int = FAMILY_AT) -> dict[str, list[str]]:
@@ -136,7 +136,7 @@ def together(name: str, members: Sequence[TargetSeries]) -> TargetSeries:
 
 def _values(row: Sequence[tuple[TargetSeries, int]], stat: str) -> Values:
     """The members' values of ``stat`` in one frame, each with the time it observed."""
-    out = []
+    out: Values = []
     for m, k in row:
         col = m.stats.get(stat)
         if col is not None and col[k] is not None:
@@ -144,7 +144,7 @@ def _values(row: Sequence[tuple[TargetSeries, int]], stat: str) -> Values:
     return out
 
 
-def _mean(vals: Values) -> float | None:
+def weighted_mean(vals: Values) -> float | None:
     """Weighted by the time each observed (a plain mean if none says)."""
     if not vals:
         return None
@@ -157,7 +157,7 @@ def _mean(vals: Values) -> float | None:
 def _combiner(stat: str) -> Callable[[Values], float | None] | None:
     """How a stat of the family comes from its members' (``None``: it is left out)."""
     if stat == "mean" or stat.startswith("duty."):
-        return _mean
+        return weighted_mean
     if stat in ("max", "uncertainty_ns"):
         return lambda vals: max((v for v, _ in vals), default=None)
     if stat == "min":

@@ -12,72 +12,11 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from streamscope.analysis import ChannelSummary, StageBreakdown
 from streamscope.core.topology import FAMILY_AT, ChannelInfo, StageInfo, Topology, family
-from streamscope.report.families import families
+from streamscope.report.families import families, weighted_mean
 from streamscope.report.graph.channel import ChannelLike
 from streamscope.report.graph.stage import StageLike
-
-
-@dataclass(frozen=True, slots=True)
-class StageFamily:
-    """A family of stages' time in each state: the average of its members' (weighted by the
-    time each observed, where each says), as a stage's breakdown reads."""
-
-    stage: str
-    resource: str
-    role: str
-    idle: float | None
-    busy: float | None
-    blocked_in: float | None
-    blocked_out: float | None
-
-    @property
-    def computation(self) -> float | None:
-        return self.busy
-
-    @property
-    def communication(self) -> float | None:
-        if self.blocked_in is None or self.blocked_out is None:
-            return None
-        return self.blocked_in + self.blocked_out
-
-    @property
-    def other(self) -> float | None:
-        return self.idle
-
-
-@dataclass(frozen=True, slots=True)
-class ChannelFamily:
-    """A family of channels' figures, as a channel's summary reads: each on average (its
-    occupancy, the time it was full or empty, its throughput), its max the largest, its
-    capacity the largest, a verdict ``rejected`` if any member's was."""
-
-    channel: str
-    src: str
-    dst: str
-    capacity: int
-    transport: str
-    mean_occupancy: float | None
-    max_occupancy: float | None
-    full_fraction: float | None
-    empty_fraction: float | None
-    throughput_per_s: float | None
-    virtual: bool = False
-    verdict: str | None = None
-
-    @property
-    def blocking(self) -> float | None:
-        return self.full_fraction
-
-    @property
-    def idle(self) -> float | None:
-        return self.empty_fraction
-
-    @property
-    def transferring(self) -> float | None:
-        if self.full_fraction is None or self.empty_fraction is None:
-            return None
-        return max(0.0, 1.0 - self.full_fraction - self.empty_fraction)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,19 +34,15 @@ class Folded:
 
 def _mean(vals: Sequence[tuple[float | None, float]]) -> float | None:
     """The mean of the known values, weighted (a plain mean where no weight says)."""
-    known = [(v, w) for v, w in vals if v is not None]
-    if not known:
-        return None
-    den = sum(w for _, w in known)
-    if den <= 0:
-        return sum(v for v, _ in known) / len(known)
-    return sum(v * w for v, w in known) / den
+    return weighted_mean([(v, w) for v, w in vals if v is not None])
 
 
 def stage_family(
     name: str, members: Sequence[StageLike], infos: Sequence[StageInfo]
-) -> StageFamily:
-    """The family ``name`` of stages ``members`` (their topology entries ``infos``)."""
+) -> StageBreakdown:
+    """The family ``name`` of stages ``members`` (their topology entries ``infos``), as one
+    stage's breakdown: its time in each state the average of its members' (weighted by the
+    time each observed, where each says)."""
     weight = [float(getattr(m, "observed_ns", 0) or 0) for m in members]
     resources = list(dict.fromkeys(i.resource for i in infos))
     resource = resources[0] if len(resources) == 1 else f"{len(resources)} resources"
@@ -116,15 +51,17 @@ def stage_family(
         return _mean([(getattr(m, state), w) for m, w in zip(members, weight, strict=True)])
 
     role = infos[0].role if infos else "stage"
-    return StageFamily(name, resource, role, avg("idle"), avg("busy"), avg("blocked_in"),
+    return StageBreakdown(name, resource, role, avg("idle"), avg("busy"), avg("blocked_in"),
                        avg("blocked_out"))  # fmt: skip
 
 
 def channel_family(
     name: str, src: str, dst: str, members: Sequence[ChannelInfo], summaries: Sequence[ChannelLike]
-) -> ChannelFamily:
+) -> ChannelSummary:
     """The family ``name`` of channels ``members`` from box ``src`` to box ``dst`` (their
-    summaries, where measured)."""
+    summaries, where measured), as one channel's summary: each on average (its occupancy, the
+    time it was full or empty, its throughput), its max and capacity the largest, its verdict
+    ``rejected`` if any member's was."""
 
     def each(field: str) -> float | None:
         return _mean([(getattr(s, field), 1.0) for s in summaries])
@@ -132,7 +69,7 @@ def channel_family(
     verdicts = {s.verdict for s in summaries if s.verdict}
     verdict = "rejected" if "rejected" in verdicts else next(iter(sorted(verdicts)), None)
     tops = [s.max_occupancy for s in summaries if s.max_occupancy is not None]
-    return ChannelFamily(
+    return ChannelSummary(
         name, src, dst, max(c.capacity for c in members), members[0].transport,
         each("mean_occupancy"), max(tops) if tops else None, each("full_fraction"),
         each("empty_fraction"), each("throughput_per_s"),
