@@ -110,3 +110,17 @@ def test_the_familys_histogram_holds_every_members_weight(
     grand = sum(stored.values())
     shares = bars["data"][0]["y"]  # type: ignore[index]
     assert shares == pytest.approx([stored[i] / grand for i in range(len(added))], rel=1e-5)
+
+
+def test_show_tells_the_family_in_a_few_screens(pages: dict[int, tuple[Path, Path]]) -> None:
+    """``streamscope show`` of the 300 kept queues: one row per query for the family, a few
+    screens in all, not a row per queue and frame."""
+    run_file, _ = pages[KEPT]
+    shown = subprocess.run(
+        [*cli(), "show", str(run_file)], capture_output=True, text=True, timeout=120,
+        stdin=subprocess.DEVNULL, check=False,
+    )  # fmt: skip
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    text = re.sub(r"[\s│]+", " ", shown.stdout + shown.stderr)
+    assert f"maker -> taker (a family of {KEPT})" in text
+    assert len((shown.stdout + shown.stderr).splitlines()) < 200

@@ -12,6 +12,7 @@ import json
 import multiprocessing as mp
 import os
 import threading
+import time
 from fnmatch import fnmatchcase
 from typing import Any, Protocol
 
@@ -69,6 +70,10 @@ class DeclaredQueue(Protocol):
     def detach(self) -> None: ...
 
 
+#: How long a thread's tracker waits for the next thread of its stage before it is retired, s.
+VACANT_FOR_S = 0.2
+
+
 class Registry:
     """What a program declared: instrumented queues and stage names, in creation order; while a
     session is active, the probes it needs and the recorder of each process that records.
@@ -95,6 +100,11 @@ class Registry:
         #: what a thread that ends lets go of.
         self._threads: dict[tuple[int, object], list[tuple[int, object, str]]] = {}
         self._tracker_taps: dict[int, RingTap] = {}
+        #: Trackers of threads that ended, by (pid, stage), with when: the next thread of the
+        #: stage in the process takes one up (its worker goes on, idle meanwhile); one left for
+        #: ``VACANT_FOR_S`` is retired. A program starting a thread per piece of work has as
+        #: many workers as threads at once, not one per thread it ever started.
+        self._vacant: dict[tuple[int, str], list[tuple[native.StateTracker, float]]] = {}
         self._env_checked = 0
         self.lock = threading.RLock()
 
@@ -200,7 +210,11 @@ class Registry:
             pass
         with self.lock:
             if key not in self._trackers:
-                self._trackers[key] = self._declare_worker(stage, resource)
+                vacant = self._vacant.get((key[0], stage)) if worker is None else None
+                if vacant:
+                    self._trackers[key] = vacant.pop()[0]
+                else:
+                    self._trackers[key] = self._declare_worker(stage, resource)
                 if worker is None:
                     self._threads.setdefault(key[:2], []).append(key)
             return self._trackers[key]
@@ -231,15 +245,25 @@ class Registry:
         return tracker
 
     def retire_thread(self) -> None:
-        """The calling thread ended: its trackers record nothing more (their rings closed: the
-        monitor takes their workers as gone once it has drained them, and lets them go)."""
+        """The calling thread ended: its trackers wait for the next thread of their stages
+        (``tracker``); those that waited ``VACANT_FOR_S`` record nothing more (their rings
+        closed: the monitor takes their workers as gone once it has drained them)."""
         me = (os.getpid(), threading.get_ident())
+        now = time.monotonic()
+        gone = []
         with self.lock:
-            keys = [k for k in self._threads.pop(me, ()) if k in self._trackers]
-            trackers = [self._trackers.pop(k) for k in keys]
+            for key in self._threads.pop(me, ()):
+                tracker = self._trackers.pop(key, None)
+                if tracker is not None:
+                    self._vacant.setdefault((key[0], key[2]), []).append((tracker, now))
+            for post, held in list(self._vacant.items()):
+                gone += [t for t, since in held if since + VACANT_FOR_S <= now]
+                held[:] = [(t, since) for t, since in held if since + VACANT_FOR_S > now]
+                if not held:
+                    del self._vacant[post]
         rec = self.recorder()
-        for tracker in trackers:
-            tap = self._tracker_taps.pop(id(tracker), None) if tracker is not None else None
+        for tracker in gone:
+            tap = self._tracker_taps.pop(id(tracker), None)
             if tap is not None and rec is not None:
                 rec.retire(tap)
 
@@ -287,6 +311,7 @@ class Registry:
             self._trackers.clear()
             self._threads.clear()
             self._tracker_taps.clear()
+            self._vacant.clear()
             self._recorders.clear()
             self.named_by.clear()
             self.probes = ()

@@ -20,7 +20,7 @@ from typing import Any
 
 from streamscope.pipeline.auto import mpqueue, pools, waits
 from streamscope.pipeline.auto.channels import forget_channels
-from streamscope.pipeline.auto.naming import who_of_process
+from streamscope.pipeline.auto.naming import vacate, who_of_process
 from streamscope.pipeline.auto.processes import (
     ExecutorWorker,
     PoolWorker,
@@ -123,6 +123,9 @@ def _following_threads(bootstrap: Callable[[Any], None]) -> Callable[[Any], None
             bootstrap(self)
         finally:
             leave()
+            who, name = thread_state.who, thread_state.stage
+            if who is not None and name is not None:
+                vacate(who, name)
             if REGISTRY.active():
                 REGISTRY.retire_thread()  # a thread that ended is a worker gone
 

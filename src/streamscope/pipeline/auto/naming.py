@@ -405,6 +405,13 @@ def who_of_task(name: str, code: types.CodeType, arguments: tuple[Any, ...] = ()
 #: This process's claims so far: key -> (name, how); and its lock (threads claim at once).
 _claimed: dict[str, tuple[str, str]] = {}
 _claim_lock = threading.Lock()
+#: This process's threads at work in each stage, and the stages all of whose threads here
+#: ended, by what their workers were (code, the places they were handed queues in): the next
+#: thread of that code handed queues in those places takes the stage up (a program starting a
+#: producer and a consumer per queue, one pair after another, has two stages, not two per
+#: queue). Process-wide, like the claims.
+_live: dict[str, int] = {}
+_vacant: dict[tuple[str, tuple[str, ...]], list[str]] = {}
 
 
 def _digest(text: str) -> str:
@@ -441,16 +448,29 @@ os.register_at_fork(after_in_child=_forget_lock_fds)
 
 
 def _read(path: Path) -> Any:
+    """A claim file's value (None: none, or one a killed process left half written)."""
     try:
-        return json.loads(path.read_text())
-    except (FileNotFoundError, ValueError):
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
         return None
+    try:
+        parts = []
+        while chunk := os.read(fd, 1 << 16):
+            parts.append(chunk)
+        return json.loads(b"".join(parts))
+    except ValueError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def _write(path: Path, value: Any) -> None:
-    tmp = path.with_suffix(f".{os.getpid()}")
-    tmp.write_text(json.dumps(value))
-    os.rename(tmp, path)
+    """A claim file written in place: every reader and writer holds the table's lock."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, json.dumps(value).encode())
+    finally:
+        os.close(fd)
 
 
 #: Per base name, the number from which this process looks for a free ``base #N`` (the names
@@ -535,11 +555,21 @@ def _claim_by_slots(who: Who, key: str) -> tuple[str, str]:
                 if hit is not None:
                     break
             if hit is None:
-                hit = [*_new_name(table, who.base, who.how), [list(x) for x in who.slots]]
+                post = _post(who)
+                vacant = _vacant.get(post)
+                if vacant:  # a stage of this code whose threads here all ended: taken up
+                    name = vacant.pop()
+                    if not vacant:
+                        del _vacant[post]
+                    named = (name, _how[name])
+                else:
+                    named = _new_name(table, who.base, who.how)
+                hit = [*named, [list(x) for x in who.slots]]
                 for _, queue in who.slots:
                     path = table / f"q{_digest(who.ident + '|' + queue)}"
                     _write(path, [*(_read(path) or []), hit])
             name, how = hit[0], hit[1]
+            _how.setdefault(name, how)
             kpath = table / f"k{_digest(key)}"
             if not kpath.exists():
                 _write(kpath, [name, how])
@@ -547,11 +577,47 @@ def _claim_by_slots(who: Who, key: str) -> tuple[str, str]:
         return name, how
 
 
+def _post(who: Who) -> tuple[str, tuple[str, ...]]:
+    """What a thread's stage is vacated for: its code and the places it was handed queues in."""
+    return who.ident, tuple(sorted(place for place, _ in who.slots))
+
+
+#: How each stage claimed by slots in this process was named (a stage taken up keeps it).
+_how: dict[str, str] = {}
+
+
+def occupy(name: str) -> None:
+    """A thread of this process works in stage ``name`` from now on."""
+    with _claim_lock:
+        _live[name] = _live.get(name, 0) + 1
+        for post, names in list(_vacant.items()):
+            if name in names:
+                names.remove(name)
+                if not names:
+                    del _vacant[post]
+
+
+def vacate(who: Who, name: str) -> None:
+    """A thread of stage ``name``, started as ``who``, ended: when it was the stage's last here
+    and it was handed queues, the stage waits for the next thread of its code (``occupy``)."""
+    with _claim_lock:
+        left = _live.get(name, 0) - 1
+        if left > 0:
+            _live[name] = left
+            return
+        _live.pop(name, None)
+        if who.slots and name in _how:
+            _vacant.setdefault(_post(who), []).append(name)
+
+
 def forget_claims() -> None:
     """The session ended: names are claimed anew in the next."""
     with _claim_lock:
         _claimed.clear()
         _next_number.clear()
+        _live.clear()
+        _vacant.clear()
+        _how.clear()
         for fd in _lock_fds.values():
             os.close(fd)
         _lock_fds.clear()
@@ -605,10 +671,12 @@ __all__ = [
     "function_name",
     "given_name",
     "new_queue_id",
+    "occupy",
     "programs",
     "queue_id",
     "refined",
     "same_stage",
+    "vacate",
     "who_of_process",
     "who_of_task",
     "who_of_thread",

@@ -19,6 +19,7 @@ from streamscope.pipeline.auto.naming import (
     Who,
     claim_stage,
     function_name,
+    occupy,
     refined,
     who_of_thread,
 )
@@ -121,6 +122,8 @@ def stage(end: str = "", queue: str = "") -> str | None:
         return None
     who = thread_state.who = refined(who)
     name = thread_state.stage = claim_stage(who, end, queue)
+    if threading.current_thread() is not threading.main_thread():
+        occupy(name)  # ``vacate`` when the thread ends (``installer``)
     return name
 
 
