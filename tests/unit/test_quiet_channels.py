@@ -21,6 +21,7 @@ from streamscope.aggregate.specs import (
     Mean,
     Min,
     Quantiles,
+    Sum,
 )
 from streamscope.core.topology import ProbeInfo
 from streamscope.monitor.channelstream import ChannelEnd, ChannelStream
@@ -152,3 +153,19 @@ def test_channels_nothing_came_for_wait_for_their_frame_and_give_the_same_frames
     quick, full = _routes_run(True), _routes_run(False)
     assert len(quick) == 18 * 40 * 3
     assert quick == full
+
+
+def test_records_ahead_of_an_advance_are_reduced_by_the_next_one() -> None:
+    """Records that came before their time was reached (ahead of the watermark) keep their
+    channel stirred: the next advance reduces them even if nothing else came meanwhile, and
+    no frame closes without them (the run's last advance may cross no frame boundary)."""
+    routes = Routes({})
+    reducers = ReducerIndex([TargetReducer(0, "count", "a -> b", (Sum(),), FRAME)])
+    routes.add(ProbeInfo(1, "tail", "a -> b"))
+    routes.add(ProbeInfo(2, "head", "a -> b"))
+    routes.taps[1].add(np.array([500, 1500], dtype=np.int64), np.array([1, 2], dtype=np.int64))
+    routes.reduce(1000, reducers, 1000)  # a frame boundary passed: every channel to 1000
+    routes.reduce(1800, reducers, 1000)  # none passed; the record at 1500 is due now
+    assert routes.channels["a -> b"].last_t == 1800
+    frames = reducers.close_until(1800, end_ns=1800)
+    assert [f.points[0].value for f in frames] == [1.0, 1.0]

@@ -496,7 +496,9 @@ class Engine:
             return []
         wm = max(wm, self.watermark_ns)
         self.watermark_ns = wm
-        self.routes.reduce(wm, self.reducers, max(wm // f * f for f in self._frame_lengths))
+        # At the end every channel is reduced to it (nothing waits for a later frame).
+        boundary = None if end_ns is not None else max(wm // f * f for f in self._frame_lengths)
+        self.routes.reduce(wm, self.reducers, boundary)
         if self._ending:
             self._end_channels(wm)
         if self._gone_workers:

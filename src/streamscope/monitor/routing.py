@@ -206,13 +206,14 @@ class Routes:
         one piece later), so that thousands of idle channels cost once per frame, not per
         advance."""
         if boundary is None or boundary > self._synced:
-            for ch in self.channels.values():
-                ch.reduce(until, reducers)
+            reduced = self.channels.values()
             self._synced = until
         else:
-            for ch in self._stirred:
-                if self.channels.get(ch.name) is ch:
-                    ch.reduce(until, reducers)
+            reduced = [ch for ch in self._stirred if self.channels.get(ch.name) is ch]
         self._stirred.clear()
+        for ch in reduced:
+            ch.reduce(until, reducers)
+            if not ch._quiet():
+                self._stirred.add(ch)  # records after ``until`` wait: reduced next time too
         for stream in (*self.stages.values(), *self.events.values()):
             stream.reduce(until, reducers)
