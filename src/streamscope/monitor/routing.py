@@ -7,7 +7,7 @@ streams reduced through their hook (``monitor/streams.py``) whenever the waterma
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 from numpy.typing import NDArray
@@ -205,6 +205,7 @@ class Routes:
         reduced past it, a channel nothing came for waits (a quiet channel's level is fed in
         one piece later), so that thousands of idle channels cost once per frame, not per
         advance."""
+        reduced: Iterable[ChannelStream]
         if boundary is None or boundary > self._synced:
             reduced = self.channels.values()
             self._synced = until
