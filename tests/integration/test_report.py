@@ -393,3 +393,27 @@ def test_sixteen_walks_fit_the_graph_at_1400px(tmp_path: Path) -> None:
             assert x + w <= x2 or x2 + w2 <= x or y + h <= y2 or y2 + h2 <= y, "boxes overlap"
     shot = _screenshot(page, tmp_path)
     assert shot.stat().st_size > 10_000
+
+
+def test_every_section_is_of_one_shape_and_a_new_one_is_one_entry(runs: dict[str, Path]) -> None:
+    """The page's sections are the default list's, in order: each renders its own anchor and
+    is named by its title in the navigation bar; a section added to the list is on the page."""
+    from streamscope.report.html import render
+    from streamscope.report.sections import DEFAULT_SECTIONS, Context
+
+    class Extra:
+        id = "extra"
+        title = "Extra"
+
+        def render(self, ctx: Context) -> str:
+            return f'<section id="extra"><h2>{len(ctx.run.topology.stages)} stages</h2></section>'
+
+    with ss.load(runs["a"]) as run:
+        html, ids = render(run, sections=(*DEFAULT_SECTIONS, Extra()))
+    assert ids[-1] == "extra" and ids[:2] == ["findings", "pipeline"]
+    by_id = {s.id: s for s in DEFAULT_SECTIONS}
+    for anchor in ids:
+        assert f'<section id="{anchor}"' in html
+        title = "Extra" if anchor == "extra" else by_id[anchor].title
+        assert f'<a href="#{anchor}">{title}</a>' in html
+    assert "compare" not in ids and "profiles" not in ids  # nothing to show: left off

@@ -16,22 +16,12 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from streamscope.analysis import findings as found_in
-from streamscope.report import data as rd
 from streamscope.report.markup import Page, esc, header
-from streamscope.report.sections import (
-    clocks,
-    comparison,
-    findings,
-    monitoring,
-    pipeline,
-    profiles,
-    queries,
-    virtual_queues,
-)
+from streamscope.report.sections import DEFAULT_SECTIONS, Context, ReportSection
 from streamscope.store.reader import Run
 
 CSP = (
@@ -40,20 +30,6 @@ CSP = (
     "base-uri 'none'"
 )
 PLOT_CONFIG = {"responsive": True, "displaylogo": False, "scrollZoom": False}
-#: Each section's name in the page's navigation bar, by its id.
-TITLES = {
-    "findings": "Findings",
-    "pipeline": "Pipeline",
-    "queries": "Queries",
-    "histograms": "Histograms",
-    "latency": "Latency",
-    "virtual-queues": "Virtual queues",
-    "clocks": "Clocks",
-    "drops": "Drops",
-    "overhead": "Overhead",
-    "profiles": "Profiles",
-    "compare": "Comparison",
-}
 
 CSS = """
 *{box-sizing:border-box}
@@ -169,34 +145,24 @@ def _json_script(obj: Any) -> str:
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
-def render(run: Run, compare_with: Run | None = None) -> tuple[str, list[str]]:
-    """The report page and the ids of its sections, in order."""
+def render(
+    run: Run,
+    compare_with: Run | None = None,
+    sections: Sequence[ReportSection] = DEFAULT_SECTIONS,
+) -> tuple[str, list[str]]:
+    """The report page and the ids of its sections, in order (those with something to show)."""
     page = Page()
-    parts = _sections(page, run, compare_with)
-    sections = [p.split('id="', 1)[1].split('"', 1)[0] for p in parts]
-    return _document(page, run, parts, sections), sections
+    ctx = Context(run, page, compare_with)
+    shown = [(s, html) for s in sections if (html := s.render(ctx))]
+    return _document(page, run, shown), [s.id for s, _ in shown]
 
 
-def _sections(page: Page, run: Run, other: Run | None) -> list[str]:
-    """Every section's HTML, in the page's order; their figures collected in ``page``."""
-    qs = rd.query_series(run)
-    found = found_in(run)  # once: two sections read them, and with many channels they take long
-    parts = [findings.section(run, found), pipeline.section(run, found)]
-    parts += list(queries.sections(page, qs))
-    parts += [virtual_queues.section(page, run), clocks.section(page, run)]
-    parts += [monitoring.drops_section(run), monitoring.overhead_section(run)]
-    parts += [p for p in (profiles.section(run),) if p]
-    if other is not None:
-        parts.append(comparison.section(page, run, other))
-    return parts
-
-
-def _document(page: Page, run: Run, parts: list[str], sections: list[str]) -> str:
+def _document(page: Page, run: Run, shown: list[tuple[ReportSection, str]]) -> str:
     """The whole page: its head (plotly.js inlined), header, navigation, sections, and the data
     block of its figures."""
     from plotly.offline import get_plotlyjs
 
-    nav = "".join(f'<a href="#{s}">{esc(TITLES.get(s, s))}</a>' for s in sections)
+    nav = "".join(f'<a href="#{s.id}">{esc(s.title)}</a>' for s, _ in shown)
     js = get_plotlyjs().replace("</script", "<\\/script")
     generated = datetime.now(tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     return (
@@ -209,7 +175,7 @@ def _document(page: Page, run: Run, parts: list[str], sections: list[str]) -> st
         f"<script>{js}</script>"
         f'</head><body data-ready="0">{header(run)}<nav>{nav}</nav><main>'
         '<div id="ss-errors" class="error"></div>'
-        + "".join(parts)
+        + "".join(html for _, html in shown)
         + f'<p class="muted">Generated {esc(generated)} by streamscope {esc(run.meta.version)}. '
         'Every number here is in the run file: <code>streamscope sql RUN "SELECT ..."</code>.'
         "</p></main>"

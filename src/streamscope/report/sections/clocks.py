@@ -12,6 +12,7 @@ from streamscope.core.fmt import fmt_num as fmt
 from streamscope.report import data as rd
 from streamscope.report.figures.clocks import clock_exchanges, clock_fits
 from streamscope.report.markup import Page, esc, table
+from streamscope.report.sections.base import Context
 from streamscope.store.reader import Run
 
 INTRO = (
@@ -30,6 +31,14 @@ FIT_HEAD = [
     "residual rms",
     "feasible",
 ]
+
+
+class ClocksSection:
+    id = "clocks"
+    title = "Clocks"
+
+    def render(self, ctx: Context) -> str:
+        return section(ctx.page, ctx.run)
 
 
 def section(page: Page, run: Run) -> str:

@@ -12,10 +12,20 @@ import json
 from streamscope.analysis import compare
 from streamscope.report.figures.comparison import compare_bars
 from streamscope.report.markup import Page, esc, table
+from streamscope.report.sections.base import Context
 from streamscope.store.reader import Run
 
 #: The table's first columns; any others the rows have follow, by name.
 FIRST = ["query", "target", "stat", "a", "b", "delta", "verdict"]
+
+
+class ComparisonSection:
+    id = "compare"
+    title = "Comparison"
+
+    def render(self, ctx: Context) -> str:
+        """The comparison with the other run ("" without one)."""
+        return "" if ctx.other is None else section(ctx.page, ctx.run, ctx.other)
 
 
 def section(page: Page, run: Run, other: Run) -> str:

@@ -11,19 +11,27 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from streamscope.analysis import Finding, findings
+from streamscope.analysis import Finding
 from streamscope.core.topology import family
 from streamscope.report.families import numbers
 from streamscope.report.markup import badge, esc, table
+from streamscope.report.sections.base import Context
 from streamscope.store.reader import Run
 
 SEVERITY_ORDER = {"problem": 0, "warning": 1, "info": 2}
 
 
-def section(run: Run, found: Sequence[Finding] | None = None) -> str:
-    """The section; ``found``: the run's findings where the caller has them already."""
-    fs = sorted(findings(run) if found is None else found,
-                key=lambda f: SEVERITY_ORDER.get(f.severity, 3))  # fmt: skip
+class FindingsSection:
+    id = "findings"
+    title = "Findings"
+
+    def render(self, ctx: Context) -> str:
+        return section(ctx.run, ctx.found)
+
+
+def section(run: Run, found: Sequence[Finding]) -> str:
+    """The section, from the run's findings ``found``."""
+    fs = sorted(found, key=lambda f: SEVERITY_ORDER.get(f.severity, 3))
     out = ['<section id="findings"><h2>Findings</h2>']
     if run.status != "completed":
         why = f": {run.error}" if run.error else ""

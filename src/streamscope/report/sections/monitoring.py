@@ -13,7 +13,24 @@ from streamscope.core.fmt import fmt_ns, pct
 from streamscope.report import data as rd
 from streamscope.report.families import families
 from streamscope.report.markup import table
+from streamscope.report.sections.base import Context
 from streamscope.store.reader import Run
+
+
+class DropsSection:
+    id = "drops"
+    title = "Drops"
+
+    def render(self, ctx: Context) -> str:
+        return drops_section(ctx.run)
+
+
+class OverheadSection:
+    id = "overhead"
+    title = "Overhead"
+
+    def render(self, ctx: Context) -> str:
+        return overhead_section(ctx.run)
 
 
 def drops_section(run: Run) -> str:

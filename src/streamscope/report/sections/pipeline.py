@@ -13,7 +13,6 @@ from streamscope.analysis import (
     Finding,
     StageBreakdown,
     channel_summary,
-    findings,
     stage_breakdown,
 )
 from streamscope.core.fmt import pct
@@ -21,6 +20,7 @@ from streamscope.core.topology import FAMILY_AT
 from streamscope.report.graph import CATEGORIES, STATES, ChannelLike, pipeline_svg
 from streamscope.report.graph.family import Folded, fold
 from streamscope.report.markup import table
+from streamscope.report.sections.base import Context
 from streamscope.store.reader import Run
 
 INTRO = (
@@ -54,13 +54,21 @@ FAMILIES = (
 )
 
 
-def section(run: Run, found: Sequence[Finding] | None = None) -> str:
-    """The section; ``found``: the run's findings where the caller has them already."""
+class PipelineSection:
+    id = "pipeline"
+    title = "Pipeline"
+
+    def render(self, ctx: Context) -> str:
+        return section(ctx.run, ctx.found)
+
+
+def section(run: Run, found: Sequence[Finding]) -> str:
+    """The section, the bottleneck marked from the run's findings ``found``."""
     stages = stage_breakdown(run)
     channels = channel_summary(run)
     by_stage = {s.stage: s for s in stages}
     by_channel = {c.channel: c for c in channels}
-    neck = _bottleneck(findings(run) if found is None else found)
+    neck = _bottleneck(found)
     svg = pipeline_svg(run.topology, by_stage, by_channel, neck)
     drawn = fold(run.topology, by_stage, by_channel)
     head = ["stage", "resource", *(s for s, _ in STATES), *CATEGORY_NAMES]

@@ -9,7 +9,16 @@ from __future__ import annotations
 
 from streamscope.core.fmt import fmt_ns
 from streamscope.report.markup import esc, table
+from streamscope.report.sections.base import Context
 from streamscope.store.reader import Run
+
+
+class ProfilesSection:
+    id = "profiles"
+    title = "Profiles"
+
+    def render(self, ctx: Context) -> str:
+        return section(ctx.run)
 
 
 def section(run: Run, top: int = 20) -> str:

@@ -23,11 +23,27 @@ from streamscope.report.figures.queries import (
     timeseries,
 )
 from streamscope.report.markup import Page, esc
+from streamscope.report.sections.base import Context
 
 NO_BOX = (
     '<p class="muted">No query asked for a box summary (add <code>box</code> to a '
     "latency query: <code>latency(a -&gt; b): box</code>).</p>"
 )
+
+
+class _Part:
+    """One of the three sections, all made in one pass over the queries (``sections``)."""
+
+    def __init__(self, anchor: str, title: str, index: int) -> None:
+        self.id, self.title, self._index = anchor, title, index
+
+    def render(self, ctx: Context) -> str:
+        return ctx.once("queries", lambda: sections(ctx.page, ctx.series))[self._index]
+
+
+QUERIES = _Part("queries", "Queries", 0)
+HISTOGRAMS = _Part("histograms", "Histograms", 1)
+LATENCY = _Part("latency", "Latency", 2)
 
 
 def sections(page: Page, qs: Sequence[QuerySeries]) -> tuple[str, str, str]:

@@ -12,6 +12,7 @@ from typing import Any
 from streamscope.report import data as rd
 from streamscope.report.figures.virtual import vq_levels, vq_means, vq_selfcheck
 from streamscope.report.markup import Page, badge, esc, table
+from streamscope.report.sections.base import Context
 from streamscope.store.reader import Run
 
 INTRO = (
@@ -64,6 +65,14 @@ FRAME_COLUMNS = [
     "renewal_mean",
     "w1_truth_renewal_items",
 ]
+
+
+class VirtualQueuesSection:
+    id = "virtual-queues"
+    title = "Virtual queues"
+
+    def render(self, ctx: Context) -> str:
+        return section(ctx.page, ctx.run)
 
 
 def section(page: Page, run: Run) -> str:
