@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from streamscope.analysis.jsonable import plain
+from streamscope.query.metrics import METRICS
 
 #: Within this relative change a figure is ``same``.
 TOLERANCE = 0.05
@@ -19,8 +20,6 @@ TOLERANCE = 0.05
 FRACTION_TOLERANCE = 0.01
 VERDICTS = ("better", "worse", "same", "changed", "n/a")
 
-_LOWER_METRICS = frozenset({"latency", "interinsertion", "interdeparture", "occupancy"})
-_HIGHER_METRICS = frozenset({"throughput", "count"})
 _LOWER_STATS = frozenset({"violations", "uncertainty_ns", "rejected", "w1_items"})
 
 
@@ -32,13 +31,11 @@ def direction(metric: str, stat: str) -> str:
         return "lower"
     if stat in ("threshold_items", "clock_bias_items"):
         return "neutral"
-    if stat == "count" and metric not in _HIGHER_METRICS:
+    info = METRICS.get(metric)
+    better = info.better if info is not None else "neutral"
+    if stat == "count" and better != "higher":
         return "neutral"  # how many events a frame saw: not a quality of its own
-    if metric in _HIGHER_METRICS:
-        return "higher"
-    if metric in _LOWER_METRICS:
-        return "lower"
-    return "neutral"
+    return better
 
 
 @dataclass(frozen=True, slots=True)

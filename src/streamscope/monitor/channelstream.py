@@ -24,6 +24,7 @@ from streamscope.monitor.streams import (
     mask_unknown,
     segments,
 )
+from streamscope.query.metrics import METRICS
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +46,9 @@ class ChannelOutput:
 
 
 #: Metrics a channel's frames may carry the clocks' quality figures for (a crossing channel).
-QUALITY_METRICS = ("occupancy", "latency", "throughput", "count")
+QUALITY_METRICS = tuple(m.name for m in METRICS.values() if m.quality)
+#: Each channel metric: the ``ChannelOutput`` field its reducers take, and how.
+CHANNEL_FEEDS = tuple((m.name, m.output, f"add_{m.feed}") for m in METRICS.values() if m.output)
 
 
 def merge_ends(tt: I64, ts: I64, ht: I64, hs: I64) -> tuple[I64, NDArray[np.bool_], I64]:
@@ -283,18 +286,9 @@ class ChannelStream:
         for metric in QUALITY_METRICS:
             for r in reducers(metric, name):
                 r.add_quality(out.violations, out.uncertainty_ns, since, until)
-        for r in reducers("occupancy", name):
-            r.add_segments(out.occupancy)
-        for metric, events in (
-            ("latency", out.latency),
-            ("interinsertion", out.interinsertion),
-            ("interdeparture", out.interdeparture),
-        ):
+        for metric, output, add in CHANNEL_FEEDS:
             for r in reducers(metric, name):
-                r.add_events(events)
-        for metric, times in (("count", out.insertions), ("throughput", out.removals)):
-            for r in reducers(metric, name):
-                r.add_times(times)
+                getattr(r, add)(getattr(out, output))
 
     def reduce(self, until: int, reducers: Reducers) -> None:
         since = self.last_t

@@ -14,7 +14,13 @@ class MetricInfo:
     ``taps``: probe kinds that must be active on the target (``tail``, ``head``, ``state``).
     ``time_valued``: values are nanoseconds, so histogram arguments may carry duration units.
     ``probe``: the kind of declared probe (``Pipeline.probe``) the target names, as
-    ``STAGE.NAME``; empty when the target is a channel or a stage."""
+    ``STAGE.NAME``; empty when the target is a channel or a stage. ``better``: which way a
+    change is an improvement when two runs are compared (``lower``, ``higher`` or ``neutral``).
+    A channel metric's reducers take the field ``output`` of its stream's output
+    (``monitor.channelstream.ChannelOutput``) through their ``add_<feed>`` (``segments``,
+    ``events`` or ``times``); ``quality``: its frames also carry the clocks' quality figures
+    when the channel crosses clock domains. A new metric is one entry here, its stream's code,
+    and its builder function (``query.builder``)."""
 
     name: str
     unit: str
@@ -25,6 +31,10 @@ class MetricInfo:
     defaults: tuple[str, ...]
     about: str
     probe: str = ""
+    better: str = "neutral"
+    output: str = ""
+    feed: str = ""
+    quality: bool = False
 
 
 METRICS: dict[str, MetricInfo] = {
@@ -39,6 +49,10 @@ METRICS: dict[str, MetricInfo] = {
             levels=True,
             defaults=("mean", "max", "histogram"),
             about="time-weighted items in the channel",
+            better="lower",
+            output="occupancy",
+            feed="segments",
+            quality=True,
         ),
         MetricInfo(
             "throughput",
@@ -49,6 +63,10 @@ METRICS: dict[str, MetricInfo] = {
             levels=False,
             defaults=("mean",),
             about="items per second removed at the head, sampled over sub-windows of the frame",
+            better="higher",
+            output="removals",
+            feed="times",
+            quality=True,
         ),
         MetricInfo(
             "count",
@@ -59,6 +77,10 @@ METRICS: dict[str, MetricInfo] = {
             levels=True,
             defaults=("sum",),
             about="items inserted at the tail, per frame",
+            better="higher",
+            output="insertions",
+            feed="times",
+            quality=True,
         ),
         MetricInfo(
             "interinsertion",
@@ -69,6 +91,9 @@ METRICS: dict[str, MetricInfo] = {
             levels=False,
             defaults=("mean", "p50", "p99"),
             about="nanoseconds between successive insertions",
+            better="lower",
+            output="interinsertion",
+            feed="events",
         ),
         MetricInfo(
             "interdeparture",
@@ -79,6 +104,9 @@ METRICS: dict[str, MetricInfo] = {
             levels=False,
             defaults=("mean", "p50", "p99"),
             about="nanoseconds between successive removals",
+            better="lower",
+            output="interdeparture",
+            feed="events",
         ),
         MetricInfo(
             "latency",
@@ -89,6 +117,10 @@ METRICS: dict[str, MetricInfo] = {
             levels=False,
             defaults=("mean", "p50", "p99"),
             about="nanoseconds an item spent in the channel",
+            better="lower",
+            output="latency",
+            feed="events",
+            quality=True,
         ),
         MetricInfo(
             "state",
