@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import streamscope.monitor as _monitor_package  # noqa: F401
 from streamscope.core.lazy import lazy_exports
 from streamscope.core.version import VERSION
+from streamscope.query.metrics import METRIC_NAMES
 
 __version__ = VERSION
 
@@ -42,33 +43,20 @@ __all__ = [
     "StreamscopeError",
     "StreamscopeWarning",
     "__version__",
-    "count",
-    "counter",
-    "input_wait",
-    "interdeparture",
-    "interinsertion",
-    "iteration",
-    "latency",
     "load",
     "monitor",
-    "occupancy",
-    "output_wait",
     "parse_query",
     "probe",
     "run",
-    "sample",
     "stage",
-    "state",
-    "throughput",
-    "timer",
     "tracing",
 ]
 
 _ERRORS = ("ConfigError", "PipelineError", "QueryError", "RunFileError", "StageError")
-_QUERY = (
-    "Query", "count", "counter", "input_wait", "interdeparture", "interinsertion", "iteration",
-    "latency", "occupancy", "output_wait", "parse_query", "sample", "state", "throughput", "timer",
-)  # fmt: skip
+#: ... and a query builder per metric, named after it (``query.builder``).
+__all__.extend(METRIC_NAMES)
+
+_QUERY = ("Query", "parse_query", *METRIC_NAMES)
 
 __getattr__, __dir__ = lazy_exports(
     globals(),
@@ -122,26 +110,15 @@ if TYPE_CHECKING:
     from streamscope.pipeline.dropin import Queue as Queue
     from streamscope.pipeline.dropin import stage as stage
     from streamscope.pipeline.pipeline import Pipeline as Pipeline
+    from streamscope.pipeline.resources import Asyncio as Asyncio
     from streamscope.pipeline.resources import EmulatedDevice as EmulatedDevice
     from streamscope.pipeline.resources import Host as Host
     from streamscope.pipeline.resources import Process as Process
     from streamscope.probes.tracing import set_enabled as tracing
     from streamscope.probes.user import probe as probe
     from streamscope.query import Query as Query
-    from streamscope.query import count as count
-    from streamscope.query import counter as counter
-    from streamscope.query import input_wait as input_wait
-    from streamscope.query import interdeparture as interdeparture
-    from streamscope.query import interinsertion as interinsertion
-    from streamscope.query import iteration as iteration
-    from streamscope.query import latency as latency
-    from streamscope.query import occupancy as occupancy
-    from streamscope.query import output_wait as output_wait
     from streamscope.query import parse_query as parse_query
-    from streamscope.query import sample as sample
-    from streamscope.query import state as state
-    from streamscope.query import throughput as throughput
-    from streamscope.query import timer as timer
+    from streamscope.query.builder import *  # noqa: F403 - every metric's builder function
     from streamscope.runtime.options import RunOptions as RunOptions
     from streamscope.runtime.options import RunResult as RunResult
     from streamscope.runtime.session import run as run

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from streamscope.core.lazy import lazy_exports
+from streamscope.query.metrics import METRIC_NAMES
 
 __all__ = [
     "METRICS",
@@ -26,24 +27,13 @@ __all__ = [
     "TargetPlan",
     "as_query",
     "compile_queries",
-    "count",
-    "counter",
     "format_duration",
-    "input_wait",
-    "interdeparture",
-    "interinsertion",
-    "iteration",
-    "latency",
-    "occupancy",
-    "output_wait",
     "parse_duration",
     "parse_queries",
     "parse_query",
-    "sample",
-    "state",
-    "throughput",
-    "timer",
 ]
+#: ... and one builder function per metric (``query.builder``), named after it.
+__all__.extend(METRIC_NAMES)
 
 __getattr__, __dir__ = lazy_exports(
     globals(),
@@ -65,23 +55,11 @@ __getattr__, __dir__ = lazy_exports(
         "TargetPlan": "streamscope.query.plan:TargetPlan",
         "as_query": "streamscope.query.parser:as_query",
         "compile_queries": "streamscope.query.compile:compile_queries",
-        "count": "streamscope.query.builder:count",
-        "counter": "streamscope.query.builder:counter",
+        **{name: f"streamscope.query.builder:{name}" for name in METRIC_NAMES},
         "format_duration": "streamscope.query.units:format_duration",
-        "input_wait": "streamscope.query.builder:input_wait",
-        "interdeparture": "streamscope.query.builder:interdeparture",
-        "interinsertion": "streamscope.query.builder:interinsertion",
-        "iteration": "streamscope.query.builder:iteration",
-        "latency": "streamscope.query.builder:latency",
-        "occupancy": "streamscope.query.builder:occupancy",
-        "output_wait": "streamscope.query.builder:output_wait",
         "parse_duration": "streamscope.query.units:parse_duration",
         "parse_queries": "streamscope.query.parser:parse_queries",
         "parse_query": "streamscope.query.parser:parse_query",
-        "sample": "streamscope.query.builder:sample",
-        "state": "streamscope.query.builder:state",
-        "throughput": "streamscope.query.builder:throughput",
-        "timer": "streamscope.query.builder:timer",
     },
 )
 
@@ -96,19 +74,7 @@ if TYPE_CHECKING:
     from streamscope.query.ast import StageRef as StageRef
     from streamscope.query.ast import StatAgg as StatAgg
     from streamscope.query.ast import Target as Target
-    from streamscope.query.builder import count as count
-    from streamscope.query.builder import counter as counter
-    from streamscope.query.builder import input_wait as input_wait
-    from streamscope.query.builder import interdeparture as interdeparture
-    from streamscope.query.builder import interinsertion as interinsertion
-    from streamscope.query.builder import iteration as iteration
-    from streamscope.query.builder import latency as latency
-    from streamscope.query.builder import occupancy as occupancy
-    from streamscope.query.builder import output_wait as output_wait
-    from streamscope.query.builder import sample as sample
-    from streamscope.query.builder import state as state
-    from streamscope.query.builder import throughput as throughput
-    from streamscope.query.builder import timer as timer
+    from streamscope.query.builder import *  # noqa: F403 - every metric's builder function
     from streamscope.query.compile import compile_queries as compile_queries
     from streamscope.query.metrics import METRICS as METRICS
     from streamscope.query.metrics import MetricInfo as MetricInfo
