@@ -4,7 +4,9 @@ In: a ``Context``. Out: at most one of ``bottleneck`` (the stage named), ``backp
 channel no stage explains) or ``no_bottleneck``, after a ``missing_queries`` finding where no
 stage's states were recorded.
 
-The rule (seed 003's reading of stage states and channel fill): a stage limits the pipeline's
+The rule (the reading of stage states and channel fill of Curreri, Koehler, George, Holland &
+Garcia, Performance Analysis Framework for High-Level Language Applications in Reconfigurable
+Computing, 2010): a stage limits the pipeline's
 rate when it is busy most of the time (``busy >= busy_threshold``) and/or the channel into it is
 mostly full while the channel out of it is mostly empty (a sink: its input is mostly full). The
 stage with the strongest evidence is named. A source is never named for being busy: its busy

@@ -5,10 +5,11 @@ In: a ``Run`` (``streamscope.load(path)`` or ``Run.from_memory``). Out: ``StageB
 run, time-weighted over frames by the time each frame observed (``covered_ns``). Only what the run
 recorded is used: a figure no query measured is ``None``.
 
-The seed-003 categories (Curreri et al., PPW+RC) are derived from the measured states: a stage's
-time splits into computation (busy), communication (waiting on a channel: blocked_in + blocked_out)
-and other (idle); a channel's time into blocking (full: its producer cannot put), idle (empty: its
-consumer starves) and transferring (neither).
+The categories of Curreri, Koehler, George, Holland & Garcia (Performance Analysis Framework for
+High-Level Language Applications in Reconfigurable Computing, 2010; PPW+RC) are derived from the
+measured states: a stage's time splits into computation (busy), communication (waiting on a channel:
+blocked_in + blocked_out) and other (idle); a channel's time into blocking (full: its producer
+cannot put), idle (empty: its consumer starves) and transferring (neither).
 """
 
 from __future__ import annotations

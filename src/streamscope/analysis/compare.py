@@ -11,7 +11,9 @@ each figure of A and B, their difference and a verdict:
 - per query, matched by its text and target: every scalar stat over the whole run (``mean`` and
   quantiles: time-weighted mean over frames; ``max``/``min``: the extreme frame; ``count``/``sum``:
   the total) and each duty fraction (``duty.busy``, ...);
-- per stage, from ``stage_breakdown``: the seed-003 categories computation, communication, other.
+- per stage, from ``stage_breakdown``: the categories of Curreri et al. (Performance Analysis
+  Framework for High-Level Language Applications in Reconfigurable Computing, 2010)
+  computation, communication, other.
 
 Direction: throughput and count higher is better; latency, inter-insertion/-departure times,
 occupancy, blocked fractions, causality violations, drops and duration lower is better; busy and
@@ -206,7 +208,8 @@ def _stage_rows(
     sb: Sequence[Series],
     state_targets: set[str],
 ) -> list[Delta]:
-    """The seed-003 categories of each stage of A that either run observed."""
+    """The categories of Curreri et al. (PPW+RC, 2010) of each stage of A that either run
+    observed."""
     st_b = {b.stage: b for b in stage_breakdown(run_b, series=sb)}
     rows = []
     for ba in stage_breakdown(run_a, series=sa):

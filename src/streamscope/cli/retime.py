@@ -10,7 +10,13 @@ import typer
 
 def retime(
     run_file: Annotated[Path, typer.Argument(metavar="RUN", help="A finished run file.")],
-    method: Annotated[str, typer.Option(help="hull (robust) or timetrial (seed 000).")] = "hull",
+    method: Annotated[
+        str,
+        typer.Option(
+            help="hull (robust) or timetrial (the least-squares fit of Lancaster & Chamberlain,"
+            " Crossing Timezones in the TimeTrial Performance Monitor, 2010)."
+        ),
+    ] = "hull",
 ) -> int:
     """Re-time a run: fit each clock domain to every calibration burst of the run (interpolating
     between bursts) and recompute the frames of every channel that crosses clock domains."""

@@ -88,7 +88,9 @@ def run(
     clock_method: Annotated[
         str,
         typer.Option(
-            help="How bursts are fitted: hull (robust, tick-aware) or timetrial (seed 000)."
+            help="How bursts are fitted: hull (robust, tick-aware) or timetrial (the least-squares"
+            " fit of Lancaster & Chamberlain, Crossing Timezones in the TimeTrial Performance"
+            " Monitor, 2010)."
         ),
     ] = "hull",
     ray_address: Annotated[

@@ -22,7 +22,8 @@ class RunMode(StrEnum):
 
 class ClockMethod(StrEnum):
     """How each calibration burst is fitted: ``hull`` (robust, tick-aware) or ``timetrial``
-    (seed 000's)."""
+    (the least-squares fit of Lancaster & Chamberlain, Crossing Timezones in the TimeTrial
+    Performance Monitor, 2010)."""
 
     HULL = "hull"
     TIMETRIAL = "timetrial"

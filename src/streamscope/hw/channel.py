@@ -1,4 +1,5 @@
-"""TimeTrial's channel monitor (seed 002's FPGA agent) as a core: a FIFO channel's two ends in,
+"""TimeTrial's channel monitor (the FPGA agent of Lancaster, Wingbermuehle, Beard & Chamberlain,
+Crossing Boundaries in TimeTrial, 2011) as a core: a FIFO channel's two ends in,
 one frame's sub-queue summary out, reduced on the device.
 
 In (each cycle, driven by the design): ``put`` (an item entered the channel this cycle), ``get``

@@ -51,36 +51,41 @@ CORES: dict[str, Callable[[], CoreInfo]] = {
     "channel": _core(
         "channel",
         "ChannelMonitor",
-        "seed 002's channel monitor: a FIFO channel's counts, occupancy and gap histograms per "
-        "frame, reduced on the device as the host's sub-queue reducer does",
+        "the channel monitor of Lancaster et al., Crossing Boundaries in TimeTrial (2011): a FIFO"
+        " channel's counts, occupancy and gap histograms per frame, reduced on the device as the "
+        "host's sub-queue reducer does",
     ),
     "trigger": _core(
         "trigger",
         "TriggerProbe",
-        "seed 001's integrated probe: a sequence trigger with masks, an event counter with its "
-        "wraps, a sample-and-hold register, a global trigger in and out",
+        "the integrated probe of DeVille, Troxel & George, Performance Monitoring for Run-time "
+        "Management of Reconfigurable Devices (2005): a sequence trigger with masks, an event "
+        "counter with its wraps, a sample-and-hold register, a global trigger in and out",
     ),
     "profile": _core(
         "profile",
         "StateProfile",
-        "seed 003's profile counters: the cycles a stage spends in each state, per frame",
+        "the profile counters of Curreri et al., Performance Analysis Framework for High-Level "
+        "Language Applications in Reconfigurable Computing (2010): the cycles a stage spends in "
+        "each state, per frame",
     ),
     "central": _core(
         "storage",
         "CentralStorageCore",
-        "seed 001's centralised storage: one buffer for every probe behind a round-robin "
-        "arbiter, contention and overflow drops counted per probe",
+        "the centralised storage of DeVille, Troxel & George (2005): one buffer for every probe "
+        "behind a round-robin arbiter, contention and overflow drops counted per probe",
     ),
     "timestamp": _core(
         "timestamp",
         "Timestamp",
-        "the device's clock (seed 002's FPGA agent): a cycle counter answering calibration "
-        "round trips",
+        "the device's clock (the FPGA agent of Lancaster et al., Crossing Boundaries in "
+        "TimeTrial, 2011): a cycle counter answering calibration round trips",
     ),
     "distributed": _core(
         "storage",
         "DistributedStorageCore",
-        "seed 001's distributed storage: a buffer per probe, overflow drops counted",
+        "the distributed storage of DeVille, Troxel & George (2005): a buffer per probe, overflow"
+        " drops counted",
     ),
 }
 

@@ -1,5 +1,7 @@
-"""PPW+RC's profile counters (seed 003) as a core: one counter per stage state, each counting the
-clock cycles spent in its state, latched per frame of ``frame_cycles`` cycles.
+"""PPW+RC's profile counters (Curreri, Koehler, George, Holland & Garcia, Performance Analysis
+Framework for High-Level Language Applications in Reconfigurable Computing, 2010) as a core: one
+counter per stage state, each counting the clock cycles spent in its state, latched per frame of
+``frame_cycles`` cycles.
 
 In (each cycle): ``state`` (the stage's state code: ``core.records.State``'s idle, busy,
 blocked_in, blocked_out) and the configuration ``frame_cycles`` (a frame's length in cycles,

@@ -1,5 +1,6 @@
-"""Where probe cores keep their samples (seed 001, §3.2 and §5.2), as cores: one buffer shared by
-every probe behind a round-robin arbiter, or one buffer per probe.
+"""Where probe cores keep their samples (DeVille, Troxel & George, Performance Monitoring for
+Run-time Management of Reconfigurable Devices, 2005, §3.2 and §5.2), as cores: one buffer shared
+by every probe behind a round-robin arbiter, or one buffer per probe.
 
 In (each cycle): ``offer[i]`` with ``value[i]`` from each of ``probes`` probes (a sample taken
 this cycle; its time is the cycle counter ``now``); ``pop`` (the host takes the oldest sample).

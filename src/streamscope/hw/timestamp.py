@@ -1,4 +1,5 @@
-"""The device's clock as a core (TimeTrial's FPGA agent, seed 002): a free-running cycle counter
+"""The device's clock as a core (TimeTrial's FPGA agent: Lancaster, Wingbermuehle, Beard &
+Chamberlain, Crossing Boundaries in TimeTrial, 2011): a free-running cycle counter
 that answers calibration round trips.
 
 In: ``req`` (a strobe: the host's round trip has reached the device; over the register bus, a

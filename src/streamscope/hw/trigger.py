@@ -1,4 +1,5 @@
-"""The integrated monitor probe of seed 001 (CARMA) as a core: a trigger of parameterised width
+"""The integrated monitor probe of DeVille, Troxel & George, Performance Monitoring for Run-time
+Management of Reconfigurable Devices (CARMA, 2005) as a core: a trigger of parameterised width
 and depth with a mask, a comparison and a value per level, matched in sequence; an event counter
 of ``count_width`` bits whose wrap-arounds are counted; a sample-and-hold register; a global
 trigger output and input.

@@ -1,6 +1,7 @@
-"""Virtual-queue estimator (seed 002 step 3): one frame's gap histograms (ns; counts), start
-levels and, where measured, insertion profile in; the predicted fraction of the frame at each
-level of the whole virtual queue and of its tail and head sub-queues out."""
+"""Virtual-queue estimator (step 3 of Lancaster, Wingbermuehle, Beard & Chamberlain, Crossing
+Boundaries in TimeTrial, 2011): one frame's gap histograms (ns; counts), start levels and, where
+measured, insertion profile in; the predicted fraction of the frame at each level of the whole
+virtual queue and of its tail and head sub-queues out."""
 
 from __future__ import annotations
 

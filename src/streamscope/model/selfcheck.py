@@ -1,4 +1,5 @@
-"""Self-check of the virtual-queue estimator (seed 002 step 4): a frame's histograms and measured
+"""Self-check of the virtual-queue estimator (step 4 of Lancaster, Wingbermuehle, Beard &
+Chamberlain, Crossing Boundaries in TimeTrial, 2011): a frame's histograms and measured
 sub-queue level distributions in; a per-frame and a run-level consistent/rejected verdict out
 (W1 against the model's own replications, plus the dependence test of the renewal model)."""
 

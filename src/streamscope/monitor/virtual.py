@@ -1,4 +1,5 @@
-"""Virtual queues: a link channel's occupancy, estimated per frame by simulation (seed 002).
+"""Virtual queues: a link channel's occupancy, estimated per frame by simulation (Lancaster,
+Wingbermuehle, Beard & Chamberlain, Crossing Boundaries in TimeTrial, 2011).
 
 In: per-frame summaries of the channel's two visible sub-queues (the tail buffer at the
 producer's side, the head buffer at the consumer's side), reduced either here (a side on the

@@ -1,4 +1,5 @@
-"""One virtual-queue frame's models and self-checks (seed 002), from its two sub-queues.
+"""One virtual-queue frame's models and self-checks (Lancaster, Wingbermuehle, Beard &
+Chamberlain, Crossing Boundaries in TimeTrial, 2011), from its two sub-queues.
 
 In: a frame's summaries of the tail and head sub-queues (levels, gap histograms, the insertion
 profile), the bus between them, and how far the device's frame edges may be from the host's.

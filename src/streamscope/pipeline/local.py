@@ -1,4 +1,5 @@
-"""Which sub-queues of virtual queues a device reduces itself, as in seed 002.
+"""Which sub-queues of virtual queues a device reduces itself, as in Lancaster, Wingbermuehle,
+Beard & Chamberlain, Crossing Boundaries in TimeTrial (2011).
 
 In: the topology and the frame of each link channel's occupancy queries. Out: per device, the
 ``LocalQueue``s its agent reduces (with ``pipeline.onboard.LocalReduction``).

@@ -1,4 +1,5 @@
-"""On-device reduction of a virtual queue's visible sub-queue, as in seed 002.
+"""On-device reduction of a virtual queue's visible sub-queue, as in Lancaster, Wingbermuehle,
+Beard & Chamberlain, Crossing Boundaries in TimeTrial (2011).
 
 In: the raw records of the two taps of a device-side buffer (and of its producer's state tracker
 when a query watches it), in the device's ticks, and where the host's run start lies in those

@@ -44,7 +44,8 @@ class StorageSpec:
 
 @dataclass(frozen=True, slots=True)
 class TraceSpec:
-    """Function tracing (seed 004): the functions of ``modules`` (``"pkg.mod"`` or
+    """Function tracing (Castells-Rufas et al., Performance Analysis Techniques for
+    Multi-Soft-Core and Many-Soft-Core Systems, 2012): the functions of ``modules`` (``"pkg.mod"`` or
     ``"pkg.mod:pattern"``) and of the traced stages' own code, called by the threads of the
     stages matching ``stages``; ``exclude``: name patterns left alone; ``max_calls_per_s``:
     functions called faster are left alone from then on."""

@@ -1,4 +1,5 @@
-"""A device's agent: reduces some of the device's own rings where they are written (seed 002).
+"""A device's agent: reduces some of the device's own rings where they are written (Lancaster,
+Wingbermuehle, Beard & Chamberlain, Crossing Boundaries in TimeTrial, 2011).
 
 In: private rings filled by the device's threads, drained every ``flush_interval_s`` by a
 background thread that never blocks a stage. Out: per-frame SUMMARY messages of the sub-queues it
@@ -27,7 +28,8 @@ DEFAULT_FLUSH_INTERVAL_S = 0.05
 
 
 class LocalReducer(Protocol):
-    """Reduces some taps' records where they are taken (a device, as in seed 002): it keeps the
+    """Reduces some taps' records where they are taken (a device, as in Crossing Boundaries in
+    TimeTrial): it keeps the
     records it reduces and returns encoded per-frame summaries for SUMMARY messages."""
 
     def take(self, records: Records, watermark: int) -> tuple[Records, list[bytes]]: ...

@@ -1,6 +1,7 @@
 """Hardware-style monitor probes: triggers, counters, interval timers, samplers, global trigger.
 
-The semantics of the integrated monitor probe (seed 001, §3.2), in pure Python and exact:
+The semantics of the integrated monitor probe (DeVille, Troxel & George, Performance Monitoring
+for Run-time Management of Reconfigurable Devices, 2005, §3.2), in pure Python and exact:
 
 * a :class:`Condition` compares a masked value, ``(x & mask) OP value``;
 * a :class:`Trigger` of depth *d* is a sequence of *d* conditions that must match in order; when

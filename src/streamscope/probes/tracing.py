@@ -1,4 +1,5 @@
-"""Function enter/exit tracing, in the manner of gcc's ``-finstrument-functions`` (seed 004 §3).
+"""Function enter/exit tracing, in the manner of gcc's ``-finstrument-functions`` (Castells-Rufas
+et al., Performance Analysis Techniques for Multi-Soft-Core and Many-Soft-Core Systems, 2012, §3).
 
 In: Python functions, wrapped one by one or a whole module at a time; calls made by bound threads.
 Out: per-thread ``TraceTap`` rings of ENTER/EXIT records (value = the function's id in

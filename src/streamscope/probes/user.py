@@ -215,7 +215,8 @@ class CounterProbe(UserProbe):
 
 class GlobalProbe(UserProbe):
     """A global trigger: ``fire()`` makes every member sampler capture the value it holds, all
-    at the same ticks (seed 001's snapshot of every probe at once)."""
+    at the same ticks (the snapshot of every probe at once of DeVille, Troxel & George,
+    Performance Monitoring for Run-time Management of Reconfigurable Devices, 2005)."""
 
     kind = "global"
 

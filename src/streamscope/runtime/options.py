@@ -46,7 +46,8 @@ class RunOptions:
     tap_capacity: int = DEFAULT_CAPACITY
     #: Seconds between short calibration bursts of each clock domain (0: start and end only).
     calibrate_every_s: float = 2.0
-    #: How each burst is fitted: hull (robust, tick-aware) or timetrial (seed 000).
+    #: How each burst is fitted: hull (robust, tick-aware) or timetrial (the least-squares fit of
+    #: Lancaster & Chamberlain, Crossing Timezones in the TimeTrial Performance Monitor, 2010).
     clock_method: ClockMethod = ClockMethod.HULL
     #: Validation only: record the true insertion and removal time of every item of each link
     #: channel, and report each virtual queue's distance to its true occupancy (the estimate

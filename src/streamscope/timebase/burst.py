@@ -313,7 +313,8 @@ def fit_timetrial(ex: Exchanges, *, keep_fraction: float = 0.1) -> Fit:
 
 
 def fit(ex: Exchanges, method: str = "hull") -> Fit:
-    """Fit one burst with ``method``: "hull" (default, robust) or "timetrial" (seed 000)."""
+    """Fit one burst with ``method``: "hull" (default, robust) or "timetrial" (the least-squares
+    fit of Lancaster & Chamberlain, Crossing Timezones in the TimeTrial Performance Monitor, 2010)."""
     if method == "hull":
         return fit_hull(ex)
     if method == "timetrial":

@@ -246,7 +246,8 @@ def has_box(ts: TargetSeries) -> bool:
 
 
 def box(q: QuerySeries) -> Figure | None:
-    """Box-whisker per frame (seed 000, Fig. 2): whiskers min and max, box the quartiles."""
+    """Box-whisker per frame (Lancaster & Chamberlain, Crossing Timezones in the TimeTrial
+    Performance Monitor, 2010, Fig. 2): whiskers min and max, box the quartiles."""
     targets = [ts for ts in q.targets if has_box(ts)]
     if not targets:
         return None

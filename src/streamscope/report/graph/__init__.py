@@ -1,4 +1,6 @@
-"""The pipeline drawn as inline SVG, with its performance on it (seed 003, Fig. 2).
+"""The pipeline drawn as inline SVG, with its performance on it (Curreri, Koehler, George,
+Holland & Garcia, Performance Analysis Framework for High-Level Language Applications in
+Reconfigurable Computing, 2010, Fig. 2).
 
 Stages are boxes placed by a layered-graph layout (``layout``), left to right; channels are
 arrows. Each stage carries its state breakdown as a stacked bar (``stage``), each channel with

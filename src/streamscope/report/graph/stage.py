@@ -1,7 +1,8 @@
 """A stage drawn as a box: its name, resource and role, its state breakdown as a stacked bar
-(busy, blocked_in, blocked_out, idle) and, when known, seed 003's process categories as a thin
-second bar; the bottleneck's stages outlined; a family of stages drawn as one, a stack of boxes
-that says how many it stands for.
+(busy, blocked_in, blocked_out, idle) and, when known, the process categories of Curreri et al.
+(Performance Analysis Framework for High-Level Language Applications in Reconfigurable
+Computing, 2010) as a thin second bar; the bottleneck's stages outlined; a family of stages
+drawn as one, a stack of boxes that says how many it stands for.
 
 In: a stage's place and breakdown. Out: SVG text; every name escaped.
 """
