@@ -197,6 +197,81 @@ def test_no_private_name_crosses_modules() -> None:
     assert not bad, "\n".join(bad)
 
 
+#: The extras' modules, and the packages of ours that may import each as they are imported:
+#: Ray (``[hosts]``) none (runtime/cluster.py sets its environment before importing it, inside
+#: the functions that need it); Amaranth (``[hw]``) only the probe cores' own package.
+_EXTRAS = {"ray": (), "amaranth": ("streamscope.hw",)}
+
+
+def _import_time(path: Path) -> set[str]:
+    """Every module that importing ``path`` imports at once (not in a function's body, not for
+    annotations only), with the packages above each (importing ``a.b.c`` runs ``a`` and
+    ``a.b`` first); modules not ours too (``ray``, ``amaranth.hdl``)."""
+    tree = ast.parse(path.read_text())
+    skip = _type_only(tree)
+    found: set[str] = set()
+    later = ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda  # bodies run when called
+
+    def visit(node: ast.AST) -> None:
+        if id(node) in skip or isinstance(node, later):
+            return
+        if isinstance(node, ast.ImportFrom):
+            mod = _absolute(path, node)
+            found.add(mod)
+            found.update(f"{mod}.{a.name}" for a in node.names if _is_module(f"{mod}.{a.name}"))
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(tree)
+    return {".".join(m.split(".")[:i]) for m in found for i in range(1, m.count(".") + 2)}
+
+
+def _needs(module: str, extra: str) -> bool:
+    """Whether importing ``module`` needs ``extra`` by itself: one of its modules, or one of
+    ours that only it may import (streamscope.hw asks for Amaranth as it is imported)."""
+    return module.partition(".")[0] == extra or any(
+        module == room or module.startswith(room + ".") for room in _EXTRAS[extra]
+    )
+
+
+def _extra_path(start: str, extra: str, graph: dict[str, set[str]]) -> list[str]:
+    """The chain of import-time imports from ``start`` to a module that needs ``extra``, or
+    ``[]`` (breadth first: the shortest)."""
+    came: dict[str, str] = {start: ""}
+    todo = [start]
+    while todo:
+        mod = todo.pop(0)
+        for dep in sorted(graph.get(mod, ())):
+            if dep in came:
+                continue
+            came[dep] = mod
+            if _needs(dep, extra):
+                chain = [dep]
+                while chain[-1] != start:
+                    chain.append(came[chain[-1]])
+                return chain[::-1]
+            todo.append(dep)
+    return []
+
+
+def test_the_extras_are_imported_only_where_needed() -> None:
+    """A plain install (no ``[hosts]``, no ``[hw]``) imports every module but the probe cores'
+    package: none imports Ray or Amaranth as it is imported, by any path, outside its room.
+    (tests/integration/test_extras.py runs it so.)"""
+    graph = {mod: _import_time(path) for mod, path in MODULES.items()}
+    assert _extra_path("streamscope.hw.storage", "amaranth", graph)[-1].startswith("amaranth")
+    assert _extra_path("streamscope.cli", "amaranth", graph) == []  # hw commands import late
+    bad = [
+        f"{mod} imports {extra} as it is imported: {' -> '.join(chain)}"
+        for extra in _EXTRAS
+        for mod in sorted(MODULES)
+        if not _needs(mod, extra) and (chain := _extra_path(mod, extra, graph))
+    ]
+    assert not bad, "\n".join(bad)
+
+
 def test_public_surface_is_pinned() -> None:
     assert sorted(streamscope.__all__) == sorted(
         [

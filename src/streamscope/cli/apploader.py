@@ -16,6 +16,7 @@ from typing import Any
 from streamscope.core.errors import (
     AppError,
     ConfigError,
+    MissingExtraError,
     PipelineError,
     StreamscopeError,
     describe_exception,
@@ -68,6 +69,8 @@ def load_module(path: Path) -> ModuleType:
         spec.loader.exec_module(module)
     except SyntaxError as exc:
         raise AppError(f"{path}:{exc.lineno}: syntax error: {exc.msg}") from None
+    except MissingExtraError:
+        raise  # an app that builds its pipeline as it is loaded: the extra is the whole story
     except Exception as exc:
         raise AppError(f"{path} could not be loaded: {describe_exception(exc)}") from None
     return module

@@ -69,6 +69,16 @@ class StageError(StreamscopeError):
         super().__init__(f"stage {stage!r} raised {error}")
 
 
+class MissingExtraError(StreamscopeError, ImportError):
+    """A part of streamscope whose requirement a plain install leaves out (hosts need Ray, the
+    FPGA probe cores Amaranth): the message names the extra that brings it (``extra``). An
+    ``ImportError`` too, as what failed is an import."""
+
+    def __init__(self, message: str, *, extra: str) -> None:
+        super().__init__(message)
+        self.extra = extra
+
+
 class RunFileError(StreamscopeError):
     """A run file that is missing, not a streamscope run, or unreadable."""
 

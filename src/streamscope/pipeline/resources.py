@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass
 
 from streamscope.core.errors import PipelineError
+from streamscope.core.extras import require
 from streamscope.core.topology import HOST
 from streamscope.timebase.emulated import EmulatedClockSpec
 
@@ -121,6 +122,7 @@ def EmulatedDevice(  # noqa: N802 - a constructor
     never goes back, so the clock must not start below 0 or step back. ``rtl=True`` (or
     ``"amaranth"``) simulates the cores in Amaranth's simulator; ``"verilator"`` compiles them
     with Verilator first (seconds, once per configuration; hundreds of times faster after).
+    Either needs Amaranth (``streamscope[hw]``; a ``MissingExtraError`` without it).
     """
     if not clock:
         raise PipelineError(f"device {name!r}: an emulated device needs a clock spec")
@@ -135,6 +137,9 @@ def EmulatedDevice(  # noqa: N802 - a constructor
             f"device {name!r}: an RTL device's counter starts at 0 and never steps back; its "
             f"clock needs offset_s >= 0 and step_ns >= 0 (got {clock!r})"
         )
+    if sim:
+        # Here rather than in the device's processes, where its stages would fail one by one.
+        require("amaranth", f"device {name!r}: an RTL device's probe cores need Amaranth")
     link = LinkSpec.from_us(bulk_size, transfer_us, latency_us, timeout_us)
     return Resource(name, "device", str(parsed), link, sim)
 

@@ -24,6 +24,7 @@ from typing import Any
 
 from streamscope.core.closing import Closing
 from streamscope.core.errors import ConfigError
+from streamscope.core.extras import require
 from streamscope.runtime.nodeprocs import (
     driver_signals_kept,
     ray_processes,
@@ -66,7 +67,8 @@ _H2_SETTINGS = 4
 
 def _ray() -> ModuleType:
     """Ray, imported only when hosts are asked for (it takes a second and much memory), with
-    ``RAY_ENV`` set first: Ray reads it when it is imported, and its nodes inherit it."""
+    ``RAY_ENV`` set first: Ray reads it when it is imported, and its nodes inherit it. Not
+    installed: a ``MissingExtraError`` naming ``streamscope[hosts]``."""
     if "ray" in sys.modules and any(os.environ.get(k) != v for k, v in RAY_ENV.items()):
         raise ConfigError(
             "Ray was imported before streamscope could bind it to loopback: import it through "
@@ -76,11 +78,7 @@ def _ray() -> ModuleType:
         )
     for key, value in RAY_ENV.items():
         os.environ.setdefault(key, value)
-    try:
-        import ray
-    except ImportError as exc:  # pragma: no cover - a dependency of the package
-        raise ConfigError(f"hosts need Ray, which could not be imported: {exc}") from None
-    return ray
+    return require("ray")
 
 
 class RayCluster(Closing):
@@ -163,11 +161,10 @@ class RayCluster(Closing):
         """The running cluster at ``address`` (``--ray-address``): streamscope neither starts
         nor stops it. A process already connected to it keeps its connection. An address
         where no cluster answers within ``JOIN_TIMEOUT_S`` is a ConfigError."""
-        if "ray" not in sys.modules or not sys.modules["ray"].is_initialized():
-            check_address(address)  # before Ray: it would retry for minutes
-        ray = _ray()
+        ray = _ray()  # first: without Ray, whether the address answers does not matter
         if ray.is_initialized():
             return cls(hosts, None, None, owns_driver=False)
+        check_address(address)  # before joining: Ray would retry for minutes
         try:
             with sigterm_kept(ray), driver_signals_kept(ray):
                 ray.init(address=address, logging_level="ERROR", log_to_driver=False)
