@@ -10,10 +10,12 @@ STAMP := $(VENV)/.installed
 # The report tests open the HTML report in a real headless browser: Debian's chromium.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo -n)
 
-$(STAMP): pyproject.toml setup.py src/streamscope/core/_native.c
+# Everything, the extras too: the tests exercise hosts and the probe cores. Makefile: a change of
+# what this rule installs installs again.
+$(STAMP): pyproject.toml setup.py src/streamscope/core/_native.c Makefile
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,hosts,hw]'
 	touch $(STAMP)
 
 run: $(STAMP)
