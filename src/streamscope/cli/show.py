@@ -14,7 +14,7 @@ def show(
         Path, typer.Argument(metavar="RUN", help="A run file written by `streamscope run`.")
     ],
     as_json: Annotated[
-        bool, typer.Option("--json", help="Print the run as JSON (schema in the README).")
+        bool, typer.Option("--json", help="Print the run as JSON (schema in docs/run-file.md).")
     ] = False,
     last: Annotated[
         int | None, typer.Option(help="Show only the last N frames of each query.")

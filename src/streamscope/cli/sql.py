@@ -53,8 +53,8 @@ def sql(
     ],
     fmt: Annotated[str, typer.Option("--format", help="table, csv or json")] = "table",
 ) -> int:
-    """Run SQL over a run file. The tables are documented in the README. Only the run file can
-    be reached: no other file, extension or network (see the README)."""
+    """Run SQL over a run file. The tables are documented in docs/run-file.md. Only the run
+    file can be reached: no other file, extension or network."""
     from rich.console import Console
     from rich.table import Table
 
