@@ -86,15 +86,16 @@ def phase(n, kept):
     a.start(); b.start(); a.join(); b.join()
     kept.extend(out)
 kept = []
-existing, new, settle = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+existing, new = int(sys.argv[1]), int(sys.argv[2])
+settle, quiet, after = (float(x) for x in sys.argv[3:6])
 phase(existing, kept)
 time.sleep(settle)
 idle = time.perf_counter() - t0
-time.sleep(3.0)
+time.sleep(quiet)
 burst = time.perf_counter() - t0
 phase(new, kept)
 end = time.perf_counter() - t0
-time.sleep(2.0)
+time.sleep(after)
 print(idle, burst, end, len(kept))
 """
 
@@ -124,11 +125,12 @@ def tasks(n: int, monitored: bool) -> float:
         return float(line.split()[1])
 
 
-def per_channel(existing: int, new: int) -> tuple[float, float]:
+def per_channel(existing: int, new: int, quick: bool = False) -> tuple[float, float]:
     """(monitor CPU per new channel in µs, the monitor's idle CPU per second in ms)."""
     # The monitor takes in the channels that exist first (about 1 ms each): the idle frames
-    # are measured once it has.
-    settle = 1.5 + existing / 1000
+    # are measured once it has, over 3 s (2 s, at least one whole frame, when quick).
+    settle = (1.0 if quick else 1.5) + existing / 1000
+    quiet, after = (2.0, 1.0) if quick else (3.0, 2.0)
     import duckdb
 
     with tempfile.TemporaryDirectory(prefix="bench-queues-") as tmp:
@@ -136,7 +138,7 @@ def per_channel(existing: int, new: int) -> tuple[float, float]:
         prog.write_text(CHANNELS)
         proc = subprocess.run(
             [*CLI, "run", str(prog), "-o", str(out), "--quiet", "--",
-             str(existing), str(new), str(settle)],
+             str(existing), str(new), str(settle), str(quiet), str(after)],
             check=True, capture_output=True, text=True, stdin=subprocess.DEVNULL,
         )  # fmt: skip
         idle, burst, end, _ = (float(x) for x in proc.stdout.split())
@@ -182,7 +184,7 @@ def main() -> int:
     costs = {}
     print(f"monitor CPU per new channel ({new} new channels, kept)")
     for existing in sizes:
-        runs = [per_channel(existing, new) for _ in range(args.reps)]
+        runs = [per_channel(existing, new, args.quick) for _ in range(args.reps)]
         costs[existing] = statistics.median(c for c, _ in runs)
         idle = statistics.median(i for _, i in runs)
         print(f"  beside {existing:>6} channels: {costs[existing]:8.1f} us per new channel "

@@ -30,6 +30,10 @@ BINDIR = str(Path(sys.executable).parent) + "/"
 STREAMSCOPE = re.compile(r"^(?:\.venv/bin/)?streamscope\b")
 #: Commands that need an optional extra, by what they run: without it they are skipped.
 NEEDS = {r"examples/hosts\.py": "ray", r"\bstreamscope hw\b": "amaranth"}
+#: Commands run by another test, which checks what they show in full, by what they run: a page's
+#: run leaves them out (the hosts example starts a cluster of its own: ~20 s more for the same
+#: run).
+RUN_ELSEWHERE = {r"examples/hosts\.py": ROOT / "tests" / "integration" / "test_hosts_cluster.py"}
 
 
 def fences(text: str) -> list[tuple[str, str]]:
@@ -80,7 +84,11 @@ def folder_for(page: Path, tmp_path: Path) -> Path:
 
 def ran(page: Path, tmp: str) -> subprocess.CompletedProcess[str]:
     """Every runnable shell block of ``page``, in order, in the folder ``tmp``: one script."""
-    script = "\n".join(body for lang, body in fences(page.read_text()) if runnable(lang, body))
+    script = "\n".join(
+        body
+        for lang, body in fences(page.read_text())
+        if runnable(lang, body) and not any(re.search(p, body) for p in RUN_ELSEWHERE)
+    )
     script = re.sub(r"(?m)^(?:\.venv/bin/)?streamscope\b", BINDIR + "streamscope", script)
     return subprocess.run(
         ["bash", "-euo", "pipefail", "-c", script],
@@ -280,3 +288,12 @@ def test_the_cli_page_shows_each_commands_help_as_it_is() -> None:
     )
     got = proc.stdout.split("<<end>>\n")[:-1]
     assert dict(zip(helps, got, strict=True)) == helps
+
+
+def test_commands_run_elsewhere_are_run_there() -> None:
+    """What a page's run leaves out is run by the test named for it, with the same script."""
+    shown = "\n".join(p.read_text() for p in PAGES)
+    for pattern, test in RUN_ELSEWHERE.items():
+        assert re.search(pattern, shown), pattern  # still on a page
+        script = re.search(r"examples/(\w+\.py)", pattern.replace("\\", "")).group(1)
+        assert f'"{script}"' in test.read_text(), (script, test.name)
