@@ -11,7 +11,7 @@ virtual queue; raw records: wire decode, routing into channel streams and reduct
 by the engine, ``bench_reduction``'s path); and from them, how many hosts one monitor core takes
 at 1 s frames, for 100 and 1000 hosts of ``CHANNELS`` channels. Then the frames a host closes
 itself (queries whose taps all lie on it: occupancy, throughput and latency of ``CHANNELS``
-channels between its own stages, reduced by ``runtime.hostframes``): their bytes per frame, and
+channels between its own stages, reduced by ``agents.host``): their bytes per frame, and
 the monitor's cost to take them (wire decode, frames decode, each frame's edges mapped through the
 host's clock for its bounds). The virtual queues' estimation
 (a simulation per channel and frame) is measured apart: it is what limits a host's channels, not
@@ -30,6 +30,7 @@ import numpy as np
 
 import _synth
 from _harness import interleave, machine, parse_args, table
+from streamscope.agents.host import HostFrames
 from streamscope.aggregate.points import DropCount, FrameResult, ScalarPoint
 from streamscope.aggregate.shipped import decode_frames
 from streamscope.aggregate.specs import Mean
@@ -43,7 +44,6 @@ from streamscope.aggregate.subqueue import (
 from streamscope.core.records import RECORD_DTYPE, Kind, make_records
 from streamscope.core.topology import ChannelInfo, Topology
 from streamscope.monitor.virtual import VirtualQueue
-from streamscope.runtime.hostframes import HostFrames
 from streamscope.runtime.session import host_pairs, prepare
 from streamscope.timebase.domains import Domains
 from streamscope.transport.wire import MsgType, decode, encode

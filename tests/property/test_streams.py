@@ -11,8 +11,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamscope.monitor.channelstream import ChannelStream
-from streamscope.monitor.streams import StageStream
+from streamscope.reduction.channelstream import ChannelStream
+from streamscope.reduction.streams import StageStream
 
 
 def history(

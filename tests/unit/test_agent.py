@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import queue
 
+from streamscope.agents.ship import Agent
 from streamscope.core.records import Kind
-from streamscope.probes.agent import Agent
 from streamscope.probes.taps import Recorder
 from streamscope.transport.channels import InMemoryTransport
 from streamscope.transport.control import Control

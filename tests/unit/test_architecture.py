@@ -9,23 +9,27 @@ import streamscope
 
 SRC = Path(streamscope.__file__).parent
 #: Higher may import lower, never the reverse (DESIGN.md: cli, runtime → monitor → ... → core).
+#: ``reduction`` is what turns records into frames, wherever it runs (the monitor, a host, a
+#: device); ``agents`` run it beside the program (a device's shipper, its sub-queues, a host).
 RANK = {
     "core": 0,
     "transport": 1,
     "probes": 2,
     "aggregate": 3,
-    "hw": 4,
     "timebase": 3,
+    "hw": 4,
     "store": 4,
-    "pipeline": 5,
-    "query": 6,
-    "model": 6,
-    "analysis": 7,
-    "report": 8,
-    "export": 8,
-    "monitor": 9,
-    "runtime": 10,
-    "cli": 11,
+    "query": 4,
+    "model": 4,
+    "reduction": 5,
+    "agents": 6,
+    "pipeline": 7,
+    "analysis": 8,
+    "report": 9,
+    "export": 9,
+    "monitor": 10,
+    "runtime": 11,
+    "cli": 12,
 }
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from streamscope.monitor.channelstream import ChannelEnd, ChannelStream
+from streamscope.reduction.channelstream import ChannelEnd, ChannelStream
 
 
 def _add(end: ChannelEnd, times: list[int], seqs: list[int], halfwidth: float) -> None:

@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 
 import streamscope as ss
+from streamscope.agents.device import LocalReduction
+from streamscope.agents.host import HostFrames
 from streamscope.aggregate.points import FrameResult, ScalarPoint
 from streamscope.aggregate.shipped import (
     ShippedFrame,
@@ -19,9 +21,7 @@ from streamscope.aggregate.shipped import (
 )
 from streamscope.core.records import Kind, Records, make_records
 from streamscope.core.topology import Topology
-from streamscope.pipeline.onboard import LocalReduction
 from streamscope.query.plan import Plan
-from streamscope.runtime.hostframes import HostFrames
 from streamscope.runtime.session import host_pairs, prepare, shipped_probes
 
 FRAME = 100_000_000

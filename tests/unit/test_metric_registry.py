@@ -9,10 +9,10 @@ import dataclasses
 import streamscope as ss
 import streamscope.query as q
 from streamscope.analysis.delta import direction
-from streamscope.monitor.channelstream import CHANNEL_FEEDS, ChannelOutput
-from streamscope.monitor.reducers import TargetReducer
 from streamscope.query import builder
 from streamscope.query.metrics import METRIC_NAMES, METRICS
+from streamscope.reduction.channelstream import CHANNEL_FEEDS, ChannelOutput
+from streamscope.reduction.reducers import TargetReducer
 
 
 def test_every_metric_has_its_builder_and_public_name() -> None:

@@ -24,9 +24,9 @@ from streamscope.aggregate.specs import (
     Sum,
 )
 from streamscope.core.topology import ProbeInfo
-from streamscope.monitor.channelstream import ChannelEnd, ChannelStream
-from streamscope.monitor.reducers import ReducerIndex, TargetReducer
-from streamscope.monitor.routing import Routes
+from streamscope.reduction.channelstream import ChannelEnd, ChannelStream
+from streamscope.reduction.reducers import ReducerIndex, TargetReducer
+from streamscope.reduction.routing import Routes
 
 FRAME = 1_000
 SPECS = {

@@ -16,7 +16,7 @@ from streamscope.aggregate.stateframes import (
     decode_state_frames,
     encode_state_frames,
 )
-from streamscope.monitor.streams import StageStream, SummarizedStage
+from streamscope.reduction.streams import StageStream, SummarizedStage
 
 
 def test_time_in_each_state_per_frame_with_idle_before_the_first_record() -> None:
@@ -66,7 +66,7 @@ def test_a_host_s_frames_serve_state_queries_on_any_multiple_of_their_length() -
     """A stage's states reduced on frames of 500 ns (its queries' frames' greatest common
     divisor) give a query on 1500 ns frames the duty the monitor gets from the records."""
     from streamscope.aggregate.specs import Duty
-    from streamscope.monitor.reducers import TargetReducer
+    from streamscope.reduction.reducers import TargetReducer
 
     rng = np.random.default_rng(3)
     t = np.cumsum(rng.integers(1, 300, 80)).astype(np.int64)

@@ -21,7 +21,7 @@ from streamscope.core.tablerows import TableRows
 from streamscope.core.topology import Topology
 from streamscope.monitor.flight import FlightRecorder
 from streamscope.monitor.stalls import Stall
-from streamscope.monitor.streams import StageStream
+from streamscope.reduction.streams import StageStream
 from streamscope.timebase.emulated import CLOCK_TRUTH
 
 Table = TableRows

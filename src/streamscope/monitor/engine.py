@@ -37,15 +37,15 @@ from streamscope.monitor.endtables import (
 )
 from streamscope.monitor.flight import DEFAULT_FLIGHT_RECORDS
 from streamscope.monitor.keeping import Keeper
-from streamscope.monitor.ledger import Ledger
 from streamscope.monitor.placement import Batch, Placement
-from streamscope.monitor.reducers import ReducerIndex, TargetReducer
-from streamscope.monitor.routing import Routes
 from streamscope.monitor.stalls import DEFAULT_STALL_NS, Stall, StallWatch
-from streamscope.monitor.streams import EVENT_METRICS
 from streamscope.monitor.virtual import SIDES, virtual_queues
 from streamscope.query.compile import new_targets
 from streamscope.query.plan import Plan
+from streamscope.reduction.ledger import Ledger
+from streamscope.reduction.reducers import ReducerIndex, TargetReducer
+from streamscope.reduction.routing import Routes
+from streamscope.reduction.streams import EVENT_METRICS
 from streamscope.timebase.clockmap import HostMap
 from streamscope.timebase.domains import Domains
 from streamscope.transport.wire import WATERMARK_END, Message, MsgType

@@ -19,7 +19,7 @@ from streamscope.core.tablerows import TableRows, TableSink
 from streamscope.core.topology import HOST, Topology
 from streamscope.monitor import endtables
 from streamscope.monitor.flight import FlightRecorder
-from streamscope.monitor.ledger import Ledger
+from streamscope.reduction.ledger import Ledger
 
 
 class Keeper:

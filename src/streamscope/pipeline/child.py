@@ -16,17 +16,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from streamscope.agents.assignments import HostPair, LocalQueue, LocalState
+from streamscope.agents.ship import Agent
 from streamscope.core import native
 from streamscope.core.errors import describe_exception
 from streamscope.core.process import die_with_parent
 from streamscope.core.topology import HOST, ProbeInfo
 from streamscope.pipeline.channel import ThreadChannel
 from streamscope.pipeline.link import link_counts, save_links_truth
-from streamscope.pipeline.local import HostPair, LocalQueue, LocalState
 from streamscope.pipeline.pipeline import Pipeline
 from streamscope.pipeline.scope import Scope, start_links, start_threads
 from streamscope.pipeline.worker import Channel, runner_report
-from streamscope.probes.agent import Agent
 from streamscope.probes.taps import Recorder, host_clock
 from streamscope.probes.tracing import RateWatch
 from streamscope.timebase.emulated import EmulatedClock, EmulatedClockSpec
@@ -35,7 +35,7 @@ from streamscope.transport.channels import UnixSocketTransport
 from streamscope.transport.control import Control
 
 if TYPE_CHECKING:
-    from streamscope.pipeline.onboard import FrameReducer
+    from streamscope.agents.device import FrameReducer
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,7 +163,7 @@ def host_main(
     )  # fmt: skip
     local = None
     if spec.local or spec.states or frames is not None or spec.shipped is not None:
-        from streamscope.pipeline.onboard import LocalReduction
+        from streamscope.agents.device import LocalReduction
 
         local = LocalReduction(spec.local, tick_ns, grid, spec.states, frames, spec.shipped)
     agent = Agent(
@@ -220,7 +220,7 @@ def _local_agent(
 ) -> Agent:
     """The agent that reduces this device's own sub-queues, on the host's frame grid, and sends
     its private rings (an RTL device's storage cores: held back to their unread samples)."""
-    from streamscope.pipeline.onboard import LocalReduction
+    from streamscope.agents.device import LocalReduction
 
     local = None
     if spec.local:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from multiprocessing.context import BaseContext
 from typing import TYPE_CHECKING, Any
 
+from streamscope.agents.assignments import HostPair, local_queues, local_states
 from streamscope.core.clock import host_now_ticks
 from streamscope.core.errors import PipelineError, describe_exception
 from streamscope.core.process import interruption
@@ -26,7 +27,6 @@ from streamscope.pipeline.calibrator import EVERY_S, Calibrator, ClockLink
 from streamscope.pipeline.channel import ThreadChannel
 from streamscope.pipeline.child import ChildSpec, child_main, clock_main
 from streamscope.pipeline.link import LinkChannel, link_counts, save_links_truth
-from streamscope.pipeline.local import HostPair, local_queues, local_states
 from streamscope.pipeline.pipeline import Pipeline
 from streamscope.pipeline.remote import RemoteHosts
 from streamscope.pipeline.resources import Resource

@@ -17,7 +17,7 @@ class MetricInfo:
     ``STAGE.NAME``; empty when the target is a channel or a stage. ``better``: which way a
     change is an improvement when two runs are compared (``lower``, ``higher`` or ``neutral``).
     A channel metric's reducers take the field ``output`` of its stream's output
-    (``monitor.channelstream.ChannelOutput``) through their ``add_<feed>`` (``segments``,
+    (``reduction.channelstream.ChannelOutput``) through their ``add_<feed>`` (``segments``,
     ``events`` or ``times``); ``quality``: its frames also carry the clocks' quality figures
     when the channel crosses clock domains. A new metric is one entry here, its stream's code,
     and its builder function (``query.builder``)."""

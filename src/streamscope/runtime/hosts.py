@@ -7,7 +7,7 @@ host agent's messages to the monitor, in order per agent.
 
 Only what the hosts' agents send crosses the network: frame summaries of the sub-queues they
 reduce, their stages' state frames, the frames of the queries they reduce themselves
-(``runtime.hostframes``), the records the monitor reads itself (a traced run's), notes. The
+(``agents.host``), the records the monitor reads itself (a traced run's), notes. The
 stages' items cross in the links' batches, by value in the calls, with their insertion ticks
 where the consumer's host pairs them (a link's latency).
 """
@@ -136,7 +136,7 @@ class HostLink(LinkChannel):
         self.stamped = False
         self._sent_items = 0
         #: Where the consumer's side hands each batch's (first item's number, stamps): its
-        #: host's own frames (``runtime.hostframes``); None: nobody pairs them.
+        #: host's own frames (``agents.host``); None: nobody pairs them.
         self.on_stamps: Any = None
 
     def stamp(self) -> None:
@@ -335,7 +335,7 @@ class HostWorker:
         try:
             frames = None
             if spec.frames:
-                from streamscope.runtime.hostframes import HostFrames
+                from streamscope.agents.host import HostFrames
 
                 periods = pipeline.topology(probes).tick_periods()
                 frames = HostFrames(spec.frames, probes, periods)

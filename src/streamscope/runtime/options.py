@@ -15,12 +15,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from streamscope.agents.ship import DEFAULT_FLUSH_INTERVAL_S
 from streamscope.aggregate.points import DropCount, FrameResult
 from streamscope.core import native
 from streamscope.core.errors import ConfigError
 from streamscope.core.modes import ClockMethod, RunMode, RunStatus, parse
 from streamscope.core.version import VERSION
-from streamscope.probes.agent import DEFAULT_FLUSH_INTERVAL_S
 from streamscope.probes.taps import DEFAULT_CAPACITY
 from streamscope.store.writer import RunMeta, RunStore
 

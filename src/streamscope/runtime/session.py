@@ -13,12 +13,13 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+from streamscope.agents.assignments import HostPair
+from streamscope.agents.host import pair_taps
 from streamscope.aggregate.points import DropCount, FrameResult
 from streamscope.core.errors import ConfigError, describe_exception
 from streamscope.core.modes import RunStatus, parse
 from streamscope.core.process import SignalInterrupt, interruption
 from streamscope.core.topology import HOST, Topology
-from streamscope.pipeline.local import HostPair
 from streamscope.pipeline.pipeline import Pipeline, plan_probes
 from streamscope.pipeline.runner import Outcome, Runner
 from streamscope.probes import tracing
@@ -27,7 +28,6 @@ from streamscope.query.compile import compile_queries
 from streamscope.query.defaults import default_queries
 from streamscope.query.plan import Plan
 from streamscope.runtime.functrace import TracingSession
-from streamscope.runtime.hostframes import pair_taps
 from streamscope.runtime.launch import Launched
 from streamscope.runtime.options import (
     FramesCallback,

@@ -2,7 +2,7 @@
 Beard & Chamberlain, Crossing Boundaries in TimeTrial (2011).
 
 In: the topology and the frame of each link channel's occupancy queries. Out: per device, the
-``LocalQueue``s its agent reduces (with ``pipeline.onboard.LocalReduction``).
+``LocalQueue``s its agent reduces (with ``agents.device.LocalReduction``).
 """
 
 from __future__ import annotations

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import NDArray
 
-from streamscope.monitor.streams import (
+from streamscope.query.metrics import METRICS
+from streamscope.reduction.streams import (
     EMPTY,
     I64,
     Events,
@@ -24,7 +25,6 @@ from streamscope.monitor.streams import (
     mask_unknown,
     segments,
 )
-from streamscope.query.metrics import METRICS
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,10 +17,10 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from streamscope.agents.assignments import LocalQueue, LocalState
 from streamscope.aggregate.stateframes import StateFrames, encode_state_frames
 from streamscope.aggregate.subqueue import PROFILE_BINS, SubQueueFrames, encode_summaries
 from streamscope.core.records import Kind, Records
-from streamscope.pipeline.local import LocalQueue, LocalState
 
 #: How long the end of a run waits for a grid that has not come yet (its first burst failed).
 GRID_WAIT_S = 2.0
@@ -30,7 +30,7 @@ HOLD_MARGIN_NS = 5_000_000
 
 
 class FrameReducer(Protocol):
-    """A host's own frames of the pairs whose taps all lie there (``runtime.hostframes``)."""
+    """A host's own frames of the pairs whose taps all lie there (``agents.host``)."""
 
     #: The probes whose records it takes.
     probes: frozenset[int]
@@ -49,7 +49,7 @@ class FrameReducer(Protocol):
 
 
 class LocalReduction:
-    """The device agent's reducer (see ``probes.agent.LocalReducer``)."""
+    """The device agent's reducer (see ``agents.ship.LocalReducer``)."""
 
     def __init__(
         self,

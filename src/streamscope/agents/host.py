@@ -6,9 +6,9 @@ pairs, and where the run's frame grid lies on the host's clock (origin and ticks
 the runner after each calibration burst; the latest wins). Out: each pair's ``FrameResult``s once
 the agent's watermark has passed their end, encoded for SUMMARY messages with where each frame's
 edges lay in the host's ticks (``aggregate.shipped``). The records stay on the host: what crosses
-is a frame per pair and frame length, whatever the rate. The streams and reducers are the
-monitor's own (``monitor.routing``, ``monitor.reducers``), so a frame reads the same wherever it
-was closed. The latency of a link into the host is paired here too: each batch brings its
+is a frame per pair and frame length, whatever the rate. The streams and reducers are the ones
+the monitor closes its frames with (``reduction.routing``, ``reduction.reducers``), so a frame
+reads the same wherever it was closed. The latency of a link into the host is paired here too: each batch brings its
 items' insertion ticks in the producer's clock (``HostLink.stamp``), placed by the grid the
 runner sends of that clock; each frame says what it took from it, for the monitor's bounds.
 """
@@ -21,17 +21,17 @@ import threading
 import numpy as np
 from numpy.typing import NDArray
 
+from streamscope.agents.assignments import HostPair
 from streamscope.aggregate.frames import runs
 from streamscope.aggregate.points import FrameResult
 from streamscope.aggregate.shipped import ShippedFrame, Stamped, encode_frames
 from streamscope.core.records import Kind, Records
 from streamscope.core.topology import ProbeInfo
-from streamscope.monitor.ledger import Ledger
-from streamscope.monitor.reducers import ReducerIndex, TargetReducer
-from streamscope.monitor.routing import Routes
-from streamscope.monitor.streams import EVENT_METRICS, Events
-from streamscope.pipeline.local import HostPair
 from streamscope.query.metrics import METRICS
+from streamscope.reduction.ledger import Ledger
+from streamscope.reduction.reducers import ReducerIndex, TargetReducer
+from streamscope.reduction.routing import Routes
+from streamscope.reduction.streams import EVENT_METRICS, Events
 
 #: The probe kind each value metric reads (``EVENT_METRICS`` the other way round).
 _VALUE_PROBE = {metric: kind for kind, metric in EVENT_METRICS.items()}
@@ -138,7 +138,7 @@ class LinkLatency:
 
 
 class HostFrames:
-    """The frames of one host's pairs (``pipeline.onboard.FrameReducer``)."""
+    """The frames of one host's pairs (``agents.device.FrameReducer``)."""
 
     def __init__(
         self,

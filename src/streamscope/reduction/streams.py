@@ -5,7 +5,7 @@ In: state or value records in virtual ns, in any batch order but each stream adv
 a watermark, and the times at which a probe reported refused records. Out: piecewise-constant
 segments (start, end, level; level -1 where refused records make it unknown) and event values,
 handed to the reducers of their (metric, target) through each stream's one hook, ``feed``. Every
-operation is on whole arrays. Channels' streams are in ``monitor/channelstream.py``.
+operation is on whole arrays. Channels' streams are in ``reduction/channelstream.py``.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ class Events:
 
 
 class Takes(Protocol):
-    """What a stream hands its output to: a (query, target) reducer (``monitor/reducers.py``)."""
+    """What a stream hands its output to: a (query, target) reducer (``reduction/reducers.py``)."""
 
     def add_segments(self, seg: Segments) -> None: ...
 

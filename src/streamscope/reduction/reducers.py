@@ -18,9 +18,9 @@ from streamscope.aggregate.frames import frame_index, runs, split_at_frames
 from streamscope.aggregate.points import FrameResult, Point, ScalarPoint
 from streamscope.aggregate.specs import AggregationSpec
 from streamscope.aggregate.timed import Extreme
-from streamscope.monitor.streams import Events, Segments
 from streamscope.query.metrics import METRICS
 from streamscope.query.plan import Plan, TargetPlan
+from streamscope.reduction.streams import Events, Segments
 
 I64 = NDArray[np.int64]
 #: Throughput is sampled over this many equal windows per frame (its max is the peak window).
@@ -278,7 +278,7 @@ class TargetReducer:
 
 class ReducerIndex:
     """Every (query, target) reducer of a run, found by (metric, target): what the streams'
-    ``feed`` hooks are given (``monitor/streams.py``)."""
+    ``feed`` hooks are given (``reduction/streams.py``)."""
 
     def __init__(self, reducers: Sequence[TargetReducer] = ()) -> None:
         self.all: list[TargetReducer] = []

@@ -2,7 +2,7 @@
 
 In: the run's probes (and those that appear while it runs) and batches of records in virtual ns.
 Out: records added to their streams, too-late ones counted as dropped in the ledger, and the
-streams reduced through their hook (``monitor/streams.py``) whenever the watermark moves.
+streams reduced through their hook (``reduction/streams.py``) whenever the watermark moves.
 """
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ from streamscope.aggregate.frames import runs
 from streamscope.aggregate.stateframes import STATE_MAGIC, decode_state_frames
 from streamscope.core.records import Records
 from streamscope.core.topology import ProbeInfo
-from streamscope.monitor.channelstream import ChannelEnd, ChannelStream
-from streamscope.monitor.ledger import Ledger
-from streamscope.monitor.streams import (
+from streamscope.query.metrics import METRICS
+from streamscope.reduction.channelstream import ChannelEnd, ChannelStream
+from streamscope.reduction.ledger import Ledger
+from streamscope.reduction.streams import (
     EVENT_METRICS,
     EventStream,
     Reducers,
@@ -26,7 +27,6 @@ from streamscope.monitor.streams import (
     Stream,
     SummarizedStage,
 )
-from streamscope.query.metrics import METRICS
 
 
 class Routes:
