@@ -95,7 +95,7 @@ def run_engine(truth: Truth, live: bool) -> list[FrameResult]:
     ``retime`` does, every burst first and then every record."""
     out: list[FrameResult] = []
     topo = topology()
-    plan = compile_queries([QUERY], topo, FRAME_NS)
+    plan = compile_queries([QUERY], topo, FRAME_NS).sited(topo, trace=False)
     eng = Engine(plan, topo, FRAME_NS, lambda frames, drops: out.extend(frames))
     eng.handle(msg(MsgType.START, 0, T0))
     eng.handle(msg(MsgType.HELLO, 0, T0, info={"domain": "host"}))

@@ -173,7 +173,7 @@ def own_frames(rate: int) -> tuple[list[bytes], int]:
         p.add(f"s{i + 1}", lambda x: x, resource=host)
         p.connect(f"s{i}", f"s{i + 1}", capacity=64)
     plan, topo = prepare(p, FRAME_QUERIES, FRAME_NS)
-    (pairs,) = host_pairs(plan, topo, trace=False).values()
+    (pairs,) = host_pairs(plan).values()
     frames = HostFrames(pairs, topo.probes, topo.tick_periods())
     frames.set_grid(0.0, 1.0)
     rng = np.random.default_rng(5)

@@ -367,3 +367,28 @@ def test_process_wide_state_says_why() -> None:
             if not any("process" in line.lower() for line in above):
                 bad.append(f"{path.relative_to(SRC)}:{lineno} {name}")
     assert not bad, "undocumented process-wide state:\n" + "\n".join(bad)
+
+
+def test_queries_are_compiled_once_per_run() -> None:
+    """A run's queries are compiled in one place for each way a run starts — a pipeline's
+    (``session.prepare``), a program's (``instrument.program_plan``), a finished run's file
+    reduced again (``retime``) — and the plan goes on whole: the command line's live view, the
+    session and the monitor process (which reads it from its config) share it."""
+    calls = set()
+    for mod, path in MODULES.items():
+        tree = ast.parse(path.read_text())
+        for fn in ast.walk(tree):
+            if not isinstance(fn, ast.FunctionDef):
+                continue
+            for node in ast.walk(fn):
+                if (
+                    isinstance(node, ast.Call)
+                    and isinstance(node.func, ast.Name)
+                    and node.func.id == "compile_queries"
+                ):
+                    calls.add(f"{mod}.{fn.name}")
+    assert calls == {
+        "streamscope.runtime.session.prepare",
+        "streamscope.runtime.instrument.program_plan",
+        "streamscope.monitor.retime.retime",
+    }

@@ -45,18 +45,20 @@ def _pipeline() -> ss.Pipeline:
     return p
 
 
-def _prepared(queries: list[str] = QUERIES) -> tuple[Plan, Topology]:
-    return prepare(_pipeline(), queries, FRAME)
+def _prepared(
+    queries: list[str] = QUERIES, trace: bool = False, device_trace: bool = False
+) -> tuple[Plan, Topology]:
+    return prepare(_pipeline(), queries, FRAME, trace=trace, device_trace=device_trace)
 
 
-def _pairs(plan: Plan, topo: Topology, trace: bool = False) -> set[tuple[str, str, str]]:
-    return {(host, q.metric, t.name) for host, pairs in plan.host_reduced(topo, trace).items()
+def _pairs(plan: Plan) -> set[tuple[str, str, str]]:
+    return {(host, q.metric, t.name) for host, pairs in plan.host_reduced.items()
             for q, t in pairs}  # fmt: skip
 
 
 def test_a_host_reduces_what_its_own_taps_measure_and_the_monitor_the_rest() -> None:
     plan, topo = _prepared()
-    assert _pairs(plan, topo) == {
+    assert _pairs(plan) == {
         # a link's tail end on the producer's host, its head end on the consumer's
         ("node-a", "count", "src -> mid"),
         ("node-b", "throughput", "src -> mid"),
@@ -70,23 +72,27 @@ def test_a_host_reduces_what_its_own_taps_measure_and_the_monitor_the_rest() -> 
         ("node-b", "iteration", "dst"),
     }
     # Nothing is left for the monitor to reduce from records: no host sends one.
-    assert plan.monitor_measured(topo, trace=False) == []
-    assert shipped_probes(plan, topo, False) == frozenset()
+    assert plan.monitor_measured == []
+    assert shipped_probes(plan, topo) == frozenset()
     # But what it reads: a link's records kept whole (raw), a state no host reduces.
-    plan2, topo2 = _prepared(
-        ["state(*) every 100ms", "state(mid) every 200ms", "count(src -> mid) every 100ms"]
-    )
+    states = ["state(*) every 100ms", "state(mid) every 200ms", "count(src -> mid) every 100ms"]
+    plan2, _ = _prepared(states)
     # (mid's states on two frames: its host reduces them on frames of 100 ms, which make up
     # both.)
-    assert plan2.summarized_states(topo2, False) == dict.fromkeys(("src", "mid", "dst"), FRAME)
-    shipped = shipped_probes(plan2, topo2, False, frozenset({"src -> mid"}))
-    assert {(p.kind, p.target) for p in topo2.probes if p.id in shipped} == {
+    assert plan2.summarized_states == dict.fromkeys(("src", "mid", "dst"), FRAME)
+    assert plan2.sites is not None and plan2.sites.raw_links == frozenset()
+    plan3, topo3 = _prepared(states, device_trace=True)  # every link's records cross raw
+    assert plan3.sites is not None and plan3.sites.raw_links is None
+    shipped = shipped_probes(plan3, topo3)
+    assert shipped is not None
+    assert {(p.kind, p.target) for p in topo3.probes if p.id in shipped} == {
         (end, "src -> mid") for end in ("tail", "send", "deliver", "head")
     }
-    assert shipped_probes(plan, topo, True) is None
     # Keeping every record (a trace): nothing is reduced away from the monitor.
-    assert _pairs(plan, topo, trace=True) == set()
-    assert host_pairs(plan, topo, trace=True) == {}
+    traced, topo4 = _prepared(trace=True)
+    assert shipped_probes(traced, topo4) is None
+    assert _pairs(traced) == set()
+    assert host_pairs(traced) == {}
 
 
 def _records(kind: int, probe: int, ticks: np.ndarray) -> Records:
@@ -115,7 +121,7 @@ def test_a_host_s_frames_match_the_items_on_its_own_clock(seed: int) -> None:
     frames closed on the grid placed there hold the counts, the time-weighted occupancy and
     the mean latency computed here from the items' own times, frame by frame."""
     plan, topo = _prepared()
-    pairs = host_pairs(plan, topo, trace=False)["node-b"]
+    pairs = host_pairs(plan)["node-b"]
     probe = {(p.kind, p.target): p.id for p in topo.probes}
     frames = HostFrames(pairs, topo.probes, topo.tick_periods())
     origin, per_ns = 7e9, 2.5
@@ -163,7 +169,7 @@ def test_a_refined_grid_loses_no_item() -> None:
     """A later burst moves the host's map of its clock back by 40 µs: items already past what
     was reduced are counted all the same, none lost as late."""
     plan, topo = _prepared(["count(mid -> dst) every 100ms"])
-    (pairs,) = host_pairs(plan, topo, trace=False).values()
+    (pairs,) = host_pairs(plan).values()
     pid = next(p.id for p in topo.probes if p.kind == "tail")
     frames = HostFrames(pairs, topo.probes, topo.tick_periods())
     frames.set_grid(0.0, 1.0)
@@ -181,7 +187,7 @@ def test_a_refined_grid_loses_no_item() -> None:
 
 def test_a_host_keeps_the_records_it_reduces_and_ships_what_the_monitor_reads() -> None:
     plan, topo = _prepared()
-    pairs = host_pairs(plan, topo, trace=False)["node-b"]
+    pairs = host_pairs(plan)["node-b"]
     # The monitor reads the link's head itself (say, a query of its own on it).
     shipped = frozenset(p.id for p in topo.probes if (p.kind, p.target) == ("head", "src -> mid"))
     local = LocalReduction((), 1.0, None, (), HostFrames(pairs, topo.probes, {}), shipped)
@@ -233,8 +239,8 @@ def _monitor(channel: str, query: str) -> tuple[Any, list[FrameResult], Any]:
         channels=(ChannelInfo("a -> b", "a", "b", 8, "link" if link else "thread"),),
         probes=(ProbeInfo(1, "tail", "a -> b", a_on), ProbeInfo(2, "head", "a -> b", "node-b")),
     )  # fmt: skip
-    plan = compile_queries([query], topo, FRAME)
-    assert plan.monitor_measured(topo, trace=False) == []
+    plan = compile_queries([query], topo, FRAME).sited(topo, trace=False)
+    assert plan.monitor_measured == []
     out: list[FrameResult] = []
     eng = Engine(plan, topo, FRAME, lambda r, d: out.extend(r))
     empty = make_records(0, 0, np.zeros(0, np.int64), np.zeros(0, np.int64))
@@ -327,7 +333,7 @@ def test_a_link_s_latency_is_paired_at_its_consumer_from_the_stamps_its_items_br
     producer's grid wait for it. Each frame's mean latency is the items' own, and the frame
     says which of the producer's ticks it took (the monitor bounds them by its own fit)."""
     plan, topo = _prepared(["latency(src -> mid): mean every 100ms"])
-    (pairs,) = host_pairs(plan, topo, trace=False).values()
+    (pairs,) = host_pairs(plan).values()
     head = next(p.id for p in topo.probes if (p.kind, p.target) == ("head", "src -> mid"))
     frames = HostFrames(pairs, topo.probes, topo.tick_periods())
     link = frames.stamps_for("src -> mid")
@@ -372,7 +378,7 @@ def test_an_end_a_later_grid_places_sooner_loses_no_record() -> None:
     the map back 40 µs, so the end lands before them: the last frame still holds them (the
     latency of every item, which no count of refused items could make up for)."""
     plan, topo = _prepared(["latency(mid -> dst): count every 100ms"])
-    (pairs,) = host_pairs(plan, topo, trace=False).values()
+    (pairs,) = host_pairs(plan).values()
     probe = {p.kind: p.id for p in topo.probes if p.target == "mid -> dst"}
     frames = HostFrames(pairs, topo.probes, topo.tick_periods())
     frames.set_grid(0.0, 1.0)
@@ -392,7 +398,7 @@ def test_records_an_earlier_grid_placed_widen_their_frame_s_edges() -> None:
     shipped edges and those maybe inside, once the frame's ``slack_ns`` widens them (the frame
     after one a change found open, too: they share an edge); the others have none."""
     plan, topo = _prepared(["count(mid -> dst) every 100ms"])
-    (pairs,) = host_pairs(plan, topo, trace=False).values()
+    (pairs,) = host_pairs(plan).values()
     pid = next(p.id for p in topo.probes if p.kind == "tail")
     frames = HostFrames(pairs, topo.probes, topo.tick_periods())
     frames.set_grid(0.0, 1.0)

@@ -56,7 +56,7 @@ def _engine() -> tuple[Engine, list[FrameResult]]:
     def sink(frames: list[FrameResult], drops: list[DropCount]) -> None:
         out.extend(frames)
 
-    plan = compile_queries([QUERY], TOPOLOGY, FRAME_NS)
+    plan = compile_queries([QUERY], TOPOLOGY, FRAME_NS).sited(TOPOLOGY, trace=False)
     eng = Engine(plan, TOPOLOGY, FRAME_NS, sink)
     eng.handle(_msg(MsgType.START, 0, T0))
     eng.handle(_msg(MsgType.HELLO, 0, T0, info={"domain": "host"}))
@@ -132,7 +132,7 @@ def test_an_agent_s_watermark_past_its_clock_s_bracket_closes_nothing_past_it() 
     )  # fmt: skip
 
     out: list[FrameResult] = []
-    eng = Engine(compile_queries([QUERY], TOPOLOGY, FRAME_NS), TOPOLOGY, FRAME_NS,
+    eng = Engine(compile_queries([QUERY], TOPOLOGY, FRAME_NS).sited(TOPOLOGY, trace=False), TOPOLOGY, FRAME_NS,
                  lambda frames, drops: out.extend(frames))  # fmt: skip
     eng.handle(_msg(MsgType.START, 0, T0))
     eng.handle(_msg(MsgType.HELLO, 0, T0, info={"domain": "host"}))

@@ -283,3 +283,28 @@ def test_first_last_and_box_for_the_seed_latency_measurements() -> None:
     assert specs[:2] == (First(), Last())
     assert specs[2] == Quantiles((0.0, 0.25, 0.5, 0.75, 1.0))  # box, with p50 merged in once
     assert str(plan.queries[0].query) == "latency(a -> b): first, last, box, p50 every 1s"
+
+
+def test_a_compiled_plan_crosses_to_the_monitor_whole() -> None:
+    """The monitor process receives the plan compiled once (``Plan.dumps``), not the query
+    texts to compile again: read back, it is the same plan — every query, spec, tap and site,
+    each query's origin too (open-world targets found later are compiled from it)."""
+    texts = [
+        "occupancy(split -> walk*): histogram, mean every 500ms",
+        "latency(* -> sink): p50, p99.9, quantiles(0.1, 0.25), max",
+        "throughput(walk1 -> sink): histogram(bins=[1, 2.5, 10])",
+        "state(walk*): duty every 2s",
+        "count(split -> walker): sum, first, last",
+    ]
+    plan = compile_queries(texts, FAN, S, open_world=True).sited(FAN, trace=False)
+    back = type(plan).loads(plan.dumps())
+    assert back == plan and back.sites == plan.sites and back.open_world
+    assert [q.query.origin for q in back.queries] == [q.query.origin for q in plan.queries]
+    assert back.dumps() == plan.dumps()
+    # where each pair is reduced was decided once, and reads the same on the other side
+    assert {(q.id, t.name) for q, t in back.monitor_measured} == {
+        (q.id, t.name) for q in plan.queries for t in q.targets
+    }
+    assert back.estimated == [] and back.host_reduced == {}
+    with pytest.raises(ValueError, match="sited"):
+        _ = compile_queries(texts, FAN, S).monitor_measured

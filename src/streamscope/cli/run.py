@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from streamscope.core.topology import Topology
     from streamscope.pipeline.pipeline import Pipeline
     from streamscope.query.ast import Query
+    from streamscope.query.plan import Plan
     from streamscope.runtime.options import RunOptions, RunResult
     from streamscope.store.writer import QueryRecord
 
@@ -303,13 +304,17 @@ def _run_app(app: Path, argv: list[str], request: RunRequest) -> int:
     texts = _query_texts(request.query, request.queries)
     if not texts:
         texts.extend(default_queries(module, app))  # the app's QUERIES; none: the defaults
-    plan, topology = prepare(pipeline, texts, request.frame_ns)
-    console = Console(highlight=False)
     opts = request.options(str(app), argv, program=False)
+    # compiled once: the live view and page label frames by the plan the run is given
+    prepared = prepare(
+        pipeline, texts, opts.frame_ns, trace=opts.trace, device_trace=opts.device_trace
+    )
+    plan, topology = prepared
+    console = Console(highlight=False)
     page = None
     if request.serve_port is not None:
         page = open_page(pipeline.name, plan, topology, opts, request.serve_port)
-    start = partial(run_monitored, pipeline, texts, opts)
+    start = partial(run_monitored, pipeline, texts, opts, prepared=prepared)
     result = watch(start, plan, console, page, quiet=request.quiet, out=request.out)
     return _ended(result, request.out, console, request.report)
 
@@ -331,41 +336,37 @@ def _run_program(target: str, argv: list[str], request: RunRequest, *, as_module
 
     from streamscope.cli.views import open_page, watch
     from streamscope.pipeline.dropin import REGISTRY
-    from streamscope.query.compile import compile_queries
-    from streamscope.runtime.instrument import open_queries
+    from streamscope.runtime.instrument import program_plan
     from streamscope.runtime.program import run_program
 
     texts = _query_texts(request.query, request.queries)  # none: the session's defaults
-    # the plan the live view labels frames by (the session compiles the same)
-    frame_ns = request.frame_ns
-    plan = compile_queries(open_queries(texts), REGISTRY.topology(), frame_ns, open_world=True)
     console = Console(highlight=False, stderr=True)
     opts = request.options(target, argv, program=True)
+    # compiled once: the live view and page label frames by the plan the run is given
+    plan = program_plan(texts, opts)
     page = None
     if request.serve_port is not None:
         name = target if as_module else Path(target).stem
-        grown = _grown(texts, frame_ns)
+        grown = _grown(plan)
         page = open_page(name, plan, REGISTRY.topology(), opts, request.serve_port, grown)
-    start = partial(run_program, target, argv, texts, opts, module=as_module)
+    start = partial(run_program, target, argv, texts, opts, module=as_module, plan=plan)
     result = watch(start, plan, console, page, quiet=request.quiet, out=request.out)
     return _ended(result, request.out, console, request.report)
 
 
-def _grown(
-    texts: list[Query | str], frame_ns: int
-) -> Callable[[], tuple[Topology, list[QueryRecord]]]:
-    """For the live page of a program: its stages and channels so far, and the queries'
-    targets among them."""
+def _grown(plan: Plan) -> Callable[[], tuple[Topology, list[QueryRecord]]]:
+    """For the live page of a program: its stages and channels so far, and the targets the
+    plan's queries found among them (as the monitor finds them: ``new_targets``)."""
     from streamscope.core.rings import declared
     from streamscope.monitor.service import query_records
     from streamscope.pipeline.dropin import REGISTRY
-    from streamscope.query.compile import compile_queries
-    from streamscope.runtime.instrument import open_queries
+    from streamscope.query.compile import new_targets
 
     def grown() -> tuple[Topology, list[QueryRecord]]:
         topo = declared(REGISTRY.directory or "", REGISTRY.topology())
-        now = compile_queries(open_queries(texts), topo, frame_ns, open_world=True)
-        return topo, query_records(now, topo)
+        probes = [(p.kind, p.target) for p in topo.probes]
+        found = new_targets(plan, [s.name for s in topo.stages], topo.channels, probes)
+        return topo, query_records(plan.grown(found), topo)
 
     return grown
 

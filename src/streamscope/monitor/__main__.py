@@ -1,6 +1,6 @@
 """``python -m streamscope.monitor CONFIG.json``: the dedicated monitor process.
 
-In: a JSON config written by the application (topology, query texts, output file, the ring
+In: a JSON config written by the application (topology, the compiled plan, output file, the ring
 directory, the control socket it already listens on). Out: the run file, and JSON lines on
 stdout: ready, frames as they close, done with the status.
 """
@@ -26,7 +26,7 @@ from streamscope.core.process import GROUP_SIGNALS
 from streamscope.core.topology import Topology
 from streamscope.monitor.service import MonitorService
 from streamscope.monitor.settings import MonitorSettings
-from streamscope.query.compile import compile_queries
+from streamscope.query.plan import Plan
 from streamscope.store.lock import WriterLock
 from streamscope.store.writer import DuckDBStore
 
@@ -138,9 +138,7 @@ def _start(cfg_path: Path) -> tuple[MonitorService, DuckDBStore]:
     cfg_path.unlink()
     topology = Topology.from_dict(cfg["topology"])
     settings = MonitorSettings.from_dict(cfg["settings"])
-    plan = compile_queries(
-        cfg["queries"], topology, settings.frame_ns, open_world=bool(cfg.get("open_world"))
-    )
+    plan = Plan.loads(cfg["plan"])  # compiled and sited once, by the application
     out = Path(cfg["out"])
     lock_fd = cfg.get("lock_fd")
     lock = WriterLock.adopt(out, int(lock_fd)) if lock_fd is not None else None

@@ -93,7 +93,7 @@ class Engine:
         self.keeper = Keeper(topology, on_table, trace, flight_records)
         self.crossing = self.keeper.crossing
         self._notes()
-        self._build_streams(plan, topology, on_table, trace)
+        self._build_streams(plan, topology, on_table)
         self._frame_lengths = sorted({drop_frame_ns, *(q.frame_ns for q in plan.queries)})
         self.watermark_ns = 0
         #: Channels whose queues were dropped, by the virtual time they ended: let go once
@@ -116,9 +116,7 @@ class Engine:
         #: An RTL device's cores, by ``resource/core``.
         self.cores: dict[str, dict[str, int]] = {}
 
-    def _build_streams(
-        self, plan: Plan, topology: Topology, on_table: TableSink | None, trace: bool
-    ) -> None:
+    def _build_streams(self, plan: Plan, topology: Topology, on_table: TableSink | None) -> None:
         """Each probe's stream, each measured (query, target)'s reducer, the virtual queues."""
         self._probe_domain = topology.probe_domains()
         #: Link channels whose occupancy is estimated (virtual queues), by channel name.
@@ -127,20 +125,20 @@ class Engine:
                         for i, side in enumerate(SIDES)}  # fmt: skip
         self._vq_probe = {pid: (vq, side, role) for vq in self.virtual.values()
                           for pid, (side, role) in vq.probes().items()}  # fmt: skip
-        pairs = plan.monitor_measured(topology, trace)
+        pairs = plan.monitor_measured
         measured = {t.name for _, t in pairs}
         #: The pairs hosts reduce themselves: (query, target) -> its reducer, which only
         #: fills the frames a host never sent (``finish``); and their frames as they came.
         self.host_pairs = {
             (q.id, t.name): TargetReducer(q.id, q.metric, t.name, t.specs, q.frame_ns)
-            for host_pairs in plan.host_reduced(topology, trace).values()
+            for host_pairs in plan.host_reduced.values()
             for q, t in host_pairs
         }
         self._host_frames: list[FrameResult] = []
         elsewhere = {target for _, target in self.host_pairs} - measured
         links = topology.link_names
         self.routes = Routes(topology.tick_periods())
-        summarized = plan.summarized_states(topology, trace)
+        summarized = plan.summarized_states
         for p in topology.probes:
             count = p.target in measured or (p.target not in links and p.target not in elsewhere)
             frame = summarized.get(p.target) if p.kind == "state" else None

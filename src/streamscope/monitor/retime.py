@@ -52,12 +52,13 @@ def retime(path: str | Path, *, method: str = "hull") -> Retimed:
         # error (an app's queries all matched when its run started; a program's may not have)
         texts = [q.text for q in run.queries]
         plan = compile_queries(texts, topology, run.meta.frame_ns, open_world=True)
+        plan = plan.sited(topology, trace=True)  # every record is in the file: all reduced here
         cal = run.table("calibration")
         raw = run.table("record")
         t0, duration, frame = run.meta.t0_host_ns, run.duration_ns or 0, run.meta.frame_ns
     crossing = topology.crossing_channels()
     # A virtual queue's frames rest on summaries its device reduced itself: nothing to redo.
-    keys = tuple((q.id, t.name) for q, t in plan.measured(topology) if t.name in crossing)
+    keys = tuple((q.id, t.name) for q, t in plan.measured if t.name in crossing)
     results: list[FrameResult] = []
 
     def sink(frames: Sequence[FrameResult], drops: Sequence[DropCount]) -> None:

@@ -291,7 +291,7 @@ def virtual_queues(
     probe = {(p.kind, p.target): p.id for p in topology.probes}
     index = {c.name: i for i, c in enumerate(topology.channels)}
     wanted: dict[str, list[tuple[int, tuple[AggregationSpec, ...]]]] = {}
-    for q, t in plan.estimated(topology):
+    for q, t in plan.estimated:
         wanted.setdefault(t.name, []).append((q.id, t.specs))
     out: dict[str, VirtualQueue] = {}
     for name, queries in wanted.items():

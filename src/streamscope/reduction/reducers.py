@@ -8,7 +8,6 @@ has passed, empty frames included. ``ReducerIndex`` finds a (metric, target)'s r
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 
 import numpy as np
 from numpy.typing import NDArray
@@ -305,20 +304,14 @@ class ReducerIndex:
     def grow(self, plan: Plan, added: Sequence[tuple[int, TargetPlan]], wm: int) -> Plan:
         """New targets of ``plan``'s queries (stages and channels that appeared while the run
         went on): a reducer each, from the frame the watermark ``wm`` is in; returns the plan
-        with them."""
+        with them (``Plan.grown``)."""
         by_id = {q.id: q for q in plan.queries}
-        extra: dict[int, tuple[TargetPlan, ...]] = {}
         for qid, target in added:
             q = by_id[qid]
             r = TargetReducer(q.id, q.metric, target.name, target.specs, q.frame_ns)
             r.next_frame, r.start_ns = wm // q.frame_ns, wm
             self.add(r)  # its next frame set first: it is due when that frame ends
-            extra[qid] = (*extra.get(qid, ()), target)
-        queries = tuple(
-            replace(q, targets=q.targets + extra[q.id]) if q.id in extra else q
-            for q in plan.queries
-        )
-        return replace(plan, queries=queries)
+        return plan.grown(added)
 
     def close_until(self, t_ns: int, end_ns: int | None = None) -> list[FrameResult]:
         """Every reducer's frames that end by ``t_ns`` (all of them up to ``end_ns``); the

@@ -7,6 +7,7 @@ run as ``session.run``; the program runs inside ``with streamscope.monitor(...)`
 from __future__ import annotations
 
 import _thread
+import contextlib
 import threading
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -20,6 +21,7 @@ from streamscope.pipeline.pipeline import plan_probes
 from streamscope.query.ast import Query
 from streamscope.query.compile import compile_queries, watches
 from streamscope.query.defaults import CHANNEL_DEFAULTS, PROGRAM_DEFAULTS, STAGE_DEFAULTS
+from streamscope.query.plan import Plan
 from streamscope.runtime.launch import Launched
 from streamscope.runtime.options import (
     INTERRUPTED,
@@ -29,7 +31,7 @@ from streamscope.runtime.options import (
     check_out,
     make_meta,
 )
-from streamscope.runtime.session import live_view
+from streamscope.runtime.session import Callbacks, live_view
 from streamscope.store.writer import InMemoryStore
 
 
@@ -61,6 +63,7 @@ def monitor(
     name: str = "program",
     live: bool = False,
     time_limit: bool = True,
+    plan: Plan | None = None,
 ) -> Iterator[Session]:
     """Monitor the program's instrumented queues and stages while the block runs.
 
@@ -74,28 +77,43 @@ def monitor(
     occupancy, throughput and latency, every stage's state). ``on_frames``, ``on_lag`` and
     ``on_note`` and ``live`` as ``streamscope.run``'s; ``name`` is the run's. ``time_limit``:
     whether the block is interrupted once ``options.timeout_ns`` passed (a caller that runs
-    the program elsewhere stops it itself).
+    the program elsewhere stops it itself). ``plan``: what ``program_plan`` made of
+    ``queries`` for these options already (the command line shows it before the run starts).
     """
     opts = options or RunOptions(mode=RunMode.INLINE)
-    base = REGISTRY.topology()
-    plan = compile_queries(open_queries(queries), base, opts.frame_ns, open_world=True)
-    if live:
-        with (
-            live_view(plan, on_frames, on_lag, on_note) as (frames, lag, note),
-            monitor(
-                queries,
-                opts,
-                on_frames=frames,
-                on_lag=lag,
-                on_note=note,
-                name=name,
-                time_limit=time_limit,
-            ) as s,
-        ):
-            yield s
-        return
     opts.refuse_pipeline_only("a program's queues and stages")
-    topology = REGISTRY.topology(plan_probes(base, plan.taps))
+    plan = plan if plan is not None else program_plan(queries, opts)
+    with contextlib.ExitStack() as stack:
+        if live:
+            on_frames, on_lag, on_note = stack.enter_context(
+                live_view(plan, on_frames, on_lag, on_note)
+            )
+        # the defaults ask for what may not be there: only queries asked for warn unmatched
+        warn = bool(queries)
+        with _monitored(plan, opts, (on_frames, on_lag, on_note), name, time_limit, warn) as s:
+            yield s
+
+
+def program_plan(queries: Sequence[Query | str], options: RunOptions) -> Plan:
+    """The program's queries compiled once, against what it has declared so far (stages and
+    queues that appear later are matched as they do), with where each is reduced decided."""
+    base = REGISTRY.topology()
+    plan = compile_queries(open_queries(queries), base, options.frame_ns, open_world=True)
+    return plan.sited(base, trace=options.trace)
+
+
+@contextmanager
+def _monitored(
+    plan: Plan,
+    opts: RunOptions,
+    callbacks: Callbacks,
+    name: str,
+    time_limit: bool,
+    warn_unmatched: bool,
+) -> Iterator[Session]:
+    """The run of ``monitor``, its callbacks (frames, lag, notes) given whole."""
+    on_frames, on_lag, on_note = callbacks
+    topology = REGISTRY.topology(plan_probes(REGISTRY.topology(), plan.taps))
     check_out(opts.out, opts.overwrite)
     launched = Launched(plan, topology, make_meta(name, opts), opts, on_frames, on_lag, on_note)
     session = Session(opts, group_signal=launched.group_signal)
@@ -122,7 +140,7 @@ def monitor(
             session.result = launched.finish(None)
         finally:
             launched.cleanup()
-        if queries:  # the defaults ask for what may not be there
+        if warn_unmatched:
             _warn_unmatched(session.result)
 
 

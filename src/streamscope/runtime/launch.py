@@ -144,8 +144,7 @@ class Launched:
             "socket": self.socket_path,
             "rings": self.ring_dir,
             "topology": topology.to_dict(),
-            "queries": [q.text for q in plan.queries],
-            "open_world": plan.open_world,
+            "plan": plan.dumps(),
             "settings": self._settings(meta).to_dict(),
             "lock_fd": self.lock.inheritable() if self.lock is not None else None,
             # Frames go to the application's stdout pipe only when someone here watches them.

@@ -27,6 +27,7 @@ from streamscope.core.rings import declared
 from streamscope.pipeline.auto.asmain import RAISED, USED
 from streamscope.pipeline.registry import REGISTRY, SESSION_ENV
 from streamscope.query.ast import Query
+from streamscope.query.plan import Plan
 from streamscope.runtime.instrument import monitor
 from streamscope.runtime.options import FramesCallback, RunOptions, RunResult
 
@@ -91,17 +92,18 @@ def run_program(
     on_frames: FramesCallback | None = None,
     on_lag: Callable[[int], None] | None = None,
     on_note: Callable[[str], None] | None = None,
+    plan: Plan | None = None,
 ) -> RunResult:
     """Run ``target`` (a script's path; a module's name with ``module``) as ``__main__`` with
     ``argv`` under the monitor, in a process of its own that writes to this one's standard
     streams. The result's ``program_exit`` is the program's exit status as ``subprocess``
     gives it (None when its time limit stopped it); the run is failed when that is not 0,
-    interrupted when a signal or the time limit ended it."""
+    interrupted when a signal or the time limit ended it. ``plan``: as ``monitor``'s."""
     name = target if module else Path(target).stem
     with (
         monitor(
             queries, options, on_frames=on_frames, on_lag=on_lag, on_note=on_note, name=name,
-            time_limit=False,
+            time_limit=False, plan=plan,
         ) as session,
         _reaping(),
     ):  # fmt: skip

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from streamscope.agents.assignments import HostPair
 from streamscope.agents.host import pair_taps
 from streamscope.aggregate.points import DropCount, FrameResult
-from streamscope.core.errors import ConfigError, describe_exception
+from streamscope.core.errors import describe_exception
 from streamscope.core.modes import RunStatus, parse
 from streamscope.core.process import SignalInterrupt, interruption
 from streamscope.core.topology import HOST, Topology
@@ -47,11 +47,17 @@ __all__ = ["FramesCallback", "RunOptions", "RunResult", "prepare", "run"]
 
 
 def prepare(
-    pipeline: Pipeline, queries: Sequence[Query | str], frame_ns: int
+    pipeline: Pipeline,
+    queries: Sequence[Query | str],
+    frame_ns: int,
+    *,
+    trace: bool = False,
+    device_trace: bool = False,
 ) -> tuple[Plan, Topology]:
-    """Validate everything before anything runs: the pipeline, then every query against it.
-    No queries: the defaults (every channel's occupancy, throughput and latency, every stage's
-    state)."""
+    """Validate everything before anything runs: the pipeline, then every query against it;
+    the plan compiled once, with where each pair is reduced decided (``Plan.sited``: ``trace``
+    and ``device_trace`` as ``RunOptions``'). No queries: the defaults (every channel's
+    occupancy, throughput and latency, every stage's state)."""
     pipeline.validate()
     if not queries:  # none asked: every channel and every stage (query/defaults.py)
         queries = default_queries(pipeline.topology())
@@ -63,54 +69,32 @@ def prepare(
     where = base.stage_domains()
     taps |= {("state", s.name) for s in base.stages if where[s.name] == HOST}
     topology = pipeline.topology(plan_probes(pipeline.topology(), taps))
-    vq_frames(plan, topology)
+    plan = plan.sited(topology, trace=trace, device_trace=device_trace)
+    plan.link_frames()  # every link's occupancy queries on one frame
     return plan, topology
 
 
-def vq_frames(plan: Plan, topology: Topology) -> dict[str, int]:
-    """Link channel -> the frame of its occupancy queries (a device reduces on one grid)."""
-    out: dict[str, int] = {}
-    for q, t in plan.estimated(topology):
-        if out.setdefault(t.name, q.frame_ns) != q.frame_ns:
-            raise ConfigError(
-                f"query {q.text!r}: every occupancy query on the link channel "
-                f"{t.name!r} must use the same frame (the device reduces its buffer on "
-                f"one frame grid); found {out[t.name]} ns and {q.frame_ns} ns"
-            )
-    return out
-
-
-def raw_channels(plan: Plan, topology: Topology, trace: bool) -> frozenset[str] | None:
-    """Link channels whose device-side records must cross raw: all with ``trace``, else those
-    that a query other than occupancy measures directly."""
-    if trace:
-        return None
-    links = topology.link_names
-    return frozenset(t.name for _, t in plan.monitor_measured(topology, trace) if t.name in links)
-
-
-def host_pairs(plan: Plan, topology: Topology, trace: bool) -> dict[str, tuple[HostPair, ...]]:
+def host_pairs(plan: Plan) -> dict[str, tuple[HostPair, ...]]:
     """Per cluster host, the pairs its agent reduces to frames (``Plan.host_reduced``)."""
     return {
         host: tuple(HostPair(q.id, q.metric, t.name, t.specs, q.frame_ns) for q, t in pairs)
-        for host, pairs in plan.host_reduced(topology, trace).items()
+        for host, pairs in plan.host_reduced.items()
     }
 
 
-def shipped_probes(
-    plan: Plan, topology: Topology, trace: bool, raw: frozenset[str] | None = frozenset()
-) -> frozenset[int] | None:
+def shipped_probes(plan: Plan, topology: Topology) -> frozenset[int] | None:
     """The probes whose records the monitor reads itself, which cluster hosts send it (every
     other record stays on its host): its measured pairs' taps, the states no host reduces,
-    the links whose records cross raw (``raw_channels``; None: every link's). None: every
+    the links whose records cross raw (``Sites.raw_links``; None: every link's). None: every
     probe's (``trace``)."""
-    if trace:
+    assert plan.sites is not None
+    if plan.sites.trace:
         return None
     wanted = set().union(*(pair_taps(q.metric, t.name)
-                           for q, t in plan.monitor_measured(topology, trace)
-                           if q.metric != "state"))  # fmt: skip
-    reduced = plan.summarized_states(topology, trace)
+                           for q, t in plan.monitor_measured if q.metric != "state"))  # fmt: skip
+    reduced = plan.summarized_states
     links = topology.link_names
+    raw = plan.sites.raw_links
     return frozenset(
         p.id
         for p in topology.probes
@@ -129,6 +113,7 @@ def run(
     on_lag: Callable[[int], None] | None = None,
     on_note: Callable[[str], None] | None = None,
     live: bool = False,
+    prepared: tuple[Plan, Topology] | None = None,
 ) -> RunResult:
     """Monitor one run of ``pipeline``. Invalid input raises before anything runs.
 
@@ -136,13 +121,30 @@ def run(
     behind the application then (ns: one drain period when it keeps up); ``on_note`` what the
     monitor says while the run goes on (a stage that stalls, and goes on). ``live``: show the
     frames on stderr as they close, as ``streamscope run`` does (a table on a terminal, lines
-    otherwise), besides any callbacks."""
+    otherwise), besides any callbacks. ``prepared``: what ``prepare`` made of ``queries`` for
+    these options already (the command line shows its plan before the run starts)."""
     opts = options or RunOptions()
-    plan, topology = prepare(pipeline, queries, opts.frame_ns)
+    if prepared is None:
+        prepared = prepare(
+            pipeline, queries, opts.frame_ns, trace=opts.trace, device_trace=opts.device_trace
+        )
+    plan, topology = prepared
     check_out(opts.out, opts.overwrite)
-    if live:
-        with live_view(plan, on_frames, on_lag, on_note) as (frames, lag, note):
-            return run(pipeline, queries, opts, on_frames=frames, on_lag=lag, on_note=note)
+    if not live:
+        return _run(pipeline, plan, topology, opts, on_frames, on_lag, on_note)
+    with live_view(plan, on_frames, on_lag, on_note) as (frames, lag, note):
+        return _run(pipeline, plan, topology, opts, frames, lag, note)
+
+
+def _run(
+    pipeline: Pipeline,
+    plan: Plan,
+    topology: Topology,
+    opts: RunOptions,
+    on_frames: FramesCallback | None,
+    on_lag: Callable[[int], None] | None,
+    on_note: Callable[[str], None] | None,
+) -> RunResult:
     traced = TracingSession(pipeline) if pipeline.tracing is not None else None
     if traced is not None:
         topology = traced.topology(topology)
@@ -251,14 +253,12 @@ def _drive(
             calibrate_every_s=opts.calibrate_every_s,
             t0_ticks=t0,
             ground_truth_dir=launched.truth_dir,
-            vq_frames=vq_frames(plan, topology),
-            raw_channels=raw_channels(plan, topology, opts.device_trace or opts.trace),
+            vq_frames=plan.link_frames(),
+            raw_channels=plan.sites.raw_links if plan.sites is not None else None,
             remote=remote,
-            state_frames=plan.summarized_states(topology, opts.trace),
-            host_frames=host_pairs(plan, topology, opts.trace),
-            shipped=shipped_probes(
-                plan, topology, opts.trace, raw_channels(plan, topology, opts.device_trace)
-            ),
+            state_frames=plan.summarized_states,
+            host_frames=host_pairs(plan),
+            shipped=shipped_probes(plan, topology),
         )
         try:
             runner.start()
