@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from streamscope.aggregate.points import DropCount, FrameResult, HistogramPoint, ScalarPoint
+from streamscope.core.options import RunOptions
 from streamscope.core.records import Kind, make_records
 from streamscope.monitor.engine import Engine
 from streamscope.pipeline.pipeline import Pipeline
@@ -113,7 +114,7 @@ def test_an_end_before_the_reduced_watermark_cannot_shrink_the_last_frame(monkey
     plan, topo = prepare(p, ["occupancy(a -> b): histogram every 10ms"], 100 * U)
     store = InMemoryStore()
     meta = RunMeta("id", "t", "", "", (), "h", 0, 100, "0")
-    svc = MonitorService(plan, topo, store, MonitorSettings(meta, 100 * U))
+    svc = MonitorService(plan, topo, store, MonitorSettings(meta, RunOptions(frame_ns=100 * U)))
     tail = next(p.id for p in topo.probes if p.kind == "tail")
     rec = make_records(
         int(Kind.PUT), tail, np.array([T0 + 10 * U], np.int64), np.array([1], np.int64)

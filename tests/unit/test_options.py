@@ -9,7 +9,8 @@ import pytest
 import streamscope as ss
 from streamscope.core.errors import ConfigError
 from streamscope.core.modes import ClockMethod, RunMode, RunStatus
-from streamscope.runtime.options import PIPELINE_ONLY, RunOptions, RunResult
+from streamscope.core.options import PIPELINE_ONLY
+from streamscope.runtime.options import RunOptions, RunResult
 
 
 @pytest.mark.parametrize(
@@ -56,3 +57,26 @@ def test_a_program_ends_at_its_time_limit_as_interrupted_saying_why() -> None:
     assert session.result is not None
     assert session.result.status is RunStatus.INTERRUPTED
     assert session.result.error == "stopped after its time limit of 0.3 s"
+
+
+def test_the_monitor_receives_the_options_whole() -> None:
+    """One frozen value from the edge to the monitor process: through its config file's JSON,
+    every field reads back equal (none is dropped or copied into another shape on the way)."""
+    import json
+    from pathlib import Path
+
+    from streamscope.core.modes import ClockMethod, RunMode
+    from streamscope.monitor.settings import MonitorSettings
+    from streamscope.runtime.options import make_meta
+
+    opts = RunOptions(
+        frame_ns=250_000_000, out=Path("/tmp/x.duckdb"), overwrite=True, mode=RunMode.INLINE,
+        flush_interval_s=0.02, tap_capacity=1 << 12, calibrate_every_s=0.5,
+        clock_method=ClockMethod.TIMETRIAL, ground_truth=True, device_trace=True, trace=True,
+        stall_ns=2_000_000_000, flight_records=7, timeout_ns=10**9, ray_address="127.0.0.1:1",
+        app="a.py", argv=("--n", "3"), command="streamscope run a.py",
+    )  # fmt: skip
+    assert set(opts.to_dict()) == set(RunOptions.__dataclass_fields__)
+    assert RunOptions.from_dict(json.loads(json.dumps(opts.to_dict()))) == opts
+    settings = MonitorSettings(make_meta("p", opts), opts, "/tmp/truth")
+    assert MonitorSettings.from_dict(json.loads(json.dumps(settings.to_dict()))) == settings

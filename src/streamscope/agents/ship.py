@@ -17,14 +17,15 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from streamscope.core import options
 from streamscope.core.records import Kind, Records, empty_records, make_records
 from streamscope.core.topology import HOST
 from streamscope.probes.taps import Tap
 from streamscope.transport.control import Control
 from streamscope.transport.wire import MsgType
 
-#: How often an agent ships its records (seconds). Also bounds the monitor's frame-closing lag.
-DEFAULT_FLUSH_INTERVAL_S = 0.05
+#: How often an agent ships its records (seconds): ``RunOptions.flush_interval_s``'s default.
+DEFAULT_FLUSH_INTERVAL_S = options.DEFAULT_FLUSH_INTERVAL_S
 
 
 class LocalReducer(Protocol):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import shlex
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -189,19 +189,25 @@ def run(
     from streamscope.cli.apploader import is_app
     from streamscope.cli.common import duration_option
     from streamscope.core.errors import ConfigError
+    from streamscope.core.modes import RunMode
+    from streamscope.runtime.options import RunOptions
 
-    request = RunRequest(
-        frame_ns=duration_option(frame, "--frame"),
-        calibrate_every_s=_every_s(calibrate_every),
-        stall_ns=duration_option(stall, "--stall"),
+    # The run's options, resolved once here; what names the run (the app, its arguments)
+    # is filled in when it is known (``RunRequest.options_for``).
+    options = RunOptions(
+        frame_ns=duration_option(frame, "--frame"), out=out, overwrite=overwrite,
+        mode=RunMode.INLINE if inline else RunMode.PROCESS,
+        calibrate_every_s=_every_s(calibrate_every), clock_method=_clock_method(clock_method),
+        ground_truth=ground_truth, device_trace=device_trace, trace=trace,
+        flight_records=flight_records, stall_ns=duration_option(stall, "--stall"),
         timeout_ns=duration_option(timeout, "--timeout") if timeout is not None else None,
-        clock_method=_clock_method(clock_method),
-        out=out, overwrite=overwrite, inline=inline, quiet=quiet, ground_truth=ground_truth,
-        device_trace=device_trace, trace=trace, flight_records=flight_records,
-        query=tuple(query or ()), queries=queries, report=report,
-        serve_port=serve_port if serve else None, trace_stages=tuple(trace_stage or ()),
-        trace_modules=tuple(trace_module or ()), trace_exclude=tuple(trace_exclude or ()),
-        trace_max_rate=trace_max_rate, ray_address=ray_address,
+        ray_address=ray_address,
+    )  # fmt: skip
+    request = RunRequest(
+        options=options, out=out, quiet=quiet, query=tuple(query or ()), queries=queries,
+        report=report, serve_port=serve_port if serve else None,
+        trace_stages=tuple(trace_stage or ()), trace_modules=tuple(trace_module or ()),
+        trace_exclude=tuple(trace_exclude or ()), trace_max_rate=trace_max_rate,
     )  # fmt: skip
     argv = list(app_args or [])
     if module is not None:  # as python -m MODULE ARGS: a file named first is its first argument
@@ -216,22 +222,13 @@ def run(
 
 @dataclass(frozen=True, slots=True)
 class RunRequest:
-    """What ``streamscope run`` was asked, its durations parsed and its clock method checked:
-    everything but what to run (``options`` makes a run's ``RunOptions`` of it)."""
+    """What ``streamscope run`` was asked: the run's ``options`` (resolved once, from the
+    command line) and what only the command does with a run (its queries' texts, its live
+    view and page, its report, what it traces); ``out`` is ``options.out``, never None here."""
 
-    frame_ns: int
-    calibrate_every_s: float
-    stall_ns: int
-    timeout_ns: int | None
-    clock_method: ClockMethod
+    options: RunOptions
     out: Path
-    overwrite: bool
-    inline: bool
     quiet: bool
-    ground_truth: bool
-    device_trace: bool
-    trace: bool
-    flight_records: int
     query: tuple[str, ...]
     queries: Path | None
     report: Path | None
@@ -241,23 +238,15 @@ class RunRequest:
     trace_modules: tuple[str, ...]
     trace_exclude: tuple[str, ...]
     trace_max_rate: float | None
-    ray_address: str | None = None
 
-    def options(self, app: str, argv: Sequence[str], *, program: bool) -> RunOptions:
+    def options_for(self, app: str, argv: Sequence[str], *, program: bool) -> RunOptions:
         """The options of a run of ``app`` with ``argv``. A ``program`` has no link channels
         and no devices: the options for those (ground truth, devices' raw records) stay off."""
-        from streamscope.core.modes import RunMode
-        from streamscope.runtime.options import RunOptions
-
-        return RunOptions(
-            frame_ns=self.frame_ns, out=self.out, overwrite=self.overwrite,
-            mode=RunMode.INLINE if self.inline else RunMode.PROCESS, app=app,
-            argv=tuple(argv), command=shlex.join(["streamscope", *sys.argv[1:]]),
-            calibrate_every_s=self.calibrate_every_s, clock_method=self.clock_method,
-            ground_truth=self.ground_truth and not program,
-            device_trace=self.device_trace and not program, trace=self.trace,
-            flight_records=self.flight_records, stall_ns=self.stall_ns,
-            timeout_ns=self.timeout_ns, ray_address=self.ray_address,
+        opts = self.options
+        return replace(
+            opts, app=app, argv=tuple(argv), command=shlex.join(["streamscope", *sys.argv[1:]]),
+            ground_truth=opts.ground_truth and not program,
+            device_trace=opts.device_trace and not program,
         )  # fmt: skip
 
     @property
@@ -304,7 +293,7 @@ def _run_app(app: Path, argv: list[str], request: RunRequest) -> int:
     texts = _query_texts(request.query, request.queries)
     if not texts:
         texts.extend(default_queries(module, app))  # the app's QUERIES; none: the defaults
-    opts = request.options(str(app), argv, program=False)
+    opts = request.options_for(str(app), argv, program=False)
     # compiled once: the live view and page label frames by the plan the run is given
     prepared = prepare(
         pipeline, texts, opts.frame_ns, trace=opts.trace, device_trace=opts.device_trace
@@ -341,7 +330,7 @@ def _run_program(target: str, argv: list[str], request: RunRequest, *, as_module
 
     texts = _query_texts(request.query, request.queries)  # none: the session's defaults
     console = Console(highlight=False, stderr=True)
-    opts = request.options(target, argv, program=True)
+    opts = request.options_for(target, argv, program=True)
     # compiled once: the live view and page label frames by the plan the run is given
     plan = program_plan(texts, opts)
     page = None

@@ -23,6 +23,7 @@ import numpy as np
 from streamscope.aggregate.points import DropCount, FrameResult, ScalarPoint
 from streamscope.aggregate.shipped import FRAMES_MAGIC, ShippedFrame, decode_frames
 from streamscope.aggregate.subqueue import decode_summaries
+from streamscope.core.options import DEFAULT_FLIGHT_RECORDS, DEFAULT_STALL_NS
 from streamscope.core.records import Kind, Records
 from streamscope.core.tablerows import TableSink
 from streamscope.core.topology import HOST, Known, Topology
@@ -35,10 +36,9 @@ from streamscope.monitor.endtables import (
     RUNNER_FIELDS,
     CostModel,
 )
-from streamscope.monitor.flight import DEFAULT_FLIGHT_RECORDS
 from streamscope.monitor.keeping import Keeper
 from streamscope.monitor.placement import Batch, Placement
-from streamscope.monitor.stalls import DEFAULT_STALL_NS, Stall, StallWatch
+from streamscope.monitor.stalls import Stall, StallWatch
 from streamscope.monitor.virtual import SIDES, virtual_queues
 from streamscope.query.compile import new_targets
 from streamscope.query.plan import Plan

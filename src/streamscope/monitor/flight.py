@@ -12,10 +12,8 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
+from streamscope.core.options import DEFAULT_FLIGHT_RECORDS
 from streamscope.core.records import RECORD_DTYPE, Records
-
-#: Records kept by default (24 bytes each: about 5 MiB).
-DEFAULT_FLIGHT_RECORDS = 200_000
 
 
 class FlightRecorder:

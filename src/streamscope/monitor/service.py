@@ -112,6 +112,7 @@ class MonitorService:
         #: Every store call runs in the writer's thread, off the drain loop.
         self.writer = StoreWriter(store)
         self._meta = settings.meta
+        opts = settings.options
         self._records = query_records(plan, topology)
         self._topology = topology
         self._begun = False
@@ -132,11 +133,11 @@ class MonitorService:
         #: How far the drained timeline trails real time now (ns), as of the last drain.
         self.lag_ns = 0
         self.engine = Engine(
-            plan, topology, settings.frame_ns, self._write, self._write_table,
-            method=settings.clock_method, truth_dir=settings.truth_dir, trace=settings.trace,
-            stall_ns=settings.stall_ns, flight_records=settings.flight_records,
+            plan, topology, opts.frame_ns, self._write, self._write_table,
+            method=opts.clock_method, truth_dir=settings.truth_dir, trace=opts.trace,
+            stall_ns=opts.stall_ns, flight_records=opts.flight_records,
         )  # fmt: skip
-        self.frame_ns = settings.frame_ns
+        self.frame_ns = opts.frame_ns
         self.rings = RingSet(ring_dir, topology, self._declare) if ring_dir is not None else None
         self.drainer = Drainer(self.rings, self.engine) if self.rings is not None else None
         self.costs = CostBook()
@@ -144,7 +145,7 @@ class MonitorService:
         self._provisional_at = 0
         self._due = 0  # the engine reduces once the watermark passes this (virtual ns)
         self._pending = 0  # records drained since the engine last reduced
-        self.stats = MonitorStats(settings.frame_ns, time.process_time_ns())
+        self.stats = MonitorStats(opts.frame_ns, time.process_time_ns())
         #: How the application said the run ended, and when that came; when its link closed.
         self._finish_msg: Message | None = None
         self._finish_at = 0.0

@@ -9,11 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from streamscope.core.options import DEFAULT_STALL_NS
 from streamscope.core.records import State
 from streamscope.reduction.streams import StageStream
-
-#: A stage busy this long without a state change is stalled, unless the run says otherwise.
-DEFAULT_STALL_NS = 10_000_000_000
 
 
 @dataclass(frozen=True, slots=True)

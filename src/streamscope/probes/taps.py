@@ -13,13 +13,14 @@ import threading
 from typing import Protocol
 
 from streamscope.core import native
+from streamscope.core.options import DEFAULT_TAP_CAPACITY
 from streamscope.core.records import Records
 from streamscope.core.rings import W_FLAGS, anonymous_ring, close_ring, create_ring_file
 from streamscope.transport.ring import RingReader
 
-#: Default records per ring (a power of two): at one drain every 20 ms, a tap may record
-#: 3 M events per second before it refuses any.
-DEFAULT_CAPACITY = 1 << 16
+#: Default records per ring (a power of two, ``RunOptions.tap_capacity``'s): at one drain
+#: every 20 ms, a tap may record 3 M events per second before it refuses any.
+DEFAULT_CAPACITY = DEFAULT_TAP_CAPACITY
 
 #: How a probe's ring is written, for its run's overhead estimate (``W_FLAGS`` of the ring):
 #: inside native code only, or by Python code that calls it (the call costs extra, measured by

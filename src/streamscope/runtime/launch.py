@@ -202,11 +202,7 @@ class Launched:
 
     def _settings(self, meta: RunMeta) -> MonitorSettings:
         """The run's options as its monitor takes them."""
-        opts = self.opts
-        return MonitorSettings(
-            meta, opts.frame_ns, opts.clock_method, self.truth_dir, opts.trace, opts.stall_ns,
-            opts.flight_records,
-        )  # fmt: skip
+        return MonitorSettings(meta, self.opts, self.truth_dir)
 
     def _read_events(self, stream: IO[str], on_frames: FramesCallback | None) -> None:
         for line in stream:
