@@ -71,7 +71,7 @@ def test_tasks_on_a_loop_are_stages_that_tell_the_truth(tmp_path: Path) -> None:
         assert abs(_busy(run, "fast") - share["fast"]) <= 0.1
         (q,) = [q for q in run.queries if q.text.startswith("throughput(")]
         counted = sum(
-            (pt.value or 0.0) * (min(f.t_end_ns, run.duration_ns or 0) - f.t_start_ns) / 1e9
+            (pt.value or 0.0) * f.covered_ns / 1e9
             for f in run.results(q.id, "fast -> slow") for pt in f.points
             if isinstance(pt, ScalarPoint) and pt.stat == "mean"
         )  # fmt: skip
