@@ -48,8 +48,11 @@ def rate(items: int, every_s: float) -> float:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--quick", action="store_true", help="fewer items and repetitions")
+    ap.add_argument("--reps", type=int, default=None, help="interleaved repetitions")
+    ap.add_argument("--items", type=int, default=None, help="items per run")
     a = ap.parse_args()
     items, reps = (20_000, 2) if a.quick else (150_000, 5)
+    items, reps = a.items or items, a.reps or reps
     variants = {"start and end only": 0.0, "every 2 s": 2.0, "every 0.5 s": 0.5}
     got: dict[str, list[float]] = {k: [] for k in variants}
     for r in range(reps):

@@ -33,6 +33,8 @@ COMPARISON = re.compile(
 #: and a load run of 1 s (its first and last thirds are still sampled). The smoke runs are a
 #: check that each benchmark still runs, not a measurement.
 SMOKE_ARGS: dict[str, tuple[str, ...]] = {
+    # each variant once, on runs of a fraction of a second: a check that it runs
+    "bench_burst_disturbance.py": ("--reps", "1", "--items", "5000"),
     "bench_calibration.py": ("--reps", "1"),
     "bench_hw_cost.py": ("--plot", os.devnull),  # the page of plots is made, and thrown away
     "bench_load.py": ("--seconds", "1"),
