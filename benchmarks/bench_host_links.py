@@ -1,7 +1,7 @@
 """How items cross between hosts: by value in the calls, or as object references.
 
 In: a two-node cluster on this machine (``RayCluster``), a producer on node-a and a consumer on
-node-b joined by a bounded queue on node-b (the middle of ``runtime.hosts.HostLink``). Out, side
+node-b joined by a bounded queue on node-b (the middle of ``runtime.hosts.link.HostLink``). Out, side
 by side for small and large items in batches of ``BATCH``: items per second through the link
 and each batch's time from the producer's put to the consumer's get, when a batch travels
 inside the call that puts it (*calls*: what streamscope's links do) and when the producer puts
@@ -17,8 +17,8 @@ import time
 from typing import Any
 
 from _harness import machine, parse_args, table
-from streamscope.runtime.cluster import RayCluster
-from streamscope.runtime.hostchannel import EndOfStream, HostChannel
+from streamscope.runtime.hosts.channel import EndOfStream, HostChannel
+from streamscope.runtime.hosts.cluster import RayCluster
 
 BATCH = 16
 SIZES = (64, 65_536)  # bytes an item carries

@@ -16,7 +16,7 @@ import pytest
 import streamscope as ss
 from oracles import ray_processes, ray_processes_left
 from streamscope.core.errors import ConfigError
-from streamscope.runtime.cluster import RayCluster
+from streamscope.runtime.hosts.cluster import RayCluster
 
 HOSTS = ("node-a", "node-b", "node-c")
 ROOT = Path(__file__).resolve().parents[2]
@@ -63,7 +63,7 @@ def test_hosts_must_be_distinct_names(hosts: tuple[str, ...]) -> None:
 def test_each_hosts_clock_is_bounded_by_round_trips_over_the_cluster(cluster: RayCluster) -> None:
     """Hosts given clocks the fit is not told (a rate error, an offset, drift, a tick): round
     trips over the cluster's calls fit them, and the bounds hold the truth."""
-    from streamscope.runtime.hostclock import HostClocks
+    from streamscope.runtime.hosts.clock import HostClocks
     from streamscope.timebase.calibration import fit
     from streamscope.timebase.emulated import check_truth
 
@@ -90,7 +90,7 @@ def test_a_channel_between_hosts_is_bounded_ordered_and_ends(cluster: RayCluster
     """A source on one host puts 200 items into a channel of capacity 4 whose queue is on the
     consumer's host; a slower consumer there gets them in order, then the end of the stream; the
     channel never holds more than its capacity (the producer waits)."""
-    from streamscope.runtime.hostchannel import EndOfStream, HostChannel
+    from streamscope.runtime.hosts.channel import EndOfStream, HostChannel
 
     def produce(ch: HostChannel, n: int) -> list[int]:
         seen = []

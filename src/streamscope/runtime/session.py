@@ -41,7 +41,7 @@ from streamscope.transport.wire import MsgType
 
 if TYPE_CHECKING:
     from streamscope.pipeline.remote import RemoteHosts
-    from streamscope.runtime.cluster import RayCluster
+    from streamscope.runtime.hosts.cluster import RayCluster
 
 __all__ = ["FramesCallback", "RunOptions", "RunResult", "prepare", "run"]
 
@@ -177,7 +177,7 @@ def _cluster(pipeline: Pipeline, opts: RunOptions) -> RayCluster | None:
     hosts = pipeline.hosts()
     if not hosts:
         return None
-    from streamscope.runtime.cluster import RayCluster
+    from streamscope.runtime.hosts.cluster import RayCluster
 
     if opts.ray_address:
         return RayCluster.join(hosts, opts.ray_address)
@@ -285,7 +285,7 @@ def _hosts(
 ) -> RemoteHosts | None:
     if cluster is None:
         return None
-    from streamscope.runtime.hosts import ClusterHosts
+    from streamscope.runtime.hosts.adapter import ClusterHosts
 
     return ClusterHosts(cluster, socket_path, pipeline)
 

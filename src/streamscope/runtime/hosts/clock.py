@@ -9,6 +9,7 @@ the reply) that ``timebase`` fits like any other domain's.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -16,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from streamscope.core.clock import HostClock
-from streamscope.runtime.cluster import RayCluster
+from streamscope.runtime.hosts.cluster import RayCluster
 from streamscope.timebase.calibration import Exchanges
 from streamscope.timebase.emulated import EmulatedClock, EmulatedClockSpec
 
@@ -89,3 +90,39 @@ class HostClocks:
         """The emulated clock ``host`` was given (None: its own), for checking fits."""
         spec = self.specs[host]
         return EmulatedClock(EmulatedClockSpec.parse(spec), self.epoch_ns) if spec else None
+
+
+#: Round trips in a host clock's full and short calibration bursts.
+HOST_FULL_BURST = 300
+HOST_SHORT_BURST = 60
+
+#: The longest a host clock's burst lasts, per round trip asked for (seconds; a round trip
+#: takes ~0.5 ms on an idle machine, milliseconds on a busy one): a run that stops waits for
+#: its hosts' last bursts, short ones (0.06 s at most).
+BURST_S_PER_TRIP = 0.001
+
+
+class ClockLink:
+    """The calibrator's link to a host's clock responder (a clock link; see ``calibrator``).
+    A round trip over the cluster's calls takes ~0.5 ms, ~20 times a socket's: its bursts
+    are shorter."""
+
+    full = HOST_FULL_BURST
+    short = HOST_SHORT_BURST
+
+    def __init__(self, ray: Any, responder: Any) -> None:
+        self._ray = ray
+        self._responder = responder
+
+    def exchange(self, n: int) -> Exchanges:
+        try:
+            return exchange(self._ray, self._responder, n, n * BURST_S_PER_TRIP)
+        except self._ray.exceptions.RayError as exc:
+            raise OSError(f"the host's clock responder is gone: {exc}") from None
+
+    def release(self) -> None:
+        with contextlib.suppress(Exception):
+            self._ray.kill(self._responder)
+
+    def close(self) -> None:
+        self.release()

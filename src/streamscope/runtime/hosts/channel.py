@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from streamscope.runtime.cluster import RayCluster
+from streamscope.runtime.hosts.cluster import RayCluster
 
 
 class EndOfStream:

@@ -25,7 +25,7 @@ from typing import Any
 from streamscope.core.closing import Closing
 from streamscope.core.errors import ConfigError
 from streamscope.core.extras import require
-from streamscope.runtime.nodeprocs import (
+from streamscope.runtime.hosts.nodeprocs import (
     driver_signals_kept,
     ray_processes,
     signals_held,
