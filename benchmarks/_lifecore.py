@@ -1,5 +1,5 @@
-"""Seed 001's Game of Life as an FPGA application, with and without its probes: the design whose
-cost the probes add to (seed 003's Table 1 measures its monitor inside a whole design).
+"""DeVille, Troxel & George's (2005) Game of Life as an FPGA application, with and without its probes: the design whose
+cost the probes add to (Curreri et al.'s (2010) Table 1 measures its monitor inside a whole design).
 
 ``LifeApp``: a ``width`` x ``height`` universe in two block RAMs (one generation read, the next
 written), a row engine that computes one row of the next generation per cycle from the rows

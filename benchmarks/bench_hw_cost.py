@@ -1,14 +1,14 @@
-"""What the probe cores cost in logic, swept over their parameters, beside the seeds' trends.
+"""What the probe cores cost in logic, swept over their parameters, beside the papers' trends.
 
 In: configurations of the ``trigger`` core (value width and trigger depth; counter width) and of
 the two storage schemes (number of probes), synthesised by Yosys for an iCE40 and placed and
 routed by nextpnr (``streamscope.hw.cost``; deterministic tools: one synthesis each, the median
 Fmax of three placements, nextpnr's seeds 1-3). Out: LUT4s, flip-flops and the maximum
 frequency behind the register bank, each as a ratio to the sweep's
-smallest configuration; and the seeds' published trends beside ours: seed 001 (CARMA, Figs.
+smallest configuration; and the papers' published trends beside ours: DeVille, Troxel & George 2005 (CARMA, Figs.
 3-8) finds area rising with trigger width and depth and the frequency falling with width, and
 centralised storage using fewer block RAMs and less logic than distributed as probes are added,
-and keeping its frequency better; seed 003 (PPW+RC, Table 1)
+and keeping its frequency better; Curreri et al. 2010 (PPW+RC, Table 1)
 a whole measurement module at +3.9 % logic and -2.6 % Fmax of its Stratix-II design.
 
 The trigger probe is swept over its value width (the sample register's), its depth and its
@@ -72,7 +72,7 @@ HEADERS = ["configuration", "LUT4", "LUT4 ratio", "FF", "BRAM", "LUT4 banked", "
 def figure(title: str, axis: str, xs: list[int], series: dict[str, list[Cost]],
            seed: str) -> dict[str, Any]:  # fmt: skip
     """One sweep as a report figure: LUT4s (and flip-flops) on the left axis, Fmax on the
-    right, the seed's trend written under it."""
+    right, the paper's trend written under it."""
     data: list[dict[str, Any]] = []
     for i, (name, costs) in enumerate(series.items()):
         prefix = f"{name} " if len(series) > 1 else ""
@@ -96,7 +96,7 @@ def figure(title: str, axis: str, xs: list[int], series: dict[str, list[Cost]],
         annotations=[{"text": seed, "xref": "paper", "yref": "paper", "x": 0, "y": -0.56,
                       "showarrow": False, "xanchor": "left", "font": {"size": 11}}],
     )  # fmt: skip
-    layout["margin"].update(b=150, r=72)  # the seed's trend under the legend; Fmax's axis
+    layout["margin"].update(b=150, r=72)  # the paper's trend under the legend; Fmax's axis
     return {"data": data, "layout": layout}
 
 
@@ -197,16 +197,23 @@ def main() -> int:
     depth_sweep = sweep("trigger", [["width=16", f"max_depth={d}"] for d in depths], pnr)
     print(f"trigger probe, value width ({levels} levels):")
     print(table(HEADERS, rows(width_sweep)))
-    print(trend(width_sweep, "seed 001: wider triggers cost more and run slower; ours"))
+    print(
+        trend(
+            width_sweep,
+            "DeVille, Troxel & George 2005: wider triggers cost more and run slower; ours",
+        )
+    )
     print("trigger probe, trigger depth (16-bit values):")
     print(table(HEADERS, rows(depth_sweep)))
-    print(trend(depth_sweep, "seed 001: deeper triggers cost more; ours"))
+    print(trend(depth_sweep, "DeVille, Troxel & George 2005: deeper triggers cost more; ours"))
     counts = [16, 32] if args.quick else [16, 32, 48, 64]
     count_sweep = sweep("trigger", [["width=16", "max_depth=2", f"count_width={c}"]
                                     for c in counts], pnr)  # fmt: skip
     print("trigger probe, counter width (16-bit values, 2 levels):")
     print(table(HEADERS, rows(count_sweep)))
-    print(trend(count_sweep, "seed 001: a wider count register costs more; ours"))
+    print(
+        trend(count_sweep, "DeVille, Troxel & George 2005: a wider count register costs more; ours")
+    )
     probes = [1, 2] if args.quick else [2, 4, 8]
     samples = 2 if args.quick else 16
     for scheme in ("central", "distributed"):
@@ -228,7 +235,7 @@ def main() -> int:
     )
     smaller = all(r < 1 for r in ratios) and ratios == sorted(ratios, reverse=True)
     print(
-        "seed 001: centralised storage uses fewer block RAMs and less logic than distributed, "
+        "DeVille, Troxel & George 2005: centralised storage uses fewer block RAMs and less logic than distributed, "
         f"the more so as probes are added; ours: block RAMs {'agree' if fewer else 'differ'} ("
         + ", ".join(f"{c} vs {d}" for c, d in brams)
         + f"), logic cells {'agree' if smaller else 'differ'} (central/distributed LUT4+FF: "
@@ -242,7 +249,7 @@ def main() -> int:
         kept_c = (c1.fmax_mhz or 0.0) / (c0.fmax_mhz or 1.0)
         kept_d = (d1.fmax_mhz or 0.0) / (d0.fmax_mhz or 1.0)
         print(
-            "seed 001: the centralised scheme keeps its Fmax better as probes are added; ours: "
+            "DeVille, Troxel & George 2005: the centralised scheme keeps its Fmax better as probes are added; ours: "
             f"{'agrees' if kept_c > kept_d else 'differs'} (Fmax kept from the fewest probes "
             f"placed to the most: central {kept_c:.2f}x, distributed {kept_d:.2f}x)"
         )
@@ -255,7 +262,7 @@ def main() -> int:
           f"{check_life(lw, lh, 4)}")  # fmt: skip
     whole = whole_design(w, h, monitored, cap)
     (_, app, fa), *mons = whole
-    print(f"seed 003: a whole design with its monitor, alone and with band probes on central "
+    print(f"Curreri et al. 2010: a whole design with its monitor, alone and with band probes on central "
           f"storage ({cap} samples, behind its bank):")  # fmt: skip
     print(table(["design", "LUT4", "FF", "BRAM", "Fmax MHz"],
                 [[nm, str(lg.luts), str(lg.ffs), str(lg.brams),
@@ -268,24 +275,24 @@ def main() -> int:
             said += f", Fmax {100 * fm / fa - 100:+.1f} %"
         print(said)
     print(
-        "  seed 003's measurement module: +5,599 logic cells, +3.90 points of its Stratix-II's "
+        "  Curreri et al.'s (2010) measurement module: +5,599 logic cells, +3.90 points of its Stratix-II's "
         "143,520 (+4.4 % of its 126,252-cell design), Fmax -2.64 %; there the module is small "
         f"beside the application, here ({app.luts:,} LUT4s) the probes outweigh it"
     )
     if args.plot:
-        seed = "seed 001 (Figs. 3-8): area rises and Fmax falls as the trigger widens"
+        seed = "DeVille, Troxel & George 2005 (Figs. 3-8): area rises and Fmax falls as the trigger widens"
         figs = [
             figure("trigger probe: value width", "value width (bits)", widths,
                    {"trigger": [c for _, c in width_sweep]}, seed),
             figure("trigger probe: trigger depth", "levels", depths,
                    {"trigger": [c for _, c in depth_sweep]},
-                   "seed 001: area rises with depth (each level a comparator)"),
+                   "DeVille, Troxel & George 2005: area rises with depth (each level a comparator)"),
             figure("trigger probe: counter width", "count register (bits)", counts,
                    {"trigger": [c for _, c in count_sweep]},
-                   "seed 001: the count register's flip-flops grow with its width"),
+                   "DeVille, Troxel & George 2005: the count register's flip-flops grow with its width"),
             figure("storage: probes", "probes", probes,
                    {"central": [c for _, c in central], "distributed": [c for _, c in res]},
-                   "seed 001: centralised storage uses fewer block RAMs and less logic than "
+                   "DeVille, Troxel & George 2005: centralised storage uses fewer block RAMs and less logic than "
                    "distributed; block RAMs here, central vs distributed: "
                    + ", ".join(f"{c} vs {d}" for c, d in brams)),
         ]  # fmt: skip

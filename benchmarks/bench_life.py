@@ -1,9 +1,9 @@
-"""Centralised against distributed probe storage on the Game of Life (seed 001, §5.2).
+"""Centralised against distributed probe storage on the Game of Life (DeVille, Troxel & George 2005, §5.2).
 
 Real monitored runs of ``examples/life.py`` (64 x 40 universe of traffic lights, one row per
 clock cycle, event-driven probes on bands of columns) with 1 to 16 probes on each storage scheme.
 Printed per probe count: the share of samples dropped with central storage (2 write ports, a
-hold register of one sample per probe) and with distributed storage, beside the seed's figures
+hold register of one sample per probe) and with distributed storage, beside the paper's figures
 (0 %, 36 %, 68 % at 2, 4, 8 probes; distributed: none), and what a replay of the model's events
 through the arbiter alone predicts. The central runs are made again on the RTL device
 (``--rtl verilator``: the storage core, simulated, decides every write and drop; with
@@ -103,7 +103,7 @@ def main() -> int:
     )
     head = (
         f"{'probes':>6} | {'samples':>8} | {'centralized dropped %':>21} | "
-        f"{'distributed dropped %':>21} | {'seed 001':>8} | {'arbiter replay %':>16} | "
+        f"{'distributed dropped %':>21} | {'DeVille, Troxel & George 2005':>8} | {'arbiter replay %':>16} | "
         f"{'run s cen / dist':>16} | {'RTL device dropped %':>20}"
     )
     print(head)
@@ -148,14 +148,14 @@ def main() -> int:
         for n in counts
         if SEED_001.get(n) and n in central
     )
-    print(f"ratio centralized / seed 001 drop share: {ratios}")
+    print(f"ratio centralized / DeVille, Troxel & George 2005 drop share: {ratios}")
     shape = (
         central.get(2, 0.0) == 0.0
         and all(central[x] <= central[y] for x, y in zip(counts, counts[1:], strict=False))
         and max(distributed.values()) == 0.0
     )
     print(
-        "target (seed 001's shape): central drops 0 % at 2 probes and rise with probes, "
+        "target (DeVille, Troxel & George's (2005) shape): central drops 0 % at 2 probes and rise with probes, "
         f"distributed drops none: {'met' if shape else 'NOT met'}"
     )
     if broken:

@@ -3,7 +3,7 @@
 In: the same design driven the same way by each simulator, in one process: (1) the central
 storage core of the Game of Life experiment (8 probes, 2 write ports) busy every cycle with
 random offers, the simulator alone; (2) the RTL device's own path, ``hw.rtl.RtlStorage``, fed
-the Life model's samples (seed 001, section 5.2) and read out over the register link as the
+the Life model's samples (DeVille, Troxel & George 2005, section 5.2) and read out over the register link as the
 device runs; (3) calibration readings of the timestamp core (``RtlClock``); (4) the RTL
 device's sub-queue reducer (``hw.subqueue.CoreSubQueue``: the channel monitor core in Laplace's
 configuration, 337 gap bins, production gaps, 128 sub-windows) fed a random bounded channel at

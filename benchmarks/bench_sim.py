@@ -2,7 +2,7 @@
 
 In: one seeded M/M/1 input (inter-arrival and service times, ns) shared by ``lindley_fifo`` and
 a SimPy model of the same queue; seeded inputs for ``tandem_bulk`` (bus + device server; the
-seed's bus: bulk 16, exponential arrivals, device server at rho = 0.8, a finite inactivity
+paper's bus: bulk 16, exponential arrivals, device server at rho = 0.8, a finite inactivity
 timeout, the device buffer unbounded, of 64 places, or of 16 places with a 2 us latency). Out:
 whether both M/M/1 peers give the same departures, whether ``tandem_bulk`` matches the reference
 event loop, a table of customers/s and the ratios (to SimPy; to the reference event loop).
@@ -92,7 +92,7 @@ def main() -> None:
     big_a, big_s = bus_inputs(rng, n_fast)
     tr = np.full(n_fast, 3200.0)
     s2 = rng.exponential(800.0, n_fast)
-    # The seed's bus: bulk 16, 6 us per transfer (bus load ~0.4), 5 us inactivity flush.
+    # The paper's bus: bulk 16, 6 us per transfer (bus load ~0.4), 5 us inactivity flush.
     bus_a, bus_s2 = bus_inputs(rng, n_fast)
     bus = {"bulk_size": 16, "transfer_ns": 6000.0, "timeout_ns": 5000.0}
     small_a, small_s2 = bus_a[:n_simpy], bus_s2[:n_simpy]

@@ -1,4 +1,4 @@
-"""Slowdown of a workload by function tracing, against viztracer and cProfile (seed 004 Fig. 17).
+"""Slowdown of a workload by function tracing, against viztracer and cProfile (Castells-Rufas et al. 2012 Fig. 17).
 
 In: nothing (a leaf function that spins k iterations of integer arithmetic, called in a loop).
 Out: per k, the bare call rate, the traced events per second (one ENTER and one EXIT per call)

@@ -1,4 +1,4 @@
-"""Virtual queues on the seed's micro-benchmarks, over many seeds, against the ground truth.
+"""Virtual queues on the micro-benchmarks of Lancaster et al. 2011, over many seeds, against the ground truth.
 
 For each of ``examples/vq_*.py`` and each seed: one monitored run with ``ground_truth`` on, then
 the run's verdict (self-check of the tandem bulk-bus model against the two visible buffers) and

@@ -3,7 +3,7 @@
 For each source kind (``examples/vq.py --arrivals``: four i.i.d. and four with dependent gaps)
 and each seed: one short monitored run with the source on the device (hardware -> software),
 200 ms frames and ``ground_truth`` on; then the run's verdict and, per frame, W1 (items) of the
-estimated occupancy to the true one. The seed's micro-benchmarks (``examples/vq_*.py``, 1 s
+estimated occupancy to the true one. The micro-benchmarks of Lancaster et al. 2011 (``examples/vq_*.py``, 1 s
 frames) are rows too. Per row: seeds, share accepted (run verdict consistent), median over seeds
 of mean W1 / true mean occupancy, share within tolerance (<= 15 %), the models the frames used,
 and the verdict against the target (i.i.d.: accepted and within tolerance in >= 90 % of seeds;
@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT / "examples"))
 
 import streamscope as ss  # noqa: E402
 
-#: What ``--quick`` (a smoke test) runs: one source of each kind and one of the seed's rows.
+#: What ``--quick`` (a smoke test) runs: one source of each kind and one of the paper's rows.
 QUICK_ROWS = ("exp", "onoff", "seed M/M/1 hw")
 TOLERANCE = 0.15  #: W1 to the truth, as a share of the true mean occupancy
 FRAME = "200ms"
@@ -87,7 +87,7 @@ class Fit:
 @dataclass(frozen=True)
 class Outcome:
     used: Fit  # the model each frame used (profile where measured)
-    renewal: Fit  # the seed's model (i.i.d. gaps) on the same frames, with its new check
+    renewal: Fit  # the paper's model (i.i.d. gaps) on the same frames, with its new check
     models: Counter[str]
 
 

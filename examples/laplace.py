@@ -1,4 +1,4 @@
-"""Monte Carlo solver of Laplace's equation (seed 002, §IV, Fig. 17), monitored.
+"""Monte Carlo solver of Laplace's equation (Lancaster et al. 2011, §IV, Fig. 17), monitored.
 
     prng -> split -> walk0..walk7 -> avg -> print
 
@@ -16,7 +16,7 @@ parallel as hardware units would, and 16 of them do twice the work of 8.
     streamscope run examples/laplace.py --report laplace.html -- --walks 8 --blocks 40000
 
 With ``--rtl`` the device is an RTL device: the device's side of ``avg -> print`` is reduced per
-frame by the channel monitor core (seed 002's FPGA agent), simulated cycle by cycle, fed the
+frame by the channel monitor core (Lancaster et al.'s (2011) FPGA agent), simulated cycle by cycle, fed the
 buffer's insertions and removals and ``avg``'s blocking, and read over the register link, and
 calibration reads the timestamp core (``--rtl verilator``: both compiled by Verilator).
 """

@@ -1,4 +1,4 @@
-"""Conway's Game of Life on an emulated FPGA, watched by hardware probes (seed 001, §5.2).
+"""Conway's Game of Life on an emulated FPGA, watched by hardware probes (DeVille, Troxel & George 2005, §5.2).
 
     life -> show
 
@@ -13,7 +13,7 @@ changed from generation ``g - 1`` to ``g``, probe ``k`` samples the new bits of 
 at that cycle. With ``--storage centralized`` the probes share one buffer with ``--ports``
 writes per cycle and a round-robin arbiter; a probe still waiting for its turn cannot take a new
 sample, and that sample is dropped (and counted). With ``--storage distributed`` every probe has
-a buffer of its own. The seed's probes dropped 0 %, 36 % and 68 % of their samples with 2, 4 and
+a buffer of its own. The paper's probes dropped 0 %, 36 % and 68 % of their samples with 2, 4 and
 8 probes on central storage, and none on distributed storage.
 
 The stage sends each generation's population to ``show`` on the host. With ``--rtl`` the device

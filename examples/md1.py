@@ -1,4 +1,4 @@
-"""M/D/1 micro-benchmark (seed 002): as ``mm1.py`` but every service takes the same time.
+"""M/D/1 micro-benchmark (Lancaster et al. 2011): as ``mm1.py`` but every service takes the same time.
 
 streamscope run examples/md1.py -q 'occupancy(source -> server): mean, histogram' -- --rho 0.8
 """

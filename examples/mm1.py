@@ -1,4 +1,4 @@
-"""M/M/1 micro-benchmark (seed 002, Figs. 2-3): source -> server -> sink.
+"""M/M/1 micro-benchmark (Lancaster et al. 2011, Figs. 2-3): source -> server -> sink.
 
 The source inserts items with exponential inter-insertion times, the server removes them and
 holds each for an exponential (``--service const``: constant) service time. The application

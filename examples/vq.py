@@ -1,4 +1,4 @@
-"""Virtual-queue micro-benchmarks (seed 002): a source, a server and a sink, with the channel
+"""Virtual-queue micro-benchmarks (Lancaster et al. 2011): a source, a server and a sink, with the channel
 ``source -> server`` crossing between the host and an emulated device over a bulk-transfer link.
 
 Only the two buffers at the ends of that channel are visible; streamscope estimates the whole

@@ -5,7 +5,7 @@ made on the device (hardware -> software).
 i.i.d. gaps drawn from such a frame's histogram make bursts of geometric size at random places,
 about twice the true occupancy; the device's insertion profile (insertions per sub-window) keeps
 each burst where it was. Compare the frames' ``predicted_mean`` (the model used, ``arrivals`` =
-profile) with ``renewal_mean`` (the seed's i.i.d. model) and ``truth_mean``:
+profile) with ``renewal_mean`` (the i.i.d. model of Lancaster et al. 2011) and ``truth_mean``:
 
 streamscope run examples/vq_bursty_hw2sw.py --ground-truth -- --seed 1 --items 600
 """

@@ -1,4 +1,4 @@
-"""Virtual-queue micro-benchmark (seed 002): a source with strongly
+"""Virtual-queue micro-benchmark (Lancaster et al. 2011): a source with strongly
 autocorrelated (AR(1)) inter-insertion times on the device: the self-check should reject the
 i.i.d. model.
 

@@ -1,4 +1,4 @@
-"""Virtual-queue micro-benchmark (seed 002): M/D/1, server on the device: the bulk
+"""Virtual-queue micro-benchmark (Lancaster et al. 2011): M/D/1, server on the device: the bulk
 transfers dominate its occupancy.
 
 streamscope run examples/vq_md1_sw2hw.py --ground-truth -- --seed 1 --items 4000

@@ -1,4 +1,4 @@
-"""Virtual-queue micro-benchmark (seed 002): M/M/1, source on the device (hardware -> software).
+"""Virtual-queue micro-benchmark (Lancaster et al. 2011): M/M/1, source on the device (hardware -> software).
 
 streamscope run examples/vq_mm1_hw2sw.py --ground-truth -- --seed 1 --items 4000
 """

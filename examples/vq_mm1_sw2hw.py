@@ -1,4 +1,4 @@
-"""Virtual-queue micro-benchmark (seed 002): M/M/1, server on the device (software -> hardware).
+"""Virtual-queue micro-benchmark (Lancaster et al. 2011): M/M/1, server on the device (software -> hardware).
 
 streamscope run examples/vq_mm1_sw2hw.py --ground-truth -- --seed 1 --items 4000
 """

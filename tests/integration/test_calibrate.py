@@ -99,7 +99,7 @@ def test_truth_inside_bounds_in_every_randomised_trial() -> None:
     for m in METHODS:
         assert len(margins[m]) == TRIALS
     # The hull's map lies inside the bounds, as the truth does: its offset error can never
-    # exceed the bound width. The seed's least-squares fit is not held inside the bounds (a
+    # exceed the bound width. The paper's least-squares fit is not held inside the bounds (a
     # loaded machine's skewed round trips can pull it out), so it may, now and then.
     assert max(e - w for e, w in zip(errors["hull"], widths["hull"], strict=True)) <= 1e-3
     outside = sum(

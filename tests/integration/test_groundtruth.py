@@ -1,4 +1,4 @@
-"""Ground truth from the application itself (the seed 002 method): examples/mm1.py records the
+"""Ground truth from the application itself (the method of Lancaster et al. 2011): examples/mm1.py records the
 true insertion and removal time of every item; a trace-driven replay of those times gives the true
 time-weighted occupancy of ``source -> server``, which the monitored histogram must reproduce.
 """

@@ -85,7 +85,7 @@ def test_a_bank_s_verilog_is_the_same_from_process_to_process(tmp_path: Path) ->
 
 def test_a_core_s_cost_grows_with_its_trigger_and_is_placed_for_its_frequency() -> None:
     """Yosys and nextpnr on two configurations of the trigger probe: a wider, deeper trigger
-    takes more LUTs and runs slower (seed 001's trends); the bank adds its registers."""
+    takes more LUTs and runs slower (DeVille, Troxel & George's (2005) trends); the bank adds its registers."""
     import json
 
     runs = {}

@@ -1,4 +1,4 @@
-"""The flagship demo: the seed's Monte Carlo Laplace solver on an emulated FPGA, at a small size.
+"""The flagship demo: the paper's Monte Carlo Laplace solver on an emulated FPGA, at a small size.
 
 Its findings come from the run files, as a user would read them: the PRNG's output queue fills
 and stays full, results wait in the bus's buffer for the final flush, the walk stages limit the

@@ -1,4 +1,4 @@
-"""The seed 001 Game of Life experiment at a small size, through the real CLI in subprocesses.
+"""The DeVille, Troxel & George 2005 Game of Life experiment at a small size, through the real CLI in subprocesses.
 
 The model in ``examples/life.py`` says, without any monitor, exactly which probe samples at which
 hardware cycle; every sample must come back as recorded or as dropped. Central storage's drops
@@ -167,7 +167,7 @@ def test_central_drop_fraction_grows_with_the_probes(
     probes: dict[tuple[str, int], list[dict[str, Any]]],
 ) -> None:
     f2, f4, f8 = (fraction(probes[("centralized", n)]) for n in (2, 4, 8))
-    # Two probes, two write ports: nothing waits (the seed's 0 %).
+    # Two probes, two write ports: nothing waits (the paper's 0 %).
     assert f2 == 0.0
     assert f2 <= f4 <= f8
     assert f8 > 0.0

@@ -119,7 +119,7 @@ def test_a_probe_no_query_uses_records_nothing(tmp_path: Path) -> None:
 
 
 def test_per_iteration_output_wait_matches_the_blocked_time(tmp_path: Path) -> None:
-    """Each iteration's time in output calls, binned in fixed-width bins (seed 003 Fig. 11),
+    """Each iteration's time in output calls, binned in fixed-width bins (Curreri et al. 2010, Fig. 11),
     adds up to the time the state probe saw the stage blocked on output."""
     p, _ = _pipeline(sink_s=0.002)
     qs = [

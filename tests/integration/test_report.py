@@ -255,7 +255,7 @@ def test_report_of_a_run_renders_offline_with_every_section(
     for spec in figs.values():
         go.Figure(spec)
     names = re.findall(r'class="ss-plot"[^>]*data-name="([^"]*)"', html)
-    assert any("box" in n for n in names)  # latency box-whisker (seed 000)
+    assert any("box" in n for n in names)  # latency box-whisker (Lancaster & Chamberlain 2010)
     assert any("histogram" in n for n in names)  # occupancy histograms
     assert any("duty" in n for n in names)
     box = next(f for f in figs.values() if f["data"][0]["type"] == "box")  # type: ignore[index]

@@ -2,7 +2,7 @@
 subset of ``benchmarks/bench_vq_sources.py`` (real runs, the application's own ground truth).
 
 The device summarises its insertions per sub-window beside the histograms; the model used
-places insertions from that profile, and the seed's renewal model (i.i.d. gaps) is kept beside
+places insertions from that profile, and the paper's renewal model (i.i.d. gaps) is kept beside
 it with a self-check that now tests the i.i.d. assumption itself.
 """
 

@@ -1,5 +1,5 @@
 """The insertion profile in the model: sampling insertions per sub-window, the "profile" arrival
-model against the seed's renewal model on bursty sources, and the dependence test that gives the
+model against the paper's renewal model on bursty sources, and the dependence test that gives the
 renewal model's self-check its power (seeded sources in, rejection rates and W1 out)."""
 
 from __future__ import annotations

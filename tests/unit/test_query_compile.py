@@ -269,7 +269,7 @@ def test_stages_named_only_by_channels_still_resolve() -> None:
 
 
 def test_first_last_and_box_for_the_seed_latency_measurements() -> None:
-    """Seed 000 measures the first and the last datum's latency and draws box-whisker plots."""
+    """Lancaster & Chamberlain 2010 measures the first and the last datum's latency and draws box-whisker plots."""
     from streamscope.aggregate.specs import First, Last, Quantiles
     from streamscope.core.topology import ChannelInfo, StageInfo, Topology
 

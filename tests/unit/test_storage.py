@@ -1,4 +1,4 @@
-"""Probe storage (seed 001 §3.2, §5.2): hand-worked arbiter cycles and exact drop accounting."""
+"""Probe storage (DeVille, Troxel & George 2005, §3.2, §5.2): hand-worked arbiter cycles and exact drop accounting."""
 
 from __future__ import annotations
 

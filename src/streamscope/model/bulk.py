@@ -1,4 +1,4 @@
-"""The bus as a bulk server, alone and in the seed's two-stage tandem: item arrival times (ns)
+"""The bus as a bulk server, alone and in the paper's two-stage tandem: item arrival times (ns)
 and transfer/service times in, per-item times through each stage out (host buffer, bus, device).
 """
 
@@ -272,7 +272,7 @@ def tandem_bulk(
     latency_ns: float = 0.0,
     preloaded: int = 0,
 ) -> BulkTandemTimes:
-    """The seed's two-stage tandem (Fig. 8): the bus of :func:`bulk_transfer`, then the
+    """The paper's two-stage tandem (Fig. 8): the bus of :func:`bulk_transfer`, then the
     device-side FIFO buffer and one server with service times ``s2`` (ns).
 
     In: sorted item arrival times ``arrive`` (ns), the bus parameters of :func:`bulk_transfer`,

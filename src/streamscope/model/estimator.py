@@ -41,7 +41,7 @@ __all__ = [
     "summarise",
 ]
 
-#: The models of the insertions. "renewal" (the seed's): gaps drawn i.i.d. from the histogram.
+#: The models of the insertions. "renewal" (the paper's): gaps drawn i.i.d. from the histogram.
 #: "profile": each sub-window gets the measured number of insertions, spaced by gaps drawn from
 #: the histogram; it keeps bursts, lulls and rate changes longer than a sub-window, which i.i.d.
 #: gaps cannot reproduce.
@@ -185,7 +185,7 @@ def predict(
     profile: Profile | None = None,
     windows: tuple[float, float] | None = None,
 ) -> Prediction:
-    """Seed 002 step 3 for one frame: histograms (ns; counts) in, a :class:`Prediction` out.
+    """Lancaster et al. 2011, step 3 for one frame: histograms (ns; counts) in, a :class:`Prediction` out.
 
     Gaps between insertions are drawn i.i.d. from ``inter_insert``. That histogram may hold
     the inter-insertion times or, when the caller measured them, the producer's *production*

@@ -11,7 +11,7 @@ only, read after the last frame has been estimated), the distance to the true oc
 
 The model draws the insertions from the tail's insertion profile where its summary has one
 ("profile": bursts and rate changes as measured), else i.i.d. from its gap histogram (the
-seed's "renewal" model). The renewal model is kept beside the profile one, with its own
+paper's "renewal" model). The renewal model is kept beside the profile one, with its own
 self-check, whose dependence test (pooled over the run as well) says whether i.i.d. gaps would
 have done.
 """

@@ -129,12 +129,12 @@ class FrameModels:
         predicted whole-queue level fractions.
 
         The model used draws the insertions from the profile where there is one, else i.i.d.
-        from the gap histogram (the seed's renewal model); the renewal model is also run and
+        from the gap histogram (the paper's renewal model); the renewal model is also run and
         checked beside the profile one, as a diagnostic (its dependence tests pooled, but for
         the run's first and last frames: a producer that starts or stops is no dependence
         between its gaps). The
         profile model's estimate is its replications nearest the measured ends (``condition``);
-        its check, as the seed's, takes their mean."""
+        its check, as the paper's, takes their mean."""
         rng = np.random.default_rng((self.seed, self.key, frame))
         m = _Measured(
             _fractions(tail.level_ticks), _fractions(head.level_ticks),
@@ -244,7 +244,7 @@ class FrameModels:
                 and renewal_runs is not None
                 and not x.assumed
             ):
-                # The seed's model on the same frame: would i.i.d. gaps have done?
+                # The paper's model on the same frame: would i.i.d. gaps have done?
                 rv = self_check(
                     x.arrivals, x.service, length, mt, mh, rng, runs=renewal_runs,
                     arrivals="renewal", pool=None if x.edge else self.dependence, **check,

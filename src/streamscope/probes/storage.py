@@ -4,7 +4,7 @@ In: ``offer(ticks, value, cycle)`` per sample, from the stage threads of one res
 Out: rings (from the process's ``Recorder``: the monitor drains them); every sample is either
 written (and drained once) or counted refused at its own probe, as a *contention* drop
 (centralised: its hold register was still waiting for the arbiter) or an *overflow* drop (the
-buffer was full). Seed 001, §3.2 and §5.2.
+buffer was full). DeVille, Troxel & George 2005, §3.2 and §5.2.
 """
 
 from __future__ import annotations

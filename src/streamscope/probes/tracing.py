@@ -80,7 +80,7 @@ class FunctionTracer:
     ``functions`` is the function table: a function's id is its index + 1, names are
     ``"module:qualname"`` (one id per name). Exclude patterns (fnmatch) are matched against the
     full name and against the qualified name alone. ``max_calls_per_s`` turns on rate
-    exclusion (``check_rates``), the seed's ``no_instrument_function`` decided at run time.
+    exclusion (``check_rates``), the paper's ``no_instrument_function`` decided at run time.
 
     Generators and coroutines are traced per resumption: each ``next``/``send``/``throw`` and
     the final ``close`` is one call. Async generator functions are left alone (in ``excluded``).

@@ -39,7 +39,11 @@ CLOCK_FIT = Table(
     (
         _C("domain", "VARCHAR NOT NULL", "the clock domain"),
         _C("burst", "INTEGER NOT NULL", "burst number"),
-        _C("method", "VARCHAR NOT NULL", "hull (robust default) or timetrial (seed 000)"),
+        _C(
+            "method",
+            "VARCHAR NOT NULL",
+            "hull (robust default) or timetrial (Lancaster & Chamberlain 2010)",
+        ),
         _C("x0_ticks", "BIGINT NOT NULL", "reference tick of the fit (the burst's centre)"),
         _C("s_ns_per_tick", "DOUBLE NOT NULL", "fitted host ns per tick"),
         _C("b_ns", "DOUBLE NOT NULL", "fitted host monotonic ns at x0"),

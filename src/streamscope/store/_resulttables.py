@@ -83,7 +83,7 @@ VQ_FRAME = Table(
             "VARCHAR",
             "how the model drew the insertions: profile (the measured insertions per "
             "sub-window, spaced by gaps from the histogram) or renewal (i.i.d. gaps from the "
-            "histogram, seed 002); NULL: not modelled",
+            "histogram, Lancaster et al. 2011); NULL: not modelled",
         ),
         _C("verdict", "VARCHAR", "consistent or rejected; NULL: not enough data to model"),
         _C("w1_items", "DOUBLE", "W1 (items) of the sub-queues, measured vs predicted"),

@@ -18,7 +18,7 @@ STATES = (
     ("blocked_out", "#dc2626"),
     ("idle", "#d1d5db"),
 )
-#: Seed 003's process categories, drawn as a thin second bar when known.
+#: Curreri et al.'s (2010) process categories, drawn as a thin second bar when known.
 CATEGORIES = (
     ("computation", "#059669"),
     ("communication", "#7c3aed"),

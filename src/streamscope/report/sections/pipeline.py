@@ -30,7 +30,7 @@ INTRO = (
     "estimated as a virtual queue. Outlined in red: the bottleneck. Hover for the "
     "figures.</p>"
 )
-#: Seed 003's process categories, shown where a stage's breakdown has them.
+#: Curreri et al.'s (2010) process categories, shown where a stage's breakdown has them.
 CATEGORY_NAMES = tuple(c for c, _ in CATEGORIES)
 #: A link channel's time in each state of its transfers, shown where it has them.
 LINK_STATES = ("transferring", "idle", "blocking")

@@ -25,7 +25,8 @@ INTRO = (
 ARRIVALS = (
     '<p class="muted">Arrivals model: <b>profile</b> frames are simulated with the '
     "insertions the device counted per sub-window (bursts kept), <b>renewal</b> frames "
-    "with gaps drawn independently from the histogram (the seed's model). i.i.d. gaps: "
+    "with gaps drawn independently from the histogram (the model of Lancaster et al., "
+    "<i>Crossing Boundaries in TimeTrial</i>, 2011). i.i.d. gaps: "
     "the self-check's verdict on the renewal model; rejected means the source's gaps "
     "depend on each other.</p>"
 )
