@@ -57,9 +57,9 @@ def once(cluster: RayCluster, items: int, size: int, by_ref: bool) -> tuple[floa
     ray = cluster.ray
     ch = HostChannel(cluster, 4, "node-b")
     ray.get(ch.ready())  # its actor is up before anything is timed
-    got: Any = ray.remote(consume).options(**cluster.placement("node-b")).remote(ch)
+    got: Any = ray.remote(consume).options(**cluster.on_node("node-b")).remote(ch)
     put: Any = (
-        ray.remote(produce).options(**cluster.placement("node-a")).remote(ch, items, size, by_ref)
+        ray.remote(produce).options(**cluster.on_node("node-a")).remote(ch, items, size, by_ref)
     )
     start, (end, delays) = ray.get(put), ray.get(got)
     ch.shutdown()

@@ -44,7 +44,7 @@ def test_each_host_is_a_node_of_its_own(cluster: RayCluster) -> None:
 
     ray = cluster.ray
     where = ray.remote(_node)
-    placed = {h: ray.get(where.options(**cluster.placement(h)).remote()) for h in HOSTS}
+    placed = {h: ray.get(where.options(**cluster.on_node(h)).remote()) for h in HOSTS}
     assert placed == {h: cluster.node_of(h) for h in HOSTS}
     assert len(set(placed.values())) == len(HOSTS)
 
@@ -112,8 +112,8 @@ def test_a_channel_between_hosts_is_bounded_ordered_and_ends(cluster: RayCluster
 
     ray = cluster.ray
     ch = HostChannel(cluster, 4, "node-c")
-    sizes = ray.remote(produce).options(**cluster.placement("node-a")).remote(ch, 200)
-    items = ray.remote(consume).options(**cluster.placement("node-c")).remote(ch)
+    sizes = ray.remote(produce).options(**cluster.on_node("node-a")).remote(ch, 200)
+    items = ray.remote(consume).options(**cluster.on_node("node-c")).remote(ch)
     got, seen = ray.get(items), ray.get(sizes)
     ch.shutdown()
     assert got == list(range(200))

@@ -4,7 +4,7 @@ In: batches of records in raw ticks of their clock domain, from the rings the mo
 (``ingest``, with the drain's watermark) and from device agents' messages (``handle``), and the
 refusals counted meanwhile. Out: ``FrameResult``s written to a store as soon as the watermark has
 passed a frame's end, and ``DropCount``s. Memory stays bounded: records wait only until the
-watermark passes them. Its parts: ``placement`` (what waits for a clock's bursts), ``routing``
+watermark passes them. Its parts: ``clockgate`` (what waits for a clock's bursts), ``routing``
 (each probe's stream), ``reducers`` (per query and target), ``virtual`` (virtual queues),
 ``ledger`` (what was kept and lost), ``stalls`` and, at the end, ``endtables``.
 """
@@ -29,6 +29,7 @@ from streamscope.core.tablerows import TableSink
 from streamscope.core.topology import HOST, Known, Topology
 from streamscope.monitor import endtables
 from streamscope.monitor.agents import Agents
+from streamscope.monitor.clockgate import Batch, ClockGate
 from streamscope.monitor.endtables import (
     CORE_FIELDS,
     HOST_FIELDS,
@@ -37,7 +38,6 @@ from streamscope.monitor.endtables import (
     CostModel,
 )
 from streamscope.monitor.keeping import Keeper
-from streamscope.monitor.placement import Batch, Placement
 from streamscope.monitor.stalls import Stall, StallWatch
 from streamscope.monitor.virtual import SIDES, virtual_queues
 from streamscope.query.compile import new_targets
@@ -80,7 +80,7 @@ class Engine:
         self.sink = sink
         self.on_table = on_table
         self.domains = Domains(topology, on_table, method=method)
-        self.placement = Placement(self.domains)
+        self.gate = ClockGate(self.domains)
         self.timebase: HostMap | None = None
         #: What the monitor's own drain of the rings promises: no ring record still to come is
         #: older than this (virtual ns); None before the first drain.
@@ -165,11 +165,11 @@ class Engine:
     @property
     def final_map(self) -> bool:
         """Every burst of the run is known already (``retime``): nothing waits for another."""
-        return self.placement.final
+        return self.gate.final
 
     @final_map.setter
     def final_map(self, value: bool) -> None:
-        self.placement.final = value
+        self.gate.final = value
 
     def probe_domain(self, probe: int) -> str:
         """The clock domain of ``probe``'s records."""
@@ -222,7 +222,7 @@ class Engine:
     def _calibrate(self, msg: Message) -> None:
         """A burst: refit its domain, then place what waited for it."""
         domain = self.domains.calibrate(msg.agent, msg.records)
-        waited, held = self.placement.calibrated(domain)
+        waited, held = self.gate.calibrated(domain)
         for item in waited:
             if isinstance(item, Batch):
                 self._take(domain, item)
@@ -234,9 +234,9 @@ class Engine:
     def _data(self, msg: Message) -> None:
         """An agent's records, summaries, watermark or end."""
         state = self.agents.of(msg.agent)
-        if not self.placement.ready(state.domain):
+        if not self.gate.ready(state.domain):
             # A device's messages wait for its first calibration (its start burst, milliseconds).
-            self.placement.wait(state.domain, msg)
+            self.gate.wait(state.domain, msg)
             return
         if msg.type in (MsgType.BATCH, MsgType.SUMMARY):
             state.data = True  # it sends what frames are made of: frames wait for it
@@ -334,19 +334,19 @@ class Engine:
             batch = Batch(batch, tuple(drops))
         if self.timebase is None:
             return
-        if not self.placement.ready(domain):
+        if not self.gate.ready(domain):
             # A device's records wait for its first calibration (its start burst, milliseconds).
-            self.placement.wait(domain, batch)
+            self.gate.wait(domain, batch)
             return
         self._take(domain, batch)
 
     def _take(self, domain: str, batch: Batch, *, hold: bool = True) -> None:
         """Place ``batch`` in time (what its domain's bursts bracket, unless ``hold`` is off)
         and route it."""
-        ready = self.placement.bracketed(domain, batch) if hold else batch
+        ready = self.gate.bracketed(domain, batch) if hold else batch
         if ready is None:
             return
-        rec, drops, late_seqs = self.placement.device_rows(domain, ready)
+        rec, drops, late_seqs = self.gate.device_rows(domain, ready)
         self.ledger.charge(rec["probe"].astype(np.int64), drops)
         t, halfwidth = self.domains.to_ns(domain, rec["ticks"].astype(np.int64))
         keep = self.keeper.keep(rec, t, self.ledger)
@@ -452,11 +452,11 @@ class Engine:
         """What every source of records still to come has passed: the monitor's last drain of
         the rings, and each live data agent's watermark. Nothing passes records that wait for
         their domain's first calibration (their times are not known yet)."""
-        if self.placement.waits():
+        if self.gate.waits():
             return self.watermark_ns
         live = self.agents.live_marks(self.ring_watermark_ns)
         if live:
-            return min([*live, *self.placement.brackets(self.watermark_ns)])
+            return min([*live, *self.gate.brackets(self.watermark_ns)])
         done = self.agents.done_mark()
         return self.watermark_ns if done is None else done
 
@@ -465,7 +465,7 @@ class Engine:
         fit held past it (extrapolated, with the bounds that come with it): for a live view
         only, marked provisional; nothing here is written, and the final frames follow once a
         burst brackets them. Empty when nothing waits."""
-        if not self.placement.holds() or self.timebase is None:
+        if not self.gate.holds() or self.timebase is None:
             return []
         live = self.agents.live_marks(self.ring_watermark_ns, shown=True)
         until = min(live) if live else self.watermark_ns
@@ -475,7 +475,7 @@ class Engine:
         memo: dict[int, object] = {id(self.sink): _discard, id(self.on_table): None}
         twin = copy.deepcopy(self, memo)
         twin.truth_dir = None
-        for domain, batch in twin.placement.release():
+        for domain, batch in twin.gate.release():
             twin._take(domain, batch, hold=False)
         return [dataclasses.replace(r, provisional=True) for r in twin.advance(until=until)]
 
@@ -529,14 +529,14 @@ class Engine:
         counted as dropped (in the run's last frame), never silently lost.
         """
         last = max(end_ns - 1, 0)
-        for records in self.placement.never_placed():
+        for records in self.gate.never_placed():
             kinds = records["kind"]
             probes = records["probe"][(kinds != Kind.DROPPED) & (kinds != Kind.REFUSED)]
             for pid in np.unique(probes).tolist():
                 self.ledger.drop(int(pid), last, int((probes == pid).sum()), late=True)
         # No burst came after these (a device that stopped answering): extrapolated, as a last
         # resort, with the bounds that come with it.
-        for domain, batch in self.placement.release():
+        for domain, batch in self.gate.release():
             self._take(domain, batch, hold=False)
         self.routes.count_unrecorded(end_ns, self.reducers)
         out = self.advance(until=end_ns, end_ns=end_ns)

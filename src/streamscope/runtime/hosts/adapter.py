@@ -53,16 +53,16 @@ class ClusterHosts:
         self._collector: Any = None
         if socket_path is not None:
             self._collector = (
-                ray.remote(Collector).options(**cluster.placement_here()).remote(socket_path)
+                ray.remote(Collector).options(**cluster.on_this_node()).remote(socket_path)
             )
         worker = ray.remote(HostWorker)
         self._workers: dict[str, Any] = {
-            h: worker.options(max_concurrency=WORKER_CONCURRENCY, **cluster.placement(h)).remote()
+            h: worker.options(max_concurrency=WORKER_CONCURRENCY, **cluster.on_node(h)).remote()
             for h in cluster.hosts
         }
         responder = ray.remote(ClockResponder)
         self._responders: dict[str, Any] = {
-            h: responder.options(**cluster.placement(h)).remote() for h in cluster.hosts
+            h: responder.options(**cluster.on_node(h)).remote() for h in cluster.hosts
         }
         self._queues: dict[str, HostChannel] = {}
         for ch in pipeline.channels.values():

@@ -29,7 +29,7 @@ class HostChannel:
         from ray.util.queue import Queue
 
         self.capacity = capacity
-        where = cluster.placement(host) if host is not None else cluster.placement_here()
+        where = cluster.on_node(host) if host is not None else cluster.on_this_node()
         self._q: Any = Queue(maxsize=capacity, actor_options=where)
 
     def put(self, item: Any) -> None:

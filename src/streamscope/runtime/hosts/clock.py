@@ -77,7 +77,7 @@ class HostClocks:
         ray = cluster.ray
         actor = ray.remote(ClockResponder)
         self._actors = {
-            h: actor.options(**cluster.placement(h)).remote(spec, self.epoch_ns)
+            h: actor.options(**cluster.on_node(h)).remote(spec, self.epoch_ns)
             for h, spec in self.specs.items()
         }
         ray.get([a.read.remote() for a in self._actors.values()])  # each is up

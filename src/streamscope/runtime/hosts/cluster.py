@@ -204,11 +204,11 @@ class RayCluster(Closing):
         """The id of the node ``host``'s stages run on."""
         return self._node_ids[host]
 
-    def placement(self, host: str) -> dict[str, Any]:
+    def on_node(self, host: str) -> dict[str, Any]:
         """Actor options that place an actor on ``host``'s node (a sliver of its resource)."""
         return {"resources": {host: 0.001}, "num_cpus": 0}
 
-    def placement_here(self) -> dict[str, Any]:
+    def on_this_node(self) -> dict[str, Any]:
         """Actor options that place an actor on this process's own node (the monitor's)."""
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 

@@ -27,7 +27,7 @@ class Batch:
     drops: tuple[tuple[int, int, int], ...] = ()  # (probe, t_report_ns, count)
 
 
-class Placement:
+class ClockGate:
     """What waits, per clock domain (mutable: batches come and go with the bursts)."""
 
     def __init__(self, domains: Domains) -> None:
