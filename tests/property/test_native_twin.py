@@ -21,7 +21,7 @@ from streamscope.core import native, rings
 from streamscope.core.records import Kind
 from streamscope.core.stream import EOS
 from streamscope.timebase.emulated import EmulatedClock, EmulatedClockSpec
-from streamscope.transport.ring import RingReader
+from streamscope.transport.ringreader import RingReader
 
 IMPLS = native.implementations()
 needs_native = pytest.mark.skipif(

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from streamscope.core.records import Kind
-from streamscope.monitor.rings import RingSet
+from streamscope.monitor.ringset import RingSet
 from streamscope.probes.taps import Recorder
 
 

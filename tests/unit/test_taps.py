@@ -15,7 +15,7 @@ from streamscope.core.rings import JOURNAL
 from streamscope.core.stream import EOS
 from streamscope.pipeline.channel import ThreadChannel
 from streamscope.probes.taps import Recorder, RingTap, make_tracker
-from streamscope.transport.ring import RingReader
+from streamscope.transport.ringreader import RingReader
 
 
 def test_a_tapped_channel_records_sequence_numbers_and_refuses_when_full() -> None:

@@ -2,7 +2,7 @@
 
 In: a probe id, a record kind and a capacity. Out: a zeroed, headed mapping (a file in the run's
 ring directory that the monitor finds, or an anonymous one) for ``core.native.Ring`` to write and
-``transport.ring.RingReader`` to drain. One writer per ring; it never waits for the reader.
+``transport.ringreader.RingReader`` to drain. One writer per ring; it never waits for the reader.
 
 Layout (little-endian 64-bit words; one cache line per owner so neither side invalidates the
 other's line on every record)::

@@ -13,7 +13,7 @@ from typing import Any
 
 from streamscope.core.records import empty_records
 from streamscope.monitor.engine import Engine
-from streamscope.monitor.rings import RingSet
+from streamscope.monitor.ringset import RingSet
 
 #: Records drained in one cycle at most, over every ring: what the monitor holds at a time
 #: stays bounded when it falls behind (the rings refuse, and count, what it cannot take).

@@ -29,7 +29,7 @@ from streamscope.core.topology import Topology
 from streamscope.monitor.control import INBOX_LIMIT, ControlServer, Disconnect, Inbox
 from streamscope.monitor.draining import Drainer, MonitorStats
 from streamscope.monitor.engine import Engine
-from streamscope.monitor.rings import RingSet
+from streamscope.monitor.ringset import RingSet
 from streamscope.monitor.settings import MonitorSettings
 from streamscope.monitor.writer import StoreWriter
 from streamscope.probes.cost import CostBook

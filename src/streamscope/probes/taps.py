@@ -16,7 +16,7 @@ from streamscope.core import native
 from streamscope.core.options import DEFAULT_TAP_CAPACITY
 from streamscope.core.records import Records
 from streamscope.core.rings import W_FLAGS, anonymous_ring, close_ring, create_ring_file
-from streamscope.transport.ring import RingReader
+from streamscope.transport.ringreader import RingReader
 
 #: Default records per ring (a power of two, ``RunOptions.tap_capacity``'s): at one drain
 #: every 20 ms, a tap may record 3 M events per second before it refuses any.

@@ -23,7 +23,7 @@ from streamscope.core.errors import RunFileError
 from streamscope.core.records import Kind, Records, make_records
 from streamscope.core.rings import DECLARATION, SUFFIX, JournalReader, declaration
 from streamscope.core.topology import HOST, Topology
-from streamscope.transport.ring import RingReader
+from streamscope.transport.ringreader import RingReader
 
 
 @dataclass(slots=True)
