@@ -128,23 +128,25 @@ def tasks(n: int, monitored: bool) -> float:
 def per_channel(existing: int, new: int, quick: bool = False) -> tuple[float, float]:
     """(monitor CPU per new channel in µs, the monitor's idle CPU per second in ms)."""
     # The monitor takes in the channels that exist first (about 1 ms each): the idle frames
-    # are measured once it has, over 3 s (2 s, at least one whole frame, when quick).
-    settle = (1.0 if quick else 1.5) + existing / 1000
-    quiet, after = (2.0, 1.0) if quick else (3.0, 2.0)
+    # are measured once it has, over 3 s of 1 s frames (quick: 1 s of 0.5 s frames, at least
+    # one whole frame).
+    frame_s = 0.5 if quick else 1.0
+    settle = (0.5 if quick else 1.5) + existing / 1000
+    quiet, after = (1.0, 0.5) if quick else (3.0, 2.0)
     import duckdb
 
     with tempfile.TemporaryDirectory(prefix="bench-queues-") as tmp:
         prog, out = Path(tmp, "channels.py"), Path(tmp, "c.duckdb")
         prog.write_text(CHANNELS)
         proc = subprocess.run(
-            [*CLI, "run", str(prog), "-o", str(out), "--quiet", "--",
+            [*CLI, "run", str(prog), "-o", str(out), "--quiet", "--frame", f"{frame_s}s", "--",
              str(existing), str(new), str(settle), str(quiet), str(after)],
             check=True, capture_output=True, text=True, stdin=subprocess.DEVNULL,
         )  # fmt: skip
         idle, burst, end, _ = (float(x) for x in proc.stdout.split())
         con = duckdb.connect(str(out), read_only=True)
         rows = con.execute("SELECT frame, cpu_ns FROM monitor ORDER BY frame").fetchall()
-        frame_ns = 1_000_000_000  # the default frame
+        frame_ns = int(frame_s * 1e9)
         t_idle = [
             c for f, c in rows if idle <= f * frame_ns / 1e9 and (f + 1) * frame_ns / 1e9 <= burst
         ]
