@@ -1,4 +1,5 @@
-"""``streamscope export RUN --format perfetto|otf2|chrome -o PATH``: a run for trace viewers."""
+"""``streamscope export RUN --format FORMAT -o PATH``: a run for trace viewers (the formats:
+``export.formats.EXPORTERS``)."""
 
 from __future__ import annotations
 
@@ -7,14 +8,14 @@ from typing import Annotated
 
 import typer
 
+from streamscope.export.formats import formats_help
+
 
 def export(
     run_file: Annotated[Path, typer.Argument(metavar="RUN", help="A finished run file.")],
     fmt: Annotated[
         str,
-        typer.Option(
-            "--format", "-f", help="perfetto (.pftrace), otf2 (a directory) or chrome (.json)."
-        ),
+        typer.Option("--format", "-f", help=formats_help()),
     ] = "perfetto",
     output: Annotated[
         Path | None,

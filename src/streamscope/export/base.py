@@ -1,15 +1,17 @@
 """The shape every trace format shares: an exporter renders a timeline to a file.
 
 In: a built ``Timeline`` and where to write it. Out: the file (OTF2: a directory) and how many
-tracks and events it holds. ``EXPORTERS`` lists the formats; a new one is a module with one
-class of this shape, added there.
+tracks and events it holds. ``formats.EXPORTERS`` lists the formats; a new one is a module with one
+class of this shape and a row there (the command line's ``--format`` and its help follow).
 """
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 from typing import Protocol
 
+from streamscope.export.formats import EXPORTERS
 from streamscope.export.tracks import Timeline
 
 
@@ -28,11 +30,11 @@ class Exporter(Protocol):
 
 
 def exporters() -> dict[str, Exporter]:
-    """Every format, by name (each module is imported only now: some load large libraries
-    when they write)."""
-    from streamscope.export.chrome import ChromeExporter
-    from streamscope.export.otf2_writer import OTF2Exporter
-    from streamscope.export.perfetto import PerfettoExporter
-
-    found: list[Exporter] = [PerfettoExporter(), OTF2Exporter(), ChromeExporter()]
-    return {e.name: e for e in found}
+    """Every format's exporter, by name."""
+    out: dict[str, Exporter] = {}
+    for name, where, _ in EXPORTERS:
+        module, _, cls = where.partition(":")
+        exporter: Exporter = getattr(importlib.import_module(module), cls)()
+        assert exporter.name == name, (exporter.name, name)
+        out[name] = exporter
+    return out
