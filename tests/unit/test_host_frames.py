@@ -196,7 +196,7 @@ def test_a_host_keeps_the_records_it_reduces_and_ships_what_the_monitor_reads() 
     parts = [_records(Kind.GET if p.kind == "head" else Kind.PUT, p.id, np.arange(1, 11) * 1000)
              for p in topo.probes if p.kind in ("tail", "head")
              and (p.kind, p.target) != ("tail", "src -> mid")]  # node-b's taps  # fmt: skip
-    sent, _ = local.take(np.concatenate(parts), 0)
+    sent, _ = local.reduce(np.concatenate(parts), 0)
     crossing = {(p.kind, p.target) for p in topo.probes if p.id in set(sent["probe"].tolist())}
     # The link's head end goes out (the monitor reads it), though node-b reduces its
     # throughput and latency too; everything else stays on node-b.

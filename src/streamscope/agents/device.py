@@ -149,7 +149,7 @@ class LocalReduction:
         if self.host_frames is not None:
             self.host_frames.add(records)
 
-    def take(self, records: Records, watermark: int) -> tuple[Records, list[bytes]]:
+    def reduce(self, records: Records, watermark: int) -> tuple[Records, list[bytes]]:
         """Keep this flush's sub-queue records; the ones to ship, and summaries now complete."""
         self._poll_grid()
         if len(records):

@@ -249,7 +249,7 @@ class HostFrames:
             if row["kind"] == Kind.DROPPED:
                 tap.refuse(t_report)
             else:
-                tap.know(int(row["value"]), t_report)
+                tap.note_refused(int(row["value"]), t_report)
 
     def _pair(self, link: LinkLatency, t_out: I64, seq: I64) -> None:
         grid = self._remote.get(link.domain)

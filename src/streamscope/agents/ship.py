@@ -33,7 +33,7 @@ class LocalReducer(Protocol):
     TimeTrial): it keeps the
     records it reduces and returns encoded per-frame summaries for SUMMARY messages."""
 
-    def take(self, records: Records, watermark: int) -> tuple[Records, list[bytes]]: ...
+    def reduce(self, records: Records, watermark: int) -> tuple[Records, list[bytes]]: ...
 
     def finish(self, end: int) -> list[bytes]: ...
 
@@ -141,7 +141,7 @@ class Agent:
             self._prev_flush = now
             summaries: list[bytes] = []
             if self._local is not None:
-                records, summaries = self._local.take(records, watermark)
+                records, summaries = self._local.reduce(records, watermark)
                 if final:
                     summaries += self._local.finish(now)
                 else:

@@ -172,7 +172,7 @@ class ExtremeAccumulator(RunningExtreme):
             v = v[w > 0.0]
         if v.size:
             m = float(v.max() if self.largest else v.min())
-            self.take(m, m)
+            self.offer(m, m)
 
 
 class MinAccumulator(ExtremeAccumulator):

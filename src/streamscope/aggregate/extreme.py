@@ -15,7 +15,7 @@ class RunningExtreme:
     True``) seen; ties of key keep the larger value, so the result never depends on the order of
     batches or merges. ``None`` until something is taken.
 
-    Subclasses set ``stat`` and ``largest`` and feed :meth:`take` from their batches: min and max
+    Subclasses set ``stat`` and ``largest`` and feed :meth:`offer` from their batches: min and max
     take each batch's extreme value as its own key, first and last the value at the extreme time.
     """
 
@@ -27,7 +27,7 @@ class RunningExtreme:
         self._key: float | None = None
         self._value: float | None = None
 
-    def take(self, key: float, value: float) -> None:
+    def offer(self, key: float, value: float) -> None:
         """Keep ``value`` if ``key`` lies beyond the kept one (or ties it with a larger value)."""
         if self._key is None or (key > self._key if self.largest else key < self._key):
             self._key, self._value = key, value
@@ -41,4 +41,4 @@ class RunningExtreme:
         """Fold ``other`` (same class, else ValueError) into this one."""
         o = same_kind(self, other)
         if o._key is not None and o._value is not None:
-            self.take(o._key, o._value)
+            self.offer(o._key, o._value)

@@ -30,7 +30,7 @@ class Extreme(RunningExtreme):
         v, t = values[ok], times[ok]
         i = int(np.argmax(t)) if self.largest else int(np.argmin(t))
         at = t == t[i]
-        self.take(int(t[i]), float(v[at].max()))
+        self.offer(int(t[i]), float(v[at].max()))
 
 
 class FirstAccumulator(Extreme):

@@ -122,7 +122,7 @@ class MonitorStats:
         self.cpu_ns += cpu_ns - self._cpu_mark
         self._cpu_mark = cpu_ns
 
-    def take(self, before_frame: int | None) -> dict[str, Any] | None:
+    def rows_before(self, before_frame: int | None) -> dict[str, Any] | None:
         """The ``monitor`` table's rows of the frames before ``before_frame`` (None: all)."""
         done = sorted(f for f in self._stats if before_frame is None or f < before_frame)
         if not done:

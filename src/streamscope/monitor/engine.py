@@ -444,7 +444,7 @@ class Engine:
         channel end, its insertion or removal number, so no refused item goes uncounted."""
         tap = self.routes.taps.get(pid)
         if tap is not None:
-            tap.know(seq, t_report)
+            tap.note_refused(seq, t_report)
 
     # -- reduction -----------------------------------------------------------------------------
 

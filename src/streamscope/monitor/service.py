@@ -162,7 +162,7 @@ class MonitorService:
         if drops:
             self.writer.write_drops(drops)
         if self._on_frames is not None or self._on_lag is not None:
-            self.writer.then(self._shown(results, drops, self.lag_ns))
+            self.writer.after_writes(self._shown(results, drops, self.lag_ns))
 
     def _shown(
         self, results: Sequence[FrameResult], drops: Sequence[DropCount], lag_ns: int
@@ -314,7 +314,7 @@ class MonitorService:
         """The monitor's own figures of the frames before ``before_frame`` (None: all)."""
         if not self._begun:
             return
-        rows = self.stats.take(before_frame)
+        rows = self.stats.rows_before(before_frame)
         if rows is not None:
             self.writer.write_table(TableRows("monitor", rows))
 

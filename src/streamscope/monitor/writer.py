@@ -78,7 +78,7 @@ class StoreWriter:
         """Made even after a failure: how the run ended is written wherever the file allows."""
         self._put(lambda: self.store.finish(status, error, ended_unix_ns, duration_ns), always=True)
 
-    def then(self, call: Callable[[], None]) -> None:
+    def after_writes(self, call: Callable[[], None]) -> None:
         """Call ``call`` (in the writer's thread) once every store call so far is made, and
         only if all of them succeeded (what it shows is then in the file). What it raises is
         said on stderr: showing a frame is not writing it, and the run goes on."""

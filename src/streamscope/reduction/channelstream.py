@@ -83,13 +83,13 @@ class End:
         self.top = 0
         self.top_t = 0
 
-    def know(self, seq: int, t: int) -> None:
+    def note_refused(self, seq: int, t: int) -> None:
         if seq > self.top:
             self.top, self.top_t = seq, t
 
-    def take(self, until: int) -> tuple[I64, I64, I64, I64]:
+    def pop_before(self, until: int) -> tuple[I64, I64, I64, I64]:
         """(times, seqs, items each record accounts for, previous record time) before ``until``."""
-        t, s = self.pending.take(until)
+        t, s = self.pending.pop_before(until)
         prev_seq = np.concatenate(([self.last_seq], s[:-1])) if len(s) else EMPTY
         prev_t = np.concatenate(([self.last_t], t[:-1])) if len(t) else EMPTY
         items = s - prev_seq
@@ -131,7 +131,7 @@ class ChannelStream:
         """Queue records of one end; returns how many arrived too late (before the last advance)."""
         if len(seq):
             i = int(np.argmax(seq))
-            self.ends[end].know(int(seq[i]), int(t_ns[i]))
+            self.ends[end].note_refused(int(seq[i]), int(t_ns[i]))
         self.stirred.add(self)
         late = t_ns < self.last_t
         n_late = int(late.sum())
@@ -196,7 +196,7 @@ class ChannelStream:
         e = self.ends[end]
         e.gaps.report(t_report, e.pending, e.last_t, self.last_t)
         if seq is not None:
-            e.know(seq, t_report)
+            e.note_refused(seq, t_report)
 
     def unrecorded(self, end: str, end_ns: int) -> Events:
         """At the end of the run: the items of ``end`` that no record kept or will account
@@ -215,8 +215,8 @@ class ChannelStream:
         since = self.last_t
         tail, head = self.ends["tail"], self.ends["head"]
         t_carry, h_carry = tail.last_seq, head.last_seq
-        tt, ts, t_items, t_prev = tail.take(until)
-        ht, hs, h_items, h_prev = head.take(until)
+        tt, ts, t_items, t_prev = tail.pop_before(until)
+        ht, hs, h_items, h_prev = head.pop_before(until)
         t, is_tail, seqs = merge_ends(tt, ts, ht, hs)
         tail_run = np.maximum.accumulate(np.where(is_tail, seqs, t_carry)) if len(t) else EMPTY
         head_run = np.maximum.accumulate(np.where(~is_tail, seqs, h_carry)) if len(t) else EMPTY
@@ -342,8 +342,8 @@ class ChannelEnd(Stream):
     def refuse(self, t_report: int) -> None:
         self.channel.add_refusal(self.end, t_report)
 
-    def know(self, seq: int, t_report: int) -> None:
-        self.channel.ends[self.end].know(seq, t_report)
+    def note_refused(self, seq: int, t_report: int) -> None:
+        self.channel.ends[self.end].note_refused(seq, t_report)
 
     def absorb(self, t_ns: I64, value: I64) -> None:
         self.channel.absorb(self.end, t_ns, value)

@@ -127,7 +127,7 @@ class Routes:
                 continue
             if isinstance(tap, ChannelEnd) and len(pv):
                 top = int(np.argmax(pv))  # a late record's items still count (at the end at worst)
-                tap.know(int(pv[top]), int(pt[top]))
+                tap.note_refused(int(pv[top]), int(pt[top]))
             if isinstance(tap, ChannelEnd) and len(pt) and int(pt.min()) < tap.start_ns:
                 ch = tap.channel
                 first = max(int(pt.min()), 0)

@@ -44,7 +44,7 @@ class Events:
     value: I64
 
 
-class Takes(Protocol):
+class Sink(Protocol):
     """What a stream hands its output to: a (query, target) reducer (``reduction/reducers.py``)."""
 
     def add_segments(self, seg: Segments) -> None: ...
@@ -61,7 +61,7 @@ class Takes(Protocol):
 
 
 #: The reducers of a (metric, target) pair (none when no query asks for it).
-Reducers = Callable[[str, str], Iterable[Takes]]
+Reducers = Callable[[str, str], Iterable[Sink]]
 
 
 class Stream(ABC):
@@ -83,7 +83,7 @@ class Stream(ABC):
     def refuse(self, t_report: int) -> None:  # noqa: B027 (a hook: most streams ignore it)
         """The probe refused records some time before ``t_report``."""
 
-    def know(self, seq: int, t_report: int) -> None:  # noqa: B027 (a hook, as ``refuse``)
+    def note_refused(self, seq: int, t_report: int) -> None:  # noqa: B027 (a hook, as ``refuse``)
         """The latest record the probe refused before ``t_report`` carried ``seq``."""
 
     def reduce(self, until: int, reducers: Reducers) -> None:
@@ -145,7 +145,7 @@ class Pending:
         self.t, self.seq = [t], [s]
         return t, s
 
-    def take(self, until: int) -> tuple[I64, I64]:
+    def pop_before(self, until: int) -> tuple[I64, I64]:
         """Remove and return (sorted by time) everything before ``until``."""
         t, s = self.merged()
         cut = int(np.searchsorted(t, until, side="left"))
@@ -221,7 +221,7 @@ class StageStream(Stream):
 
     def advance(self, until: int) -> Segments:
         until = max(until, self.last_t)
-        t, s = self._pending.take(until)
+        t, s = self._pending.pop_before(until)
         seg = segments(self.last_t, self.state, t, s, until)
         lo, hi = self._gaps.close(t, until)
         mask_unknown(seg, lo, hi)
@@ -342,7 +342,7 @@ class EventStream(Stream):
 
     def advance(self, until: int) -> Events:
         until = max(until, self.last_t)
-        t, v = self._pending.take(until)
+        t, v = self._pending.pop_before(until)
         self.last_t = until
         return Events(t, v)
 

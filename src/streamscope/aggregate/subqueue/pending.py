@@ -45,7 +45,7 @@ class PendingRecords:
         self.v.append(v.astype(np.int64))
         self.last = int(t[-1]) if self.last is None else max(self.last, int(t.max()))
 
-    def take(self, limit: int) -> tuple[I64, I64]:
+    def pop_before(self, limit: int) -> tuple[I64, I64]:
         """The records with ticks < ``limit``; the rest stay."""
         if not self.t:
             return np.zeros(0, np.int64), np.zeros(0, np.int64)

@@ -242,7 +242,9 @@ class SubQueueFrames:
         """Fold every record below ``seg[-1]`` into frames ``_next ..``; frame ``j`` covers
         ``[seg[j], seg[j+1])`` of grid frame ``[grid[j], grid[j+1])``."""
         limit = int(seg[-1])
-        rec = Records(*self._ins.take(limit), *self._rem.take(limit), *self._st.take(limit))
+        rec = Records(
+            *self._ins.pop_before(limit), *self._rem.pop_before(limit), *self._st.pop_before(limit)
+        )
         if self._cursor is not None:
             # Records below the cursor broke the watermark contract: count them in this frame.
             c = self._cursor
