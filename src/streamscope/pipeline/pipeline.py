@@ -20,6 +20,7 @@ from streamscope.core.topology import (
     Topology,
     UserProbeInfo,
 )
+from streamscope.pipeline.kinds import RunsIn, channel_transport, kind_of, link_end
 from streamscope.pipeline.probedecl import declare_probe
 from streamscope.pipeline.resources import THREAD, LinkSpec, Resource, resolve
 from streamscope.pipeline.shm import DEFAULT_SLOT_BYTES
@@ -203,7 +204,7 @@ class Pipeline:
         obj = as_source(fn)
         StageBody(name, obj)  # refuse what cannot be a stage now, not when the run starts
         where = resolve(resource, name)
-        if where.kind == "asyncio" and not any(
+        if kind_of(where).event_loop and not any(
             s.resource == where for s in self.stages.values()
         ):  # the loop's lag, measured from its first stage (``pipeline/aio.py``)
             lag = f"{name}.{LOOP_LAG}"
@@ -282,11 +283,9 @@ class Pipeline:
 
     def channel_transport(self, ch: ChannelSpec) -> str:
         """``thread`` when both ends share a process, ``link`` across a device boundary or
-        between hosts, else ``process``."""
+        between hosts, else ``process`` (``kinds.channel_transport``)."""
         a, b = self.stages[ch.src].resource, self.stages[ch.dst].resource
-        if a == b or (a.in_main_process and b.in_main_process):
-            return "thread"
-        return "link" if {"device", "host"} & {a.kind, b.kind} else "process"
+        return channel_transport(kind_of(a), kind_of(b), shared=a == b)
 
     def link_of(self, ch: ChannelSpec) -> LinkSpec | None:
         """The bus or network a link channel crosses (the device's; between hosts, the
@@ -294,20 +293,21 @@ class Pipeline:
         a, b = self.stages[ch.src].resource, self.stages[ch.dst].resource
         if self.channel_transport(ch) != "link":
             return None
-        if a.kind == "device" and b.kind == "device":
+        end = link_end(kind_of(a), kind_of(b))
+        if end is None:
             raise PipelineError(
-                f"channel {ch.name!r} joins two devices ({a.name}, {b.name}); only host <-> "
-                "device channels are supported"
+                f"channel {ch.name!r} joins two {a.kind}s ({a.name}, {b.name}); only host <-> "
+                f"{a.kind} channels are supported"
             )
-        if "host" in (a.kind, b.kind):
-            return b.link if b.kind == "host" else a.link
-        return a.link if a.kind == "device" else b.link
+        return a.link if end == "src" else b.link
 
     def hosts(self) -> tuple[str, ...]:
         """The cluster hosts the stages are placed on, in order of first use."""
         return tuple(
             dict.fromkeys(
-                s.resource.name for s in self.stages.values() if s.resource.kind == "host"
+                s.resource.name
+                for s in self.stages.values()
+                if kind_of(s.resource).runs_in is RunsIn.CLUSTER
             )
         )
 
@@ -317,13 +317,17 @@ class Pipeline:
         if not self.hosts():
             return
         for s in self.stages.values():
-            if s.resource.kind in ("process", "device"):
+            if kind_of(s.resource).runs_in is RunsIn.CHILD:
                 raise PipelineError(
                     f"stage {s.name!r} is on {s.resource.kind} {s.resource.name!r}, in a pipeline "
                     f"with hosts ({', '.join(self.hosts())}): a pipeline with hosts places its "
                     "other stages in its own process (threads or asyncio) or on hosts"
                 )
-        traced = [s for s in self.traced_stages() if self.stages[s].resource.kind == "host"]
+        traced = [
+            s
+            for s in self.traced_stages()
+            if kind_of(self.stages[s].resource).runs_in is RunsIn.CLUSTER
+        ]
         if traced:
             raise PipelineError(
                 f"stage {traced[0]!r} is on host {self.stages[traced[0]].resource.name!r}: "

@@ -3,6 +3,7 @@
 
 A resource is a name plus a kind; stages on the same ``Process`` or ``EmulatedDevice`` resource
 share one child process, those on the same ``Host`` one worker on that host's node of a cluster.
+What each kind means is its module's in ``pipeline.kinds`` (``kind_of``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from streamscope.core.errors import PipelineError
 from streamscope.core.extras import require
 from streamscope.core.topology import HOST
+from streamscope.pipeline.kinds import KINDS, RunsIn, kind_of
 from streamscope.timebase.emulated import EmulatedClockSpec
 
 
@@ -67,7 +69,7 @@ class Resource:
 
     @property
     def in_main_process(self) -> bool:
-        return self.kind in ("thread", "asyncio")
+        return kind_of(self).runs_in is RunsIn.MAIN
 
     @property
     def domain(self) -> str:
@@ -75,7 +77,6 @@ class Resource:
 
 
 THREAD = Resource("main", "thread")
-KINDS = ("thread", "process", "device", "asyncio", "host")
 
 
 def Asyncio(name: str = "loop") -> Resource:  # noqa: N802 - a constructor

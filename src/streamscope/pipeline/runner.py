@@ -26,6 +26,7 @@ from streamscope.core.topology import HOST, ProbeInfo, Topology
 from streamscope.pipeline.calibrator import EVERY_S, Calibrator, ClockLink
 from streamscope.pipeline.channel import ThreadChannel
 from streamscope.pipeline.child import ChildSpec, child_main, clock_main
+from streamscope.pipeline.kinds import RunsIn, kind_of
 from streamscope.pipeline.link import LinkChannel, link_counts, save_links_truth
 from streamscope.pipeline.pipeline import Pipeline
 from streamscope.pipeline.remote import RemoteHosts
@@ -130,7 +131,7 @@ class Runner:
         self._threads: list[threading.Thread] = []
 
     def start(self) -> None:
-        main, groups = self._placement()
+        main, groups = self._groups()
         resources = {s.resource.name: s.resource for s in self.pipeline.stages.values()}
         index = {r.name: i for i, r in enumerate(self.pipeline.topology().resources)}
         self._save_clock_truth(resources)
@@ -139,14 +140,14 @@ class Runner:
         # Fork every child before this process starts any thread of its own.
         for i, (name, stages) in enumerate(groups.items(), start=1):
             res = resources[name]
-            if res.kind == "host":
-                continue
+            if kind_of(res).runs_in is RunsIn.CLUSTER:
+                continue  # started through the cluster, below
             if res.clock:
                 domains.append((index[name], name, self._start_clock(name, res.clock, res.rtl)))
             self._fork(i, name, stages, res)
         for i, (name, stages) in enumerate(groups.items(), start=1):
             res = resources[name]
-            if res.kind == "host" and self.remote is not None:
+            if kind_of(res).runs_in is RunsIn.CLUSTER and self.remote is not None:
                 domains.append((index[name], name, self.remote.clock(name, res.clock,
                                                                      self.epoch_ns)))  # fmt: skip
                 self._start_host(i, name, stages, res, self.remote)
@@ -176,13 +177,14 @@ class Runner:
         ids = [
             i
             for i, (name, stages) in enumerate(groups.items(), start=1)
-            if resources[name].kind == "device"
-            and (self.local.get(name) or (resources[name].rtl and sampled & set(stages)))
+            if kind_of(resources[name]).sends_data(
+                bool(self.local.get(name)), bool(sampled & set(stages))
+            )
         ]
         if ids:
             self.control.send(MsgType.NOTE, self.t0_ticks, info={"data_agents": ids})
 
-    def _placement(self) -> tuple[list[str], dict[str, list[str]]]:
+    def _groups(self) -> tuple[list[str], dict[str, list[str]]]:
         """The stages this process runs, and those of each child process, by resource."""
         groups: dict[str, list[str]] = {}
         main: list[str] = []
@@ -212,7 +214,7 @@ class Runner:
         """The child process (agent ``i``) that runs ``stages``, the stages of resource
         ``name`` (a device's gets the host's frame grid through a pipe)."""
         grid_end = None
-        if res.kind == "device":
+        if kind_of(res).frame_grid:
             grid_end, self._grids[name] = self._ctx.Pipe(duplex=False)
         child = ChildSpec(
             name, stages, i, self.socket_path, self.flush_interval_s, self.tap_capacity,
@@ -500,11 +502,13 @@ def make_channels(
     for ch in pipeline.channels.values():
         link = pipeline.link_of(ch)
         src, dst = pipeline.stages[ch.src].resource, pipeline.stages[ch.dst].resource
+        src_cluster = kind_of(src).runs_in is RunsIn.CLUSTER
+        dst_cluster = kind_of(dst).runs_in is RunsIn.CLUSTER
         if pipeline.channel_transport(ch) == "thread":
-            if src.kind != "host":
+            if not src_cluster:
                 channels[ch.name] = ThreadChannel(ch.capacity, name=ch.name)
-        elif link is not None and remote is not None and "host" in (src.kind, dst.kind):
-            consumer = dst.name if dst.kind == "host" else None
+        elif link is not None and remote is not None and (src_cluster or dst_cluster):
+            consumer = dst.name if dst_cluster else None
             channels[ch.name] = remote.link(
                 ch.name, ch.capacity, link, consumer, ch.slot_bytes, ground_truth
             )

@@ -17,6 +17,7 @@ from streamscope.core.stream import Aborted
 from streamscope.core.topology import USER_PROBE_KINDS, ProbeInfo, UserProbeInfo
 from streamscope.pipeline.aio import start_loop
 from streamscope.pipeline.channel import ThreadChannel
+from streamscope.pipeline.kinds import kind_of
 from streamscope.pipeline.link import LinkChannel
 from streamscope.pipeline.pipeline import Pipeline
 from streamscope.pipeline.specs import ITERATION_KINDS, StorageSpec
@@ -286,7 +287,7 @@ def start_threads(
         spec = pipeline.stages[name]
         ins = [channels[c.name] for c in pipeline.inputs(name)]
         outs = [channels[c.name] for c in pipeline.outputs(name)]
-        if spec.resource.kind == "asyncio":  # a task of its resource's loop
+        if kind_of(spec.resource).event_loop:  # a task of its resource's loop
             loops.setdefault(spec.resource.name, []).append(
                 (spec, ins, outs, scope.stage_probes(name))
             )

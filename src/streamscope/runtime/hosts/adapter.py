@@ -19,6 +19,7 @@ from typing import Any
 
 from streamscope.core.topology import ProbeInfo
 from streamscope.pipeline.child import ChildSpec
+from streamscope.pipeline.kinds import RunsIn, kind_of
 from streamscope.pipeline.link import LinkChannel
 from streamscope.pipeline.pipeline import Pipeline
 from streamscope.pipeline.remote import HostEnd
@@ -67,8 +68,9 @@ class ClusterHosts:
         self._queues: dict[str, HostChannel] = {}
         for ch in pipeline.channels.values():
             src, dst = pipeline.stages[ch.src].resource, pipeline.stages[ch.dst].resource
-            if pipeline.link_of(ch) is not None and "host" in (src.kind, dst.kind):
-                consumer = dst.name if dst.kind == "host" else None
+            on_cluster = [kind_of(r).runs_in is RunsIn.CLUSTER for r in (src, dst)]
+            if pipeline.link_of(ch) is not None and any(on_cluster):
+                consumer = dst.name if on_cluster[1] else None
                 self._queues[ch.name] = HostChannel(cluster, MAX_IN_FLIGHT + 1, consumer)
         ray.get(
             [w.ping.remote() for w in self._workers.values()]
