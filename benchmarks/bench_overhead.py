@@ -36,7 +36,7 @@ from pathlib import Path
 import streamscope as ss
 from _harness import callgrind_instructions, interleave, machine, paired_ratios, parser, table
 from _workload import EVERY_CHANNEL_AND_STAGE, Window, Work, pipeline, size_light
-from streamscope.pipeline.runner import Runner
+from streamscope.pipeline.run.runner import Runner
 
 #: Probe events per second and stage.
 RATES = (1_000, 10_000, 100_000)
@@ -106,7 +106,7 @@ sys.path.insert(0, {bench!r})
 import streamscope as ss
 from pathlib import Path
 from _workload import EVERY_CHANNEL_AND_STAGE, Window, Work, pipeline
-from streamscope.pipeline.runner import Runner
+from streamscope.pipeline.run.runner import Runner
 mode, n, k, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[4])
 work = Work(1, 1, k, light=True)
 if mode == "loaded":  # what a monitored run loads: the query compiler, the run-time modules

@@ -30,7 +30,7 @@ from _workload import (
     size_for_rate,
     size_light,
 )
-from streamscope.pipeline.runner import Runner
+from streamscope.pipeline.run.runner import Runner
 
 TARGETS = {"slow": 1.03, "fast": 1.15}
 

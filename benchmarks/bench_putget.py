@@ -23,8 +23,8 @@ from typing import Any
 
 import streamscope as ss
 from _harness import Summary, fmt_spread, interleave, machine, paired_ratios, parse_args, table
-from streamscope.pipeline.channel import ThreadChannel
-from streamscope.pipeline.dropin import REGISTRY
+from streamscope.pipeline.channels.fifo import ThreadChannel
+from streamscope.pipeline.program.dropin import REGISTRY
 
 TARGET_MONITORED = 1.10
 TARGET_CHANNEL = 1.0

@@ -65,12 +65,12 @@ __getattr__, __dir__ = lazy_exports(
             n: f"streamscope.core.errors:{n}"
             for n in (*_ERRORS, "StreamscopeError", "StreamscopeWarning")
         },
-        **{n: f"streamscope.pipeline.dropin:{n}" for n in ("MPQueue", "Queue", "stage")},
-        "Pipeline": "streamscope.pipeline.pipeline:Pipeline",
-        "EmulatedDevice": "streamscope.pipeline.resources:EmulatedDevice",
-        "Process": "streamscope.pipeline.resources:Process",
-        "Host": "streamscope.pipeline.resources:Host",
-        "Asyncio": "streamscope.pipeline.resources:Asyncio",
+        **{n: f"streamscope.pipeline.program.dropin:{n}" for n in ("MPQueue", "Queue", "stage")},
+        "Pipeline": "streamscope.pipeline.describe.pipeline:Pipeline",
+        "EmulatedDevice": "streamscope.pipeline.describe.resources:EmulatedDevice",
+        "Process": "streamscope.pipeline.describe.resources:Process",
+        "Host": "streamscope.pipeline.describe.resources:Host",
+        "Asyncio": "streamscope.pipeline.describe.resources:Asyncio",
         "tracing": "streamscope.probes.tracing:set_enabled",
         "probe": "streamscope.probes.user:probe",
         "RunOptions": "streamscope.runtime.options:RunOptions",
@@ -106,14 +106,14 @@ if TYPE_CHECKING:
     from streamscope.core.errors import StageError as StageError
     from streamscope.core.errors import StreamscopeError as StreamscopeError
     from streamscope.core.errors import StreamscopeWarning as StreamscopeWarning
-    from streamscope.pipeline.dropin import MPQueue as MPQueue
-    from streamscope.pipeline.dropin import Queue as Queue
-    from streamscope.pipeline.dropin import stage as stage
-    from streamscope.pipeline.pipeline import Pipeline as Pipeline
-    from streamscope.pipeline.resources import Asyncio as Asyncio
-    from streamscope.pipeline.resources import EmulatedDevice as EmulatedDevice
-    from streamscope.pipeline.resources import Host as Host
-    from streamscope.pipeline.resources import Process as Process
+    from streamscope.pipeline.describe.pipeline import Pipeline as Pipeline
+    from streamscope.pipeline.describe.resources import Asyncio as Asyncio
+    from streamscope.pipeline.describe.resources import EmulatedDevice as EmulatedDevice
+    from streamscope.pipeline.describe.resources import Host as Host
+    from streamscope.pipeline.describe.resources import Process as Process
+    from streamscope.pipeline.program.dropin import MPQueue as MPQueue
+    from streamscope.pipeline.program.dropin import Queue as Queue
+    from streamscope.pipeline.program.dropin import stage as stage
     from streamscope.probes.tracing import set_enabled as tracing
     from streamscope.probes.user import probe as probe
     from streamscope.query import Query as Query

@@ -533,7 +533,7 @@ def test_an_error_of_streamscope_s_own_mid_run_is_the_run_s_recorded_end(
 ) -> None:
     """Not a stage's error: the runner itself raises while it supervises. The error reaches the
     caller, and the run file says the run failed and why (not that it never started)."""
-    from streamscope.pipeline.runner import Runner
+    from streamscope.pipeline.run.runner import Runner
 
     def broken(self: Runner, *args: object, **kwargs: object) -> object:
         raise RuntimeError("the supervisor broke")

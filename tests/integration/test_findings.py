@@ -188,7 +188,7 @@ def test_hand_instrumented_workers_are_judged_as_one_group() -> None:
     fast: the finding names the group, through the queues that name it."""
     import threading
 
-    from streamscope.pipeline.dropin import REGISTRY
+    from streamscope.pipeline.program.dropin import REGISTRY
 
     REGISTRY.stages.clear()
     REGISTRY.queues.clear()

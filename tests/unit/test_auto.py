@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from streamscope.cli.apploader import is_app
-from streamscope.pipeline import auto
-from streamscope.pipeline.auto import naming
-from streamscope.pipeline.registry import REGISTRY
+from streamscope.pipeline.program import auto
+from streamscope.pipeline.program.auto import naming
+from streamscope.pipeline.program.registry import REGISTRY
 
 
 @pytest.fixture

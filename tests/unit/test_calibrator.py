@@ -6,7 +6,7 @@ import threading
 
 import numpy as np
 
-from streamscope.pipeline.calibrator import Calibrator
+from streamscope.pipeline.run.calibrator import Calibrator
 from streamscope.timebase.burst import Exchanges
 from streamscope.transport.channels import InMemoryTransport
 from streamscope.transport.control import Control

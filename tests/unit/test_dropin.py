@@ -10,7 +10,7 @@ import pytest
 
 import streamscope as ss
 from streamscope.aggregate.points import DutyPoint, ScalarPoint
-from streamscope.pipeline.dropin import REGISTRY
+from streamscope.pipeline.program.dropin import REGISTRY
 
 
 @pytest.fixture(autouse=True)

@@ -10,7 +10,7 @@ from streamscope.aggregate.points import DropCount, FrameResult, HistogramPoint,
 from streamscope.core.options import RunOptions
 from streamscope.core.records import Kind, make_records
 from streamscope.monitor.engine import Engine
-from streamscope.pipeline.pipeline import Pipeline
+from streamscope.pipeline.describe.pipeline import Pipeline
 from streamscope.runtime.session import prepare
 from streamscope.transport.wire import Message, MsgType
 

@@ -8,7 +8,7 @@ import math
 import pytest
 
 import streamscope as ss
-from streamscope.pipeline.runner import Runner
+from streamscope.pipeline.run.runner import Runner
 from streamscope.runtime.options import RunOptions
 
 

@@ -14,9 +14,9 @@ import pytest
 import streamscope as ss
 from streamscope.core.errors import PipelineError
 from streamscope.core.records import Kind
-from streamscope.pipeline.channel import EOS, Aborted
-from streamscope.pipeline.link import LinkChannel
-from streamscope.pipeline.resources import LinkSpec
+from streamscope.pipeline.channels.fifo import EOS, Aborted
+from streamscope.pipeline.channels.link import LinkChannel
+from streamscope.pipeline.describe.resources import LinkSpec
 from streamscope.probes.taps import RingTap
 from streamscope.runtime.session import prepare
 

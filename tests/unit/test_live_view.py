@@ -8,7 +8,7 @@ import pytest
 from rich.console import Console
 
 from streamscope.aggregate.points import FrameResult, ScalarPoint
-from streamscope.pipeline.pipeline import Pipeline
+from streamscope.pipeline.describe.pipeline import Pipeline
 from streamscope.report.terminal import PROVISIONAL, LiveView
 from streamscope.runtime.session import prepare
 

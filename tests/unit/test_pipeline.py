@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import streamscope as ss
-from streamscope.pipeline.shm import decode_item, encode_item
+from streamscope.pipeline.channels.shm import decode_item, encode_item
 from streamscope.store.reader import Run
 
 

@@ -18,7 +18,7 @@ import pytest
 
 import streamscope as ss
 from streamscope.core.modes import RunMode
-from streamscope.pipeline.dropin import REGISTRY
+from streamscope.pipeline.program.dropin import REGISTRY
 from streamscope.runtime.options import RunOptions
 
 cpython = pytest.importorskip("test.test_queue", reason="this Python has no test package")

@@ -16,11 +16,11 @@ import pytest
 import streamscope as ss
 from streamscope.core.errors import PipelineError
 from streamscope.pipeline import kinds
-from streamscope.pipeline.channel import ThreadChannel
+from streamscope.pipeline.channels.fifo import ThreadChannel
+from streamscope.pipeline.describe.pipeline import Pipeline
+from streamscope.pipeline.describe.resources import THREAD, LinkSpec, Resource, resolve
 from streamscope.pipeline.kinds import KINDS, RunsIn, kind_of
-from streamscope.pipeline.pipeline import Pipeline
-from streamscope.pipeline.resources import THREAD, LinkSpec, Resource, resolve
-from streamscope.pipeline.runner import make_channels
+from streamscope.pipeline.run.runner import make_channels
 
 CLOCK = "rate_ppm=40,offset_s=1.5,tick_ns=2.5"
 #: One resource of every kind and flavour, each way a program makes one.

@@ -16,7 +16,7 @@ import pytest
 
 from streamscope.core.rings import ring_directory
 from streamscope.core.topology import Topology
-from streamscope.pipeline.registry import SESSION_ENV
+from streamscope.pipeline.program.registry import SESSION_ENV
 from streamscope.runtime.leftovers import record_run_file, sweep
 from streamscope.store.lock import WRITER_GONE, WriterLock, lock_path
 from streamscope.store.writer import DuckDBStore, RunMeta

@@ -13,7 +13,7 @@ from streamscope.core import native
 from streamscope.core.records import Kind, State
 from streamscope.core.rings import JOURNAL
 from streamscope.core.stream import EOS
-from streamscope.pipeline.channel import ThreadChannel
+from streamscope.pipeline.channels.fifo import ThreadChannel
 from streamscope.probes.taps import Recorder, RingTap, make_tracker
 from streamscope.transport.ringreader import RingReader
 

@@ -21,7 +21,7 @@ from streamscope.core.errors import (
     StreamscopeError,
     describe_exception,
 )
-from streamscope.pipeline.pipeline import Pipeline
+from streamscope.pipeline.describe.pipeline import Pipeline
 
 APP_MODULE = "__streamscope_app__"
 HINT = "define `def pipeline(argv: list[str]) -> streamscope.Pipeline` in it"

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
     from streamscope.core.modes import ClockMethod
     from streamscope.core.topology import Topology
-    from streamscope.pipeline.pipeline import Pipeline
+    from streamscope.pipeline.describe.pipeline import Pipeline
     from streamscope.query.ast import Query
     from streamscope.query.plan import Plan
     from streamscope.runtime.options import RunOptions, RunResult
@@ -324,7 +324,7 @@ def _run_program(target: str, argv: list[str], request: RunRequest, *, as_module
     from rich.console import Console
 
     from streamscope.cli.views import open_page, watch
-    from streamscope.pipeline.dropin import REGISTRY
+    from streamscope.pipeline.program.dropin import REGISTRY
     from streamscope.runtime.instrument import program_plan
     from streamscope.runtime.program import run_program
 
@@ -348,7 +348,7 @@ def _grown(plan: Plan) -> Callable[[], tuple[Topology, list[QueryRecord]]]:
     plan's queries found among them (as the monitor finds them: ``new_targets``)."""
     from streamscope.core.rings import declared
     from streamscope.monitor.service import query_records
-    from streamscope.pipeline.dropin import REGISTRY
+    from streamscope.pipeline.program.dropin import REGISTRY
     from streamscope.query.compile import new_targets
 
     def grown() -> tuple[Topology, list[QueryRecord]]:

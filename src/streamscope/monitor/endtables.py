@@ -27,13 +27,13 @@ from streamscope.timebase.emulated import CLOCK_TRUTH
 Table = TableRows
 #: ns per event of a probe, and how that was measured (the ``overhead`` table's figures).
 CostModel = Callable[[int], tuple[float, str]]
-#: A stage's time figures (``pipeline.worker.LoopStats``), as the ``runner`` table holds them.
+#: A stage's time figures (``pipeline.run.worker.LoopStats``), as the ``runner`` table holds them.
 RUNNER_FIELDS = ("items", "samples", "user_ns", "cpu_ns")
-#: A network link's figures (``pipeline.link.link_counts``), as the ``link`` table holds them.
+#: A network link's figures (``pipeline.channels.link.link_counts``), as the ``link`` table holds them.
 LINK_FIELDS = ("transfers", "late", "late_ns")
 #: What a cluster host's agent sent the monitor, and the records it reduced rather than sent.
 HOST_FIELDS = ("messages", "bytes", "kept_records")
-#: An RTL device's cores' figures (``pipeline.child`` notes them as its run ends).
+#: An RTL device's cores' figures (``pipeline.run.child`` notes them as its run ends).
 CORE_FIELDS = ("cycles", "frames", "shifted", "most_shifted")
 
 

@@ -13,7 +13,7 @@ from streamscope.core.topology import Topology
 #: Per channel (wildcards: every channel of the pipeline) and per stage.
 CHANNEL_DEFAULTS = ("occupancy(* -> *)", "throughput(* -> *)", "latency(* -> *)")
 STAGE_DEFAULTS = ("state(*)",)
-#: ... and, for a program run as it is, every asyncio event loop's lag (``pipeline/auto/tasks.py``).
+#: ... and, for a program run as it is, every asyncio event loop's lag (``pipeline/program/auto/tasks.py``).
 PROGRAM_DEFAULTS = ("timer(loop*.lag): mean, max",)
 
 

@@ -31,7 +31,7 @@ from urllib.parse import parse_qs
 
 from streamscope.aggregate.points import DropCount, FrameResult
 from streamscope.core.topology import Topology
-from streamscope.pipeline.auto.stages import own_thread
+from streamscope.pipeline.program.auto.stages import own_thread
 from streamscope.store.reader import Run
 from streamscope.store.writer import InMemoryStore, QueryRecord, RunMeta
 

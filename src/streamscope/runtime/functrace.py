@@ -14,7 +14,7 @@ from types import ModuleType
 from typing import Any
 
 from streamscope.core.topology import Topology
-from streamscope.pipeline.pipeline import Pipeline
+from streamscope.pipeline.describe.pipeline import Pipeline
 from streamscope.probes import tracing
 
 

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 
 from streamscope.core.errors import ConfigError, StreamscopeError, StreamscopeWarning
 from streamscope.core.modes import RunMode, RunStatus
-from streamscope.pipeline.dropin import REGISTRY
-from streamscope.pipeline.pipeline import plan_probes
+from streamscope.pipeline.describe.pipeline import plan_probes
+from streamscope.pipeline.program.dropin import REGISTRY
 from streamscope.query.ast import Query
 from streamscope.query.compile import compile_queries, watches
 from streamscope.query.defaults import CHANNEL_DEFAULTS, PROGRAM_DEFAULTS, STAGE_DEFAULTS

@@ -2,7 +2,7 @@
 
 In: a script's path (or a module's name), its arguments, queries (none: the defaults) and run
 options. Out: the run's ``RunResult``, with the program's own exit status. The program runs in a
-process of its own (``pipeline.auto.asmain``), as ``python prog.py`` would run it, its standard
+process of its own (``pipeline.program.auto.asmain``), as ``python prog.py`` would run it, its standard
 queues, threads and processes watched; it ends as the interpreter ends it (its threads joined,
 its exit handlers, its ``multiprocessing`` managers and children), so a monitored program ends
 whenever the plain one would. This process holds the session: it passes on the signals sent to
@@ -24,8 +24,8 @@ from pathlib import Path
 from streamscope.core.modes import RunStatus
 from streamscope.core.process import GROUP_SIGNALS
 from streamscope.core.rings import declared
-from streamscope.pipeline.auto.asmain import RAISED, USED
-from streamscope.pipeline.registry import REGISTRY, SESSION_ENV
+from streamscope.pipeline.program.auto.asmain import RAISED, USED
+from streamscope.pipeline.program.registry import REGISTRY, SESSION_ENV
 from streamscope.query.ast import Query
 from streamscope.query.plan import Plan
 from streamscope.runtime.instrument import monitor
@@ -129,7 +129,7 @@ def _run(
     """The program's process, from its start to its end (or its time limit). ``group_signal``
     says whether a signal this process got was sent to its whole process group."""
     raised = Path(REGISTRY.directory or ".", RAISED)
-    command = [sys.executable, "-m", "streamscope.pipeline.auto.asmain"]
+    command = [sys.executable, "-m", "streamscope.pipeline.program.auto.asmain"]
     parent = ["--parent", str(os.getpid())]
     proc = subprocess.Popen([*command, *parent, *(["-m"] if module else []), target, *argv])
     got: list[int] = []

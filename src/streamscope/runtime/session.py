@@ -20,8 +20,8 @@ from streamscope.core.errors import describe_exception
 from streamscope.core.modes import RunStatus, parse
 from streamscope.core.process import SignalInterrupt, interruption
 from streamscope.core.topology import HOST, Topology
-from streamscope.pipeline.pipeline import Pipeline, plan_probes
-from streamscope.pipeline.runner import Outcome, Runner
+from streamscope.pipeline.describe.pipeline import Pipeline, plan_probes
+from streamscope.pipeline.run.runner import Outcome, Runner
 from streamscope.probes import tracing
 from streamscope.query.ast import Query
 from streamscope.query.compile import compile_queries
@@ -40,7 +40,7 @@ from streamscope.transport.control import Control
 from streamscope.transport.wire import MsgType
 
 if TYPE_CHECKING:
-    from streamscope.pipeline.remote import RemoteHosts
+    from streamscope.pipeline.run.remote import RemoteHosts
     from streamscope.runtime.hosts.cluster import RayCluster
 
 __all__ = ["FramesCallback", "RunOptions", "RunResult", "prepare", "run"]

@@ -1,5 +1,5 @@
 """The ``asyncio`` kind: stages as tasks of one event loop in the pipeline's own process
-(``resources.Asyncio``; the loop runs in a thread of its own, ``pipeline/aio.py``).
+(``resources.Asyncio``; the loop runs in a thread of its own, ``pipeline/run/aio.py``).
 
 In: a resource of kind ``asyncio``. Out: its answers to ``base.ResourceKind``.
 """

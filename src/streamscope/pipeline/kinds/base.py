@@ -30,7 +30,7 @@ class RunsIn(enum.Enum):
     #: A child process the runner forks (before it starts any thread of its own), one per
     #: resource, running the resource's stages in threads with an agent of its own.
     CHILD = "child"
-    #: A worker on a cluster's node, started through the cluster (``pipeline.remote``).
+    #: A worker on a cluster's node, started through the cluster (``pipeline.run.remote``).
     CLUSTER = "cluster"
 
 

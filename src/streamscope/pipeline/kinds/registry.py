@@ -12,8 +12,8 @@ from streamscope.core.errors import PipelineError
 from streamscope.pipeline.kinds import asyncio, device, host, process, rtl, thread
 
 if TYPE_CHECKING:
+    from streamscope.pipeline.describe.resources import Resource
     from streamscope.pipeline.kinds.base import ResourceKind
-    from streamscope.pipeline.resources import Resource
 
 #: Every kind, by its name (``Resource.kind``), in the order errors list them.
 KINDS: dict[str, ResourceKind] = {

@@ -1,4 +1,4 @@
-"""The runner's view of the cluster (``pipeline.remote.RemoteHosts``): on each host's node
+"""The runner's view of the cluster (``pipeline.run.remote.RemoteHosts``): on each host's node
 a worker for its stages and its clock's responder, the network queue of each channel between
 hosts, the collector on the monitor's node, and how each host's stages ended.
 
@@ -18,13 +18,13 @@ from types import ModuleType
 from typing import Any
 
 from streamscope.core.topology import ProbeInfo
-from streamscope.pipeline.child import ChildSpec
+from streamscope.pipeline.channels.link import LinkChannel
+from streamscope.pipeline.describe.pipeline import Pipeline
+from streamscope.pipeline.describe.resources import LinkSpec
 from streamscope.pipeline.kinds import RunsIn, kind_of
-from streamscope.pipeline.link import LinkChannel
-from streamscope.pipeline.pipeline import Pipeline
-from streamscope.pipeline.remote import HostEnd
-from streamscope.pipeline.resources import LinkSpec
-from streamscope.pipeline.worker import Channel
+from streamscope.pipeline.run.child import ChildSpec
+from streamscope.pipeline.run.remote import HostEnd
+from streamscope.pipeline.run.worker import Channel
 from streamscope.runtime.hosts.channel import HostChannel
 from streamscope.runtime.hosts.clock import ClockLink, ClockResponder
 from streamscope.runtime.hosts.cluster import RayCluster
@@ -41,7 +41,7 @@ LOST_WAIT_S = 4.0
 
 
 class ClusterHosts:
-    """The runner's view of the cluster (``pipeline.remote.RemoteHosts``)."""
+    """The runner's view of the cluster (``pipeline.run.remote.RemoteHosts``)."""
 
     def __init__(self, cluster: RayCluster, socket_path: str | None, pipeline: Pipeline) -> None:
         """Starts, on each host, the worker for its stages and its clock's responder, the

@@ -13,8 +13,8 @@ from collections import deque
 from typing import Any
 
 from streamscope.core.stream import EOS
-from streamscope.pipeline.link import LinkChannel
-from streamscope.pipeline.resources import LinkSpec
+from streamscope.pipeline.channels.link import LinkChannel
+from streamscope.pipeline.describe.resources import LinkSpec
 from streamscope.runtime.hosts.channel import EndOfStream, HostChannel
 
 #: The most batches a link between hosts has on the way (its network queue's capacity).
@@ -66,7 +66,7 @@ class HostLink(LinkChannel):
     ) -> None:
         import dataclasses
 
-        from streamscope.pipeline.channel import ThreadChannel
+        from streamscope.pipeline.channels.fifo import ThreadChannel
 
         self.name = name
         self.capacity = capacity

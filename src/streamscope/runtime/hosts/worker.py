@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 from streamscope.core.errors import describe_exception
-from streamscope.pipeline.child import ChildSpec, host_main
+from streamscope.pipeline.run.child import ChildSpec, host_main
 from streamscope.runtime.hosts.collector import CollectorTransport
 from streamscope.runtime.hosts.link import HostLink
 from streamscope.transport.control import Control

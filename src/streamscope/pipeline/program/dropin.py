@@ -16,9 +16,9 @@ from typing import Any, ParamSpec, TypeVar
 
 from streamscope.core import native
 from streamscope.core.records import Kind, State
-from streamscope.pipeline.channel import ThreadChannel
-from streamscope.pipeline.mpqueue import MPQueue
-from streamscope.pipeline.registry import REGISTRY, Registry
+from streamscope.pipeline.channels.fifo import ThreadChannel
+from streamscope.pipeline.channels.mpqueue import MPQueue
+from streamscope.pipeline.program.registry import REGISTRY, Registry
 
 P = ParamSpec("P")
 R = TypeVar("R")

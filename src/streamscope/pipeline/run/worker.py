@@ -15,10 +15,10 @@ from typing import Any
 from streamscope.core import native
 from streamscope.core.records import State
 from streamscope.core.stream import EOS, Aborted
-from streamscope.pipeline.channel import ThreadChannel
-from streamscope.pipeline.link import LinkChannel
-from streamscope.pipeline.shm import ProcessChannel
-from streamscope.pipeline.stage import StageBody
+from streamscope.pipeline.channels.fifo import ThreadChannel
+from streamscope.pipeline.channels.link import LinkChannel
+from streamscope.pipeline.channels.shm import ProcessChannel
+from streamscope.pipeline.describe.stage import StageBody
 from streamscope.probes.taps import RingTap
 from streamscope.probes.user import set_current_stage
 from streamscope.transport.control import Control

@@ -11,7 +11,7 @@ from collections.abc import Collection, Mapping, Sequence
 
 from streamscope.core.errors import PipelineError
 from streamscope.core.topology import DECLARABLE_KINDS, UserProbeInfo
-from streamscope.pipeline.specs import STORAGE_SCHEMES
+from streamscope.pipeline.describe.specs import STORAGE_SCHEMES
 from streamscope.probes.hardware import parse_condition
 
 

@@ -82,7 +82,7 @@ THREAD = Resource("main", "thread")
 def Asyncio(name: str = "loop") -> Resource:  # noqa: N802 - a constructor
     """An asyncio event loop in the pipeline's own process: every stage placed on it is a task
     of the loop (its function may be a coroutine function, a source an async generator), and
-    the loop runs in a thread of its own (``pipeline/aio.py``)."""
+    the loop runs in a thread of its own (``pipeline/run/aio.py``)."""
     return Resource(name, "asyncio")
 
 

@@ -26,10 +26,10 @@ from typing import Any
 import numpy as np
 
 from streamscope.core.stream import EOS, Aborted
-from streamscope.pipeline.channel import ThreadChannel
-from streamscope.pipeline.resources import LinkSpec
-from streamscope.pipeline.shm import ProcessChannel
-from streamscope.pipeline.specs import ChannelSpec
+from streamscope.pipeline.channels.fifo import ThreadChannel
+from streamscope.pipeline.channels.shm import ProcessChannel
+from streamscope.pipeline.describe.resources import LinkSpec
+from streamscope.pipeline.describe.specs import ChannelSpec
 
 #: Batches in flight on the bus at once (between the mover and the receiver).
 IN_FLIGHT = 2

@@ -21,9 +21,9 @@ from typing import Any
 
 from streamscope.core import native
 from streamscope.core.records import State
-from streamscope.pipeline.auto.naming import who_started
-from streamscope.pipeline.auto.patches import Patches
-from streamscope.pipeline.auto.stages import enter, leave, thread_state
+from streamscope.pipeline.program.auto.naming import who_started
+from streamscope.pipeline.program.auto.patches import Patches
+from streamscope.pipeline.program.auto.stages import enter, leave, thread_state
 
 
 @contextlib.contextmanager

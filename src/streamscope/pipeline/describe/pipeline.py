@@ -20,11 +20,10 @@ from streamscope.core.topology import (
     Topology,
     UserProbeInfo,
 )
-from streamscope.pipeline.kinds import RunsIn, channel_transport, kind_of, link_end
-from streamscope.pipeline.probedecl import declare_probe
-from streamscope.pipeline.resources import THREAD, LinkSpec, Resource, resolve
-from streamscope.pipeline.shm import DEFAULT_SLOT_BYTES
-from streamscope.pipeline.specs import (
+from streamscope.pipeline.channels.shm import DEFAULT_SLOT_BYTES
+from streamscope.pipeline.describe.probedecl import declare_probe
+from streamscope.pipeline.describe.resources import THREAD, LinkSpec, Resource, resolve
+from streamscope.pipeline.describe.specs import (
     FANIN,
     FANOUT,
     ITERATION_KINDS,
@@ -34,7 +33,8 @@ from streamscope.pipeline.specs import (
     StorageSpec,
     TraceSpec,
 )
-from streamscope.pipeline.stage import StageBody, as_source
+from streamscope.pipeline.describe.stage import StageBody, as_source
+from streamscope.pipeline.kinds import RunsIn, channel_transport, kind_of, link_end
 from streamscope.timebase.emulated import EmulatedClockSpec
 
 
@@ -206,7 +206,7 @@ class Pipeline:
         where = resolve(resource, name)
         if kind_of(where).event_loop and not any(
             s.resource == where for s in self.stages.values()
-        ):  # the loop's lag, measured from its first stage (``pipeline/aio.py``)
+        ):  # the loop's lag, measured from its first stage (``pipeline/run/aio.py``)
             lag = f"{name}.{LOOP_LAG}"
             self.probes[lag] = UserProbeInfo(lag, name, "timer")
         self.stages[name] = StageSpec(name, obj, where, fanout, fanin)

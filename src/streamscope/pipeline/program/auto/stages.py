@@ -14,7 +14,7 @@ from typing import Any
 
 from streamscope.core import native
 from streamscope.core.records import State
-from streamscope.pipeline.auto.naming import (
+from streamscope.pipeline.program.auto.naming import (
     MAIN_WHO,
     Who,
     claim_stage,
@@ -23,7 +23,7 @@ from streamscope.pipeline.auto.naming import (
     refined,
     who_of_thread,
 )
-from streamscope.pipeline.registry import REGISTRY
+from streamscope.pipeline.program.registry import REGISTRY
 
 #: The stage of a program's main thread.
 MAIN = "main"
@@ -40,7 +40,7 @@ _OWN = (
     "subprocess",
 )
 
-#: The calling thread's worker (``who``: what it was started as, ``pipeline.auto.naming``;
+#: The calling thread's worker (``who``: what it was started as, ``pipeline.program.auto.naming``;
 #: None: not one of the program's), its stage once its first queue operation claimed it
 #: (``stage``), and whether it has entered it (``entered``: its tracker was looked for once);
 #: per thread of the process, as the standard library's own thread start reads it.
@@ -84,7 +84,7 @@ def made_internally(depth: int = 2) -> bool:
         return False
     while frame is not None:
         name = frame.f_globals.get("__name__", "")
-        if name not in _ON_BEHALF and not name.startswith("streamscope.pipeline.auto"):
+        if name not in _ON_BEHALF and not name.startswith("streamscope.pipeline.program.auto"):
             return internal(name)
         frame = frame.f_back
     return False

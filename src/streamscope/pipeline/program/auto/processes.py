@@ -15,8 +15,14 @@ from typing import Any
 
 from streamscope.core import native
 from streamscope.core.records import State
-from streamscope.pipeline.auto.naming import FUNCTION, TARGET, Who, function_name, programs
-from streamscope.pipeline.auto.stages import enter, leave, start_afresh, thread_state, work_as
+from streamscope.pipeline.program.auto.naming import FUNCTION, TARGET, Who, function_name, programs
+from streamscope.pipeline.program.auto.stages import (
+    enter,
+    leave,
+    start_afresh,
+    thread_state,
+    work_as,
+)
 
 
 def applied(fn: Any) -> Who:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from streamscope.pipeline.resources import Resource
+from streamscope.pipeline.describe.resources import Resource
 
 FANOUT = ("roundrobin", "broadcast")
 #: The timer a stage on an asyncio loop measures its loop's lag with (the loop's first stage).

@@ -28,12 +28,17 @@ from typing import Any
 
 from streamscope.core import native
 from streamscope.core.records import State
-from streamscope.pipeline.auto.channels import declare_channel, end_ring
-from streamscope.pipeline.auto.naming import new_queue_id
-from streamscope.pipeline.auto.patches import Patches
-from streamscope.pipeline.auto.stages import internal, made_internally, stage, thread_tracker
-from streamscope.pipeline.auto.waits import waiting
-from streamscope.pipeline.registry import REGISTRY
+from streamscope.pipeline.program.auto.channels import declare_channel, end_ring
+from streamscope.pipeline.program.auto.naming import new_queue_id
+from streamscope.pipeline.program.auto.patches import Patches
+from streamscope.pipeline.program.auto.stages import (
+    internal,
+    made_internally,
+    stage,
+    thread_tracker,
+)
+from streamscope.pipeline.program.auto.waits import waiting
+from streamscope.pipeline.program.registry import REGISTRY
 
 _MPQ = multiprocessing.queues
 #: Longest stage name a ``multiprocessing`` queue shares between processes (bytes, UTF-8).

@@ -22,11 +22,11 @@ from streamscope.core import native
 from streamscope.core.errors import describe_exception
 from streamscope.core.process import die_with_parent
 from streamscope.core.topology import HOST, ProbeInfo
-from streamscope.pipeline.channel import ThreadChannel
-from streamscope.pipeline.link import link_counts, save_links_truth
-from streamscope.pipeline.pipeline import Pipeline
-from streamscope.pipeline.scope import Scope, start_links, start_threads
-from streamscope.pipeline.worker import Channel, runner_report
+from streamscope.pipeline.channels.fifo import ThreadChannel
+from streamscope.pipeline.channels.link import link_counts, save_links_truth
+from streamscope.pipeline.describe.pipeline import Pipeline
+from streamscope.pipeline.run.scope import Scope, start_links, start_threads
+from streamscope.pipeline.run.worker import Channel, runner_report
 from streamscope.probes.taps import Recorder, host_clock
 from streamscope.probes.tracing import RateWatch
 from streamscope.timebase.emulated import EmulatedClock, EmulatedClockSpec

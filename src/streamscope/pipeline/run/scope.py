@@ -15,13 +15,13 @@ from streamscope.core import native
 from streamscope.core.records import Kind
 from streamscope.core.stream import Aborted
 from streamscope.core.topology import USER_PROBE_KINDS, ProbeInfo, UserProbeInfo
-from streamscope.pipeline.aio import start_loop
-from streamscope.pipeline.channel import ThreadChannel
+from streamscope.pipeline.channels.fifo import ThreadChannel
+from streamscope.pipeline.channels.link import LinkChannel
+from streamscope.pipeline.describe.pipeline import Pipeline
+from streamscope.pipeline.describe.specs import ITERATION_KINDS, StorageSpec
 from streamscope.pipeline.kinds import kind_of
-from streamscope.pipeline.link import LinkChannel
-from streamscope.pipeline.pipeline import Pipeline
-from streamscope.pipeline.specs import ITERATION_KINDS, StorageSpec
-from streamscope.pipeline.worker import Channel, LoopStats, StageProbes, run_stage
+from streamscope.pipeline.run.aio import start_loop
+from streamscope.pipeline.run.worker import Channel, LoopStats, StageProbes, run_stage
 from streamscope.probes import tracing
 from streamscope.probes.hardware import Trigger, parse_condition
 from streamscope.probes.storage import make_storage

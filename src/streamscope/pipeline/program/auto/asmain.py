@@ -1,9 +1,9 @@
 """The program's own process under ``streamscope run prog.py``: watched, run as ``__main__``.
 
-In: ``python -m streamscope.pipeline.auto.asmain [--parent PID] [-m] TARGET ARGS...`` with the
-session in the environment (``pipeline.registry.SESSION_ENV``). Out: the program run as ``python
+In: ``python -m streamscope.pipeline.program.auto.asmain [--parent PID] [-m] TARGET ARGS...`` with the
+session in the environment (``pipeline.program.registry.SESSION_ENV``). Out: the program run as ``python
 TARGET ARGS`` (``python -m TARGET ARGS``) would run it, its standard queues, threads and
-processes watched (``pipeline.auto``); it ends through the interpreter's own ending (its threads
+processes watched (``pipeline.program.auto``); it ends through the interpreter's own ending (its threads
 joined, its exit handlers and its ``multiprocessing`` finalizers run, its children joined), with
 its own exit status, which the process that started it reads.
 """
@@ -25,9 +25,9 @@ from pathlib import Path
 from types import TracebackType
 
 from streamscope.core.process import die_with_parent
-from streamscope.pipeline import auto
-from streamscope.pipeline.auto.stages import leave
-from streamscope.pipeline.registry import REGISTRY
+from streamscope.pipeline.program import auto
+from streamscope.pipeline.program.auto.stages import leave
+from streamscope.pipeline.program.registry import REGISTRY
 
 #: The file, in the session's ring directory, where the program's uncaught exception is told
 #: (``Type: message``) to the process that started it.

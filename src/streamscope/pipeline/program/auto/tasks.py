@@ -22,17 +22,17 @@ from streamscope.core import native
 from streamscope.core.records import Kind, State
 from streamscope.core.rings import declare, next_probe_ids
 from streamscope.core.topology import ProbeInfo, ResourceInfo, Topology
-from streamscope.pipeline.auto.channels import ProgramChannel
-from streamscope.pipeline.auto.naming import Who, claim_stage, who_of_task
-from streamscope.pipeline.auto.stages import (
+from streamscope.pipeline.program.auto.channels import ProgramChannel
+from streamscope.pipeline.program.auto.naming import Who, claim_stage, who_of_task
+from streamscope.pipeline.program.auto.stages import (
     in_own_thread,
     internal,
     made_internally,
     stage,
     thread_tracker,
 )
-from streamscope.pipeline.looplag import LagSampler
-from streamscope.pipeline.registry import REGISTRY, taps_for
+from streamscope.pipeline.program.registry import REGISTRY, taps_for
+from streamscope.pipeline.run.looplag import LagSampler
 from streamscope.probes.taps import COST_CALL
 
 #: The standard library's own classes, which its own code and streamscope's keep getting.

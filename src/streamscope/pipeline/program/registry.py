@@ -91,7 +91,7 @@ class Registry:
         self.capacity = 0
         self.watches: list[dict[str, Any]] = []
         self.owner = 0  # the pid that activated the session
-        #: How each program stage's name was found (``pipeline.auto.naming``), by stage.
+        #: How each program stage's name was found (``pipeline.program.auto.naming``), by stage.
         self.named_by: dict[str, str] = {}
         #: Per process (pid): its recorder. Per worker (pid, thread, stage): its tracker.
         self._recorders: dict[int, Recorder] = {}

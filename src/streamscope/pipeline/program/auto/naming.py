@@ -41,7 +41,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from streamscope.pipeline.registry import REGISTRY
+from streamscope.pipeline.program.registry import REGISTRY
 
 #: The claim table's directory in the session's ring directory.
 CLAIMS = "stages.claims"

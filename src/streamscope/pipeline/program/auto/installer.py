@@ -18,10 +18,10 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from streamscope.pipeline.auto import mpqueue, pools, waits
-from streamscope.pipeline.auto.channels import forget_channels
-from streamscope.pipeline.auto.naming import vacate, who_of_process
-from streamscope.pipeline.auto.processes import (
+from streamscope.pipeline.program.auto import mpqueue, pools, waits
+from streamscope.pipeline.program.auto.channels import forget_channels
+from streamscope.pipeline.program.auto.naming import vacate, who_of_process
+from streamscope.pipeline.program.auto.processes import (
     ExecutorWorker,
     PoolWorker,
     ProcessEntry,
@@ -29,7 +29,7 @@ from streamscope.pipeline.auto.processes import (
     standard_executor_worker,
     standard_pool_worker,
 )
-from streamscope.pipeline.auto.queues import (
+from streamscope.pipeline.program.auto.queues import (
     AutoLifoQueue,
     AutoPriorityQueue,
     AutoQueue,
@@ -39,8 +39,8 @@ from streamscope.pipeline.auto.queues import (
     StandardQueue,
     StandardSimpleQueue,
 )
-from streamscope.pipeline.auto.stages import internal, leave, thread_state, thread_who
-from streamscope.pipeline.auto.tasks import (
+from streamscope.pipeline.program.auto.stages import internal, leave, thread_state, thread_who
+from streamscope.pipeline.program.auto.tasks import (
     AutoAsyncLifoQueue,
     AutoAsyncPriorityQueue,
     AutoAsyncQueue,
@@ -51,7 +51,7 @@ from streamscope.pipeline.auto.tasks import (
     StandardTask,
     stop_lag_watch,
 )
-from streamscope.pipeline.registry import REGISTRY
+from streamscope.pipeline.program.registry import REGISTRY
 
 #: What ``install`` replaced in the standard library, to put back (empty: not installed);
 #: process-wide as the patched modules are.

@@ -13,8 +13,8 @@ from time import monotonic
 from typing import Any
 
 from streamscope.core.records import State
-from streamscope.pipeline.auto.channels import ProgramChannel
-from streamscope.pipeline.auto.stages import made_internally, stage, thread_tracker
+from streamscope.pipeline.program.auto.channels import ProgramChannel
+from streamscope.pipeline.program.auto.stages import made_internally, stage, thread_tracker
 
 #: The standard library's own classes, which its own code and streamscope's keep getting.
 StandardQueue = queue.Queue

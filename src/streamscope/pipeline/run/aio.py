@@ -22,10 +22,10 @@ from typing import Any
 from streamscope.core import native
 from streamscope.core.records import State
 from streamscope.core.stream import EOS, Aborted
-from streamscope.pipeline.looplag import LagSampler
-from streamscope.pipeline.specs import LOOP_LAG
-from streamscope.pipeline.stage import StageBody
-from streamscope.pipeline.worker import Channel, StageProbes
+from streamscope.pipeline.describe.specs import LOOP_LAG
+from streamscope.pipeline.describe.stage import StageBody
+from streamscope.pipeline.run.looplag import LagSampler
+from streamscope.pipeline.run.worker import Channel, StageProbes
 from streamscope.probes.user import probe as user_probe
 
 

@@ -17,8 +17,8 @@ from typing import Any
 from streamscope.core.records import Kind
 from streamscope.core.rings import close_ring, declare, next_probe_ids
 from streamscope.core.topology import ChannelInfo, ProbeInfo, Topology
-from streamscope.pipeline.auto.naming import claim_channel, forget_claims, new_queue_id
-from streamscope.pipeline.registry import REGISTRY, taps_for
+from streamscope.pipeline.program.auto.naming import claim_channel, forget_claims, new_queue_id
+from streamscope.pipeline.program.registry import REGISTRY, taps_for
 from streamscope.probes.taps import COST_CALL, RingTap, host_clock
 
 #: Insertions made before a channel is named whose times are kept (the latest ones: the

@@ -10,15 +10,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from streamscope.pipeline.link import LinkChannel
-from streamscope.pipeline.resources import LinkSpec
+from streamscope.pipeline.channels.link import LinkChannel
+from streamscope.pipeline.describe.resources import LinkSpec
 
 if TYPE_CHECKING:
     from streamscope.core.topology import ProbeInfo
-    from streamscope.pipeline.calibrator import ClockLink
-    from streamscope.pipeline.child import ChildSpec
-    from streamscope.pipeline.pipeline import Pipeline
-    from streamscope.pipeline.worker import Channel
+    from streamscope.pipeline.describe.pipeline import Pipeline
+    from streamscope.pipeline.run.calibrator import ClockLink
+    from streamscope.pipeline.run.child import ChildSpec
+    from streamscope.pipeline.run.worker import Channel
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,7 +3,7 @@
 In: items put and taken in any process of the program. Out: one tail record per insertion and
 one head record per removal, numbered in shared memory so that records from different processes
 still say exactly how many items were in the queue (``MPQueue``; ``MPQueueFace`` is what it
-shares with the queue of a program run as it is, ``pipeline.auto.mpqueue``).
+shares with the queue of a program run as it is, ``pipeline.program.auto.mpqueue``).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 from streamscope.core import native
 from streamscope.core.errors import ConfigError
 from streamscope.core.records import Kind, State
-from streamscope.pipeline.registry import REGISTRY
+from streamscope.pipeline.program.registry import REGISTRY
 from streamscope.probes.taps import COST_CALL, RingTap
 
 

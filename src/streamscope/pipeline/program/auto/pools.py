@@ -20,13 +20,13 @@ from collections.abc import Callable
 from typing import Any
 
 from streamscope.core.records import State
-from streamscope.pipeline.auto.channels import ProgramChannel
-from streamscope.pipeline.auto.mpqueue import Counts, Locked, counts_of
-from streamscope.pipeline.auto.naming import Who, claim_stage
-from streamscope.pipeline.auto.patches import Patches
-from streamscope.pipeline.auto.processes import applied
-from streamscope.pipeline.auto.stages import internal, stage, thread_tracker
-from streamscope.pipeline.auto.waits import waiting
+from streamscope.pipeline.program.auto.channels import ProgramChannel
+from streamscope.pipeline.program.auto.mpqueue import Counts, Locked, counts_of
+from streamscope.pipeline.program.auto.naming import Who, claim_stage
+from streamscope.pipeline.program.auto.patches import Patches
+from streamscope.pipeline.program.auto.processes import applied
+from streamscope.pipeline.program.auto.stages import internal, stage, thread_tracker
+from streamscope.pipeline.program.auto.waits import waiting
 
 #: The function and pool of the ``imap`` call the calling thread is in (``imap`` makes its
 #: iterator before it returns it); process-wide, per thread, as calls are.

@@ -19,18 +19,18 @@ joins), ``pools`` (``multiprocessing.Pool``), ``processes`` (the entries process
 
 from __future__ import annotations
 
-from streamscope.pipeline.auto.installer import install, installed, uninstall
-from streamscope.pipeline.auto.mpqueue import counts_of
-from streamscope.pipeline.auto.naming import Who
-from streamscope.pipeline.auto.processes import ExecutorWorker, PoolWorker, StageTarget
-from streamscope.pipeline.auto.queues import (
+from streamscope.pipeline.program.auto.installer import install, installed, uninstall
+from streamscope.pipeline.program.auto.mpqueue import counts_of
+from streamscope.pipeline.program.auto.naming import Who
+from streamscope.pipeline.program.auto.processes import ExecutorWorker, PoolWorker, StageTarget
+from streamscope.pipeline.program.auto.queues import (
     AutoQueue,
     AutoSimpleQueue,
     StandardQueue,
     StandardSimpleQueue,
 )
-from streamscope.pipeline.auto.stages import MAIN, callable_name, stage, thread_who
-from streamscope.pipeline.auto.tasks import AutoAsyncQueue, task_who
+from streamscope.pipeline.program.auto.stages import MAIN, callable_name, stage, thread_who
+from streamscope.pipeline.program.auto.tasks import AutoAsyncQueue, task_who
 
 __all__ = [
     "MAIN",

@@ -23,17 +23,17 @@ from streamscope.core.clock import host_now_ticks
 from streamscope.core.errors import PipelineError, describe_exception
 from streamscope.core.process import interruption
 from streamscope.core.topology import HOST, ProbeInfo, Topology
-from streamscope.pipeline.calibrator import EVERY_S, Calibrator, ClockLink
-from streamscope.pipeline.channel import ThreadChannel
-from streamscope.pipeline.child import ChildSpec, child_main, clock_main
+from streamscope.pipeline.channels.fifo import ThreadChannel
+from streamscope.pipeline.channels.link import LinkChannel, link_counts, save_links_truth
+from streamscope.pipeline.channels.shm import ProcessChannel
+from streamscope.pipeline.describe.pipeline import Pipeline
+from streamscope.pipeline.describe.resources import Resource
 from streamscope.pipeline.kinds import RunsIn, kind_of
-from streamscope.pipeline.link import LinkChannel, link_counts, save_links_truth
-from streamscope.pipeline.pipeline import Pipeline
-from streamscope.pipeline.remote import RemoteHosts
-from streamscope.pipeline.resources import Resource
-from streamscope.pipeline.scope import Scope, start_links, start_threads
-from streamscope.pipeline.shm import ProcessChannel
-from streamscope.pipeline.worker import Channel, runner_report
+from streamscope.pipeline.run.calibrator import EVERY_S, Calibrator, ClockLink
+from streamscope.pipeline.run.child import ChildSpec, child_main, clock_main
+from streamscope.pipeline.run.remote import RemoteHosts
+from streamscope.pipeline.run.scope import Scope, start_links, start_threads
+from streamscope.pipeline.run.worker import Channel, runner_report
 from streamscope.probes.taps import DEFAULT_CAPACITY, Recorder
 from streamscope.probes.tracing import RateWatch
 from streamscope.timebase.emulated import CLOCK_TRUTH
