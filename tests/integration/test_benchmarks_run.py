@@ -36,6 +36,7 @@ SMOKE_ARGS: dict[str, tuple[str, ...]] = {
     # each variant once, on runs of a fraction of a second: a check that it runs
     "bench_burst_disturbance.py": ("--reps", "1", "--items", "5000"),
     "bench_calibration.py": ("--reps", "1"),
+    "bench_host_links.py": ("--reps", "1"),
     "bench_hw_cost.py": ("--plot", os.devnull),  # the page of plots is made, and thrown away
     "bench_load.py": ("--seconds", "1"),
     "bench_overhead.py": ("--reps", "1"),
