@@ -11,6 +11,8 @@ setup(
         Extension(
             "streamscope.core._native",
             sources=["src/streamscope/core/_native.c"],
+            # The ring layout it includes, generated from core/rings.py (core/_ringheader.py).
+            depends=["src/streamscope/core/_native_layout.h"],
             # The emulated clock must compute exactly what its Python twin does: no fused
             # multiply-add, IEEE doubles as written.
             extra_compile_args=["-O2", "-ffp-contract=off", "-fno-strict-aliasing", "-pthread"],

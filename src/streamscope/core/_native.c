@@ -23,27 +23,14 @@
 #include <string.h>
 #include <time.h>
 
-/* ---- ring layout: keep in step with streamscope/core/rings.py ---------------------------- */
-#define RING_MAGIC 0x31525353LL
-#define H_MAGIC 0
-#define H_PROBE 1
-#define H_KIND 2
-#define H_CAPACITY 3
-#define H_CLOSED 6
-#define H_W 8
-#define H_DROPPED 9
-#define H_TOTAL 10
-#define H_LAST 11
-#define H_COST_NS 12
-#define H_COST_N 13
-#define H_REFUSED 14
-#define H_R 16
-#define HEADER_BYTES 256
-#define RECORD_BYTES 24
-#define SAMPLE_MASK 1023 /* one event in 1024 is timed */
-
-#define KIND_ENTER 7
-#define KIND_EXIT 8
+/* ---- ring layout: one definition, core/rings.py, generated into _native_layout.h ---------- */
+#include "_native_layout.h"
+/* What ring_store writes where, held to that definition as this file compiles. */
+_Static_assert(RECORD_KIND_AT == 0 * sizeof(uint32_t), "a record's kind is its first u32");
+_Static_assert(RECORD_PROBE_AT == 1 * sizeof(uint32_t), "a record's probe is its second u32");
+_Static_assert(RECORD_TICKS_AT == 1 * sizeof(int64_t), "a record's ticks are its second i64");
+_Static_assert(RECORD_VALUE_AT == 2 * sizeof(int64_t), "a record's value is its third i64");
+_Static_assert(RECORD_BYTES == 3 * sizeof(int64_t), "a record is three i64");
 
 /* ---- process-wide state ------------------------------------------------------------------ */
 static PyObject *g_eos = NULL;     /* the end-of-stream marker: not an item, not recorded */
