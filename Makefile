@@ -12,7 +12,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo -n)
 
 # Everything, the extras too: the tests exercise hosts and the probe cores. Makefile: a change of
 # what this rule installs installs again.
-$(STAMP): pyproject.toml setup.py src/streamscope/core/_native.c src/streamscope/core/_native_layout.h Makefile
+$(STAMP): pyproject.toml setup.py $(wildcard src/streamscope/core/_native*.c src/streamscope/core/_native*.h) Makefile
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev,hosts,hw]'

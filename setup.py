@@ -11,8 +11,15 @@ setup(
         Extension(
             "streamscope.core._native",
             sources=["src/streamscope/core/_native.c"],
-            # The ring layout it includes, generated from core/rings.py (core/_ringheader.py).
-            depends=["src/streamscope/core/_native_layout.h"],
+            # What it includes: its parts, each beside its twin, and the ring layout generated
+            # from core/rings.py (core/_ringheader.py).
+            depends=[
+                *(
+                    f"src/streamscope/core/_native_{part}.c"
+                    for part in ("clock", "ring", "state", "fifo")
+                ),
+                "src/streamscope/core/_native_layout.h",
+            ],
             # The emulated clock must compute exactly what its Python twin does: no fused
             # multiply-add, IEEE doubles as written.
             extra_compile_args=["-O2", "-ffp-contract=off", "-fno-strict-aliasing", "-pthread"],

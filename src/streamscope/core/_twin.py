@@ -1,4 +1,4 @@
-"""The pure-Python twin of the native probe core (``_native.c``): the same classes and functions.
+"""The pure-Python twin of the native probe core (``_native.c`` and its parts): the same classes and functions.
 
 In: the same calls. Out: the same records, refusals and counts in the same ring layout, so that a
 ring written by either is drained alike. Used where no compiler built the native core (or with

@@ -12,7 +12,7 @@ import time
 from streamscope.core._twin_ring import Ring
 from streamscope.core.records import State
 
-#: See ``HEARTBEAT_NS`` in ``_native.c``: a busy stage restates BUSY at most this often (ns).
+#: See ``HEARTBEAT_NS`` in ``_native_state.c``: a busy stage restates BUSY at most this often (ns).
 HEARTBEAT_NS = 100_000_000
 _BUSY = int(State.BUSY)
 

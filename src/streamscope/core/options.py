@@ -24,7 +24,7 @@ DEFAULT_TAP_CAPACITY = 1 << 16
 DEFAULT_STALL_NS = 10_000_000_000
 #: The latest raw records the monitor keeps besides frames (its flight recorder).
 DEFAULT_FLIGHT_RECORDS = 200_000
-#: The shortest stall limit (ns): several heartbeats of a busy stage (``_native.c``).
+#: The shortest stall limit (ns): several heartbeats of a busy stage (``_native_state.c``).
 MIN_STALL_NS = 300_000_000
 
 
@@ -124,6 +124,3 @@ PIPELINE_ONLY = {
     "device_trace": "it ships devices' raw records, and a program has no devices",
     "ray_address": "only a pipeline's stages are placed on hosts",
 }
-
-#: The shortest stall limit (ns): several heartbeats of a busy stage (``_native.c``).
-MIN_STALL_NS = 300_000_000
