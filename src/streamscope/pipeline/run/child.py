@@ -25,7 +25,7 @@ from streamscope.core.topology import HOST, ProbeInfo
 from streamscope.pipeline.channels.fifo import ThreadChannel
 from streamscope.pipeline.channels.link import link_counts, save_links_truth
 from streamscope.pipeline.describe.pipeline import Pipeline
-from streamscope.pipeline.run.scope import Scope, start_links, start_threads
+from streamscope.pipeline.run.share import ProcessShare, start_links, start_threads
 from streamscope.pipeline.run.worker import Channel, runner_report
 from streamscope.probes.taps import Recorder, host_clock
 from streamscope.probes.tracing import RateWatch
@@ -96,7 +96,7 @@ def child_main(
         clock, domain, tick_ns = _process_clock(spec)
         if spec.socket_path is not None:
             control = Control(UnixSocketTransport(spec.socket_path), spec.agent_id)
-        scope = Scope(
+        scope = ProcessShare(
             pipeline, channels, probes, spec.stages,
             Recorder(spec.ring_dir, clock, spec.tap_capacity), _local_probes(spec),
             runner_report(control),
@@ -157,7 +157,7 @@ def host_main(
         if c.src in mine and c.dst in mine:
             channels[c.name] = ThreadChannel(c.capacity, name=c.name)
     recorder = Recorder(None, clock, spec.tap_capacity)
-    scope = Scope(
+    scope = ProcessShare(
         pipeline, channels, probes, spec.stages, recorder, _local_probes(spec),
         runner_report(control),
     )  # fmt: skip
@@ -215,7 +215,7 @@ def _local_agent(
     tick_ns: float,
     spec: ChildSpec,
     grid: Any,
-    scope: Scope,
+    scope: ProcessShare,
     pipeline: Pipeline,
 ) -> Agent:
     """The agent that reduces this device's own sub-queues, on the host's frame grid, and sends
@@ -282,7 +282,7 @@ def _terminator(agent: Agent | None) -> Callable[[int, object], None]:
 def _run_stages(
     pipeline: Pipeline,
     channels: dict[str, Channel],
-    scope: Scope,
+    scope: ProcessShare,
     stages: list[str],
     status: Any,
     agent: Agent | None,

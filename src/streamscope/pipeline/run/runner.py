@@ -32,7 +32,7 @@ from streamscope.pipeline.kinds import RunsIn, kind_of
 from streamscope.pipeline.run.calibrator import EVERY_S, Calibrator, ClockLink
 from streamscope.pipeline.run.child import ChildSpec, child_main, clock_main
 from streamscope.pipeline.run.remote import RemoteHosts
-from streamscope.pipeline.run.scope import Scope, start_links, start_threads
+from streamscope.pipeline.run.share import ProcessShare, start_links, start_threads
 from streamscope.pipeline.run.worker import Channel, runner_report
 from streamscope.probes.taps import DEFAULT_CAPACITY, Recorder
 from streamscope.probes.tracing import RateWatch
@@ -267,7 +267,7 @@ class Runner:
     def _start_main(self, main: list[str]) -> None:
         """This process's stages, in threads of their own."""
         recorder = Recorder(self.ring_dir, capacity=self.tap_capacity)
-        scope = Scope(
+        scope = ProcessShare(
             self.pipeline, self.channels, self.probes, main, recorder,
             report=runner_report(self.control),
         )  # fmt: skip

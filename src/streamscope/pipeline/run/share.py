@@ -90,7 +90,7 @@ class _StageParts:
     trace: tuple[tracing.FunctionTracer, tracing.TraceTap] | None = None
 
 
-class Scope:
+class ProcessShare:
     """The channels, taps and trackers of one process. Its taps come from ``recorder``: rings
     the monitor drains (or, for a device's own sub-queues, ``local``: private rings its agent
     reduces), all reading the process's clock."""
@@ -277,7 +277,7 @@ class Scope:
 def start_threads(
     pipeline: Pipeline,
     channels: dict[str, Channel],
-    scope: Scope,
+    scope: ProcessShare,
     stages: list[str],
     on_error: Callable[[str, BaseException], None],
 ) -> list[threading.Thread]:
