@@ -28,6 +28,8 @@ sys.setswitchinterval(0.0002)
 #: Inter-insertion kinds (``--arrivals``): four i.i.d. (renewal) sources and four whose gaps
 #: depend on each other. Each keeps the mean gap it is given.
 ARRIVALS = ("exp", "h2", "det", "lognormal", "onoff", "periodic", "mmpp", "ar1")
+#: Service-time kinds (``--service``), each with the mean it is given.
+SERVICES = ("exp", "det", "uniform")
 
 #: Items per burst of the "onoff" and "periodic" sources.
 ONOFF_BURST = 60
@@ -177,17 +179,29 @@ def build(
     ap.add_argument(
         "--arrivals", choices=ARRIVALS, default=arrivals, help="inter-insertion kind (see gaps)"
     )
+    ap.add_argument(
+        "--service", choices=SERVICES, default=service,
+        help="service-time kind: exp, det, or uniform over [0.4, 1.4] x the mean / 0.9",
+    )  # fmt: skip
+    ap.add_argument(
+        "--device-clock", default=None,
+        help="the device's emulated clock spec (e.g. rate_ppm=-60,offset_s=2,tick_ns=7.5)",
+    )  # fmt: skip
     a = ap.parse_args(argv)
     if not (a.rho > 0 and a.items > 0 and a.service_ms > 0):
         ap.error("--rho, --items and --service-ms must be positive")
     mean_service = a.service_ms * 1e6
     rng = np.random.default_rng(a.seed + 10_000)
-    if service == "exp":
+    if a.service == "exp":
         svc = rng.exponential(mean_service, a.items)
+    elif a.service == "uniform":
+        svc = rng.uniform(0.4, 1.4, a.items) * (mean_service / 0.9)
     else:
         svc = np.full(a.items, mean_service)
+    clock = {} if a.device_clock is None else {"clock": a.device_clock}
     dev = ss.EmulatedDevice(
         "accel",
+        **clock,
         bulk_size=a.bulk,
         transfer_us=a.transfer_us,
         latency_us=a.latency_us,
@@ -208,4 +222,4 @@ def build(
     return p
 
 
-__all__ = ["ARRIVALS", "QUERIES", "build", "gaps"]
+__all__ = ["ARRIVALS", "QUERIES", "SERVICES", "build", "gaps"]

@@ -71,7 +71,7 @@ def test_cli_show_json_carries_verdict_and_distances(tmp_path: Path) -> None:
     out = tmp_path / "vq.duckdb"
     app = ROOT / "examples" / "vq_md1_sw2hw.py"
     cmd = [sys.executable, "-m", "streamscope", "run", str(app), "--out", str(out), "--quiet",
-           "--ground-truth", "--", "--items", "800"]  # fmt: skip
+           "--ground-truth", "--vq-tolerance", "0.25", "--", "--items", "800"]  # fmt: skip
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     show = subprocess.run(
@@ -97,6 +97,17 @@ def test_cli_show_json_carries_verdict_and_distances(tmp_path: Path) -> None:
     assert vq["verdict"] in ("consistent", "rejected")
     assert isinstance(vq["w1_items"], float) and isinstance(vq["w1_truth_items"], float)
     assert vq["frames"] and {"verdict", "w1_items", "w1_truth_items"} <= set(vq["frames"][0])
+    # The tolerance asked for decides; each checked frame says which part of the check did.
+    assert vq["tolerance"] == 0.25 and "frames decided by" in text
+    checked = [f for f in vq["frames"] if f["verdict"] is not None]
+    assert checked and sum(vq["decided_by"].values()) == len(checked)
+    for f in checked:
+        assert f["tolerance_items"] == max(0.25 * f["predicted_mean"], 1.0)
+        told = f["w1_items"] > f["threshold_items"]
+        over = f["w1_items"] - f["clock_bias_items"] > f["tolerance_items"]
+        assert (f["verdict"] == "rejected") == (f["decided_by"] in ("discrepancy", "dependence"))
+        assert (f["decided_by"] == "discrepancy") == (told and over)
+        assert f["band_items"] >= f["w1_items"] and f["band_items"] >= f["null_quantile_items"]
     link = next(c for c in doc["channels"] if c["name"] == "source -> server")
     assert link["transport"] == "link" and link["bulk_size"] == 16
 

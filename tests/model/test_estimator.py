@@ -145,6 +145,51 @@ def test_ideal_model_fails_where_the_bus_dominates() -> None:
     assert verdict.verdict == "rejected"
 
 
+def _served_slower(
+    seed: int, slower: float, service_ns: float, **kw: float
+) -> tuple[FrameVerdict, float]:
+    """A frame whose link serves ``slower`` x the service times the model is given: its
+    verdict, and the true mean occupancy of the whole queue."""
+    rng = np.random.default_rng(500 + seed)
+    gaps, service = source(rng, service_ns, int(FRAME_NS / GAP_NS * 1.3))
+    truth = simulate_frame(gaps, service * slower, FRAME_NS, "tandem", BUS)
+    v = self_check(
+        hist(gaps), hist(service), FRAME_NS, truth.tail, truth.head, rng, model="tandem",
+        bus=BUS, **kw,
+    )  # fmt: skip
+    return v, float(np.dot(np.arange(truth.whole.size), truth.whole) / truth.whole.sum())
+
+
+def test_a_difference_the_buffers_tell_apart_is_tolerated_when_small() -> None:
+    # Services 8 % slower than the model's: told apart in every frame of 13k items, yet the
+    # estimate is within 4 % of the truth: consistent, decided by the tolerance.
+    for seed in range(10):
+        v, true = _served_slower(seed, 1.08, 700.0)
+        strict, _ = _served_slower(seed, 1.08, 700.0, tolerance=0.0)
+        print(seed, v.to_dict(), f"true mean {true:.2f}")
+        assert v.distinguishable and v.excess_items > 0.0
+        assert v.verdict == "consistent" and v.decided_by == "tolerance"
+        assert abs(v.estimate_items - true) <= v.tolerance_items
+        assert v.tolerance_items == pytest.approx(0.15 * v.estimate_items)
+        # With no tolerance but the one-item floor: rejected exactly where W1 passes it.
+        assert strict.tolerance_items == 1.0
+        want = "rejected" if strict.w1_items - strict.clock_bias_items > 1.0 else "consistent"
+        assert strict.verdict == want
+
+
+def test_a_difference_beyond_the_tolerance_is_rejected() -> None:
+    # Services 70 % slower: the estimate falls short by about the tolerance; the verdict
+    # follows whether it is off by more, in 9 of 10 frames or better.
+    agree = 0
+    for seed in range(10):
+        v, true = _served_slower(seed, 1.7, 500.0)
+        off = abs(v.estimate_items - true) > v.tolerance_items
+        print(seed, v.verdict, v.decided_by, f"estimate {v.estimate_items:.2f} true {true:.2f}")
+        assert v.decided_by in ("discrepancy", "tolerance")
+        agree += off == (v.verdict == "rejected")
+    assert agree >= 9
+
+
 def test_clock_bias_widens_threshold_and_run_rule() -> None:
     # Correlated data, rejected without bias, is let through once the clock bias covers it.
     base = _frame(3, "ideal", correlated=True, service_ns=300.0)

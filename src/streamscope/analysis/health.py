@@ -8,6 +8,8 @@ that stalled (``stalls``), probe records lost (``drops``), causality violations 
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from streamscope.analysis.context import Context, Finding
@@ -207,6 +209,15 @@ def violations(ctx: Context) -> list[Finding]:
     return out
 
 
+def _share(t: object) -> str:
+    return f"{float(t):.0%}" if isinstance(t, (int, float)) else "15%"
+
+
+def _decided(v: dict[str, Any]) -> str:
+    got = v.get("decided_by") or {}
+    return ", ".join(f"{n} frames {k}" for k, n in got.items()) or "frames not detailed"
+
+
 def virtual_queues(ctx: Context) -> list[Finding]:
     """Link channels whose queue model its own self-check rejects."""
     try:
@@ -229,8 +240,10 @@ def virtual_queues(ctx: Context) -> list[Finding]:
                 f"the {v.get('model')} model of link channel {target} is rejected",
                 f"The model's prediction of the tail and head buffers disagrees with their "
                 f"measurements in {v.get('frames_rejected')} of {v.get('frames')} frames "
-                f"(p = {float(v.get('p_value') or 0.0):.3g}), more than chance explains, so the "
-                f"estimated occupancy of {target} is not reliable.",
+                f"(p = {float(v.get('p_value') or 0.0):.3g}), more than chance explains, by "
+                f"more than the tolerance ({_share(v.get('tolerance'))} of the estimate, at "
+                f"least one item) or with gaps that are not independent "
+                f"({_decided(v)}), so the estimated occupancy of {target} is not reliable.",
                 {
                     "query_id": v.get("query_id"),
                     "model": v.get("model"),
@@ -239,6 +252,8 @@ def virtual_queues(ctx: Context) -> list[Finding]:
                     "p_value": v.get("p_value"),
                     "w1_items": v.get("w1_items"),
                     "frames": frame_ranges(rejected),
+                    "decided_by": v.get("decided_by"),
+                    "tolerance": v.get("tolerance"),
                 },
                 "check the link's description (bulk size, transfer time, timeout) against the "
                 "device, and its clock calibration",

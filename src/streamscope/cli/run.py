@@ -108,6 +108,16 @@ def run(
             "virtual queue's distance to its true occupancy (the estimate never reads them)."
         ),
     ] = False,
+    vq_tolerance: Annotated[
+        float,
+        typer.Option(
+            min=0.0,
+            max=10.0,
+            help="A virtual queue's frame is rejected when its buffers show the estimate off "
+            "by more than this share of it (at least one item), beyond chance and the clocks' "
+            "uncertainty.",
+        ),
+    ] = 0.15,
     device_trace: Annotated[
         bool,
         typer.Option(help="Also ship devices' raw link-buffer records (normally frame summaries)."),
@@ -198,7 +208,8 @@ def run(
         frame_ns=duration_option(frame, "--frame"), out=out, overwrite=overwrite,
         mode=RunMode.INLINE if inline else RunMode.PROCESS,
         calibrate_every_s=_every_s(calibrate_every), clock_method=_clock_method(clock_method),
-        ground_truth=ground_truth, device_trace=device_trace, trace=trace,
+        ground_truth=ground_truth, vq_tolerance=vq_tolerance, device_trace=device_trace,
+        trace=trace,
         flight_records=flight_records, stall_ns=duration_option(stall, "--stall"),
         timeout_ns=duration_option(timeout, "--timeout") if timeout is not None else None,
         ray_address=ray_address,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from rich.console import Console
@@ -409,7 +410,8 @@ def vq_table(run: Run) -> Table | None:
         title="virtual queues (occupancy estimated by simulation, checked against the buffers)",
         title_justify="left",
     )
-    for col in ("channel", "model", "verdict", "frames rejected", "W1 self-check", "W1 to truth"):
+    for col in ("channel", "model", "verdict", "frames rejected", "frames decided by",
+                "W1 self-check", "W1 to truth"):  # fmt: skip
         table.add_column(col)
     for v in vqs:
         truth = v["w1_truth_items"]
@@ -421,15 +423,26 @@ def vq_table(run: Run) -> Table | None:
             v["model"] + (f"; arrivals: {arrivals}" if arrivals else ""),
             v["verdict"] + (f"; i.i.d. gaps: {iid}" if iid else ""),
             f"{v['frames_rejected']}/{v['frames']} (p={v['p_value']:.3g})",
+            ", ".join(f"{k} {n}" for k, n in v["decided_by"].items()) or "-",
             "-" if v["w1_items"] is None else f"{v['w1_items']:.2f} items",
             "-" if truth is None else f"{truth:.2f} items (ideal queue {ideal:.2f})",
         )
     table.caption = (
         "arrivals: frames simulated with the insertions the device counted per sub-window "
         "(profile) or with independent gaps (renewal); i.i.d. gaps: the self-check's verdict on "
-        "a model whose gaps are independent (rejected: the source's gaps depend on each other)"
+        "a model whose gaps are independent (rejected: the source's gaps depend on each other); "
+        "decided by: per frame, what settled its verdict (chance: the buffers match the model "
+        "as well as its own replications do; clock: within the clocks' uncertainty too; "
+        "tolerance: the buffers tell the model from the link, by less than the tolerance "
+        f"({_tolerance(vqs)} of the estimate, at least 1 item); discrepancy: by more, rejected; "
+        "dependence: the gaps are not i.i.d., rejected)"
     )
     return table
+
+
+def _tolerance(vqs: list[dict[str, Any]]) -> str:
+    shares = sorted({float(v["tolerance"]) for v in vqs if v.get("tolerance") is not None})
+    return "/".join(f"{t:.0%}" for t in shares) or "15%"
 
 
 def print_findings(path: Path, console: Console, top: int = 3) -> None:

@@ -24,6 +24,8 @@ DEFAULT_TAP_CAPACITY = 1 << 16
 DEFAULT_STALL_NS = 10_000_000_000
 #: The latest raw records the monitor keeps besides frames (its flight recorder).
 DEFAULT_FLIGHT_RECORDS = 200_000
+#: A virtual queue's tolerance (share of the estimated mean occupancy; ``model.selfcheck``).
+DEFAULT_VQ_TOLERANCE = 0.15
 #: The shortest stall limit (ns): several heartbeats of a busy stage (``_native_state.c``).
 MIN_STALL_NS = 300_000_000
 
@@ -54,6 +56,10 @@ class RunOptions:
     #: channel, and report each virtual queue's distance to its true occupancy (the estimate
     #: never reads them).
     ground_truth: bool = False
+    #: How far (a share of its mean occupancy, at least one item) a virtual queue's estimate
+    #: may be off and still be called consistent: a frame is rejected when the discrepancy its
+    #: buffers show beyond chance and clock bias exceeds it.
+    vq_tolerance: float = DEFAULT_VQ_TOLERANCE
     #: Ship a device's raw records of its link buffers to the monitor too (normally only
     #: per-frame summaries cross the link, unless another query needs the records).
     device_trace: bool = False
@@ -90,6 +96,11 @@ class RunOptions:
             raise ConfigError(
                 f"stall limit {self.stall_ns / 1e6:g} ms is too short: a busy stage that "
                 f"finishes items says so every 100 ms; use at least {MIN_STALL_NS // 1_000_000} ms"
+            )
+        if not 0.0 <= self.vq_tolerance <= 10.0:
+            raise ConfigError(
+                f"vq_tolerance must be a share of the mean occupancy in [0, 10], not "
+                f"{self.vq_tolerance!r}"
             )
         if self.flight_records < 0:
             raise ConfigError(f"flight_records must be 0 or more, not {self.flight_records}")

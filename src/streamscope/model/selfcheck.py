@@ -1,7 +1,16 @@
 """Self-check of the virtual-queue estimator (step 4 of Lancaster, Wingbermuehle, Beard &
 Chamberlain, Crossing Boundaries in TimeTrial, 2011): a frame's histograms and measured
-sub-queue level distributions in; a per-frame and a run-level consistent/rejected verdict out
-(W1 against the model's own replications, plus the dependence test of the renewal model)."""
+sub-queue level distributions in; a per-frame and a run-level consistent/rejected verdict out.
+
+Two questions, kept apart. *Can the buffers tell the model from the link?* W1 (items) between
+the measured and predicted buffers, against the model's own replications (chance) plus what the
+clocks' uncertainty can shift (clock bias): the paper's test. With enough items any small
+structural difference (the bus's exact timing, stamping) is told apart, however small its effect
+on the estimate. *Does it matter?* The discrepancy beyond chance and clock bias is how far the
+buffers say the model is off, in items of the ends' occupancy; it moves the whole queue's
+estimate by at most that much. A frame is rejected when it exceeds the tolerance (the larger of
+a share of the estimated mean occupancy and one item), or when the renewal model's dependence
+test rejects its i.i.d. gaps; each verdict says which part decided."""
 
 from __future__ import annotations
 
@@ -38,6 +47,20 @@ __all__ = [
 ]
 
 Verdict = Literal["consistent", "rejected"]
+#: What decided a frame's verdict: its W1 within chance (the model's own replications), within
+#: chance plus clock bias, beyond both but within the tolerance; beyond the tolerance
+#: (discrepancy); or the renewal model's dependence test.
+Decided = Literal["chance", "clock", "tolerance", "discrepancy", "dependence"]
+#: The tolerance of an estimate: this share of its mean occupancy, or TOLERANCE_FLOOR_ITEMS
+#: if larger.
+TOLERANCE = 0.15
+TOLERANCE_FLOOR_ITEMS = 1.0
+
+
+def tolerance_items(mean_items: float, share: float = TOLERANCE) -> float:
+    """How far (items) an estimate of mean occupancy ``mean_items`` may be off and still serve:
+    ``share`` of it, or ``TOLERANCE_FLOOR_ITEMS`` if larger."""
+    return max(share * mean_items, TOLERANCE_FLOOR_ITEMS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +68,12 @@ class FrameVerdict:
     """``w1_items``: W1(tail) + W1(head) between measured and predicted level distributions;
     ``tv``: the larger of the two TVs (reported, not tested); ``threshold_items``: the null's
     (1 - alpha) quantile plus ``clock_bias_items`` (1 - alpha/2 with a dependence test, which
-    then gets the other alpha/2: a frame is rejected when either test rejects)."""
+    then gets the other alpha/2): above it, the buffers tell the model from the link
+    (``distinguishable``). ``excess_items``: W1 beyond the threshold; the frame is rejected when
+    it exceeds ``tolerance_items`` (or the dependence test rejects). ``estimate_items``: the
+    whole queue's estimated mean occupancy; ``band_items``: how far from it the truth may be for
+    all the self-check can tell (W1 or the null quantile, whichever is larger, plus the clock
+    bias)."""
 
     verdict: Verdict
     w1_items: float
@@ -55,6 +83,15 @@ class FrameVerdict:
     null_quantile_items: float
     null_replications: int
     dependence: Dependence | None = None
+    decided_by: Decided = "chance"
+    excess_items: float = 0.0
+    tolerance_items: float = TOLERANCE_FLOOR_ITEMS
+    estimate_items: float = 0.0
+    band_items: float = 0.0
+
+    @property
+    def distinguishable(self) -> bool:
+        return self.w1_items > self.threshold_items
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -66,6 +103,11 @@ class FrameVerdict:
             "null_quantile_items": self.null_quantile_items,
             "null_replications": self.null_replications,
             "dependence": None if self.dependence is None else self.dependence.to_dict(),
+            "decided_by": self.decided_by,
+            "excess_items": self.excess_items,
+            "tolerance_items": self.tolerance_items,
+            "estimate_items": self.estimate_items,
+            "band_items": self.band_items,
         }
 
 
@@ -81,6 +123,7 @@ class RunVerdict:
     alpha: float
     p_value: float
     dependence: Dependence | None = None  #: the frames' dependence tests, pooled
+    frames_distinguishable: int = 0  #: frames whose W1 was over the threshold, rejected or not
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -90,6 +133,7 @@ class RunVerdict:
             "alpha": self.alpha,
             "p_value": self.p_value,
             "dependence": None if self.dependence is None else self.dependence.to_dict(),
+            "frames_distinguishable": self.frames_distinguishable,
         }
 
 
@@ -142,6 +186,8 @@ def self_check(
     dependence_replications: int = 99,
     windows: tuple[float, float] | None = None,
     runs: Sequence[tuple[SubQueues, int]] | None = None,
+    tolerance: float = TOLERANCE,
+    estimate_items: float | None = None,
 ) -> FrameVerdict:
     """Measured sub-queue level weights (ns or fractions, index = level) against the model:
     the frame's histograms (as for :func:`~streamscope.model.predict`), the measured tail
@@ -181,7 +227,9 @@ def self_check(
             raise ModelInputError("runs: give at least 2 replications, and no prediction")
         mean = summarise(runs, model, arrivals)
         w1, tv_max = _stat(measured_tail, measured_head, mean)
-        return _verdict(w1, tv_max, _loo_null(runs), level, clock_bias_items, dep)
+        est = mean.mean_occupancy if estimate_items is None else estimate_items
+        tol = tolerance_items(est, tolerance)
+        return _verdict(w1, tv_max, _loo_null(runs), level, clock_bias_items, dep, tol, est)
     sampled = profile if arrivals == "profile" else None
     pred = prediction
     if pred is None:
@@ -196,17 +244,37 @@ def self_check(
         start_tail=start_tail, start_head=start_head, profile=sampled, windows=windows,
     )  # fmt: skip
     null = np.array([_stat(occ.tail, occ.head, pred)[0] for occ, _ in null_runs])
-    return _verdict(w1, tv_max, null, level, clock_bias_items, dep)
+    est = pred.mean_occupancy if estimate_items is None else estimate_items
+    tol = tolerance_items(est, tolerance)
+    return _verdict(w1, tv_max, null, level, clock_bias_items, dep, tol, est)
 
 
 def _verdict(
-    w1: float, tv_max: float, null: F64, level: float, bias: float, dep: Dependence | None
+    w1: float,
+    tv_max: float,
+    null: F64,
+    level: float,
+    bias: float,
+    dep: Dependence | None,
+    tol: float,
+    estimate: float,
 ) -> FrameVerdict:
     q = float(np.quantile(null, 1.0 - level, method="higher"))
     threshold = q + bias
-    bad = w1 > threshold or (dep is not None and dep.p_value < level)
+    excess = max(0.0, w1 - threshold)
+    decided: Decided
+    if dep is not None and dep.p_value < level:
+        decided = "dependence"
+    elif excess > 0.0 and w1 - bias > tol:
+        decided = "discrepancy"
+    elif excess > 0.0:
+        decided = "tolerance"
+    elif w1 > q:
+        decided = "clock"
+    else:
+        decided = "chance"
     return FrameVerdict(
-        verdict="rejected" if bad else "consistent",
+        verdict="rejected" if decided in ("dependence", "discrepancy") else "consistent",
         w1_items=w1,
         tv=tv_max,
         threshold_items=threshold,
@@ -214,6 +282,11 @@ def _verdict(
         null_quantile_items=q,
         null_replications=int(null.size),
         dependence=dep,
+        decided_by=decided,
+        excess_items=excess,
+        tolerance_items=tol,
+        estimate_items=estimate,
+        band_items=max(w1, q) + bias,
     )
 
 
@@ -255,4 +328,5 @@ def combine_frames(
         alpha=alpha,
         p_value=p,
         dependence=dependence,
+        frames_distinguishable=sum(f.distinguishable for f in frames),
     )

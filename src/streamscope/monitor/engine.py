@@ -23,7 +23,11 @@ import numpy as np
 from streamscope.aggregate.points import DropCount, FrameResult, ScalarPoint
 from streamscope.aggregate.shipped import FRAMES_MAGIC, ShippedFrame, decode_frames
 from streamscope.aggregate.subqueue import decode_summaries
-from streamscope.core.options import DEFAULT_FLIGHT_RECORDS, DEFAULT_STALL_NS
+from streamscope.core.options import (
+    DEFAULT_FLIGHT_RECORDS,
+    DEFAULT_STALL_NS,
+    DEFAULT_VQ_TOLERANCE,
+)
 from streamscope.core.records import Kind, Records
 from streamscope.core.tablerows import TableSink
 from streamscope.core.topology import HOST, Known, Topology
@@ -71,11 +75,13 @@ class Engine:
         trace: bool = False,
         stall_ns: int = DEFAULT_STALL_NS,
         flight_records: int = DEFAULT_FLIGHT_RECORDS,
+        vq_tolerance: float = DEFAULT_VQ_TOLERANCE,
     ) -> None:
         self.plan = plan
         self.topology = topology
         self._known = Known(topology)
         self.truth_dir = truth_dir
+        self.vq_tolerance = vq_tolerance
         self.drop_frame_ns = drop_frame_ns
         self.sink = sink
         self.on_table = on_table
@@ -120,7 +126,9 @@ class Engine:
         """Each probe's stream, each measured (query, target)'s reducer, the virtual queues."""
         self._probe_domain = topology.probe_domains()
         #: Link channels whose occupancy is estimated (virtual queues), by channel name.
-        self.virtual = virtual_queues(topology, plan, on_table, self.truth_dir is not None)
+        self.virtual = virtual_queues(
+            topology, plan, on_table, self.truth_dir is not None, self.vq_tolerance
+        )
         self._vq_key = {vq.key + i: (vq, side) for vq in self.virtual.values()
                         for i, side in enumerate(SIDES)}  # fmt: skip
         self._vq_probe = {pid: (vq, side, role) for vq in self.virtual.values()

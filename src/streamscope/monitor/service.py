@@ -136,6 +136,7 @@ class MonitorService:
             plan, topology, opts.frame_ns, self._write, self._write_table,
             method=opts.clock_method, truth_dir=settings.truth_dir, trace=opts.trace,
             stall_ns=opts.stall_ns, flight_records=opts.flight_records,
+            vq_tolerance=opts.vq_tolerance,
         )  # fmt: skip
         self.frame_ns = opts.frame_ns
         self.rings = RingSet(ring_dir, topology, self._declare) if ring_dir is not None else None

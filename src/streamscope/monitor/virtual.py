@@ -32,6 +32,7 @@ from streamscope.core.tablerows import TableSink
 from streamscope.core.topology import HOST, ChannelInfo, Topology
 from streamscope.model import Bus
 from streamscope.model.estimator import Profile
+from streamscope.model.selfcheck import TOLERANCE
 from streamscope.monitor.vqmodel import F64, FrameInputs, FrameModels
 from streamscope.monitor.vqtables import VQTables
 from streamscope.query.plan import Plan
@@ -67,6 +68,7 @@ class VirtualQueue:
         *,
         seed: int = 0,
         keep_truth: bool = False,
+        tolerance: float = TOLERANCE,
     ) -> None:
         """``key``: 2 x the channel's index (tail side; +1 the head side). ``sides``: per side,
         (clock domain, insert probe, remove probe, producer state probe or 0)."""
@@ -91,7 +93,7 @@ class VirtualQueue:
             self.sides[side] = _Side(domain, ins, rem, state, frames, {})
         self.next_frame = 0
         self.keep_truth = keep_truth
-        self.models = FrameModels(bus, seed, key, keep_truth)
+        self.models = FrameModels(bus, seed, key, keep_truth, tolerance)
         self.tables = VQTables(channel.name, [q for q, _ in queries], frame_ns, on_table)
 
     # -- input -------------------------------------------------------------------------------
@@ -231,7 +233,8 @@ def _frame_row(
     return {
         "frame": frame, "model": "tandem", "arrivals": None, "verdict": None,
         "w1_items": None, "tv": None, "threshold_items": None, "null_quantile_items": None,
-        "clock_bias_items": None, "predicted_mean": None, "ideal_mean": None,
+        "clock_bias_items": None, "decided_by": None, "excess_items": None,
+        "tolerance_items": None, "band_items": None, "predicted_mean": None, "ideal_mean": None,
         "tail_mean": _mean(tail.level_ticks) if tail else None,
         "head_mean": _mean(head.level_ticks) if head else None,
         "items_in": tail.n_in if tail else 0, "items_out": head.n_out if head else 0,
@@ -284,9 +287,14 @@ def frame_inputs(
 
 
 def virtual_queues(
-    topology: Topology, plan: Plan, on_table: TableSink | None, keep_truth: bool
+    topology: Topology,
+    plan: Plan,
+    on_table: TableSink | None,
+    keep_truth: bool,
+    tolerance: float = TOLERANCE,
 ) -> dict[str, VirtualQueue]:
-    """A ``VirtualQueue`` for every link channel that an occupancy query targets."""
+    """A ``VirtualQueue`` for every link channel that an occupancy query targets
+    (``tolerance``: of each frame's verdict, as a share of its estimate)."""
     where = topology.stage_domains()
     probe = {(p.kind, p.target): p.id for p in topology.probes}
     index = {c.name: i for i, c in enumerate(topology.channels)}
@@ -304,6 +312,7 @@ def virtual_queues(
         }  # fmt: skip
         frame_ns = min(q.frame_ns for q in plan.queries if q.id in {i for i, _ in queries})
         out[name] = VirtualQueue(
-            ch, 2 * index[name], queries, frame_ns, sides, on_table, keep_truth=keep_truth
-        )
+            ch, 2 * index[name], queries, frame_ns, sides, on_table, keep_truth=keep_truth,
+            tolerance=tolerance,
+        )  # fmt: skip
     return out

@@ -29,7 +29,7 @@ from streamscope.model.estimator import (
     replicates,
     summarise,
 )
-from streamscope.model.selfcheck import DependencePool, FrameVerdict
+from streamscope.model.selfcheck import TOLERANCE, DependencePool, FrameVerdict
 
 F64 = NDArray[np.float64]
 #: Level of each frame's self-check (and of the run's binomial test over frames).
@@ -107,6 +107,7 @@ class FrameModels:
     seed: int
     key: int
     keep_truth: bool = False
+    tolerance: float = TOLERANCE  #: of each frame's verdict, as a share of its estimate
     verdicts: list[FrameVerdict] = field(default_factory=list)
     renewal_verdicts: list[FrameVerdict] = field(default_factory=list)
     dependence: DependencePool = field(default_factory=DependencePool)
@@ -154,7 +155,7 @@ class FrameModels:
             arrivals=p.use, predicted_mean=est.mean_occupancy, ideal_mean=ideal.mean_occupancy,
             renewal_mean=None if renewal is None else renewal.mean_occupancy,
         )  # fmt: skip
-        self._check(row, extra, x, m, p, rng, bias)
+        self._check(row, extra, x, m, p, rng, bias, est.mean_occupancy)
         if self.keep_truth:
             self.estimates.append(
                 Estimate(frame, whole, np.asarray(ideal.whole),
@@ -212,6 +213,7 @@ class FrameModels:
         p: _Predictions,
         rng: np.random.Generator,
         bias: float,
+        estimate: float,
     ) -> None:
         """Self-check the model used (and the renewal model beside the profile one); an
         assumed input cannot be tested."""
@@ -220,21 +222,27 @@ class FrameModels:
         check: dict[str, Any] = {
             "model": "tandem", "bus": self.bus, "alpha": ALPHA, "clock_bias_items": bias,
             "start_tail": m.start_tail, "start_head": m.start_head, "profile": x.profile,
-            "windows": x.windows,
+            "windows": x.windows, "tolerance": self.tolerance,
         }  # fmt: skip
         if use == "profile" or not x.assumed:
-            v = self_check(drawn, x.service, length, mt, mh, rng, runs=runs, arrivals=use, **check)
+            v = self_check(drawn, x.service, length, mt, mh, rng, runs=runs, arrivals=use,
+                           estimate_items=estimate, **check)  # fmt: skip
             self.verdicts.append(v)
             self.w1_sum += v.w1_items
             row.update(
                 verdict=v.verdict, w1_items=v.w1_items, tv=v.tv,
                 threshold_items=v.threshold_items, null_quantile_items=v.null_quantile_items,
-                clock_bias_items=v.clock_bias_items,
+                clock_bias_items=v.clock_bias_items, decided_by=v.decided_by,
+                excess_items=v.excess_items, tolerance_items=v.tolerance_items,
+                band_items=v.band_items,
             )  # fmt: skip
             extra += [
                 ScalarPoint("w1_items", v.w1_items),
                 ScalarPoint("threshold_items", v.threshold_items),
                 ScalarPoint("clock_bias_items", v.clock_bias_items),
+                ScalarPoint("excess_items", v.excess_items),
+                ScalarPoint("tolerance_items", v.tolerance_items),
+                ScalarPoint("band_items", v.band_items),
                 ScalarPoint("rejected", 1.0 if v.verdict == "rejected" else 0.0),
             ]
             rv: FrameVerdict | None = v if use == "renewal" else None
@@ -247,7 +255,9 @@ class FrameModels:
                 # The paper's model on the same frame: would i.i.d. gaps have done?
                 rv = self_check(
                     x.arrivals, x.service, length, mt, mh, rng, runs=renewal_runs,
-                    arrivals="renewal", pool=None if x.edge else self.dependence, **check,
+                    arrivals="renewal", pool=None if x.edge else self.dependence,
+                    estimate_items=None if p.renewal is None else p.renewal.mean_occupancy,
+                    **check,
                 )  # fmt: skip
             if rv is not None:
                 self.renewal_verdicts.append(rv)

@@ -81,6 +81,8 @@ class VQTables:
                     "verdict": [run.verdict], "frames": [run.frames],
                     "frames_rejected": [run.frames_rejected], "alpha": [run.alpha],
                     "p_value": [run.p_value],
+                    "frames_distinguishable": [run.frames_distinguishable],
+                    "tolerance": [models.tolerance],
                     "w1_items": [models.w1_sum / len(models.verdicts) if models.verdicts else None],
                     "w1_truth_items": [means[0]], "w1_truth_ideal_items": [means[1]],
                     "renewal_verdict": [renewal.verdict if renewal.frames else None],

@@ -17,7 +17,10 @@ from typing import Any
 from streamscope.store.reader import Run
 
 #: Stats a virtual queue's occupancy frames carry besides the query's own aggregations.
-SELF_CHECK_STATS = ("w1_items", "threshold_items", "clock_bias_items", "rejected")
+SELF_CHECK_STATS = (
+    "w1_items", "threshold_items", "clock_bias_items", "rejected", "excess_items",
+    "tolerance_items", "band_items",
+)  # fmt: skip
 #: Stats about clocks that a cross-domain channel's frames carry.
 CLOCK_STATS = ("uncertainty_ns", "violations")
 #: The quantiles a box-whisker summary needs (``box``: 0, 0.25, 0.5, 0.75, 1).

@@ -85,12 +85,43 @@ VQ_FRAME = Table(
             "sub-window, spaced by gaps from the histogram) or renewal (i.i.d. gaps from the "
             "histogram, Lancaster et al. 2011); NULL: not modelled",
         ),
-        _C("verdict", "VARCHAR", "consistent or rejected; NULL: not enough data to model"),
+        _C(
+            "verdict",
+            "VARCHAR",
+            "consistent or rejected (W1 over threshold_items and, less the clock bias, over "
+            "tolerance_items; or the renewal model's dependence test); NULL: not enough data "
+            "to model",
+        ),
         _C("w1_items", "DOUBLE", "W1 (items) of the sub-queues, measured vs predicted"),
         _C("tv", "DOUBLE", "larger total variation of the two sub-queues"),
-        _C("threshold_items", "DOUBLE", "null quantile + clock bias: reject above"),
+        _C(
+            "threshold_items",
+            "DOUBLE",
+            "null quantile + clock bias: above it the buffers tell the model from the link",
+        ),
         _C("null_quantile_items", "DOUBLE", "(1 - alpha) quantile of model-vs-model W1"),
         _C("clock_bias_items", "DOUBLE", "throughput x timing uncertainty, in items"),
+        _C(
+            "decided_by",
+            "VARCHAR",
+            "what decided the verdict: chance (W1 within the null quantile), clock (within it "
+            "plus the clock bias), tolerance (beyond both, within the tolerance plus the clock "
+            "bias), discrepancy (beyond that too: rejected), dependence (the renewal model's gaps are not "
+            "i.i.d.: rejected)",
+        ),
+        _C("excess_items", "DOUBLE", "W1 beyond the threshold: the discrepancy that is no chance"),
+        _C(
+            "tolerance_items",
+            "DOUBLE",
+            "how far the estimate may be off: the run's tolerance share of predicted_mean, at "
+            "least 1 item",
+        ),
+        _C(
+            "band_items",
+            "DOUBLE",
+            "predicted_mean +- this is what the self-check cannot rule out: max(W1, null "
+            "quantile) + clock bias",
+        ),
         _C("predicted_mean", "DOUBLE", "predicted mean occupancy of the whole queue"),
         _C("ideal_mean", "DOUBLE", "the same from the ideal-queue model"),
         _C("tail_mean", "DOUBLE", "measured mean occupancy of the tail buffer"),
@@ -144,6 +175,13 @@ VIRTUAL_QUEUE = Table(
         _C("verdict", "VARCHAR NOT NULL", "consistent or rejected"),
         _C("frames", "BIGINT NOT NULL", "frames with a verdict"),
         _C("frames_rejected", "BIGINT NOT NULL", "frames rejected"),
+        _C(
+            "frames_distinguishable",
+            "BIGINT",
+            "frames whose buffers told the model from the link (W1 over threshold), rejected "
+            "or not",
+        ),
+        _C("tolerance", "DOUBLE", "the run's tolerance, a share of each frame's estimate"),
         _C("alpha", "DOUBLE NOT NULL", "level of each frame's test and of the run's"),
         _C("p_value", "DOUBLE NOT NULL", "P(Binomial(frames, alpha) >= frames_rejected)"),
         _C("w1_items", "DOUBLE", "mean over frames of the self-check W1"),

@@ -23,6 +23,10 @@ from streamscope.store._json import run_json
 from streamscope.store._sources import MemorySource, RunSource
 from streamscope.store.runstore import InMemoryStore, QueryRecord, RunMeta
 
+#: The parts of a virtual queue's self-check that decide a frame, in the order they are tried
+#: (``vq_frame.decided_by``).
+DECIDED = ("chance", "clock", "tolerance", "discrepancy", "dependence")
+
 
 class Run(Closing):
     """One recorded run. ``status`` is as stored: ``running`` = still going, or the writer died.
@@ -129,7 +133,9 @@ class Run(Closing):
         """One dict per virtual queue (link channel with an occupancy query): the run's
         verdict and distances (``virtual_queue``), with its per-frame rows (``vq_frame``) and
         ``arrivals_used``: how many frames each arrivals model simulated (``profile``: the
-        insertions the device counted per sub-window; ``renewal``: independent gaps)."""
+        insertions the device counted per sub-window; ``renewal``: independent gaps), and
+        ``decided_by``: how many frames each part of the self-check decided (chance, clock,
+        tolerance, discrepancy, dependence; see ``vq_frame.decided_by``)."""
         cols, rows = self.sql("SELECT * FROM virtual_queue ORDER BY query_id, target")
         fcols, frows = self.sql("SELECT * FROM vq_frame ORDER BY query_id, target, frame")
         frames: dict[tuple[int, str], list[dict[str, Any]]] = {}
@@ -146,6 +152,11 @@ class Run(Closing):
                 if f.get("arrivals"):
                     used[f["arrivals"]] = used.get(f["arrivals"], 0) + 1
             d["arrivals_used"] = dict(sorted(used.items()))
+            decided: dict[str, int] = {}
+            for f in d["frames_detail"]:
+                if f.get("decided_by"):
+                    decided[f["decided_by"]] = decided.get(f["decided_by"], 0) + 1
+            d["decided_by"] = {k: decided[k] for k in DECIDED if k in decided}
             out.append(d)
         return out
 

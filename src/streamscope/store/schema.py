@@ -37,7 +37,7 @@ from streamscope.store._stagetables import (
 from streamscope.store.table import Column, Table
 
 FORMAT = "streamscope-run"
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 STATUSES = tuple(s.value for s in RunStatus)
 UNDER_BIN = -1
 OVER_BIN = -2

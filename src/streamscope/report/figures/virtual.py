@@ -45,14 +45,21 @@ def _scatter(
 
 
 def vq_selfcheck(target: str, frames: list[dict[str, Any]]) -> Figure:
-    """A virtual queue's self-check per frame: W1 against its rejection threshold."""
+    """A virtual queue's self-check per frame: W1 against the threshold above which the
+    buffers tell the model from the link, and the tolerance (plus clock bias) above which
+    that matters."""
     x = [f["frame"] for f in frames]
     rej = [f for f in frames if f.get("verdict") == "rejected"]
     data = [
         _scatter("lines+markers", "W1 measured vs predicted buffers", x,
                  [f.get("w1_items") for f in frames], line={"color": "#2563eb"}),
-        _scatter("lines", "threshold (reject above)", x,
+        _scatter("lines", "chance + clock bias (told apart above)", x,
                  [f.get("threshold_items") for f in frames],
+                 line={"color": "#f59e0b", "dash": "dash", "shape": "hvh"}),
+        _scatter("lines", "tolerance + clock bias (rejected above both)", x,
+                 [None if f.get("tolerance_items") is None
+                  else f["tolerance_items"] + (f.get("clock_bias_items") or 0.0)
+                  for f in frames],
                  line={"color": "#dc2626", "dash": "dash", "shape": "hvh"}),
         _scatter("markers", "rejected frame", [f["frame"] for f in rej],
                  [f.get("w1_items") for f in rej],

@@ -18,8 +18,13 @@ from streamscope.store.reader import Run
 INTRO = (
     '<p class="muted">A link channel\'s occupancy is estimated per frame by simulation '
     "(tail buffer, bulk-transfer bus, head buffer) and checked against the two measured "
-    "buffers: a frame is rejected when W1 between measured and predicted buffers exceeds "
-    "its threshold; the run is rejected when more frames are rejected than chance explains."
+    "buffers. W1 between measured and predicted buffers above the model's own spread "
+    "(chance) plus what the clocks' uncertainty can shift (clock bias) means the buffers "
+    "tell the model from the link; a frame is rejected only when that discrepancy also "
+    "exceeds the tolerance (a share of the estimated mean occupancy, at least one item, plus "
+    "the clock bias): the estimate may be off by more than that. <b>decided by</b> says "
+    "which part decided each frame; the estimate &plusmn; its band is what the self-check "
+    "cannot rule out. The run is rejected when more frames are rejected than chance explains."
     "</p>"
 )
 ARRIVALS = (
@@ -34,6 +39,9 @@ ARRIVALS = (
 SUMMARY = (
     ("frames checked", "frames"),
     ("rejected", "frames_rejected"),
+    ("told apart", "frames_distinguishable"),
+    ("tolerance", "tolerance"),
+    ("frames decided by", "decided_by"),
     ("alpha", "alpha"),
     ("p-value", "p_value"),
     ("W1 self-check (items)", "w1_items"),
@@ -49,11 +57,15 @@ FRAME_COLUMNS = [
     "frame",
     "arrivals",
     "verdict",
+    "decided_by",
     "renewal_verdict",
     "dependence_p",
     "w1_items",
     "threshold_items",
     "clock_bias_items",
+    "excess_items",
+    "tolerance_items",
+    "band_items",
     "tv",
     "predicted_mean",
     "ideal_mean",
@@ -121,4 +133,9 @@ def _queue(page: Page, run: Run, v: dict[str, Any]) -> str:
 def _summary_cell(v: dict[str, Any], key: str) -> object:
     if key == "arrivals_used":  # frames simulated with each arrivals model
         return ", ".join(f"{k} {n}" for k, n in v["arrivals_used"].items()) or None
+    if key == "decided_by":
+        return ", ".join(f"{k} {n}" for k, n in v["decided_by"].items()) or None
+    if key == "tolerance":
+        t = v.get("tolerance")
+        return None if t is None else f"{t:.0%} (at least 1 item)"
     return v.get(key)
