@@ -61,6 +61,52 @@ def channel_loop(impl: ModuleType, tapped: bool, n: int) -> Callable[[], tuple[f
     return run
 
 
+#: Path tags measured: untagged FIFOs; tags carried but none given; every item tagged at the
+#: origin and recorded leaving and arriving; one item in about TAG_EVERY tagged; and the same
+#: two-channel path with the origin's tail and the end's head tapped (as the default queries
+#: do), without tags and with every item tagged (a tag then shares its tap's clock reading).
+TAG_MODES = ("off", "carried", "every item", "1 in 64", "ends tapped", "ends tapped, every item")
+TAG_EVERY = 64
+
+
+def path_loop(impl: ModuleType, mode: str, n: int) -> Callable[[], tuple[float]]:
+    """ns per item along a two-channel path (put, get, put, get in one thread, playing a source,
+    a 1:1 stage and the path's end; the thread's tag cleared before each source put, as a
+    source's thread has none), its items tagged as ``mode`` says."""
+    a, b = impl.Fifo(0), impl.Fifo(0)
+    mems = []
+    if mode not in ("off", "ends tapped"):
+        a.keep_tags()
+        b.keep_tags()
+    if mode.startswith("ends tapped"):
+        tmem = rings.anonymous_ring(3, int(Kind.PUT), 1 << 20)
+        hmem = rings.anonymous_ring(4, int(Kind.GET), 1 << 20)
+        a.tail, b.head = impl.Ring(tmem, impl.Clock()), impl.Ring(hmem, impl.Clock())
+        mems += [(tmem, a.tail), (hmem, b.head)]
+    if mode.endswith("every item") or mode == "1 in 64":
+        dmem = rings.anonymous_ring(1, int(Kind.DEPART), 1 << 20)
+        amem = rings.anonymous_ring(2, int(Kind.ARRIVE), 1 << 20)
+        dring, aring = impl.Ring(dmem, impl.Clock()), impl.Ring(amem, impl.Clock())
+        a.tag_departures(dring, TAG_EVERY if mode == "1 in 64" else 1)
+        b.tag_arrivals(aring)
+        mems += [(dmem, dring), (amem, aring)]
+
+    def run() -> tuple[float]:
+        for mem, ring in mems:
+            native.store_release(mem, W_R, ring.written)
+        put_a, get_a, put_b, get_b = a.put, a.get, b.put, b.get
+        source = impl.set_current_tag  # each role its own thread: the source carries no tag
+        t0 = time.perf_counter_ns()
+        for i in range(n):
+            source(0)
+            put_a(i)
+            put_b(get_a())
+            get_b()
+        return ((time.perf_counter_ns() - t0) / n,)
+
+    return run
+
+
 def state_loop(impl: ModuleType, recorded: bool, n: int) -> Callable[[], tuple[float]]:
     mem = rings.anonymous_ring(3, int(Kind.STATE), 1 << 20)
     ring = impl.Ring(mem, impl.Clock()) if recorded else None
@@ -166,6 +212,30 @@ def main() -> int:
     print(
         "(a channel's put+get is two events; the figures per pair are shown, the added cost per event)"
     )
+    tag_rows = []
+    for name, impl in sorted(native.implementations().items()):
+        got = interleave([(m, path_loop(impl, m, n)) for m in TAG_MODES], reps)[0]
+        by = dict(zip(TAG_MODES, got, strict=True))
+        for m in TAG_MODES[1:]:
+            base = by["ends tapped" if m.startswith("ends tapped") else "off"].median
+            if m == "ends tapped":
+                continue
+            diff = by[m].median - base
+            per_tag = diff if m.endswith("every item") else None
+            if name == "native" and per_tag is not None:
+                added[("native", f"tagged item ({m})")] = per_tag
+            tag_rows.append(
+                [f"{name}: {m}", f"{base:,.1f}", f"{by[m].median:,.1f}", fmt_spread(by[m]),
+                 f"{diff:+,.1f}", "-" if per_tag is None else f"{per_tag:+,.1f}"]
+            )  # fmt: skip
+    print(
+        table(["path tags", "ns per item, untagged", "ns per item", "spread", "added ns/item",
+               "added ns/tagged item"], tag_rows)
+    )  # fmt: skip
+    print(
+        "(an item along a two-channel path: put, get, put, get; a tagged item is recorded "
+        "leaving the origin and arriving at the end)"
+    )
     cg_n = 2_000 if quick else 100_000
     for what in ("state",) if quick else ("channel", "state"):
         ins = callgrind(what, cg_n)
@@ -173,7 +243,8 @@ def main() -> int:
             print(f"callgrind ({what}): not counted (valgrind or the native core is missing)")
         else:
             print(f"callgrind ({what}): {ins:,.1f} instructions added per event")
-    for what in ("channel event", "state change"):
+    for what in ("channel event", "state change", "tagged item (every item)",
+                 "tagged item (ends tapped, every item)"):  # fmt: skip
         ns = added.get(("native", what))
         if ns is not None:
             print(

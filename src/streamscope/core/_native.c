@@ -211,6 +211,10 @@ static PyMethodDef module_methods[] = {
      "Write 64-bit word ``word`` of a buffer with release order."},
     {"astir", (PyCFunction)(void (*)(void))m_astir, METH_FASTCALL,
      "Mark which rings (header addresses) hold anything for the monitor; returns how many."},
+    {"current_tag", native_current_tag, METH_NOARGS,
+     "The calling thread's path tag: what its next put carries (0: none)."},
+    {"set_current_tag", native_set_current_tag, METH_O,
+     "Set the calling thread's path tag (a channel written in Python hands one over)."},
     {"clock_gap_ns", m_clock_gap_ns, METH_NOARGS,
      "What one host clock read costs here (ns), as measured when the module loaded."},
     {NULL}};

@@ -25,7 +25,80 @@ typedef struct {
     RingObject *tail, *head;
     int64_t *stamps;    /* keep_stamps: the tail tap's ticks of each waiting item, by slot */
     int64_t last_stamp; /* ... of the item popped last */
+    /* Path tags (keep_tags): each waiting item's tag (0: none), by slot; the tag of the item
+       popped last; the rings of the tags leaving a path's origin here (its sampler: one item
+       in about ``tag_every`` is given a new tag, jittered, no two closer than
+       ``tag_min_gap`` ticks apart: every doubles until they are not) and of those arriving. */
+    int64_t *tags;
+    int64_t last_tag;
+    RingObject *depart, *arrive;
+    int64_t tag_every, tag_base, tag_countdown, tag_seq, tag_min_gap, tag_last_ticks;
+    uint64_t tag_rng;
 } FifoObject;
+
+/* The tag a stage thread carries from what it took to what it puts (see keep_tags): set by the
+   first tagged item it takes after it last put, kept while it puts (a generator's outputs all
+   carry their input's tag; an aggregator's output carries the oldest tag it took since). */
+#define TAG_TLS __thread __attribute__((tls_model("initial-exec")))
+static TAG_TLS int64_t t_tag;
+static TAG_TLS int t_emitted;
+
+static inline uint64_t tag_jitter(FifoObject *q)
+{
+    uint64_t x = q->tag_rng; /* xorshift64 */
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    q->tag_rng = x;
+    return x;
+}
+
+/* The tag an item put here carries (q->mu held; the putter's thread): the thread's, else,
+   at a path's origin, a new one one item in about tag_every. */
+static inline int64_t tag_choose(FifoObject *q)
+{
+    int64_t tag = t_tag;
+    t_emitted = 1;
+    if (tag != 0 || q->depart == NULL)
+        return tag;
+    if (--q->tag_countdown > 0)
+        return 0;
+    int64_t every = q->tag_every;
+    q->tag_countdown = every / 2 + 1 + (int64_t)(tag_jitter(q) % (uint64_t)every);
+    /* Not the thread's: each item a source (or a generator) puts here is sampled anew. */
+    return ((int64_t)q->depart->probe << 40) | (++q->tag_seq & ((1LL << 40) - 1));
+}
+
+/* A tag leaving a path's origin: recorded (DEPART, value = the tag) at ``ticks`` (the tail
+   tap's reading of the same put), or at the clock's now when < 0; the sampler slows down while
+   tags come closer than tag_min_gap. */
+static inline void tag_depart(FifoObject *q, int64_t tag, int64_t ticks)
+{
+    if (ticks < 0)
+        ticks = ring_record_stamp(q->depart, tag);
+    else
+        ring_record_at(q->depart, ticks, tag);
+    if (q->tag_min_gap > 0) {
+        int64_t gap = ticks - q->tag_last_ticks;
+        if (gap < q->tag_min_gap && q->tag_every < (1LL << 40))
+            q->tag_every *= 2;
+        else if (gap > 4 * q->tag_min_gap && q->tag_every > q->tag_base)
+            q->tag_every /= 2;
+        q->tag_last_ticks = ticks;
+    }
+}
+
+/* An item taken with ``tag`` (the taker's thread): the thread's tag after its last put is
+   dropped; a thread with none takes this one. */
+static inline void tag_got(int64_t tag)
+{
+    if (t_emitted) {
+        t_tag = 0;
+        t_emitted = 0;
+    }
+    if (t_tag == 0)
+        t_tag = tag;
+}
 
 static inline void LOCK(FifoObject *q)
 {
@@ -66,21 +139,29 @@ static int fifo_push(FifoObject *q, PyObject *item)
         Py_ssize_t n = q->alloc ? 2 * q->alloc : 16;
         PyObject **a = PyMem_RawMalloc((size_t)n * sizeof(PyObject *));
         int64_t *s = q->stamps ? PyMem_RawMalloc((size_t)n * sizeof(int64_t)) : NULL;
-        if (a == NULL || (q->stamps && s == NULL)) {
+        int64_t *g = q->tags ? PyMem_RawMalloc((size_t)n * sizeof(int64_t)) : NULL;
+        if (a == NULL || (q->stamps && s == NULL) || (q->tags && g == NULL)) {
             PyMem_RawFree(a);
             PyMem_RawFree(s);
+            PyMem_RawFree(g);
             return -1;
         }
         for (Py_ssize_t i = 0; i < q->count; i++) {
             a[i] = q->items[(q->first + i) % q->alloc];
             if (s)
                 s[i] = q->stamps[(q->first + i) % q->alloc];
+            if (g)
+                g[i] = q->tags[(q->first + i) % q->alloc];
         }
         PyMem_RawFree(q->items);
         q->items = a;
         if (s) {
             PyMem_RawFree(q->stamps);
             q->stamps = s;
+        }
+        if (g) {
+            PyMem_RawFree(q->tags);
+            q->tags = g;
         }
         q->alloc = n;
         q->first = 0;
@@ -91,14 +172,25 @@ static int fifo_push(FifoObject *q, PyObject *item)
     q->unfinished++;
     if (q->stamps)
         q->stamps[slot] = 0;
+    if (q->tags)
+        q->tags[slot] = 0;
     if (item != g_eos) {
         q->n_in++;
+        int64_t tag = q->tags ? tag_choose(q) : 0;
+        int departing = tag != 0 && q->depart != NULL;
+        if (q->tags)
+            q->tags[slot] = tag;
         if (q->tail != NULL) {
-            if (q->stamps)
-                q->stamps[slot] = ring_record_stamp(q->tail, q->n_in);
-            else
+            if (q->stamps || departing) { /* one clock read for the tap, the stamp, the tag */
+                int64_t ticks = ring_record_stamp(q->tail, q->n_in);
+                if (q->stamps)
+                    q->stamps[slot] = ticks;
+                if (departing)
+                    tag_depart(q, tag, ticks);
+            } else
                 ring_record_now(q->tail, q->n_in);
-        }
+        } else if (departing)
+            tag_depart(q, tag, -1);
         if (q->truth_at == 1)
             truth_note(q);
     }
@@ -115,11 +207,21 @@ static PyObject *fifo_pop(FifoObject *q)
     PyObject *item = q->items[q->first];
     if (q->stamps)
         q->last_stamp = q->stamps[q->first];
+    if (q->tags)
+        q->last_tag = q->tags[q->first];
     q->first = (q->first + 1) % q->alloc;
     q->count--;
     if (item != g_eos) {
         q->n_out++;
-        if (q->head != NULL)
+        int64_t tag = q->tags ? q->last_tag : 0;
+        if (q->tags)
+            tag_got(tag);
+        if (tag != 0 && q->arrive != NULL) { /* a tagged item arriving (ARRIVE, value = tag) */
+            if (q->head != NULL)
+                ring_record_at(q->arrive, ring_record_stamp(q->head, q->n_out), tag);
+            else
+                ring_record_now(q->arrive, tag);
+        } else if (q->head != NULL)
             ring_record_now(q->head, q->n_out);
         if (q->truth_at == 2)
             truth_note(q);
@@ -172,6 +274,7 @@ static void Fifo_dealloc(FifoObject *self)
         PyMem_RawFree(self->items);
         PyMem_RawFree(self->truth);
         PyMem_RawFree(self->stamps);
+        PyMem_RawFree(self->tags);
         pthread_mutex_destroy(&self->mu);
         pthread_cond_destroy(&self->not_empty);
         pthread_cond_destroy(&self->not_full);
@@ -179,6 +282,8 @@ static void Fifo_dealloc(FifoObject *self)
     }
     Py_CLEAR(self->tail);
     Py_CLEAR(self->head);
+    Py_CLEAR(self->depart);
+    Py_CLEAR(self->arrive);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -653,6 +758,97 @@ static PyObject *Fifo_keep_stamps(FifoObject *self, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+static PyObject *Fifo_keep_tags(FifoObject *self, PyObject *unused)
+{
+    FIFO_READY(self);
+    LOCK(self);
+    if (self->tags == NULL)
+        self->tags = PyMem_RawCalloc((size_t)self->alloc, sizeof(int64_t));
+    int failed = self->tags == NULL;
+    UNLOCK(self);
+    if (failed)
+        return PyErr_NoMemory();
+    Py_RETURN_NONE;
+}
+
+static int tags_kept(FifoObject *self, const char *what)
+{
+    if (self->tags != NULL)
+        return 1;
+    PyErr_Format(PyExc_RuntimeError, "%s: keep_tags() was not called", what);
+    return 0;
+}
+
+/* tag_departures(ring, every, min_gap_ticks=0, seed=1): a path starts at this channel. */
+static PyObject *Fifo_tag_departures(FifoObject *self, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"ring", "every", "min_gap_ticks", "seed", NULL};
+    PyObject *ring;
+    long long every, min_gap = 0;
+    unsigned long long seed = 1;
+    FIFO_READY(self);
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!L|LK", names, &RingType, &ring, &every,
+                                     &min_gap, &seed))
+        return NULL;
+    if (!tags_kept(self, "tag_departures"))
+        return NULL;
+    if (every < 1 || min_gap < 0) {
+        PyErr_SetString(PyExc_ValueError, "tag_departures: every >= 1 and min_gap_ticks >= 0");
+        return NULL;
+    }
+    LOCK(self);
+    Py_INCREF(ring);
+    Py_XSETREF(self->depart, (RingObject *)ring);
+    self->tag_every = self->tag_base = every;
+    self->tag_min_gap = min_gap;
+    self->tag_rng = seed ? seed : 1;
+    self->tag_countdown = every / 2 + 1 + (int64_t)(tag_jitter(self) % (uint64_t)every);
+    UNLOCK(self);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Fifo_tag_arrivals(FifoObject *self, PyObject *ring)
+{
+    FIFO_READY(self);
+    if (!PyObject_TypeCheck(ring, &RingType)) {
+        PyErr_SetString(PyExc_TypeError, "tag_arrivals: a Ring");
+        return NULL;
+    }
+    if (!tags_kept(self, "tag_arrivals"))
+        return NULL;
+    LOCK(self);
+    Py_INCREF(ring);
+    Py_XSETREF(self->arrive, (RingObject *)ring);
+    UNLOCK(self);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Fifo_get_last_tag(FifoObject *self, void *unused)
+{
+    return PyLong_FromLongLong((long long)self->last_tag);
+}
+
+static PyObject *Fifo_get_tag_every(FifoObject *self, void *unused)
+{
+    return PyLong_FromLongLong((long long)self->tag_every);
+}
+
+/* The calling thread's tag (for channels written in Python, and tests). */
+static PyObject *native_current_tag(PyObject *mod, PyObject *unused)
+{
+    return PyLong_FromLongLong((long long)t_tag);
+}
+
+static PyObject *native_set_current_tag(PyObject *mod, PyObject *arg)
+{
+    long long tag = PyLong_AsLongLong(arg);
+    if (tag == -1 && PyErr_Occurred())
+        return NULL;
+    t_tag = tag;
+    t_emitted = 0;
+    Py_RETURN_NONE;
+}
+
 /* The run is stopping: wake every waiter for good; every later operation raises Aborted. */
 static PyObject *Fifo_abort(FifoObject *self, PyObject *unused)
 {
@@ -807,6 +1003,15 @@ static PyMethodDef Fifo_methods[] = {
      "Take n waiting items: (the items, the tail tap's ticks of each) (keep_stamps)."},
     {"keep_stamps", (PyCFunction)Fifo_keep_stamps, METH_NOARGS,
      "Keep the tail tap's ticks of each item with it (call before the first put)."},
+    {"keep_tags", (PyCFunction)Fifo_keep_tags, METH_NOARGS,
+     "Carry each item's path tag with it (call before the first put)."},
+    {"tag_departures", (PyCFunction)(void (*)(void))Fifo_tag_departures,
+     METH_VARARGS | METH_KEYWORDS,
+     "tag_departures(ring, every, min_gap_ticks=0, seed=1): a path's origin: tag one item "
+     "in about every (jittered; every doubles while tags come closer than min_gap_ticks), "
+     "record each tag leaving into ring."},
+    {"tag_arrivals", (PyCFunction)Fifo_tag_arrivals, METH_O,
+     "Record each tagged item taken into ring (a path's end)."},
     {"abort", (PyCFunction)Fifo_abort, METH_NOARGS, "Wake every waiter; the FIFO is done."},
     {"keep_truth", (PyCFunction)Fifo_keep_truth, METH_O,
      "Validation: keep the host time of every insertion ('put') or removal ('get')."},
@@ -825,6 +1030,8 @@ static PyGetSetDef Fifo_getset[] = {
     {"unfinished_tasks", (getter)Fifo_get_unfinished_tasks, NULL, "puts not yet task_done", NULL},
     {"last_put_ns", (getter)Fifo_get_last_put_ns, NULL, "host ns of the last put (watch_idle)", NULL},
     {"aborted", (getter)Fifo_get_aborted, NULL, "the run is stopping", NULL},
+    {"last_tag", (getter)Fifo_get_last_tag, NULL, "the tag of the item taken last", NULL},
+    {"tag_every", (getter)Fifo_get_tag_every, NULL, "the sampler's period now", NULL},
     {NULL}};
 
 static PyTypeObject FifoType = {

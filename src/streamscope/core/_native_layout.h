@@ -38,5 +38,7 @@
 #define KIND_EXIT 8
 #define KIND_DURATION 9
 #define KIND_REFUSED 10
+#define KIND_DEPART 11
+#define KIND_ARRIVE 12
 
 #endif

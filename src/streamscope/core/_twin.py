@@ -11,7 +11,7 @@ FIFO (``_twin_fifo``).
 from __future__ import annotations
 
 from streamscope.core._twin_clock import Clock, clock_gap_ns, host_ns
-from streamscope.core._twin_fifo import Fifo, configure
+from streamscope.core._twin_fifo import Fifo, configure, current_tag, set_current_tag
 from streamscope.core._twin_ring import Ring, astir, load_acquire, store_release
 from streamscope.core._twin_state import HEARTBEAT_NS, StateTracker, bind_tracker, bound_tracker
 
@@ -26,7 +26,9 @@ __all__ = [
     "bound_tracker",
     "clock_gap_ns",
     "configure",
+    "current_tag",
     "host_ns",
     "load_acquire",
+    "set_current_tag",
     "store_release",
 ]

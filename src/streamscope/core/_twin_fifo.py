@@ -30,6 +30,24 @@ _monotonic_ns = time.monotonic_ns
 _config: dict[str, Any] = {}
 
 
+#: The tag a stage thread carries from what it took to what it puts (see ``Fifo.keep_tags``):
+#: process-wide as the native core's thread-local is, one value per thread of the process.
+_local = threading.local()
+_MASK64 = (1 << 64) - 1
+_SEQ_MASK = (1 << 40) - 1
+
+
+def current_tag() -> int:
+    """The calling thread's path tag: what its next put carries (0: none)."""
+    return getattr(_local, "tag", 0)
+
+
+def set_current_tag(tag: int) -> None:
+    """Set the calling thread's path tag (a channel written in Python hands one over)."""
+    _local.tag = operator.index(tag)
+    _local.emitted = False
+
+
 def configure(*, eos: Any, aborted: Any, full: Any, empty: Any, main_ident: int) -> None:
     """The end-of-stream marker, and the errors for an aborted channel, a full and an empty one."""
     _config.update(eos=eos, aborted=aborted, full=full, empty=empty, main=main_ident)
@@ -74,6 +92,15 @@ class Fifo:
         #: ``keep_stamps``: the tail tap's ticks of each waiting item (None: not kept).
         self._stamps: deque[int] | None = None
         self._last_stamp = 0
+        #: ``keep_tags``: each waiting item's path tag (None: not kept), and the sampler of a
+        #: path's origin (``tag_departures``).
+        self._tags: deque[int] | None = None
+        self._last_tag = 0
+        self._depart: Ring | None = None
+        self._arrive: Ring | None = None
+        self._every = self._base = self._countdown = self._seq = self._min_gap = 0
+        self._last_ticks = 0
+        self._rng = 1
         self.tail: Ring | None = None
         self.head: Ring | None = None
 
@@ -87,31 +114,101 @@ class Fifo:
     def _push(self, item: Any) -> None:
         self._q.append(item)
         self._unfinished += 1
-        stamp = 0
+        stamp = tag = 0
         if item is not _config.get("eos"):
             self._n_in += 1
+            if self._tags is not None:
+                tag = self._tag_choose()
+            departing = tag != 0 and self._depart is not None
             tap = self.tail
             if tap is not None:
-                if self._stamps is not None:
-                    stamp = tap.record_stamp(self._n_in)
+                if self._stamps is not None or departing:  # one clock read for all three
+                    ticks = tap.record_stamp(self._n_in)
+                    if self._stamps is not None:
+                        stamp = ticks
+                    if departing:
+                        self._tag_depart(tag, ticks)
                 else:
                     tap.record(self._n_in)
+            elif departing:
+                self._tag_depart(tag, None)
             if self._truth_at == 1:
                 self._truth.append(_monotonic_ns())
         if self._stamps is not None:
             self._stamps.append(stamp)
+        if self._tags is not None:
+            self._tags.append(tag)
         if self._watch:
             self._last_put = _monotonic_ns()
         self._not_empty.notify()
+
+    def _jitter(self) -> int:
+        x = self._rng  # xorshift64, as the native core's
+        x ^= (x << 13) & _MASK64
+        x ^= x >> 7
+        x ^= (x << 17) & _MASK64
+        self._rng = x
+        return x
+
+    def _tag_choose(self) -> int:
+        """The tag an item put here carries: the thread's, else, at a path's origin, a new one
+        one item in about ``every``."""
+        tag: int = getattr(_local, "tag", 0)
+        _local.emitted = True
+        ring = self._depart
+        if tag != 0 or ring is None:
+            return tag
+        self._countdown -= 1
+        if self._countdown > 0:
+            return 0
+        every = self._every
+        self._countdown = every // 2 + 1 + self._jitter() % every
+        self._seq += 1
+        return int((ring.probe << 40) | (self._seq & _SEQ_MASK))
+
+    def _tag_depart(self, tag: int, ticks: int | None) -> None:
+        """A tag leaving a path's origin, recorded at ``ticks`` (the tail tap's, of the same
+        put) or now; the sampler slows down while tags come closer than ``min_gap``."""
+        ring = self._depart
+        assert ring is not None
+        if ticks is None:
+            ticks = ring.record_stamp(tag)
+        else:
+            ring.record_at(ticks, tag)
+        if self._min_gap > 0:
+            gap = ticks - self._last_ticks
+            if gap < self._min_gap and self._every < 1 << 40:
+                self._every *= 2
+            elif gap > 4 * self._min_gap and self._every > self._base:
+                self._every //= 2
+            self._last_ticks = ticks
+
+    def _tag_got(self, tag: int) -> None:
+        if getattr(_local, "emitted", False):
+            _local.tag = 0
+            _local.emitted = False
+        if getattr(_local, "tag", 0) == 0:
+            _local.tag = tag
 
     def _pop(self) -> Any:
         item = self._q.popleft()
         if self._stamps is not None:
             self._last_stamp = self._stamps.popleft()
+        if self._tags is not None:
+            self._last_tag = self._tags.popleft()
         if item is not _config.get("eos"):
             self._n_out += 1
+            tag = 0
+            if self._tags is not None:
+                tag = self._last_tag
+                self._tag_got(tag)
             tap = self.head
-            if tap is not None:
+            if tag != 0 and self._arrive is not None:  # a tagged item arriving
+                if tap is not None:
+                    self._arrive.record_at(tap.record_stamp(self._n_out), tag)
+                else:
+                    self._arrive.record(tag)
+            elif tap is not None:
                 tap.record(self._n_out)
             if self._truth_at == 2:
                 self._truth.append(_monotonic_ns())
@@ -248,12 +345,51 @@ class Fifo:
             if self._stamps is None:
                 self._stamps = deque([0] * len(self._q))
 
+    def keep_tags(self) -> None:
+        """Carry each item's path tag with it (call before the first put)."""
+        with self._mutex:
+            if self._tags is None:
+                self._tags = deque([0] * len(self._q))
+
+    def _tags_kept(self, what: str) -> None:
+        if self._tags is None:
+            raise RuntimeError(f"{what}: keep_tags() was not called")
+
+    def tag_departures(self, ring: Ring, every: int, min_gap_ticks: int = 0, seed: int = 1) -> None:
+        """A path's origin: tag one item in about ``every`` (jittered; ``every`` doubles while
+        tags come closer than ``min_gap_ticks``), record each tag leaving into ``ring``."""
+        self._tags_kept("tag_departures")
+        if every < 1 or min_gap_ticks < 0:
+            raise ValueError("tag_departures: every >= 1 and min_gap_ticks >= 0")
+        with self._mutex:
+            self._depart = ring
+            self._every = self._base = every
+            self._min_gap = min_gap_ticks
+            self._rng = seed or 1
+            self._countdown = every // 2 + 1 + self._jitter() % every
+
+    def tag_arrivals(self, ring: Ring) -> None:
+        """Record each tagged item taken into ``ring`` (a path's end)."""
+        self._tags_kept("tag_arrivals")
+        with self._mutex:
+            self._arrive = ring
+
+    @property
+    def last_tag(self) -> int:
+        return self._last_tag
+
+    @property
+    def tag_every(self) -> int:
+        return self._every
+
     def abort(self) -> None:
         with self._mutex:
             self._aborted = True
             self._q.clear()
             if self._stamps is not None:
                 self._stamps.clear()
+            if self._tags is not None:
+                self._tags.clear()
             self._maxsize = 0
             self._not_empty.notify_all()
             self._not_full.notify_all()

@@ -1,7 +1,8 @@
 """The probe core this process uses: the native extension, or its pure-Python twin.
 
 In: nothing (the choice is made once, at import). Out: ``Clock``, ``Ring``, ``StateTracker``,
-``Fifo``, ``astir``, ``bind_tracker``, ``bound_tracker``, ``host_ns``, ``load_acquire``,
+``Fifo``, ``astir``, ``bind_tracker``, ``bound_tracker``, ``current_tag``, ``set_current_tag``,
+``host_ns``, ``load_acquire``,
 ``store_release`` and ``clock_gap_ns`` from one implementation, named by ``IMPLEMENTATION`` (``"native"`` or
 ``"python"``). The twin is used when the extension was not built (no compiler at install) or
 when ``STREAMSCOPE_PURE_PYTHON`` is set (see ``core.config``).
@@ -51,8 +52,10 @@ if TYPE_CHECKING:  # the twin is the typed reference: both have the same API
         bind_tracker,
         bound_tracker,
         clock_gap_ns,
+        current_tag,
         host_ns,
         load_acquire,
+        set_current_tag,
         store_release,
     )
 else:
@@ -67,6 +70,8 @@ else:
     astir = _impl.astir
     store_release = _impl.store_release
     clock_gap_ns = _impl.clock_gap_ns
+    current_tag = _impl.current_tag
+    set_current_tag = _impl.set_current_tag
 
 
 def implementations() -> dict[str, ModuleType]:
@@ -90,8 +95,10 @@ __all__ = [
     "bind_tracker",
     "bound_tracker",
     "clock_gap_ns",
+    "current_tag",
     "host_ns",
     "implementations",
     "load_acquire",
+    "set_current_tag",
     "store_release",
 ]

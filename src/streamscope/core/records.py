@@ -46,6 +46,11 @@ class Kind(IntEnum):
     #: number, so items refused after the last kept record are still counted); ticks = when
     #: the agent noticed. Sent with the probe's DROPPED row.
     REFUSED = 10
+    #: A tagged item left a path's origin (a channel out of its first stage); value = the
+    #: tag: the origin's probe id << 40 | how many tags it gave so far.
+    DEPART = 11
+    #: A tagged item (or what became of it) was taken at a path's end; value = the tag.
+    ARRIVE = 12
 
 
 class State(IntEnum):
