@@ -155,8 +155,13 @@ ERRORS = [
         "interdeparture, latency, state, iteration, input_wait, output_wait, sample, counter, "
         "timer; did you mean 'occupancy'?",
     ),
-    ("occupancy(source server)", 1, 18, "expected '->' or ')' after 'source', found 'server'"),
-    ("occupancy(source => server)", 1, 18, "expected '->' or ')' after 'source', found '='"),
+    (
+        "occupancy(source server)",
+        1,
+        18,
+        "expected '->', '~>' or ')' after 'source', found 'server'",
+    ),
+    ("occupancy(source => server)", 1, 18, "expected '->', '~>' or ')' after 'source', found '='"),
     ("occupancy(source -> server", 1, 27, "expected ')' after 'server', found end of line"),
     ("occupancy", 1, 10, "expected '(' after 'occupancy', found end of line"),
     ("occupancy()", 1, 11, "expected a stage name after '(', found ')'"),
@@ -425,7 +430,7 @@ def test_builders_make_the_same_queries_as_text() -> None:
 
 
 def test_builder_errors_are_query_errors() -> None:
-    with pytest.raises(QueryError, match="expected '->' or '\\)' after 'source', found '='"):
+    with pytest.raises(QueryError, match="expected '->', '~>' or '\\)' after 'source', found '='"):
         occupancy("source => server")
     with pytest.raises(QueryError, match="bad duration '5 parsecs': use a number with ns"):
         state("a").every("5 parsecs")

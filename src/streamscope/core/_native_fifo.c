@@ -27,14 +27,17 @@ typedef struct {
     int64_t last_stamp; /* ... of the item popped last */
     /* Path tags (keep_tags): each waiting item's tag (0: none), by slot; the tag of the item
        popped last; the rings of the tags leaving a path's origin here (its sampler: one item
-       in about ``tag_every`` is given a new tag, jittered, no two closer than
-       ``tag_min_gap`` ticks apart: every doubles until they are not) and of those arriving. */
+       in about ``tag_every`` is given a new tag, jittered; over each window of TAG_WINDOW x
+       ``tag_min_gap`` ticks at most TAG_WINDOW tags) and of those arriving. */
     int64_t *tags;
     int64_t last_tag;
     RingObject *depart, *arrive;
-    int64_t tag_every, tag_base, tag_countdown, tag_seq, tag_min_gap, tag_last_ticks;
+    int64_t tag_every, tag_base, tag_countdown, tag_seq, tag_min_gap;
+    int64_t tag_window_start, tag_window_tags;
     uint64_t tag_rng;
 } FifoObject;
+
+#define TAG_WINDOW 64 /* the sampler's window: this many min_gap_ticks, as many tags at most */
 
 /* The tag a stage thread carries from what it took to what it puts (see keep_tags): set by the
    first tagged item it takes after it last put, kept while it puts (a generator's outputs all
@@ -70,8 +73,8 @@ static inline int64_t tag_choose(FifoObject *q)
 }
 
 /* A tag leaving a path's origin: recorded (DEPART, value = the tag) at ``ticks`` (the tail
-   tap's reading of the same put), or at the clock's now when < 0; the sampler slows down while
-   tags come closer than tag_min_gap. */
+   tap's reading of the same put), or at the clock's now when < 0; the sampler keeps tags
+   tag_min_gap apart on average. */
 static inline void tag_depart(FifoObject *q, int64_t tag, int64_t ticks)
 {
     if (ticks < 0)
@@ -79,12 +82,21 @@ static inline void tag_depart(FifoObject *q, int64_t tag, int64_t ticks)
     else
         ring_record_at(q->depart, ticks, tag);
     if (q->tag_min_gap > 0) {
-        int64_t gap = ticks - q->tag_last_ticks;
-        if (gap < q->tag_min_gap && q->tag_every < (1LL << 40))
-            q->tag_every *= 2;
-        else if (gap > 4 * q->tag_min_gap && q->tag_every > q->tag_base)
-            q->tag_every /= 2;
-        q->tag_last_ticks = ticks;
+        /* Window by window (TAG_WINDOW gaps long), so that inside one every item is as likely
+           to be tagged as any other: halve the rate while the window had more tags than it
+           allows, double it back when it had under a quarter. */
+        q->tag_window_tags++;
+        if (ticks - q->tag_window_start >= TAG_WINDOW * q->tag_min_gap) {
+            int64_t n = q->tag_window_tags;
+            while (n > TAG_WINDOW && q->tag_every < (1LL << 40)) {
+                q->tag_every *= 2;
+                n /= 2;
+            }
+            if (q->tag_window_tags < TAG_WINDOW / 4 && q->tag_every > q->tag_base)
+                q->tag_every /= 2;
+            q->tag_window_start = ticks;
+            q->tag_window_tags = 0;
+        }
     }
 }
 

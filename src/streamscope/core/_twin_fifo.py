@@ -35,6 +35,8 @@ _config: dict[str, Any] = {}
 _local = threading.local()
 _MASK64 = (1 << 64) - 1
 _SEQ_MASK = (1 << 40) - 1
+#: The sampler's window: this many min_gap_ticks, and as many tags at most in it.
+TAG_WINDOW = 64
 
 
 def current_tag() -> int:
@@ -99,7 +101,7 @@ class Fifo:
         self._depart: Ring | None = None
         self._arrive: Ring | None = None
         self._every = self._base = self._countdown = self._seq = self._min_gap = 0
-        self._last_ticks = 0
+        self._window_start = self._window_tags = 0
         self._rng = 1
         self.tail: Ring | None = None
         self.head: Ring | None = None
@@ -168,20 +170,24 @@ class Fifo:
 
     def _tag_depart(self, tag: int, ticks: int | None) -> None:
         """A tag leaving a path's origin, recorded at ``ticks`` (the tail tap's, of the same
-        put) or now; the sampler slows down while tags come closer than ``min_gap``."""
+        put) or now; the sampler keeps tags ``min_gap`` apart on average, window by window."""
         ring = self._depart
         assert ring is not None
         if ticks is None:
             ticks = ring.record_stamp(tag)
         else:
             ring.record_at(ticks, tag)
-        if self._min_gap > 0:
-            gap = ticks - self._last_ticks
-            if gap < self._min_gap and self._every < 1 << 40:
-                self._every *= 2
-            elif gap > 4 * self._min_gap and self._every > self._base:
-                self._every //= 2
-            self._last_ticks = ticks
+        if self._min_gap > 0:  # window by window, as the native core
+            self._window_tags += 1
+            if ticks - self._window_start >= TAG_WINDOW * self._min_gap:
+                n = self._window_tags
+                while n > TAG_WINDOW and self._every < 1 << 40:
+                    self._every *= 2
+                    n //= 2
+                if self._window_tags < TAG_WINDOW // 4 and self._every > self._base:
+                    self._every //= 2
+                self._window_start = ticks
+                self._window_tags = 0
 
     def _tag_got(self, tag: int) -> None:
         if getattr(_local, "emitted", False):

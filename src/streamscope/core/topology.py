@@ -159,6 +159,27 @@ class Topology:
             c.name for c in self.channels if where.get(c.src, HOST) != where.get(c.dst, HOST)
         )
 
+    def route(self, src: str, dst: str) -> tuple[ChannelInfo, ...]:
+        """The channels on some way from stage ``src`` to stage ``dst`` (in the topology's
+        order): those whose producer ``src`` reaches and whose consumer reaches ``dst``. Empty
+        when ``dst`` is not downstream of ``src``."""
+
+        def reach(start: str, forward: bool) -> set[str]:
+            seen, todo = {start}, [start]
+            while todo:
+                at = todo.pop()
+                for c in self.channels:
+                    here, there = (c.src, c.dst) if forward else (c.dst, c.src)
+                    if here == at and there not in seen:
+                        seen.add(there)
+                        todo.append(there)
+            return seen
+
+        if src == dst:
+            return ()
+        down, up = reach(src, True), reach(dst, False)
+        return tuple(c for c in self.channels if c.src in down and c.dst in up)
+
     def resource_of(self, stage: str) -> str:
         """The resource ``stage`` runs on (``""`` if it is not a stage of this topology)."""
         return next((s.resource for s in self.stages if s.name == stage), "")

@@ -44,7 +44,8 @@ from streamscope.monitor.endtables import (
 from streamscope.monitor.keeping import Keeper
 from streamscope.monitor.stalls import Stall, StallWatch
 from streamscope.monitor.virtual import SIDES, virtual_queues
-from streamscope.query.compile import new_targets
+from streamscope.query.ast import Path
+from streamscope.query.compile import new_targets, path_ends
 from streamscope.query.plan import Plan
 from streamscope.reduction.ledger import Ledger
 from streamscope.reduction.reducers import ReducerIndex, TargetReducer
@@ -153,6 +154,14 @@ class Engine:
             self.routes.add(
                 p, resource=topology.resource_of(p.target), count=count, summarized_ns=frame
             )
+        for q, t in pairs:
+            if isinstance(q.query.target, Path):
+                src, dst = path_ends(t.name)
+                route = topology.route(src, dst)
+                self.routes.add_path(
+                    t.name, [c.name for c in route if c.src == src],
+                    [c.name for c in route if c.dst == dst],
+                )  # fmt: skip
         self.reducers = ReducerIndex(
             [TargetReducer(q.id, q.metric, t.name, t.specs, q.frame_ns, t.name in self.crossing)
              for q, t in pairs]

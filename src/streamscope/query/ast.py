@@ -46,7 +46,20 @@ class StageRef:
         return format_name(self.name)
 
 
-Target = Edge | StageRef
+@dataclass(frozen=True, slots=True)
+class Path:
+    """From stages matching ``src`` to stages matching ``dst`` (fnmatch patterns), through the
+    stages and channels between them: what became of an item that left ``src`` reaching
+    ``dst``."""
+
+    src: str
+    dst: str
+
+    def __str__(self) -> str:
+        return f"{format_name(self.src)} ~> {format_name(self.dst)}"
+
+
+Target = Edge | StageRef | Path
 
 
 def _format_value(value: float, time_valued: bool) -> str:

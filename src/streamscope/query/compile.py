@@ -30,6 +30,7 @@ from streamscope.query.ast import (
     Edge,
     HistogramAgg,
     Origin,
+    Path,
     PercentileAgg,
     QuantilesAgg,
     Query,
@@ -72,6 +73,7 @@ def compile_queries(
     default_frame_ns: int,
     *,
     open_world: bool = False,
+    follow: bool = True,
 ) -> Plan:
     """Check every query against ``topology`` and resolve its targets, frame and specs.
 
@@ -86,6 +88,9 @@ def compile_queries(
     starts with the targets that exist and gains the others as they appear
     (:func:`new_targets`). Stage queries then match only ``topology``'s stages, not the names
     channels give their ends (a stage exists once a thread has worked in it).
+
+    ``follow``: items can be followed from stage to stage (``latency(SRC ~> DST)``); False
+    for a program, whose queues carry its items, not streamscope's channels.
     """
     if default_frame_ns <= 0:
         raise ConfigError(f"default frame must be greater than zero, got {default_frame_ns} ns")
@@ -97,19 +102,54 @@ def compile_queries(
     if isinstance(queries, str):
         queries = parse_queries(queries)
     compiled = [
-        _compile_one(i, q, topology, default_frame_ns, open_world) for i, q in enumerate(queries)
+        _compile_one(i, q, topology, default_frame_ns, open_world, follow)
+        for i, q in enumerate(queries)
     ]
     taps = frozenset(
         (kind, target.name)
         for cq in compiled
+        if not isinstance(cq.query.target, Path)
         for target in cq.targets
         for kind in METRICS[cq.metric].taps
-    )
+    ) | frozenset(tap for cq in compiled for tap in path_taps(cq, topology))
     return Plan(tuple(compiled), taps, open_world)
 
 
+#: What a path's channels are given: tags leave at its origin's channels (``depart``: the
+#: channels out of its first stage), arrive at its end's (``arrive``: the channels into its
+#: last stage), and every channel on it carries them (``carry``).
+PATH_TAPS = ("depart", "arrive", "carry")
+
+
+def path_ends(name: str) -> tuple[str, str]:
+    """A path target's first and last stage (its name is ``SRC ~> DST``)."""
+    src, _, dst = name.partition(" ~> ")
+    return src, dst
+
+
+def path_taps(cq: CompiledQuery, topology: Topology) -> list[tuple[str, str]]:
+    """The taps a path query's targets need on their channels (``PATH_TAPS``)."""
+    if not isinstance(cq.query.target, Path):
+        return []
+    out = []
+    for t in cq.targets:
+        src, dst = path_ends(t.name)
+        for c in topology.route(src, dst):
+            out.append(("carry", c.name))
+            if c.src == src:
+                out.append(("depart", c.name))
+            if c.dst == dst:
+                out.append(("arrive", c.name))
+    return out
+
+
 def _compile_one(
-    index: int, item: Query | str, topology: Topology, default_frame_ns: int, open_world: bool
+    index: int,
+    item: Query | str,
+    topology: Topology,
+    default_frame_ns: int,
+    open_world: bool,
+    follow: bool = True,
 ) -> CompiledQuery:
     source = f"query {index + 1}"
     if isinstance(item, str):
@@ -122,8 +162,11 @@ def _compile_one(
         origin = item.origin if _origin_fits(item) else reread.origin
     assert origin is not None
     info = METRICS[query.metric]
-    resolver = _Resolver(topology, origin, open_world)
-    if isinstance(query.target, Edge):
+    resolver = _Resolver(topology, origin, open_world, follow)
+    if isinstance(query.target, Path):
+        channels = []
+        names = resolver.paths(query.target)
+    elif isinstance(query.target, Edge):
         channels = resolver.channels(query.target)
         names = tuple(c.name for c in channels)
     elif info.probe:
@@ -169,6 +212,8 @@ def new_targets(
     for cq in plan.queries:
         have = set() if fresh else {t.name for t in cq.targets}
         target = cq.query.target
+        if isinstance(target, Path):
+            continue  # a path's stages and channels were all known when it was compiled
         origin = cq.query.origin or parse_query(cq.text, source=f"query {cq.id + 1}").origin
         assert origin is not None
         wanted = METRICS[cq.metric].probe
@@ -212,6 +257,8 @@ def watches(plan: Plan) -> list[dict[str, Any]]:
     for cq in plan.queries:
         target = cq.query.target
         kinds = list(METRICS[cq.metric].taps)
+        if isinstance(target, Path):
+            continue  # not in a program's queries (``_Resolver.paths``)
         if isinstance(target, Edge):
             out.append({"kinds": kinds, "src": target.src, "dst": target.dst})
         elif not METRICS[cq.metric].probe:
@@ -228,10 +275,13 @@ def _origin_fits(query: Query) -> bool:
 class _Resolver:
     """Matches name patterns against the topology; errors point at the pattern in the query."""
 
-    def __init__(self, topology: Topology, origin: Origin, open_world: bool = False) -> None:
+    def __init__(
+        self, topology: Topology, origin: Origin, open_world: bool = False, follow: bool = True
+    ) -> None:
         self.topology = topology
         self.origin = origin
         self.open_world = open_world
+        self.follow = follow
         known = [s.name for s in topology.stages]
         if not open_world:
             for c in topology.channels:
@@ -274,6 +324,47 @@ class _Resolver:
             close = difflib.get_close_matches(pattern, declared, n=1)
             message += f"; did you mean '{close[0]}'?" if close else ""
         raise self.error(message, 0)
+
+    def paths(self, path: Path) -> tuple[str, ...]:
+        """``SRC ~> DST`` for each pair of matched stages with a way between them, whose items
+        can be followed: through threads of one process (items in other processes, on devices
+        or event loops are not followed yet)."""
+        if not self.follow:
+            raise self.error(
+                "a program's items cannot be followed from stage to stage (its queues carry "
+                "them, not streamscope's channels): ask for each channel's latency(SRC -> DST)",
+                0,
+            )
+        kinds = {r.name: r.kind for r in self.topology.resources}
+        where = {s.name: s.resource for s in self.topology.stages}
+        out = []
+        for src in self.stages(path.src, 0):
+            for dst in self.stages(path.dst, 1):
+                route = self.topology.route(src, dst)
+                if not route:
+                    continue
+                for c in route:
+                    loop = next(
+                        (s for s in (c.src, c.dst) if kinds.get(where.get(s, "")) == "asyncio"),
+                        None,
+                    )
+                    if c.transport != "thread" or loop is not None:
+                        why = (
+                            f"stage '{loop}' is a task of an event loop"
+                            if loop is not None
+                            else f"it crosses between processes ({c.transport})"
+                        )
+                        raise self.error(
+                            f"the items from '{src}' to '{dst}' cannot be followed through "
+                            f"channel '{c.name}': {why}; latency(SRC ~> DST) follows items "
+                            "through threads of one process (each channel's latency(SRC -> DST) "
+                            "is measured everywhere)",
+                            0,
+                        )
+                out.append(f"{src} ~> {dst}")
+        if not out and not self.open_world:
+            raise self.error(f"no way from '{path.src}' to '{path.dst}' through the channels", 0)
+        return tuple(out)
 
     def channels(self, edge: Edge) -> list[ChannelInfo]:
         found = [

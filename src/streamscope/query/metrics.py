@@ -35,6 +35,9 @@ class MetricInfo:
     output: str = ""
     feed: str = ""
     quality: bool = False
+    #: Its target may also be a path, ``SRC ~> DST``: items followed from one stage to another
+    #: through the stages and channels between them.
+    on_path: bool = False
 
 
 METRICS: dict[str, MetricInfo] = {
@@ -116,11 +119,13 @@ METRICS: dict[str, MetricInfo] = {
             time_valued=True,
             levels=False,
             defaults=("mean", "p50", "p99"),
-            about="nanoseconds an item spent in the channel",
+            about="nanoseconds an item spent in the channel (SRC -> DST), or from leaving SRC "
+            "until what became of it reached DST (SRC ~> DST)",
             better="lower",
             output="latency",
             feed="events",
             quality=True,
+            on_path=True,
         ),
         MetricInfo(
             "state",

@@ -28,6 +28,7 @@ _WORDS: dict[str, str] = {  # in the order they are listed
     "NUMBER": "a number",
     "UNIT": "a unit (ns, us, ms, s or m)",
     "_ARROW": "'->'",
+    "_PATH": "'~>'",
     "_DOTDOT": "'..'",
     "EQUAL": "'='",
     "LPAR": "'('",

@@ -21,6 +21,7 @@ from streamscope.query.ast import (
     Edge,
     HistogramAgg,
     Origin,
+    Path,
     PercentileAgg,
     QuantilesAgg,
     Query,
@@ -111,8 +112,16 @@ class TreeReader:
     def target(self, info: MetricInfo, tree: Tree[Any]) -> tuple[Target, list[Token]]:
         tokens = [_first_token(child) for child in tree.children]
         names = [self.name(t) for t in tokens]
-        if tree.data == "edge":
-            target: Target = Edge(names[0], names[1])
+        if tree.data == "path":
+            target: Target = Path(names[0], names[1])
+            if not info.on_path:
+                raise self.error(
+                    f"{info.name} is not measured along a path: only latency(SRC ~> DST) "
+                    f"follows items from one stage to another",
+                    tokens[0],
+                )
+        elif tree.data == "edge":
+            target = Edge(names[0], names[1])
             if not info.on_edge:
                 what = f"a {info.probe} probe" if info.probe else "a stage"
                 arg = "STAGE.NAME" if info.probe else "STAGE"

@@ -19,6 +19,7 @@ from streamscope.core.topology import ProbeInfo
 from streamscope.query.metrics import METRICS
 from streamscope.reduction.channelstream import ChannelEnd, ChannelStream
 from streamscope.reduction.ledger import Ledger
+from streamscope.reduction.pathstream import PathEnd, PathStream
 from streamscope.reduction.streams import (
     EVENT_METRICS,
     EventStream,
@@ -43,6 +44,10 @@ class Routes:
         #: Value probes (samplers, counters, timers, per-iteration durations), by probe id.
         self.events: dict[int, EventStream] = {}
         self.taps: dict[int, Stream] = {}
+        #: Paths followed item by item (``latency(SRC ~> DST)``), by target, and the channel
+        #: probes that feed them, by (``depart`` or ``arrive``, channel).
+        self.paths: dict[str, PathStream] = {}
+        self._path_ends: dict[tuple[str, str], PathEnd] = {}
         #: Workers let go (their threads ended), and how many each stage has here now.
         self.gone_stages: dict[int, StageStream] = {}
         self._workers_of: dict[str, int] = {}
@@ -84,11 +89,21 @@ class Routes:
             self.taps[p.id] = self.stages[p.id] = stream
             self.worker_of[p.id] = resource
             self._workers_of[p.target] = self._workers_of.get(p.target, 0) + 1
+        elif p.kind in ("depart", "arrive"):
+            self.taps[p.id] = self._path_ends.setdefault((p.kind, p.target), PathEnd(p.kind))
         elif p.kind in EVENT_METRICS:
             metric = EVENT_METRICS[p.kind]
             durations = METRICS[metric].time_valued
             scale = self.tick_periods.get(p.domain, 1.0) if durations else None
             self.taps[p.id] = self.events[p.id] = EventStream(metric, p.target, scale)
+
+    def add_path(self, name: str, departs: Iterable[str], arrives: Iterable[str]) -> None:
+        """Follow path ``name``: its items leave through channels ``departs`` (their ``depart``
+        probes) and arrive through ``arrives``."""
+        stream = self.paths.setdefault(name, PathStream(name))
+        for role, names in (("depart", departs), ("arrive", arrives)):
+            for ch in names:
+                self._path_ends.setdefault((role, ch), PathEnd(role)).paths.append(stream)
 
     def take_state_frames(self, payload: bytes, to_ns: Callable[[int], int]) -> bool:
         """A SUMMARY payload of a stage's state frames (from its host's agent, whose ticks
@@ -216,5 +231,5 @@ class Routes:
             ch.reduce(until, reducers)
             if not ch._quiet():
                 self._stirred.add(ch)  # records after ``until`` wait: reduced next time too
-        for stream in (*self.stages.values(), *self.events.values()):
+        for stream in (*self.stages.values(), *self.events.values(), *self.paths.values()):
             stream.reduce(until, reducers)

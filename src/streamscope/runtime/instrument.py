@@ -98,7 +98,9 @@ def program_plan(queries: Sequence[Query | str], options: RunOptions) -> Plan:
     """The program's queries compiled once, against what it has declared so far (stages and
     queues that appear later are matched as they do), with where each is reduced decided."""
     base = REGISTRY.topology()
-    plan = compile_queries(open_queries(queries), base, options.frame_ns, open_world=True)
+    plan = compile_queries(
+        open_queries(queries), base, options.frame_ns, open_world=True, follow=False
+    )
     return plan.sited(base, trace=options.trace)
 
 

@@ -373,9 +373,9 @@ def plan_probes(topology: Topology, taps: frozenset[tuple[str, str]]) -> tuple[P
             # A link's sub-queues are watched whole: each needs both of its ends.
             ends = ("tail", "send", "deliver", "head")
             taps = taps | {(e, ch.name) for e in ends}
-        for end in ends:
+        for end in (*ends, "depart", "arrive"):
             if (end, ch.name) in taps:
-                owner = ch.src if end in ("tail", "send") else ch.dst
+                owner = ch.src if end in ("tail", "send", "depart") else ch.dst
                 out.append(ProbeInfo(len(out) + 1, end, ch.name, stage_domain.get(owner, HOST)))
     for st in topology.stages:
         for kind in ("state", *ITERATION_KINDS):

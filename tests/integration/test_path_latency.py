@@ -1,0 +1,128 @@
+"""Latency along a path (``latency(SRC ~> DST)``), item by item, against the application's
+own stamps: a four-stage pipeline of threads whose third stage is a generator (two outputs per
+input), its source stamping each item as it makes it and its sink noting when each arrives."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import streamscope as ss
+from streamscope.aggregate.points import QuantilesPoint, ScalarPoint
+from streamscope.core.errors import QueryError
+
+
+class Source:
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def generate(self):  # type: ignore[no-untyped-def]
+        for i in range(self.n):
+            yield (i, time.monotonic_ns())  # the item's own departure stamp
+
+
+class Work:
+    """Exponential service (mean 150 us), seeded."""
+
+    def __init__(self) -> None:
+        self.rng = np.random.default_rng(3)
+
+    def process(self, item: tuple[int, int]) -> tuple[int, int]:
+        end = time.monotonic_ns() + int(self.rng.exponential(150_000))
+        while time.monotonic_ns() < end:
+            pass
+        return item
+
+
+def twice(item: tuple[int, int]):  # type: ignore[no-untyped-def]
+    yield item
+    yield item
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.latencies: list[int] = []
+
+    def process(self, item: tuple[int, int]) -> None:
+        self.latencies.append(time.monotonic_ns() - item[1])
+
+
+def _pipeline(sink: Sink, n: int) -> ss.Pipeline:
+    p = ss.Pipeline("path")
+    p.add("src", Source(n))
+    p.add("work", Work())
+    p.add("twice", twice)
+    p.add("sink", sink)
+    p.connect("src", "work", capacity=16)
+    p.connect("work", "twice", capacity=16)
+    p.connect("twice", "sink", capacity=16)
+    return p
+
+
+def test_path_latency_matches_the_applications_stamps(tmp_path: Path) -> None:
+    sink = Sink()
+    out = tmp_path / "path.duckdb"
+    q = "latency(src ~> sink): mean, p50, p99, count every 30s"
+    res = ss.run(_pipeline(sink, 4000), [q], ss.RunOptions(out=out))
+    assert res.status == "completed", res.error
+    truth = np.array(sink.latencies, dtype=np.float64)
+    assert truth.size == 8000
+    with ss.load(out) as run:
+        (frame,) = run.results(0, "src ~> sink")
+    got: dict[str, float | None] = {}
+    for pt in frame.points:
+        if isinstance(pt, ScalarPoint):
+            got[pt.stat] = pt.value
+        elif isinstance(pt, QuantilesPoint):
+            got |= {f"p{round(q * 100)}": v for q, v in zip(pt.qs, pt.values, strict=True)}
+    mean, p99 = float(truth.mean()), float(np.percentile(truth, 99))
+    print(got, f"truth: mean {mean:.0f} ns, p99 {p99:.0f} ns, items {truth.size}")
+    # A sample of the items (adaptive: none closer than 100 us apart at the source), each
+    # arrival of a tagged item one sample (the generator's two outputs: two).
+    assert got["count"] is not None and 2000 <= got["count"] <= truth.size
+    assert got["mean"] == pytest.approx(mean, rel=0.02)
+    assert got["p99"] == pytest.approx(p99, rel=0.02)
+
+
+def test_a_path_is_written_read_and_checked() -> None:
+    q = ss.parse_query("latency(src ~> sink): mean, p99")
+    assert str(q) == "latency(src ~> sink): mean, p99"
+    assert ss.parse_query(str(q)) == q
+    with pytest.raises(QueryError, match="only latency"):
+        ss.parse_query("occupancy(src ~> sink)")
+    p = _pipeline(Sink(), 10)
+    topology = p.topology()
+    from streamscope.query import compile_queries
+
+    plan = compile_queries(["latency(src ~> sink)", "latency(s* ~> twice)"], topology, 10**9)
+    assert [t.name for q in plan.queries for t in q.targets] == ["src ~> sink", "src ~> twice"]
+    # Tags leave through the origin's channel, arrive through the end's, ride on all between.
+    assert {k for k in plan.taps if k[0] in ("depart", "arrive", "carry")} == {
+        ("depart", "src -> work"), ("arrive", "twice -> sink"), ("arrive", "work -> twice"),
+        ("carry", "src -> work"), ("carry", "work -> twice"), ("carry", "twice -> sink"),
+    }  # fmt: skip
+    with pytest.raises(QueryError, match="no way from 'sink' to 'src'"):
+        compile_queries(["latency(sink ~> src)"], topology, 10**9)
+    with pytest.raises(QueryError, match="unknown stage 'nowhere'"):
+        compile_queries(["latency(src ~> nowhere)"], topology, 10**9)
+    with pytest.raises(QueryError, match="a program's items cannot be followed"):
+        compile_queries(["latency(src ~> sink)"], topology, 10**9, open_world=True, follow=False)
+    # A finished run's file is read in an open world too (retime): its paths are found again.
+    again = compile_queries(["latency(src ~> sink)"], topology, 10**9, open_world=True)
+    assert [t.name for t in again.queries[0].targets] == ["src ~> sink"]
+
+
+def test_a_path_across_processes_is_refused_with_its_channel() -> None:
+    p = ss.Pipeline("apart")
+    p.add("src", Source(10))
+    p.add("work", Work(), resource=ss.Process("worker"))
+    p.add("sink", Sink())
+    p.connect("src", "work", capacity=4)
+    p.connect("work", "sink", capacity=4)
+    from streamscope.query import compile_queries
+
+    with pytest.raises(QueryError, match="channel 'src -> work': it crosses between processes"):
+        compile_queries(["latency(src ~> sink)"], p.topology(), 10**9)
