@@ -770,6 +770,61 @@ static PyObject *Fifo_keep_stamps(FifoObject *self, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+/* take(n), and each item's path tag (keep_tags): a link's mover sends them with the items. */
+static PyObject *Fifo_take_tagged(FifoObject *self, PyObject *arg)
+{
+    FIFO_READY(self);
+    if (self->tags == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "take_tagged: keep_tags() was not called");
+        return NULL;
+    }
+    Py_ssize_t n = PyLong_AsSsize_t(arg);
+    if (n == -1 && PyErr_Occurred())
+        return NULL;
+    n = n > 0 ? n : 0;
+    PyObject *out = PyList_New(n);
+    int64_t *tags = PyMem_RawMalloc((size_t)(n ? n : 1) * sizeof(int64_t));
+    if (out == NULL || tags == NULL) {
+        Py_XDECREF(out);
+        PyMem_RawFree(tags);
+        return PyErr_NoMemory();
+    }
+    LOCK(self);
+    if (self->aborted || n > self->count) {
+        int aborted = self->aborted;
+        UNLOCK(self);
+        Py_DECREF(out);
+        PyMem_RawFree(tags);
+        if (aborted)
+            return raise_aborted(self);
+        PyErr_Format(PyExc_ValueError, "take_tagged(%zd): only %zd items wait", n, self->count);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyList_SET_ITEM(out, i, fifo_pop(self));
+        tags[i] = self->last_tag;
+    }
+    UNLOCK(self);
+    PyObject *list = PyList_New(n);
+    for (Py_ssize_t i = 0; list != NULL && i < n; i++) {
+        PyObject *t = PyLong_FromLongLong((long long)tags[i]);
+        if (t == NULL) {
+            Py_CLEAR(list);
+            break;
+        }
+        PyList_SET_ITEM(list, i, t);
+    }
+    PyMem_RawFree(tags);
+    if (list == NULL) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    PyObject *pair = PyTuple_Pack(2, out, list);
+    Py_DECREF(out);
+    Py_DECREF(list);
+    return pair;
+}
+
 static PyObject *Fifo_keep_tags(FifoObject *self, PyObject *unused)
 {
     FIFO_READY(self);
@@ -1015,6 +1070,8 @@ static PyMethodDef Fifo_methods[] = {
      "Take n waiting items: (the items, the tail tap's ticks of each) (keep_stamps)."},
     {"keep_stamps", (PyCFunction)Fifo_keep_stamps, METH_NOARGS,
      "Keep the tail tap's ticks of each item with it (call before the first put)."},
+    {"take_tagged", (PyCFunction)Fifo_take_tagged, METH_O,
+     "Take n waiting items: (the items, each one's path tag) (keep_tags)."},
     {"keep_tags", (PyCFunction)Fifo_keep_tags, METH_NOARGS,
      "Carry each item's path tag with it (call before the first put)."},
     {"tag_departures", (PyCFunction)(void (*)(void))Fifo_tag_departures,

@@ -346,6 +346,20 @@ class Fifo:
                 stamps.append(self._last_stamp)
             return items, stamps
 
+    def take_tagged(self, n: int) -> tuple[list[Any], list[int]]:
+        with self._mutex:
+            if self._tags is None:
+                raise RuntimeError("take_tagged: keep_tags() was not called")
+            if self._aborted:
+                raise self._aborted_error()
+            if n > len(self._q):
+                raise ValueError(f"take_tagged({n}): only {len(self._q)} items wait")
+            items, tags = [], []
+            for _ in range(n):
+                items.append(self._pop())
+                tags.append(self._last_tag)
+            return items, tags
+
     def keep_stamps(self) -> None:
         with self._mutex:
             if self._stamps is None:

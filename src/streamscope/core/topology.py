@@ -6,7 +6,7 @@ Built by ``pipeline`` before a run starts, stored by ``store``, read back by eve
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -15,6 +15,12 @@ from streamscope.core.errors import PipelineError
 #: The host's clock domain: every thread and process of the host reads its monotonic clock; the
 #: reference the other domains are mapped onto.
 HOST = "host"
+
+
+def path_ends(name: str) -> tuple[str, str]:
+    """A path target's first and last stage (its name is ``SRC ~> DST``)."""
+    src, _, dst = name.partition(" ~> ")
+    return src, dst
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +164,21 @@ class Topology:
         return frozenset(
             c.name for c in self.channels if where.get(c.src, HOST) != where.get(c.dst, HOST)
         )
+
+    def crossing_targets(self, names: Iterable[str]) -> frozenset[str]:
+        """Of ``names`` (channels and paths ``SRC ~> DST``), those whose two ends are in
+        different clock domains: their figures carry the clocks' uncertainty."""
+        where = self.stage_domains()
+        channels = self.crossing_channels()
+        out = set()
+        for name in names:
+            if " ~> " in name:
+                src, dst = path_ends(name)
+                if where.get(src, HOST) != where.get(dst, HOST):
+                    out.add(name)
+            elif name in channels:
+                out.add(name)
+        return frozenset(out)
 
     def route(self, src: str, dst: str) -> tuple[ChannelInfo, ...]:
         """The channels on some way from stage ``src`` to stage ``dst`` (in the topology's

@@ -30,7 +30,7 @@ from streamscope.core.options import (
 )
 from streamscope.core.records import Kind, Records
 from streamscope.core.tablerows import TableSink
-from streamscope.core.topology import HOST, Known, Topology
+from streamscope.core.topology import HOST, Known, Topology, path_ends
 from streamscope.monitor import endtables
 from streamscope.monitor.agents import Agents
 from streamscope.monitor.clockgate import Batch, ClockGate
@@ -45,7 +45,7 @@ from streamscope.monitor.keeping import Keeper
 from streamscope.monitor.stalls import Stall, StallWatch
 from streamscope.monitor.virtual import SIDES, virtual_queues
 from streamscope.query.ast import Path
-from streamscope.query.compile import new_targets, path_ends
+from streamscope.query.compile import new_targets
 from streamscope.query.plan import Plan
 from streamscope.reduction.ledger import Ledger
 from streamscope.reduction.reducers import ReducerIndex, TargetReducer
@@ -154,6 +154,7 @@ class Engine:
             self.routes.add(
                 p, resource=topology.resource_of(p.target), count=count, summarized_ns=frame
             )
+        self.crossing = self.crossing | topology.crossing_targets(t.name for _, t in pairs)
         for q, t in pairs:
             if isinstance(q.query.target, Path):
                 src, dst = path_ends(t.name)

@@ -58,6 +58,8 @@ def retime(path: str | Path, *, method: str = "hull") -> Retimed:
         t0, duration, frame = run.meta.t0_host_ns, run.duration_ns or 0, run.meta.frame_ns
     crossing = topology.crossing_channels()
     # A virtual queue's frames rest on summaries its device reduced itself: nothing to redo.
+    # A path's (latency(SRC ~> DST)) keep their bounds as measured: its end's records are not
+    # kept whole.
     keys = tuple((q.id, t.name) for q, t in plan.measured if t.name in crossing)
     results: list[FrameResult] = []
 

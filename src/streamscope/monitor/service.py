@@ -75,7 +75,8 @@ QUERIES_EVERY_NS = 10_000_000_000
 
 def query_records(plan: Plan, topology: Topology | None = None) -> list[QueryRecord]:
     """What the run file says about each compiled query."""
-    crossing = topology.crossing_channels() if topology is not None else frozenset()
+    names = (t.name for q in plan.queries for t in q.targets)
+    crossing = topology.crossing_targets(names) if topology is not None else frozenset()
     out = []
     for q in plan.queries:
         stats = tuple(dict.fromkeys(s.stat for t in q.targets for s in t.specs))

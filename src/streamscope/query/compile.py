@@ -24,7 +24,7 @@ from streamscope.aggregate.specs import (
 )
 from streamscope.core.errors import ConfigError, QueryError
 from streamscope.core.records import STATE_LABELS
-from streamscope.core.topology import ChannelInfo, Topology
+from streamscope.core.topology import ChannelInfo, Topology, path_ends
 from streamscope.query.ast import (
     Agg,
     Edge,
@@ -119,12 +119,6 @@ def compile_queries(
 #: channels out of its first stage), arrive at its end's (``arrive``: the channels into its
 #: last stage), and every channel on it carries them (``carry``).
 PATH_TAPS = ("depart", "arrive", "carry")
-
-
-def path_ends(name: str) -> tuple[str, str]:
-    """A path target's first and last stage (its name is ``SRC ~> DST``)."""
-    src, _, dst = name.partition(" ~> ")
-    return src, dst
 
 
 def path_taps(cq: CompiledQuery, topology: Topology) -> list[tuple[str, str]]:
@@ -344,27 +338,34 @@ class _Resolver:
                 if not route:
                     continue
                 for c in route:
-                    loop = next(
-                        (s for s in (c.src, c.dst) if kinds.get(where.get(s, "")) == "asyncio"),
-                        None,
-                    )
-                    if c.transport != "thread" or loop is not None:
-                        why = (
-                            f"stage '{loop}' is a task of an event loop"
-                            if loop is not None
-                            else f"it crosses between processes ({c.transport})"
-                        )
+                    why = self._unfollowed(c, kinds, where)
+                    if why:
                         raise self.error(
                             f"the items from '{src}' to '{dst}' cannot be followed through "
                             f"channel '{c.name}': {why}; latency(SRC ~> DST) follows items "
-                            "through threads of one process (each channel's latency(SRC -> DST) "
-                            "is measured everywhere)",
+                            "through the threads of a process and over a device's link (each "
+                            "channel's latency(SRC -> DST) is measured everywhere)",
                             0,
                         )
                 out.append(f"{src} ~> {dst}")
         if not out and not self.open_world:
             raise self.error(f"no way from '{path.src}' to '{path.dst}' through the channels", 0)
         return tuple(out)
+
+    @staticmethod
+    def _unfollowed(c: ChannelInfo, kinds: dict[str, str], where: dict[str, str]) -> str:
+        """Why tags cannot ride on channel ``c`` ("" when they can): threads' FIFOs and a
+        device's link carry them; channels between processes, cluster hosts' links and event
+        loops' tasks (many on one thread) do not yet."""
+        ends = {kinds.get(where.get(s, ""), "") for s in (c.src, c.dst)}
+        if "asyncio" in ends:
+            stage = next(s for s in (c.src, c.dst) if kinds.get(where.get(s, "")) == "asyncio")
+            return f"stage '{stage}' is a task of an event loop"
+        if "host" in ends:
+            return "it crosses between cluster hosts"
+        if c.transport not in ("thread", "link"):
+            return f"it crosses between processes ({c.transport})"
+        return ""
 
     def channels(self, edge: Edge) -> list[ChannelInfo]:
         found = [

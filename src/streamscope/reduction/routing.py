@@ -163,7 +163,7 @@ class Routes:
                 ledger.drop(pid, int(pt[late].min()), int(late.sum()), late=True)
                 pt, pv = pt[~late], pv[~late]
             ledger.kept(pid, pt)
-            if isinstance(tap, ChannelEnd):
+            if isinstance(tap, ChannelEnd | PathEnd):
                 tap.halfwidth_ns = halfwidth
             tap.add(pt, pv)
         return out

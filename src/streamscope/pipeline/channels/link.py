@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from streamscope.core import native
 from streamscope.core.stream import EOS, Aborted
 from streamscope.pipeline.channels.fifo import ThreadChannel
 from streamscope.pipeline.channels.shm import ProcessChannel
@@ -75,6 +76,9 @@ class LinkChannel:
             f"{name} [bus]", IN_FLIGHT, ctx, link.bulk_size * (slot_bytes + 16) + _HEADROOM
         )
         self.transfers = 0
+        #: Items carry path tags over the bus (``latency(SRC ~> DST)`` through this link): the
+        #: producer's side takes them with the items, the consumer's hands each one on.
+        self.tagged = False
 
     # -- the stages' view: a channel like any other ---------------------------------------------
 
@@ -104,21 +108,34 @@ class LinkChannel:
         """The next transfer's items out of the tail buffer (tapped ``send``), once there are
         ``bulk_size`` of them, none came for the timeout, or the stream ended; and whether it
         ended."""
+        items, _, ended = self._next(False)
+        return items, ended
+
+    def _next(self, tagged: bool) -> tuple[list[Any], list[int] | None, bool]:
+        """``next_batch``, and the items' path tags where they carry them."""
         m = self.tail_buf.wait_batch(self.link.bulk_size, self.link.timeout_ns / 1e9)
-        batch = self.tail_buf.take(m)
+        tags: list[int] | None = None
+        if tagged:
+            batch, tags = self.tail_buf.take_tagged(m)
+        else:
+            batch = self.tail_buf.take(m)
         ended = batch[-1] is EOS
-        return (batch[:-1] if ended else batch), ended
+        if ended:
+            batch = batch[:-1]
+            tags = tags[:-1] if tags is not None else None
+        return batch, tags, ended
 
     def mover(self) -> None:
         """The producer's side of the bus: until the end marker has crossed."""
         transfer_s = self.link.transfer_ns / 1e9
         while True:
-            items, ended = self.next_batch()
+            items, tags, ended = self._next(self.tagged)
             if items:
                 end = time.monotonic() + transfer_s
                 while (left := end - time.monotonic()) > 0:  # the bus is busy
                     time.sleep(left)
-                self.bus.put((_true_ns() + int(self.link.latency_ns), items))
+                due = _true_ns() + int(self.link.latency_ns)
+                self.bus.put((due, items) if tags is None or not any(tags) else (due, items, tags))
                 self.transfers += 1
             if ended:
                 self.bus.put(EOS)
@@ -140,9 +157,16 @@ class LinkChannel:
 
     def receiver(self) -> None:
         """The consumer's side of the bus: until the end marker has arrived."""
-        for due, items in self.arrivals():
+        tag = native.set_current_tag
+        for due, items, *tagged in self.arrivals():
             while (left := due - _true_ns()) > 0:  # still in flight
                 time.sleep(left / 1e9)
+            if tagged:  # each item's path tag, handed on as a stage hands on what it took
+                for item, t in zip(items, tagged[0], strict=True):
+                    tag(t)
+                    self.head_buf.put(item)
+                tag(0)
+                continue
             for item in items:
                 self.head_buf.put(item)  # tapped ``deliver``; waits while the buffer is full
 

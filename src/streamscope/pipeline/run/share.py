@@ -166,9 +166,17 @@ class ProcessShare:
                     ch = channels.get(c.name)
                     if isinstance(ch, ThreadChannel) and (c.src in mine or c.dst in mine):
                         ch.keep_tags()
+                    elif isinstance(ch, LinkChannel):  # each side in its own process
+                        if c.src in mine:
+                            ch.tail_buf.keep_tags()
+                            ch.tagged = True
+                        if c.dst in mine:
+                            ch.head_buf.keep_tags()
         for p in ends:
             ch = channels.get(p.target)
             owner = spec[p.target].src if p.kind == "depart" else spec[p.target].dst
+            if isinstance(ch, LinkChannel):
+                ch = ch.tail_buf if p.kind == "depart" else ch.head_buf
             if owner not in mine or not isinstance(ch, ThreadChannel):
                 continue
             ch.keep_tags()
