@@ -17,7 +17,7 @@ from streamscope.core.errors import QueryError
 
 class Source:
     """Paced (one item every ``gap_ns``), so that it never waits for room: the stamp it gives
-    an item is when the item leaves it."""
+    an item (the true host time, wherever it runs) is when the item leaves it."""
 
     def __init__(self, n: int, gap_ns: int = 700_000) -> None:
         self.n, self.gap_ns = n, gap_ns
@@ -136,21 +136,6 @@ def test_a_path_across_processes_is_refused_with_its_channel() -> None:
         compile_queries(["latency(src ~> sink)"], p.topology(), 10**9)
 
 
-class Stamped:
-    """A device's source: each item carries the true (host) time it was made."""
-
-    def __init__(self, n: int, gap_ns: int) -> None:
-        self.n, self.gap_ns = n, gap_ns
-
-    def generate(self):  # type: ignore[no-untyped-def]
-        deadline = time.monotonic_ns()
-        for i in range(self.n):
-            deadline += self.gap_ns
-            while time.monotonic_ns() < deadline:
-                time.sleep(0.0001)
-            yield (i, time.monotonic_ns())
-
-
 class Arrivals:
     """The host's sink: the true time each item arrived, and its latency by that time."""
 
@@ -171,7 +156,7 @@ def test_a_path_across_a_device_link_stays_inside_its_bounds(tmp_path: Path) -> 
                             clock="rate_ppm=80,offset_s=4,tick_ns=5")  # fmt: skip
     sink = Arrivals()
     p = ss.Pipeline("across")
-    p.add("src", Stamped(3000, 500_000), resource=dev)
+    p.add("src", Source(3000, 500_000), resource=dev)
     p.add("work", Work(150_000), resource=dev)
     p.add("sink", sink)
     p.connect("src", "work", capacity=16)

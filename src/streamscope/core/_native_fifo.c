@@ -702,12 +702,15 @@ static PyObject *Fifo_take(FifoObject *self, PyObject *arg)
     return out;
 }
 
-/* take(n), and the tail tap's ticks of each item taken (keep_stamps). */
-static PyObject *Fifo_take_stamped(FifoObject *self, PyObject *arg)
+/* take(n), and what each item taken carried with it: the tail tap's ticks (``tags`` 0,
+   keep_stamps) or its path tag (1, keep_tags): a link's mover sends either with the items. */
+static PyObject *fifo_take_with(FifoObject *self, PyObject *arg, int tags)
 {
+    const char *what = tags ? "take_tagged" : "take_stamped";
     FIFO_READY(self);
-    if (self->stamps == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "take_stamped: keep_stamps() was not called");
+    if ((tags ? self->tags : self->stamps) == NULL) {
+        PyErr_Format(PyExc_RuntimeError, "%s: %s() was not called", what,
+                     tags ? "keep_tags" : "keep_stamps");
         return NULL;
     }
     Py_ssize_t n = PyLong_AsSsize_t(arg);
@@ -715,10 +718,10 @@ static PyObject *Fifo_take_stamped(FifoObject *self, PyObject *arg)
         return NULL;
     n = n > 0 ? n : 0;
     PyObject *out = PyList_New(n);
-    int64_t *ticks = PyMem_RawMalloc((size_t)(n ? n : 1) * sizeof(int64_t));
-    if (out == NULL || ticks == NULL) {
+    int64_t *side = PyMem_RawMalloc((size_t)(n ? n : 1) * sizeof(int64_t));
+    if (out == NULL || side == NULL) {
         Py_XDECREF(out);
-        PyMem_RawFree(ticks);
+        PyMem_RawFree(side);
         return PyErr_NoMemory();
     }
     LOCK(self);
@@ -726,35 +729,45 @@ static PyObject *Fifo_take_stamped(FifoObject *self, PyObject *arg)
         int aborted = self->aborted;
         UNLOCK(self);
         Py_DECREF(out);
-        PyMem_RawFree(ticks);
+        PyMem_RawFree(side);
         if (aborted)
             return raise_aborted(self);
-        PyErr_Format(PyExc_ValueError, "take_stamped(%zd): only %zd items wait", n, self->count);
+        PyErr_Format(PyExc_ValueError, "%s(%zd): only %zd items wait", what, n, self->count);
         return NULL;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
         PyList_SET_ITEM(out, i, fifo_pop(self));
-        ticks[i] = self->last_stamp;
+        side[i] = tags ? self->last_tag : self->last_stamp;
     }
     UNLOCK(self);
-    PyObject *stamps = PyList_New(n);
-    for (Py_ssize_t i = 0; stamps != NULL && i < n; i++) {
-        PyObject *t = PyLong_FromLongLong((long long)ticks[i]);
+    PyObject *list = PyList_New(n);
+    for (Py_ssize_t i = 0; list != NULL && i < n; i++) {
+        PyObject *t = PyLong_FromLongLong((long long)side[i]);
         if (t == NULL) {
-            Py_CLEAR(stamps);
+            Py_CLEAR(list);
             break;
         }
-        PyList_SET_ITEM(stamps, i, t);
+        PyList_SET_ITEM(list, i, t);
     }
-    PyMem_RawFree(ticks);
-    if (stamps == NULL) {
+    PyMem_RawFree(side);
+    if (list == NULL) {
         Py_DECREF(out);
         return NULL;
     }
-    PyObject *pair = PyTuple_Pack(2, out, stamps);
+    PyObject *pair = PyTuple_Pack(2, out, list);
     Py_DECREF(out);
-    Py_DECREF(stamps);
+    Py_DECREF(list);
     return pair;
+}
+
+static PyObject *Fifo_take_stamped(FifoObject *self, PyObject *arg)
+{
+    return fifo_take_with(self, arg, 0);
+}
+
+static PyObject *Fifo_take_tagged(FifoObject *self, PyObject *arg)
+{
+    return fifo_take_with(self, arg, 1);
 }
 
 static PyObject *Fifo_keep_stamps(FifoObject *self, PyObject *unused)
@@ -768,61 +781,6 @@ static PyObject *Fifo_keep_stamps(FifoObject *self, PyObject *unused)
     if (failed)
         return PyErr_NoMemory();
     Py_RETURN_NONE;
-}
-
-/* take(n), and each item's path tag (keep_tags): a link's mover sends them with the items. */
-static PyObject *Fifo_take_tagged(FifoObject *self, PyObject *arg)
-{
-    FIFO_READY(self);
-    if (self->tags == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "take_tagged: keep_tags() was not called");
-        return NULL;
-    }
-    Py_ssize_t n = PyLong_AsSsize_t(arg);
-    if (n == -1 && PyErr_Occurred())
-        return NULL;
-    n = n > 0 ? n : 0;
-    PyObject *out = PyList_New(n);
-    int64_t *tags = PyMem_RawMalloc((size_t)(n ? n : 1) * sizeof(int64_t));
-    if (out == NULL || tags == NULL) {
-        Py_XDECREF(out);
-        PyMem_RawFree(tags);
-        return PyErr_NoMemory();
-    }
-    LOCK(self);
-    if (self->aborted || n > self->count) {
-        int aborted = self->aborted;
-        UNLOCK(self);
-        Py_DECREF(out);
-        PyMem_RawFree(tags);
-        if (aborted)
-            return raise_aborted(self);
-        PyErr_Format(PyExc_ValueError, "take_tagged(%zd): only %zd items wait", n, self->count);
-        return NULL;
-    }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyList_SET_ITEM(out, i, fifo_pop(self));
-        tags[i] = self->last_tag;
-    }
-    UNLOCK(self);
-    PyObject *list = PyList_New(n);
-    for (Py_ssize_t i = 0; list != NULL && i < n; i++) {
-        PyObject *t = PyLong_FromLongLong((long long)tags[i]);
-        if (t == NULL) {
-            Py_CLEAR(list);
-            break;
-        }
-        PyList_SET_ITEM(list, i, t);
-    }
-    PyMem_RawFree(tags);
-    if (list == NULL) {
-        Py_DECREF(out);
-        return NULL;
-    }
-    PyObject *pair = PyTuple_Pack(2, out, list);
-    Py_DECREF(out);
-    Py_DECREF(list);
-    return pair;
 }
 
 static PyObject *Fifo_keep_tags(FifoObject *self, PyObject *unused)

@@ -332,33 +332,28 @@ class Fifo:
                 raise ValueError(f"take({n}): only {len(self._q)} items wait")
             return [self._pop() for _ in range(n)]
 
-    def take_stamped(self, n: int) -> tuple[list[Any], list[int]]:
+    def _take_with(self, n: int, tags: bool) -> tuple[list[Any], list[int]]:
+        """``take(n)``, and what each item carried: its tail tap's ticks or its path tag."""
+        what = "take_tagged" if tags else "take_stamped"
         with self._mutex:
-            if self._stamps is None:
-                raise RuntimeError("take_stamped: keep_stamps() was not called")
+            if (self._tags if tags else self._stamps) is None:
+                keep = "keep_tags" if tags else "keep_stamps"
+                raise RuntimeError(f"{what}: {keep}() was not called")
             if self._aborted:
                 raise self._aborted_error()
             if n > len(self._q):
-                raise ValueError(f"take_stamped({n}): only {len(self._q)} items wait")
-            items, stamps = [], []
+                raise ValueError(f"{what}({n}): only {len(self._q)} items wait")
+            items, side = [], []
             for _ in range(n):
                 items.append(self._pop())
-                stamps.append(self._last_stamp)
-            return items, stamps
+                side.append(self._last_tag if tags else self._last_stamp)
+            return items, side
+
+    def take_stamped(self, n: int) -> tuple[list[Any], list[int]]:
+        return self._take_with(n, tags=False)
 
     def take_tagged(self, n: int) -> tuple[list[Any], list[int]]:
-        with self._mutex:
-            if self._tags is None:
-                raise RuntimeError("take_tagged: keep_tags() was not called")
-            if self._aborted:
-                raise self._aborted_error()
-            if n > len(self._q):
-                raise ValueError(f"take_tagged({n}): only {len(self._q)} items wait")
-            items, tags = [], []
-            for _ in range(n):
-                items.append(self._pop())
-                tags.append(self._last_tag)
-            return items, tags
+        return self._take_with(n, tags=True)
 
     def keep_stamps(self) -> None:
         with self._mutex:
