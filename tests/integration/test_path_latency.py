@@ -116,24 +116,66 @@ def test_a_path_is_written_read_and_checked() -> None:
         compile_queries(["latency(sink ~> src)"], topology, 10**9)
     with pytest.raises(QueryError, match="unknown stage 'nowhere'"):
         compile_queries(["latency(src ~> nowhere)"], topology, 10**9)
-    with pytest.raises(QueryError, match="a program's items cannot be followed"):
-        compile_queries(["latency(src ~> sink)"], topology, 10**9, open_world=True, follow=False)
+    # A program's items cannot be followed: the mean from Little's law, by the names written.
+    prog = compile_queries(
+        ["latency(src ~> sink)"], topology, 10**9, open_world=True, follow=False
+    ).queries[0]
+    assert [(t.name, t.stats, t.littles) for t in prog.targets] == [
+        ("src ~> sink", ("mean",), True)
+    ]
+    with pytest.raises(QueryError, match=r"only the mean .* latency\(src ~> sink\): mean"):
+        compile_queries(
+            ["latency(src ~> sink): mean, p99"], topology, 10**9, open_world=True, follow=False
+        )
+    with pytest.raises(QueryError, match="names its two stages, not a pattern"):
+        compile_queries(["latency(s* ~> sink)"], topology, 10**9, open_world=True, follow=False)
     # A finished run's file is read in an open world too (retime): its paths are found again.
     again = compile_queries(["latency(src ~> sink)"], topology, 10**9, open_world=True)
     assert [t.name for t in again.queries[0].targets] == ["src ~> sink"]
 
 
-def test_a_path_across_processes_is_refused_with_its_channel() -> None:
+def _apart(sink: Sink, n: int) -> ss.Pipeline:
+    """The four stages, the work in a process of its own."""
     p = ss.Pipeline("apart")
-    p.add("src", Source(10))
+    p.add("src", Source(n))
     p.add("work", Work(), resource=ss.Process("worker"))
-    p.add("sink", Sink())
-    p.connect("src", "work", capacity=4)
-    p.connect("work", "sink", capacity=4)
+    p.add("twice", twice)
+    p.add("sink", sink)
+    p.connect("src", "work", capacity=64)
+    p.connect("work", "twice", capacity=64)
+    p.connect("twice", "sink", capacity=64)
+    return p
+
+
+def test_a_path_across_processes_gives_its_mean_from_littles_law(tmp_path: Path) -> None:
     from streamscope.query import compile_queries
 
-    with pytest.raises(QueryError, match="channel 'src -> work': it crosses between processes"):
-        compile_queries(["latency(src ~> sink)"], p.topology(), 10**9)
+    topology = _apart(Sink(), 10).topology()
+    with pytest.raises(QueryError, match="channel 'src -> work' crosses between processes"):
+        compile_queries(["latency(src ~> sink): p99"], topology, 10**9)
+    plan = compile_queries(["latency(src ~> sink)"], topology, 10**9)
+    (target,) = plan.queries[0].targets
+    assert (target.stats, target.littles) == (("mean",), True)
+    # No tags: the ends of every channel on the way and the inner stages' states.
+    assert not {k for k in plan.taps if k[0] in ("depart", "arrive", "carry")}
+    assert {("state", "work"), ("state", "twice"), ("head", "src -> work")} <= plan.taps
+
+    sink = Sink()
+    out = tmp_path / "apart.duckdb"
+    res = ss.run(_apart(sink, 2000), ["latency(src ~> sink) every 30s"], ss.RunOptions(out=out))
+    assert res.status == "completed", res.error
+    truth = np.array(sink.latencies, dtype=np.float64)
+    with ss.load(out) as run:
+        (frame,) = run.results(0, "src ~> sink")
+        notes = run.notes()
+    (mean,) = frame.points
+    assert isinstance(mean, ScalarPoint) and mean.stat == "mean"
+    print(f"Little's law {mean.value:.0f} ns, truth {truth.mean():.0f} ns over {truth.size}")
+    # Each part's item-time over the items that left it, weighed by the flow: the run's mean.
+    # (The generator holds its input until its second output is put: its first output's
+    # time there is counted as long, a bias of half the gap between its puts.)
+    assert mean.value == pytest.approx(truth.mean(), rel=0.05)
+    assert any(about == "littles_law" and "src ~> sink" in text for about, text in notes)
 
 
 class Arrivals:

@@ -127,6 +127,40 @@ def test_an_unmodified_threaded_program(tmp_path: Path) -> None:
         assert "worker 3</td>" in html
 
 
+def test_a_programs_path_latency_is_its_mean_from_littles_law(tmp_path: Path) -> None:
+    """Reader (Poisson, 800 a second) -> 3 parser threads (1-5 ms of waiting work) -> writer:
+    the program's items cannot be followed through its own queues, so ``latency(reader ~>
+    writer)`` is the mean from Little's law over the path, held to the program's own time of
+    every item from the reader's put to the writer's get; the run says how it was found."""
+    out, truth = tmp_path / "run.duckdb", tmp_path / "truth.json"
+    query = "latency(reader ~> writer) every 30s"
+    proc = subprocess.run(
+        [*cli(), "run", str(APPS / "stamped_items.py"), "-o", str(out), "--quiet",
+         "--query", query, "--", "2000", str(truth)],
+        capture_output=True, text=True, timeout=300, check=False, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Little's law" in proc.stderr  # said where the figures are shown
+    times = json.loads(truth.read_text())
+    with ss.load(out) as run:
+        (frame,) = run.results(0, "reader ~> writer")
+        notes = [t for about, t in run.notes() if about == "littles_law"]
+    (mean,) = frame.points
+    assert isinstance(mean, ScalarPoint)
+    true_mean = sum(times) / len(times)
+    print(f"Little's law {mean.value:.0f} ns, the program's {true_mean:.0f} ns")
+    assert mean.value == pytest.approx(true_mean, rel=0.03)
+    assert notes and "reader -> parser" in notes[0] and "parser -> writer" in notes[0]
+    # Percentiles need each item's own time: refused, saying why and what can be asked.
+    bad = subprocess.run(
+        [*cli(), "run", str(APPS / "stamped_items.py"), "-o", str(tmp_path / "bad.duckdb"),
+         "--query", "latency(reader ~> writer): p99", "--", "10", str(tmp_path / "t.json")],
+        capture_output=True, text=True, timeout=300, check=False, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert bad.returncode != 0
+    assert "only the mean" in bad.stderr and "latency(reader ~> writer): mean" in bad.stderr
+
+
 @pytest.mark.parametrize("method", ["fork", "spawn"])
 def test_an_unmodified_multiprocessing_program(tmp_path: Path, method: str) -> None:
     """Loader process -> 2 worker processes (6 ms of work per item) -> the main process: the

@@ -260,6 +260,7 @@ class HostFrames:
         # much here; its latency is at least 0, and the frame's bounds cover the rest.
         events = Events(t, np.maximum(lat, 0))
         for r in self.reducers("latency", link.channel):
+            assert isinstance(r, TargetReducer)
             link.note(r.query_id, r.frame_ns, t, lat, ticks, grid)
             r.add_events(events)
 

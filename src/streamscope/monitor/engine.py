@@ -48,6 +48,7 @@ from streamscope.query.ast import Path
 from streamscope.query.compile import new_targets
 from streamscope.query.plan import Plan
 from streamscope.reduction.ledger import Ledger
+from streamscope.reduction.littlepath import LittlePath
 from streamscope.reduction.reducers import ReducerIndex, TargetReducer
 from streamscope.reduction.routing import Routes
 from streamscope.reduction.streams import EVENT_METRICS
@@ -156,17 +157,24 @@ class Engine:
             )
         self.crossing = self.crossing | topology.crossing_targets(t.name for _, t in pairs)
         for q, t in pairs:
-            if isinstance(q.query.target, Path):
+            if isinstance(q.query.target, Path) and not t.littles:
                 src, dst = path_ends(t.name)
                 route = topology.route(src, dst)
                 self.routes.add_path(
                     t.name, [c.name for c in route if c.src == src],
                     [c.name for c in route if c.dst == dst],
                 )  # fmt: skip
+        #: Paths whose items are not followed: their means from Little's law.
+        self.littles = [
+            LittlePath(q.id, t.name, t.specs, q.frame_ns, lambda: self.topology)
+            for q, t in pairs if t.littles
+        ]  # fmt: skip
         self.reducers = ReducerIndex(
-            [TargetReducer(q.id, q.metric, t.name, t.specs, q.frame_ns, t.name in self.crossing)
-             for q, t in pairs]
+            [*(TargetReducer(q.id, q.metric, t.name, t.specs, q.frame_ns, t.name in self.crossing)
+               for q, t in pairs if not t.littles), *self.littles]
         )  # fmt: skip
+        for lp in self.littles:
+            lp.attach(self.reducers)
         # A channel whose first items were put before its consumer was known begins then.
         self.routes.on_rewind = self.reducers.rewind
 
@@ -413,6 +421,8 @@ class Engine:
         )
         if added:
             self.plan = self.reducers.grow(self.plan, added, wm)
+        for lp in self.littles:
+            lp.attach(self.reducers)
         return True
 
     def rings_closed(self, pids: Sequence[int], t_ns: int) -> None:
@@ -561,6 +571,18 @@ class Engine:
         if self.on_table is not None:
             for rows in self._end_tables(end_ns):
                 self.on_table(rows)
+        return out
+
+    def path_notes(self) -> list[tuple[str, str]]:
+        """What a path's figure is, where its items were not followed (``note`` rows)."""
+        out = []
+        for lp in self.littles:
+            parts = sorted({c.name for c in lp.route})
+            out.append(("littles_law", (
+                f"latency({lp.target}) is the mean from Little's law over the path (its items "
+                f"cannot be followed): each part's item-time over the items that left it, "
+                f"through {', '.join(parts) or 'no channel seen'}; no percentile is known"
+            )))  # fmt: skip
         return out
 
     def _end_tables(self, end_ns: int) -> list[endtables.Table]:

@@ -122,12 +122,19 @@ PATH_TAPS = ("depart", "arrive", "carry")
 
 
 def path_taps(cq: CompiledQuery, topology: Topology) -> list[tuple[str, str]]:
-    """The taps a path query's targets need on their channels (``PATH_TAPS``)."""
+    """The taps a path query's targets need on their channels (``PATH_TAPS``); a path whose
+    items are not followed (its mean from Little's law) needs the ends of its channels and of
+    the channels into its inner stages, and its inner stages' states (``little_parts``)."""
     if not isinstance(cq.query.target, Path):
         return []
     out = []
     for t in cq.targets:
         src, dst = path_ends(t.name)
+        if t.littles:
+            channels, stages = little_parts(topology, src, dst)
+            out += [(end, c) for c in channels for end in ("tail", "head")]
+            out += [("state", s) for s in stages]
+            continue
         for c in topology.route(src, dst):
             out.append(("carry", c.name))
             if c.src == src:
@@ -135,6 +142,33 @@ def path_taps(cq: CompiledQuery, topology: Topology) -> list[tuple[str, str]]:
             if c.dst == dst:
                 out.append(("arrive", c.name))
     return out
+
+
+def little_parts(topology: Topology, src: str, dst: str) -> tuple[list[str], list[str]]:
+    """What Little's law over the path ``src ~> dst`` counts: the channels on it and every
+    channel into its inner stages (the stages' rates of taking items), and its inner stages."""
+    route = topology.route(src, dst)
+    inner = sorted({c.dst for c in route} - {dst})
+    channels = [c.name for c in topology.channels if c in route or c.dst in inner]
+    return channels, inner
+
+
+def unfollowed(topology: Topology, route: Sequence[ChannelInfo]) -> str:
+    """Why items cannot be followed along ``route`` ("" when tags ride on every channel of
+    it): threads' FIFOs and a device's link carry them; channels between processes, cluster
+    hosts' links and event loops' tasks (many on one thread) do not."""
+    kinds = {r.name: r.kind for r in topology.resources}
+    where = {s.name: s.resource for s in topology.stages}
+    for c in route:
+        ends = {kinds.get(where.get(s, ""), "") for s in (c.src, c.dst)}
+        if "asyncio" in ends:
+            stage = next(s for s in (c.src, c.dst) if kinds.get(where.get(s, "")) == "asyncio")
+            return f"stage '{stage}' is a task of an event loop"
+        if "host" in ends:
+            return f"channel '{c.name}' crosses between cluster hosts"
+        if c.transport not in ("thread", "link"):
+            return f"channel '{c.name}' crosses between processes ({c.transport})"
+    return ""
 
 
 def _compile_one(
@@ -157,9 +191,12 @@ def _compile_one(
     assert origin is not None
     info = METRICS[query.metric]
     resolver = _Resolver(topology, origin, open_world, follow)
+    littles: dict[str, bool] = {}
     if isinstance(query.target, Path):
         channels = []
-        names = resolver.paths(query.target)
+        mean_only = all(isinstance(a, StatAgg) and a.name == "mean" for a in query.aggregations)
+        littles = dict(resolver.paths(query.target, mean_only))
+        names = tuple(littles)
     elif isinstance(query.target, Edge):
         channels = resolver.channels(query.target)
         names = tuple(c.name for c in channels)
@@ -170,6 +207,7 @@ def _compile_one(
         channels = []
         names = resolver.stages(query.target.name, 0)
     specs = _specs(query, channels, origin)
+    mean = (Mean(),)
     if query.frame_ns is not None and query.frame_ns < MIN_FRAME_NS:
         col = origin.text.find(" every ") + 2 if " every " in origin.text else 1
         raise QueryError(
@@ -184,7 +222,10 @@ def _compile_one(
         metric=query.metric,
         unit=info.unit,
         frame_ns=query.frame_ns if query.frame_ns is not None else default_frame_ns,
-        targets=tuple(TargetPlan(name, specs) for name in names),
+        targets=tuple(
+            TargetPlan(name, mean, True) if littles.get(name) else TargetPlan(name, specs)
+            for name in names
+        ),
     )
 
 
@@ -252,7 +293,13 @@ def watches(plan: Plan) -> list[dict[str, Any]]:
         target = cq.query.target
         kinds = list(METRICS[cq.metric].taps)
         if isinstance(target, Path):
-            continue  # not in a program's queries (``_Resolver.paths``)
+            # A program's path (its mean from Little's law): every queue's ends and every
+            # stage's states, as the stages and queues on it are not known before they appear.
+            if not any(t.littles for t in cq.targets):
+                continue
+            out.append({"kinds": ["tail", "head"], "src": "*", "dst": "*"})
+            out.append({"kinds": ["state"], "stage": "*"})
+            continue
         if isinstance(target, Edge):
             out.append({"kinds": kinds, "src": target.src, "dst": target.dst})
         elif not METRICS[cq.metric].probe:
@@ -319,53 +366,52 @@ class _Resolver:
             message += f"; did you mean '{close[0]}'?" if close else ""
         raise self.error(message, 0)
 
-    def paths(self, path: Path) -> tuple[str, ...]:
-        """``SRC ~> DST`` for each pair of matched stages with a way between them, whose items
-        can be followed: through threads of one process (items in other processes, on devices
-        or event loops are not followed yet)."""
+    def paths(self, path: Path, mean_only: bool) -> tuple[tuple[str, bool], ...]:
+        """``SRC ~> DST`` for each pair of matched stages with a way between them, and whether
+        its items cannot be followed (then its mean comes from Little's law over the path):
+        they are followed through threads of one process and over a device's link, not in a
+        program's queues, between processes or through an event loop's tasks. ``mean_only``:
+        the query asks for the mean alone (what Little's law gives)."""
         if not self.follow:
-            raise self.error(
-                "a program's items cannot be followed from stage to stage (its queues carry "
-                "them, not streamscope's channels): ask for each channel's latency(SRC -> DST)",
-                0,
-            )
-        kinds = {r.name: r.kind for r in self.topology.resources}
-        where = {s.name: s.resource for s in self.topology.stages}
+            # A program's stages and queues appear as it runs: the names are taken as written.
+            for which, name in enumerate((path.src, path.dst)):
+                if any(ch in name for ch in "*?["):
+                    raise self.error(
+                        f"a program's path names its two stages, not a pattern ('{name}')", which
+                    )
+            self._littles(path.src, path.dst, "its queues carry them, not streamscope's "
+                          "channels", mean_only)  # fmt: skip
+            return ((f"{path.src} ~> {path.dst}", True),)
         out = []
         for src in self.stages(path.src, 0):
             for dst in self.stages(path.dst, 1):
                 route = self.topology.route(src, dst)
                 if not route:
                     continue
-                for c in route:
-                    why = self._unfollowed(c, kinds, where)
-                    if why:
-                        raise self.error(
-                            f"the items from '{src}' to '{dst}' cannot be followed through "
-                            f"channel '{c.name}': {why}; latency(SRC ~> DST) follows items "
-                            "through the threads of a process and over a device's link (each "
-                            "channel's latency(SRC -> DST) is measured everywhere)",
-                            0,
-                        )
-                out.append(f"{src} ~> {dst}")
+                why = unfollowed(self.topology, route)
+                if "cluster hosts" in why:
+                    raise self.error(
+                        f"the items from '{src}' to '{dst}' cannot be followed: {why} (each "
+                        "channel's latency(SRC -> DST) is measured everywhere)",
+                        0,
+                    )
+                if why:
+                    self._littles(src, dst, why, mean_only)
+                out.append((f"{src} ~> {dst}", bool(why)))
         if not out and not self.open_world:
             raise self.error(f"no way from '{path.src}' to '{path.dst}' through the channels", 0)
         return tuple(out)
 
-    @staticmethod
-    def _unfollowed(c: ChannelInfo, kinds: dict[str, str], where: dict[str, str]) -> str:
-        """Why tags cannot ride on channel ``c`` ("" when they can): threads' FIFOs and a
-        device's link carry them; channels between processes, cluster hosts' links and event
-        loops' tasks (many on one thread) do not yet."""
-        ends = {kinds.get(where.get(s, ""), "") for s in (c.src, c.dst)}
-        if "asyncio" in ends:
-            stage = next(s for s in (c.src, c.dst) if kinds.get(where.get(s, "")) == "asyncio")
-            return f"stage '{stage}' is a task of an event loop"
-        if "host" in ends:
-            return "it crosses between cluster hosts"
-        if c.transport not in ("thread", "link"):
-            return f"it crosses between processes ({c.transport})"
-        return ""
+    def _littles(self, src: str, dst: str, why: str, mean_only: bool) -> None:
+        """A path whose items cannot be followed gives its mean only (Little's law): refuse
+        any other statistic, saying why."""
+        if not mean_only:
+            raise self.error(
+                f"the items from '{src}' to '{dst}' cannot be followed ({why}): only the mean "
+                f"latency along the path is known, from Little's law; ask "
+                f"latency({src} ~> {dst}): mean",
+                0,
+            )
 
     def channels(self, edge: Edge) -> list[ChannelInfo]:
         found = [

@@ -36,6 +36,9 @@ class TargetPlan:
 
     name: str
     specs: tuple[AggregationSpec, ...]
+    #: A path (``SRC ~> DST``) whose items cannot be followed (a program's queues, a channel
+    #: between processes, an event loop's task): its mean from Little's law over the path.
+    littles: bool = False
 
     @property
     def stats(self) -> tuple[str, ...]:

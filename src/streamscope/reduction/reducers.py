@@ -19,7 +19,7 @@ from streamscope.aggregate.specs import AggregationSpec
 from streamscope.aggregate.timed import Extreme
 from streamscope.query.metrics import METRICS
 from streamscope.query.plan import Plan, TargetPlan
-from streamscope.reduction.streams import Events, Segments
+from streamscope.reduction.streams import Events, Segments, Sink
 
 I64 = NDArray[np.int64]
 #: Throughput is sampled over this many equal windows per frame (its max is the peak window).
@@ -281,7 +281,7 @@ class ReducerIndex:
 
     def __init__(self, reducers: Sequence[TargetReducer] = ()) -> None:
         self.all: list[TargetReducer] = []
-        self._by: dict[tuple[str, str], list[TargetReducer]] = {}
+        self._by: dict[tuple[str, str], list[Sink]] = {}
         #: Targets that ended, and when (virtual ns): their reducers go after their last frame.
         self._ending: dict[str, int] = {}
         #: When the next frame of any reducer ends: before it, ``close_until`` has nothing to
@@ -295,11 +295,20 @@ class ReducerIndex:
         self.all.append(r)
         self._by.setdefault((r.metric, r.target), []).append(r)
 
+    def tap(self, metric: str, target: str, sink: Sink) -> None:
+        """``sink`` is fed what (``metric``, ``target``)'s reducers are (a figure made of other
+        targets' outputs: ``reduction/littlepath.py``); it emits no frames itself."""
+        self._by.setdefault((metric, target), []).append(sink)
+
     def __len__(self) -> int:
         return len(self.all)
 
-    def __call__(self, metric: str, target: str) -> Sequence[TargetReducer]:
+    def __call__(self, metric: str, target: str) -> Sequence[Sink]:
         return self._by.get((metric, target), ())
+
+    def _reducers(self, target: str) -> list[TargetReducer]:
+        return [r for m in METRICS for r in self._by.get((m, target), ())
+                if isinstance(r, TargetReducer)]  # fmt: skip
 
     def grow(self, plan: Plan, added: Sequence[tuple[int, TargetPlan]], wm: int) -> Plan:
         """New targets of ``plan``'s queries (stages and channels that appeared while the run
@@ -340,7 +349,7 @@ class ReducerIndex:
     def rewind(self, target: str, start_ns: int) -> None:
         """``target`` (a channel none of whose frames went out) begins at ``start_ns``: its
         reducers emit frames from the one holding it."""
-        for r in (r for m in METRICS for r in self._by.get((m, target), ())):
+        for r in self._reducers(target):
             f = start_ns // r.frame_ns
             r.start_ns = min(r.start_ns, start_ns)
             if f < r.next_frame:
@@ -353,5 +362,5 @@ class ReducerIndex:
         keeps frames for those alive, not for every one it ever made); the last of them covers
         its part up to the end."""
         self._ending[target] = end_ns
-        for r in (r for m in METRICS for r in self._by.get((m, target), ())):
+        for r in self._reducers(target):
             r.end_ns = end_ns if r.end_ns is None else min(r.end_ns, end_ns)

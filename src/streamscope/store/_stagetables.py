@@ -69,9 +69,14 @@ TRACE_EXCLUSION = Table(
 NOTE = Table(
     "note",
     "What the run says of itself besides its figures: what a program used that is not "
-    "watched, processes of its that outlived it, a run that found no stage or channel.",
+    "watched, processes of its that outlived it, a run that found no stage or channel, a "
+    "path whose mean latency is from Little's law.",
     (
-        _C("about", "VARCHAR NOT NULL", "what the note concerns: unwatched, outlived, empty"),
+        _C(
+            "about",
+            "VARCHAR NOT NULL",
+            "what the note concerns: unwatched, outlived, empty, littles_law",
+        ),
         _C("text", "VARCHAR NOT NULL", "the note, in words"),
     ),
 )
