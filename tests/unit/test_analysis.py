@@ -283,3 +283,28 @@ def test_frames_where_a_stage_was_not_observed_weigh_nothing_in_whole_run_figure
         for k, fr in enumerate([(0.0, 0.0, 0.0, 0.0), (0.0, 1.0, 0.0, 0.0), (0.0, 0.9, 0.1, 0.0)])
     ]
     assert _overall(frames, "state") == "busy=95%  blocked_in=5%"
+
+
+def test_whole_run_figures_count_violations_and_keep_the_widest_bounds() -> None:
+    """A crossing latency's frames: its violations are a count (not ns), added over the run;
+    its uncertainty is the widest frame's, written as a frame's is."""
+    from streamscope.aggregate.points import FrameResult, ScalarPoint
+    from streamscope.cli.summary import _overall
+
+    frames = [
+        FrameResult(
+            0,
+            "a -> b",
+            k,
+            k * 10,
+            (k + 1) * 10,
+            10,
+            (
+                ScalarPoint("mean", 2_000_000.0),
+                ScalarPoint("violations", float(v)),
+                ScalarPoint("uncertainty_ns", u),
+            ),
+        )
+        for k, (v, u) in enumerate([(0, 3000.0), (2, 8000.0), (1, 5000.0)])
+    ]
+    assert _overall(frames, "ns") == "mean=2ms  violations=3  uncertainty=±8us"

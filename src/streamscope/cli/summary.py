@@ -43,11 +43,15 @@ def _overall(frames: list[FrameResult], unit: str) -> str:
             v = sum(x * wt for x, wt in vals) / den if den else None
         elif stat == "min":
             v = min(x for x, _ in vals)
-        elif stat == "max":
+        elif stat in ("max", "uncertainty_ns"):
             v = max(x for x, _ in vals)
         else:
             v = sum(x for x, _ in vals)
-        parts.append(f"{stat}={fmt_value(v, 'items' if stat == 'count' else unit)}")
+        if stat == "uncertainty_ns":  # the widest frame's bounds, as a frame's are written
+            parts.append(f"uncertainty=±{fmt_value(v, 'ns')}")
+            continue
+        counted = stat in ("count", "violations")  # numbers of items or events, not the unit
+        parts.append(f"{stat}={fmt_value(v, 'items' if counted else unit)}")
     if duty and duty_w:  # as the live view writes a frame's (``busy=95%``)
         parts.extend(f"{k}={v / duty_w * 100:.0f}%" for k, v in duty.items() if v / duty_w > 0.005)
     return "  ".join(parts) or "(no data)"
