@@ -51,3 +51,17 @@ def test_a_dependent_source_is_estimated_within_tolerance_or_rejected(tmp_path: 
     o = B.one_run(*_cell("mmpp", "bulk 16"), 1, tmp_path / "r.duckdb")
     print(o.run, dict(o.decided), o.ratio)
     assert o.accurate or not o.accepted
+
+
+def test_the_frame_a_devices_source_stops_in_is_estimated_over_the_whole_frame(
+    tmp_path: Path,
+) -> None:
+    # The source on the device finishes ~30 ms into a frame; the host drains the link for the
+    # rest of it and the run goes on past it. The model runs over the whole frame, its
+    # insertions ending with the last one measured (it once ran over the source's 30 ms alone
+    # and reported that level for the whole frame: 64 items where the truth was 22.5).
+    o = B.one_run(*_cell("mmpp", "bulk 16"), 10, tmp_path / "r.duckdb")
+    last = o.frames[-1]
+    assert last["items_out"] > last["items_in"]  # the drain
+    assert last["w1_truth_items"] <= B.tolerance(last["truth_mean"]), last
+    assert abs(last["predicted_mean"] - last["truth_mean"]) <= B.tolerance(last["truth_mean"])

@@ -244,6 +244,11 @@ def _frame_row(
     }  # fmt: skip
 
 
+#: A producer's side whose frame covers less than the frame and the consumer's side by more
+#: than this share has ended in it (its process finished).
+ENDED_SHARE = 0.01
+
+
 def frame_inputs(
     tail: SubQueueSummary,
     head: SubQueueSummary,
@@ -279,8 +284,13 @@ def frame_inputs(
     if (arrivals is None and profile is None) or service is None or not length:
         return None
     # A side's records end with its process: in the run's last frame the queue is estimated
-    # up to the run's end (the model drains it), each side checked over what it measured.
-    span = float(covered) if ending else length
+    # up to the run's end (the model drains it), each side checked over what it measured. So
+    # too where the producer's side ended in a frame the run goes on past (a device's source
+    # that finished while the host still drains the link): estimated over the whole frame,
+    # its insertions ending with the last one measured, not over the producer's part alone.
+    stopped = not first and tail_ns < min(covered, head_ns) * (1.0 - ENDED_SHARE)
+    final = final or stopped
+    span = float(covered) if ending else float(min(covered, head_ns)) if stopped else length
     sides = (min(tail_ns, span), min(head_ns, span))
     windows = sides if min(sides) < span else None
     return FrameInputs(arrivals, assumed, service, profile, span, windows, final, final or first)
