@@ -43,7 +43,7 @@ fpga:
 	  yosys nextpnr-ice40 fpga-icestorm verilator g++ >/dev/null; } || echo "could not install the FPGA tools: the cost and RTL tests will say so"
 
 pytest: $(STAMP) browser fpga
-	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=25; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 1; fi; exit $$rc
+	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=40; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 1; fi; exit $$rc
 
 test: lint typecheck pytest
 

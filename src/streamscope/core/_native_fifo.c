@@ -864,6 +864,24 @@ static PyObject *native_current_tag(PyObject *mod, PyObject *unused)
     return PyLong_FromLongLong((long long)t_tag);
 }
 
+/* A channel written in Python puts an item: the tag it carries (the thread's), the thread marked
+   as having put since it last took (as tag_choose does). */
+static PyObject *native_emit_tag(PyObject *mod, PyObject *unused)
+{
+    t_emitted = 1;
+    return PyLong_FromLongLong((long long)t_tag);
+}
+
+/* A channel written in Python hands over the tag of an item taken (as a FIFO's take does). */
+static PyObject *native_take_tag(PyObject *mod, PyObject *arg)
+{
+    long long tag = PyLong_AsLongLong(arg);
+    if (tag == -1 && PyErr_Occurred())
+        return NULL;
+    tag_got((int64_t)tag);
+    Py_RETURN_NONE;
+}
+
 static PyObject *native_set_current_tag(PyObject *mod, PyObject *arg)
 {
     long long tag = PyLong_AsLongLong(arg);

@@ -188,6 +188,15 @@ static PyObject *Ring_record(RingObject *self, PyObject *arg)
     return PyBool_FromLong(ring_record_now(self, v));
 }
 
+static PyObject *Ring_record_stamp(RingObject *self, PyObject *arg)
+{
+    int64_t v = PyLong_AsLongLong(arg);
+    if (v == -1 && PyErr_Occurred())
+        return NULL;
+    RING_READY(self);
+    return PyLong_FromLongLong((long long)ring_record_stamp(self, v));
+}
+
 static PyObject *Ring_record_at(RingObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 2) {
@@ -382,6 +391,8 @@ static PyObject *Ring_get_clock(RingObject *self, void *c)
 static PyMethodDef Ring_methods[] = {
     {"record", (PyCFunction)Ring_record, METH_O,
      "Record ``value`` at the clock's reading now; False (and counted) when full."},
+    {"record_stamp", (PyCFunction)Ring_record_stamp, METH_O,
+     "Record ``value`` now and return the clock's reading (read even when refused)."},
     {"record_at", (PyCFunction)(void (*)(void))Ring_record_at, METH_FASTCALL,
      "Record ``value`` at ``ticks`` read by the caller."},
     {"write", (PyCFunction)(void (*)(void))Ring_write, METH_FASTCALL,

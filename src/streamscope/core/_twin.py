@@ -11,7 +11,14 @@ FIFO (``_twin_fifo``).
 from __future__ import annotations
 
 from streamscope.core._twin_clock import Clock, clock_gap_ns, host_ns
-from streamscope.core._twin_fifo import Fifo, configure, current_tag, set_current_tag
+from streamscope.core._twin_fifo import (
+    Fifo,
+    configure,
+    current_tag,
+    emit_tag,
+    set_current_tag,
+    take_tag,
+)
 from streamscope.core._twin_ring import Ring, astir, load_acquire, store_release
 from streamscope.core._twin_state import HEARTBEAT_NS, StateTracker, bind_tracker, bound_tracker
 
@@ -27,8 +34,10 @@ __all__ = [
     "clock_gap_ns",
     "configure",
     "current_tag",
+    "emit_tag",
     "host_ns",
     "load_acquire",
     "set_current_tag",
     "store_release",
+    "take_tag",
 ]

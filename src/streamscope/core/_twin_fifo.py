@@ -50,6 +50,23 @@ def set_current_tag(tag: int) -> None:
     _local.emitted = False
 
 
+def emit_tag() -> int:
+    """The tag an item put now carries (the thread's); the thread has put since it last took
+    (a channel written in Python puts, as a FIFO's put does)."""
+    _local.emitted = True
+    return int(getattr(_local, "tag", 0))
+
+
+def take_tag(tag: int) -> None:
+    """An item with ``tag`` was taken (a channel written in Python, as a FIFO's take): the
+    thread's tag after its last put is dropped; a thread with none takes this one."""
+    if getattr(_local, "emitted", False):
+        _local.tag = 0
+        _local.emitted = False
+    if getattr(_local, "tag", 0) == 0:
+        _local.tag = operator.index(tag)
+
+
 def configure(*, eos: Any, aborted: Any, full: Any, empty: Any, main_ident: int) -> None:
     """The end-of-stream marker, and the errors for an aborted channel, a full and an empty one."""
     _config.update(eos=eos, aborted=aborted, full=full, empty=empty, main=main_ident)
@@ -71,6 +88,61 @@ def _blocked(state: int) -> Iterator[None]:
     finally:
         if tracker is not None:
             tracker.set(prev)
+
+
+class TagSampler:
+    """A path's origin: which items put there get a new tag (one in about ``every``, jittered,
+    ``every`` adapted window by window so that tags stay ``min_gap`` ticks apart on average),
+    and each tag leaving recorded (DEPART) into ``ring``. As the native core's; also what a
+    channel written in Python (between processes) samples with."""
+
+    def __init__(self, ring: Ring, every: int, min_gap_ticks: int = 0, seed: int = 1) -> None:
+        if every < 1 or min_gap_ticks < 0:
+            raise ValueError("tag_departures: every >= 1 and min_gap_ticks >= 0")
+        self.ring = ring
+        self.every = self._base = every
+        self._min_gap = min_gap_ticks
+        self._rng = seed or 1
+        self._seq = 0
+        self._window_start = self._window_tags = 0
+        self._countdown = every // 2 + 1 + self._jitter() % every
+
+    def _jitter(self) -> int:
+        x = self._rng  # xorshift64, as the native core's
+        x ^= (x << 13) & _MASK64
+        x ^= x >> 7
+        x ^= (x << 17) & _MASK64
+        self._rng = x
+        return x
+
+    def choose(self) -> int:
+        """A new tag for the item being put, or 0 (this one is not sampled)."""
+        self._countdown -= 1
+        if self._countdown > 0:
+            return 0
+        every = self.every
+        self._countdown = every // 2 + 1 + self._jitter() % every
+        self._seq += 1
+        return int((self.ring.probe << 40) | (self._seq & _SEQ_MASK))
+
+    def depart(self, tag: int, ticks: int | None) -> None:
+        """A tag leaving, recorded at ``ticks`` (the tail tap's, of the same put) or now."""
+        ring = self.ring
+        if ticks is None:
+            ticks = ring.record_stamp(tag)
+        else:
+            ring.record_at(ticks, tag)
+        if self._min_gap > 0:  # window by window, as the native core
+            self._window_tags += 1
+            if ticks - self._window_start >= TAG_WINDOW * self._min_gap:
+                n = self._window_tags
+                while n > TAG_WINDOW and self.every < 1 << 40:
+                    self.every *= 2
+                    n //= 2
+                if self._window_tags < TAG_WINDOW // 4 and self.every > self._base:
+                    self.every //= 2
+                self._window_start = ticks
+                self._window_tags = 0
 
 
 class Fifo:
@@ -98,11 +170,8 @@ class Fifo:
         #: path's origin (``tag_departures``).
         self._tags: deque[int] | None = None
         self._last_tag = 0
-        self._depart: Ring | None = None
+        self._sampler: TagSampler | None = None
         self._arrive: Ring | None = None
-        self._every = self._base = self._countdown = self._seq = self._min_gap = 0
-        self._window_start = self._window_tags = 0
-        self._rng = 1
         self.tail: Ring | None = None
         self.head: Ring | None = None
 
@@ -121,7 +190,7 @@ class Fifo:
             self._n_in += 1
             if self._tags is not None:
                 tag = self._tag_choose()
-            departing = tag != 0 and self._depart is not None
+            departing = tag != 0 and self._sampler is not None
             tap = self.tail
             if tap is not None:
                 if self._stamps is not None or departing:  # one clock read for all three
@@ -144,57 +213,20 @@ class Fifo:
             self._last_put = _monotonic_ns()
         self._not_empty.notify()
 
-    def _jitter(self) -> int:
-        x = self._rng  # xorshift64, as the native core's
-        x ^= (x << 13) & _MASK64
-        x ^= x >> 7
-        x ^= (x << 17) & _MASK64
-        self._rng = x
-        return x
-
     def _tag_choose(self) -> int:
         """The tag an item put here carries: the thread's, else, at a path's origin, a new one
         one item in about ``every``."""
-        tag: int = getattr(_local, "tag", 0)
-        _local.emitted = True
-        ring = self._depart
-        if tag != 0 or ring is None:
+        tag = emit_tag()
+        if tag != 0 or self._sampler is None:
             return tag
-        self._countdown -= 1
-        if self._countdown > 0:
-            return 0
-        every = self._every
-        self._countdown = every // 2 + 1 + self._jitter() % every
-        self._seq += 1
-        return int((ring.probe << 40) | (self._seq & _SEQ_MASK))
+        return self._sampler.choose()
 
     def _tag_depart(self, tag: int, ticks: int | None) -> None:
-        """A tag leaving a path's origin, recorded at ``ticks`` (the tail tap's, of the same
-        put) or now; the sampler keeps tags ``min_gap`` apart on average, window by window."""
-        ring = self._depart
-        assert ring is not None
-        if ticks is None:
-            ticks = ring.record_stamp(tag)
-        else:
-            ring.record_at(ticks, tag)
-        if self._min_gap > 0:  # window by window, as the native core
-            self._window_tags += 1
-            if ticks - self._window_start >= TAG_WINDOW * self._min_gap:
-                n = self._window_tags
-                while n > TAG_WINDOW and self._every < 1 << 40:
-                    self._every *= 2
-                    n //= 2
-                if self._window_tags < TAG_WINDOW // 4 and self._every > self._base:
-                    self._every //= 2
-                self._window_start = ticks
-                self._window_tags = 0
+        assert self._sampler is not None
+        self._sampler.depart(tag, ticks)
 
     def _tag_got(self, tag: int) -> None:
-        if getattr(_local, "emitted", False):
-            _local.tag = 0
-            _local.emitted = False
-        if getattr(_local, "tag", 0) == 0:
-            _local.tag = tag
+        take_tag(tag)
 
     def _pop(self) -> Any:
         item = self._q.popleft()
@@ -374,14 +406,8 @@ class Fifo:
         """A path's origin: tag one item in about ``every`` (jittered; ``every`` doubles while
         tags come closer than ``min_gap_ticks``), record each tag leaving into ``ring``."""
         self._tags_kept("tag_departures")
-        if every < 1 or min_gap_ticks < 0:
-            raise ValueError("tag_departures: every >= 1 and min_gap_ticks >= 0")
         with self._mutex:
-            self._depart = ring
-            self._every = self._base = every
-            self._min_gap = min_gap_ticks
-            self._rng = seed or 1
-            self._countdown = every // 2 + 1 + self._jitter() % every
+            self._sampler = TagSampler(ring, every, min_gap_ticks, seed)
 
     def tag_arrivals(self, ring: Ring) -> None:
         """Record each tagged item taken into ``ring`` (a path's end)."""
@@ -395,7 +421,7 @@ class Fifo:
 
     @property
     def tag_every(self) -> int:
-        return self._every
+        return 0 if self._sampler is None else self._sampler.every
 
     def abort(self) -> None:
         with self._mutex:

@@ -2,7 +2,7 @@
 
 In: nothing (the choice is made once, at import). Out: ``Clock``, ``Ring``, ``StateTracker``,
 ``Fifo``, ``astir``, ``bind_tracker``, ``bound_tracker``, ``current_tag``, ``set_current_tag``,
-``host_ns``, ``load_acquire``,
+``emit_tag``, ``take_tag``, ``host_ns``, ``load_acquire``,
 ``store_release`` and ``clock_gap_ns`` from one implementation, named by ``IMPLEMENTATION`` (``"native"`` or
 ``"python"``). The twin is used when the extension was not built (no compiler at install) or
 when ``STREAMSCOPE_PURE_PYTHON`` is set (see ``core.config``).
@@ -53,10 +53,12 @@ if TYPE_CHECKING:  # the twin is the typed reference: both have the same API
         bound_tracker,
         clock_gap_ns,
         current_tag,
+        emit_tag,
         host_ns,
         load_acquire,
         set_current_tag,
         store_release,
+        take_tag,
     )
 else:
     Clock = _impl.Clock
@@ -72,6 +74,8 @@ else:
     clock_gap_ns = _impl.clock_gap_ns
     current_tag = _impl.current_tag
     set_current_tag = _impl.set_current_tag
+    emit_tag = _impl.emit_tag
+    take_tag = _impl.take_tag
 
 
 def implementations() -> dict[str, ModuleType]:
@@ -96,9 +100,11 @@ __all__ = [
     "bound_tracker",
     "clock_gap_ns",
     "current_tag",
+    "emit_tag",
     "host_ns",
     "implementations",
     "load_acquire",
     "set_current_tag",
     "store_release",
+    "take_tag",
 ]

@@ -155,8 +155,8 @@ def little_parts(topology: Topology, src: str, dst: str) -> tuple[list[str], lis
 
 def unfollowed(topology: Topology, route: Sequence[ChannelInfo]) -> str:
     """Why items cannot be followed along ``route`` ("" when tags ride on every channel of
-    it): threads' FIFOs and a device's link carry them; channels between processes, cluster
-    hosts' links and event loops' tasks (many on one thread) do not."""
+    it): threads' FIFOs, channels between a pipeline's processes and a device's link carry
+    them; cluster hosts' links and event loops' tasks (many on one thread) do not."""
     kinds = {r.name: r.kind for r in topology.resources}
     where = {s.name: s.resource for s in topology.stages}
     for c in route:
@@ -166,8 +166,8 @@ def unfollowed(topology: Topology, route: Sequence[ChannelInfo]) -> str:
             return f"stage '{stage}' is a task of an event loop"
         if "host" in ends:
             return f"channel '{c.name}' crosses between cluster hosts"
-        if c.transport not in ("thread", "link"):
-            return f"channel '{c.name}' crosses between processes ({c.transport})"
+        if c.transport not in ("thread", "process", "link"):
+            return f"channel '{c.name}' is carried by {c.transport}"
     return ""
 
 
@@ -369,8 +369,8 @@ class _Resolver:
     def paths(self, path: Path, mean_only: bool) -> tuple[tuple[str, bool], ...]:
         """``SRC ~> DST`` for each pair of matched stages with a way between them, and whether
         its items cannot be followed (then its mean comes from Little's law over the path):
-        they are followed through threads of one process and over a device's link, not in a
-        program's queues, between processes or through an event loop's tasks. ``mean_only``:
+        they are followed through a pipeline's threads and processes and over a device's link,
+        not in a program's queues or through an event loop's tasks. ``mean_only``:
         the query asks for the mean alone (what Little's law gives)."""
         if not self.follow:
             # A program's stages and queues appear as it runs: the names are taken as written.

@@ -2,7 +2,9 @@
 
 In: items from a producer process (ints, floats, bytes, str and numpy arrays in a fixed binary
 layout; anything else pickled between the pipeline's own processes). Out: the same items at the
-consumer, with tail/head records taken in each end's own process.
+consumer, with tail/head records taken in each end's own process; with ``keep_tags``, each
+item's path tag beside it (``latency(SRC ~> DST)`` through processes), a path's origin sampling
+and recording the tags that leave (``tag_departures``), its end recording those that arrive.
 """
 
 from __future__ import annotations
@@ -16,12 +18,13 @@ from typing import Any
 import numpy as np
 
 from streamscope.core import native
+from streamscope.core._twin_fifo import TagSampler
 from streamscope.core.errors import PipelineError
 from streamscope.core.records import State
 from streamscope.core.stream import EOS, Aborted
 
-#: Slot header: payload length, payload type.
-_SLOT = struct.Struct("<IB3x")
+#: Slot header: payload length, payload type, the item's path tag (0: none; ``keep_tags``).
+_SLOT = struct.Struct("<IB3xq")
 _T_EOS, _T_INT, _T_FLOAT, _T_BYTES, _T_STR, _T_ARRAY, _T_PICKLE, _T_ABORT = range(8)
 _ARRAY_HEAD = struct.Struct("<16sB")
 DEFAULT_SLOT_BYTES = 4096
@@ -100,10 +103,32 @@ class ProcessChannel:
         #: Rings of this process's ends (each process sets its own after the fork).
         self.tail: native.Ring | None = None
         self.head: native.Ring | None = None
+        #: Path tags (each process sets its own after the fork): carried in the slot's header;
+        #: at a path's origin the sampler of new tags, at its end the ring of arrivals.
+        self._tags = False
+        self._sampler: TagSampler | None = None
+        self._arrive: native.Ring | None = None
 
-    def _write(self, kind: int, payload: bytes) -> None:
+    def keep_tags(self) -> None:
+        """Carry each item's path tag (the putting thread's) to the thread that takes it."""
+        self._tags = True
+
+    def tag_departures(
+        self, ring: native.Ring, every: int, min_gap_ticks: int = 0, seed: int = 1
+    ) -> None:
+        """A path's origin (producer side): tag one item in about ``every`` that carries none,
+        recording each tag leaving into ``ring`` (as a thread FIFO's ``tag_departures``)."""
+        self._tags = True
+        self._sampler = TagSampler(ring, every, min_gap_ticks, seed)
+
+    def tag_arrivals(self, ring: native.Ring) -> None:
+        """A path's end (consumer side): record each tagged item taken into ``ring``."""
+        self._tags = True
+        self._arrive = ring
+
+    def _write(self, kind: int, payload: bytes, tag: int = 0) -> None:
         off = (self._wpos % self.capacity) * self._stride
-        _SLOT.pack_into(self._mem, off, len(payload), kind)
+        _SLOT.pack_into(self._mem, off, len(payload), kind, tag)
         self._mem[off + _SLOT.size : off + _SLOT.size + len(payload)] = payload
 
     def put(self, item: Any) -> None:
@@ -123,12 +148,21 @@ class ProcessChannel:
                 tracker.set(prev)
         elif tracker is not None:
             tracker.heartbeat()
-        self._write(kind, payload)
+        tag, departing = 0, False
+        if self._tags and kind != _T_EOS:
+            tag = native.emit_tag()
+            if tag == 0 and self._sampler is not None:
+                tag = self._sampler.choose()
+                departing = tag != 0
+        self._write(kind, payload, tag)
         self._wpos += 1
         if kind != _T_EOS:
             self.items_in += 1
             tap = self.tail
-            if tap is not None:
+            if departing:
+                assert self._sampler is not None  # one clock read for both records
+                self._sampler.depart(tag, None if tap is None else tap.record_stamp(self.items_in))
+            elif tap is not None:
                 tap.record(self.items_in)
         self._used.release()
 
@@ -152,13 +186,20 @@ class ProcessChannel:
 
     def _read(self) -> Any:
         off = (self._rpos % self.capacity) * self._stride
-        length, kind = _SLOT.unpack_from(self._mem, off)
+        length, kind, tag = _SLOT.unpack_from(self._mem, off)
         payload = bytes(self._mem[off + _SLOT.size : off + _SLOT.size + length])
         self._rpos += 1
         if kind != _T_EOS:
             self.items_out += 1
             tap = self.head
-            if tap is not None:
+            if self._tags:
+                native.take_tag(tag)
+            if tag != 0 and self._arrive is not None:  # one clock read for both records
+                if tap is not None:
+                    self._arrive.record_at(tap.record_stamp(self.items_out), tag)
+                else:
+                    self._arrive.record(tag)
+            elif tap is not None:
                 tap.record(self.items_out)
         self._free.release()
         return decode_item(kind, payload)

@@ -17,6 +17,7 @@ from streamscope.core.stream import Aborted
 from streamscope.core.topology import USER_PROBE_KINDS, ProbeInfo, UserProbeInfo
 from streamscope.pipeline.channels.fifo import ThreadChannel
 from streamscope.pipeline.channels.link import LinkChannel
+from streamscope.pipeline.channels.shm import ProcessChannel
 from streamscope.pipeline.describe.pipeline import Pipeline
 from streamscope.pipeline.describe.specs import ITERATION_KINDS, StorageSpec
 from streamscope.pipeline.kinds import kind_of
@@ -164,8 +165,9 @@ class ProcessShare:
             for dst in stops:
                 for c in topology.route(src, dst):
                     ch = channels.get(c.name)
-                    if isinstance(ch, ThreadChannel) and (c.src in mine or c.dst in mine):
-                        ch.keep_tags()
+                    if isinstance(ch, ThreadChannel | ProcessChannel):
+                        if c.src in mine or c.dst in mine:
+                            ch.keep_tags()
                     elif isinstance(ch, LinkChannel):  # each side in its own process
                         if c.src in mine:
                             ch.tail_buf.keep_tags()
@@ -177,7 +179,7 @@ class ProcessShare:
             owner = spec[p.target].src if p.kind == "depart" else spec[p.target].dst
             if isinstance(ch, LinkChannel):
                 ch = ch.tail_buf if p.kind == "depart" else ch.head_buf
-            if owner not in mine or not isinstance(ch, ThreadChannel):
+            if owner not in mine or not isinstance(ch, ThreadChannel | ProcessChannel):
                 continue
             ch.keep_tags()
             if p.kind == "depart":
