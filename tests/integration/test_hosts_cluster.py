@@ -308,3 +308,50 @@ def test_a_pipeline_over_three_hosts_against_its_own_truth(
         assert sorted(traffic["host"]) == sorted(HOSTS)
         assert min(traffic["bytes"]) > 0 and min(traffic["messages"]) > 0
         assert min(traffic["kept_records"]) > 0
+
+
+def test_a_path_across_three_hosts_is_followed_inside_its_bounds(
+    cluster: RayCluster, tmp_path: Path
+) -> None:
+    """``latency(source ~> sink)`` over the cluster: the tags ride in the links' batches from
+    node-a through node-b to node-c, each host on its own emulated clock. Per frame, the
+    arrivals counted are the application's, and the median is the application's own (its
+    stamps beside the source's put and the sink's get) within the frame's bounds."""
+    from streamscope.aggregate.points import QuantilesPoint, ScalarPoint
+
+    out, truth_file = tmp_path / "path.duckdb", tmp_path / "truth.npz"
+    q = "latency(source ~> sink): mean, p50, p99, count every 500ms"
+    cmd = [sys.executable, "-m", "streamscope", "run", str(ROOT / "examples" / "hosts.py"),
+           "--out", str(out), "--quiet", "--ray-address", cluster.address, "--query", q,
+           "--", "--items", str(ITEMS), "--truth", str(truth_file)]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-4000:]
+    truth = np.load(truth_file)
+    with ss.load(out) as run:
+        frames = run.results(0, "source ~> sink")
+        t0 = run.meta.t0_host_ns
+    got = truth["got_ns"] - t0
+    lat = truth["got_ns"] - truth["made_ns"]
+    counted = 0.0
+    checked = 0
+    for fr in frames:
+        points = {p.stat: p for p in fr.points}
+        count = points["count"]
+        assert isinstance(count, ScalarPoint)
+        counted += count.value or 0.0
+        here = (got >= fr.t_start_ns) & (got < fr.t_end_ns)
+        if here.sum() < 20:
+            continue
+        unc = points["uncertainty_ns"]
+        q50 = points["quantiles"]
+        assert isinstance(unc, ScalarPoint) and isinstance(q50, QuantilesPoint)
+        true = float(np.sort(lat[here])[int(np.ceil(0.5 * here.sum())) - 1])
+        p50 = float(q50.values[list(q50.qs).index(0.5)])
+        print(f"frame {fr.frame}: p50 {p50 / 1e3:.1f}us, true {true / 1e3:.1f}us, "
+              f"bound {(unc.value or 0) / 1e3:.1f}us, count {count.value} of {here.sum()}")  # fmt: skip
+        assert abs(p50 - true) <= (unc.value or 0.0) + STAMP_NS, fr.frame
+        checked += 1
+    assert checked >= 2
+    # Every item arrived once, and each arrival was counted (the source tags every item: its
+    # 600 are far fewer than the sampler allows).
+    assert counted == ITEMS

@@ -14,6 +14,7 @@ import pytest
 import streamscope as ss
 from streamscope.aggregate.points import QuantilesPoint, ScalarPoint
 from streamscope.core.errors import QueryError
+from streamscope.pipeline.describe.resources import Resource
 
 
 class Source:
@@ -69,10 +70,11 @@ def _points(points: tuple[object, ...]) -> dict[str, float | None]:
     return got
 
 
-def _pipeline(sink: Sink, n: int) -> ss.Pipeline:
+def _pipeline(sink: Sink, n: int, where: Resource | str = "thread") -> ss.Pipeline:
+    """Source -> work -> twice (a generator) -> sink; ``where``: the work's resource."""
     p = ss.Pipeline("path")
     p.add("src", Source(n))
-    p.add("work", Work())
+    p.add("work", Work(), resource=where)
     p.add("twice", twice)
     p.add("sink", sink)
     p.connect("src", "work", capacity=64)
@@ -140,26 +142,13 @@ def test_a_path_is_written_read_and_checked() -> None:
     assert [t.name for t in again.queries[0].targets] == ["src ~> sink"]
 
 
-def _apart(sink: Sink, n: int) -> ss.Pipeline:
-    """The four stages, the work in a process of its own."""
-    p = ss.Pipeline("apart")
-    p.add("src", Source(n))
-    p.add("work", Work(), resource=ss.Process("worker"))
-    p.add("twice", twice)
-    p.add("sink", sink)
-    p.connect("src", "work", capacity=64)
-    p.connect("work", "twice", capacity=64)
-    p.connect("twice", "sink", capacity=64)
-    return p
-
-
 def test_a_path_across_processes_is_followed_item_by_item(tmp_path: Path) -> None:
     """The same four stages, the work in a process of its own: the tags ride in the shared
     memory slots' headers, sampled at the origin and recorded at the end as between threads."""
     sink = Sink()
     out = tmp_path / "apart.duckdb"
     q = "latency(src ~> sink): mean, p50, p99, count every 30s"
-    res = ss.run(_apart(sink, 2000), [q], ss.RunOptions(out=out))
+    res = ss.run(_pipeline(sink, 2000, ss.Process("worker")), [q], ss.RunOptions(out=out))
     assert res.status == "completed", res.error
     truth = np.array(sink.latencies, dtype=np.float64)
     with ss.load(out) as run:

@@ -222,3 +222,38 @@ def test_tags_need_keep_tags(impl: str) -> None:
     f.keep_tags()
     with pytest.raises(ValueError, match="every >= 1"):
         f.tag_departures(ring, 0)
+
+
+@pytest.mark.parametrize("impl", sorted(IMPLS))
+@given(n=st.integers(1, 30), take=st.integers(0, 30))
+@SETTINGS
+def test_a_batch_taken_with_its_stamps_and_tags_keeps_each_items_own(
+    impl: str, n: int, take: int
+) -> None:
+    """``take_stamped_tagged`` (a link between hosts whose items carry both their insertion
+    ticks and their path tags): each item with its own, as ``take_stamped`` and
+    ``take_tagged`` give them apart."""
+    m = IMPLS[impl]
+    clock = m.Clock("manual", start=50)
+    f = m.Fifo(0)
+    f.keep_stamps()
+    f.keep_tags()
+    f.tail = m.Ring(rings.anonymous_ring(3, int(Kind.PUT), 1 << 7), clock)
+    for i in range(n):
+        clock.advance(7)
+        m.set_current_tag(1000 + i if i % 3 else 0)
+        f.put(i)
+    m.set_current_tag(0)
+    take = min(take, n)
+    items, ticks, tags = f.take_stamped_tagged(take)
+    assert items == list(range(take))
+    assert ticks == [50 + 7 * (i + 1) for i in range(take)]
+    assert tags == [1000 + i if i % 3 else 0 for i in range(take)]
+    rest, rest_ticks = f.take_stamped(n - take)
+    assert rest == list(range(take, n)) and rest_ticks == [50 + 7 * (i + 1) for i in range(take, n)]
+    with pytest.raises(ValueError, match="take_stamped_tagged"):
+        f.take_stamped_tagged(1)
+    g = m.Fifo(0)
+    g.keep_tags()
+    with pytest.raises(RuntimeError, match="keep_stamps"):
+        g.take_stamped_tagged(0)

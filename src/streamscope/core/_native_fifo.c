@@ -704,13 +704,33 @@ static PyObject *Fifo_take(FifoObject *self, PyObject *arg)
 
 /* take(n), and what each item taken carried with it: the tail tap's ticks (``tags`` 0,
    keep_stamps) or its path tag (1, keep_tags): a link's mover sends either with the items. */
-static PyObject *fifo_take_with(FifoObject *self, PyObject *arg, int tags)
+static PyObject *side_list(const int64_t *side, Py_ssize_t n)
 {
-    const char *what = tags ? "take_tagged" : "take_stamped";
+    PyObject *list = PyList_New(n);
+    for (Py_ssize_t i = 0; list != NULL && i < n; i++) {
+        PyObject *t = PyLong_FromLongLong((long long)side[i]);
+        if (t == NULL) {
+            Py_CLEAR(list);
+            break;
+        }
+        PyList_SET_ITEM(list, i, t);
+    }
+    return list;
+}
+
+/* take(n), and what each item carried: TAKE_STAMPS its tail tap's ticks, TAKE_TAGS its path
+   tag, or both (a tuple of the items and each list asked for, stamps first). */
+#define TAKE_STAMPS 1
+#define TAKE_TAGS 2
+static PyObject *fifo_take_with(FifoObject *self, PyObject *arg, int want)
+{
+    const char *what = want == TAKE_STAMPS ? "take_stamped"
+                       : want == TAKE_TAGS ? "take_tagged"
+                                           : "take_stamped_tagged";
     FIFO_READY(self);
-    if ((tags ? self->tags : self->stamps) == NULL) {
+    if (((want & TAKE_STAMPS) && self->stamps == NULL) || ((want & TAKE_TAGS) && self->tags == NULL)) {
         PyErr_Format(PyExc_RuntimeError, "%s: %s() was not called", what,
-                     tags ? "keep_tags" : "keep_stamps");
+                     (want & TAKE_STAMPS) && self->stamps == NULL ? "keep_stamps" : "keep_tags");
         return NULL;
     }
     Py_ssize_t n = PyLong_AsSsize_t(arg);
@@ -718,12 +738,13 @@ static PyObject *fifo_take_with(FifoObject *self, PyObject *arg, int tags)
         return NULL;
     n = n > 0 ? n : 0;
     PyObject *out = PyList_New(n);
-    int64_t *side = PyMem_RawMalloc((size_t)(n ? n : 1) * sizeof(int64_t));
+    int64_t *side = PyMem_RawMalloc((size_t)(n ? 2 * n : 2) * sizeof(int64_t));
     if (out == NULL || side == NULL) {
         Py_XDECREF(out);
         PyMem_RawFree(side);
         return PyErr_NoMemory();
     }
+    int64_t *stamps = side, *tags = side + (n ? n : 1);
     LOCK(self);
     if (self->aborted || n > self->count) {
         int aborted = self->aborted;
@@ -737,37 +758,35 @@ static PyObject *fifo_take_with(FifoObject *self, PyObject *arg, int tags)
     }
     for (Py_ssize_t i = 0; i < n; i++) {
         PyList_SET_ITEM(out, i, fifo_pop(self));
-        side[i] = tags ? self->last_tag : self->last_stamp;
+        stamps[i] = self->last_stamp;
+        tags[i] = self->last_tag;
     }
     UNLOCK(self);
-    PyObject *list = PyList_New(n);
-    for (Py_ssize_t i = 0; list != NULL && i < n; i++) {
-        PyObject *t = PyLong_FromLongLong((long long)side[i]);
-        if (t == NULL) {
-            Py_CLEAR(list);
-            break;
-        }
-        PyList_SET_ITEM(list, i, t);
-    }
+    PyObject *first = want & TAKE_STAMPS ? side_list(stamps, n) : side_list(tags, n);
+    PyObject *second = want == (TAKE_STAMPS | TAKE_TAGS) ? side_list(tags, n) : NULL;
     PyMem_RawFree(side);
-    if (list == NULL) {
-        Py_DECREF(out);
-        return NULL;
-    }
-    PyObject *pair = PyTuple_Pack(2, out, list);
+    PyObject *result = NULL;
+    if (first != NULL && (second != NULL || want != (TAKE_STAMPS | TAKE_TAGS)))
+        result = second == NULL ? PyTuple_Pack(2, out, first) : PyTuple_Pack(3, out, first, second);
     Py_DECREF(out);
-    Py_DECREF(list);
-    return pair;
+    Py_XDECREF(first);
+    Py_XDECREF(second);
+    return result;
 }
 
 static PyObject *Fifo_take_stamped(FifoObject *self, PyObject *arg)
 {
-    return fifo_take_with(self, arg, 0);
+    return fifo_take_with(self, arg, TAKE_STAMPS);
+}
+
+static PyObject *Fifo_take_stamped_tagged(FifoObject *self, PyObject *arg)
+{
+    return fifo_take_with(self, arg, TAKE_STAMPS | TAKE_TAGS);
 }
 
 static PyObject *Fifo_take_tagged(FifoObject *self, PyObject *arg)
 {
-    return fifo_take_with(self, arg, 1);
+    return fifo_take_with(self, arg, TAKE_TAGS);
 }
 
 static PyObject *Fifo_keep_stamps(FifoObject *self, PyObject *unused)
@@ -1048,6 +1067,8 @@ static PyMethodDef Fifo_methods[] = {
      "Keep the tail tap's ticks of each item with it (call before the first put)."},
     {"take_tagged", (PyCFunction)Fifo_take_tagged, METH_O,
      "Take n waiting items: (the items, each one's path tag) (keep_tags)."},
+    {"take_stamped_tagged", (PyCFunction)Fifo_take_stamped_tagged, METH_O,
+     "Take n waiting items: (the items, their tail tap's ticks, their path tags)."},
     {"keep_tags", (PyCFunction)Fifo_keep_tags, METH_NOARGS,
      "Carry each item's path tag with it (call before the first put)."},
     {"tag_departures", (PyCFunction)(void (*)(void))Fifo_tag_departures,

@@ -13,6 +13,7 @@ from __future__ import annotations
 from streamscope.core._twin_clock import Clock, clock_gap_ns, host_ns
 from streamscope.core._twin_fifo import (
     Fifo,
+    TagSampler,
     configure,
     current_tag,
     emit_tag,
@@ -28,6 +29,7 @@ __all__ = [
     "Fifo",
     "Ring",
     "StateTracker",
+    "TagSampler",
     "astir",
     "bind_tracker",
     "bound_tracker",

@@ -364,28 +364,42 @@ class Fifo:
                 raise ValueError(f"take({n}): only {len(self._q)} items wait")
             return [self._pop() for _ in range(n)]
 
-    def _take_with(self, n: int, tags: bool) -> tuple[list[Any], list[int]]:
-        """``take(n)``, and what each item carried: its tail tap's ticks or its path tag."""
-        what = "take_tagged" if tags else "take_stamped"
+    def _take_with(self, n: int, stamps: bool, tags: bool) -> tuple[list[Any], ...]:
+        """``take(n)``, and what each item carried: its tail tap's ticks, its path tag, or
+        both (the items, then each list asked for, stamps first)."""
+        what = {(True, False): "take_stamped", (False, True): "take_tagged"}.get(
+            (stamps, tags), "take_stamped_tagged"
+        )
         with self._mutex:
-            if (self._tags if tags else self._stamps) is None:
-                keep = "keep_tags" if tags else "keep_stamps"
-                raise RuntimeError(f"{what}: {keep}() was not called")
+            for wanted, kept, keep in ((stamps, self._stamps, "keep_stamps"),
+                                       (tags, self._tags, "keep_tags")):  # fmt: skip
+                if wanted and kept is None:
+                    raise RuntimeError(f"{what}: {keep}() was not called")
             if self._aborted:
                 raise self._aborted_error()
             if n > len(self._q):
                 raise ValueError(f"{what}({n}): only {len(self._q)} items wait")
-            items, side = [], []
+            items: list[Any] = []
+            ticks: list[int] = []
+            marks: list[int] = []
             for _ in range(n):
                 items.append(self._pop())
-                side.append(self._last_tag if tags else self._last_stamp)
-            return items, side
+                ticks.append(self._last_stamp)
+                marks.append(self._last_tag)
+            return (items, *([ticks] if stamps else []), *([marks] if tags else []))
 
     def take_stamped(self, n: int) -> tuple[list[Any], list[int]]:
-        return self._take_with(n, tags=False)
+        items, ticks = self._take_with(n, stamps=True, tags=False)
+        return items, ticks
 
     def take_tagged(self, n: int) -> tuple[list[Any], list[int]]:
-        return self._take_with(n, tags=True)
+        items, marks = self._take_with(n, stamps=False, tags=True)
+        return items, marks
+
+    def take_stamped_tagged(self, n: int) -> tuple[list[Any], list[int], list[int]]:
+        """``take(n)``: the items, their tail tap's ticks and their path tags."""
+        items, ticks, marks = self._take_with(n, stamps=True, tags=True)
+        return items, ticks, marks
 
     def keep_stamps(self) -> None:
         with self._mutex:

@@ -38,6 +38,9 @@ def configure(impl: ModuleType) -> None:
 
 
 _impl, IMPLEMENTATION = _load()
+#: A path's origin's sampler of new tags, for a channel written in Python (the twin's: the
+#: native FIFO has its own inside).
+TagSampler = _twin.TagSampler
 configure(_impl)
 if _impl is not _twin:
     configure(_twin)
@@ -95,6 +98,7 @@ __all__ = [
     "Fifo",
     "Ring",
     "StateTracker",
+    "TagSampler",
     "astir",
     "bind_tracker",
     "bound_tracker",

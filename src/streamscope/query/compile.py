@@ -155,19 +155,27 @@ def little_parts(topology: Topology, src: str, dst: str) -> tuple[list[str], lis
 
 def unfollowed(topology: Topology, route: Sequence[ChannelInfo]) -> str:
     """Why items cannot be followed along ``route`` ("" when tags ride on every channel of
-    it): threads' FIFOs, channels between a pipeline's processes and a device's link carry
-    them; cluster hosts' links and event loops' tasks (many on one thread) do not."""
+    it): threads' FIFOs, channels between a pipeline's processes, a device's link and a link
+    between cluster hosts carry them; an event loop's tasks (many on one thread) do not."""
     kinds = {r.name: r.kind for r in topology.resources}
     where = {s.name: s.resource for s in topology.stages}
     for c in route:
-        ends = {kinds.get(where.get(s, ""), "") for s in (c.src, c.dst)}
-        if "asyncio" in ends:
-            stage = next(s for s in (c.src, c.dst) if kinds.get(where.get(s, "")) == "asyncio")
-            return f"stage '{stage}' is a task of an event loop"
-        if "host" in ends:
-            return f"channel '{c.name}' crosses between cluster hosts"
+        for s in (c.src, c.dst):
+            if kinds.get(where.get(s, "")) == "asyncio":
+                return f"stage '{s}' is a task of an event loop"
         if c.transport not in ("thread", "process", "link"):
             return f"channel '{c.name}' is carried by {c.transport}"
+    return ""
+
+
+def _on_hosts(topology: Topology, route: Sequence[ChannelInfo]) -> str:
+    """A channel of ``route`` with an end on a cluster host ("" if none): its records are
+    reduced there, so Little's law over the path has none of them."""
+    kinds = {r.name: r.kind for r in topology.resources}
+    where = {s.name: s.resource for s in topology.stages}
+    for c in route:
+        if any(kinds.get(where.get(s, "")) == "host" for s in (c.src, c.dst)):
+            return c.name
     return ""
 
 
@@ -389,10 +397,13 @@ class _Resolver:
                 if not route:
                     continue
                 why = unfollowed(self.topology, route)
-                if "cluster hosts" in why:
+                hosted = _on_hosts(self.topology, route) if why else ""
+                if hosted:
                     raise self.error(
-                        f"the items from '{src}' to '{dst}' cannot be followed: {why} (each "
-                        "channel's latency(SRC -> DST) is measured everywhere)",
+                        f"the items from '{src}' to '{dst}' cannot be followed ({why}), and "
+                        f"Little's law over the path needs records a cluster host keeps "
+                        f"(channel '{hosted}'): each channel's latency(SRC -> DST) is "
+                        "measured everywhere",
                         0,
                     )
                 if why:

@@ -21,13 +21,12 @@ from collections.abc import Callable
 
 import numpy as np
 
-from streamscope.aggregate.frames import split_at_frames
 from streamscope.aggregate.points import FrameResult
 from streamscope.aggregate.specs import AggregationSpec
 from streamscope.core.records import State
 from streamscope.core.topology import ChannelInfo, Topology, path_ends
 from streamscope.reduction.reducers import ReducerIndex, TargetReducer
-from streamscope.reduction.streams import I64, Events, Segments
+from streamscope.reduction.streams import I64, Events, Segments, frame_pieces
 
 #: A stage holds an item in these states (taking its next one, it holds none).
 HOLDING = (int(State.BUSY), int(State.BLOCKED_OUT))
@@ -50,13 +49,11 @@ class Tally:
         return level.astype(np.float64)
 
     def add_segments(self, seg: Segments) -> None:
-        known = seg.level >= 0
-        if not known.any():
+        pieces = frame_pieces(seg, self.frame_ns)
+        if pieces is None:
             return
-        start, end = seg.start[known], seg.end[known]
-        idx, frames, dur = split_at_frames(start, end, self.frame_ns)
-        area = self._level(seg.level[known][idx]) * dur
-        for f, a in zip(frames.tolist(), area.tolist(), strict=True):
+        frames, levels, dur, _ = pieces
+        for f, a in zip(frames.tolist(), (self._level(levels) * dur).tolist(), strict=True):
             self.area[f] = self.area.get(f, 0.0) + a
 
     def add_level(self, level: int, start_ns: int, end_ns: int) -> None:

@@ -13,13 +13,13 @@ import numpy as np
 from numpy.typing import NDArray
 
 from streamscope.aggregate.accumulators import Accumulator
-from streamscope.aggregate.frames import frame_index, runs, split_at_frames
+from streamscope.aggregate.frames import frame_index, runs
 from streamscope.aggregate.points import FrameResult, Point, ScalarPoint
 from streamscope.aggregate.specs import AggregationSpec
 from streamscope.aggregate.timed import Extreme
 from streamscope.query.metrics import METRICS
 from streamscope.query.plan import Plan, TargetPlan
-from streamscope.reduction.streams import Events, Segments, Sink
+from streamscope.reduction.streams import Events, Segments, Sink, frame_pieces
 
 I64 = NDArray[np.int64]
 #: Throughput is sampled over this many equal windows per frame (its max is the peak window).
@@ -100,14 +100,10 @@ class TargetReducer:
 
     def add_segments(self, seg: Segments) -> None:
         """Time-weighted levels; segments of unknown level (refused records) are left out."""
-        known = seg.level >= 0
-        if not known.any():
-            return
-        start, end = seg.start[known], seg.end[known]
-        idx, frames, dur = split_at_frames(start, end, self.frame_ns)
-        levels = seg.level[known][idx].astype(np.float64)
-        piece_start = np.maximum(start[idx], frames * self.frame_ns)
-        self._feed(frames, levels, dur.astype(np.float64), piece_start)
+        pieces = frame_pieces(seg, self.frame_ns)
+        if pieces is not None:
+            frames, levels, dur, piece_start = pieces
+            self._feed(frames, levels.astype(np.float64), dur.astype(np.float64), piece_start)
 
     def add_level(self, level: int, start_ns: int, end_ns: int) -> None:
         """One level held over ``[start_ns, end_ns)`` (a channel nothing happened in): the

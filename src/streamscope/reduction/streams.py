@@ -18,6 +18,7 @@ from typing import Protocol
 import numpy as np
 from numpy.typing import NDArray
 
+from streamscope.aggregate.frames import split_at_frames
 from streamscope.aggregate.stateframes import StateFrame
 from streamscope.core.records import STATE_LABELS
 
@@ -99,6 +100,17 @@ class Stream(ABC):
     def feed(self, out: object, reducers: Reducers, since: int, until: int) -> None:
         """The hook: hand each part of ``out`` (from ``advance`` over [since, until)) to the
         reducers of its metric."""
+
+
+def frame_pieces(seg: Segments, frame_ns: int) -> tuple[I64, I64, I64, I64] | None:
+    """``seg``'s known segments (refused records' unknown ones left out) cut at frame edges:
+    each piece's frame, level, length and start (ns); None when none is known."""
+    known = seg.level >= 0
+    if not known.any():
+        return None
+    start, end = seg.start[known], seg.end[known]
+    idx, frames, dur = split_at_frames(start, end, frame_ns)
+    return frames, seg.level[known][idx], dur, np.maximum(start[idx], frames * frame_ns)
 
 
 def segments(last_t: int, carry: int, t: I64, levels: I64, until: int) -> Segments:

@@ -85,8 +85,9 @@ def host_pairs(plan: Plan) -> dict[str, tuple[HostPair, ...]]:
 def shipped_probes(plan: Plan, topology: Topology) -> frozenset[int] | None:
     """The probes whose records the monitor reads itself, which cluster hosts send it (every
     other record stays on its host): its measured pairs' taps, the states no host reduces,
-    the links whose records cross raw (``Sites.raw_links``; None: every link's). None: every
-    probe's (``trace``)."""
+    the links whose records cross raw (``Sites.raw_links``; None: every link's), the tags
+    leaving and arriving on a followed path (the monitor pairs them, wherever they were
+    recorded). None: every probe's (``trace``)."""
     assert plan.sites is not None
     if plan.sites.trace:
         return None
@@ -100,6 +101,7 @@ def shipped_probes(plan: Plan, topology: Topology) -> frozenset[int] | None:
         for p in topology.probes
         if (p.kind, p.target) in wanted
         or (p.kind == "state" and p.target not in reduced)
+        or p.kind in ("depart", "arrive")
         or (p.target in links and (raw is None or p.target in raw))
     )
 

@@ -155,17 +155,22 @@ class LinkChannel:
                 return
             yield msg
 
+    def deliver_tagged(self, items: list[Any], tags: list[int]) -> None:
+        """Items into the head buffer, each with its path tag (handed on as a stage hands on
+        what it took)."""
+        tag = native.set_current_tag
+        for item, t in zip(items, tags, strict=True):
+            tag(t)
+            self.head_buf.put(item)
+        tag(0)
+
     def receiver(self) -> None:
         """The consumer's side of the bus: until the end marker has arrived."""
-        tag = native.set_current_tag
         for due, items, *tagged in self.arrivals():
             while (left := due - _true_ns()) > 0:  # still in flight
                 time.sleep(left / 1e9)
-            if tagged:  # each item's path tag, handed on as a stage hands on what it took
-                for item, t in zip(items, tagged[0], strict=True):
-                    tag(t)
-                    self.head_buf.put(item)
-                tag(0)
+            if tagged:
+                self.deliver_tagged(items, tagged[0])
                 continue
             for item in items:
                 self.head_buf.put(item)  # tapped ``deliver``; waits while the buffer is full

@@ -18,7 +18,6 @@ from typing import Any
 import numpy as np
 
 from streamscope.core import native
-from streamscope.core._twin_fifo import TagSampler
 from streamscope.core.errors import PipelineError
 from streamscope.core.records import State
 from streamscope.core.stream import EOS, Aborted
@@ -106,7 +105,7 @@ class ProcessChannel:
         #: Path tags (each process sets its own after the fork): carried in the slot's header;
         #: at a path's origin the sampler of new tags, at its end the ring of arrivals.
         self._tags = False
-        self._sampler: TagSampler | None = None
+        self._sampler: native.TagSampler | None = None
         self._arrive: native.Ring | None = None
 
     def keep_tags(self) -> None:
@@ -119,7 +118,7 @@ class ProcessChannel:
         """A path's origin (producer side): tag one item in about ``every`` that carries none,
         recording each tag leaving into ``ring`` (as a thread FIFO's ``tag_departures``)."""
         self._tags = True
-        self._sampler = TagSampler(ring, every, min_gap_ticks, seed)
+        self._sampler = native.TagSampler(ring, every, min_gap_ticks, seed)
 
     def tag_arrivals(self, ring: native.Ring) -> None:
         """A path's end (consumer side): record each tagged item taken into ``ring``."""

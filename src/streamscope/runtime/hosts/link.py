@@ -90,6 +90,8 @@ class HostLink(LinkChannel):
         #: Each batch carries the ticks its items' producer tap read as they went in (the
         #: consumer's host pairs them with their removals: the link's latency, reduced there).
         self.stamped = False
+        #: Items carry path tags in the batches (``latency(SRC ~> DST)`` through this link).
+        self.tagged = False
         self._sent_items = 0
         #: Where the consumer's side hands each batch's (first item's number, stamps): its
         #: host's own frames (``agents.host``); None: nobody pairs them.
@@ -101,15 +103,26 @@ class HostLink(LinkChannel):
         self.tail_buf.keep_stamps()
 
     def next_batch(self) -> tuple[list[Any], bool]:
+        items, _, ended = self._batch()
+        return items, ended
+
+    def _batch(self) -> tuple[list[Any], list[int] | None, bool]:
+        """The next transfer's items, their path tags where they carry them (``tagged``), and
+        whether the stream ended; their insertion ticks kept for the message (``stamped``)."""
         if not self.stamped:
-            return super().next_batch()
+            return self._next(self.tagged)
         m = self.tail_buf.wait_batch(self.link.bulk_size, self.link.timeout_ns / 1e9)
-        batch, stamps = self.tail_buf.take_stamped(m)
+        tags: list[int] | None = None
+        if self.tagged:
+            batch, stamps, tags = self.tail_buf.take_stamped_tagged(m)
+        else:
+            batch, stamps = self.tail_buf.take_stamped(m)
         ended = bool(batch) and batch[-1] is EOS
         if ended:
             batch, stamps = batch[:-1], stamps[:-1]
+            tags = tags[:-1] if tags is not None else None
         self._stamps = stamps
-        return batch, ended
+        return batch, tags, ended
 
     def mover(self) -> None:
         """The sending side: a batch goes out in a call as it is taken from the buffer, without
@@ -121,14 +134,16 @@ class HostLink(LinkChannel):
         transfer_ns = int(self.link.transfer_ns)
         on_the_way: deque[Any] = deque()
         while True:
-            items, ended = self.next_batch()
+            items, tags, ended = self._batch()
             if items:
                 start = time.monotonic_ns()
                 due = start + transfer_ns + int(self.link.latency_ns)
-                msg: tuple[Any, ...] = (self.transfers, due, items)
+                stamped = None
                 if self.stamped:
-                    msg += (self._sent_items + 1, self._stamps)
+                    stamped = (self._sent_items + 1, self._stamps)
                     self._sent_items += len(items)
+                # The items' path tags ride with them (none: not one of them carries a tag).
+                msg = (self.transfers, due, items, stamped, tags if tags and any(tags) else None)
                 on_the_way.append(self.network.channel.send(msg))
                 if len(on_the_way) >= self.in_flight:
                     ray.get(on_the_way.popleft())
@@ -151,14 +166,23 @@ class HostLink(LinkChannel):
                 self._deliver(*early.pop(expect))
                 expect += 1
 
-    def _deliver(self, due: int, items: list[Any], *stamped: Any) -> None:
+    def _deliver(
+        self,
+        due: int,
+        items: list[Any],
+        stamped: tuple[int, list[int]] | None,
+        tags: list[int] | None,
+    ) -> None:
         if (left := due - time.monotonic_ns()) > 0:
             time.sleep(left / 1e9)
         else:
             self.late += 1
             self.late_ns -= left
-        if stamped and self.on_stamps is not None:
+        if stamped is not None and self.on_stamps is not None:
             self.on_stamps(*stamped)  # before the items: each is paired when it is got
+        if tags is not None:
+            self.deliver_tagged(items, tags)
+            return
         for item in items:
             self.head_buf.put(item)  # tapped ``deliver``; waits while the buffer is full
 
