@@ -32,8 +32,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
-import streamscope as ss  # noqa: E402
+from _vqrun import truth_frames  # noqa: E402
 
 FRAME = "200ms"
 SECONDS = 2.2  #: each run's length: eleven frames
@@ -129,17 +130,7 @@ def one_run(src: Source, bus: Bus, seed: int, out: Path) -> Outcome:
     ]  # fmt: skip
     p = mod.pipeline(argv)
     q = [f"occupancy(source -> server): mean, max, histogram every {FRAME}"]
-    res = ss.run(p, q, ss.RunOptions(out=out, overwrite=True, ground_truth=True))
-    if res.status != "completed":
-        raise SystemExit(f"{src.label} {bus.label} seed {seed}: {res.status}: {res.error}")
-    with ss.load(out) as run:
-        (vq,) = run.virtual_queues()
-    frames = [
-        f for f in vq["frames_detail"]
-        if f["w1_truth_items"] is not None and f["truth_mean"] is not None
-    ]  # fmt: skip
-    if not frames:
-        raise SystemExit(f"{src.label} {bus.label} seed {seed}: no frame was estimated")
+    vq, frames = truth_frames(p, q, out, f"{src.label} {bus.label} seed {seed}")
     truth = statistics.mean(f["truth_mean"] for f in frames)
     w1 = statistics.mean(f["w1_truth_items"] for f in frames)
     decided = Counter(str(f.get("decided_by")) for f in frames if f.get("verdict"))

@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples"))
 
-import streamscope as ss  # noqa: E402
+from _vqrun import truth_frames  # noqa: E402
 
 #: What ``--quick`` (a smoke test) runs: one source of each kind and one of the paper's rows.
 QUICK_ROWS = ("exp", "onoff", "seed M/M/1 hw")
@@ -96,17 +96,7 @@ def one_run(row: Row, seed: int, seconds: float, out: Path) -> Outcome:
     items = max(int(row.rate_per_s * seconds), 50)
     p = mod.pipeline([*row.args, "--seed", str(seed), "--items", str(items)])
     queries = list(row.queries) if row.queries is not None else mod.QUERIES
-    res = ss.run(p, queries, ss.RunOptions(out=out, overwrite=True, ground_truth=True))
-    if res.status != "completed":
-        raise SystemExit(f"{row.label} seed {seed}: {res.status}: {res.error}")
-    with ss.load(out) as run:
-        (vq,) = run.virtual_queues()
-    frames = [
-        f for f in vq["frames_detail"]
-        if f["w1_truth_items"] is not None and f["truth_mean"] is not None
-    ]  # fmt: skip
-    if not frames:
-        raise SystemExit(f"{row.label} seed {seed}: no frame was estimated")
+    vq, frames = truth_frames(p, queries, out, f"{row.label} seed {seed}")
     truth = max(statistics.mean(f["truth_mean"] for f in frames), 1e-9)
     used = statistics.mean(f["w1_truth_items"] for f in frames) / truth
     ren = [f["w1_truth_renewal_items"] for f in frames if f["w1_truth_renewal_items"] is not None]
