@@ -19,6 +19,13 @@ With ``--rtl`` the device is an RTL device: the device's side of ``avg -> print`
 frame by the channel monitor core (Lancaster et al.'s (2011) FPGA agent), simulated cycle by cycle, fed the
 buffer's insertions and removals and ``avg``'s blocking, and read over the register link, and
 calibration reads the timestamp core (``--rtl verilator``: both compiled by Verilator).
+
+With ``--stamps DIR`` the application keeps its own truth of ``latency(prng ~> print)``: each
+block goes out numbered, ``prng`` notes when it handed each block on (its generator resumed: the
+block's put was done), the number travels through ``split`` and its walk, ``avg`` sends on the
+number of the first block it took since its last update, and ``print`` notes when each update
+came. The host's monotonic clock throughout (every stage is a process of this machine, whatever
+clock the device is said to have): ``DIR/prng.npy`` (number, time) and ``DIR/print.npy``.
 """
 
 from __future__ import annotations
@@ -57,15 +64,23 @@ def points_of_interest(n: int, k: int) -> np.ndarray:
 
 
 class Prng:
-    """Blocks of random numbers 0..3 (one per walk step)."""
+    """Blocks of random numbers 0..3 (one per walk step); with ``stamps`` (a folder), each as
+    (its number, the block), and when each was handed on noted there."""
 
-    def __init__(self, blocks: int, block: int, seed: int) -> None:
-        self.blocks, self.block, self.seed = blocks, block, seed
+    def __init__(self, blocks: int, block: int, seed: int, stamps: str | None = None) -> None:
+        self.blocks, self.block, self.seed, self.stamps = blocks, block, seed, stamps
 
     def generate(self):  # type: ignore[no-untyped-def]
         rng = np.random.default_rng(self.seed)
-        for _ in range(self.blocks):
-            yield rng.integers(0, 4, self.block, dtype=np.uint8)
+        if self.stamps is None:
+            for _ in range(self.blocks):
+                yield rng.integers(0, 4, self.block, dtype=np.uint8)
+            return
+        handed = np.zeros((self.blocks, 2), dtype=np.int64)
+        for i in range(self.blocks):
+            yield i, rng.integers(0, 4, self.block, dtype=np.uint8)
+            handed[i] = i, time.monotonic_ns()  # resumed: block i's put is done
+        np.save(os.path.join(self.stamps, "prng.npy"), handed)
 
 
 class Walk:
@@ -82,7 +97,12 @@ class Walk:
         self.x = points[self.home, 0].copy()
         self.y = points[self.home, 1].copy()
 
-    def process(self, block: np.ndarray) -> np.ndarray:
+    def process(self, block: np.ndarray | tuple[int, np.ndarray]) -> object:
+        if isinstance(block, tuple):  # ``--stamps``: the block's number goes on with its score
+            return block[0], self._walk(block[1])
+        return self._walk(block)
+
+    def _walk(self, block: np.ndarray) -> np.ndarray:
         start = time.monotonic_ns()
         k, n = self.walkers, self.n
         steps = len(block) // k
@@ -116,13 +136,18 @@ class Avg:
         self.sums = np.zeros(points)
         self.counts = np.zeros(points)
         self.every, self.seen = every, 0
+        self.first: int | None = None  # ``--stamps``: the first block taken since the last update
 
-    def process(self, score: np.ndarray):  # type: ignore[no-untyped-def]
+    def process(self, score: np.ndarray | tuple[int, np.ndarray]):  # type: ignore[no-untyped-def]
+        if isinstance(score, tuple):
+            number, score = score
+            self.first = number if self.first is None else self.first
         self.sums += score[0]
         self.counts += score[1]
         self.seen += 1
         if self.seen % self.every == 0:
-            yield self.estimate()
+            first, self.first = self.first, None
+            yield self.estimate() if first is None else (first, self.estimate())
 
     def estimate(self) -> np.ndarray:
         """Row 0: the estimates; row 1: walks per point."""
@@ -136,16 +161,25 @@ class Avg:
 class Print:
     """Keeps the latest solution and prints it at the end (and saves it with ``--save``)."""
 
-    def __init__(self, points: np.ndarray, save: str | None, quiet: bool) -> None:
-        self.points, self.save, self.quiet = points, save, quiet
+    def __init__(
+        self, points: np.ndarray, save: str | None, quiet: bool, stamps: str | None = None
+    ) -> None:
+        self.points, self.save, self.quiet, self.stamps = points, save, quiet, stamps
         self.latest: np.ndarray | None = None
         self.updates = 0
+        self.came: list[tuple[int, int]] = []  # ``--stamps``: (first block's number, time)
 
-    def process(self, est: np.ndarray) -> None:
+    def process(self, est: np.ndarray | tuple[int, np.ndarray]) -> None:
+        if isinstance(est, tuple):
+            self.came.append((est[0], time.monotonic_ns()))
+            est = est[1]
         self.latest = est
         self.updates += 1
 
     def teardown(self) -> None:
+        if self.stamps is not None:
+            came = np.array(self.came, dtype=np.int64).reshape(-1, 2)
+            np.save(os.path.join(self.stamps, "print.npy"), came)
         if self.latest is None:
             return
         if self.save:
@@ -174,6 +208,7 @@ def _args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--save", help="write the final solution to this .npy file")
     ap.add_argument("--quiet", action="store_true", help="do not print the solution")
+    ap.add_argument("--stamps", help="a folder: keep the blocks' own times from prng to print")
     ap.add_argument(
         "--rtl", nargs="?", const="amaranth", default="", choices=("amaranth", "verilator"),
         help="an RTL device: its sub-queue reduced by the channel monitor core, simulated by "
@@ -190,7 +225,7 @@ def pipeline(argv: list[str]) -> ss.Pipeline:
     pts = points_of_interest(a.grid, a.points)
     fpga = ss.EmulatedDevice("fpga", bulk_size=16, transfer_us=200, latency_us=20, rtl=a.rtl)
     p = ss.Pipeline(f"laplace-{a.walks}")
-    p.add("prng", Prng(a.blocks, a.block, a.seed), resource=fpga)
+    p.add("prng", Prng(a.blocks, a.block, a.seed, a.stamps), resource=fpga)
     p.add("split", lambda block: block, resource=fpga)
     p.connect("prng", "split", capacity=a.capacity)
     walks = [f"walk{i}" for i in range(a.walks)]
@@ -200,7 +235,7 @@ def pipeline(argv: list[str]) -> ss.Pipeline:
     p.add("avg", Avg(len(pts), a.every), resource=fpga)
     for w in walks:
         p.connect(w, "avg", capacity=4)
-    p.add("print", Print(pts, a.save, a.quiet))
+    p.add("print", Print(pts, a.save, a.quiet, a.stamps))
     p.connect("avg", "print", capacity=64)
     return p
 
