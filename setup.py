@@ -1,7 +1,9 @@
-"""Builds the native probe core; everything else is in pyproject.toml.
+"""Builds the native probe core and the queue models' compiled loops; everything else is in
+pyproject.toml.
 
-The extension is optional: where it cannot be compiled, the install goes on and streamscope uses
-the core's pure-Python twin (``streamscope.core.native.IMPLEMENTATION`` says which is in use).
+The extensions are optional: where they cannot be compiled, the install goes on and streamscope
+uses the core's pure-Python twin (``streamscope.core.native.IMPLEMENTATION`` says which is in use)
+and the models' Python loops.
 """
 
 from setuptools import Extension, setup
@@ -25,6 +27,13 @@ setup(
             extra_compile_args=["-O2", "-ffp-contract=off", "-fno-strict-aliasing", "-pthread"],
             extra_link_args=["-pthread"],
             optional=True,
-        )
+        ),
+        Extension(
+            "streamscope.model._kernels",
+            sources=["src/streamscope/model/_kernels.c"],
+            # Bit for bit what the Python loops compute: IEEE doubles as written.
+            extra_compile_args=["-O2", "-ffp-contract=off"],
+            optional=True,
+        ),
     ],
 )

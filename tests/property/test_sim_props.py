@@ -230,3 +230,29 @@ def test_bulk_latency_is_pipelined(c: BulkCase) -> None:
     # One transfer at a time: a transfer starts once the previous one has ended.
     first = np.flatnonzero(np.diff(t.start1[p:], prepend=-np.inf) > 0) + p
     assert (t.start1[first[1:]] >= t.done1[first[:-1]]).all()
+
+
+@settings(max_examples=100, deadline=None)
+@given(pairs, st.integers(0, 6))
+def test_the_tandem_loop_compiled_in_python_and_swept_agree(p: tuple[F64, F64], cap: int) -> None:
+    """The blocking tandem's per-customer loop: compiled (where built) bit for bit the Python
+    loop; the vectorised sweeps (what runs where it was not built) at their fixed point the
+    same up to rounding."""
+    from streamscope.model import recursions as r
+
+    gaps, s = p
+    arrive, s1 = np.cumsum(gaps), s[::-1].copy()
+    ref = r.tandem_loop_py(arrive, s1, s, cap)
+    fast = r._tandem_loop(arrive, s1, s, cap)
+    assert all(np.array_equal(x, y) for x, y in zip(fast, ref, strict=True))
+    swept = r._tandem_sweeps(arrive, s1, s, cap, max_sweeps=arrive.size + 2)
+    assert swept is not None
+    for x, y in zip(swept, ref, strict=True):
+        np.testing.assert_allclose(x, y, rtol=1e-9, atol=1e-6)
+
+
+def test_the_tandem_loop_runs_compiled_here() -> None:
+    """Built by the install (setup.py) on a machine with a compiler, as this one has."""
+    from streamscope.model import recursions as r
+
+    assert r.COMPILED
