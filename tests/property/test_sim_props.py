@@ -256,3 +256,29 @@ def test_the_tandem_loop_runs_compiled_here() -> None:
     from streamscope.model import recursions as r
 
     assert r.COMPILED
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.integers(0, 2**32 - 1), st.integers(1, 300), st.integers(1, 32),
+    st.sampled_from([math.inf, 0.0, 700.0]), st.booleans(),
+)  # fmt: skip
+def test_the_bus_transfers_compiled_and_in_python_agree(
+    seed: int, n: int, b: int, timeout: float, held: bool
+) -> None:
+    """The bulk bus's transfers (the virtual queues' model): the compiled loop bit for bit
+    the Python one, quorum, inactivity flush, preloaded items and a full device buffer alike."""
+    from streamscope.model.bulk import _rule, _transfers, transfers_py
+
+    rng = np.random.default_rng(seed)
+    a = np.cumsum(rng.exponential(rng.uniform(10, 2000), n))
+    lo = int(rng.integers(1, b + 1))
+    a, rule = _rule(a, b, lo, rng.uniform(100, 5000), 10.0, timeout, float(rng.uniform(0, 3000)))
+    p = int(rng.integers(0, min(n, 5) + 1))
+    s2 = rng.exponential(500, n) if held else None
+    cap2 = int(rng.integers(max(b - 1, 0), b + 20))
+    end = float(a[-1]) + 1000.0
+    fast = _transfers(a, p, rule, end, s2, cap2)
+    ref = transfers_py(a, p, rule, end, s2, cap2)
+    for x, y in zip(fast, ref, strict=True):
+        assert np.array_equal(np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64))

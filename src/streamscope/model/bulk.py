@@ -22,7 +22,7 @@ from streamscope.model._inputs import (
     check_capacity,
     check_sorted,
 )
-from streamscope.model.recursions import lindley, shift
+from streamscope.model.recursions import KERNELS, lindley, shift
 
 __all__ = ["BulkTandemTimes", "bulk_transfer", "tandem_bulk"]
 
@@ -138,13 +138,38 @@ def _served_in_order(av: Sequence[float], s2v: Sequence[float], p: int) -> list[
 class _Transfers(NamedTuple):
     """The bus's transfers, one entry each, and the device's departures item by item."""
 
-    first: list[int]  #: its first item
-    start: list[float]
-    deliver: list[float]  #: when its items reach the device buffer (with one)
-    depart: list[float]  #: device departures, per item (with a device buffer)
+    first: Sequence[int]  #: its first item
+    start: Sequence[float]
+    deliver: Sequence[float]  #: when its items reach the device buffer (with one)
+    depart: Sequence[float]  #: device departures, per item (with a device buffer)
 
 
 def _transfers(a: F64, p: int, rule: _BusRule, end: float, s2: F64 | None, cap2: int) -> _Transfers:
+    """The bus's transfers: compiled (``KERNELS.bulk_transfers``: the same operations in the
+    same order) where it was built, else :func:`transfers_py`."""
+    if KERNELS is None:
+        return transfers_py(a, p, rule, end, s2, cap2)
+    n = a.size
+    flush = np.asarray(_flush_points(a, p, rule.timeout_ns), dtype=np.int64)
+    first, start = np.empty(n, dtype=np.int64), np.empty(n)
+    deliver, depart = np.empty(n), np.empty(n)
+    k = KERNELS.bulk_transfers(
+        np.ascontiguousarray(a, dtype=np.float64), p, rule.bulk_size, rule.min_batch,
+        np.ascontiguousarray(rule.transfer_ns, dtype=np.float64), rule.per_item_ns,
+        rule.timeout_ns, rule.latency_ns, end, flush,
+        None if s2 is None else np.ascontiguousarray(s2, dtype=np.float64), cap2,
+        first, start, deliver, depart,
+    )  # fmt: skip
+    held = s2 is not None  # deliveries and departures exist only with a device buffer
+    return _Transfers(
+        first[:k].tolist(), start[:k].tolist(),
+        deliver[:k].tolist() if held else [], depart.tolist() if held else [],
+    )  # fmt: skip
+
+
+def transfers_py(
+    a: F64, p: int, rule: _BusRule, end: float, s2: F64 | None, cap2: int
+) -> _Transfers:
     """The bus rule of :func:`bulk_transfer`, O(1) Python work per transfer.
 
     Per transfer: the quorum time is one lookup. The inactivity flush needs the first waiting
@@ -161,8 +186,11 @@ def _transfers(a: F64, p: int, rule: _BusRule, end: float, s2: F64 | None, cap2:
     flush, finite, ptr = _flush_points(a, p, tmo), tmo < math.inf, 0
     blocking = s2 is not None
     s2v = _floats(s2 if s2 is not None else np.empty(0))
-    out = _Transfers([], [], [], _served_in_order(av, s2v, p) if blocking else [])
-    d2 = out.depart
+    d2: list[float] = _served_in_order(av, s2v, p) if blocking else []
+    firsts: list[int] = []
+    starts: list[float] = []
+    delivers: list[float] = []
+    out = _Transfers(firsts, starts, delivers, d2)
     d_prev = d2[-1] if d2 else -math.inf
     free, h, j = -math.inf, p, 0
     while h < n:
@@ -187,11 +215,11 @@ def _transfers(a: F64, p: int, rule: _BusRule, end: float, s2: F64 | None, cap2:
             free = got if got > arr else fin  # a held transfer holds the bus until delivered
             d2.extend(accumulate(s2v[h + 1 : h + m], initial=max(got, d_prev) + s2v[h]))
             d_prev = d2[-1]
-            out.deliver.append(got)
+            delivers.append(got)
         else:
             free = fin
-        out.first.append(h)
-        out.start.append(t)
+        firsts.append(h)
+        starts.append(t)
         h += m
         j += 1
     return out

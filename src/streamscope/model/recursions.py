@@ -23,7 +23,8 @@ try:  # the per-customer loops compiled (setup.py); their Python loops below whe
     from streamscope.model import _kernels  # type: ignore[attr-defined,unused-ignore]
 except ImportError:  # pragma: no cover - an install without a compiler
     _kernels = None
-#: Whether the per-customer loops run compiled here.
+#: The compiled loops (None where they were not built), and whether they are here.
+KERNELS = _kernels
 COMPILED = _kernels is not None
 
 #: Sweeps of the vectorised fixed-point iteration before falling back to the exact loop. Light
