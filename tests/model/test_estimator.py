@@ -386,3 +386,22 @@ def test_a_frame_starts_at_an_arbitrary_instant_of_the_insertions() -> None:
     exp = hist(np.random.default_rng(3).exponential(1000.0, 200_000), 400)
     draws = [sample_residual(exp, rng) for _ in range(20_000)]
     assert np.mean(draws) == pytest.approx(1000.0, rel=0.05)
+
+
+def test_a_renewal_replication_of_a_frame_its_producer_stopped_in_inserts_nothing_after() -> None:
+    """Without a profile, the frame a producer finished in (its side measured the first fifth
+    of it) gets i.i.d. gaps up to the end of that window and none after: the run's last frame,
+    or one a device's source stopped in while the run went on."""
+    from streamscope.model.estimator import replicate
+
+    gaps = (np.array([500.0, 1500.0]), np.array([1.0]))  # uniform 0.5-1.5 us, mean 1 us
+    service = (np.array([100.0, 200.0]), np.array([1.0]))
+    bus = Bus(bulk_size=4, transfer_ns=100.0, timeout_ns=1000.0)
+    frame, window = 1_000_000.0, 200_000.0
+    stopped, n_stopped = replicate(gaps, service, frame, "tandem", bus, np.random.default_rng(3),
+                                   windows=(window, frame), ended=True)  # fmt: skip
+    going, n_going = replicate(gaps, service, frame, "tandem", bus, np.random.default_rng(3),
+                               windows=(window, frame))  # fmt: skip
+    assert 180 <= n_stopped <= 220  # ~200 in the producer's 200 us, none after
+    assert 900 <= n_going <= 1100  # the stream going on: ~1000 over the frame
+    assert len(stopped.whole) >= 1 and len(going.whole) >= 1

@@ -12,7 +12,7 @@ from itertools import accumulate
 from typing import NamedTuple, cast
 
 import numpy as np
-from numpy.typing import ArrayLike
+from numpy.typing import ArrayLike, NDArray
 
 from streamscope.model._inputs import (
     F64,
@@ -138,10 +138,10 @@ def _served_in_order(av: Sequence[float], s2v: Sequence[float], p: int) -> list[
 class _Transfers(NamedTuple):
     """The bus's transfers, one entry each, and the device's departures item by item."""
 
-    first: Sequence[int]  #: its first item
-    start: Sequence[float]
-    deliver: Sequence[float]  #: when its items reach the device buffer (with one)
-    depart: Sequence[float]  #: device departures, per item (with a device buffer)
+    first: Sequence[int] | NDArray[np.int64]  #: its first item
+    start: Sequence[float] | F64
+    deliver: Sequence[float] | F64  #: when its items reach the device buffer (with one)
+    depart: Sequence[float] | F64  #: device departures, per item (with a device buffer)
 
 
 def _transfers(a: F64, p: int, rule: _BusRule, end: float, s2: F64 | None, cap2: int) -> _Transfers:
@@ -161,10 +161,7 @@ def _transfers(a: F64, p: int, rule: _BusRule, end: float, s2: F64 | None, cap2:
         first, start, deliver, depart,
     )  # fmt: skip
     held = s2 is not None  # deliveries and departures exist only with a device buffer
-    return _Transfers(
-        first[:k].tolist(), start[:k].tolist(),
-        deliver[:k].tolist() if held else [], depart.tolist() if held else [],
-    )  # fmt: skip
+    return _Transfers(first[:k], start[:k], deliver[:k] if held else [], depart if held else [])
 
 
 def transfers_py(

@@ -109,7 +109,9 @@ def replicate(
     The first insertion comes after a residual gap (:func:`~streamscope.model.sampling.
     sample_residual`: the frame starts at an arbitrary instant), or, with ``residual=False``,
     after a whole gap. With a ``profile`` the insertions are :func:`~streamscope.model.sampling.
-    sample_profile`'s instead (``residual`` unused).
+    sample_profile`'s instead (``residual`` unused). ``ended``: the producer finished in this
+    frame: the stream ends with the last insertion (the profile's, or without one the last gap
+    inside the producer's window, ``windows[0]``).
 
     Out: the frame's :class:`SubQueues` and the number of items inserted during the frame.
     The start items' service times are the first ``start_head + start_tail`` service draws, so
@@ -122,6 +124,14 @@ def replicate(
         times = sample_profile(inter_insert, profile, rng)
         times = times[times < frame_ns]
         gaps, inserted = np.diff(times, prepend=0.0), int(times.size)
+    elif ended:
+        # The producer finished in this frame, its side measured up to then: i.i.d. gaps up to
+        # the end of that window and none after (the stream ends with the last of them).
+        cut = frame_ns if windows is None else min(float(windows[0]), frame_ns)
+        gaps = renewal_gaps(inter_insert, cut, renewal_draws(inter_insert, cut), rng,
+                            residual=residual)  # fmt: skip
+        inserted = int(np.searchsorted(np.cumsum(gaps), cut, side="left"))
+        gaps = gaps[:inserted]
     else:
         n = renewal_draws(inter_insert, frame_ns)
         gaps = renewal_gaps(inter_insert, frame_ns, n, rng, residual=residual)

@@ -174,9 +174,11 @@ class FrameModels:
         length, mt, mh = m.length, m.tail, m.head
 
         def tandem(h: HistogramLike, profile: Profile | None) -> list[tuple[SubQueues, int]]:
-            # In the run's last frame the producer has finished: the profile's last insertion
-            # ends its stream, and the bus sends what waits at once (as a link does at the end).
-            ended = x.final and profile is not None
+            # In the run's last frame (or the one its producer stopped in) the producer has
+            # finished: the profile's last insertion ends its stream (without a profile, the
+            # last i.i.d. gap inside its side's window), and the bus sends what waits at once
+            # (as a link does at the end).
+            ended = x.final
             return replicates(h, x.service, length, "tandem", self.bus, rng, REPLICATIONS,
                               profile=profile, ended=ended, **common)  # fmt: skip
 
