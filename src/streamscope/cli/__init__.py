@@ -15,6 +15,7 @@ from streamscope.cli import retime as retime_cmd
 from streamscope.cli import run as run_cmd
 from streamscope.cli import show as show_cmd
 from streamscope.cli import sql as sql_cmd
+from streamscope.cli import whatif as whatif_cmd
 from streamscope.cli.common import fail
 from streamscope.core.errors import StreamscopeError
 
@@ -34,6 +35,7 @@ app.command("retime")(retime_cmd.retime)
 app.command("report")(report_cmd.report)
 app.command("compare")(compare_cmd.compare)
 app.command("export")(export_cmd.export)
+app.command("whatif")(whatif_cmd.whatif)
 app.add_typer(hw_cmd.app, name="hw")
 
 __all__ = ["app", "main"]

@@ -45,6 +45,10 @@ class StageInfo:
     resource: str
     role: str
     named_by: str = ""
+    #: How the stage deals its outputs (``roundrobin`` or ``broadcast``) and takes its inputs
+    #: (``roundrobin`` or ``zip``) when it has several.
+    fanout: str = "roundrobin"
+    fanin: str = "roundrobin"
 
 
 @dataclass(frozen=True, slots=True)

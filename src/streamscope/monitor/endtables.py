@@ -28,7 +28,7 @@ Table = TableRows
 #: ns per event of a probe, and how that was measured (the ``overhead`` table's figures).
 CostModel = Callable[[int], tuple[float, str]]
 #: A stage's time figures (``pipeline.run.worker.LoopStats``), as the ``runner`` table holds them.
-RUNNER_FIELDS = ("items", "samples", "user_ns", "cpu_ns")
+RUNNER_FIELDS = ("items", "samples", "user_ns", "cpu_ns", "items_out", "user_wall_ns")
 #: A network link's figures (``pipeline.channels.link.link_counts``), as the ``link`` table holds them.
 LINK_FIELDS = ("transfers", "late", "late_ns")
 #: What a cluster host's agent sent the monitor, and the records it reduced rather than sent.
@@ -107,6 +107,16 @@ def stall_table(rows: Sequence[tuple[Stall, bool]]) -> Iterator[Table]:
 def runner_table(runner: Mapping[str, Mapping[str, int]]) -> Iterator[Table]:
     """Each stage thread's own figures (items, samples, user and CPU time)."""
     yield from _keyed("runner", "stage", RUNNER_FIELDS, runner)
+
+
+def service_table(service: Mapping[str, Sequence[int]]) -> Iterator[Table]:
+    """Each stage's service-time samples, a row each."""
+    names = sorted(s for s in service if service[s])
+    if names:
+        yield TableRows("service", {
+            "stage": [n for n in names for _ in service[n]],
+            "wall_ns": [t for n in names for t in service[n]],
+        })  # fmt: skip
 
 
 def link_table(links: Mapping[str, Mapping[str, int]]) -> Iterator[Table]:

@@ -117,6 +117,8 @@ class Engine:
         self.trace_excluded: dict[str, str] = {}
         #: Each stage thread's time figures (at its end): stage -> field -> value.
         self.runner: dict[str, dict[str, int]] = {}
+        #: Each stage's service-time samples (ns; ``pipeline.run.worker.LoopStats.service``).
+        self.service: dict[str, list[int]] = {}
         #: Each network link's batches sent and late (both its sides' notes): name -> field.
         self.links: dict[str, dict[str, int]] = {}
         #: Each cluster host's traffic to the monitor (its agent's notes and the runner's).
@@ -244,6 +246,10 @@ class Engine:
                 acc = into.setdefault(str(key), dict.fromkeys(fields, 0))
                 for f in fields:
                     acc[f] += int(stats.get(f, 0)) if isinstance(stats, dict) else 0
+        service = info.get("service", {})
+        for stage, times in service.items() if isinstance(service, dict) else ():
+            if isinstance(times, list):
+                self.service.setdefault(str(stage), []).extend(int(t) for t in times)
 
     def _calibrate(self, msg: Message) -> None:
         """A burst: refit its domain, then place what waited for it."""
@@ -597,6 +603,7 @@ class Engine:
             *endtables.ended_table(self.ended),
             *endtables.stall_table(self.stalls.rows()),
             *endtables.runner_table(self.runner),
+            *endtables.service_table(self.service),
             *endtables.link_table(self.links),
             *endtables.host_table(self.hosts),
             *endtables.core_table(self.cores),

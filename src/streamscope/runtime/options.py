@@ -76,6 +76,7 @@ def make_meta(name: str, opts: RunOptions) -> RunMeta:
         frame_ns=opts.frame_ns,
         version=VERSION,
         probe_core=native.IMPLEMENTATION,
+        cpus=len(os.sched_getaffinity(0)),
     )
 
 

@@ -84,6 +84,7 @@ def _run(run: Run) -> dict[str, Any]:
         "streamscope_version": m.version,
         "t0_host_ns": m.t0_host_ns,
         "probe_core": m.probe_core,
+        "cpus": m.cpus,
     }
 
 

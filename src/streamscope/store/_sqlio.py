@@ -48,6 +48,7 @@ def create(
             ["format", FORMAT],
             ["schema_version", str(SCHEMA_VERSION)],
             ["probe_core", meta.probe_core],
+            ["cpus", str(meta.cpus)],
         ],
     )
     m = meta

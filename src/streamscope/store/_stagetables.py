@@ -119,6 +119,19 @@ RUNNER = Table(
         _C("samples", "BIGINT NOT NULL", "items whose own-code CPU time was measured"),
         _C("user_ns", "BIGINT NOT NULL", "CPU ns in the stage's own code over the samples"),
         _C("cpu_ns", "BIGINT NOT NULL", "the stage thread's CPU ns from its start to its end"),
+        _C("items_out", "BIGINT NOT NULL", "items the stage put (a broadcast counted once)"),
+        _C("user_wall_ns", "BIGINT NOT NULL", "wall ns in the stage's own code over the samples"),
+    ),
+)
+
+SERVICE = Table(
+    "service",
+    "Service times: the wall time of a stage's own code on one item (pipelines run by "
+    "streamscope; for a source, its generator's step), measured on one item in 16, at most 4096 "
+    "per stage thread (a uniform sample of the run): what the what-if model draws from.",
+    (
+        _C("stage", "VARCHAR NOT NULL", "the stage (stage.name)"),
+        _C("wall_ns", "BIGINT NOT NULL", "ns in the stage's own code on one item"),
     ),
 )
 
@@ -187,6 +200,7 @@ __all__ = [
     "OVERHEAD",
     "PROFILE",
     "RUNNER",
+    "SERVICE",
     "STALL",
     "TRACE_EXCLUSION",
     "WORKER",

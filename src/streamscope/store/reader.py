@@ -135,6 +135,7 @@ def _run_meta(run: dict[str, Any], meta: dict[str, str]) -> RunMeta:
         run["streamscope_version"],
         run["t0_host_ns"],
         str(meta.get("probe_core", "")),
+        int(meta.get("cpus", "0") or 0),
     )
 
 

@@ -24,7 +24,7 @@ from streamscope.store.schema import STATUSES, TABLES
 #: Tables a run appends to besides frames: calibrations, fits and raw records of clock domains.
 _APPENDED = (
     "calibration", "clock_fit", "clock_truth", "flight", "worker", "stall", "record", "vq_frame",
-    "vq_level", "virtual_queue", "overhead", "profile", "trace_exclusion", "monitor", "runner", "link",
+    "vq_level", "virtual_queue", "overhead", "profile", "trace_exclusion", "monitor", "runner", "service", "link",
     "host", "core", "note", "ended",
 )  # fmt: skip
 APPEND_TABLES = {t.name: t for t in TABLES if t.name in _APPENDED}
@@ -61,6 +61,9 @@ class RunMeta:
     t0_host_ns: int = 0
     #: Which probe core recorded the run: ``native`` (the C extension) or ``python`` (its twin).
     probe_core: str = ""
+    #: The CPUs the run's processes could use (its affinity when it started): the cores the
+    #: what-if model's processes share. 0: not known.
+    cpus: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,6 +30,7 @@ from streamscope.store._stagetables import (
     OVERHEAD,
     PROFILE,
     RUNNER,
+    SERVICE,
     STALL,
     TRACE_EXCLUSION,
     WORKER,
@@ -37,7 +38,7 @@ from streamscope.store._stagetables import (
 from streamscope.store.table import Column, Table
 
 FORMAT = "streamscope-run"
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 STATUSES = tuple(s.value for s in RunStatus)
 UNDER_BIN = -1
 OVER_BIN = -2
@@ -70,9 +71,10 @@ META = Table(
     "streamscope_meta",
     "Identifies the file: key 'format' is 'streamscope-run', "
     f"'schema_version' is '{SCHEMA_VERSION}', "
-    "'probe_core' the probe core that recorded the run ('native' or 'python').",
+    "'probe_core' the probe core that recorded the run ('native' or 'python'), 'cpus' the CPUs "
+    "its processes could use.",
     (
-        _C("key", "VARCHAR PRIMARY KEY", "format, schema_version or probe_core"),
+        _C("key", "VARCHAR PRIMARY KEY", "format, schema_version, probe_core or cpus"),
         _C("value", "VARCHAR NOT NULL", "its value"),
     ),
 )
@@ -139,6 +141,8 @@ STAGE = Table(
             "a program's stage: how its name was found (given, function, target, place); "
             "empty for a pipeline's",
         ),
+        _C("fanout", "VARCHAR NOT NULL", "with several outputs: roundrobin or broadcast"),
+        _C("fanin", "VARCHAR NOT NULL", "with several inputs: roundrobin or zip"),
     ),
 )
 
@@ -231,6 +235,7 @@ TABLES: tuple[Table, ...] = (
     TRACE_EXCLUSION,
     OVERHEAD,
     RUNNER,
+    SERVICE,
     LINK,
     HOST,
     CORE,

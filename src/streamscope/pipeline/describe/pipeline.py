@@ -344,7 +344,8 @@ class Pipeline:
             name=self.name,
             resources=tuple(resources.values()),
             stages=tuple(
-                StageInfo(s.name, s.resource.name, self.role(s.name)) for s in self.stages.values()
+                StageInfo(s.name, s.resource.name, self.role(s.name), "", s.fanout, s.fanin)
+                for s in self.stages.values()
             ),
             channels=tuple(self._channel_info(c) for c in self.channels.values()),
             probes=probes,

@@ -6,9 +6,10 @@ Out: items on the outputs, end-of-stream on each output when done, or a reported
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any
 
@@ -27,24 +28,48 @@ Channel = ThreadChannel | ProcessChannel | LinkChannel
 
 #: One item in this many has the thread CPU time of the stage's own code measured (a sample).
 RUNNER_SAMPLE = 256
+#: One item in this many has the wall time of the stage's own code on it measured: its service
+#: time, a sample of the distribution the what-if model draws from (``model.network``). A
+#: divisor of ``RUNNER_SAMPLE``: the CPU-timed items are among them.
+SERVICE_SAMPLE = 16
+#: Service-time samples a stage keeps at most (a uniform reservoir over the run).
+SERVICE_KEEP = 4096
 
 
 @dataclass(slots=True)
 class LoopStats:
     """Where a stage thread's time went, measured while it ran: ``cpu_ns`` the thread's CPU
     time from the stage's start to its end, ``items`` the items it took (or, for a source,
-    made), and over ``samples`` of them (one in ``RUNNER_SAMPLE``), ``user_ns`` of CPU time
-    inside the stage's own code. The rest of ``cpu_ns`` is the runner's loop, the channels and
+    made), ``items_out`` the items it put (a broadcast counted once), and over ``samples`` of
+    them (one in ``RUNNER_SAMPLE``), ``user_ns`` of CPU time inside the stage's own code and
+    ``user_wall_ns`` of wall time there. ``service``: the wall time (ns) of the stage's own code
+    on one item in ``SERVICE_SAMPLE`` (at most ``SERVICE_KEEP``, a uniform reservoir; for a
+    source, its generator's step). The rest of ``cpu_ns`` is the runner's loop, the channels and
     the probes. Mutable: the loop adds to it as it samples, and sets its totals at its end."""
 
     items: int = 0
     samples: int = 0
     user_ns: int = 0
     cpu_ns: int = 0
+    items_out: int = 0
+    user_wall_ns: int = 0
+    service: list[int] = field(default_factory=list)
+    seen: int = 0  # service times offered to the reservoir
+
+    def keep(self, wall_ns: int) -> None:
+        """One item's service time into the reservoir."""
+        self.seen += 1
+        if len(self.service) < SERVICE_KEEP:
+            self.service.append(wall_ns)
+        else:
+            j = random.randrange(self.seen)
+            if j < SERVICE_KEEP:
+                self.service[j] = wall_ns
 
     def to_dict(self) -> dict[str, int]:
         return {"items": self.items, "samples": self.samples, "user_ns": self.user_ns,
-                "cpu_ns": self.cpu_ns}  # fmt: skip
+                "cpu_ns": self.cpu_ns, "items_out": self.items_out,
+                "user_wall_ns": self.user_wall_ns}  # fmt: skip
 
 
 def runner_report(control: Control | None) -> Callable[[str, LoopStats], None] | None:
@@ -54,7 +79,7 @@ def runner_report(control: Control | None) -> Callable[[str, LoopStats], None] |
         return None
 
     def report(stage: str, stats: LoopStats) -> None:
-        control.note({"runner": {stage: stats.to_dict()}})
+        control.note({"runner": {stage: stats.to_dict()}, "service": {stage: stats.service}})
 
     return report
 
@@ -91,6 +116,11 @@ def _items(ins: list[Channel], outs: list[Channel], fanout: str) -> int:
     """Items a stage took (or, a source, made), as its channels counted them."""
     if ins:
         return sum(ch.items_out for ch in ins)
+    return _items_out(outs, fanout)
+
+
+def _items_out(outs: list[Channel], fanout: str) -> int:
+    """Items a stage put, as its output channels counted them (a broadcast once)."""
     made = sum(ch.items_in for ch in outs)
     return made // len(outs) if fanout == "broadcast" and outs else made
 
@@ -209,6 +239,7 @@ def _loop(
         finally:
             stats.cpu_ns = time.thread_time_ns() - t0
             stats.items = _items(ins, outs, spec.fanout)
+            stats.items_out = _items_out(outs, spec.fanout)
             probes.report(spec.name, stats)
     elif inputs is None:
         for item in body.generate():
@@ -223,31 +254,44 @@ def _loop(
 def _sampled_loop(
     body: StageBody, inputs: Iterator[Any] | None, emit: Callable[[Any], None], stats: LoopStats
 ) -> None:
-    """The stage loop, measuring the thread CPU time of the stage's own code on one item in
-    ``RUNNER_SAMPLE``: for a source, its generator's step; otherwise the processing of the item,
-    its emits (channel puts, which the runner does) left out. The other items go through the
-    plain loop, in runs taken with ``islice``: nothing is added per item."""
-    cpu = time.thread_time_ns
-    fast = RUNNER_SAMPLE - 1
+    """The stage loop, measuring the wall time of the stage's own code on one item in
+    ``SERVICE_SAMPLE`` and its thread CPU time on one in ``RUNNER_SAMPLE``: for a source, its
+    generator's step; otherwise the processing of the item, its emits (channel puts, which the
+    runner does) left out. The other items go through the plain loop, in runs taken with
+    ``islice``: nothing is added per item."""
+    cpu, wall = time.thread_time_ns, time.monotonic_ns
+    fast = SERVICE_SAMPLE - 1
+    every = RUNNER_SAMPLE // SERVICE_SAMPLE
+    k = 0
     if inputs is None:
         gen = iter(body.generate())
         while True:
             for item in islice(gen, fast):
                 emit(item)
-            t0 = cpu()
+            k += 1
+            timed = k % every == 0
+            c0 = cpu() if timed else 0
+            w0 = wall()
             item = next(gen, _DONE)
+            w = wall() - w0
             if item is _DONE:
                 return
-            stats.user_ns += cpu() - t0
-            stats.samples += 1
+            if timed:
+                stats.user_ns += cpu() - c0
+                stats.user_wall_ns += w
+                stats.samples += 1
+            stats.keep(w)
             emit(item)
     process = body.process
-    put_ns = [0]
+    put = [0, 0]  # wall, CPU ns in the sampled item's emits
+    timed = False
 
     def timed_emit(out: Any) -> None:
-        t = cpu()
+        w, c = wall(), cpu() if timed else 0
         emit(out)
-        put_ns[0] += cpu() - t
+        put[0] += wall() - w
+        if timed:
+            put[1] += cpu() - c
 
     while True:
         for item in islice(inputs, fast):
@@ -256,12 +300,19 @@ def _sampled_loop(
         item = next(inputs, _DONE)
         if item is _DONE:
             return
-        put_ns[0] = 0
-        t0 = cpu()
+        k += 1
+        timed = k % every == 0
+        put[0] = put[1] = 0
+        c0 = cpu() if timed else 0
+        w0 = wall()
         for out in process(item):
             timed_emit(out)
-        stats.user_ns += cpu() - t0 - put_ns[0]
-        stats.samples += 1
+        w = wall() - w0 - put[0]
+        if timed:
+            stats.user_ns += cpu() - c0 - put[1]
+            stats.user_wall_ns += w
+            stats.samples += 1
+        stats.keep(w)
 
 
 def _timed_loop(
