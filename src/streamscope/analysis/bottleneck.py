@@ -49,6 +49,8 @@ def bottleneck(ctx: Context) -> list[Finding]:
         best = max(cands, key=lambda c: c.score)
         others = [c.unit.name for c in cands if c is not best]
         out.append(bottleneck_finding(best, others, unobserved, ctx))
+    elif (lock := _interpreter_lock(ctx, units)) is not None:
+        out.append(lock)
     elif (pressure := _backpressure(ctx, unobserved)) is not None:
         out.append(pressure)
     elif any_state:
@@ -90,6 +92,62 @@ def _candidates(ctx: Context, units: Sequence[Unit]) -> list[Candidate]:
             topo = ctx.run.topology
             cands.extend(stragglers(u, by_stage, chans, topo, ctx.busy_threshold, ctx.mostly))
     return cands
+
+
+#: Kinds of resource whose stages are threads of the pipeline's own process (one lock).
+_MAIN_KINDS = ("thread", "asyncio")
+#: CPU time of a process's threads beyond this many cores ran without its lock (compiled code).
+_ONE_CORE = 1.05
+
+
+def _interpreter_lock(ctx: Context, units: Sequence[Unit]) -> Finding | None:
+    """When no stage is busy enough to be named, the threads of one process that together used
+    about one core the whole run (their CPU time, the ``runner`` table): its interpreter lock
+    is what they wait for, held by one of them at any time. The unit that used most of it is
+    named, with every stage's share."""
+    _, rows = ctx.run.sql("SELECT stage, cpu_ns FROM runner")
+    cpu = {str(r[0]): int(r[1] or 0) for r in rows}
+    dur = ctx.run.duration_ns or 0
+    if not cpu or dur <= 0:
+        return None
+    kinds = {r.name: r.kind for r in ctx.run.topology.resources}
+    where: dict[str, str] = {}
+    for st in ctx.run.topology.stages:
+        kind = kinds.get(st.resource, "thread")
+        where[st.name] = "main" if kind in _MAIN_KINDS else st.resource
+    found = None
+    for proc in sorted(set(where.values())):
+        stages = [s for s, p in where.items() if p == proc and s in cpu]
+        share = sum(cpu[s] for s in stages) / dur
+        if len(stages) > 1 and ctx.busy_threshold <= share <= _ONE_CORE:
+            found = (proc, stages, share)
+    if found is None:
+        return None
+    proc, stages, share = found
+    mine = [u for u in units if u.ins and any(m in stages for m in u.group.members)]
+    if not mine:
+        return None
+    top = max(mine, key=lambda u: sum(cpu.get(m, 0) for m in u.group.members))
+    used = sum(cpu.get(m, 0) for m in top.group.members) / dur
+    place = "the pipeline's process" if proc == "main" else proc
+    verb = "limit" if top.group.replicas else "limits"
+    return Finding(
+        "bottleneck",
+        "warning",
+        top.name,
+        f"{top.name} {verb} the rate through the interpreter lock of {place}",
+        f"The threads of {place} used {pct(share)} of one core over the run: its interpreter "
+        f"lock, which one thread holds at a time while it runs Python, was busy all along. "
+        f"{top.name} took {pct(used)} of it; no stage looks saturated by its states, since "
+        "waiting for the lock between items shows as waiting on channels.",
+        {
+            "lock_cpu_share": rounded(share),
+            "cpu_share": {s: rounded(cpu[s] / dur) for s in stages},
+            "members": list(top.group.members),
+        },
+        f"move {top.name} to processes of their own (resource=ss.Process(...)), or its work "
+        "to code that releases the lock: more threads will not help",
+    )
 
 
 def _missing_states(ctx: Context, units: Sequence[Unit], unobserved: list[str]) -> Finding:

@@ -15,7 +15,7 @@ runner's CPU per item (the thread's CPU time less its own code's) holding them t
 input as counted; channels with their capacities (a device's link: both its buffers, its
 items handed out after the bus's transfer and latency); stages on threads of the pipeline's
 process share one lock, those of one child process or device another; every process shares
-the run's CPUs, of which the monitor took its measured share.
+the run's CPUs, with the monitor process, whose CPU time per item made is the run's.
 
 A prediction is relative: the throughput predicted is the measured one times the ratio of the
 changed model's to the unchanged model's, replication by replication with the same random
@@ -247,7 +247,7 @@ def pipeline_model(run: Run) -> PipelineModel:
     if not topo.stages:
         raise WhatIfError(f"{run.path or 'the run'}: no stages were seen; nothing to model")
     runner = _rows(run, "SELECT stage, items, samples, user_ns, cpu_ns, items_out, "
-                        "user_wall_ns FROM runner")  # fmt: skip
+                        "user_wall_ns, switch_ns FROM runner")  # fmt: skip
     cols = run.columns("SELECT stage, wall_ns FROM service ORDER BY stage")
     samples: dict[str, list[int]] = {}
     for s, w in zip(cols.get("stage", []), cols.get("wall_ns", []), strict=True):
@@ -299,9 +299,16 @@ def pipeline_model(run: Run) -> PipelineModel:
     if cpus < 1:
         cpus = 1
         assumed.append("the run does not say how many CPUs it had: 1 assumed")
-    monitor = run.monitor_cost().get("cores") or 0.0
-    net = Network(tuple(stages), tuple(channels), cores=cpus,
-                  background_cores=min(float(monitor), cpus - 0.05))  # fmt: skip
+    made = sum(runner[s.name]["items"] for s in topo.stages
+               if not any(c.dst == s.name for c in topo.channels))  # fmt: skip
+    monitor = float(run.monitor_cost().get("cpu_ns") or 0) / max(made, 1)
+    switch: dict[str, float] = {}
+    for st in topo.stages:
+        if runner[st.name]["switch_ns"] > 0:
+            i = interp[st.name]
+            switch[i] = max(switch.get(i, 0.0), runner[st.name]["switch_ns"])
+    net = Network(tuple(stages), tuple(channels), cores=cpus, monitor_ns_per_item=monitor,
+                  switch_ns=switch)  # fmt: skip
     shares, throughput = _measured_states(run, topo)
     net, locks = _calibrate_locks(net, shares, throughput)
     for name, g in locks.items():
@@ -429,8 +436,7 @@ def apply_changes(model: PipelineModel, changes: Sequence[Change]) -> Network:
 
 def _apply(net: Network, ch: Change) -> Network:
     if ch.attr == "cpus":
-        return replace(net, cores=int(ch.value),
-                       background_cores=min(net.background_cores, ch.value - 0.05))  # fmt: skip
+        return replace(net, cores=int(ch.value))
     if ch.attr == "capacity":
         found = [
             c for c in net.channels if c.name == ch.target or _spaced(c.name) == _spaced(ch.target)
@@ -502,7 +508,12 @@ def _replicas(net: Network, members: list[str], n: int, ch: Change) -> Network:
         group.add(name)
         channels.extend(replace(c, name=f"{c.src} -> {name}", dst=name) for c in ins)
         channels.extend(replace(c, name=f"{name} -> {c.dst}", src=name) for c in outs)
-    return replace(net, stages=tuple(stages), channels=tuple(_ordered(channels, stages)))
+    switch = dict(net.switch_ns)
+    for s in stages:
+        if s.interpreter not in switch and first.interpreter in switch:
+            switch[s.interpreter] = switch[first.interpreter]
+    return replace(net, stages=tuple(stages), channels=tuple(_ordered(channels, stages)),
+                   switch_ns=switch)  # fmt: skip
 
 
 def _after(stages: list[StageModel], names: set[str]) -> int:
@@ -546,7 +557,13 @@ def whatif(
 
 
 def _sim(net: Network, seed: int) -> SimResult:
-    return simulate(net, seed=seed, resample=True)
+    r = simulate(net, seed=seed, resample=True)
+    if not r.complete:
+        raise WhatIfError(
+            "the simulated pipeline stalled (every stage waiting on another) before its sources "
+            "made their items: a cycle of channels the model cannot run"
+        )
+    return r
 
 
 def _rate(net: Network, r: SimResult) -> float:
@@ -603,16 +620,21 @@ def _limit(
         b = float(np.mean([busy[m] for m in g.members]))
         if best is None or b > best[0]:
             best = (b, g)
-    lock = max(locks.items(), key=lambda kv: kv[1], default=("", 0.0))
     if best is None or best[0] < BUSY_THRESHOLD:
         why = "the sources limit the rate: no stage downstream is busy most of the time"
         return "", why
     label = range_label(best[1].members)
     why = f"{label} limits the rate (busy {pct(best[0])})"
-    users = [s.name for s in net.stages if s.interpreter == lock[0]]
-    if lock[1] >= BUSY_THRESHOLD and any(m in users for m in best[1].members):
-        where = "the pipeline's process" if lock[0] == "main" else lock[0]
-        why += f", waiting on the interpreter lock of {where} (held {pct(lock[1])} of the time)"
+    uses = {s.name: s.interpreter for s in net.stages}
+    shared = [
+        (name, held) for name, held in locks.items()
+        if held >= BUSY_THRESHOLD and sum(1 for i in uses.values() if i == name) > 1
+        and any(uses[m] == name for m in best[1].members)
+    ]  # fmt: skip
+    if shared:
+        name, held = max(shared, key=lambda kv: kv[1])
+        where = "the pipeline's process" if name == "main" else name.split("+")[0]
+        why += f", waiting on the interpreter lock of {where} (held {pct(held)} of the time)"
     elif cores >= BUSY_THRESHOLD:
         why += f", the CPUs busy {pct(cores)}"
     return label, why

@@ -12,13 +12,19 @@ stage's time in each state, each lock's and the cores' busy time.
 The rules are the runner's (``pipeline.run.worker``): a stage with several outputs deals them
 round-robin (or broadcasts each), with several inputs takes them round-robin, waiting on the
 input whose turn it is (or, ``zip``, one from each); a source makes its items one at a time.
-A stage's item is served in two parts: first its CPU part (its own code's CPU time and the
-runner's per-item overhead), which holds the stage's interpreter lock and a core, waiting in
-FIFO order for each; then the rest of its service time (sleeping, waiting for I/O), which holds
-neither. Time that releases the lock while it computes (numpy, compiled code) is counted as
-CPU time that holds it: the model is pessimistic there. A channel with a ``delay_ns`` (a
+A stage's item is served in parts: first its CPU part (its own code's CPU time and the
+runner's per-item overhead), of which the ``locked`` share holds the stage's interpreter lock
+(taken in FIFO order, kept from one item to the next until the thread waits, dropped for a
+thread that has waited the switch interval: CPython's rule) and the rest (compiled code that
+releases the lock) does not; then the rest of its service time (sleeping, waiting for I/O),
+which holds nothing. A thread woken from a wait takes the lock back before it goes on. CPU
+time runs on the cores, shared equally among the jobs that want one (as the OS shares them).
+A channel with a ``delay_ns`` (a
 device's link) hands an item out no earlier than that long after it went in. Background CPU
-load (the monitor process) takes cores in jobs of ``background_job_ns`` at the measured rate.
+load takes cores in jobs of ``background_job_ns`` at a constant rate; the monitor process takes
+``monitor_ns_per_item`` of a core for each item the sources make, in jobs of up to
+``monitor_job_ns`` (it reduces what the probes recorded of each item, so its load follows the
+rate).
 """
 
 from __future__ import annotations
@@ -87,6 +93,10 @@ class Network:
     cores: int = 1
     background_cores: float = 0.0
     background_job_ns: float = 1e6
+    monitor_ns_per_item: float = 0.0
+    monitor_job_ns: float = 1e6
+    #: Each interpreter's switch interval (ns; ``sys.getswitchinterval``), 5 ms where not given.
+    switch_ns: dict[str, float] = field(default_factory=dict)
 
     def stage(self, name: str) -> StageModel:
         for s in self.stages:
@@ -128,6 +138,9 @@ class SimResult:
     states: dict[str, F64]
     lock_busy: dict[str, float]
     cores_busy: float
+    #: Every stage ended (or the horizon came); False: the network stalled, every stage
+    #: waiting on another (a cycle of full channels), and the figures stop there.
+    complete: bool = True
 
     def mean_occupancy(self, channel: str) -> float:
         lv = self.levels[channel]
@@ -142,7 +155,16 @@ class SimResult:
 
 
 # Event kinds.
-_CPU_DONE, _FREE_DONE, _RETRY_GET, _START, _BACKGROUND, _CORE_DONE = range(6)
+_CPU_TICK, _WAKE, _START, _BACKGROUND, _SWITCH = range(5)
+#: The monitor's CPU job (``_Simulation.jobs``); background jobs count down from ``_BG``.
+_MONITOR, _BG = -2, -10
+#: What a thread does once it holds its lock again (``_Worker.resume``): run its CPU part, take
+#: an input, put an output (into ``put_ci``: there was room), go on putting its outputs (after
+#: its sleep), or go on after compiled code.
+_R_CPU, _R_GET, _R_PUT, _R_EMIT, _R_AFTER = range(5)
+#: CPython's default switch interval: a thread waiting this long for the lock makes its holder
+#: drop it.
+DEFAULT_SWITCH_NS = 5e6
 
 
 @dataclass(slots=True)
@@ -157,6 +179,21 @@ class _Chan:
     levels: list[float] = field(default_factory=list)
     puts: list[float] = field(default_factory=list)
     takes: list[float] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _Lock:
+    """An interpreter's lock: its holder (-1: free), the workers waiting for it in order, its
+    switch interval, and ``gen``, counting handovers (a forced switch due for an older one is
+    void)."""
+
+    switch: float
+    holder: int = -1
+    wait: deque[int] = field(default_factory=deque)
+    since: float = 0.0
+    busy: float = 0.0
+    gen: int = 0
+    switch_gen: int = -1  # the handover a forced switch is scheduled for
 
 
 @dataclass(slots=True)
@@ -177,7 +214,7 @@ class _Worker:
     since: float = 0.0
     spent: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0, 0.0])
     draw: int = 0
-    cpu: float = 0.0  # the item's CPU time holding the lock
+    cpu: float = 0.0  # the item's CPU time holding the lock (left of it, if preempted)
     unlocked: float = 0.0  # ... and not holding it (a core only)
     free: float = 0.0
     credit: float = 0.0
@@ -186,6 +223,10 @@ class _Worker:
     rr_in: int = 0
     zip_left: int = 0  # zip: inputs still to take for this item
     done: bool = False
+    holds: bool = False  # it holds its interpreter's lock
+    in_cpu: bool = False  # its CPU job is its locked part (else its unlocked one)
+    resume: int = _R_GET
+    put_ci: int = -1
 
 
 def simulate(
@@ -209,6 +250,11 @@ def _is_source(net: Network, s: StageModel) -> bool:
 
 
 class _Simulation:
+    """One run of a network. A stage thread holds its interpreter's lock from its CPU part on
+    until it waits (for an input, for room, for its sleep, or in compiled code that releases
+    the lock) — running item after item in pure Python keeps it — and drops it for another
+    thread that has waited the switch interval (CPython's rule), mid-item if need be."""
+
     def __init__(
         self, net: Network, horizon: float, rng: np.random.Generator, resample: bool
     ) -> None:
@@ -218,15 +264,17 @@ class _Simulation:
         self.chans = [_Chan(c.capacity, float(c.delay_ns)) for c in net.channels]
         for ch in self.chans:
             ch.levels = [0.0] * (ch.cap + 1)
-        locks = sorted({s.interpreter for s in net.stages})
-        lidx = {name: i for i, name in enumerate(locks)}
-        self.lock_names = locks
-        self.lock_holder = [-1] * len(locks)
-        self.lock_wait: list[deque[int]] = [deque() for _ in locks]
-        self.lock_busy = [0.0] * len(locks)
-        self.lock_since = [0.0] * len(locks)
-        self.cores_free = net.cores
-        self.core_wait: deque[int] = deque()
+        names = sorted({s.interpreter for s in net.stages})
+        lidx = {name: i for i, name in enumerate(names)}
+        self.lock_names = names
+        self.locks = [_Lock(float(net.switch_ns.get(n, DEFAULT_SWITCH_NS))) for n in names]
+        #: CPU jobs on the cores, shared equally (as the OS shares them): id (a worker's index,
+        #: ``_MONITOR``, a background job's) -> its work left (ns).
+        self.jobs: dict[int, float] = {}
+        self.cpu_t = 0.0  # the jobs' work left is as of this time
+        self.cpu_token = 0  # the one CPU tick due
+        self.stage_jobs = 0  # jobs of stages among them
+        self.bg_id = _BG
         self.cores_busy = 0.0
         self.workers: list[_Worker] = []
         for s in net.stages:
@@ -251,10 +299,11 @@ class _Simulation:
                 w.left = s.items if s.items > 0 else -1
             self.workers.append(w)
         self.draws = [self._pool(w) for w in self.workers]
-        self.heap: list[tuple[float, int, int, int]] = []
+        self.heap: list[tuple[float, int, int, int, int]] = []
         self.seq = 0
         self.now = 0.0
-        self.bg_wait = 0  # background jobs waiting for a core
+        self.backlog = 0.0  # the monitor's CPU ns owed for the items made so far
+        self.monitor_on = False  # a monitor job runs or waits for a core
         self.live = 0  # events of the stages in the heap (the background's go on for ever)
         self.finished = 0  # stages done
 
@@ -262,21 +311,20 @@ class _Simulation:
         """Service times in the order the worker will use them (drawn up front, refilled)."""
         return self.rng.choice(w.service, size=4096, replace=True)
 
-    def _at(self, t: float, kind: int, who: int) -> None:
+    def _at(self, t: float, kind: int, who: int, token: int = 0) -> None:
         self.seq += 1
-        if kind != _BACKGROUND:
+        if kind not in (_BACKGROUND, _CPU_TICK):
             self.live += 1
-        heapq.heappush(self.heap, (t, self.seq, kind, who))
+        heapq.heappush(self.heap, (t, self.seq, kind, who, token))
 
     def _set(self, w: _Worker, state: int) -> None:
         w.spent[w.state] += self.now - w.since
         w.state, w.since = state, self.now
 
-    def _level(self, ch: _Chan, delta: int) -> None:
-        n = len(ch.items)
-        ch.levels[n] += self.now - ch.level_t
+    def _level(self, ch: _Chan) -> None:
+        """Account the time at ``ch``'s level up to now (before it changes)."""
+        ch.levels[len(ch.items)] += self.now - ch.level_t
         ch.level_t = self.now
-        del delta  # the caller changes ``items`` right after
 
     # -- the run ---------------------------------------------------------------------------
 
@@ -286,35 +334,36 @@ class _Simulation:
         if self.net.background_cores > 0:
             self._at(self._bg_gap(), _BACKGROUND, -1)
         heap = self.heap
+        n = len(self.workers)
         while heap:
-            t, _, kind, who = heapq.heappop(heap)
+            t, _, kind, who, token = heapq.heappop(heap)
             if t > self.horizon:
                 self.now = self.horizon
                 break
             self.now = t
-            if kind == _BACKGROUND:
-                self._background(who)
-                continue
-            self.live -= 1
-            w = self.workers[who]
-            if kind == _CPU_DONE:
-                self._cpu_done(w)
-            elif kind == _FREE_DONE:
-                self._emit(w)
-            elif kind == _RETRY_GET:
-                self._get(w)
-            elif kind == _CORE_DONE:
-                self._release_core()
-                self._after_cpu(w)
+            if kind == _CPU_TICK:
+                if token == self.cpu_token:
+                    self._cpu_tick()
+            elif kind == _BACKGROUND:
+                self._at(self.now + self._bg_gap(), _BACKGROUND, -1)
+                self.bg_id -= 1
+                self._cpu_start(self.bg_id, self.net.background_job_ns)
             else:
-                self._set(w, BUSY)
-                if w.ins:
-                    self._get(w)
+                self.live -= 1
+                if kind == _SWITCH:
+                    self._switch(who, token)
                 else:
-                    self._serve(w)
-            if self.finished == len(self.workers) or (
-                not self.live and self.bg_wait == len(self.core_wait)
-            ):
+                    w = self.workers[who]
+                    if kind == _WAKE:
+                        self._wake(w)
+                    else:
+                        self._set(w, BUSY)
+                        if w.ins:
+                            w.resume = _R_GET
+                            self._wake(w)
+                        else:
+                            self._serve(w)
+            if self.finished == n or (not self.live and not self.stage_jobs):
                 break  # all done, or stuck (every stage waiting on another)
         return self._result()
 
@@ -322,29 +371,73 @@ class _Simulation:
         job = self.net.background_job_ns
         return float(self.rng.exponential(job / self.net.background_cores))
 
-    def _background(self, who: int) -> None:
-        """A background job: ``who`` -1 arrives (and asks for a core), >= 0 ends."""
-        if who < 0:
-            self._at(self.now + self._bg_gap(), _BACKGROUND, -1)
-            if self.cores_free > 0:
-                self.cores_free -= 1
-                self._at(self.now + self.net.background_job_ns, _BACKGROUND, 0)
-            else:
-                self.bg_wait += 1
-                self.core_wait.append(-1)
-            return
-        self._release_core()
+    # -- the cores ---------------------------------------------------------------------------
 
-    def _release_core(self) -> None:
-        if self.core_wait:
-            nxt = self.core_wait.popleft()
-            if nxt < 0:
-                self.bg_wait -= 1
-                self._at(self.now + self.net.background_job_ns, _BACKGROUND, 0)
-            else:
-                self._run_cpu(self.workers[nxt])
-        else:
-            self.cores_free += 1
+    def _cpu_rate(self) -> float:
+        """The speed of each job: a core each while there are no more jobs than cores."""
+        n = len(self.jobs)
+        return min(1.0, self.net.cores / n) if n else 1.0
+
+    def _cpu_advance(self) -> None:
+        dt = self.now - self.cpu_t
+        if dt > 0 and self.jobs:
+            done = dt * self._cpu_rate()
+            for k in self.jobs:
+                self.jobs[k] -= done
+            self.cores_busy += dt * min(len(self.jobs), self.net.cores)
+        self.cpu_t = self.now
+
+    def _cpu_start(self, job: int, work: float) -> None:
+        self._cpu_advance()
+        self.jobs[job] = work
+        if job >= 0:
+            self.stage_jobs += 1
+        self._cpu_schedule()
+
+    def _cpu_stop(self, job: int) -> float:
+        """Take a job off the cores (preempted); its work left."""
+        self._cpu_advance()
+        left = self.jobs.pop(job)
+        if job >= 0:
+            self.stage_jobs -= 1
+        self._cpu_schedule()
+        return max(left, 0.0)
+
+    def _cpu_schedule(self) -> None:
+        """The next job to finish, at the rate the cores now go: one tick due, earlier void."""
+        self.cpu_token += 1
+        if self.jobs:
+            left = max(min(self.jobs.values()), 0.0)
+            self._at(self.now + left / self._cpu_rate(), _CPU_TICK, -1, self.cpu_token)
+
+    def _cpu_tick(self) -> None:
+        self._cpu_advance()
+        done = [k for k, v in self.jobs.items() if v <= 1e-3]
+        for k in done:
+            del self.jobs[k]
+            if k >= 0:
+                self.stage_jobs -= 1
+        self._cpu_schedule()
+        for k in done:
+            if k >= 0:
+                w = self.workers[k]
+                if w.in_cpu:
+                    self._cpu_done(w)
+                else:  # its compiled code is done: it wants its lock back
+                    w.resume = _R_AFTER
+                    self._wake(w)
+            elif k == _MONITOR:
+                self.monitor_on = False
+                self._monitor()
+
+    def _monitor(self) -> None:
+        """The monitor owes ``backlog``: a job of it runs (if none does)."""
+        if self.monitor_on or self.backlog < 1.0 or self.finished == len(self.workers):
+            return
+        self.monitor_on = True
+        job = min(self.backlog, self.net.monitor_job_ns)
+        self.backlog -= job
+        self._cpu_start(_MONITOR, job)
 
     # -- taking an input ---------------------------------------------------------------------
 
@@ -362,7 +455,7 @@ class _Simulation:
             ci = active[w.rr_in % len(active)]
             ch = self.chans[ci]
             if ch.items and ch.items[0] <= self.now:
-                self._level(ch, -1)
+                self._level(ch)
                 ch.items.popleft()
                 ch.takes.append(self.now)
                 if ch.putters:
@@ -376,12 +469,13 @@ class _Simulation:
                     w.rr_in += 1
                 self._serve(w)
                 return
-            if ch.items:  # in flight on a link: ready later
-                self._set(w, BLOCKED_IN)
-                self._at(ch.items[0], _RETRY_GET, w.idx)
-                return
+            self._drop(w)
             self._set(w, BLOCKED_IN)
-            ch.getter = w.idx
+            w.resume = _R_GET
+            if ch.items:  # in flight on a link: ready later
+                self._at(ch.items[0], _WAKE, w.idx)
+            else:
+                ch.getter = w.idx
             return
 
     def _drained(self, ci: int) -> bool:
@@ -389,10 +483,38 @@ class _Simulation:
         return ch.ended and not ch.items
 
     def _room(self, ci: int) -> None:
-        """An item left channel ``ci``: the first stage waiting to put into it puts now."""
+        """An item left channel ``ci``: the first stage waiting to put into it wakes (and puts
+        once it holds its lock: it is the channel's only producer, the room stays its)."""
         p = self.workers[self.chans[ci].putters.popleft()]
-        self._put_one(p, ci)
-        self._at(self.now, _FREE_DONE, p.idx)  # go on with its other outputs
+        p.resume, p.put_ci = _R_PUT, ci
+        self._at(self.now, _WAKE, p.idx)
+
+    def _wake(self, w: _Worker) -> None:
+        """``w`` goes on (``w.resume``) once it holds its lock: at once if it does or the lock
+        is free, else after the threads waiting before it."""
+        if w.holds:
+            self._resume(w)
+            return
+        lk = self.locks[w.lock]
+        if lk.holder < 0:
+            self._hand(w.lock, w)
+        else:
+            lk.wait.append(w.idx)
+            self._schedule_switch(w.lock)
+
+    def _resume(self, w: _Worker) -> None:
+        r = w.resume
+        if r == _R_CPU:
+            self._want_core(w)
+        elif r == _R_GET:
+            self._get(w)
+        elif r == _R_PUT:
+            self._put_one(w, w.put_ci)
+            self._emit(w)
+        elif r == _R_EMIT:
+            self._emit(w)
+        else:
+            self._after_cpu(w)
 
     # -- serving -----------------------------------------------------------------------------
 
@@ -411,61 +533,87 @@ class _Simulation:
         w.pending = int(w.credit + 1e-9)
         w.credit -= w.pending
         if w.cpu > 0:
-            self._want_lock(w)
-        elif w.unlocked > 0:
-            self._want_core(w)
+            w.resume = _R_CPU
+            self._wake(w)  # holding the lock, it goes on; else it waits for it
         else:
-            self._at(self.now + w.free, _FREE_DONE, w.idx)
+            self._drop(w)
+            if w.unlocked > 0:
+                self._want_core(w)
+            else:
+                self._after_cpu(w)
 
-    def _want_lock(self, w: _Worker) -> None:
-        lk = w.lock
-        if self.lock_holder[lk] < 0:
-            self.lock_holder[lk] = w.idx
-            self.lock_since[lk] = self.now
-            self._want_core(w)
-        else:
-            self.lock_wait[lk].append(w.idx)
+    def _hand(self, li: int, w: _Worker) -> None:
+        """The lock goes to ``w``, which goes on with what it waited for it to do."""
+        lk = self.locks[li]
+        lk.holder, lk.since = w.idx, self.now
+        lk.gen += 1
+        w.holds = True
+        if lk.wait:
+            self._schedule_switch(li)
+        self._resume(w)
+
+    def _schedule_switch(self, li: int) -> None:
+        lk = self.locks[li]
+        if lk.switch_gen != lk.gen:
+            lk.switch_gen = lk.gen
+            self._at(self.now + lk.switch, _SWITCH, li, lk.gen)
+
+    def _drop(self, w: _Worker) -> None:
+        """``w`` lets its lock go (it waits, or is done): the first waiting thread takes it."""
+        if not w.holds:
+            return
+        w.holds = False
+        li = w.lock
+        lk = self.locks[li]
+        lk.busy += self.now - lk.since
+        lk.holder = -1
+        if lk.wait:
+            self._hand(li, self.workers[lk.wait.popleft()])
+
+    def _switch(self, li: int, gen: int) -> None:
+        """A thread has waited the switch interval for lock ``li``: its holder drops it (in the
+        middle of its CPU part, whose rest it waits to finish) unless it changed hands."""
+        lk = self.locks[li]
+        if gen != lk.gen or not lk.wait or lk.holder < 0:
+            return
+        h = self.workers[lk.holder]
+        if not h.in_cpu:  # not running its Python code now: try again later
+            lk.switch_gen = -1
+            self._schedule_switch(li)
+            return
+        h.cpu = self._cpu_stop(h.idx)
+        h.in_cpu = False
+        h.resume = _R_CPU
+        lk.wait.append(h.idx)  # behind those waiting (before the lock goes: it may come back)
+        self._drop(h)
+        self._schedule_switch(li)
 
     def _want_core(self, w: _Worker) -> None:
-        if self.cores_free > 0:
-            self.cores_free -= 1
-            self._run_cpu(w)
-        else:
-            self.core_wait.append(w.idx)
-
-    def _run_cpu(self, w: _Worker) -> None:
-        """A core is the worker's: its locked part (it holds the lock), else its unlocked one."""
+        """``w``'s CPU part runs on the cores: its locked part (it holds the lock), else its
+        unlocked one."""
         if w.cpu > 0:
-            self.cores_busy += w.cpu
-            self._at(self.now + w.cpu, _CPU_DONE, w.idx)
+            w.in_cpu = True
+            self._cpu_start(w.idx, w.cpu)
         else:
-            self.cores_busy += w.unlocked
-            self._at(self.now + w.unlocked, _CORE_DONE, w.idx)
+            self._cpu_start(w.idx, w.unlocked)
+
+    def _cpu_done(self, w: _Worker) -> None:
+        w.in_cpu = False
+        w.cpu = 0.0
+        if w.unlocked > 0:  # compiled code: the lock goes, the cores go on
+            self._drop(w)
+            self._cpu_start(w.idx, w.unlocked)
+            return
+        self._after_cpu(w)
 
     def _after_cpu(self, w: _Worker) -> None:
         w.unlocked = 0.0
         if w.free > 0:
-            self._at(self.now + w.free, _FREE_DONE, w.idx)
+            self._drop(w)  # sleeping, waiting for I/O: the lock is free meanwhile
+            w.resume = _R_EMIT
+            self._at(self.now + w.free, _WAKE, w.idx)
         else:
             self._emit(w)
-
-    def _cpu_done(self, w: _Worker) -> None:
-        lk = w.lock
-        w.cpu = 0.0
-        if w.unlocked > 0:  # the lock goes, the core stays for the unlocked part
-            self.cores_busy += w.unlocked
-            self._at(self.now + w.unlocked, _CORE_DONE, w.idx)
-        else:
-            self._release_core()
-        self.lock_busy[lk] += self.now - self.lock_since[lk]
-        self.lock_holder[lk] = -1
-        if self.lock_wait[lk]:
-            nxt = self.workers[self.lock_wait[lk].popleft()]
-            self.lock_holder[lk] = nxt.idx
-            self.lock_since[lk] = self.now
-            self._want_core(nxt)
-        if w.unlocked <= 0:
-            self._after_cpu(w)
 
     # -- putting the outputs -----------------------------------------------------------------
 
@@ -477,6 +625,7 @@ class _Simulation:
             ci = w.outs[w.rr_out % len(w.outs)]
             ch = self.chans[ci]
             if len(ch.items) >= ch.cap:
+                self._drop(w)
                 self._set(w, BLOCKED_OUT)
                 ch.putters.append(w.idx)
                 return
@@ -485,7 +634,7 @@ class _Simulation:
         if w.ins:
             self._set(w, BUSY)
             self._get(w)
-        elif w.left != 0 and not self._left_horizon():
+        elif w.left != 0 and self.now < self.horizon:
             if w.left > 0:
                 w.left -= 1
             if w.left == 0:
@@ -495,14 +644,14 @@ class _Simulation:
         else:
             self._finish(w)
 
-    def _left_horizon(self) -> bool:
-        return self.now >= self.horizon
-
     def _put_one(self, w: _Worker, ci: int) -> None:
         ch = self.chans[ci]
-        self._level(ch, +1)
+        self._level(ch)
         ch.items.append(self.now + ch.delay)
         ch.puts.append(self.now)
+        if not w.ins and self.net.monitor_ns_per_item > 0:
+            self.backlog += self.net.monitor_ns_per_item
+            self._monitor()
         w.rr_out += 1
         if w.broadcast:
             if w.rr_out % len(w.outs) == 0:
@@ -512,11 +661,12 @@ class _Simulation:
         if ch.getter >= 0:
             g = ch.getter
             ch.getter = -1
-            self._at(max(self.now, ch.items[-1]), _RETRY_GET, g)
+            self._at(max(self.now, ch.items[-1]), _WAKE, g)
 
     def _finish(self, w: _Worker) -> None:
         if w.done:
             return
+        self._drop(w)
         self._set(w, IDLE)
         w.done = True
         self.finished += 1
@@ -526,17 +676,18 @@ class _Simulation:
             if ch.getter >= 0:
                 g = ch.getter
                 ch.getter = -1
-                self._at(self.now, _RETRY_GET, g)
+                self._at(self.now, _WAKE, g)
 
     def _result(self) -> SimResult:
         end = self.now
+        self._cpu_advance()
         for w in self.workers:
             self._set(w, w.state)
         for ch in self.chans:
-            self._level(ch, 0)
-        for lk, holder in enumerate(self.lock_holder):
-            if holder >= 0:
-                self.lock_busy[lk] += end - self.lock_since[lk]
+            self._level(ch)
+        for lk in self.locks:
+            if lk.holder >= 0:
+                lk.busy += end - lk.since
         names = [c.name for c in self.net.channels]
         return SimResult(
             end_ns=end,
@@ -547,6 +698,7 @@ class _Simulation:
                 s.name: np.asarray(w.spent)
                 for s, w in zip(self.net.stages, self.workers, strict=True)
             },
-            lock_busy=dict(zip(self.lock_names, self.lock_busy, strict=True)),
+            lock_busy={n: lk.busy for n, lk in zip(self.lock_names, self.locks, strict=True)},
             cores_busy=self.cores_busy,
+            complete=self.finished == len(self.workers) or end >= self.horizon,
         )
