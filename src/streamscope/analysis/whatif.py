@@ -403,8 +403,9 @@ def _measured_states(
             rate += runner[st.name]["items"] / (work / 1e9)
     if not rate > 0:
         raise WhatIfError(
-            f"{run.path or 'the run'}: its sources' states were not recorded (a state(*) query), "
-            "so how fast they made items is not known"
+            f"{run.path or 'the run'}: its sources' states were not recorded, "
+            "so how fast they made items is not known: run it again with a state(*) query (the "
+            "default queries have one)"
         )
     return shares, rate
 
@@ -531,6 +532,64 @@ def _ordered(channels: list[ChannelModel], stages: list[StageModel]) -> list[Cha
 # -- simulating and judging -----------------------------------------------------------------
 
 
+class Predictor:
+    """One run's model, its unchanged replications and self-check, made once; ``predict``
+    then simulates each set of changes against them (the same random numbers)."""
+
+    def __init__(
+        self,
+        run: Run,
+        *,
+        replications: int = REPLICATIONS,
+        seed: int = 0,
+        tolerance: float = THROUGHPUT_TOLERANCE,
+    ) -> None:
+        self.model = pipeline_model(run)
+        self.seed, self.replications = seed, replications
+        self.base_runs = [_sim(self.model.network, seed + i) for i in range(replications)]
+        self.base = _figures(self.model.network, self.base_runs, self.model, scale=None)
+        self.check = _check(self.model, self.base, self.base_runs, tolerance)
+
+    def predict(self, changes: Sequence[str | Change]) -> WhatIf:
+        chs = tuple(c if isinstance(c, Change) else Change.parse(c) for c in changes)
+        model = self.model
+        changed = apply_changes(model, chs)
+        predicted = None
+        if self.check.verdict == "consistent" and chs:
+            new_runs = [_sim(changed, self.seed + i) for i in range(self.replications)]
+            ratios = np.array([_rate(changed, b2) / _rate(model.network, b1)
+                               for b1, b2 in zip(self.base_runs, new_runs, strict=True)])  # fmt: skip
+            predicted = _figures(changed, new_runs, model, scale=ratios)
+        sentence = _sentence(chs, model, self.check, predicted)
+        return WhatIf(chs, model, self.base, self.check, predicted, sentence, model.assumed)
+
+    def obvious(self, run: Run, found: Sequence[Any] = ()) -> list[WhatIf]:
+        """The changes a reader of this run would try first: for each unit that a
+        ``bottleneck`` finding of ``found`` names (or, without one, the busiest unit after the
+        sources in the model), twice its replicas and twice its speed; for each channel full
+        half the time or more, twice its capacity."""
+        units = {g.pattern: g for g in stage_groups(self.model.topology)}
+        named = [g for f in found if getattr(f, "kind", "") == "bottleneck"
+                 for g in units.values() if range_label(g.members) == f.target]  # fmt: skip
+        if not named:  # no bottleneck: the busiest unit after the sources, in the model
+            inner = [g for g in units.values()
+                     if any(c.dst in g.members for c in self.model.topology.channels)]  # fmt: skip
+            busy = self.base.busy
+            named = sorted(inner, key=lambda g: -float(np.mean([busy[m] for m in g.members])))[:1]
+        changes: list[str] = []
+        for g in named:
+            n = len(g.members)
+            changes.append(f"{g.pattern if n > 1 else g.members[0]}.replicas={2 * n}")
+            changes.append(f"{g.pattern}.speed=2x")
+        caps = {c.name: c.capacity for c in run.topology.channels}
+        changes.extend(
+            f"{cs.channel}.capacity={2 * caps[cs.channel]}"
+            for cs in channel_summary(run)
+            if cs.full_fraction is not None and cs.full_fraction >= 0.5 and cs.channel in caps
+        )
+        return [self.predict([c]) for c in dict.fromkeys(changes)]
+
+
 def whatif(
     run: Run,
     changes: Sequence[str | Change],
@@ -540,20 +599,8 @@ def whatif(
     tolerance: float = THROUGHPUT_TOLERANCE,
 ) -> WhatIf:
     """The prediction for ``changes`` on ``run`` (see the module docstring)."""
-    chs = tuple(c if isinstance(c, Change) else Change.parse(c) for c in changes)
-    model = pipeline_model(run)
-    changed = apply_changes(model, chs)
-    base_runs = [_sim(model.network, seed + i) for i in range(replications)]
-    base = _figures(model.network, base_runs, model, scale=None)
-    check = _check(model, base, base_runs, tolerance)
-    predicted = None
-    if check.verdict == "consistent" and chs:
-        new_runs = [_sim(changed, seed + i) for i in range(replications)]
-        ratios = np.array([_rate(changed, b2) / _rate(model.network, b1)
-                           for b1, b2 in zip(base_runs, new_runs, strict=True)])  # fmt: skip
-        predicted = _figures(changed, new_runs, model, scale=ratios)
-    return WhatIf(chs, model, base, check, predicted, _sentence(chs, model, check, predicted),
-                  model.assumed)  # fmt: skip
+    p = Predictor(run, replications=replications, seed=seed, tolerance=tolerance)
+    return p.predict(changes)
 
 
 def _sim(net: Network, seed: int) -> SimResult:

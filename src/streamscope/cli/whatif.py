@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
 
-    from streamscope.analysis.whatif import WhatIf
+    from streamscope.analysis.whatif import Predictor, WhatIf
 
 
 def whatif(
@@ -41,12 +41,14 @@ def whatif(
 ) -> int:
     """Predict what changes would do to a recorded pipeline: its throughput (with an interval),
     each stage's states, each channel's occupancy and what then limits the rate, beside the
-    measured run. The pipeline is simulated from the run's own service times; the unchanged
-    model must first reproduce the run, or nothing is predicted (exit status 3)."""
+    measured run. Without --set, the obvious changes (the bottleneck's replicas and speed
+    doubled, each mostly full channel's capacity doubled). The pipeline is simulated from the
+    run's own service times; the unchanged model must first reproduce the run, or nothing is
+    predicted (exit status 3)."""
     from rich.console import Console
 
-    from streamscope.analysis.whatif import Change
-    from streamscope.analysis.whatif import whatif as predict
+    from streamscope.analysis import findings
+    from streamscope.analysis.whatif import Change, Predictor
     from streamscope.core.errors import ConfigError
     from streamscope.store.reader import load
 
@@ -56,13 +58,59 @@ def whatif(
         raise ConfigError(f"--tolerance must be between 0 and 1, not {tolerance}")
     parsed = [Change.parse(c) for c in changes or ()]
     with load(run) as r:
-        result = predict(r, parsed, replications=replications, seed=seed, tolerance=tolerance)
-    code = 0 if result.check.verdict == "consistent" else 3
-    if as_json:
-        typer.echo(json.dumps(result.to_dict(), indent=2, allow_nan=False))
+        p = Predictor(r, replications=replications, seed=seed, tolerance=tolerance)
+        if parsed:
+            results = [p.predict(parsed)]
+        elif p.check.verdict == "consistent":
+            results = p.obvious(r, findings(r))
+        else:
+            results = [p.predict([])]
+    code = 0 if p.check.verdict == "consistent" else 3
+    if parsed:
+        if as_json:
+            typer.echo(json.dumps(results[0].to_dict(), indent=2, allow_nan=False))
+        else:
+            print_whatif(results[0], Console(highlight=False))
         return code
-    print_whatif(result, Console(highlight=False))
+    if as_json:
+        doc = {"check": p.check.verdict, "misses": list(p.check.misses),
+               "predictions": [w.to_dict() for w in results]}  # fmt: skip
+        typer.echo(json.dumps(doc, indent=2, allow_nan=False))
+        return code
+    print_obvious(p, results, Console(highlight=False))
     return code
+
+
+def print_obvious(p: Predictor, results: list[WhatIf], console: Console) -> None:
+    """Without changes: the self-check, then the obvious changes' predictions in a table."""
+    from rich.table import Table
+
+    c = p.check
+    if c.verdict != "consistent":
+        console.print(
+            "The model does not reproduce this run, so it predicts nothing: "
+            + "; ".join(c.misses) + ".", style="bold red", markup=False, soft_wrap=True,
+        )  # fmt: skip
+        return
+    console.print(
+        f"The model reproduces this run (throughput {c.throughput_error:+.1%} of the measured "
+        f"{p.model.throughput:,.1f}/s). The obvious changes (--set CHANGE for others):",
+        markup=False, soft_wrap=True,
+    )  # fmt: skip
+    table = Table()
+    for col, justify in (("change", "left"), ("throughput", "right"), ("interval", "right"),
+                         ("gain", "right"), ("then", "left")):  # fmt: skip
+        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    for w in results:
+        pr = w.predicted
+        if pr is None:
+            continue
+        table.add_row(", ".join(x.text for x in w.changes), f"{pr.throughput:,.1f}/s",
+                      f"{pr.low:,.1f}–{pr.high:,.1f}/s", f"{(w.gain or 0) * 100:+.1f} %",
+                      pr.limit)  # fmt: skip
+    console.print(table)
+    for a in p.model.assumed:
+        console.print(f"assumed: {a}", markup=False, style="dim")
 
 
 def print_whatif(result: WhatIf, console: Console) -> None:

@@ -469,13 +469,13 @@ class _Simulation:
                     w.rr_in += 1
                 self._serve(w)
                 return
-            self._drop(w)
             self._set(w, BLOCKED_IN)
             w.resume = _R_GET
             if ch.items:  # in flight on a link: ready later
                 self._at(ch.items[0], _WAKE, w.idx)
             else:
                 ch.getter = w.idx
+            self._drop(w)
             return
 
     def _drained(self, ci: int) -> bool:
@@ -497,7 +497,8 @@ class _Simulation:
             return
         lk = self.locks[w.lock]
         if lk.holder < 0:
-            self._hand(w.lock, w)
+            self._take(w.lock, w)
+            self._resume(w)
         else:
             lk.wait.append(w.idx)
             self._schedule_switch(w.lock)
@@ -543,14 +544,19 @@ class _Simulation:
                 self._after_cpu(w)
 
     def _hand(self, li: int, w: _Worker) -> None:
-        """The lock goes to ``w``, which goes on with what it waited for it to do."""
+        """The lock goes to ``w``, which goes on with what it waited for it to do: as an event
+        of its own at this time, never inside the step of the thread that let the lock go
+        (which may not have said yet what it waits for)."""
+        self._take(li, w)
+        self._at(self.now, _WAKE, w.idx)
+
+    def _take(self, li: int, w: _Worker) -> None:
         lk = self.locks[li]
         lk.holder, lk.since = w.idx, self.now
         lk.gen += 1
         w.holds = True
         if lk.wait:
             self._schedule_switch(li)
-        self._resume(w)
 
     def _schedule_switch(self, li: int) -> None:
         lk = self.locks[li]
@@ -625,9 +631,9 @@ class _Simulation:
             ci = w.outs[w.rr_out % len(w.outs)]
             ch = self.chans[ci]
             if len(ch.items) >= ch.cap:
-                self._drop(w)
                 self._set(w, BLOCKED_OUT)
                 ch.putters.append(w.idx)
+                self._drop(w)
                 return
             self._put_one(w, ci)
         w.pending = 0

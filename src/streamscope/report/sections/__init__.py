@@ -13,11 +13,13 @@ from streamscope.report.sections.pipeline import PipelineSection
 from streamscope.report.sections.profiles import ProfilesSection
 from streamscope.report.sections.queries import HISTOGRAMS, LATENCY, QUERIES
 from streamscope.report.sections.virtual_queues import VirtualQueuesSection
+from streamscope.report.sections.whatif import WhatIfSection
 
 #: The page's sections in order; a section with nothing for a run (no traced functions, no
 #: other run to compare with) renders "" and is left off.
 DEFAULT_SECTIONS: tuple[ReportSection, ...] = (
     FindingsSection(),
+    WhatIfSection(),
     PipelineSection(),
     QUERIES,
     HISTOGRAMS,

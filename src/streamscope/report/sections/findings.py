@@ -26,11 +26,14 @@ class FindingsSection:
     title = "Findings"
 
     def render(self, ctx: Context) -> str:
-        return section(ctx.run, ctx.found)
+        quotes = {f.target: ctx.predictions.quote(f.target) for f in ctx.found
+                  if f.kind == "bottleneck"}  # fmt: skip
+        return section(ctx.run, ctx.found, quotes)
 
 
-def section(run: Run, found: Sequence[Finding]) -> str:
-    """The section, from the run's findings ``found``."""
+def section(run: Run, found: Sequence[Finding], quotes: dict[str, str] | None = None) -> str:
+    """The section, from the run's findings ``found``; ``quotes``: a bottleneck's predicted
+    gain (``whatif``), by the unit it names."""
     fs = sorted(found, key=lambda f: SEVERITY_ORDER.get(f.severity, 3))
     out = ['<section id="findings"><h2>Findings</h2>']
     if run.status != "completed":
@@ -39,7 +42,8 @@ def section(run: Run, found: Sequence[Finding]) -> str:
     if not fs:
         out.append('<p class="muted">Nothing stands out in this run.</p>')
     for f, alike in _alike(fs):
-        out.append(_finding(f, alike))
+        out.append(_finding(f, alike, (quotes or {}).get(f.target, "") if f.kind == "bottleneck"
+                            else ""))  # fmt: skip
     out.append("</section>")
     return "".join(out)
 
@@ -64,7 +68,7 @@ def _alike(fs: Sequence[Finding]) -> list[tuple[Finding, list[Finding]]]:
     return [(g[0], g[1:]) for g in out]
 
 
-def _finding(f: Finding, alike: Sequence[Finding]) -> str:
+def _finding(f: Finding, alike: Sequence[Finding], quote: str = "") -> str:
     sev = f.severity if f.severity in SEVERITY_ORDER else "info"
     fam = family(f.target)
     more = f' data-family="{esc(fam)}" data-more="{len(alike)}"' if alike else ""
@@ -76,6 +80,9 @@ def _finding(f: Finding, alike: Sequence[Finding]) -> str:
     ]
     if f.suggestion:
         out.append(f'<div class="suggest">→ {esc(f.suggestion)}</div>')
+    if quote:
+        out.append(f'<div class="whatif">What if: {esc(quote)} '
+                   '<a href="#whatif">(more)</a></div>')  # fmt: skip
     if f.evidence:
         rows = [(k, json.dumps(v, default=str)[:300]) for k, v in f.evidence.items()]
         out.append(f"<details><summary>evidence</summary>{table(('', ''), rows)}</details>")

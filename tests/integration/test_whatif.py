@@ -1,0 +1,105 @@
+"""``streamscope whatif`` on real runs: a blocking tandem's buffer made larger (queueing theory
+says what it gains), a pure-Python thread stage given a second thread (the interpreter lock
+allows no gain), and what it refuses (a program's run, a bad change).
+
+The rerun comparisons over five pipelines are the benchmark's (``bench_whatif.py``); here each
+prediction is held to what the model must get right whatever the machine's speed.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from tests.integration.test_cli import streamscope
+
+ROOT = Path(__file__).resolve().parents[2]
+APPS = ROOT / "benchmarks" / "_whatif_apps.py"
+PROGRAM = Path(__file__).resolve().parent / "apps" / "threads_program.py"
+
+
+@pytest.fixture(scope="module")
+def blocking(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tandem of two exponential 1 ms stages with one place between them."""
+    out = tmp_path_factory.mktemp("whatif") / "blocking.duckdb"
+    r = streamscope("run", APPS, "--out", out, "--", "--shape", "blocking", "--items", "700",
+                    "--cap", "1")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    return out
+
+
+def _turns(ms: float) -> int:
+    sys.path.insert(0, str(APPS.parent))
+    try:
+        from _whatif_apps import spin_turns
+    finally:
+        sys.path.pop(0)
+    return int(spin_turns(ms))
+
+
+def test_a_larger_buffer_gains_what_queueing_theory_says(blocking: Path) -> None:
+    """Saturated, two exponential stations of equal rate with B places between them pass
+    (B + 2) / (B + 3) of one's rate: from B = 1 to 4, +14 %. The services here are sleeps
+    (a little less variable than exponential, which gains less), so the prediction must lie
+    between half that and a little more."""
+    r = streamscope("whatif", blocking, "--set", "a -> b.capacity=4", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["check"]["verdict"] == "consistent"
+    theory = (6 / 7) / (3 / 4) - 1
+    assert theory / 2 <= doc["gain"] <= theory + 0.06, doc["sentence"]
+    pred = doc["predicted"]
+    assert pred["low"] <= pred["throughput"] <= pred["high"]
+    assert doc["predicted"]["occupancy"]["a -> b"] > doc["model"]["occupancy"]["a -> b"]
+    assert doc["sentence"].startswith("a -> b.capacity=4: ")
+
+
+def test_the_table_and_the_obvious_changes(blocking: Path) -> None:
+    r = streamscope("whatif", blocking, "--set", "b.speed=2x")
+    assert r.returncode == 0, r.stderr
+    assert "b.speed=2x" in r.stdout and "measured" in r.stdout and "predicted" in r.stdout
+    r = streamscope("whatif", blocking, "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["check"] == "consistent"
+    changes = [p["changes"][0] for p in doc["predictions"]]
+    assert any(c.endswith(".speed=2x") for c in changes), changes
+
+
+def test_a_second_thread_for_pure_python_gains_nothing(tmp_path: Path) -> None:
+    """One thread of pure Python at ~1 ms an item; a second such thread shares the interpreter
+    lock with it: no gain, and the prediction says the lock is why."""
+    out = tmp_path / "gil.duckdb"
+    r = streamscope("run", APPS, "--out", out, "--", "--shape", "gil", "--items", "800",
+                    "--turns", str(_turns(1.0)))  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    r = streamscope("whatif", out, "--set", "parse*.replicas=2", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert abs(doc["gain"]) < 0.08, doc["sentence"]
+    assert "interpreter lock" in doc["sentence"]
+    assert doc["predicted"]["bottleneck"] == "parse0–parse1"
+
+
+def test_what_cannot_be_predicted_is_refused(blocking: Path, tmp_path: Path) -> None:
+    r = streamscope("whatif", blocking, "--set", "a.replicas=two")
+    assert r.returncode == 2 and "'two' is not a number" in r.stderr
+    r = streamscope("whatif", blocking, "--set", "nope.speed=2x")
+    assert r.returncode == 2 and "no stage matches 'nope'" in r.stderr
+    out = tmp_path / "program.duckdb"
+    ran = subprocess.run([*_cli(), "run", str(PROGRAM), "--out", str(out), "--quiet", "--",
+                          "200", str(tmp_path / "truth.json")], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    r = streamscope("whatif", out)
+    assert r.returncode == 2
+    assert "no service times" in r.stderr and "pipeline run by streamscope" in r.stderr
+
+
+def _cli() -> list[str]:
+    from tests.integration.test_cli import cli
+
+    return cli()
