@@ -20,7 +20,9 @@ import numpy as np
 
 import streamscope as ss
 
-QUERIES: list[str] = []  # the defaults: every channel's occupancy and throughput, every stage's state
+QUERIES: list[
+    str
+] = []  # the defaults: every channel's occupancy and throughput, every stage's state
 
 
 class Source:

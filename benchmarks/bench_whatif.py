@@ -54,7 +54,7 @@ class Case:
 def cases(quick: bool) -> list[Case]:
 
     def scale(k: int) -> str:
-        return str(max(k // 6, 60) if quick else k)
+        return str(max(k // 5, 60) if quick else k)
 
     lap = ("--blocks", scale(3000), "--every", "20", "--quiet")
     t3 = ("--shape", "tandem3", "--items", scale(1500))
@@ -66,9 +66,23 @@ def cases(quick: bool) -> list[Case]:
     gil = ("--shape", "gil", "--items", scale(3000), "--turns", str(ms1))
     prc = ("--shape", "procs", "--items", scale(1500), "--turns", str(2 * ms1))
     out = [
-        Case("flagship", LAPLACE, (*lap, "--walks", "8"), "walk*.replicas=4", (*lap, "--walks", "4")),
-        Case("flagship", LAPLACE, (*lap, "--walks", "8"), "walk*.replicas=12", (*lap, "--walks", "12")),
-        Case("flagship", LAPLACE, (*lap, "--walks", "8"), "walk*.replicas=16", (*lap, "--walks", "16")),
+        Case(
+            "flagship", LAPLACE, (*lap, "--walks", "8"), "walk*.replicas=4", (*lap, "--walks", "4")
+        ),
+        Case(
+            "flagship",
+            LAPLACE,
+            (*lap, "--walks", "8"),
+            "walk*.replicas=12",
+            (*lap, "--walks", "12"),
+        ),
+        Case(
+            "flagship",
+            LAPLACE,
+            (*lap, "--walks", "8"),
+            "walk*.replicas=16",
+            (*lap, "--walks", "16"),
+        ),
         Case("tandem3", APPS, t3, "b.speed=2x", (*t3, "--b-ms", "1.0")),
         Case("blocking", APPS, (*blk, "--cap", "1"), "a -> b.capacity=4", (*blk, "--cap", "4")),
         Case("blocking", APPS, (*blk, "--cap", "1"), "a -> b.capacity=16", (*blk, "--cap", "16")),
@@ -76,8 +90,8 @@ def cases(quick: bool) -> list[Case]:
         Case("procs", APPS, prc, "work*.replicas=2", (*prc, "--replicas", "2")),
         Case("procs", APPS, prc, "work*.replicas=4", (*prc, "--replicas", "4")),
     ]
-    if quick:  # the smoke check: one case of each kind of change
-        out = [out[1], out[4], out[6]]
+    if quick:  # the smoke check: one short case
+        out = [out[4]]
     return out
 
 
@@ -94,7 +108,7 @@ def monitored(app: Path, args: tuple[str, ...], out: Path, stamps: Path) -> floa
 
 def predict(run: Path, change: str) -> dict[str, object]:
     got = subprocess.run([*CLI, "whatif", str(run), "--set", change, "--json"],
-                         capture_output=True, text=True)  # fmt: skip
+                         capture_output=True, text=True, check=False)  # fmt: skip
     if got.returncode not in (0, 3):
         raise SystemExit(f"whatif failed on {run}: {got.stderr}")
     return json.loads(got.stdout)  # type: ignore[no-any-return]
@@ -117,7 +131,7 @@ def bottleneck(run: Path) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="the smoke check: three short cases")
+    ap.add_argument("--quick", action="store_true", help="the smoke check: one short case")
     ap.add_argument("--only", nargs="*", help="only these pipelines (flagship, tandem3, ...)")
     a = ap.parse_args(argv)
     todo = [c for c in cases(a.quick) if not a.only or c.name in a.only]
@@ -158,10 +172,13 @@ def main(argv: list[str] | None = None) -> int:
                   f"{limit or '(none)':<15}{'' if same else '  <- differs'}")  # fmt: skip
     finite = [abs(e) for e in errors if np.isfinite(e)]
     if finite:
+        med, worst = float(np.median(finite)), max(finite)
+        refused = len(errors) - len(finite)
+        ok = med <= 0.10 and worst <= 0.20 and not refused and hits == len(errors)
         print(f"\n{len(errors)} changes on {len({c.name for c in todo})} pipelines: median |error| "
-              f"{np.median(finite):.1%} (target <= 10 %), worst {max(finite):.1%} (target <= 20 %); "
-              f"refused {len(errors) - len(finite)}; bottleneck as predicted in {hits} of "
-              f"{len(errors)}")  # fmt: skip
+              f"{med:.1%} (target <= 10 %), worst {worst:.1%} (target <= 20 %), refused "
+              f"{refused}, bottleneck as predicted in {hits} of {len(errors)}: target "
+              f"{'met' if ok else 'missed'}")  # fmt: skip
     return 0
 
 

@@ -69,6 +69,9 @@ class StageModel:
     #: The share of its CPU time that holds the interpreter lock (the rest, compiled code that
     #: releases it, needs a core only).
     locked: float = 1.0
+    #: Take the service times in their order (over again once used up) rather than drawing
+    #: them at random: a trace replayed, as the model tests and the speed benchmark do.
+    in_order: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,6 +213,7 @@ class _Worker:
     broadcast: bool
     zip_in: bool
     left: int  # a source's items still to make (-1: unbounded)
+    in_order: bool = False
     state: int = IDLE
     since: float = 0.0
     spent: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0, 0.0])
@@ -279,7 +283,7 @@ class _Simulation:
         self.workers: list[_Worker] = []
         for s in net.stages:
             pool = np.asarray(s.service, dtype=np.float64)
-            if resample:
+            if resample and not s.in_order:
                 pool = rng.choice(pool, size=len(pool), replace=True)
             w = _Worker(
                 idx=sidx[s.name],
@@ -294,6 +298,7 @@ class _Simulation:
                 broadcast=s.fanout == "broadcast",
                 zip_in=s.fanin == "zip",
                 left=-1,
+                in_order=s.in_order,
             )
             if not w.ins:
                 w.left = s.items if s.items > 0 else -1
@@ -309,6 +314,8 @@ class _Simulation:
 
     def _pool(self, w: _Worker) -> F64:
         """Service times in the order the worker will use them (drawn up front, refilled)."""
+        if w.in_order:
+            return w.service
         return self.rng.choice(w.service, size=4096, replace=True)
 
     def _at(self, t: float, kind: int, who: int, token: int = 0) -> None:

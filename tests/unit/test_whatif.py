@@ -1,0 +1,137 @@
+"""What-if changes (``analysis.whatif``): how they are written, what they do to a model's
+network, what they refuse; and the self-check that stops a model which misses its run."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from streamscope.analysis.whatif import (
+    Change,
+    PipelineModel,
+    WhatIfError,
+    _check,
+    _figures,
+    apply_changes,
+)
+from streamscope.core.topology import Topology
+from streamscope.model.network import ChannelModel, Network, StageModel, simulate
+
+MS = 1e6
+
+
+def _model(net: Network, throughput: float = 0.0, shares=None, occupancy=None) -> PipelineModel:  # type: ignore[no-untyped-def]
+    return PipelineModel(net, Topology("t"), {}, throughput, shares or {}, occupancy or {})
+
+
+def _walks(n: int, interp: str = "dev", own: bool = False) -> Network:
+    """``split -> walk0..walkN-1 -> avg``, each walk on ``interp`` (its own with ``own``)."""
+    ms = np.array([MS])
+    stages = [StageModel("split", ms, items=100, interpreter=interp)]
+    stages += [StageModel(f"walk{i}", 8 * ms, interpreter=f"p{i}" if own else interp)
+               for i in range(n)]  # fmt: skip
+    stages.append(StageModel("avg", ms, ratio=0, interpreter=interp))
+    chans = [ChannelModel(f"split -> walk{i}", "split", f"walk{i}", 4) for i in range(n)]
+    chans += [ChannelModel(f"walk{i} -> avg", f"walk{i}", "avg", 4) for i in range(n)]
+    return Network(tuple(stages), tuple(chans), cores=2, switch_ns={"dev": 2e5})
+
+
+@pytest.mark.parametrize(
+    ("text", "target", "attr", "value"),
+    [
+        ("walk*.replicas=12", "walk*", "replicas", 12),
+        ("avg.speed=2x", "avg", "speed", 2.0),
+        ("avg.speed=0.5X", "avg", "speed", 0.5),
+        ("avg -> print.capacity=128", "avg -> print", "capacity", 128),
+        (" cpus = 4 ", "", "cpus", 4),
+    ],
+)
+def test_a_change_is_read_as_written(text: str, target: str, attr: str, value: float) -> None:
+    c = Change.parse(text)
+    assert (c.target, c.attr, c.value, c.text) == (target, attr, value, text.strip())
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("walk*", "TARGET.ATTRIBUTE=VALUE"),
+        ("walk*.color=red", "unknown attribute 'color'"),
+        ("walk*.replicas=1.5", "whole number"),
+        ("walk*.replicas=0", "whole number"),
+        ("avg.speed=-2x", "above 0"),
+        ("avg.speed=fast", "'fast' is not a number"),
+        ("avg.cpus=4", "cpus takes no target"),
+        ("replicas=4", "replicas needs a target"),
+        ("avg.capacity=4", "capacity is a channel's"),
+        ("a -> b.speed=2x", "speed is a stage's"),
+    ],
+)
+def test_a_bad_change_says_what_is_wrong(text: str, why: str) -> None:
+    with pytest.raises(WhatIfError, match=why):
+        Change.parse(text)
+
+
+def test_more_replicas_are_copies_fed_and_feeding_as_the_others() -> None:
+    net = apply_changes(_model(_walks(8)), [Change.parse("walk*.replicas=12")])
+    names = [s.name for s in net.stages]
+    assert names == ["split", *(f"walk{i}" for i in range(12)), "avg"]
+    outs = [c.name for c in net.channels if c.src == "split"]
+    assert outs == [f"split -> walk{i}" for i in range(12)]  # dealt to in order
+    assert [c.name for c in net.channels if c.dst == "avg"] == [
+        f"walk{i} -> avg" for i in range(12)
+    ]
+    assert {s.interpreter for s in net.stages} == {"dev"}  # a device's replicas share it
+    fewer = apply_changes(_model(_walks(8)), [Change.parse("walk*.replicas=4")])
+    assert [s.name for s in fewer.stages] == ["split", "walk0", "walk1", "walk2", "walk3", "avg"]
+    assert all("walk7" not in c.name for c in fewer.channels)
+
+
+def test_a_replica_of_a_stage_alone_in_its_process_gets_a_process() -> None:
+    net = apply_changes(_model(_walks(2, own=True)), [Change.parse("walk*.replicas=4")])
+    interps = [s.interpreter for s in net.stages if s.name.startswith("walk")]
+    assert len(set(interps)) == 4
+    r = simulate(net)
+    assert r.complete and sum(len(r.take_times[f"walk{i} -> avg"]) for i in range(4)) == 100
+
+
+def test_speed_capacity_and_cpus() -> None:
+    m = _model(_walks(2))
+    net = apply_changes(m, [Change.parse("walk*.speed=2x"), Change.parse("walk1 -> avg.capacity=9"),
+                            Change.parse("cpus=8")])  # fmt: skip
+    assert [s.speed for s in net.stages] == [1.0, 2.0, 2.0, 1.0]
+    assert {c.name: c.capacity for c in net.channels}["walk1 -> avg"] == 9
+    assert net.cores == 8
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("nope*.replicas=2", "no stage matches 'nope\\*'"),
+        ("a -> b.capacity=2", "no channel 'a -> b'"),
+        ("split.replicas=2", None),  # a single stage: fine
+        ("*.replicas=2", "not parallel replicas"),
+    ],
+)
+def test_a_change_the_model_cannot_make_is_refused(text: str, why: str | None) -> None:
+    m = _model(_walks(2))
+    if why is None:
+        apply_changes(m, [Change.parse(text)])
+        return
+    with pytest.raises(WhatIfError, match=why):
+        apply_changes(m, [Change.parse(text)])
+
+
+def test_a_model_that_misses_its_run_is_rejected_and_says_where() -> None:
+    """The unchanged model's figures against what the run measured: a throughput far off, a
+    stage's busy share and a channel's occupancy off, each named."""
+    net = _walks(2)
+    runs = [simulate(net, seed=s, resample=True) for s in range(3)]
+    m = _model(net, throughput=10.0, shares={"avg": (0.9, 0.1, 0.0)},
+               occupancy={"split -> walk0": 0.0})  # fmt: skip
+    fig = _figures(net, runs, m, scale=None)
+    check = _check(m, fig, runs, 0.1)
+    assert check.verdict == "rejected"
+    text = " ".join(check.misses)
+    assert "throughput" in text and "avg busy" in text and "split -> walk0 holds" in text
+    good = _model(net, throughput=fig.throughput)
+    assert _check(good, fig, runs, 0.1).verdict == "consistent"
