@@ -275,7 +275,7 @@ def test_the_cli_page_shows_each_commands_help_as_it_is() -> None:
         usage = re.match(r"Usage: (streamscope(?: \w+)*)", block)
         assert usage, block[:80]
         helps[usage[1]] = block
-    assert len(helps) == 14  # streamscope, its eight commands, hw and its four
+    assert len(helps) == 15  # streamscope, its nine commands, hw and its four
     script = "; ".join(f"{BINDIR}{command} --help; echo '<<end>>'" for command in helps)
     proc = subprocess.run(
         ["bash", "-c", script],

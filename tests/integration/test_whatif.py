@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests.integration.test_cli import streamscope
+from test_cli import cli, streamscope
 
 ROOT = Path(__file__).resolve().parents[2]
 APPS = ROOT / "benchmarks" / "_whatif_apps.py"
@@ -90,16 +90,10 @@ def test_what_cannot_be_predicted_is_refused(blocking: Path, tmp_path: Path) -> 
     r = streamscope("whatif", blocking, "--set", "nope.speed=2x")
     assert r.returncode == 2 and "no stage matches 'nope'" in r.stderr
     out = tmp_path / "program.duckdb"
-    ran = subprocess.run([*_cli(), "run", str(PROGRAM), "--out", str(out), "--quiet", "--",
+    ran = subprocess.run([*cli(), "run", str(PROGRAM), "--out", str(out), "--quiet", "--",
                           "200", str(tmp_path / "truth.json")], cwd=tmp_path,
                          capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
     assert ran.returncode == 0, ran.stderr
     r = streamscope("whatif", out)
     assert r.returncode == 2
     assert "no service times" in r.stderr and "pipeline run by streamscope" in r.stderr
-
-
-def _cli() -> list[str]:
-    from tests.integration.test_cli import cli
-
-    return cli()

@@ -172,7 +172,7 @@ class Figures:
 
     def units(self) -> dict[str, tuple[str, ...]]:
         """Stages by unit (a stage, or replicas as ``walk*``), in topology order."""
-        return {g.pattern: g.members for g in stage_groups(self.topology)}
+        return {g.pattern: g.members for g in unit_groups(self.topology)}
 
     def channel_units(self) -> dict[str, tuple[str, ...]]:
         """Channels by the units they join (``split -> walk*``), in topology order."""
@@ -424,6 +424,28 @@ def _model_topology(net: Network, like: Topology) -> Topology:
     )
 
 
+def unit_groups(topo: Topology) -> list[StageGroup]:
+    """``stage_groups``, with the replicas a change made of a stage whose name has no number
+    (``server``, ``server+1``, ...) in the group of that stage: ``server*``, labelled
+    ``server ×2``."""
+    groups = stage_groups(topo)
+    base = {g.members[0]: g for g in groups if not g.replicas}
+    copies: dict[str, list[str]] = {}
+    for g in groups:
+        head, plus, num = g.members[0].rpartition("+")
+        if not g.replicas and plus and num.isdigit() and head in base:
+            copies.setdefault(head, []).append(g.members[0])
+    out = []
+    for g in groups:
+        name = g.members[0]
+        if name in copies:
+            members = (name, *copies[name])
+            out.append(StageGroup(f"{name} ×{len(members)}", members, stem=name))
+        elif not any(name in c for c in copies.values()):
+            out.append(g)
+    return out
+
+
 # -- changes ------------------------------------------------------------------------------
 
 
@@ -661,7 +683,7 @@ def _limit(
     """The unit that limits the rate (as the bottleneck pass names it), in words."""
     topo = _model_topology(net, model.topology)
     best: tuple[float, StageGroup] | None = None
-    for g in stage_groups(topo):
+    for g in unit_groups(topo):
         if all(topo.stage(m).role == "source" for m in g.members):
             continue
         b = float(np.mean([busy[m] for m in g.members]))
@@ -670,7 +692,7 @@ def _limit(
     if best is None or best[0] < BUSY_THRESHOLD:
         why = "the sources limit the rate: no stage downstream is busy most of the time"
         return "", why
-    label = range_label(best[1].members)
+    label = best[1].label
     why = f"{label} limits the rate (busy {pct(best[0])})"
     uses = {s.name: s.interpreter for s in net.stages}
     shared = [

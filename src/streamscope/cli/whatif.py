@@ -21,6 +21,7 @@ def whatif(
         list[str] | None,
         typer.Option(
             "--set",
+            metavar="CHANGE",
             help="A change, TARGET.ATTRIBUTE=VALUE (repeat for several): 'walk*.replicas=12', "
             "'avg.speed=2x', 'avg -> print.capacity=128', 'cpus=4'.",
         ),
