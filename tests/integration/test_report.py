@@ -410,7 +410,13 @@ def test_every_section_is_of_one_shape_and_a_new_one_is_one_entry(runs: dict[str
 
     with ss.load(runs["a"]) as run:
         html, ids = render(run, sections=(*DEFAULT_SECTIONS, Extra()))
-    assert ids[-1] == "extra" and ids[:2] == ["findings", "pipeline"]
+    assert ids[-1] == "extra" and ids[:3] == ["findings", "whatif", "pipeline"]
+    # The what-if section: the model's self-check, then the obvious changes (or why it
+    # predicts nothing); a bottleneck finding quotes its prediction.
+    section = html[html.index('<section id="whatif"') :].split("</section>", 1)[0]
+    assert "reproduces this run" in section or "does not reproduce" in section
+    if "reproduces this run" in section:
+        assert 'class="ss-whatif"' in section and ".speed=2x" in section
     by_id = {s.id: s for s in DEFAULT_SECTIONS}
     for anchor in ids:
         assert f'<section id="{anchor}"' in html
