@@ -42,6 +42,7 @@ from streamscope.analysis.breakdown import channel_summary
 from streamscope.analysis.context import BUSY_THRESHOLD
 from streamscope.analysis.groups import StageGroup, range_label, stage_groups
 from streamscope.analysis.jsonable import plain
+from streamscope.analysis.series import collect
 from streamscope.core.errors import StreamscopeError
 from streamscope.core.fmt import pct
 from streamscope.core.topology import ChannelInfo, StageInfo, Topology
@@ -146,6 +147,9 @@ class PipelineModel:
     shares: dict[str, tuple[float, float, float]]
     occupancy: dict[str, float]
     assumed: tuple[str, ...] = ()
+    #: Each channel's share of the run's time at each level 0..capacity, from its occupancy
+    #: histograms (where the run has them).
+    levels: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,6 +172,8 @@ class Figures:
     cores: float
     bottleneck: str
     limit: str
+    #: Each channel's share of time at each level 0..capacity.
+    levels: dict[str, np.ndarray] = field(default_factory=dict)
     topology: Topology = field(default_factory=lambda: Topology("model"))
 
     def units(self) -> dict[str, tuple[str, ...]]:
@@ -316,13 +322,15 @@ def pipeline_model(run: Run) -> PipelineModel:
             where = "the pipeline's process" if name == "main" else name
             assumed.append(f"{pct(g)} of the CPU time of the stages in {where} holds its "
                            "interpreter lock (what reproduces their measured states best)")  # fmt: skip
+    summaries = channel_summary(run)
     occupancy = {
         cs.channel: float(cs.mean_occupancy)
-        for cs in channel_summary(run)
+        for cs in summaries
         if cs.mean_occupancy is not None and not cs.virtual
     }
+    levels = _measured_levels(run, {cs.channel for cs in summaries if not cs.virtual})
     return PipelineModel(net, _model_topology(net, topo), {s.name: s.resource for s in topo.stages},
-                         throughput, shares, occupancy, tuple(assumed))  # fmt: skip
+                         throughput, shares, occupancy, tuple(assumed), levels)  # fmt: skip
 
 
 def _calibrate_locks(
@@ -365,6 +373,42 @@ def _misfit(
             busy = float(np.mean([r.shares(s.name)[BUSY] for r in runs]))
             worst = max(worst, abs(busy - shares[s.name][0]))
     return worst + abs(rate / throughput - 1)
+
+
+def _measured_levels(run: Run, channels: set[str]) -> dict[str, np.ndarray]:
+    """Each channel's share of time at each level, from its occupancy histograms summed over
+    the frames (a bin's weight spread evenly over the levels it holds)."""
+    caps = {c.name: c.capacity for c in run.topology.channels}
+    out: dict[str, np.ndarray] = {}
+    for sr in collect(run):
+        if sr.query.metric != "occupancy" or sr.target not in channels or sr.target in out:
+            continue
+        cap = caps[sr.target]
+        acc = np.zeros(cap + 1)
+        for h in sr.hists:
+            if h is None:
+                continue
+            edges = np.asarray(h.edges, dtype=np.float64)
+            w = np.nan_to_num(np.asarray(h.weights, dtype=np.float64))
+            for lo, hi, wt in zip(edges[:-1], edges[1:], w, strict=True):
+                ks = np.arange(math.ceil(lo), math.ceil(hi))
+                ks = ks[(ks >= 0) & (ks <= cap)]
+                if len(ks) and wt > 0:
+                    acc[ks] += wt / len(ks)
+            acc[0] += np.nan_to_num(h.under)
+            if len(edges):
+                acc[min(max(math.ceil(edges[-1]), 0), cap)] += np.nan_to_num(h.over)
+        if acc.sum() > 0:
+            out[sr.target] = acc / acc.sum()
+    return out
+
+
+def w1_levels(p: np.ndarray, q: np.ndarray) -> float:
+    """The Wasserstein-1 distance (items) between two distributions over levels 0, 1, ..."""
+    n = max(len(p), len(q))
+    a, b = np.zeros(n), np.zeros(n)
+    a[: len(p)], b[: len(q)] = p, q
+    return float(np.abs(np.cumsum(a) - np.cumsum(b)).sum())
 
 
 def _rows(run: Run, sql: str) -> dict[str, dict[str, float]]:
@@ -663,6 +707,8 @@ def _figures(
         lo, hi = (model.throughput * float(q) for q in np.quantile(scale, [0.05, 0.95]))
     shares = {s.name: np.mean([r.shares(s.name) for r in runs], axis=0) for s in net.stages}
     occ = {c.name: float(np.mean([r.mean_occupancy(c.name) for r in runs])) for c in net.channels}
+    levels = {c.name: np.mean([r.levels[c.name] / max(r.levels[c.name].sum(), 1e-300)
+                               for r in runs], axis=0) for c in net.channels}  # fmt: skip
     locks = {k: float(np.mean([r.lock_busy[k] / r.end_ns for r in runs if r.end_ns > 0]))
              for k in runs[0].lock_busy}  # fmt: skip
     cores = float(np.mean([r.cores_busy / (r.end_ns * net.cores) for r in runs if r.end_ns > 0]))
@@ -672,7 +718,7 @@ def _figures(
         tp, lo, hi, busy,
         {k: float(v[BLOCKED_IN]) for k, v in shares.items()},
         {k: float(v[BLOCKED_OUT]) for k, v in shares.items()},
-        occ, locks, cores, label, limit, _model_topology(net, model.topology),
+        occ, locks, cores, label, limit, levels=levels, topology=_model_topology(net, model.topology),
     )  # fmt: skip
 
 
@@ -726,7 +772,14 @@ def _check(model: PipelineModel, base: Figures, runs: Sequence[SimResult], tol: 
         if name not in base.occupancy or name not in caps:
             continue
         allowed_items = max(1.0, OCCUPANCY_TOLERANCE * caps[name])
-        if abs(base.occupancy[name] - occ) > allowed_items:
+        if name in model.levels and name in base.levels:
+            # The whole distribution: W1 is at least the difference of the means.
+            w1 = w1_levels(model.levels[name], base.levels[name])
+            if w1 > allowed_items:
+                misses.append(f"{name}'s occupancy is {w1:.1f} items (W1) from the measured "
+                              f"distribution (mean {base.occupancy[name]:.1f} against {occ:.1f}; "
+                              f"{allowed_items:.1f} allowed)")  # fmt: skip
+        elif abs(base.occupancy[name] - occ) > allowed_items:
             misses.append(f"{name} holds {base.occupancy[name]:.1f} items against {occ:.1f} "
                           f"measured ({allowed_items:.1f} allowed)")  # fmt: skip
     return Check("rejected" if misses else "consistent", err, allowed, tuple(misses))
