@@ -64,6 +64,9 @@ THROUGHPUT_TOLERANCE = 0.10
 STATE_TOLERANCE = 0.15
 #: A channel's mean occupancy may be off by this share of its capacity (at least 1 item).
 OCCUPANCY_TOLERANCE = 0.15
+#: A stage whose own code is CPU time for this share of its wall time or more computes all
+#: along: the rest is taken for waiting (for its lock, for a core), not for sleep or I/O.
+CPU_BOUND = 0.9
 #: Replications of each model (the interval comes from their spread).
 REPLICATIONS = 8
 #: The shares of CPU time holding the interpreter lock tried for each interpreter (the first,
@@ -284,6 +287,11 @@ def pipeline_model(run: Run) -> PipelineModel:
             own_cpu = min(cpu_item, float(pool.mean()))
             share = own_cpu / float(pool.mean()) if pool.mean() > 0 else 1.0
         overhead = max(cpu_item - own_cpu, 0.0)
+        if share >= CPU_BOUND:
+            # Code that computes all along: the little wall time beyond its CPU time was spent
+            # waiting for the lock or a core, which the simulation makes of its own; as a sleep
+            # it would free the lock each item, which such code never does.
+            pool, share = pool * share, 1.0
         role = "source" if not any(c.dst == st.name for c in topo.channels) else st.role
         ratio = (r["items_out"] / items) if role != "source" else 1.0
         stages.append(StageModel(
@@ -726,33 +734,48 @@ def _limit(
     net: Network, model: PipelineModel, busy: dict[str, float], locks: dict[str, float],
     cores: float,
 ) -> tuple[str, str]:  # fmt: skip
-    """The unit that limits the rate (as the bottleneck pass names it), in words."""
+    """The unit that limits the rate (as the bottleneck pass names it), in words: the busiest
+    unit after the sources if it is busy most of the time; else, where the threads of one
+    process keep its interpreter lock busy, the busiest unit among them (waiting for the lock
+    between items shows as waiting on channels: the bottleneck pass's rule too)."""
     topo = _model_topology(net, model.topology)
-    best: tuple[float, StageGroup] | None = None
-    for g in unit_groups(topo):
-        if all(topo.stage(m).role == "source" for m in g.members):
-            continue
-        b = float(np.mean([busy[m] for m in g.members]))
-        if best is None or b > best[0]:
-            best = (b, g)
-    if best is None or best[0] < BUSY_THRESHOLD:
-        why = "the sources limit the rate: no stage downstream is busy most of the time"
-        return "", why
+    uses = {s.name: s.interpreter for s in net.stages}
+    shared = {
+        name: held for name, held in locks.items()
+        if held >= BUSY_THRESHOLD and sum(1 for i in uses.values() if i == name) > 1
+    }  # fmt: skip
+    units = [
+        (float(np.mean([busy[m] for m in g.members])), g)
+        for g in unit_groups(topo)
+        if not all(topo.stage(m).role == "source" for m in g.members)
+    ]
+    best = max(units, key=lambda u: u[0], default=None)
+    if best is not None and best[0] < BUSY_THRESHOLD:
+        on_lock = [u for u in units if any(uses[m] in shared for m in u[1].members)]
+        best = max(on_lock, key=lambda u: u[0], default=None)
+        if best is not None:
+            name = uses[best[1].members[0]]
+            return best[1].label, (
+                f"{best[1].label} limits the rate through the interpreter lock of "
+                f"{_process(name)} (held {pct(shared[name])} of the time)"
+            )
+    if best is None:
+        return "", "the sources limit the rate: no stage downstream is busy most of the time"
     label = best[1].label
     why = f"{label} limits the rate (busy {pct(best[0])})"
-    uses = {s.name: s.interpreter for s in net.stages}
-    shared = [
-        (name, held) for name, held in locks.items()
-        if held >= BUSY_THRESHOLD and sum(1 for i in uses.values() if i == name) > 1
-        and any(uses[m] == name for m in best[1].members)
-    ]  # fmt: skip
-    if shared:
-        name, held = max(shared, key=lambda kv: kv[1])
-        where = "the pipeline's process" if name == "main" else name.split("+")[0]
-        why += f", waiting on the interpreter lock of {where} (held {pct(held)} of the time)"
+    mine = [n for n in shared if any(uses[m] == n for m in best[1].members)]
+    if mine:
+        name = max(mine, key=lambda n: shared[n])
+        why += f", waiting on the interpreter lock of {_process(name)} (held {pct(shared[name])} of the time)"
     elif cores >= BUSY_THRESHOLD:
         why += f", the CPUs busy {pct(cores)}"
     return label, why
+
+
+def _process(interpreter: str) -> str:
+    return (
+        "the pipeline's process" if interpreter == "main" else interpreter.split("+", maxsplit=1)[0]
+    )
 
 
 def _check(model: PipelineModel, base: Figures, runs: Sequence[SimResult], tol: float) -> Check:
