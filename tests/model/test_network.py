@@ -164,6 +164,18 @@ def test_background_load_takes_cores() -> None:
     assert _rate(simulate(net, seed=2), "src -> sink") == pytest.approx(500, rel=0.05)
 
 
+def test_a_whole_core_of_background_load_is_a_thread_that_never_stops() -> None:
+    """One core of other load on one CPU (a CPU hog): the OS shares the core, a pure-CPU stage
+    gets half of it; on two CPUs, a whole one."""
+    src = StageModel("src", np.array([MS]), items=1000, cpu_share=1.0)
+    sink = StageModel("sink", np.array([0.0]), ratio=0, interpreter="p1")
+    for cores, rate in ((1, 500), (2, 1000)):
+        net = Network((src, sink), _chain(src, sink).channels, cores=cores, background_cores=1.0)
+        r = simulate(net)
+        assert r.complete
+        assert _rate(r, "src -> sink") == pytest.approx(rate, rel=0.01)
+
+
 def test_resampled_replications_vary_but_agree() -> None:
     rng = np.random.default_rng(0)
     net = _chain(StageModel("src", rng.exponential(MS, 300), items=3000),

@@ -321,8 +321,12 @@ def pipeline_model(run: Run) -> PipelineModel:
         if runner[st.name]["switch_ns"] > 0:
             i = interp[st.name]
             switch[i] = max(switch.get(i, 0.0), runner[st.name]["switch_ns"])
+    other = _other_load(run, runner, cpus)
+    if other >= 0.05:
+        assumed.append(f"other work kept {other:.2f} of the machine's {cpus} CPUs busy while the "
+                       "stages ran (its busy CPU time less this run's), as it will in a rerun")  # fmt: skip
     net = Network(tuple(stages), tuple(channels), cores=cpus, monitor_ns_per_item=monitor,
-                  switch_ns=switch)  # fmt: skip
+                  switch_ns=switch, background_cores=other)  # fmt: skip
     shares, throughput = _measured_states(run, topo)
     net, locks = _calibrate_locks(net, shares, throughput)
     for name, g in locks.items():
@@ -339,6 +343,17 @@ def pipeline_model(run: Run) -> PipelineModel:
     levels = _measured_levels(run, {cs.channel for cs in summaries if not cs.virtual})
     return PipelineModel(net, _model_topology(net, topo), {s.name: s.resource for s in topo.stages},
                          throughput, shares, occupancy, tuple(assumed), levels)  # fmt: skip
+
+
+def _other_load(run: Run, runner: dict[str, dict[str, float]], cpus: int) -> float:
+    """Cores that something other than this run kept busy while its stages ran (the machine's
+    busy CPU time, ``machine``, less the stages' and the monitor's), 0 where not recorded."""
+    _, rows = run.sql("SELECT sum(busy_ns), sum(wall_ns) FROM machine")
+    if not rows or rows[0][0] is None or not rows[0][1]:
+        return 0.0
+    busy, wall = float(rows[0][0]), float(rows[0][1])
+    own = sum(r["cpu_ns"] for r in runner.values()) + float(run.monitor_cost().get("cpu_ns") or 0)
+    return float(min(max((busy - own) / wall, 0.0), cpus - 0.05))
 
 
 def _calibrate_locks(

@@ -21,7 +21,9 @@ which holds nothing. A thread woken from a wait takes the lock back before it go
 time runs on the cores, shared equally among the jobs that want one (as the OS shares them).
 A channel with a ``delay_ns`` (a
 device's link) hands an item out no earlier than that long after it went in. Background CPU
-load takes cores in jobs of ``background_job_ns`` at a constant rate; the monitor process takes
+load (``background_cores``, what else the machine ran) is a thread that never stops for each
+whole core of it (as a CPU hog is) and jobs of ``background_job_ns`` arriving at random for the
+rest; the monitor process takes
 ``monitor_ns_per_item`` of a core for each item the sources make, in jobs of up to
 ``monitor_job_ns`` (it reduces what the probes recorded of each item, so its load follows the
 rate).
@@ -338,7 +340,14 @@ class _Simulation:
     def run(self) -> SimResult:
         for w in self.workers:
             self._at(0.0, _START, w.idx)
-        if self.net.background_cores > 0:
+        # Background load: a whole core's worth is a thread that never stops (as a CPU hog
+        # is), the rest jobs of ``background_job_ns`` arriving at random.
+        whole = int(self.net.background_cores)
+        for i in range(whole):
+            self._cpu_start(_BG - 1 - i, math.inf)
+        self.bg_id = _BG - 1 - whole
+        self.bg_part = self.net.background_cores - whole
+        if self.bg_part > 1e-9:
             self._at(self._bg_gap(), _BACKGROUND, -1)
         heap = self.heap
         n = len(self.workers)
@@ -376,7 +385,7 @@ class _Simulation:
 
     def _bg_gap(self) -> float:
         job = self.net.background_job_ns
-        return float(self.rng.exponential(job / self.net.background_cores))
+        return float(self.rng.exponential(job / self.bg_part))
 
     # -- the cores ---------------------------------------------------------------------------
 
@@ -415,7 +424,8 @@ class _Simulation:
         self.cpu_token += 1
         if self.jobs:
             left = max(min(self.jobs.values()), 0.0)
-            self._at(self.now + left / self._cpu_rate(), _CPU_TICK, -1, self.cpu_token)
+            if math.isfinite(left):  # (threads of background load never end)
+                self._at(self.now + left / self._cpu_rate(), _CPU_TICK, -1, self.cpu_token)
 
     def _cpu_tick(self) -> None:
         self._cpu_advance()

@@ -33,6 +33,8 @@ RUNNER_FIELDS = ("items", "samples", "user_ns", "cpu_ns", "items_out", "user_wal
 LINK_FIELDS = ("transfers", "late", "late_ns")
 #: What a cluster host's agent sent the monitor, and the records it reduced rather than sent.
 HOST_FIELDS = ("messages", "bytes", "kept_records")
+#: The machine's busy CPU time over the run and the run's wall time (``pipeline.run.runner``).
+MACHINE_FIELDS = ("busy_ns", "wall_ns")
 #: An RTL device's cores' figures (``pipeline.run.child`` notes them as its run ends).
 CORE_FIELDS = ("cycles", "frames", "shifted", "most_shifted")
 
@@ -117,6 +119,11 @@ def service_table(service: Mapping[str, Sequence[int]]) -> Iterator[Table]:
             "stage": [n for n in names for _ in service[n]],
             "wall_ns": [t for n in names for t in service[n]],
         })  # fmt: skip
+
+
+def machine_table(machine: Mapping[str, Mapping[str, int]]) -> Iterator[Table]:
+    """The machine's busy CPU time while the stages ran (what else ran beside them)."""
+    yield from _keyed("machine", "host", MACHINE_FIELDS, machine)
 
 
 def link_table(links: Mapping[str, Mapping[str, int]]) -> Iterator[Table]:

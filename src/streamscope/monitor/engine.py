@@ -38,6 +38,7 @@ from streamscope.monitor.endtables import (
     CORE_FIELDS,
     HOST_FIELDS,
     LINK_FIELDS,
+    MACHINE_FIELDS,
     RUNNER_FIELDS,
     CostModel,
 )
@@ -119,6 +120,8 @@ class Engine:
         self.runner: dict[str, dict[str, int]] = {}
         #: Each stage's service-time samples (ns; ``pipeline.run.worker.LoopStats.service``).
         self.service: dict[str, list[int]] = {}
+        #: The whole machine's busy CPU time over the run, and the run's wall time.
+        self.machine: dict[str, dict[str, int]] = {}
         #: Each network link's batches sent and late (both its sides' notes): name -> field.
         self.links: dict[str, dict[str, int]] = {}
         #: Each cluster host's traffic to the monitor (its agent's notes and the runner's).
@@ -240,7 +243,8 @@ class Engine:
         for name, fields, into in (("runner", RUNNER_FIELDS, self.runner),
                                     ("links", LINK_FIELDS, self.links),
                                     ("hosts", HOST_FIELDS, self.hosts),
-                                    ("cores", CORE_FIELDS, self.cores)):  # fmt: skip
+                                    ("cores", CORE_FIELDS, self.cores),
+                                    ("machines", MACHINE_FIELDS, self.machine)):  # fmt: skip
             got = info.get(name, {})
             for key, stats in got.items() if isinstance(got, dict) else ():
                 acc = into.setdefault(str(key), dict.fromkeys(fields, 0))
@@ -604,6 +608,7 @@ class Engine:
             *endtables.stall_table(self.stalls.rows()),
             *endtables.runner_table(self.runner),
             *endtables.service_table(self.service),
+            *endtables.machine_table(self.machine),
             *endtables.link_table(self.links),
             *endtables.host_table(self.hosts),
             *endtables.core_table(self.cores),

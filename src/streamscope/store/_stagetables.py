@@ -125,6 +125,18 @@ RUNNER = Table(
     ),
 )
 
+MACHINE = Table(
+    "machine",
+    "The machine the pipeline's process ran on, while its stages ran: the CPU time every CPU "
+    "spent busy (/proc/stat), whatever ran (this run's processes and any other), and the wall "
+    "time: what else loaded the machine, for the what-if model.",
+    (
+        _C("host", "VARCHAR NOT NULL", "main: the pipeline's own machine"),
+        _C("busy_ns", "BIGINT NOT NULL", "CPU ns the machine's CPUs spent busy, all added"),
+        _C("wall_ns", "BIGINT NOT NULL", "wall ns from the run's start to its stages' end"),
+    ),
+)
+
 SERVICE = Table(
     "service",
     "Service times: the wall time of a stage's own code on one item (pipelines run by "
@@ -196,6 +208,7 @@ MONITOR = Table(
 
 __all__ = [
     "ENDED",
+    "MACHINE",
     "MONITOR",
     "NOTE",
     "OVERHEAD",

@@ -24,8 +24,8 @@ from streamscope.store.schema import STATUSES, TABLES
 #: Tables a run appends to besides frames: calibrations, fits and raw records of clock domains.
 _APPENDED = (
     "calibration", "clock_fit", "clock_truth", "flight", "worker", "stall", "record", "vq_frame",
-    "vq_level", "virtual_queue", "overhead", "profile", "trace_exclusion", "monitor", "runner", "service", "link",
-    "host", "core", "note", "ended",
+    "vq_level", "virtual_queue", "overhead", "profile", "trace_exclusion", "monitor", "runner",
+    "service", "machine", "link", "host", "core", "note", "ended",
 )  # fmt: skip
 APPEND_TABLES = {t.name: t for t in TABLES if t.name in _APPENDED}
 

@@ -131,6 +131,7 @@ class Runner:
         self._threads: list[threading.Thread] = []
 
     def start(self) -> None:
+        self._machine0 = machine_busy_ns(), time.monotonic_ns()
         main, groups = self._groups()
         resources = {s.resource.name: s.resource for s in self.pipeline.stages.values()}
         index = {r.name: i for i, r in enumerate(self.pipeline.topology().resources)}
@@ -321,6 +322,8 @@ class Runner:
         with open(os.path.join(self.truth_dir, CLOCK_TRUTH), "w", encoding="utf-8") as f:
             json.dump(clocks, f)
 
+    _machine0: tuple[int, int] = (-1, 0)
+
     def note_links(self) -> None:
         """The main process's side of its links to hosts, and what each host's agent sent
         the monitor (its stages are done, or the run stops)."""
@@ -330,6 +333,12 @@ class Runner:
         hosts = self.remote.traffic() if self.remote is not None else {}
         if counts or hosts:
             self.control.note({"links": counts, "hosts": hosts})
+        busy0, wall0 = self._machine0
+        busy = machine_busy_ns()
+        if busy0 >= 0 and busy >= busy0:
+            self.control.note({"machines": {"main": {
+                "busy_ns": busy - busy0, "wall_ns": time.monotonic_ns() - wall0,
+            }}})  # fmt: skip
 
     def save_truth(self) -> None:
         """The main process's side of the ground truth (its stages are done)."""
@@ -519,3 +528,20 @@ def make_channels(
         else:
             channels[ch.name] = ProcessChannel(ch.name, ch.capacity, ctx, ch.slot_bytes)
     return channels
+
+
+def machine_busy_ns() -> int:
+    """CPU time the whole machine has spent busy since it started, every CPU added (ns;
+    ``/proc/stat``), -1 where it cannot be read: what else ran beside a run (the what-if
+    model's background load) is this less the run's own."""
+    try:
+        with open("/proc/stat", encoding="ascii") as f:
+            fields = f.readline().split()
+    except OSError:
+        return -1
+    if not fields or fields[0] != "cpu":
+        return -1
+    # user nice system idle iowait irq softirq steal ...: all but idle and iowait
+    ticks = [int(x) for x in fields[1:9]]
+    busy = sum(ticks) - ticks[3] - ticks[4]
+    return busy * 1_000_000_000 // os.sysconf("SC_CLK_TCK")
