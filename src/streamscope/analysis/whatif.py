@@ -9,8 +9,9 @@ predicted throughput with an interval, each stage's states, each channel's occup
 unit that would then limit the rate, beside the measured run.
 
 The model (``model.network``): every stage a thread drawing its service time per item from its
-measured samples (one item in 16, at most 4096 a stage), the CPU share of that time (its own
-code's CPU over wall, on one item in 256) holding its interpreter's lock and a core, plus the
+measured samples (one item in 64, every item while they take 20 µs or more; at most 4096 a
+stage), the CPU share of that time (its own code's CPU over wall, on some of those items)
+holding its interpreter's lock and a core, plus the
 runner's CPU per item (the thread's CPU time less its own code's) holding them too; outputs per
 input as counted; channels with their capacities (a device's link: both its buffers, its
 items handed out after the bus's transfer and latency); stages on threads of the pipeline's
@@ -261,7 +262,7 @@ def pipeline_model(run: Run) -> PipelineModel:
     samples: dict[str, list[int]] = {}
     for s, w in zip(cols.get("stage", []), cols.get("wall_ns", []), strict=True):
         samples.setdefault(str(s), []).append(int(w))
-    lacking = [s.name for s in topo.stages if s.name not in runner or s.name not in samples]
+    lacking = [s.name for s in topo.stages if s.name not in runner]
     if lacking:
         raise WhatIfError(
             f"{run.path or 'the run'} has no service times for {', '.join(lacking)}: the what-if "
@@ -277,9 +278,13 @@ def pipeline_model(run: Run) -> PipelineModel:
     for st in topo.stages:
         r = runner[st.name]
         pool_of = _group_of(groups, st.name)
-        pool = np.concatenate([np.asarray(samples[m], dtype=np.float64) for m in pool_of])
         items = max(int(r["items"]), 1)
         cpu_item = r["cpu_ns"] / items
+        pool = np.concatenate([np.asarray(samples.get(m, ()), dtype=np.float64) for m in pool_of])
+        if not len(pool):  # too few items to have one timed: its CPU time per item stands in
+            pool = np.array([cpu_item])
+            assumed.append(f"{st.name} took too few items to have one timed: its CPU time per "
+                           "item stands for its service time")  # fmt: skip
         if r["samples"] > 0 and r["user_wall_ns"] > 0:
             share = min(r["user_ns"] / r["user_wall_ns"], 1.0)
             own_cpu = r["user_ns"] / r["samples"]

@@ -111,8 +111,8 @@ OVERHEAD = Table(
 RUNNER = Table(
     "runner",
     "Where each stage thread's CPU time went, measured while it ran (pipelines run by "
-    "streamscope): its own code on one item in 256, the rest is the runner's loop, the "
-    "channels and the probes.",
+    "streamscope): its own code on one item in 64 (one in 16 of a slow stage's), the rest is "
+    "the runner's loop, the channels and the probes.",
     (
         _C("stage", "VARCHAR NOT NULL", "the stage (stage.name)"),
         _C("items", "BIGINT NOT NULL", "items the stage took (a source: made)"),
@@ -140,8 +140,9 @@ MACHINE = Table(
 SERVICE = Table(
     "service",
     "Service times: the wall time of a stage's own code on one item (pipelines run by "
-    "streamscope; for a source, its generator's step), measured on one item in 16, at most 4096 "
-    "per stage thread (a uniform sample of the run): what the what-if model draws from.",
+    "streamscope; for a source, its generator's step), measured on one item in 64 (every "
+    "item while they take 20 us or more), at most 4096 per stage thread (a uniform sample of "
+    "the run): what the what-if model draws from.",
     (
         _C("stage", "VARCHAR NOT NULL", "the stage (stage.name)"),
         _C("wall_ns", "BIGINT NOT NULL", "ns in the stage's own code on one item"),

@@ -27,16 +27,18 @@ from streamscope.transport.control import Control
 
 Channel = ThreadChannel | ProcessChannel | LinkChannel
 
-#: One item in this many has the thread CPU time of the stage's own code measured (a sample).
-RUNNER_SAMPLE = 256
-#: One item in this many has the wall time of the stage's own code on it measured: its service
-#: time, a sample of the distribution the what-if model draws from (``model.network``). A
-#: divisor of ``RUNNER_SAMPLE``: the CPU-timed items are among them.
-SERVICE_SAMPLE = 16
+#: While items are quick, one item in this many has the wall time of the stage's own code on it
+#: measured (with its CPU time): its service time, a sample of the distribution the what-if
+#: model draws from (``model.network``).
+SERVICE_SAMPLE = 64
+#: While items are slow (``SERVICE_DENSE_NS``), every item is timed, and one in this many has
+#: its CPU time measured too.
+DENSE_CPU_EVERY = 16
 #: Service-time samples a stage keeps at most (a uniform reservoir over the run).
 SERVICE_KEEP = 4096
 #: An item whose service took this long (ns) or more has the next one timed too: timing costs
-#: ~0.1 us an item, under 0.5 % of such items, and a slow stage's few items all count.
+#: ~0.1 us an item, under 0.5 % of such items, and a slow stage's few items all count. Quick
+#: items are timed one in ``SERVICE_SAMPLE`` (~0.5 us each: ~0.4 % of a stage of 2 us an item).
 SERVICE_DENSE_NS = 20_000
 
 
@@ -45,10 +47,10 @@ class LoopStats:
     """Where a stage thread's time went, measured while it ran: ``cpu_ns`` the thread's CPU
     time from the stage's start to its end, ``items`` the items it took (or, for a source,
     made), ``items_out`` the items it put (a broadcast counted once), and over ``samples`` of
-    them (one in ``RUNNER_SAMPLE``), ``user_ns`` of CPU time inside the stage's own code and
+    them (the items ``_sampled_loop`` times), ``user_ns`` of CPU time inside the stage's own code and
     ``user_wall_ns`` of wall time there. ``service``: the wall time (ns) of the stage's own code
-    on one item in ``SERVICE_SAMPLE`` (at most ``SERVICE_KEEP``, a uniform reservoir; for a
-    source, its generator's step). The rest of ``cpu_ns`` is the runner's loop, the channels and
+    on the items timed (``_sampled_loop``; at most ``SERVICE_KEEP``, a uniform reservoir; for
+    a source, its generator's step). The rest of ``cpu_ns`` is the runner's loop, the channels and
     the probes. Mutable: the loop adds to it as it samples, and sets its totals at its end."""
 
     items: int = 0
@@ -259,23 +261,23 @@ def _loop(
 def _sampled_loop(
     body: StageBody, inputs: Iterator[Any] | None, emit: Callable[[Any], None], stats: LoopStats
 ) -> None:
-    """The stage loop, measuring the wall time of the stage's own code on one item in
-    ``SERVICE_SAMPLE`` (on every item while they take ``SERVICE_DENSE_NS`` or more) and its
-    thread CPU time on one timed item in ``RUNNER_SAMPLE // SERVICE_SAMPLE``: for a source, its
-    generator's step; otherwise the processing of the item, its emits (channel puts, which the
-    runner does) left out. The other items go through the plain loop, in runs taken with
-    ``islice``: nothing is added per item."""
+    """The stage loop, measuring the wall and thread CPU time of the stage's own code on one
+    item in ``SERVICE_SAMPLE`` (while items take ``SERVICE_DENSE_NS`` or more: the wall time
+    of every item, the CPU time of one in ``DENSE_CPU_EVERY``): for a source, its generator's
+    step; otherwise the processing of the item, its emits (channel puts, which the runner
+    does) left out. The other items go through the plain loop, in runs taken with ``islice``:
+    nothing is added per item."""
     cpu, wall = time.thread_time_ns, time.monotonic_ns
     fast = SERVICE_SAMPLE - 1
-    every = RUNNER_SAMPLE // SERVICE_SAMPLE
     k = 0
+    dense = False
     if inputs is None:
         gen = iter(body.generate())
         while True:
             for item in islice(gen, fast):
                 emit(item)
             k += 1
-            timed = k % every == 0
+            timed = not dense or k % DENSE_CPU_EVERY == 0
             c0 = cpu() if timed else 0
             w0 = wall()
             item = next(gen, _DONE)
@@ -287,7 +289,8 @@ def _sampled_loop(
                 stats.user_wall_ns += w
                 stats.samples += 1
             stats.keep(w)
-            fast = 0 if w >= SERVICE_DENSE_NS else SERVICE_SAMPLE - 1
+            dense = w >= SERVICE_DENSE_NS
+            fast = 0 if dense else SERVICE_SAMPLE - 1
             emit(item)
     process = body.process
     put = [0, 0]  # wall, CPU ns in the sampled item's emits
@@ -308,7 +311,7 @@ def _sampled_loop(
         if item is _DONE:
             return
         k += 1
-        timed = k % every == 0
+        timed = not dense or k % DENSE_CPU_EVERY == 0
         put[0] = put[1] = 0
         c0 = cpu() if timed else 0
         w0 = wall()
@@ -320,7 +323,8 @@ def _sampled_loop(
             stats.user_wall_ns += w
             stats.samples += 1
         stats.keep(w)
-        fast = 0 if w >= SERVICE_DENSE_NS else SERVICE_SAMPLE - 1
+        dense = w >= SERVICE_DENSE_NS
+        fast = 0 if dense else SERVICE_SAMPLE - 1
 
 
 def _timed_loop(
