@@ -266,35 +266,42 @@ def _sampled_loop(
     of every item, the CPU time of one in ``DENSE_CPU_EVERY``): for a source, its generator's
     step; otherwise the processing of the item, its emits (channel puts, which the runner
     does) left out. The other items go through the plain loop, in runs taken with ``islice``:
-    nothing is added per item."""
+    nothing is added per item. Between taking an item and the stage's code, and between the
+    stage's code and its put, only a clock read: what a timed item costs comes after (the CPU
+    time taken from before the get, or to after a source's put: those calls' own CPU is small,
+    and a wait in them is none)."""
     cpu, wall = time.thread_time_ns, time.monotonic_ns
     fast = SERVICE_SAMPLE - 1
     k = 0
-    dense = False
+    timed = True  # this timed item's CPU time is measured too
+
+    def account(w: int, c: int) -> None:
+        nonlocal fast, k, timed
+        if timed:
+            stats.user_ns += c
+            stats.user_wall_ns += w
+            stats.samples += 1
+        stats.keep(w)
+        k += 1
+        dense = w >= SERVICE_DENSE_NS
+        fast = 0 if dense else SERVICE_SAMPLE - 1
+        timed = not dense or k % DENSE_CPU_EVERY == 0
+
     if inputs is None:
         gen = iter(body.generate())
         while True:
             for item in islice(gen, fast):
                 emit(item)
-            k += 1
-            timed = not dense or k % DENSE_CPU_EVERY == 0
             c0 = cpu() if timed else 0
             w0 = wall()
             item = next(gen, _DONE)
             w = wall() - w0
             if item is _DONE:
                 return
-            if timed:
-                stats.user_ns += cpu() - c0
-                stats.user_wall_ns += w
-                stats.samples += 1
-            stats.keep(w)
-            dense = w >= SERVICE_DENSE_NS
-            fast = 0 if dense else SERVICE_SAMPLE - 1
             emit(item)
+            account(w, cpu() - c0 if timed else 0)
     process = body.process
-    put = [0, 0]  # wall, CPU ns in the sampled item's emits
-    timed = False
+    put = [0, 0]  # wall, CPU ns in the timed item's emits
 
     def timed_emit(out: Any) -> None:
         w, c = wall(), cpu() if timed else 0
@@ -307,24 +314,16 @@ def _sampled_loop(
         for item in islice(inputs, fast):
             for out in process(item):
                 emit(out)
-        item = next(inputs, _DONE)
-        if item is _DONE:
-            return
-        k += 1
-        timed = not dense or k % DENSE_CPU_EVERY == 0
         put[0] = put[1] = 0
         c0 = cpu() if timed else 0
+        item = next(inputs, _DONE)
         w0 = wall()
+        if item is _DONE:
+            return
         for out in process(item):
             timed_emit(out)
         w = wall() - w0 - put[0]
-        if timed:
-            stats.user_ns += cpu() - c0 - put[1]
-            stats.user_wall_ns += w
-            stats.samples += 1
-        stats.keep(w)
-        dense = w >= SERVICE_DENSE_NS
-        fast = 0 if dense else SERVICE_SAMPLE - 1
+        account(w, cpu() - c0 - put[1] if timed else 0)
 
 
 def _timed_loop(
