@@ -210,3 +210,22 @@ def test_an_unbounded_source_needs_a_horizon() -> None:
 
 def _fields(s: StageModel) -> dict[str, object]:
     return {f: getattr(s, f) for f in s.__dataclass_fields__}
+
+
+def test_the_cores_waits_are_counted() -> None:
+    """Two threads computing in separate interpreters share one core: each item of 1 ms of
+    CPU takes 2 ms of wall, so each thread waits for the core as long as it computes, and two
+    cores let each compute without waiting."""
+    ms = np.array([MS])
+    for cores, wait in ((1, 1.0), (2, 0.0)):
+        net = Network(
+            (StageModel("a", ms, cpu_share=1.0, items=200, interpreter="p"),
+             StageModel("b", ms, cpu_share=1.0, items=200, interpreter="q"),
+             StageModel("sink", np.array([0.0]), ratio=0, interpreter="r")),
+            (ChannelModel("a -> sink", "a", "sink", 4), ChannelModel("b -> sink", "b", "sink", 4)),
+            cores=cores,
+        )  # fmt: skip
+        r = simulate(net)
+        for s in ("a", "b"):
+            assert r.cpu[s] == pytest.approx(200 * MS)
+            assert r.runq[s] / r.cpu[s] == pytest.approx(wait, abs=0.01)

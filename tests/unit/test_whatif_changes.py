@@ -135,3 +135,35 @@ def test_a_model_that_misses_its_run_is_rejected_and_says_where() -> None:
     assert "throughput" in text and "avg busy" in text and "split -> walk0 holds" in text
     good = _model(net, throughput=fig.throughput)
     assert _check(good, fig, runs, 0.1).verdict == "consistent"
+
+
+def test_a_thread_that_lost_its_core_more_than_its_share_is_slowed_by_the_rest() -> None:
+    """The run's threads waited for a core (the run queue's time, per ns of CPU) as measured;
+    where one busy all along waited more than the model's equal sharing makes it wait, its CPU
+    time is stretched so that with the model's waits it takes as long as it did, and the
+    model says so. A thread that sleeps between items is left as it is."""
+    from streamscope.analysis.whatif import RUNQ_MARGIN, _core_waits
+
+    ms = np.array([MS])
+    net = Network(
+        (StageModel("src", ms, cpu_share=1.0, items=100, interpreter="p"),
+         StageModel("work", 2 * ms, cpu_share=1.0, interpreter="q"),
+         StageModel("sink", ms, cpu_share=0.5, ratio=0, interpreter="r")),
+        (ChannelModel("src -> work", "src", "work", 4),
+         ChannelModel("work -> sink", "work", "sink", 4)),
+        cores=3,
+    )  # fmt: skip
+    runner = {"src": {"cpu_ns": 100 * MS, "runq_ns": RUNQ_MARGIN / 2 * 100 * MS},
+              "work": {"cpu_ns": 200 * MS, "runq_ns": 0.4 * 200 * MS},
+              "sink": {"cpu_ns": 50 * MS, "runq_ns": 0.4 * 50 * MS}}  # fmt: skip
+    shares = {"src": (0.5, 0.0, 0.5), "work": (0.95, 0.05, 0.0), "sink": (0.5, 0.5, 0.0)}
+    slowed, said = _core_waits(net, runner, shares)
+    assert set(said) == {"work"}  # three cores, three threads: the model makes none wait
+    assert said["work"] == pytest.approx((0.4, 0.0), abs=1e-9)
+    work = slowed.stage("work")
+    assert work.service.mean() == pytest.approx(2 * MS * 1.4)
+    assert work.cpu_share == pytest.approx(1.0)
+    assert slowed.stage("src") == net.stage("src") and slowed.stage("sink") == net.stage("sink")
+    r = simulate(slowed)
+    assert r.runq["work"] == pytest.approx(0.0, abs=1e-6)
+    assert r.cpu["work"] == pytest.approx(100 * 2.8 * MS)

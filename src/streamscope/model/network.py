@@ -134,7 +134,9 @@ class SimResult:
     ``put_times`` / ``take_times``: per channel, when each item went in and came out;
     ``levels``: per channel, ns spent at each level 0..capacity; ``states``: per stage, ns in
     each of ``STATES`` from 0 to its end; ``lock_busy``: per interpreter, ns its lock was held;
-    ``cores_busy``: core-ns the stages' CPU parts used."""
+    ``cores_busy``: core-ns the stages' CPU parts used; ``cpu``: per stage, the CPU time its
+    CPU parts took, and ``runq`` the ns they were slowed by sharing the cores (their wall time
+    less their work: the run queue's wait)."""
 
     end_ns: float
     put_times: dict[str, F64]
@@ -143,6 +145,8 @@ class SimResult:
     states: dict[str, F64]
     lock_busy: dict[str, float]
     cores_busy: float
+    cpu: dict[str, float] = field(default_factory=dict)
+    runq: dict[str, float] = field(default_factory=dict)
     #: Every stage ended (or the horizon came); False: the network stalled, every stage
     #: waiting on another (a cycle of full channels), and the figures stop there.
     complete: bool = True
@@ -233,6 +237,10 @@ class _Worker:
     in_cpu: bool = False  # its CPU job is its locked part (else its unlocked one)
     resume: int = _R_GET
     put_ci: int = -1
+    job_t: float = 0.0  # its CPU job: when it started, and its work then
+    job_w: float = 0.0
+    runq: float = 0.0
+    worked: float = 0.0
 
 
 def simulate(
@@ -408,6 +416,8 @@ class _Simulation:
         self.jobs[job] = work
         if job >= 0:
             self.stage_jobs += 1
+            w = self.workers[job]
+            w.job_t, w.job_w = self.now, work
         self._cpu_schedule()
 
     def _cpu_stop(self, job: int) -> float:
@@ -416,6 +426,10 @@ class _Simulation:
         left = self.jobs.pop(job)
         if job >= 0:
             self.stage_jobs -= 1
+            w = self.workers[job]
+            done = w.job_w - max(left, 0.0)
+            w.runq += (self.now - w.job_t) - done
+            w.worked += done
         self._cpu_schedule()
         return max(left, 0.0)
 
@@ -438,6 +452,8 @@ class _Simulation:
         for k in done:
             if k >= 0:
                 w = self.workers[k]
+                w.runq += (self.now - w.job_t) - w.job_w
+                w.worked += w.job_w
                 if w.in_cpu:
                     self._cpu_done(w)
                 else:  # its compiled code is done: it wants its lock back
@@ -723,5 +739,7 @@ class _Simulation:
             },
             lock_busy={n: lk.busy for n, lk in zip(self.lock_names, self.locks, strict=True)},
             cores_busy=self.cores_busy,
+            cpu={s.name: w.worked for s, w in zip(self.net.stages, self.workers, strict=True)},
+            runq={s.name: w.runq for s, w in zip(self.net.stages, self.workers, strict=True)},
             complete=self.finished == len(self.workers) or end >= self.horizon,
         )

@@ -28,7 +28,16 @@ Table = TableRows
 #: ns per event of a probe, and how that was measured (the ``overhead`` table's figures).
 CostModel = Callable[[int], tuple[float, str]]
 #: A stage's time figures (``pipeline.run.worker.LoopStats``), as the ``runner`` table holds them.
-RUNNER_FIELDS = ("items", "samples", "user_ns", "cpu_ns", "items_out", "user_wall_ns", "switch_ns")
+RUNNER_FIELDS = (
+    "items",
+    "samples",
+    "user_ns",
+    "cpu_ns",
+    "items_out",
+    "user_wall_ns",
+    "runq_ns",
+    "switch_ns",
+)
 #: A network link's figures (``pipeline.channels.link.link_counts``), as the ``link`` table holds them.
 LINK_FIELDS = ("transfers", "late", "late_ns")
 #: What a cluster host's agent sent the monitor, and the records it reduced rather than sent.

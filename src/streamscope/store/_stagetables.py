@@ -121,6 +121,11 @@ RUNNER = Table(
         _C("cpu_ns", "BIGINT NOT NULL", "the stage thread's CPU ns from its start to its end"),
         _C("items_out", "BIGINT NOT NULL", "items the stage put (a broadcast counted once)"),
         _C("user_wall_ns", "BIGINT NOT NULL", "wall ns in the stage's own code over the samples"),
+        _C(
+            "runq_ns",
+            "BIGINT NOT NULL",
+            "the thread's ns runnable but waiting for a core (the OS's run queue; 0: not known)",
+        ),
         _C("switch_ns", "BIGINT NOT NULL", "its interpreter's switch interval (ns) at its end"),
     ),
 )

@@ -47,11 +47,13 @@ class LoopStats:
     """Where a stage thread's time went, measured while it ran: ``cpu_ns`` the thread's CPU
     time from the stage's start to its end, ``items`` the items it took (or, for a source,
     made), ``items_out`` the items it put (a broadcast counted once), and over ``samples`` of
-    them (the items ``_sampled_loop`` times), ``user_ns`` of CPU time inside the stage's own code and
-    ``user_wall_ns`` of wall time there. ``service``: the wall time (ns) of the stage's own code
-    on the items timed (``_sampled_loop``; at most ``SERVICE_KEEP``, a uniform reservoir; for
-    a source, its generator's step). The rest of ``cpu_ns`` is the runner's loop, the channels and
-    the probes. Mutable: the loop adds to it as it samples, and sets its totals at its end."""
+    them (the items ``_sampled_loop`` times), ``user_ns`` of CPU time inside the stage's own
+    code and ``user_wall_ns`` of wall time there; ``runq_ns``, the thread's time runnable but
+    waiting for a core (the OS's run queue: what else the machine ran took it). ``service``:
+    the wall time (ns) of the stage's own code on the items timed (``_sampled_loop``; at most
+    ``SERVICE_KEEP``, a uniform reservoir; for a source, its generator's step). The rest of
+    ``cpu_ns`` is the runner's loop, the channels and the probes. Mutable: the loop adds to
+    it as it samples, and sets its totals at its end."""
 
     items: int = 0
     samples: int = 0
@@ -59,6 +61,7 @@ class LoopStats:
     cpu_ns: int = 0
     items_out: int = 0
     user_wall_ns: int = 0
+    runq_ns: int = 0
     service: list[int] = field(default_factory=list)
     seen: int = 0  # service times offered to the reservoir
 
@@ -75,8 +78,20 @@ class LoopStats:
     def to_dict(self) -> dict[str, int]:
         return {"items": self.items, "samples": self.samples, "user_ns": self.user_ns,
                 "cpu_ns": self.cpu_ns, "items_out": self.items_out,
-                "user_wall_ns": self.user_wall_ns,
+                "user_wall_ns": self.user_wall_ns, "runq_ns": self.runq_ns,
                 "switch_ns": round(sys.getswitchinterval() * 1e9)}  # fmt: skip
+
+
+def runq_ns() -> int:
+    """The calling thread's time so far runnable but waiting for a core (ns; the second field
+    of ``/proc/thread-self/schedstat``), -1 where the OS does not say. A thread waiting for
+    the interpreter lock sleeps, so this is the cores' share alone: what the what-if model
+    removes from the wall time of a stage's code, as its simulation shares the cores itself."""
+    try:
+        with open("/proc/thread-self/schedstat", encoding="ascii") as f:
+            return int(f.read().split()[1])
+    except (OSError, IndexError, ValueError):
+        return -1
 
 
 def runner_report(control: Control | None) -> Callable[[str, LoopStats], None] | None:
@@ -240,11 +255,12 @@ def _loop(
         _timed_loop(body, inputs, emit, probes)
     elif probes.report is not None:
         stats = LoopStats()
-        t0 = time.thread_time_ns()
+        t0, q0 = time.thread_time_ns(), runq_ns()
         try:
             _sampled_loop(body, inputs, emit, stats)
         finally:
             stats.cpu_ns = time.thread_time_ns() - t0
+            stats.runq_ns = max(runq_ns() - q0, 0) if q0 >= 0 else 0
             stats.items = _items(ins, outs, spec.fanout)
             stats.items_out = _items_out(outs, spec.fanout)
             probes.report(spec.name, stats)
