@@ -257,9 +257,193 @@ done:
     return result;
 }
 
+/* histogram_draws(edges, cdf, u, v) -> None: model/sampling.py's sample_histogram after its two
+   uniform draws: u[k] becomes edges[i] + v[k] * (edges[i + 1] - edges[i]), i the bin that
+   searchsorted(cdf, u[k] * cdf[-1], side="right") finds (at most the last). The bin is looked
+   up through a guide table: the first bin of each of 8 equal slices of the total per bin, so a
+   slice seldom holds a bin's edge; each guess is checked and searched forward from, so one or
+   two comparisons a draw rather than a bisection, and the same bin. */
+static PyObject *histogram_draws(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "histogram_draws(edges, cdf, u, v)");
+        return NULL;
+    }
+    Py_buffer e, c, u, v;
+    PyObject *result = NULL;
+    if (f64_buffer(args[1], &c, 0, -1, "cdf") < 0)
+        return NULL;
+    Py_ssize_t m = c.len / 8;
+    if (m < 1) {
+        PyErr_SetString(PyExc_ValueError, "histogram_draws: at least one bin");
+        PyBuffer_Release(&c);
+        return NULL;
+    }
+    if (f64_buffer(args[0], &e, 0, m + 1, "edges") < 0)
+        goto fail_c;
+    if (f64_buffer(args[2], &u, 1, -1, "u") < 0)
+        goto fail_e;
+    Py_ssize_t n = u.len / 8;
+    if (f64_buffer(args[3], &v, 0, n, "v") < 0)
+        goto fail_u;
+    Py_ssize_t slices = 8 * m;
+    Py_ssize_t *guide = PyMem_Malloc((size_t)slices * sizeof(Py_ssize_t));
+    if (guide == NULL) {
+        PyErr_NoMemory();
+        goto fail_v;
+    }
+    {
+        const double *ev = e.buf, *cv = c.buf, *vv = v.buf;
+        double *uv = u.buf;
+        double total = cv[m - 1];
+        /* Slice j of the total starts at j * total / slices; its first bin is the first cdf
+           above that. Rounding may misplace a draw by a slice, so each guess is checked. */
+        double per = (double)slices / total;
+        Py_BEGIN_ALLOW_THREADS
+        Py_ssize_t i = 0;
+        for (Py_ssize_t j = 0; j < slices; j++) {
+            double lo = total * ((double)j / (double)slices);
+            while (i < m && cv[i] <= lo)
+                i++;
+            guide[j] = i;
+        }
+        for (Py_ssize_t k = 0; k < n; k++) {
+            double x = uv[k] * total;
+            double g = x * per;
+            Py_ssize_t j = g < (double)slices ? (Py_ssize_t)g : slices - 1;
+            if (j < 0)
+                j = 0;
+            Py_ssize_t b = guide[j];
+            if (b > 0 && cv[b - 1] > x)
+                b = bisect_right_f64(cv, x, 0, b);
+            while (b < m && cv[b] <= x)
+                b++;
+            if (b > m - 1)
+                b = m - 1;
+            uv[k] = ev[b] + vv[k] * (ev[b + 1] - ev[b]);
+        }
+        Py_END_ALLOW_THREADS
+        result = Py_None;
+        Py_INCREF(result);
+    }
+    PyMem_Free(guide);
+fail_v:
+    PyBuffer_Release(&v);
+fail_u:
+    PyBuffer_Release(&u);
+fail_e:
+    PyBuffer_Release(&e);
+fail_c:
+    PyBuffer_Release(&c);
+    return result;
+}
+
+/* occupancy_sorted(a, d, t0, t1, ns) -> levels: model/occupancy.py's occupancy_from_events
+   where arrivals and departures (after d = max(d, a)) are each in order: the stable sort of
+   the events is then a merge (arrivals first at equal times), and ns[level] gathers each
+   interval's length in the same order as bincount would. ns (n + 1 places) is overwritten;
+   returns how many levels to keep (up to the highest held for a positive time, at least 1),
+   or -1 where this does not apply (a value not finite, a departure before its arrival, events
+   out of order, t1 < t0): then the general path decides. */
+static PyObject *occupancy_sorted(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "occupancy_sorted(a, d, t0, t1, ns)");
+        return NULL;
+    }
+    double t0 = PyFloat_AsDouble(args[2]), t1 = PyFloat_AsDouble(args[3]);
+    if (PyErr_Occurred())
+        return NULL;
+    Py_buffer a, d, o;
+    PyObject *result = NULL;
+    if (f64_buffer(args[0], &a, 0, -1, "a") < 0)
+        return NULL;
+    Py_ssize_t n = a.len / 8;
+    if (f64_buffer(args[1], &d, 0, n, "d") < 0)
+        goto fail_a;
+    if (f64_buffer(args[4], &o, 1, n + 1, "ns") < 0)
+        goto fail_d;
+    /* the events clipped to the window, each side ending in a sentinel above t1 */
+    double *ac = PyMem_Malloc((size_t)(2 * n + 2) * sizeof(double));
+    if (ac == NULL) {
+        PyErr_NoMemory();
+        goto fail_o;
+    }
+    {
+        const double *av = a.buf, *dv = d.buf;
+        double *ns = o.buf, *dc = ac + n + 1;
+        Py_ssize_t keep = -1;
+        Py_BEGIN_ALLOW_THREADS
+        int ok = isfinite(t0) && isfinite(t1) && t1 >= t0;
+        double a_prev = -INFINITY, d_prev = -INFINITY;
+        for (Py_ssize_t k = 0; ok && k < n; k++) {
+            double x = av[k], y = dv[k];
+            double mag = fabs(x);
+            if (!isfinite(x) || !isfinite(y) || y < x - 1e-12 * (1.0 > mag ? 1.0 : mag))
+                ok = 0;
+            y = y >= x ? y : x;
+            if (x < a_prev || y < d_prev)
+                ok = 0;
+            a_prev = x;
+            d_prev = y;
+            /* np.clip: the lower bound, then the upper */
+            x = x > t0 ? x : t0;
+            ac[k] = x < t1 ? x : t1;
+            y = y > t0 ? y : t0;
+            dc[k] = y < t1 ? y : t1;
+        }
+        if (ok) {
+            ac[n] = dc[n] = INFINITY;
+            for (Py_ssize_t k = 0; k <= n; k++)
+                ns[k] = 0.0;
+            Py_ssize_t i = 0, j = 0, level = 0;
+            double t = t0;
+            if (n > 0) {
+                /* Branch-free (which side comes next is as good as a coin toss), each side's
+                   next value loaded ahead so that only the comparison is on the chain. */
+                double x = ac[0], y = dc[0], xn = n > 1 ? ac[1] : INFINITY, yn = n > 1 ? dc[1] : INFINITY;
+                for (Py_ssize_t e = 0; e < 2 * n; e++) {
+                    Py_ssize_t up = x <= y;
+                    double next = up ? x : y;
+                    ns[level] += next - t;
+                    t = next;
+                    level += 2 * up - 1;
+                    i += up;
+                    j += 1 - up;
+                    x = up ? xn : x;
+                    y = up ? y : yn;
+                    xn = ac[i + 1 <= n ? i + 1 : n];
+                    yn = dc[j + 1 <= n ? j + 1 : n];
+                }
+            }
+            ns[level] += t1 - t;
+            keep = 1;
+            for (Py_ssize_t k = n; k > 0; k--)
+                if (ns[k] > 0.0) {
+                    keep = k + 1;
+                    break;
+                }
+        }
+        Py_END_ALLOW_THREADS
+        result = PyLong_FromSsize_t(keep);
+    }
+    PyMem_Free(ac);
+fail_o:
+    PyBuffer_Release(&o);
+fail_d:
+    PyBuffer_Release(&d);
+fail_a:
+    PyBuffer_Release(&a);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"bulk_transfers", (PyCFunction)(void (*)(void))bulk_transfers, METH_FASTCALL,
      "The bus rule of model/bulk.py's _transfers: fills first, start, deliver, depart; returns the transfers."},
+    {"histogram_draws", (PyCFunction)(void (*)(void))histogram_draws, METH_FASTCALL,
+     "Histogram draws from two uniforms each: u becomes the draws."},
+    {"occupancy_sorted", (PyCFunction)(void (*)(void))occupancy_sorted, METH_FASTCALL,
+     "ns at each level from ordered arrivals and departures: fills ns, returns the levels kept or -1."},
     {"tandem_loop", (PyCFunction)(void (*)(void))tandem_loop, METH_FASTCALL,
      "Two FIFO stations, a buffer of cap between them, blocking after service: fills leave1 and depart."},
     {NULL}};

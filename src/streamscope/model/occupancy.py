@@ -4,14 +4,17 @@ ns spent at each level over a window out; plus W1 and total-variation distances 
 
 from __future__ import annotations
 
+from typing import TypeGuard
+
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from streamscope.model._inputs import F64, ModelInputError, as_times
+from streamscope.model.recursions import KERNELS
 
 I64 = NDArray[np.int64]
 
-__all__ = ["occupancy_from_events", "tv", "w1_items"]
+__all__ = ["occupancy_from_events", "occupancy_py", "tv", "w1_items"]
 
 
 def occupancy_from_events(
@@ -24,6 +27,34 @@ def occupancy_from_events(
     ``levels`` is ``0..max`` (max: the highest level held for a positive time) and
     ``ns_at_level.sum() == t1 - t0`` (to float rounding).
     """
+    if KERNELS is not None and _ordered_f64(arrive_ns) and _ordered_f64(depart_ns):
+        # The model's queues are FIFO: arrivals and departures each come in order, so the
+        # events' sort is a merge, compiled (the same sums in the same order); -1 where the
+        # inputs are not of that kind, which the general path below then handles.
+        n = arrive_ns.size
+        if depart_ns.size == n:
+            ns = np.empty(n + 1)
+            keep = KERNELS.occupancy_sorted(arrive_ns, depart_ns, float(t0), float(t1), ns)
+            if keep > 0:
+                return np.arange(keep, dtype=np.int64), ns[:keep]
+    return occupancy_py(arrive_ns, depart_ns, t0, t1)
+
+
+def _ordered_f64(x: ArrayLike) -> TypeGuard[F64]:
+    """Whether ``x`` can go to the compiled merge as it is (a contiguous 1-D float64 array)."""
+    return (
+        isinstance(x, np.ndarray)
+        and x.dtype == np.float64
+        and x.ndim == 1
+        and bool(x.flags.c_contiguous)
+    )
+
+
+def occupancy_py(
+    arrive_ns: ArrayLike, depart_ns: ArrayLike, t0: float, t1: float
+) -> tuple[I64, F64]:
+    """:func:`occupancy_from_events` by a stable sort of the events: any order of arrivals and
+    departures, the errors it reports, and the compiled merge's reference."""
     a = as_times("arrive_ns", arrive_ns)
     d = as_times("depart_ns", depart_ns)
     if a.shape != d.shape:

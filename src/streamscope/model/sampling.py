@@ -13,12 +13,14 @@ from numpy.typing import ArrayLike, NDArray
 
 from streamscope.aggregate.points import HistogramPoint
 from streamscope.model._inputs import F64, ModelInputError
+from streamscope.model.recursions import KERNELS
 
 __all__ = [
     "HistogramLike",
     "Profile",
     "as_histogram",
     "as_profile",
+    "histogram_draws_py",
     "mean_gap",
     "renewal_draws",
     "renewal_gaps",
@@ -79,9 +81,23 @@ def sample_histogram(h: HistogramLike, n: int, rng: np.random.Generator) -> F64:
     """
     e, w = as_histogram(h, "histogram")
     cdf = np.cumsum(w)
-    idx = np.searchsorted(cdf, rng.random(n) * cdf[-1], side="right")
-    idx = np.minimum(idx, w.size - 1)
-    out: F64 = e[idx] + rng.random(n) * (e[idx + 1] - e[idx])
+    u = rng.random(n)  # which bin
+    v = rng.random(n)  # where inside it
+    if KERNELS is None:
+        return histogram_draws_py(e, cdf, u, v)
+    # Compiled (the same operations, a guide table in place of the bisection): the draws of
+    # every replication and of the dependence test's null go through here.
+    KERNELS.histogram_draws(np.ascontiguousarray(e), np.ascontiguousarray(cdf), u, v)
+    return u
+
+
+def histogram_draws_py(e: F64, cdf: F64, u: F64, v: F64) -> F64:
+    """:func:`sample_histogram` from its uniforms ``u`` (the bins) and ``v`` (inside them),
+    edges ``e`` and cumulative weights ``cdf``: the compiled ``histogram_draws``' reference,
+    and what runs where it was not built."""
+    idx = np.searchsorted(cdf, u * cdf[-1], side="right")
+    idx = np.minimum(idx, cdf.size - 1)
+    out: F64 = e[idx] + v * (e[idx + 1] - e[idx])
     return out
 
 
