@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from numpy.typing import NDArray
 
+from streamscope.model import dependence, sampling
 from streamscope.model import occupancy as occ
-from streamscope.model import sampling
 from streamscope.model.recursions import KERNELS, lindley
 
 F64 = NDArray[np.float64]
@@ -100,3 +100,50 @@ def test_occupancy_compiled_leaves_bad_input_to_the_checks() -> None:
         occ.occupancy_from_events(a, np.array([0.5, np.inf, 3.0]), 0.0, 4.0)
     with pytest.raises(occ.ModelInputError, match="t1 >= t0"):
         occ.occupancy_from_events(a, a + 1.0, 4.0, 0.0)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.integers(0, 2**32 - 1), st.integers(0, 3000), st.integers(1, 300),
+    st.sampled_from([1.0, 0.1, 7.3e6, 1e9 / 128, 3.0]),
+)  # fmt: skip
+def test_window_counts_compiled_equal_numpy(seed: int, n: int, k: int, width: float) -> None:
+    """Insertions per sub-window, the floor division at sub-window edges included (gaps of a
+    whole number of widths, and of none)."""
+    rng = np.random.default_rng(seed)
+    span = width * k
+    gaps = rng.exponential(span / max(n, 1), n)
+    snap = rng.random(n) < 0.3
+    gaps[snap] = width * rng.integers(0, 3, int(snap.sum()))
+    ref = dependence.window_counts_py(gaps, span, width, k)
+    got = np.full(k, -7, dtype=np.int64)
+    assert KERNELS.window_counts(gaps, span, width, got) == 0
+    assert np.array_equal(got, ref)
+
+
+def test_window_counts_leave_an_insertion_before_zero_to_numpy() -> None:
+    got = np.zeros(4, dtype=np.int64)
+    assert KERNELS.window_counts(np.array([-1.0, 2.0]), 4.0, 1.0, got) == -1
+
+
+def test_renewal_profiles_the_same_compiled_and_in_python(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The dependence test's null, the generator's stream included: the same counts either way."""
+    h = (np.array([0.0, 10.0, 20.0, 40.0, 1e3]), np.array([5.0, 3.0, 1.0, 0.2]))
+    fast = dependence.renewal_profiles(h, 100.0, 64, np.random.default_rng(9), 20)
+    monkeypatch.setattr(dependence, "KERNELS", None)
+    monkeypatch.setattr(sampling, "KERNELS", None)
+    slow = dependence.renewal_profiles(h, 100.0, 64, np.random.default_rng(9), 20)
+    assert np.array_equal(fast, slow)
+
+
+@pytest.mark.parametrize("width", [1.0, 0.1, 1e9 / 128, 7.3e6, 3.0, 1.0 / 3.0])
+def test_window_counts_floor_division_at_the_edges(width: float) -> None:
+    """An insertion at, or an ulp either side of, a sub-window's edge falls where numpy's //
+    puts it."""
+    k = 50
+    got = np.zeros(k, dtype=np.int64)
+    for j in range(k):
+        for t in (j * width, np.nextafter(j * width, 0.0), np.nextafter(j * width, np.inf)):
+            one = np.array([t])
+            assert KERNELS.window_counts(one, width * k, width, got) == 0
+            assert np.array_equal(got, dependence.window_counts_py(one, width * k, width, k))

@@ -437,6 +437,86 @@ fail_a:
     return result;
 }
 
+/* floor(a / b) as numpy's floor_divide computes it for doubles (and Python's float //):
+   through fmod, so that a == b * (a // b) + a % b holds as far as rounding lets it. */
+static double floor_divide(double a, double b)
+{
+    double mod = fmod(a, b);
+    if (b == 0.0)
+        return a / b;
+    double div = (a - mod) / b;
+    if (mod != 0.0) {
+        if ((b < 0) != (mod < 0))
+            div -= 1.0;
+    }
+    double floordiv;
+    if (div != 0.0) {
+        floordiv = floor(div);
+        if (div - floordiv > 0.5)
+            floordiv += 1.0;
+    } else {
+        floordiv = copysign(0.0, a / b);
+    }
+    return floordiv;
+}
+
+/* window_counts(gaps, span, width, counts) -> 0 or -1: model/dependence.py's renewal_profiles
+   for one replication: the insertions at the running sums of gaps, those before span, counted
+   per sub-window of width (floor division, as numpy's //); counts (the sub-windows) is
+   overwritten. -1 (counts undefined) where an insertion falls before 0, which bincount
+   refuses: the general path then reports it. */
+static PyObject *window_counts(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "window_counts(gaps, span, width, counts)");
+        return NULL;
+    }
+    double span = PyFloat_AsDouble(args[1]), width = PyFloat_AsDouble(args[2]);
+    if (PyErr_Occurred())
+        return NULL;
+    Py_buffer g, c;
+    if (f64_buffer(args[0], &g, 0, -1, "gaps") < 0)
+        return NULL;
+    if (PyObject_GetBuffer(args[3], &c, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        PyBuffer_Release(&g);
+        return NULL;
+    }
+    if (c.itemsize != 8 || c.format == NULL || (strcmp(c.format, "q") != 0 && strcmp(c.format, "l") != 0)) {
+        PyErr_SetString(PyExc_ValueError, "counts: a C-contiguous int64 array");
+        PyBuffer_Release(&c);
+        PyBuffer_Release(&g);
+        return NULL;
+    }
+    const double *gv = g.buf;
+    int64_t *cv = c.buf;
+    Py_ssize_t n = g.len / 8, k = c.len / 8;
+    int bad = 0;
+    Py_BEGIN_ALLOW_THREADS
+    memset(cv, 0, (size_t)k * sizeof(int64_t));
+    double t = 0.0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        t = i ? t + gv[i] : gv[0];
+        if (!(t < span))
+            continue;
+        /* floor_divide gives the floor of the exact quotient; so does the rounded quotient's
+           floor wherever that is far from an integer (its error is an ulp, the margin 1e-12
+           of it), which spares fmod for all but the insertions at a sub-window's edge. */
+        double x = t / width, q = floor(x), margin = (1.0 + fabs(x)) * 1e-12;
+        if (!(x - q > margin && q + 1.0 - x > margin))
+            q = floor_divide(t, width);
+        if (!(q >= 0.0)) {
+            bad = 1;
+            break;
+        }
+        if (q < (double)k)
+            cv[(Py_ssize_t)q] += 1;
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&c);
+    PyBuffer_Release(&g);
+    return PyLong_FromLong(bad ? -1 : 0);
+}
+
 static PyMethodDef methods[] = {
     {"bulk_transfers", (PyCFunction)(void (*)(void))bulk_transfers, METH_FASTCALL,
      "The bus rule of model/bulk.py's _transfers: fills first, start, deliver, depart; returns the transfers."},
@@ -444,6 +524,8 @@ static PyMethodDef methods[] = {
      "Histogram draws from two uniforms each: u becomes the draws."},
     {"occupancy_sorted", (PyCFunction)(void (*)(void))occupancy_sorted, METH_FASTCALL,
      "ns at each level from ordered arrivals and departures: fills ns, returns the levels kept or -1."},
+    {"window_counts", (PyCFunction)(void (*)(void))window_counts, METH_FASTCALL,
+     "Insertions per sub-window from gaps: fills counts; returns 0, or -1 where one is before 0."},
     {"tandem_loop", (PyCFunction)(void (*)(void))tandem_loop, METH_FASTCALL,
      "Two FIFO stations, a buffer of cap between them, blocking after service: fills leave1 and depart."},
     {NULL}};

@@ -11,10 +11,12 @@ import numpy as np
 from numpy.typing import NDArray
 
 from streamscope.model._inputs import F64
+from streamscope.model.recursions import KERNELS
 from streamscope.model.sampling import (
     HistogramLike,
     Profile,
     as_profile,
+    histogram,
     renewal_draws,
     renewal_gaps,
 )
@@ -29,6 +31,7 @@ __all__ = [
     "DependencePool",
     "dependence_test",
     "renewal_profiles",
+    "window_counts_py",
 ]
 
 # Why a second test: the self-check's W1 test has little power against bursty sources, since its
@@ -83,12 +86,26 @@ def renewal_profiles(
     sub_windows)`` counts, the null of :func:`dependence_test`."""
     span = width_ns * sub_windows
     out = np.zeros((n, sub_windows), dtype=np.int64)
+    inter_insert = histogram(inter_insert, "inter_insert")
     m = renewal_draws(inter_insert, span)
     for r in range(n):
-        t = np.cumsum(renewal_gaps(inter_insert, span, m, rng, residual=residual))
-        t = t[t < span]
-        sub = (t // width_ns).astype(np.int64)
-        out[r] = np.bincount(sub, minlength=sub_windows)[:sub_windows]
+        gaps = renewal_gaps(inter_insert, span, m, rng, residual=residual)
+        # compiled: the running sums, the cut and the counts in one pass over the gaps
+        if KERNELS is None or KERNELS.window_counts(gaps, span, width_ns, out[r]) < 0:
+            out[r] = window_counts_py(gaps, span, width_ns, sub_windows)
+    return out
+
+
+def window_counts_py(
+    gaps: F64, span_ns: float, width_ns: float, sub_windows: int
+) -> NDArray[np.int64]:
+    """Insertions per sub-window of ``width_ns`` (``sub_windows`` of them) for insertions at
+    the running sums of ``gaps`` (ns), those before ``span_ns``: the compiled
+    ``window_counts``' reference, and what runs where it was not built."""
+    t = np.cumsum(gaps)
+    t = t[t < span_ns]
+    sub = (t // width_ns).astype(np.int64)
+    out: NDArray[np.int64] = np.bincount(sub, minlength=sub_windows)[:sub_windows]
     return out
 
 

@@ -19,6 +19,7 @@ from streamscope.model.replay import Bus, Model, SubQueues, as_level, simulate_f
 from streamscope.model.sampling import (
     HistogramLike,
     Profile,
+    histogram,
     renewal_draws,
     renewal_gaps,
     sample_histogram,
@@ -51,8 +52,9 @@ Arrivals = Literal["renewal", "profile"]
 def level_fractions(rows: list[F64]) -> F64:
     """Level weights (one row each) as fractions of their totals, padded with zeros to the
     longest: ``(rows, levels)``."""
-    width = max(r.size for r in rows)
-    out: F64 = np.stack([np.pad(r / r.sum(), (0, width - r.size)) for r in rows])
+    out: F64 = np.zeros((len(rows), max(r.size for r in rows)))
+    for i, r in enumerate(rows):
+        out[i, : r.size] = r / r.sum()
     return out
 
 
@@ -120,6 +122,8 @@ def replicate(
     if not (math.isfinite(frame_ns) and frame_ns > 0.0):
         raise ModelInputError(f"frame_ns must be finite and > 0, got {frame_ns}")
     k0 = as_level("start_tail", start_tail) + as_level("start_head", start_head)
+    inter_insert = histogram(inter_insert, "inter_insert")
+    inter_depart = histogram(inter_depart, "inter_depart")
     if profile is not None:
         times = sample_profile(inter_insert, profile, rng)
         times = times[times < frame_ns]
@@ -162,6 +166,9 @@ def replicates(
 ) -> list[tuple[SubQueues, int]]:
     """``n`` independent :func:`replicate` runs of the same frame, in order (one rng stream)."""
     starts = {"start_tail": start_tail, "start_head": start_head}
+    # checked once for the n runs (each replication draws from them many times)
+    inter_insert = histogram(inter_insert, "inter_insert")
+    inter_depart = histogram(inter_depart, "inter_depart")
     return [
         replicate(
             inter_insert,

@@ -6,6 +6,7 @@ out, for the estimator's replications and the self-check's null.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
@@ -16,10 +17,12 @@ from streamscope.model._inputs import F64, ModelInputError
 from streamscope.model.recursions import KERNELS
 
 __all__ = [
+    "Histogram",
     "HistogramLike",
     "Profile",
     "as_histogram",
     "as_profile",
+    "histogram",
     "histogram_draws_py",
     "mean_gap",
     "renewal_draws",
@@ -29,7 +32,23 @@ __all__ = [
     "sample_residual",
 ]
 
-HistogramLike = HistogramPoint | tuple[ArrayLike, ArrayLike]
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Histogram:
+    """A gap histogram checked once (:func:`histogram`), with what drawing from it takes,
+    computed once rather than per draw: edges (ns), weights and their running sum; for the
+    residual, each bin's weight times its midpoint, running, and their total; the mean gap
+    (ns, each bin at its midpoint)."""
+
+    edges: F64
+    weights: F64
+    cdf: F64
+    length_cdf: F64
+    length_total: float
+    mean_ns: float
+
+
+HistogramLike = HistogramPoint | Histogram | tuple[ArrayLike, ArrayLike]
 
 
 class Profile(NamedTuple):
@@ -42,6 +61,8 @@ class Profile(NamedTuple):
 
 def as_histogram(h: HistogramLike, name: str) -> tuple[F64, F64]:
     """``(edges, weights)`` of a histogram fit to sample, or a ModelInputError naming ``name``."""
+    if isinstance(h, Histogram):
+        return h.edges, h.weights
     edges, weights = (h.edges, h.weights) if isinstance(h, HistogramPoint) else h
     e = np.asarray(edges, dtype=np.float64)
     w = np.asarray(weights, dtype=np.float64)
@@ -52,6 +73,21 @@ def as_histogram(h: HistogramLike, name: str) -> tuple[F64, F64]:
     if not (np.all(w >= 0.0) and float(w.sum()) > 0.0):
         raise ModelInputError(f"{name}: weights must be >= 0 with a positive total")
     return e, w
+
+
+def histogram(h: HistogramLike, name: str) -> Histogram:
+    """``h`` checked (:func:`as_histogram`) and made ready to draw from, once for the many
+    draws of a frame's replications; a :class:`Histogram` comes back as it is."""
+    if isinstance(h, Histogram):
+        return h
+    return _ready(*as_histogram(h, name))
+
+
+def _ready(e: F64, w: F64) -> Histogram:
+    """A :class:`Histogram` of edges and weights already checked."""
+    lw = w * 0.5 * (e[:-1] + e[1:])
+    mean = float(np.dot(w, 0.5 * (e[:-1] + e[1:])) / w.sum())
+    return Histogram(e, w, np.cumsum(w), np.cumsum(lw), float(lw.sum()), mean)
 
 
 def as_profile(p: Profile) -> tuple[NDArray[np.int64], float]:
@@ -67,8 +103,7 @@ def as_profile(p: Profile) -> tuple[NDArray[np.int64], float]:
 
 def mean_gap(h: HistogramLike) -> float:
     """Mean inter-insertion gap (ns) of ``h`` (each bin at its midpoint), or a ModelInputError."""
-    e, w = as_histogram(h, "inter_insert")
-    mean = float(np.dot(w, 0.5 * (e[:-1] + e[1:])) / w.sum())
+    mean = histogram(h, "inter_insert").mean_ns
     if not mean > 0.0:
         raise ModelInputError("inter_insert: mean inter-insertion time must be > 0 ns")
     return mean
@@ -79,8 +114,8 @@ def sample_histogram(h: HistogramLike, n: int, rng: np.random.Generator) -> F64:
 
     Only the weights inside the edges are used (a HistogramPoint's ``under``/``over`` are ignored).
     """
-    e, w = as_histogram(h, "histogram")
-    cdf = np.cumsum(w)
+    c = histogram(h, "histogram")
+    e, cdf = c.edges, c.cdf
     u = rng.random(n)  # which bin
     v = rng.random(n)  # where inside it
     if KERNELS is None:
@@ -108,13 +143,12 @@ def sample_residual(h: HistogramLike, rng: np.random.Generator) -> float:
     instant, so its first insertion comes after a residual, not after a whole gap (for
     exponential gaps the two agree; for gaps longer than the frame only the residual lets an
     insertion fall inside it)."""
-    e, w = as_histogram(h, "histogram")
+    c = histogram(h, "histogram")
+    e, total = c.edges, c.length_total
     lo, hi = e[:-1], e[1:]
-    lw = w * 0.5 * (lo + hi)
-    total = float(lw.sum())
     if total <= 0.0:
-        return float(sample_histogram(h, 1, rng)[0])
-    i = min(int(np.searchsorted(np.cumsum(lw), rng.random() * total, side="right")), w.size - 1)
+        return float(sample_histogram(c, 1, rng)[0])
+    i = min(int(np.searchsorted(c.length_cdf, rng.random() * total, side="right")), lo.size - 1)
     # within the bin, density proportional to the gap's length
     gap = math.sqrt(lo[i] ** 2 + rng.random() * (hi[i] ** 2 - lo[i] ** 2))
     return float(rng.random() * gap)
@@ -152,15 +186,16 @@ def sample_profile(h: HistogramLike, profile: Profile, rng: np.random.Generator)
     empty sub-windows already show.
     """
     counts, width = as_profile(profile)
-    e, w = as_histogram(h, "histogram")
+    hist = histogram(h, "histogram")
+    e, w = hist.edges, hist.weights
     short = e[1:] <= width
     if bool(np.any(w[short] > 0.0)):
-        e, w = e[: int(np.flatnonzero(short)[-1]) + 2], w[short]
+        hist = _ready(e[: int(np.flatnonzero(short)[-1]) + 2], w[short])
     busy = np.flatnonzero(counts)
     if busy.size == 0:
         return np.zeros(0)
     c = counts[busy]
-    draws = sample_histogram((e, w), int(c.sum()) + busy.size, rng)
+    draws = sample_histogram(hist, int(c.sum()) + busy.size, rng)
     first = np.concatenate(([0], np.cumsum(c + 1)[:-1]))
     total = np.add.reduceat(draws, first)
     cum = np.cumsum(draws)
