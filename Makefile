@@ -12,7 +12,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo -n)
 
 # Everything, the extras too: the tests exercise hosts and the probe cores. Makefile: a change of
 # what this rule installs installs again.
-$(STAMP): pyproject.toml setup.py $(wildcard src/streamscope/core/_native*.c src/streamscope/core/_native*.h src/streamscope/model/_kernels.c) Makefile
+$(STAMP): pyproject.toml setup.py $(wildcard src/streamscope/core/_native*.c src/streamscope/core/_native*.h src/streamscope/model/_kernels.c src/streamscope/model/_network.c) Makefile
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev,hosts,hw]'
@@ -48,4 +48,4 @@ pytest: $(STAMP) browser fpga
 test: lint typecheck pytest
 
 clean:
-	rm -rf $(VENV) build *.egg-info src/streamscope/core/_native*.so src/streamscope/model/_kernels*.so
+	rm -rf $(VENV) build *.egg-info src/streamscope/core/_native*.so src/streamscope/model/_kernels*.so src/streamscope/model/_netsim*.so

@@ -1,5 +1,5 @@
-"""Builds the native probe core and the queue models' compiled loops; everything else is in
-pyproject.toml.
+"""Builds the native probe core, the queue models' compiled loops and the pipeline simulator's
+event loop; everything else is in pyproject.toml.
 
 The extensions are optional: where they cannot be compiled, the install goes on and streamscope
 uses the core's pure-Python twin (``streamscope.core.native.IMPLEMENTATION`` says which is in use)
@@ -33,6 +33,13 @@ setup(
             sources=["src/streamscope/model/_kernels.c"],
             # Bit for bit what the Python loops compute: IEEE doubles as written.
             extra_compile_args=["-O2", "-ffp-contract=off"],
+            optional=True,
+        ),
+        Extension(
+            "streamscope.model._netsim",
+            sources=["src/streamscope/model/_network.c"],
+            # Step for step what model/network.py's event loop computes: IEEE doubles as written.
+            extra_compile_args=["-O3", "-ffp-contract=off"],
             optional=True,
         ),
     ],

@@ -41,6 +41,13 @@ from numpy.typing import NDArray
 
 from streamscope.model._inputs import ModelInputError
 
+try:  # the event loop compiled (setup.py); the Python loop below where it was not built
+    from streamscope.model import _netsim  # type: ignore[attr-defined,unused-ignore]
+except ImportError:  # pragma: no cover - an install without a compiler
+    _netsim = None
+#: Whether the compiled event loop is here (``simulate`` uses it unless told not to).
+COMPILED = _netsim is not None
+
 F64 = NDArray[np.float64]
 
 #: A stage's states in a simulation, as the runner's tracker names them.
@@ -249,14 +256,20 @@ def simulate(
     horizon_ns: float = math.inf,
     seed: int = 0,
     resample: bool = False,
+    compiled: bool | None = None,
 ) -> SimResult:
     """Simulate ``net`` until every source has made its items and the pipeline drained (or
     ``horizon_ns``). ``resample``: draw each stage's service pool afresh from its samples (a
-    bootstrap replication: the spread of the results then includes the samples' own)."""
+    bootstrap replication: the spread of the results then includes the samples' own).
+    ``compiled``: the compiled event loop (None: where it was built), else the Python loop;
+    both give the same result, bit for bit."""
     net.check()
     if math.isinf(horizon_ns) and any(s.items <= 0 for s in net.stages if _is_source(net, s)):
         raise ModelInputError("a source with no item count needs a finite horizon")
-    return _Simulation(net, horizon_ns, np.random.default_rng(seed), resample).run()
+    if compiled and not COMPILED:
+        raise ModelInputError("the compiled event loop was not built here")
+    sim = _Simulation(net, horizon_ns, np.random.default_rng(seed), resample)
+    return sim.run_compiled() if (COMPILED if compiled is None else compiled) else sim.run()
 
 
 def _is_source(net: Network, s: StageModel) -> bool:
@@ -276,8 +289,6 @@ class _Simulation:
         cidx = {c.name: i for i, c in enumerate(net.channels)}
         sidx = {s.name: i for i, s in enumerate(net.stages)}
         self.chans = [_Chan(c.capacity, float(c.delay_ns)) for c in net.channels]
-        for ch in self.chans:
-            ch.levels = [0.0] * (ch.cap + 1)
         names = sorted({s.interpreter for s in net.stages})
         lidx = {name: i for i, name in enumerate(names)}
         self.lock_names = names
@@ -297,7 +308,7 @@ class _Simulation:
                 pool = rng.choice(pool, size=len(pool), replace=True)
             w = _Worker(
                 idx=sidx[s.name],
-                service=pool / s.speed,
+                service=pool / s.speed if s.speed != 1.0 else pool,
                 cpu_share=min(max(s.cpu_share, 0.0), 1.0),
                 overhead=max(s.overhead_ns, 0.0),
                 locked=min(max(s.locked, 0.0), 1.0),
@@ -346,6 +357,8 @@ class _Simulation:
     # -- the run ---------------------------------------------------------------------------
 
     def run(self) -> SimResult:
+        for ch in self.chans:
+            ch.levels = [0.0] * (ch.cap + 1)
         for w in self.workers:
             self._at(0.0, _START, w.idx)
         # Background load: a whole core's worth is a thread that never stops (as a CPU hog
@@ -390,6 +403,42 @@ class _Simulation:
             if self.finished == n or (not self.live and not self.stage_jobs):
                 break  # all done, or stuck (every stage waiting on another)
         return self._result()
+
+    def run_compiled(self) -> SimResult:
+        """``run`` by the compiled loop (``_netsim``), which calls back for the random numbers
+        (``_pool``, ``_bg_gap``) in the order ``run`` draws them."""
+        assert _netsim is not None
+        net = self.net
+        self.bg_part = float(net.background_cores) - int(net.background_cores)
+        workers = [
+            (self.draws[i], w.cpu_share, w.overhead, w.locked, w.ratio, w.lock, w.ins, w.outs,
+             w.broadcast, w.zip_in, w.left, w.in_order)
+            for i, w in enumerate(self.workers)
+        ]  # fmt: skip
+        end, finished, chans, workers_out, lock_busy, cores_busy = _netsim.run(
+            workers, [(c.cap, c.delay) for c in self.chans], [lk.switch for lk in self.locks],
+            int(net.cores), float(net.background_cores), float(net.background_job_ns),
+            float(net.monitor_ns_per_item), float(net.monitor_job_ns), float(self.horizon),
+            lambda i: self._pool(self.workers[i]), self._bg_gap,
+        )  # fmt: skip
+        names = [c.name for c in net.channels]
+        stages = [s.name for s in net.stages]
+
+        def arr(b: object) -> F64:  # the loop's own memory, viewed (writable), not copied
+            return np.frombuffer(b, dtype=np.float64)  # type: ignore[call-overload,no-any-return]
+
+        return SimResult(
+            end_ns=end,
+            put_times={n: arr(c[0]) for n, c in zip(names, chans, strict=True)},
+            take_times={n: arr(c[1]) for n, c in zip(names, chans, strict=True)},
+            levels={n: arr(c[2]) for n, c in zip(names, chans, strict=True)},
+            states={n: arr(w[0]) for n, w in zip(stages, workers_out, strict=True)},
+            lock_busy=dict(zip(self.lock_names, lock_busy, strict=True)),
+            cores_busy=cores_busy,
+            cpu={n: w[2] for n, w in zip(stages, workers_out, strict=True)},
+            runq={n: w[1] for n, w in zip(stages, workers_out, strict=True)},
+            complete=finished == len(self.workers) or end >= self.horizon,
+        )
 
     def _bg_gap(self) -> float:
         job = self.net.background_job_ns
