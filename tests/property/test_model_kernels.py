@@ -4,6 +4,8 @@ sub-window of the dependence test's null."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -147,3 +149,33 @@ def test_window_counts_floor_division_at_the_edges(width: float) -> None:
             one = np.array([t])
             assert KERNELS.window_counts(one, width * k, width, got) == 0
             assert np.array_equal(got, dependence.window_counts_py(one, width * k, width, k))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.integers(0, 2**32 - 1), st.integers(1, 300), st.integers(1, 32),
+    st.sampled_from([math.inf, 0.0, 700.0]), st.booleans(),
+)  # fmt: skip
+def test_transfer_items_compiled_equal_numpy(
+    seed: int, n: int, b: int, timeout: float, held: bool
+) -> None:
+    """Each item's bus times from its transfer's: compiled bit for bit the numpy expansion,
+    preloaded items, per-item transfer time, latency and a full device buffer alike."""
+    from streamscope.model.bulk import _batches, _rule, _transfers, items_py
+
+    rng = np.random.default_rng(seed)
+    a = np.cumsum(rng.exponential(rng.uniform(10, 2000), n))
+    lo = int(rng.integers(1, b + 1))
+    per_item = float(rng.choice([0.0, 3.5]))
+    a, rule = _rule(a, b, lo, rng.uniform(100, 5000, n), per_item, timeout,
+                    float(rng.uniform(0, 3000)))  # fmt: skip
+    p = int(rng.integers(0, min(n, 5) + 1))
+    s2 = rng.exponential(500, n) if held else None
+    cap2 = int(rng.integers(max(b - 1, 0), b + 20))
+    end = float(a[-1]) + 1000.0
+    ref = items_py(a, p, rule, _transfers(a, p, rule, end, s2, cap2), held)
+    got = _batches(a, p, rule, end, s2, cap2)
+    for x, y in zip(got, ref, strict=True):
+        assert (x is None) == (y is None)
+        if x is not None and y is not None:
+            assert np.array_equal(x, y)

@@ -517,6 +517,100 @@ static PyObject *window_counts(PyObject *mod, PyObject *const *args, Py_ssize_t 
     return PyLong_FromLong(bad ? -1 : 0);
 }
 
+/* transfer_items(a, p, first, start, got, transfer, per_item, latency, start1, done1, deliver):
+   model/bulk.py's _batches after the transfers: each item's start1, done1 and deliver from its
+   transfer's (the first p items preloaded: their arrival for all three), done1 recomputed as
+   the bus loop computes it (start + transfer + per_item * items); deliver is got (a device
+   buffer's delivery, per transfer) or, with got None, done1 + latency. */
+static PyObject *transfer_items(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 11) {
+        PyErr_SetString(PyExc_TypeError, "transfer_items takes 11 arguments");
+        return NULL;
+    }
+    Py_ssize_t p = PyLong_AsSsize_t(args[1]);
+    double per = PyFloat_AsDouble(args[6]), lat = PyFloat_AsDouble(args[7]);
+    if (PyErr_Occurred())
+        return NULL;
+    int held = args[4] != Py_None;
+    Py_buffer a, fi, st, got = {0}, tr, s1, d1, dl;
+    int n_got = 0;
+    PyObject *result = NULL;
+    Py_buffer *views[8] = {&a, &fi, &st, &got, &tr, &s1, &d1, &dl};
+    int taken[8] = {0};
+    if (f64_buffer(args[0], &a, 0, -1, "a") < 0)
+        goto done;
+    taken[0] = 1;
+    Py_ssize_t n = a.len / 8;
+    if (PyObject_GetBuffer(args[2], &fi, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
+        goto done;
+    taken[1] = 1;
+    if (fi.itemsize != 8 || fi.format == NULL || (strcmp(fi.format, "q") != 0 && strcmp(fi.format, "l") != 0)) {
+        PyErr_SetString(PyExc_ValueError, "first: a C-contiguous int64 array");
+        goto done;
+    }
+    Py_ssize_t k = fi.len / 8;
+    if (f64_buffer(args[3], &st, 0, k, "start") < 0)
+        goto done;
+    taken[2] = 1;
+    if (held) {
+        if (f64_buffer(args[4], &got, 0, k, "got") < 0)
+            goto done;
+        taken[3] = 1;
+        n_got = 1;
+    }
+    if (f64_buffer(args[5], &tr, 0, -1, "transfer") < 0)
+        goto done;
+    taken[4] = 1;
+    if (f64_buffer(args[8], &s1, 1, n, "start1") < 0)
+        goto done;
+    taken[5] = 1;
+    if (f64_buffer(args[9], &d1, 1, n, "done1") < 0)
+        goto done;
+    taken[6] = 1;
+    if (f64_buffer(args[10], &dl, 1, n, "deliver") < 0)
+        goto done;
+    taken[7] = 1;
+    const int64_t *fv = fi.buf;
+    if (p < 0 || p > n || tr.len / 8 < k || (k > 0 && fv[0] != p) || (k == 0 && p != n)) {
+        PyErr_SetString(PyExc_ValueError, "transfer_items: the transfers do not cover items p..n-1");
+        goto done;
+    }
+    for (Py_ssize_t j = 0; j < k; j++) {
+        Py_ssize_t hi = j + 1 < k ? (Py_ssize_t)fv[j + 1] : n;
+        if (hi <= (Py_ssize_t)fv[j] || hi > n) {
+            PyErr_SetString(PyExc_ValueError, "transfer_items: first must rise from p to below n");
+            goto done;
+        }
+    }
+    {
+        const double *av = a.buf, *sv = st.buf, *gv = n_got ? got.buf : NULL, *tv = tr.buf;
+        double *s1v = s1.buf, *d1v = d1.buf, *dlv = dl.buf;
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t i = 0; i < p; i++)
+            s1v[i] = d1v[i] = dlv[i] = av[i];
+        for (Py_ssize_t j = 0; j < k; j++) {
+            Py_ssize_t lo = (Py_ssize_t)fv[j], hi = j + 1 < k ? (Py_ssize_t)fv[j + 1] : n;
+            double t = sv[j];
+            double fin = t + tv[j] + per * (double)(hi - lo);
+            double to = n_got ? gv[j] : fin + lat;
+            for (Py_ssize_t i = lo; i < hi; i++) {
+                s1v[i] = t;
+                d1v[i] = fin;
+                dlv[i] = to;
+            }
+        }
+        Py_END_ALLOW_THREADS
+        result = Py_None;
+        Py_INCREF(result);
+    }
+done:
+    for (int v = 7; v >= 0; v--)
+        if (taken[v])
+            PyBuffer_Release(views[v]);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"bulk_transfers", (PyCFunction)(void (*)(void))bulk_transfers, METH_FASTCALL,
      "The bus rule of model/bulk.py's _transfers: fills first, start, deliver, depart; returns the transfers."},
@@ -526,6 +620,8 @@ static PyMethodDef methods[] = {
      "ns at each level from ordered arrivals and departures: fills ns, returns the levels kept or -1."},
     {"window_counts", (PyCFunction)(void (*)(void))window_counts, METH_FASTCALL,
      "Insertions per sub-window from gaps: fills counts; returns 0, or -1 where one is before 0."},
+    {"transfer_items", (PyCFunction)(void (*)(void))transfer_items, METH_FASTCALL,
+     "Each item's start1, done1 and deliver from its transfer's: fills them."},
     {"tandem_loop", (PyCFunction)(void (*)(void))tandem_loop, METH_FASTCALL,
      "Two FIFO stations, a buffer of cap between them, blocking after service: fills leave1 and depart."},
     {NULL}};

@@ -232,10 +232,32 @@ def _batches(
     buffer of ``cap2`` places. Out: start1, done1, deliver and, with ``s2``, the device
     departures; equal, bit for bit, to :func:`~streamscope.model.bulk_reference.
     event_loop_reference`. The transfers come from :func:`_transfers`; per-item times from
-    ``np.repeat``.
+    its transfer's (:func:`items_py`, or compiled where built: ``KERNELS.transfer_items``).
     """
-    n = a.size
     tr = _transfers(a, p, rule, end, s2, cap2)
+    held = s2 is not None
+    if KERNELS is None:
+        return items_py(a, p, rule, tr, held)
+    n = a.size
+    start1, done1, deliver = np.empty(n), np.empty(n), np.empty(n)
+    KERNELS.transfer_items(
+        np.ascontiguousarray(a, dtype=np.float64), p, np.ascontiguousarray(tr.first, dtype=np.int64),
+        np.ascontiguousarray(tr.start, dtype=np.float64),
+        np.ascontiguousarray(tr.deliver, dtype=np.float64) if held else None,
+        np.ascontiguousarray(rule.transfer_ns, dtype=np.float64), rule.per_item_ns,
+        rule.latency_ns, start1, done1, deliver,
+    )  # fmt: skip
+    depart = np.asarray(tr.depart, dtype=np.float64) if held else None
+    return start1, done1, deliver, depart
+
+
+def items_py(
+    a: F64, p: int, rule: _BusRule, tr: _Transfers, held: bool
+) -> tuple[F64, F64, F64, F64 | None]:
+    """:func:`_batches`' per-item times from the transfers ``tr`` (``held``: with a device
+    buffer), by ``np.repeat``: the compiled ``transfer_items``' reference, and what runs where
+    it was not built."""
+    n = a.size
     first = np.asarray(tr.first, dtype=np.int64)
     sizes = np.diff(first, append=n)
     t1 = np.asarray(tr.start, dtype=np.float64)
@@ -244,7 +266,7 @@ def _batches(
     head = a[:p]
     start1 = np.concatenate((head, np.repeat(t1, sizes)))
     done1 = np.concatenate((head, np.repeat(fin_b, sizes)))
-    if s2 is not None:
+    if held:
         got_b = np.asarray(tr.deliver, dtype=np.float64)
         deliver = np.concatenate((head, np.repeat(got_b, sizes)))
         return start1, done1, deliver, np.asarray(tr.depart, dtype=np.float64)
