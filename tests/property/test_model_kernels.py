@@ -1,6 +1,7 @@
 """The virtual queues' compiled loops (model/_kernels.c) against their numpy references, bit for
-bit, on random inputs: histogram draws, occupancy from ordered events, and the insertions per
-sub-window of the dependence test's null."""
+bit, on random inputs: histogram draws, occupancy from ordered events, the insertions per
+sub-window of the dependence test's null, the bus's per-item times, and a profile's insertion
+times."""
 
 from __future__ import annotations
 
@@ -179,3 +180,36 @@ def test_transfer_items_compiled_equal_numpy(
         assert (x is None) == (y is None)
         if x is not None and y is not None:
             assert np.array_equal(x, y)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 64), st.floats(1e-3, 1e9))
+def test_profile_times_compiled_equal_numpy(seed: int, k: int, width: float) -> None:
+    """Insertion times from a profile's draws, sub-windows whose gaps are all 0 ns (spread
+    evenly) and empty ones among them."""
+    rng = np.random.default_rng(seed)
+    counts = rng.integers(0, 30, k) * (rng.random(k) < 0.7)
+    busy = np.flatnonzero(counts)
+    if busy.size == 0:
+        return
+    c = counts[busy].astype(np.int64)
+    draws = rng.exponential(width / 20, int(c.sum()) + busy.size)
+    first = np.concatenate(([0], np.cumsum(c + 1)[:-1]))
+    for q in np.flatnonzero(rng.random(busy.size) < 0.2):  # every gap of the sub-window 0 ns
+        draws[first[q] : first[q] + c[q] + 1] = 0.0
+    total = np.add.reduceat(draws, first)
+    ref = sampling.profile_times_py(draws, c, busy, total, first, width)
+    got = np.empty(int(c.sum()))
+    KERNELS.profile_times(draws, c, busy, total, width, got)
+    assert np.array_equal(got, ref)
+
+
+def test_sample_profile_draws_the_same_compiled_and_in_python(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    h = (np.array([0.0, 1.0, 5.0, 50.0, 500.0]), np.array([3.0, 2.0, 1.0, 0.5]))
+    profile = sampling.Profile(np.array([0, 3, 10, 0, 0, 1, 40, 2]), 100.0)
+    fast = sampling.sample_profile(h, profile, np.random.default_rng(4))
+    monkeypatch.setattr(sampling, "KERNELS", None)
+    slow = sampling.sample_profile(h, profile, np.random.default_rng(4))
+    assert np.array_equal(fast, slow)

@@ -3,6 +3,7 @@
    built, and which the tests hold this to, bit for bit). */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -345,6 +346,13 @@ fail_c:
    returns how many levels to keep (up to the highest held for a positive time, at least 1),
    or -1 where this does not apply (a value not finite, a departure before its arrival, events
    out of order, t1 < t0): then the general path decides. */
+static inline double clip(double x, double lo, double hi)
+{
+    /* np.clip: the lower bound, then the upper */
+    x = x > lo ? x : lo;
+    return x < hi ? x : hi;
+}
+
 static PyObject *occupancy_sorted(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 5) {
@@ -363,62 +371,64 @@ static PyObject *occupancy_sorted(PyObject *mod, PyObject *const *args, Py_ssize
         goto fail_a;
     if (f64_buffer(args[4], &o, 1, n + 1, "ns") < 0)
         goto fail_d;
-    /* the events clipped to the window, each side ending in a sentinel above t1 */
-    double *ac = PyMem_Malloc((size_t)(2 * n + 2) * sizeof(double));
+    /* the events clipped to the window; the departures end in a sentinel above it */
+    double *ac = PyMem_Malloc((size_t)(2 * n + 1) * sizeof(double));
     if (ac == NULL) {
         PyErr_NoMemory();
         goto fail_o;
     }
     {
         const double *av = a.buf, *dv = d.buf;
-        double *ns = o.buf, *dc = ac + n + 1;
+        double *ns = o.buf, *dc = ac + n;
         Py_ssize_t keep = -1;
         Py_BEGIN_ALLOW_THREADS
         int ok = isfinite(t0) && isfinite(t1) && t1 >= t0;
-        double a_prev = -INFINITY, d_prev = -INFINITY;
-        for (Py_ssize_t k = 0; ok && k < n; k++) {
+        /* Checked without branches (one flag for all), so that the compiler can vectorise:
+           NaN fails every comparison, infinities the magnitude test. */
+        int bad = 0;
+        for (Py_ssize_t k = 0; k < n; k++) {
             double x = av[k], y = dv[k];
-            double mag = fabs(x);
-            if (!isfinite(x) || !isfinite(y) || y < x - 1e-12 * (1.0 > mag ? 1.0 : mag))
-                ok = 0;
+            double mag = fabs(x), my = fabs(y);
+            bad |= !(mag <= DBL_MAX) | !(my <= DBL_MAX);
+            bad |= y < x - 1e-12 * (1.0 > mag ? 1.0 : mag);
             y = y >= x ? y : x;
-            if (x < a_prev || y < d_prev)
-                ok = 0;
-            a_prev = x;
-            d_prev = y;
-            /* np.clip: the lower bound, then the upper */
-            x = x > t0 ? x : t0;
-            ac[k] = x < t1 ? x : t1;
-            y = y > t0 ? y : t0;
-            dc[k] = y < t1 ? y : t1;
+            ac[k] = clip(x, t0, t1);
+            dc[k] = y;
         }
-        if (ok) {
-            ac[n] = dc[n] = INFINITY;
-            for (Py_ssize_t k = 0; k <= n; k++)
-                ns[k] = 0.0;
-            Py_ssize_t i = 0, j = 0, level = 0;
+        for (Py_ssize_t k = 1; k < n; k++)
+            bad |= (av[k] < av[k - 1]) | (dc[k] < dc[k - 1]);
+        for (Py_ssize_t k = 0; k < n; k++)
+            dc[k] = clip(dc[k], t0, t1);
+        if (ok && !bad) {
+            dc[n] = INFINITY;
+            memset(ns, 0, (size_t)(n + 1) * sizeof(double));
+            Py_ssize_t j = 0, level = 0, top = 0;
             double t = t0;
-            if (n > 0) {
-                /* Branch-free (which side comes next is as good as a coin toss), each side's
-                   next value loaded ahead so that only the comparison is on the chain. */
-                double x = ac[0], y = dc[0], xn = n > 1 ? ac[1] : INFINITY, yn = n > 1 ? dc[1] : INFINITY;
-                for (Py_ssize_t e = 0; e < 2 * n; e++) {
-                    Py_ssize_t up = x <= y;
-                    double next = up ? x : y;
-                    ns[level] += next - t;
-                    t = next;
-                    level += 2 * up - 1;
-                    i += up;
-                    j += 1 - up;
-                    x = up ? xn : x;
-                    y = up ? y : yn;
-                    xn = ac[i + 1 <= n ? i + 1 : n];
-                    yn = dc[j + 1 <= n ? j + 1 : n];
+            /* Arrival by arrival, the departures before it first (an arrival goes first at
+               equal times; the sentinel ends the last run): twice as fast as a branch-free
+               merge of the two, measured, as the runs between arrivals are short and
+               predictable enough. */
+            for (Py_ssize_t i = 0; i < n; i++) {
+                double x = ac[i];
+                while (dc[j] < x) {
+                    ns[level] += dc[j] - t;
+                    t = dc[j];
+                    level--;
+                    j++;
                 }
+                ns[level] += x - t;
+                t = x;
+                level++;
+                top = level > top ? level : top;
+            }
+            for (; j < n; j++) {
+                ns[level] += dc[j] - t;
+                t = dc[j];
+                level--;
             }
             ns[level] += t1 - t;
             keep = 1;
-            for (Py_ssize_t k = n; k > 0; k--)
+            for (Py_ssize_t k = top; k > 0; k--)
                 if (ns[k] > 0.0) {
                     keep = k + 1;
                     break;
@@ -611,6 +621,90 @@ done:
     return result;
 }
 
+/* profile_times(draws, counts, busy, total, width, out): model/sampling.py's sample_profile
+   after its draws: sub-window busy[q] holds counts[q] items and took counts[q] + 1 of the draws
+   in turn, summing to total[q]; its items sit at the first counts[q] running sums (of all the
+   draws, as numpy's cumsum), less the sum before the sub-window, over total[q] (evenly spaced
+   where total[q] is 0), of the sub-window: out[k] = (busy[q] + within) * width. */
+static PyObject *profile_times(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "profile_times(draws, counts, busy, total, width, out)");
+        return NULL;
+    }
+    double width = PyFloat_AsDouble(args[4]);
+    if (PyErr_Occurred())
+        return NULL;
+    Py_buffer dr, cn, bz, tt, out;
+    Py_buffer *views[5] = {&dr, &cn, &bz, &tt, &out};
+    int taken[5] = {0};
+    PyObject *result = NULL;
+    if (f64_buffer(args[0], &dr, 0, -1, "draws") < 0)
+        goto done;
+    taken[0] = 1;
+    for (int v = 1; v <= 2; v++) {
+        if (PyObject_GetBuffer(args[v], views[v], PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
+            goto done;
+        taken[v] = 1;
+        if (views[v]->itemsize != 8 || views[v]->format == NULL ||
+            (strcmp(views[v]->format, "q") != 0 && strcmp(views[v]->format, "l") != 0)) {
+            PyErr_SetString(PyExc_ValueError, "counts, busy: C-contiguous int64 arrays");
+            goto done;
+        }
+    }
+    Py_ssize_t k = cn.len / 8, nd = dr.len / 8;
+    if (bz.len != cn.len) {
+        PyErr_SetString(PyExc_ValueError, "profile_times: a busy sub-window per count");
+        goto done;
+    }
+    if (f64_buffer(args[3], &tt, 0, k, "total") < 0)
+        goto done;
+    taken[3] = 1;
+    const int64_t *cv = cn.buf, *bv = bz.buf;
+    Py_ssize_t items = 0;
+    for (Py_ssize_t q = 0; q < k; q++) {
+        if (cv[q] < 0) {
+            PyErr_SetString(PyExc_ValueError, "profile_times: counts >= 0");
+            goto done;
+        }
+        items += (Py_ssize_t)cv[q];
+    }
+    if (nd != items + k) {
+        PyErr_SetString(PyExc_ValueError, "profile_times: counts + 1 draws per sub-window");
+        goto done;
+    }
+    if (f64_buffer(args[5], &out, 1, items, "out") < 0)
+        goto done;
+    taken[4] = 1;
+    {
+        const double *dv = dr.buf, *tv = tt.buf;
+        double *ov = out.buf;
+        Py_BEGIN_ALLOW_THREADS
+        Py_ssize_t pos = 0, o = 0;
+        double cum = 0.0;
+        for (Py_ssize_t q = 0; q < k; q++) {
+            double before = cum, tot = tv[q], denom = tot > 0.0 ? tot : 1.0;
+            double cq = (double)cv[q], bq = (double)bv[q];
+            for (int64_t r = 0; r < cv[q]; r++) {
+                cum = pos ? cum + dv[pos] : dv[0];
+                pos++;
+                double within = tot <= 0.0 ? ((double)r + 1.0) / (cq + 1.0) : (cum - before) / denom;
+                ov[o++] = (bq + within) * width;
+            }
+            cum = pos ? cum + dv[pos] : dv[0];
+            pos++;
+        }
+        Py_END_ALLOW_THREADS
+        result = Py_None;
+        Py_INCREF(result);
+    }
+done:
+    for (int v = 4; v >= 0; v--)
+        if (taken[v])
+            PyBuffer_Release(views[v]);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"bulk_transfers", (PyCFunction)(void (*)(void))bulk_transfers, METH_FASTCALL,
      "The bus rule of model/bulk.py's _transfers: fills first, start, deliver, depart; returns the transfers."},
@@ -622,6 +716,8 @@ static PyMethodDef methods[] = {
      "Insertions per sub-window from gaps: fills counts; returns 0, or -1 where one is before 0."},
     {"transfer_items", (PyCFunction)(void (*)(void))transfer_items, METH_FASTCALL,
      "Each item's start1, done1 and deliver from its transfer's: fills them."},
+    {"profile_times", (PyCFunction)(void (*)(void))profile_times, METH_FASTCALL,
+     "Insertion times from a profile's draws: fills out."},
     {"tandem_loop", (PyCFunction)(void (*)(void))tandem_loop, METH_FASTCALL,
      "Two FIFO stations, a buffer of cap between them, blocking after service: fills leave1 and depart."},
     {NULL}};

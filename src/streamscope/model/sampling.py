@@ -198,6 +198,24 @@ def sample_profile(h: HistogramLike, profile: Profile, rng: np.random.Generator)
     draws = sample_histogram(hist, int(c.sum()) + busy.size, rng)
     first = np.concatenate(([0], np.cumsum(c + 1)[:-1]))
     total = np.add.reduceat(draws, first)
+    if KERNELS is None:
+        return profile_times_py(draws, c, busy, total, first, width)
+    out = np.empty(int(c.sum()))
+    KERNELS.profile_times(draws, c, busy, total, width, out)
+    return out
+
+
+def profile_times_py(
+    draws: F64,
+    c: NDArray[np.int64],
+    busy: NDArray[np.int64],
+    total: F64,
+    first: NDArray[np.int64],
+    width: float,
+) -> F64:
+    """:func:`sample_profile`'s insertion times from its ``draws``: ``c[q] + 1`` of them for
+    busy sub-window ``busy[q]`` (from ``first[q]``), summing to ``total[q]``; the compiled
+    ``profile_times``' reference, and what runs where it was not built."""
     cum = np.cumsum(draws)
     before = np.concatenate(([0.0], cum))[first]  # cumulative sum before each sub-window
     # the items: every draw but the last of each sub-window
