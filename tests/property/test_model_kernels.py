@@ -57,7 +57,7 @@ def test_sample_histogram_draws_the_same_compiled_and_in_python(
     """The whole draw, the generator's stream included: the same numbers either way."""
     h = (np.array([0.0, 1.0, 2.0, 2.0, 10.0, 1e5]), np.array([1.0, 0.0, 5.0, 2.0, 0.5]))
     fast = sampling.sample_histogram(h, 5000, np.random.default_rng(3))
-    monkeypatch.setattr(sampling, "KERNELS", None)
+    monkeypatch.setattr(sampling, "HISTOGRAM_DRAWS", None)
     slow = sampling.sample_histogram(h, 5000, np.random.default_rng(3))
     assert np.array_equal(fast, slow)
 
@@ -133,8 +133,8 @@ def test_renewal_profiles_the_same_compiled_and_in_python(monkeypatch: pytest.Mo
     """The dependence test's null, the generator's stream included: the same counts either way."""
     h = (np.array([0.0, 10.0, 20.0, 40.0, 1e3]), np.array([5.0, 3.0, 1.0, 0.2]))
     fast = dependence.renewal_profiles(h, 100.0, 64, np.random.default_rng(9), 20)
-    monkeypatch.setattr(dependence, "KERNELS", None)
-    monkeypatch.setattr(sampling, "KERNELS", None)
+    monkeypatch.setattr(dependence, "WINDOW_COUNTS", None)
+    monkeypatch.setattr(sampling, "HISTOGRAM_DRAWS", None)
     slow = dependence.renewal_profiles(h, 100.0, 64, np.random.default_rng(9), 20)
     assert np.array_equal(fast, slow)
 
@@ -210,6 +210,7 @@ def test_sample_profile_draws_the_same_compiled_and_in_python(
     h = (np.array([0.0, 1.0, 5.0, 50.0, 500.0]), np.array([3.0, 2.0, 1.0, 0.5]))
     profile = sampling.Profile(np.array([0, 3, 10, 0, 0, 1, 40, 2]), 100.0)
     fast = sampling.sample_profile(h, profile, np.random.default_rng(4))
-    monkeypatch.setattr(sampling, "KERNELS", None)
+    monkeypatch.setattr(sampling, "HISTOGRAM_DRAWS", None)
+    monkeypatch.setattr(sampling, "PROFILE_TIMES", None)
     slow = sampling.sample_profile(h, profile, np.random.default_rng(4))
     assert np.array_equal(fast, slow)

@@ -26,6 +26,10 @@ from streamscope.model.recursions import KERNELS, lindley, shift
 
 __all__ = ["BulkTandemTimes", "bulk_transfer", "tandem_bulk"]
 
+#: The compiled per-item times (None where the extension was not built, or was built before
+#: they were).
+TRANSFER_ITEMS = getattr(KERNELS, "transfer_items", None)
+
 
 class BulkTandemTimes(NamedTuple):
     """Per-item times (ns). Host buffer: arrive..start1; bus: start1..deliver; device buffer:
@@ -232,15 +236,15 @@ def _batches(
     buffer of ``cap2`` places. Out: start1, done1, deliver and, with ``s2``, the device
     departures; equal, bit for bit, to :func:`~streamscope.model.bulk_reference.
     event_loop_reference`. The transfers come from :func:`_transfers`; per-item times from
-    its transfer's (:func:`items_py`, or compiled where built: ``KERNELS.transfer_items``).
+    its transfer's (:func:`items_py`, or compiled where built: ``TRANSFER_ITEMS``).
     """
     tr = _transfers(a, p, rule, end, s2, cap2)
     held = s2 is not None
-    if KERNELS is None:
+    if TRANSFER_ITEMS is None:
         return items_py(a, p, rule, tr, held)
     n = a.size
     start1, done1, deliver = np.empty(n), np.empty(n), np.empty(n)
-    KERNELS.transfer_items(
+    TRANSFER_ITEMS(
         np.ascontiguousarray(a, dtype=np.float64), p, np.ascontiguousarray(tr.first, dtype=np.int64),
         np.ascontiguousarray(tr.start, dtype=np.float64),
         np.ascontiguousarray(tr.deliver, dtype=np.float64) if held else None,

@@ -34,6 +34,9 @@ __all__ = [
     "window_counts_py",
 ]
 
+#: The compiled counts (None where the extension was not built, or was built before they were).
+WINDOW_COUNTS = getattr(KERNELS, "window_counts", None)
+
 # Why a second test: the self-check's W1 test has little power against bursty sources, since its
 # threshold comes from replications of the same model, and for bursty sources those spread as
 # widely as the bursts they put at random places. This one tests what the renewal model assumes:
@@ -91,7 +94,7 @@ def renewal_profiles(
     for r in range(n):
         gaps = renewal_gaps(inter_insert, span, m, rng, residual=residual)
         # compiled: the running sums, the cut and the counts in one pass over the gaps
-        if KERNELS is None or KERNELS.window_counts(gaps, span, width_ns, out[r]) < 0:
+        if WINDOW_COUNTS is None or WINDOW_COUNTS(gaps, span, width_ns, out[r]) < 0:
             out[r] = window_counts_py(gaps, span, width_ns, sub_windows)
     return out
 

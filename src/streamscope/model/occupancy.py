@@ -16,6 +16,9 @@ I64 = NDArray[np.int64]
 
 __all__ = ["occupancy_from_events", "occupancy_py", "tv", "w1_items"]
 
+#: The compiled merge (None where the extension was not built, or was built before it was).
+OCCUPANCY_SORTED = getattr(KERNELS, "occupancy_sorted", None)
+
 
 def occupancy_from_events(
     arrive_ns: ArrayLike, depart_ns: ArrayLike, t0: float, t1: float
@@ -27,14 +30,14 @@ def occupancy_from_events(
     ``levels`` is ``0..max`` (max: the highest level held for a positive time) and
     ``ns_at_level.sum() == t1 - t0`` (to float rounding).
     """
-    if KERNELS is not None and _ordered_f64(arrive_ns) and _ordered_f64(depart_ns):
+    if OCCUPANCY_SORTED is not None and _ordered_f64(arrive_ns) and _ordered_f64(depart_ns):
         # The model's queues are FIFO: arrivals and departures each come in order, so the
         # events' sort is a merge, compiled (the same sums in the same order); -1 where the
         # inputs are not of that kind, which the general path below then handles.
         n = arrive_ns.size
         if depart_ns.size == n:
             ns = np.empty(n + 1)
-            keep = KERNELS.occupancy_sorted(arrive_ns, depart_ns, float(t0), float(t1), ns)
+            keep = OCCUPANCY_SORTED(arrive_ns, depart_ns, float(t0), float(t1), ns)
             if keep > 0:
                 return np.arange(keep, dtype=np.int64), ns[:keep]
     return occupancy_py(arrive_ns, depart_ns, t0, t1)

@@ -4,7 +4,7 @@ production) and service times in ns in, per-customer insertion/removal/departure
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -24,7 +24,7 @@ try:  # the per-customer loops compiled (setup.py); their Python loops below whe
 except ImportError:  # pragma: no cover - an install without a compiler
     _kernels = None
 #: The compiled loops (None where they were not built), and whether they are here.
-KERNELS = _kernels
+KERNELS: Any = _kernels
 COMPILED = _kernels is not None
 
 #: Sweeps of the vectorised fixed-point iteration before falling back to the exact loop. Light

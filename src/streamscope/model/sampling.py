@@ -50,6 +50,11 @@ class Histogram:
 
 HistogramLike = HistogramPoint | Histogram | tuple[ArrayLike, ArrayLike]
 
+#: This module's compiled loops (None where the extension was not built, or was built before
+#: they were): the draws' bins, and a profile's insertion times.
+HISTOGRAM_DRAWS = getattr(KERNELS, "histogram_draws", None)
+PROFILE_TIMES = getattr(KERNELS, "profile_times", None)
+
 
 class Profile(NamedTuple):
     """Insertions measured in consecutive sub-windows of a frame: ``counts[i]`` items in
@@ -118,11 +123,11 @@ def sample_histogram(h: HistogramLike, n: int, rng: np.random.Generator) -> F64:
     e, cdf = c.edges, c.cdf
     u = rng.random(n)  # which bin
     v = rng.random(n)  # where inside it
-    if KERNELS is None:
+    if HISTOGRAM_DRAWS is None:
         return histogram_draws_py(e, cdf, u, v)
     # Compiled (the same operations, a guide table in place of the bisection): the draws of
     # every replication and of the dependence test's null go through here.
-    KERNELS.histogram_draws(np.ascontiguousarray(e), np.ascontiguousarray(cdf), u, v)
+    HISTOGRAM_DRAWS(np.ascontiguousarray(e), np.ascontiguousarray(cdf), u, v)
     return u
 
 
@@ -198,10 +203,10 @@ def sample_profile(h: HistogramLike, profile: Profile, rng: np.random.Generator)
     draws = sample_histogram(hist, int(c.sum()) + busy.size, rng)
     first = np.concatenate(([0], np.cumsum(c + 1)[:-1]))
     total = np.add.reduceat(draws, first)
-    if KERNELS is None:
+    if PROFILE_TIMES is None:
         return profile_times_py(draws, c, busy, total, first, width)
     out = np.empty(int(c.sum()))
-    KERNELS.profile_times(draws, c, busy, total, width, out)
+    PROFILE_TIMES(draws, c, busy, total, width, out)
     return out
 
 
