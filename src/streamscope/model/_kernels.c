@@ -342,8 +342,8 @@ fail_c:
 /* occupancy_sorted(a, d, t0, t1, ns) -> levels: model/occupancy.py's occupancy_from_events
    where arrivals and departures (after d = max(d, a)) are each in order: the stable sort of
    the events is then a merge (arrivals first at equal times), and ns[level] gathers each
-   interval's length in the same order as bincount would. ns (n + 1 places) is overwritten;
-   returns how many levels to keep (up to the highest held for a positive time, at least 1),
+   interval's length in the same order as bincount would. ns (n + 1 places) is written up to
+   the highest level reached; returns how many levels to keep (up to the highest held for a positive time, at least 1),
    or -1 where this does not apply (a value not finite, a departure before its arrival, events
    out of order, t1 < t0): then the general path decides. */
 static inline double clip(double x, double lo, double hi)
@@ -398,7 +398,9 @@ static PyObject *occupancy_sorted(PyObject *mod, PyObject *const *args, Py_ssize
         }
         cd[n] = INFINITY;
         if (!bad) {
-            memset(ns, 0, (size_t)(n + 1) * sizeof(double));
+            /* ns is zeroed level by level as the queue first reaches it (most of its n + 1
+               places are never reached) */
+            ns[0] = 0.0;
             Py_ssize_t j = 0, level = 0, top = 0;
             double t = t0;
             /* Arrival by arrival, the departures before it first (an arrival goes first at
@@ -415,7 +417,10 @@ static PyObject *occupancy_sorted(PyObject *mod, PyObject *const *args, Py_ssize
                 ns[level] += x - t;
                 t = x;
                 level++;
-                top = level > top ? level : top;
+                if (level > top) {
+                    top = level;
+                    ns[level] = 0.0;
+                }
             }
             for (; j < n; j++) {
                 ns[level] += cd[j] - t;
