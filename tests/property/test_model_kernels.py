@@ -47,8 +47,23 @@ def test_histogram_draws_compiled_equal_numpy(seed: int, n: int) -> None:
         u[: picks.size] = cdf[picks] / cdf[-1]
     ref = sampling.histogram_draws_py(edges, cdf, u, v)
     got = u.copy()
-    KERNELS.histogram_draws(edges, cdf, got, v)
+    assert KERNELS.histogram_draws(edges, cdf, got, v)
     assert np.array_equal(got, ref)
+
+
+def test_histogram_draws_out_of_range_as_numpy() -> None:
+    """Uniforms outside [0, 1) (not the generator's, but the loop takes any) land where
+    searchsorted puts them; a total that is not finite is left to numpy."""
+    edges, cdf = np.array([0.0, 1.0, 2.0, 4.0]), np.array([1.0, 1.0, 3.0])
+    u = np.array([-1.0, -0.0, 1.0, 1.5, np.inf, -np.inf, np.nan, 1.0 / 3.0])
+    v = np.full(u.size, 0.5)
+    got = u.copy()
+    assert KERNELS.histogram_draws(edges, cdf, got, v)
+    assert np.array_equal(got, sampling.histogram_draws_py(edges, cdf, u, v), equal_nan=True)
+    unbounded = np.array([1.0, np.inf, np.inf])
+    got = u.copy()
+    assert not KERNELS.histogram_draws(edges, unbounded, got, v)
+    assert np.array_equal(got, u, equal_nan=True)
 
 
 def test_sample_histogram_draws_the_same_compiled_and_in_python(

@@ -258,12 +258,13 @@ done:
     return result;
 }
 
-/* histogram_draws(edges, cdf, u, v) -> None: model/sampling.py's sample_histogram after its two
+/* histogram_draws(edges, cdf, u, v) -> bool: model/sampling.py's sample_histogram after its two
    uniform draws: u[k] becomes edges[i] + v[k] * (edges[i + 1] - edges[i]), i the bin that
    searchsorted(cdf, u[k] * cdf[-1], side="right") finds (at most the last). The bin is looked
    up through a guide table: the first bin of each of 8 equal slices of the total per bin, so a
    slice seldom holds a bin's edge; each guess is checked and searched forward from, so one or
-   two comparisons a draw rather than a bisection, and the same bin. */
+   two comparisons a draw rather than a bisection, and the same bin. False (u untouched) where
+   the weights' total is not finite: the general path then draws. */
 static PyObject *histogram_draws(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 4) {
@@ -289,12 +290,22 @@ static PyObject *histogram_draws(PyObject *mod, PyObject *const *args, Py_ssize_
         goto fail_u;
     Py_ssize_t slices = 8 * m;
     Py_ssize_t *guide = PyMem_Malloc((size_t)slices * sizeof(Py_ssize_t));
-    if (guide == NULL) {
+    double *cv = PyMem_Malloc((size_t)(m + 1) * sizeof(double));
+    if (guide == NULL || cv == NULL) {
+        PyMem_Free(guide);
+        PyMem_Free(cv);
         PyErr_NoMemory();
         goto fail_v;
     }
-    {
-        const double *ev = e.buf, *cv = c.buf, *vv = v.buf;
+    /* the cumulative weights with a sentinel above them: the first step forward needs no test */
+    memcpy(cv, c.buf, (size_t)m * sizeof(double));
+    cv[m] = INFINITY;
+    if (!(cv[m - 1] > 0.0 && cv[m - 1] < INFINITY)) {
+        /* no finite positive total: the general path decides (u untouched) */
+        result = Py_False;
+        Py_INCREF(result);
+    } else {
+        const double *ev = e.buf, *vv = v.buf;
         double *uv = u.buf;
         double total = cv[m - 1];
         /* Slice j of the total starts at j * total / slices; its first bin is the first cdf
@@ -310,23 +321,25 @@ static PyObject *histogram_draws(PyObject *mod, PyObject *const *args, Py_ssize_
         }
         for (Py_ssize_t k = 0; k < n; k++) {
             double x = uv[k] * total;
-            double g = x * per;
-            Py_ssize_t j = g < (double)slices ? (Py_ssize_t)g : slices - 1;
-            if (j < 0)
-                j = 0;
-            Py_ssize_t b = guide[j];
-            if (b > 0 && cv[b - 1] > x)
-                b = bisect_right_f64(cv, x, 0, b);
-            while (b < m && cv[b] <= x)
-                b++;
-            if (b > m - 1)
-                b = m - 1;
+            Py_ssize_t b = m - 1; /* x at or past the total (or NaN): searchsorted's m, clamped */
+            if (x < total) {
+                double g = x * per;
+                Py_ssize_t j = g >= (double)slices ? slices - 1 : g > 0.0 ? (Py_ssize_t)g : 0;
+                b = guide[j];
+                if (b > 0 && cv[b - 1] > x)
+                    b = bisect_right_f64(cv, x, 0, b);
+                /* below the total, so these stop by the last bin */
+                b += cv[b] <= x; /* a slice seldom holds more than one bin's edge */
+                while (cv[b] <= x)
+                    b++;
+            }
             uv[k] = ev[b] + vv[k] * (ev[b + 1] - ev[b]);
         }
         Py_END_ALLOW_THREADS
-        result = Py_None;
+        result = Py_True;
         Py_INCREF(result);
     }
+    PyMem_Free(cv);
     PyMem_Free(guide);
 fail_v:
     PyBuffer_Release(&v);
@@ -710,7 +723,7 @@ static PyMethodDef methods[] = {
     {"bulk_transfers", (PyCFunction)(void (*)(void))bulk_transfers, METH_FASTCALL,
      "The bus rule of model/bulk.py's _transfers: fills first, start, deliver, depart; returns the transfers."},
     {"histogram_draws", (PyCFunction)(void (*)(void))histogram_draws, METH_FASTCALL,
-     "Histogram draws from two uniforms each: u becomes the draws."},
+     "Histogram draws from two uniforms each: u becomes the draws; False where the total is not finite."},
     {"occupancy_sorted", (PyCFunction)(void (*)(void))occupancy_sorted, METH_FASTCALL,
      "ns at each level from ordered arrivals and departures: fills ns, returns the levels kept or -1."},
     {"window_counts", (PyCFunction)(void (*)(void))window_counts, METH_FASTCALL,

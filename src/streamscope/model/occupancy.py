@@ -39,7 +39,7 @@ def occupancy_from_events(
             ns = np.empty(n + 1)
             keep = OCCUPANCY_SORTED(arrive_ns, depart_ns, float(t0), float(t1), ns)
             if keep > 0:
-                return np.arange(keep, dtype=np.int64), ns[:keep]
+                return np.arange(keep, dtype=np.int64), ns[:keep].copy()  # not n + 1 held
     return occupancy_py(arrive_ns, depart_ns, t0, t1)
 
 

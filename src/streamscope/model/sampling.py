@@ -123,11 +123,12 @@ def sample_histogram(h: HistogramLike, n: int, rng: np.random.Generator) -> F64:
     e, cdf = c.edges, c.cdf
     u = rng.random(n)  # which bin
     v = rng.random(n)  # where inside it
-    if HISTOGRAM_DRAWS is None:
-        return histogram_draws_py(e, cdf, u, v)
     # Compiled (the same operations, a guide table in place of the bisection): the draws of
     # every replication and of the dependence test's null go through here.
-    HISTOGRAM_DRAWS(np.ascontiguousarray(e), np.ascontiguousarray(cdf), u, v)
+    if HISTOGRAM_DRAWS is None or not HISTOGRAM_DRAWS(
+        np.ascontiguousarray(e), np.ascontiguousarray(cdf), u, v
+    ):
+        return histogram_draws_py(e, cdf, u, v)
     return u
 
 
