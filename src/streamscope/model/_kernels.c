@@ -523,8 +523,9 @@ static PyObject *window_counts(PyObject *mod, PyObject *const *args, Py_ssize_t 
         if (!(t < span))
             continue;
         /* floor_divide gives the floor of the exact quotient; so does the rounded quotient's
-           floor wherever that is far from an integer (its error is an ulp, the margin 1e-12
-           of it), which spares fmod for all but the insertions at a sub-window's edge. */
+           floor wherever that is farther from an integer than its rounding can move it (an
+           ulp; the margin, 1e-12 of it, is some 10^4 ulps), which spares fmod for all but
+           the insertions at a sub-window's edge. */
         double x = t / width, q = floor(x), margin = (1.0 + fabs(x)) * 1e-12;
         if (!(x - q > margin && q + 1.0 - x > margin))
             q = floor_divide(t, width);

@@ -15,7 +15,7 @@ from numpy.typing import ArrayLike
 
 from streamscope.model._inputs import F64, ModelInputError
 from streamscope.model.occupancy import w1_items
-from streamscope.model.replay import Bus, Model, SubQueues, as_level, simulate_frame
+from streamscope.model.replay import Bus, Model, SubQueues, as_level, replay_inserted
 from streamscope.model.sampling import (
     HistogramLike,
     Profile,
@@ -106,7 +106,8 @@ def replicate(
     windows: tuple[float, float] | None = None,
     ended: bool = False,
 ) -> tuple[SubQueues, int]:
-    """One model replication of a frame: histogram draws through :func:`simulate_frame`.
+    """One model replication of a frame: histogram draws through
+    :func:`~streamscope.model.replay.simulate_frame`.
 
     The first insertion comes after a residual gap (:func:`~streamscope.model.sampling.
     sample_residual`: the frame starts at an arbitrary instant), or, with ``residual=False``,
@@ -124,25 +125,30 @@ def replicate(
     k0 = as_level("start_tail", start_tail) + as_level("start_head", start_head)
     inter_insert = histogram(inter_insert, "inter_insert")
     inter_depart = histogram(inter_depart, "inter_depart")
+    # The insertion times are the gaps' running sum, taken once here and handed on (as
+    # simulate_frame would take it from the gaps).
     if profile is not None:
         times = sample_profile(inter_insert, profile, rng)
         times = times[times < frame_ns]
         gaps, inserted = np.diff(times, prepend=0.0), int(times.size)
+        at = np.cumsum(gaps)
     elif ended:
         # The producer finished in this frame, its side measured up to then: i.i.d. gaps up to
         # the end of that window and none after (the stream ends with the last of them).
         cut = frame_ns if windows is None else min(float(windows[0]), frame_ns)
         gaps = renewal_gaps(inter_insert, cut, renewal_draws(inter_insert, cut), rng,
                             residual=residual)  # fmt: skip
-        inserted = int(np.searchsorted(np.cumsum(gaps), cut, side="left"))
-        gaps = gaps[:inserted]
+        at = np.cumsum(gaps)
+        inserted = int(np.searchsorted(at, cut, side="left"))
+        gaps, at = gaps[:inserted], at[:inserted]
     else:
         n = renewal_draws(inter_insert, frame_ns)
         gaps = renewal_gaps(inter_insert, frame_ns, n, rng, residual=residual)
-        inserted = int(np.searchsorted(np.cumsum(gaps), frame_ns, side="left"))
+        at = np.cumsum(gaps)
+        inserted = int(np.searchsorted(at, frame_ns, side="left"))
     service = sample_histogram(inter_depart, k0 + gaps.size, rng)
-    occ = simulate_frame(
-        gaps, service, frame_ns, model, bus, start_tail=start_tail, start_head=start_head,
+    occ = replay_inserted(
+        at, service, frame_ns, model, bus, start_tail=start_tail, start_head=start_head,
         windows=windows, ended=ended,
     )  # fmt: skip
     return occ, inserted

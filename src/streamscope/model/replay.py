@@ -17,7 +17,7 @@ from streamscope.model.bulk import tandem_bulk
 from streamscope.model.occupancy import occupancy_from_events
 from streamscope.model.recursions import lindley_fifo
 
-__all__ = ["Bus", "Model", "SubQueues", "as_level", "simulate_frame"]
+__all__ = ["Bus", "Model", "SubQueues", "as_level", "replay_inserted", "simulate_frame"]
 
 Model = Literal["ideal", "tandem"]
 
@@ -69,22 +69,18 @@ def _windows(windows: tuple[float, float] | None, frame_ns: float) -> tuple[floa
     return tail_ns, head_ns
 
 
-def _items(
-    gaps: ArrayLike, service: ArrayLike, frame_ns: float, tail0: int, head0: int
-) -> tuple[F64, F64]:
+def _items(at: F64, service: ArrayLike, frame_ns: float, tail0: int, head0: int) -> tuple[F64, F64]:
     """Insertion and service times (ns) of every item of the frame: the start items (at 0),
-    then those inserted before ``frame_ns``."""
-    g = np.asarray(gaps, dtype=np.float64)
+    then those inserted (at ``at``, ns) before ``frame_ns``."""
     s = np.asarray(service, dtype=np.float64)
-    a = np.cumsum(g)
-    n = int(np.searchsorted(a, frame_ns, side="left"))
+    n = int(np.searchsorted(at, frame_ns, side="left"))
     k0 = tail0 + head0
     if s.ndim != 1 or s.size < k0 + n:
         raise ModelInputError(
             f"service: need {k0 + n} values ({head0} head + {tail0} tail items at the start, "
             f"{n} inserted), got {s.size}"
         )
-    return np.concatenate((np.zeros(k0), a[:n])), s[: k0 + n]
+    return np.concatenate((np.zeros(k0), at[:n])), s[: k0 + n]
 
 
 def _ideal(a: F64, s: F64, frame_ns: float, tail_ns: float, head_ns: float) -> SubQueues:
@@ -155,10 +151,31 @@ def simulate_frame(
     last insertion (the producer finished in this frame), so the bus flushes its partial batch
     then rather than at ``frame_ns``.
     """
+    at = np.cumsum(np.asarray(gaps, dtype=np.float64))
+    return replay_inserted(
+        at, service, frame_ns, model, bus, start_tail=start_tail, start_head=start_head,
+        windows=windows, ended=ended,
+    )  # fmt: skip
+
+
+def replay_inserted(
+    at: F64,
+    service: ArrayLike,
+    frame_ns: float,
+    model: Model,
+    bus: Bus | None = None,
+    *,
+    start_tail: int = 0,
+    start_head: int = 0,
+    windows: tuple[float, float] | None = None,
+    ended: bool = False,
+) -> SubQueues:
+    """:func:`simulate_frame` from the insertion times ``at`` (ns: the gaps' running sum,
+    ``np.cumsum(gaps)``) rather than the gaps, for a caller that has taken that sum already."""
     tail_ns, head_ns = _windows(windows, frame_ns)
     tail0 = as_level("start_tail", start_tail)
     head0 = as_level("start_head", start_head)
-    a, s = _items(gaps, service, frame_ns, tail0, head0)
+    a, s = _items(at, service, frame_ns, tail0, head0)
     if model == "ideal":
         return _ideal(a, s, frame_ns, tail_ns, head_ns)
     if model != "tandem":
