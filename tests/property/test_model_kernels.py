@@ -229,3 +229,18 @@ def test_sample_profile_draws_the_same_compiled_and_in_python(
     monkeypatch.setattr(sampling, "PROFILE_TIMES", None)
     slow = sampling.sample_profile(h, profile, np.random.default_rng(4))
     assert np.array_equal(fast, slow)
+
+
+def test_a_histogram_checked_once_draws_as_its_edges_and_weights() -> None:
+    """The replications check a histogram once and pass the checked one on: the same draws,
+    residuals and mean gap as from the edges and weights themselves."""
+    h = (np.array([0.0, 2.0, 3.0, 9.0, 9.0, 40.0]), np.array([4.0, 0.0, 2.5, 1.0, 0.25]))
+    checked = sampling.histogram(h, "h")
+    assert sampling.histogram(checked, "h") is checked
+    assert sampling.mean_gap(checked) == sampling.mean_gap(h)
+    for f in (
+        lambda x, r: sampling.sample_histogram(x, 1000, r),
+        lambda x, r: np.array([sampling.sample_residual(x, r) for _ in range(50)]),
+        lambda x, r: sampling.renewal_gaps(x, 500.0, 20, r),
+    ):
+        assert np.array_equal(f(checked, np.random.default_rng(2)), f(h, np.random.default_rng(2)))
