@@ -517,25 +517,40 @@ static PyObject *window_counts(PyObject *mod, PyObject *const *args, Py_ssize_t 
     int bad = 0;
     Py_BEGIN_ALLOW_THREADS
     memset(cv, 0, (size_t)k * sizeof(int64_t));
-    double t = 0.0;
+    double t = 0.0, inv = 1.0 / width;
+    /* the insertions of the sub-window being counted, kept in a register until the next
+       sub-window (consecutive insertions mostly share one: counting in memory made each
+       wait for the previous one's store) */
+    Py_ssize_t cq = -1;
+    int64_t run = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         t = i ? t + gv[i] : gv[0];
         if (!(t < span))
             continue;
-        /* floor_divide gives the floor of the exact quotient; so does the rounded quotient's
-           floor wherever that is farther from an integer than its rounding can move it (an
-           ulp; the margin, 1e-12 of it, is some 10^4 ulps), which spares fmod for all but
-           the insertions at a sub-window's edge. */
-        double x = t / width, q = floor(x), margin = (1.0 + fabs(x)) * 1e-12;
+        /* floor_divide gives the floor of the exact quotient; so does the floor of an
+           approximate one (t times 1 / width: a few ulps off) wherever that is farther from
+           an integer than the approximation can be (the margin, 1e-12 of it, is some 10^4
+           ulps), which spares fmod for all but the insertions at a sub-window's edge. */
+        double x = t * inv, q = floor(x), margin = (1.0 + fabs(x)) * 1e-12;
         if (!(x - q > margin && q + 1.0 - x > margin))
             q = floor_divide(t, width);
         if (!(q >= 0.0)) {
             bad = 1;
             break;
         }
-        if (q < (double)k)
-            cv[(Py_ssize_t)q] += 1;
+        if (q < (double)k) {
+            Py_ssize_t w = (Py_ssize_t)q;
+            if (w != cq) {
+                if (cq >= 0)
+                    cv[cq] += run;
+                cq = w;
+                run = 0;
+            }
+            run++;
+        }
     }
+    if (cq >= 0)
+        cv[cq] += run;
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&c);
     PyBuffer_Release(&g);
