@@ -28,7 +28,12 @@ def as_durations(name: str, values: ArrayLike, n: int) -> F64:
     """Non-negative durations (ns), one per customer: a length-``n`` array or a scalar."""
     arr = np.asarray(values, dtype=np.float64)
     if arr.ndim == 0:
-        arr = np.full(n, float(arr))
+        # one value for all customers (if any): checked once, not n times
+        if n:
+            as_times(name, arr.reshape(1))
+            if float(arr) < 0.0:
+                raise ModelInputError(f"{name}: durations must be >= 0 ns, got {float(arr)}")
+        return np.full(n, float(arr))
     arr = as_times(name, arr)
     if arr.shape[0] != n:
         raise ModelInputError(f"{name}: expected {n} values (one per customer), got {arr.shape[0]}")
@@ -39,7 +44,7 @@ def as_durations(name: str, values: ArrayLike, n: int) -> F64:
 
 def check_sorted(name: str, arr: F64) -> None:
     """FIFO models need arrivals in order."""
-    if arr.shape[0] > 1 and bool(np.any(np.diff(arr) < 0.0)):
+    if arr.shape[0] > 1 and bool((arr[1:] < arr[:-1]).any()):
         raise ModelInputError(f"{name}: arrival times must be non-decreasing (FIFO order)")
 
 
