@@ -45,7 +45,7 @@ from streamscope.aggregate.subqueue import (
 )
 from streamscope.core.records import RECORD_DTYPE, Kind, make_records
 from streamscope.core.topology import ChannelInfo, Topology
-from streamscope.model import bulk, dependence, occupancy, sampling
+from streamscope.model import bulk, dependence, occupancy, replay, sampling
 from streamscope.monitor.virtual import VirtualQueue
 from streamscope.runtime.session import host_pairs, prepare
 from streamscope.timebase.domains import Domains
@@ -139,6 +139,7 @@ COMPILED_SINCE = {
     occupancy: ("OCCUPANCY_SORTED",),
     dependence: ("WINDOW_COUNTS",),
     bulk: ("TRANSFER_ITEMS",),
+    replay: ("TANDEM_FRAME",),
 }
 
 

@@ -1,10 +1,11 @@
 """The virtual queues' compiled loops (model/_kernels.c) against their numpy references, bit for
 bit, on random inputs: histogram draws, occupancy from ordered events, the insertions per
-sub-window of the dependence test's null, the bus's per-item times, and a profile's insertion
-times."""
+sub-window of the dependence test's null, the bus's per-item times, a profile's insertion
+times, and a whole tandem replication."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -13,8 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from numpy.typing import NDArray
 
-from streamscope.model import dependence, sampling
+from streamscope.model import dependence, replay, sampling
 from streamscope.model import occupancy as occ
+from streamscope.model._inputs import ModelInputError
+from streamscope.model.estimator import replicates
 from streamscope.model.recursions import KERNELS, lindley
 
 F64 = NDArray[np.float64]
@@ -195,6 +198,94 @@ def test_transfer_items_compiled_equal_numpy(
         assert (x is None) == (y is None)
         if x is not None and y is not None:
             assert np.array_equal(x, y)
+
+
+def _tandem_inputs(
+    seed: int, n: int
+) -> tuple[F64, F64, replay.Bus, int, float, tuple[float, float, float]]:
+    """A replication's items (start items at 0, ties, zero services), a bus with a bounded
+    device buffer, the items already on the head side, the stream's end and the windows."""
+    rng = np.random.default_rng(seed)
+    k0 = int(rng.integers(0, min(n, 6) + 1))
+    gaps = rng.exponential(rng.uniform(10, 2000), n - k0) * (rng.random(n - k0) < 0.9)
+    a = np.concatenate((np.zeros(k0), np.cumsum(gaps)))
+    s = rng.exponential(rng.uniform(10, 3000), n) * (rng.random(n) < 0.95)
+    b = int(rng.integers(1, 9))
+    bus = replay.Bus(
+        b, float(rng.choice([0.0, 250.0])), float(rng.choice([math.inf, 0.0, 700.0])),
+        float(rng.choice([0.0, 400.0])), int(rng.integers(b - 1, b + 12)),
+    )  # fmt: skip
+    head0 = int(rng.integers(0, k0 + 1))
+    frame = float(a[-1]) + float(rng.uniform(1.0, 5000.0))
+    end = float(a[-1]) if rng.random() < 0.5 else frame
+    tail_ns, head_ns = (frame if rng.random() < 0.5 else float(rng.uniform(1.0, frame))
+                        for _ in range(2))  # fmt: skip
+    return a, s, bus, head0, end, (frame, tail_ns, head_ns)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 400))
+def test_tandem_frame_compiled_equals_the_calls_it_fuses(seed: int, n: int) -> None:
+    """One tandem replication in one compiled call: the levels of the whole queue and of its
+    two sides bit for bit those of tandem_bulk and the three occupancies."""
+    a, s, bus, head0, end, windows = _tandem_inputs(seed, n)
+    ref = replay.tandem_py(a, s, bus, head0, end, windows)
+    out = np.empty((3, n + 1))
+    keep = KERNELS.tandem_frame(
+        a, s, head0, bus.bulk_size, bus.bulk_size, bus.transfer_ns, 0.0, bus.timeout_ns,
+        bus.latency_ns, end, bus.capacity2, *windows, out,
+    )  # fmt: skip
+    assert keep is not None
+    for row, k, want in zip(out, keep, ref, strict=True):
+        assert np.array_equal(row[:k], want)
+    got = replay._tandem(a, s, bus, head0, end, windows)
+    for x, y in zip(got, ref, strict=True):
+        assert x.dtype == y.dtype and np.array_equal(x, y)
+
+
+def test_tandem_frame_leaves_what_the_checks_report_to_them() -> None:
+    """Inputs tandem_bulk refuses come back None from the compiled call, and the same error
+    from the model."""
+    a, s, bus, head0, end, windows = _tandem_inputs(3, 50)
+    bad_s = s.copy()
+    bad_s[7] = -1.0
+    unsorted = a.copy()
+    unsorted[[10, 20]] = unsorted[[20, 10]]
+    cases = [
+        (a, bad_s, bus, end),
+        (unsorted, s, bus, end),
+        (a, s, dataclasses.replace(bus, bulk_size=bus.capacity2 + 2), end),
+        (a, s, bus, float(a[-1]) - 1.0),
+        (a, s, dataclasses.replace(bus, latency_ns=math.nan), end),
+    ]
+    for x, sv, bs, e in cases:
+        out = np.empty((3, x.size + 1))
+        assert KERNELS.tandem_frame(
+            x, sv, head0, bs.bulk_size, bs.bulk_size, bs.transfer_ns, 0.0, bs.timeout_ns,
+            bs.latency_ns, e, bs.capacity2, *windows, out,
+        ) is None  # fmt: skip
+        with pytest.raises(ModelInputError):
+            replay.tandem_py(x, sv, bs, head0, e, windows)
+        with pytest.raises(ModelInputError):
+            replay._tandem(x, sv, bs, head0, e, windows)
+
+
+def test_replications_the_same_with_the_fused_call_and_without(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    h = (np.array([0.0, 50.0, 100.0, 400.0, 2000.0]), np.array([5.0, 3.0, 1.0, 0.2]))
+    svc = (np.array([0.0, 40.0, 90.0, 300.0]), np.array([4.0, 3.0, 1.0]))
+    bus = replay.Bus(1, 0.0, math.inf, 0.0, 64)
+
+    def runs() -> list[replay.SubQueues]:
+        out = replicates(h, svc, 2e5, "tandem", bus, np.random.default_rng(8), 5,
+                         start_tail=2, start_head=3, ended=True)  # fmt: skip
+        return [o for o, _ in out]
+
+    fast = runs()
+    monkeypatch.setattr(replay, "TANDEM_FRAME", None)
+    for x, y in zip(fast, runs(), strict=True):
+        assert all(np.array_equal(p, q) for p, q in zip(x, y, strict=True))
 
 
 @settings(max_examples=300, deadline=None)

@@ -105,6 +105,78 @@ static Py_ssize_t bisect_left_i64(const int64_t *v, int64_t x, Py_ssize_t lo, Py
     return lo;
 }
 
+/* The bus rule of model/bulk.py's _transfers over items p..n-1 of the sorted arrivals av: the
+   same operations in the same order. Transfer j takes trv[j * tstep] (tstep 0: one time for
+   every transfer) plus per for each item; flush: the inactivity flush points (_flush_points),
+   nf of them; with s2v (not NULL) a device buffer of cap2 places served in s2v's times. Writes
+   each transfer's first item (fv), start (sv) and, with s2v, delivery (dlv), and with s2v every
+   item's device departure (d2). Returns the transfers, or -1 where one would carry no item. */
+static Py_ssize_t bus_loop(const double *av, Py_ssize_t n, Py_ssize_t p, Py_ssize_t b, Py_ssize_t lo,
+                           const double *trv, Py_ssize_t tstep, double per, double tmo, double lat,
+                           double end, const int64_t *flush, Py_ssize_t nf, const double *s2v,
+                           Py_ssize_t cap2, int64_t *fv, double *sv, double *dlv, double *d2)
+{
+    int blocking = s2v != NULL, finite = tmo < INFINITY;
+    Py_ssize_t ptr = 0, h = p, j = 0;
+    double free_t = -INFINITY, d_prev = -INFINITY;
+    if (blocking) {
+        for (Py_ssize_t k = 0; k < p; k++) {
+            d_prev = (d_prev > av[k] ? d_prev : av[k]) + s2v[k];
+            d2[k] = d_prev;
+        }
+    }
+    while (h < n) {
+        Py_ssize_t q = h + lo - 1;
+        Py_ssize_t bound = q < n ? q : n;
+        double t = q < n ? av[q] : end;
+        if (free_t > t)
+            t = free_t;
+        if (finite) {
+            while (ptr < nf - 1 && flush[ptr] < h)
+                ptr++;
+            if (flush[ptr] < bound) {
+                Py_ssize_t r = bisect_right_f64(av, free_t, h, bound < n ? bound + 1 : n);
+                Py_ssize_t i = r - 1 > h ? (Py_ssize_t)flush[bisect_left_i64(flush, r - 1, ptr, nf)]
+                                         : (Py_ssize_t)flush[ptr];
+                if (i < bound) {
+                    double x = av[i] + tmo;
+                    if (free_t > x)
+                        x = free_t;
+                    if (x < t)
+                        t = x;
+                }
+            }
+        }
+        Py_ssize_t hb = h + b;
+        Py_ssize_t m = bisect_right_f64(av, t, h, hb < n ? hb : n) - h;
+        if (m < 1)
+            return -1;
+        double fin = t + trv[j * tstep] + per * (double)m;
+        if (blocking) {
+            double arr = fin + lat, got = arr;
+            Py_ssize_t w = h + m - cap2 - 2;
+            if (w >= 0 && d2[w] > arr)
+                got = d2[w];
+            free_t = got > arr ? got : fin;
+            double x = (got >= d_prev ? got : d_prev) + s2v[h];
+            d2[h] = x;
+            for (Py_ssize_t k = h + 1; k < h + m; k++) {
+                x = x + s2v[k];
+                d2[k] = x;
+            }
+            d_prev = x;
+            dlv[j] = got;
+        } else {
+            free_t = fin;
+        }
+        fv[j] = h;
+        sv[j] = t;
+        h += m;
+        j += 1;
+    }
+    return j;
+}
+
 /* bulk_transfers(a, p, bulk, min_batch, transfer, per_item, timeout, latency, end, flush, s2,
    cap2, first, start, deliver, depart) -> transfers: the bus rule of model/bulk.py's
    _transfers, the same operations in the same order; writes each transfer's first item, start
@@ -166,74 +238,12 @@ static PyObject *bulk_transfers(PyObject *mod, PyObject *const *args, Py_ssize_t
         goto done;
     }
     {
-        const double *av = a.buf, *trv = tr.buf, *s2v = blocking ? s2.buf : NULL;
-        const int64_t *flush = fl.buf;
-        Py_ssize_t nf = fl.len / 8;
-        int64_t *fv = first.buf;
-        double *sv = start.buf, *dlv = deliver.buf, *d2 = depart.buf;
-        int finite = tmo < INFINITY, stuck = 0;
-        Py_ssize_t ptr = 0, h = p, j = 0;
-        double free_t = -INFINITY, d_prev = -INFINITY;
+        Py_ssize_t j;
         Py_BEGIN_ALLOW_THREADS
-        if (blocking) {
-            for (Py_ssize_t k = 0; k < p; k++) {
-                d_prev = (d_prev > av[k] ? d_prev : av[k]) + s2v[k];
-                d2[k] = d_prev;
-            }
-        }
-        while (h < n) {
-            Py_ssize_t q = h + lo - 1;
-            Py_ssize_t bound = q < n ? q : n;
-            double t = q < n ? av[q] : end;
-            if (free_t > t)
-                t = free_t;
-            if (finite) {
-                while (ptr < nf - 1 && flush[ptr] < h)
-                    ptr++;
-                if (flush[ptr] < bound) {
-                    Py_ssize_t r = bisect_right_f64(av, free_t, h, bound < n ? bound + 1 : n);
-                    Py_ssize_t i = r - 1 > h ? (Py_ssize_t)flush[bisect_left_i64(flush, r - 1, ptr, nf)]
-                                             : (Py_ssize_t)flush[ptr];
-                    if (i < bound) {
-                        double x = av[i] + tmo;
-                        if (free_t > x)
-                            x = free_t;
-                        if (x < t)
-                            t = x;
-                    }
-                }
-            }
-            Py_ssize_t hb = h + b;
-            Py_ssize_t m = bisect_right_f64(av, t, h, hb < n ? hb : n) - h;
-            if (m < 1) {
-                stuck = 1;
-                break;
-            }
-            double fin = t + trv[j] + per * (double)m;
-            if (blocking) {
-                double arr = fin + lat, got = arr;
-                Py_ssize_t w = h + m - cap2 - 2;
-                if (w >= 0 && d2[w] > arr)
-                    got = d2[w];
-                free_t = got > arr ? got : fin;
-                double x = (got >= d_prev ? got : d_prev) + s2v[h];
-                d2[h] = x;
-                for (Py_ssize_t k = h + 1; k < h + m; k++) {
-                    x = x + s2v[k];
-                    d2[k] = x;
-                }
-                d_prev = x;
-                dlv[j] = got;
-            } else {
-                free_t = fin;
-            }
-            fv[j] = h;
-            sv[j] = t;
-            h += m;
-            j += 1;
-        }
+        j = bus_loop(a.buf, n, p, b, lo, tr.buf, 1, per, tmo, lat, end, fl.buf, fl.len / 8,
+                     blocking ? s2.buf : NULL, cap2, first.buf, start.buf, deliver.buf, depart.buf);
         Py_END_ALLOW_THREADS
-        if (stuck)
+        if (j < 0)
             PyErr_SetString(PyExc_RuntimeError, "bulk_transfers: a transfer of no item");
         else
             result = PyLong_FromSsize_t(j);
@@ -366,6 +376,69 @@ static inline double clip(double x, double lo, double hi)
     return x < hi ? x : hi;
 }
 
+/* occupancy_sorted's work on raw arrays: ns (n + 1 places) from the n arrivals av and
+   departures dv over [t0, t1), cd a scratch of n + 1 places; returns the levels to keep, or -1
+   where the events are not of the ordered kind (the general path decides). */
+static Py_ssize_t occupancy_merge(const double *restrict av, const double *restrict dv, Py_ssize_t n,
+                                  double t0, double t1, double *restrict ns, double *restrict cd)
+{
+    /* restrict: the sums written to ns cannot move the events (else each is reloaded) */
+    Py_ssize_t keep = -1;
+    /* Checked without branches (a NaN fails every comparison, an infinity the magnitude
+       test), in the pass that prepares the departures. */
+    int bad = !(isfinite(t0) && isfinite(t1) && t1 >= t0);
+    double a_prev = -DBL_MAX, d_prev = -DBL_MAX;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        double x = av[k], y = dv[k], mag = fabs(x), my = fabs(y);
+        bad |= !(mag <= DBL_MAX) | !(my <= DBL_MAX) | (y < x - 1e-12 * (1.0 > mag ? 1.0 : mag));
+        y = y >= x ? y : x;
+        bad |= (x < a_prev) | (y < d_prev);
+        a_prev = x;
+        d_prev = y;
+        cd[k] = clip(y, t0, t1);
+    }
+    cd[n] = INFINITY;
+    if (!bad) {
+        /* ns is zeroed level by level as the queue first reaches it (most of its n + 1
+           places are never reached) */
+        ns[0] = 0.0;
+        Py_ssize_t j = 0, level = 0, top = 0;
+        double t = t0;
+        /* Arrival by arrival, the departures before it first (an arrival goes first at
+           equal times; the sentinel ends the last run): faster than a branch-free merge,
+           measured, as the runs between arrivals are short and predictable enough. */
+        for (Py_ssize_t i = 0; i < n; i++) {
+            double x = clip(av[i], t0, t1);
+            while (cd[j] < x) {
+                ns[level] += cd[j] - t;
+                t = cd[j];
+                level--;
+                j++;
+            }
+            ns[level] += x - t;
+            t = x;
+            level++;
+            if (level > top) {
+                top = level;
+                ns[level] = 0.0;
+            }
+        }
+        for (; j < n; j++) {
+            ns[level] += cd[j] - t;
+            t = cd[j];
+            level--;
+        }
+        ns[level] += t1 - t;
+        keep = 1;
+        for (Py_ssize_t k = top; k > 0; k--)
+            if (ns[k] > 0.0) {
+                keep = k + 1;
+                break;
+            }
+    }
+    return keep;
+}
+
 static PyObject *occupancy_sorted(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 5) {
@@ -391,63 +464,9 @@ static PyObject *occupancy_sorted(PyObject *mod, PyObject *const *args, Py_ssize
         goto fail_o;
     }
     {
-        /* restrict: the sums written to ns cannot move the events (else each is reloaded) */
-        const double *restrict av = a.buf, *restrict dv = d.buf;
-        double *restrict ns = o.buf, *restrict cd = dc;
-        Py_ssize_t keep = -1;
+        Py_ssize_t keep;
         Py_BEGIN_ALLOW_THREADS
-        /* Checked without branches (a NaN fails every comparison, an infinity the magnitude
-           test), in the pass that prepares the departures. */
-        int bad = !(isfinite(t0) && isfinite(t1) && t1 >= t0);
-        double a_prev = -DBL_MAX, d_prev = -DBL_MAX;
-        for (Py_ssize_t k = 0; k < n; k++) {
-            double x = av[k], y = dv[k], mag = fabs(x), my = fabs(y);
-            bad |= !(mag <= DBL_MAX) | !(my <= DBL_MAX) | (y < x - 1e-12 * (1.0 > mag ? 1.0 : mag));
-            y = y >= x ? y : x;
-            bad |= (x < a_prev) | (y < d_prev);
-            a_prev = x;
-            d_prev = y;
-            cd[k] = clip(y, t0, t1);
-        }
-        cd[n] = INFINITY;
-        if (!bad) {
-            /* ns is zeroed level by level as the queue first reaches it (most of its n + 1
-               places are never reached) */
-            ns[0] = 0.0;
-            Py_ssize_t j = 0, level = 0, top = 0;
-            double t = t0;
-            /* Arrival by arrival, the departures before it first (an arrival goes first at
-               equal times; the sentinel ends the last run): faster than a branch-free merge,
-               measured, as the runs between arrivals are short and predictable enough. */
-            for (Py_ssize_t i = 0; i < n; i++) {
-                double x = clip(av[i], t0, t1);
-                while (cd[j] < x) {
-                    ns[level] += cd[j] - t;
-                    t = cd[j];
-                    level--;
-                    j++;
-                }
-                ns[level] += x - t;
-                t = x;
-                level++;
-                if (level > top) {
-                    top = level;
-                    ns[level] = 0.0;
-                }
-            }
-            for (; j < n; j++) {
-                ns[level] += cd[j] - t;
-                t = cd[j];
-                level--;
-            }
-            ns[level] += t1 - t;
-            keep = 1;
-            for (Py_ssize_t k = top; k > 0; k--)
-                if (ns[k] > 0.0) {
-                    keep = k + 1;
-                    break;
-                }
-        }
+        keep = occupancy_merge(a.buf, d.buf, n, t0, t1, o.buf, dc);
         Py_END_ALLOW_THREADS
         result = PyLong_FromSsize_t(keep);
     }
@@ -735,6 +754,118 @@ done:
     return result;
 }
 
+/* tandem_frame(a, s, p, bulk, min_batch, transfer, per_item, timeout, latency, end, cap2,
+   frame_ns, tail_ns, head_ns, out) -> (whole, tail, head) levels, or None: model/replay.py's
+   tandem replication in one call, where the bus has a device buffer of cap2 places (tandem_bulk
+   with capacity2): the bus loop (bus_loop, its flush points as _flush_points takes them), each
+   item's start1 and delivery from its transfer's (as transfer_items), the device's service
+   starts (the later of the delivery and the previous departure, as np.maximum with the
+   departures shifted), then occupancy_merge of (a, start2) over [0, frame_ns), (a, start1) over
+   [0, tail_ns) and (deliver, start2) over [0, head_ns), written to out's three rows of n + 1
+   places: the same operations in the same order as those calls. None (out undefined) where an
+   input is not one the Python path would take without an error, or an occupancy's events are
+   not of the ordered kind: that path then decides. */
+static PyObject *tandem_frame(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 15) {
+        PyErr_SetString(PyExc_TypeError, "tandem_frame takes 15 arguments");
+        return NULL;
+    }
+    Py_ssize_t p = PyLong_AsSsize_t(args[2]), b = PyLong_AsSsize_t(args[3]);
+    Py_ssize_t lo = PyLong_AsSsize_t(args[4]), cap2 = PyLong_AsSsize_t(args[10]);
+    double tr = PyFloat_AsDouble(args[5]), per = PyFloat_AsDouble(args[6]);
+    double tmo = PyFloat_AsDouble(args[7]), lat = PyFloat_AsDouble(args[8]);
+    double end = PyFloat_AsDouble(args[9]), frame_ns = PyFloat_AsDouble(args[11]);
+    double tail_ns = PyFloat_AsDouble(args[12]), head_ns = PyFloat_AsDouble(args[13]);
+    if (PyErr_Occurred())
+        return NULL;
+    Py_buffer a, sb, o;
+    PyObject *result = NULL;
+    if (f64_buffer(args[0], &a, 0, -1, "a") < 0)
+        return NULL;
+    Py_ssize_t n = a.len / 8;
+    if (f64_buffer(args[1], &sb, 0, n, "s") < 0)
+        goto fail_a;
+    if (f64_buffer(args[14], &o, 1, 3 * (n + 1), "out") < 0)
+        goto fail_s;
+    /* the scalars as bulk.py's checks take them; anything else is left to them */
+    int ok = n > 0 && p >= 0 && p <= n && b >= 1 && lo >= 1 && lo <= b && cap2 >= 0 &&
+             b <= cap2 + 1 && tr >= 0.0 && tr < INFINITY && per >= 0.0 && per < INFINITY &&
+             tmo >= 0.0 && lat >= 0.0 && lat < INFINITY;
+    double *work = ok ? PyMem_Malloc((size_t)(7 * n + 1) * sizeof(double)) : NULL;
+    int64_t *ints = ok ? PyMem_Malloc((size_t)(2 * n + 2) * sizeof(int64_t)) : NULL;
+    if (ok && (work == NULL || ints == NULL)) {
+        PyMem_Free(work);
+        PyMem_Free(ints);
+        PyErr_NoMemory();
+        goto fail_o;
+    }
+    Py_ssize_t keep[3] = {-1, -1, -1};
+    if (ok) {
+        const double *av = a.buf, *s2v = sb.buf;
+        double *ns = o.buf;
+        double *sv = work, *dlv = work + n, *d2 = work + 2 * n, *s1 = work + 3 * n;
+        double *dl = work + 4 * n, *st2 = work + 5 * n, *cd = work + 6 * n;
+        int64_t *fv = ints, *flush = ints + n;
+        Py_BEGIN_ALLOW_THREADS
+        /* as_times, check_sorted and as_durations: finite, ordered arrivals; finite service
+           times >= 0; the stream's end not before the last arrival */
+        int bad = !(end >= av[n - 1]);
+        double a_prev = -INFINITY;
+        for (Py_ssize_t k = 0; k < n; k++) {
+            double x = av[k], y = s2v[k];
+            bad |= !(fabs(x) <= DBL_MAX) | (x < a_prev) | !(y >= 0.0 && y <= DBL_MAX);
+            a_prev = x;
+        }
+        Py_ssize_t nf = 0;
+        if (!bad && tmo < INFINITY) {
+            for (Py_ssize_t i = p; i + 1 < n; i++)
+                if (av[i + 1] > av[i] + tmo)
+                    flush[nf++] = i;
+            flush[nf++] = n - 1;
+        }
+        flush[nf++] = n;
+        Py_ssize_t k = bad ? -1 : bus_loop(av, n, p, b, lo, &tr, 0, per, tmo, lat, end, flush, nf,
+                                           s2v, cap2, fv, sv, dlv, d2);
+        if (k >= 0) {
+            for (Py_ssize_t i = 0; i < p; i++)
+                s1[i] = dl[i] = av[i];
+            for (Py_ssize_t j = 0; j < k; j++) {
+                Py_ssize_t hi = j + 1 < k ? (Py_ssize_t)fv[j + 1] : n;
+                double t = sv[j], got = dlv[j];
+                for (Py_ssize_t i = (Py_ssize_t)fv[j]; i < hi; i++) {
+                    s1[i] = t;
+                    dl[i] = got;
+                }
+            }
+            st2[0] = dl[0];
+            for (Py_ssize_t i = 1; i < n; i++)
+                st2[i] = dl[i] >= d2[i - 1] ? dl[i] : d2[i - 1];
+            keep[0] = occupancy_merge(av, st2, n, 0.0, frame_ns, ns, cd);
+            if (keep[0] > 0)
+                keep[1] = occupancy_merge(av, s1, n, 0.0, tail_ns, ns + (n + 1), cd);
+            if (keep[1] > 0)
+                keep[2] = occupancy_merge(dl, st2, n, 0.0, head_ns, ns + 2 * (n + 1), cd);
+        }
+        Py_END_ALLOW_THREADS
+    }
+    PyMem_Free(ints);
+    PyMem_Free(work);
+    if (keep[0] > 0 && keep[1] > 0 && keep[2] > 0)
+        result = Py_BuildValue("(nnn)", keep[0], keep[1], keep[2]);
+    else {
+        result = Py_None;
+        Py_INCREF(result);
+    }
+fail_o:
+    PyBuffer_Release(&o);
+fail_s:
+    PyBuffer_Release(&sb);
+fail_a:
+    PyBuffer_Release(&a);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"bulk_transfers", (PyCFunction)(void (*)(void))bulk_transfers, METH_FASTCALL,
      "The bus rule of model/bulk.py's _transfers: fills first, start, deliver, depart; returns the transfers."},
@@ -748,6 +879,8 @@ static PyMethodDef methods[] = {
      "Each item's start1, done1 and deliver from its transfer's: fills them."},
     {"profile_times", (PyCFunction)(void (*)(void))profile_times, METH_FASTCALL,
      "Insertion times from a profile's draws: fills out."},
+    {"tandem_frame", (PyCFunction)(void (*)(void))tandem_frame, METH_FASTCALL,
+     "One tandem replication: the bus, its items' times and three occupancies; their levels, or None."},
     {"tandem_loop", (PyCFunction)(void (*)(void))tandem_loop, METH_FASTCALL,
      "Two FIFO stations, a buffer of cap between them, blocking after service: fills leave1 and depart."},
     {NULL}};

@@ -15,11 +15,23 @@ from numpy.typing import ArrayLike
 from streamscope.model._inputs import F64, ModelInputError
 from streamscope.model.bulk import tandem_bulk
 from streamscope.model.occupancy import occupancy_from_events
-from streamscope.model.recursions import lindley_fifo
+from streamscope.model.recursions import KERNELS, lindley_fifo
 
-__all__ = ["Bus", "Model", "SubQueues", "as_level", "replay_inserted", "simulate_frame"]
+__all__ = [
+    "Bus",
+    "Model",
+    "SubQueues",
+    "as_level",
+    "replay_inserted",
+    "simulate_frame",
+    "tandem_py",
+]
 
 Model = Literal["ideal", "tandem"]
+
+#: The compiled tandem replication (None where the extension was not built, or was built
+#: before it was).
+TANDEM_FRAME = getattr(KERNELS, "tandem_frame", None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +106,34 @@ def _ideal(a: F64, s: F64, frame_ns: float, tail_ns: float, head_ns: float) -> S
 def _tandem(
     a: F64, s: F64, bus: Bus, head0: int, end_ns: float, windows: tuple[float, float, float]
 ) -> SubQueues:
+    """The "tandem" model's levels: compiled in one call (``TANDEM_FRAME``: the bus, its
+    items' times and the three occupancies, the same operations in the same order) where it
+    was built and the device buffer is bounded, else :func:`tandem_py`."""
+    if TANDEM_FRAME is None or type(bus.bulk_size) is not int or type(bus.capacity2) is not int:
+        return tandem_py(a, s, bus, head0, end_ns, windows)
+    frame_ns, tail_ns, head_ns = windows
+    n = a.size
+    out = np.empty((3, n + 1))
+    # One call per replication, not a dozen (a frame runs some 80): None where an input is
+    # one tandem_py's checks report, or its events are not of the kind the compiled path takes.
+    keep = TANDEM_FRAME(
+        a, np.ascontiguousarray(s), head0, bus.bulk_size, bus.bulk_size, float(bus.transfer_ns), 0.0,
+        float(bus.timeout_ns), float(bus.latency_ns), float(end_ns), bus.capacity2,
+        float(frame_ns), float(tail_ns), float(head_ns), out,
+    )  # fmt: skip
+    if keep is None:
+        return tandem_py(a, s, bus, head0, end_ns, windows)
+    kw, kt, kh = keep
+    return SubQueues(out[0, :kw].copy(), out[1, :kt].copy(), out[2, :kh].copy())
+
+
+def tandem_py(
+    a: F64, s: F64, bus: Bus, head0: int, end_ns: float, windows: tuple[float, float, float]
+) -> SubQueues:
+    """The "tandem" model's levels over ``windows`` (``(frame_ns, tail_ns, head_ns)``) from
+    every item's insertion ``a`` and service ``s`` (ns; the first ``head0`` already on the
+    head side): :func:`~streamscope.model.bulk.tandem_bulk`, then the three occupancies; the
+    compiled ``tandem_frame``'s reference, and what runs where it was not built."""
     frame_ns, tail_ns, head_ns = windows
     t = tandem_bulk(
         a,
