@@ -171,10 +171,12 @@ def main(argv: list[str] | None = None) -> int:
                   f"{lo:>8.1f}–{hi:<8.1f} {truth:>8.1f} {err:>+7.1%}  {said or '(sources)':<15} "
                   f"{limit or '(none)':<15}{'' if same else '  <- differs'}")  # fmt: skip
     finite = [abs(e) for e in errors if np.isfinite(e)]
-    if finite:
-        med, worst = float(np.median(finite)), max(finite)
-        refused = len(errors) - len(finite)
-        ok = med <= 0.10 and worst <= 0.20 and not refused and hits == len(errors)
+    refused = len(errors) - len(finite)
+    if errors:
+        # A refusal counts against the target: the prediction was not made (said, not hidden).
+        med = float(np.median(finite)) if finite else float("nan")
+        worst = max(finite) if finite else float("nan")
+        ok = bool(finite) and med <= 0.10 and worst <= 0.20 and not refused and hits == len(errors)
         print(f"\n{len(errors)} changes on {len({c.name for c in todo})} pipelines: median |error| "
               f"{med:.1%} (target <= 10 %), worst {worst:.1%} (target <= 20 %), refused "
               f"{refused}, bottleneck as predicted in {hits} of {len(errors)}: target "
