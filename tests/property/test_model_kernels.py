@@ -210,10 +210,10 @@ def _tandem_inputs(
     gaps = rng.exponential(rng.uniform(10, 2000), n - k0) * (rng.random(n - k0) < 0.9)
     a = np.concatenate((np.zeros(k0), np.cumsum(gaps)))
     s = rng.exponential(rng.uniform(10, 3000), n) * (rng.random(n) < 0.95)
-    b = int(rng.integers(1, 9))
+    b = int(rng.choice([1, 1, 1, 2, 3, 8]))  # one a transfer: a bus that may never wait
     bus = replay.Bus(
         b, float(rng.choice([0.0, 250.0])), float(rng.choice([math.inf, 0.0, 700.0])),
-        float(rng.choice([0.0, 400.0])), int(rng.integers(b - 1, b + 12)),
+        float(rng.choice([0.0, 400.0])), int(rng.choice([rng.integers(b - 1, b + 12), 10_000])),
     )  # fmt: skip
     head0 = int(rng.integers(0, k0 + 1))
     frame = float(a[-1]) + float(rng.uniform(1.0, 5000.0))

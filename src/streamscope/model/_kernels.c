@@ -439,6 +439,29 @@ static Py_ssize_t occupancy_merge(const double *restrict av, const double *restr
     return keep;
 }
 
+/* occupancy_merge where every departure is its arrival (av both; stays of no length, as a
+   bus that never waits makes its queue's): the merge then adds each gap between successive
+   events to level 0 and nothing but zeros elsewhere (an event's tie with the one before adds
+   0 ns, to whichever level), so level 0's sum is the gaps' in turn and it is the one level
+   kept: the same sum in the same order, one pass. Returns 1, or -1 as the merge would. */
+static Py_ssize_t occupancy_still(const double *av, Py_ssize_t n, double t0, double t1, double *ns)
+{
+    int bad = !(isfinite(t0) && isfinite(t1) && t1 >= t0);
+    double a_prev = -DBL_MAX, acc = 0.0, t = t0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        double x = av[k];
+        bad |= !(fabs(x) <= DBL_MAX) | (x < a_prev);
+        a_prev = x;
+        x = clip(x, t0, t1);
+        acc += x - t;
+        t = x;
+    }
+    if (bad)
+        return -1;
+    ns[0] = acc + (t1 - t);
+    return 1;
+}
+
 static PyObject *occupancy_sorted(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 5) {
@@ -842,10 +865,21 @@ static PyObject *tandem_frame(PyObject *mod, PyObject *const *args, Py_ssize_t n
             for (Py_ssize_t i = 1; i < n; i++)
                 st2[i] = dl[i] >= d2[i - 1] ? dl[i] : d2[i - 1];
             keep[0] = occupancy_merge(av, st2, n, 0.0, frame_ns, ns, cd);
+            /* Where the bus never waits, each item leaves the tail as it arrives, and where it
+               also delivers at once over the whole frame, the head's events are the whole
+               queue's: the same levels, without the merges. */
             if (keep[0] > 0)
-                keep[1] = occupancy_merge(av, s1, n, 0.0, tail_ns, ns + (n + 1), cd);
-            if (keep[1] > 0)
-                keep[2] = occupancy_merge(dl, st2, n, 0.0, head_ns, ns + 2 * (n + 1), cd);
+                keep[1] = memcmp(s1, av, (size_t)n * sizeof(double)) == 0
+                              ? occupancy_still(av, n, 0.0, tail_ns, ns + (n + 1))
+                              : occupancy_merge(av, s1, n, 0.0, tail_ns, ns + (n + 1), cd);
+            if (keep[1] > 0) {
+                if (head_ns == frame_ns && memcmp(dl, av, (size_t)n * sizeof(double)) == 0) {
+                    memcpy(ns + 2 * (n + 1), ns, (size_t)keep[0] * sizeof(double));
+                    keep[2] = keep[0];
+                } else {
+                    keep[2] = occupancy_merge(dl, st2, n, 0.0, head_ns, ns + 2 * (n + 1), cd);
+                }
+            }
         }
         Py_END_ALLOW_THREADS
     }
