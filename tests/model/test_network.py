@@ -12,6 +12,7 @@ from streamscope.model.network import (
     BLOCKED_IN,
     BLOCKED_OUT,
     BUSY,
+    COMPILED,
     ChannelModel,
     Network,
     StageModel,
@@ -229,3 +230,27 @@ def test_the_cores_waits_are_counted() -> None:
         for s in ("a", "b"):
             assert r.cpu[s] == pytest.approx(200 * MS)
             assert r.runq[s] / r.cpu[s] == pytest.approx(wait, abs=0.01)
+
+
+@pytest.mark.skipif(not COMPILED, reason="the compiled event loop was not built")
+def test_the_compiled_loop_grows_its_rings_as_the_python_loop_its_deques() -> None:
+    """A bursty source into a slow stage through a channel of 200 places: the channel's items
+    (and the waits on two locks of many threads) pass the compiled loop's first ring size many
+    times over, wrapped around; the result is the Python loop's, bit for bit."""
+    rng = np.random.default_rng(11)
+    burst = np.where(rng.random(64) < 0.8, 1e3, 3 * MS)  # mostly back to back
+    stages = [
+        StageModel("src", burst, items=3000, interpreter="main"),
+        StageModel("slow", rng.exponential(0.3 * MS, 64), cpu_share=0.3, interpreter="main"),
+    ]
+    stages += [StageModel(f"w{i}", rng.exponential(0.5 * MS, 64), cpu_share=1.0, ratio=0,
+                          interpreter="main") for i in range(24)]  # fmt: skip
+    chans = [ChannelModel("src -> slow", "src", "slow", 200)]
+    chans += [ChannelModel(f"slow -> w{i}", "slow", f"w{i}", 2) for i in range(24)]
+    net = Network(tuple(stages), tuple(chans), cores=2, switch_ns={"main": 0.2 * MS})
+    a, b = simulate(net, seed=3, compiled=False), simulate(net, seed=3, compiled=True)
+    assert a.levels["src -> slow"][17:].sum() > 0  # the ring did grow
+    assert (a.end_ns, a.lock_busy, a.runq) == (b.end_ns, b.lock_busy, b.runq)
+    for k in a.take_times:
+        assert np.array_equal(a.take_times[k], b.take_times[k])
+        assert np.array_equal(a.levels[k], b.levels[k])

@@ -81,19 +81,25 @@ static Event heap_pop(Heap *h)
     return top;
 }
 
+/* A full ring grown (doubled), the part from head to the old end moved to the new end. */
+static int ring_grow(void **a, Py_ssize_t *head, Py_ssize_t n, Py_ssize_t *cap, size_t item)
+{
+    Py_ssize_t old = *cap;
+    if (grow(a, cap, item) < 0)
+        return -1;
+    if (*head + n > old) {
+        Py_ssize_t tail = old - *head;
+        char *base = *a;
+        memmove(base + (size_t)(*cap - tail) * item, base + (size_t)*head * item, (size_t)tail * item);
+        *head = *cap - tail;
+    }
+    return 0;
+}
+
 static int dq_push(DQueue *q, double x)
 {
-    if (q->n == q->cap) {
-        Py_ssize_t old = q->cap;
-        if (grow((void **)&q->a, &q->cap, sizeof(double)) < 0)
-            return -1;
-        /* unwrap: the part from head to the old end moves to the new end */
-        if (q->head + q->n > old) {
-            Py_ssize_t tail = old - q->head;
-            memmove(q->a + q->cap - tail, q->a + q->head, (size_t)tail * sizeof(double));
-            q->head = q->cap - tail;
-        }
-    }
+    if (q->n == q->cap && ring_grow((void **)&q->a, &q->head, q->n, &q->cap, sizeof(double)) < 0)
+        return -1;
     q->a[(q->head + q->n) & (q->cap - 1)] = x;
     q->n++;
     return 0;
@@ -108,16 +114,8 @@ static inline void dq_popleft(DQueue *q)
 
 static int iq_push(IQueue *q, int x)
 {
-    if (q->n == q->cap) {
-        Py_ssize_t old = q->cap;
-        if (grow((void **)&q->a, &q->cap, sizeof(int)) < 0)
-            return -1;
-        if (q->head + q->n > old) {
-            Py_ssize_t tail = old - q->head;
-            memmove(q->a + q->cap - tail, q->a + q->head, (size_t)tail * sizeof(int));
-            q->head = q->cap - tail;
-        }
-    }
+    if (q->n == q->cap && ring_grow((void **)&q->a, &q->head, q->n, &q->cap, sizeof(int)) < 0)
+        return -1;
     q->a[(q->head + q->n) & (q->cap - 1)] = x;
     q->n++;
     return 0;
