@@ -75,8 +75,9 @@ REPLICATIONS = 8
 #: all of it, unless a smaller share reproduces the run's states better by ``LOCK_MARGIN``).
 LOCK_SHARES = (1.0, 0.5, 0.25, 0.1, 0.0)
 LOCK_MARGIN = 0.03
-#: A stage thread that waited for a core more than this (per ns of its CPU time) beyond what
-#: the model's equal sharing of the cores gives it has its CPU time stretched by the rest.
+#: A stage thread busy all along that waited for a core more than this (per ns of its CPU time)
+#: beyond what the model's equal sharing of the cores makes it wait has its CPU time stretched
+#: until, with the model's waits, it takes as long as it did (``_core_waits``).
 RUNQ_MARGIN = 0.03
 #: Attributes a change may set, and what they mean.
 ATTRIBUTES = {
