@@ -1,7 +1,7 @@
 """The virtual queues' compiled loops (model/_kernels.c) against their numpy references, bit for
 bit, on random inputs: histogram draws, occupancy from ordered events, the insertions per
 sub-window of the dependence test's null, the bus's per-item times, a profile's insertion
-times, and a whole tandem replication."""
+times, a whole tandem replication, and PCG64's uniforms."""
 
 from __future__ import annotations
 
@@ -52,6 +52,29 @@ def test_histogram_draws_compiled_equal_numpy(seed: int, n: int) -> None:
     got = u.copy()
     assert KERNELS.histogram_draws(edges, cdf, got, v)
     assert np.array_equal(got, ref)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 2**128 - 1), st.integers(0, 5000), st.integers(0, 3))
+def test_uniforms_compiled_are_the_generators(seed: int, n: int, before: int) -> None:
+    """Uniforms drawn compiled from a PCG64's state: bit for bit ``rng.random(n)``, and the
+    generator left where its own draws leave it (its next draws, of any kind, the same)."""
+    ours, theirs = np.random.default_rng(seed), np.random.default_rng(seed)
+    for r in (ours, theirs):  # any state, including one a 32-bit draw left half used
+        r.integers(0, 2**31, before, dtype=np.uint32)
+    assert np.array_equal(sampling.uniforms(ours, n), theirs.random(n))
+    assert ours.bit_generator.state == theirs.bit_generator.state
+    assert np.array_equal(ours.random(5), theirs.random(5))
+    assert (
+        ours.integers(0, 2**31, 3, dtype=np.uint32).tolist()
+        == theirs.integers(0, 2**31, 3, dtype=np.uint32).tolist()
+    )
+
+
+def test_uniforms_of_another_generator_are_its_own() -> None:
+    for bits in (np.random.Philox(5), np.random.PCG64DXSM(5), np.random.MT19937(5)):
+        ours, theirs = np.random.Generator(bits), np.random.Generator(type(bits)(5))
+        assert np.array_equal(sampling.uniforms(ours, 1000), theirs.random(1000))
 
 
 def test_histogram_draws_out_of_range_as_numpy() -> None:

@@ -900,6 +900,70 @@ fail_a:
     return result;
 }
 
+/* pcg64_doubles(state_hi, state_lo, inc_hi, inc_lo, out) -> (state_hi, state_lo), or None:
+   numpy's PCG64 (XSL-RR 128/64: a 128-bit LCG whose state, after each step, gives the top and
+   bottom halves xored and rotated by its top 6 bits) from the given state and increment, each
+   double the top 53 bits of one output over 2^53, as Generator.random; out filled, the state
+   after it returned. Four steps ahead of each other at a time, each by the LCG's 4-step jump
+   (the same states: 128-bit arithmetic is exact modulo 2^128), so that the four products
+   overlap rather than wait on each other. None where 128-bit integers are not to hand. */
+static PyObject *pcg64_doubles(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "pcg64_doubles(state_hi, state_lo, inc_hi, inc_lo, out)");
+        return NULL;
+    }
+#ifdef __SIZEOF_INT128__
+    uint64_t w[4];
+    for (int k = 0; k < 4; k++) {
+        w[k] = PyLong_AsUnsignedLongLong(args[k]);
+        if (w[k] == (uint64_t)-1 && PyErr_Occurred())
+            return NULL;
+    }
+    Py_buffer o;
+    if (f64_buffer(args[4], &o, 1, -1, "out") < 0)
+        return NULL;
+    typedef unsigned __int128 u128;
+    const u128 mult = ((u128)2549297995355413924ULL << 64) | 4865540595714422341ULL;
+    u128 state = ((u128)w[0] << 64) | w[1], inc = ((u128)w[2] << 64) | w[3];
+    double *ov = o.buf;
+    Py_ssize_t n = o.len / 8;
+    Py_BEGIN_ALLOW_THREADS
+#define PCG_OUT(x) \
+    ((double)((((uint64_t)((x) >> 64) ^ (uint64_t)(x)) >> (unsigned)((x) >> 122) | \
+               ((uint64_t)((x) >> 64) ^ (uint64_t)(x)) << ((-(unsigned)((x) >> 122)) & 63)) >> 11) * \
+     (1.0 / 9007199254740992.0))
+    Py_ssize_t k = 0;
+    if (n >= 8) {
+        /* the states of the next four draws, then each four steps on: x' = m4 x + c4 */
+        u128 s0 = state * mult + inc, s1 = s0 * mult + inc, s2 = s1 * mult + inc, s3 = s2 * mult + inc;
+        u128 m2 = mult * mult, m4 = m2 * m2;
+        u128 c4 = inc * (((mult + 1) * (m2 + 1)));
+        for (; k + 4 <= n; k += 4) {
+            ov[k] = PCG_OUT(s0);
+            ov[k + 1] = PCG_OUT(s1);
+            ov[k + 2] = PCG_OUT(s2);
+            ov[k + 3] = PCG_OUT(s3);
+            state = s3;
+            s0 = s0 * m4 + c4;
+            s1 = s1 * m4 + c4;
+            s2 = s2 * m4 + c4;
+            s3 = s3 * m4 + c4;
+        }
+    }
+    for (; k < n; k++) {
+        state = state * mult + inc;
+        ov[k] = PCG_OUT(state);
+    }
+#undef PCG_OUT
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&o);
+    return Py_BuildValue("(KK)", (unsigned long long)(state >> 64), (unsigned long long)state);
+#else
+    Py_RETURN_NONE;
+#endif
+}
+
 static PyMethodDef methods[] = {
     {"bulk_transfers", (PyCFunction)(void (*)(void))bulk_transfers, METH_FASTCALL,
      "The bus rule of model/bulk.py's _transfers: fills first, start, deliver, depart; returns the transfers."},
@@ -913,6 +977,8 @@ static PyMethodDef methods[] = {
      "Each item's start1, done1 and deliver from its transfer's: fills them."},
     {"profile_times", (PyCFunction)(void (*)(void))profile_times, METH_FASTCALL,
      "Insertion times from a profile's draws: fills out."},
+    {"pcg64_doubles", (PyCFunction)(void (*)(void))pcg64_doubles, METH_FASTCALL,
+     "Doubles in [0, 1) as numpy's PCG64 draws them from a state: fills out, returns the state after."},
     {"tandem_frame", (PyCFunction)(void (*)(void))tandem_frame, METH_FASTCALL,
      "One tandem replication: the bus, its items' times and three occupancies; their levels, or None."},
     {"tandem_loop", (PyCFunction)(void (*)(void))tandem_loop, METH_FASTCALL,
