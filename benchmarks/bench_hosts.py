@@ -135,7 +135,7 @@ def raw_cost(quick: bool) -> float:
 #: The estimation's loops compiled since it was ~0.25 s a channel-frame, by module: with them
 #: set to None it runs their numpy twins, as where the extension was not built.
 COMPILED_SINCE = {
-    sampling: ("HISTOGRAM_DRAWS", "PROFILE_TIMES", "PCG64_DOUBLES"),
+    sampling: ("HISTOGRAM_DRAWS", "PROFILE_TIMES", "PCG64_DOUBLES", "PCG64_HISTOGRAM_DRAWS"),
     occupancy: ("OCCUPANCY_SORTED",),
     dependence: ("WINDOW_COUNTS",),
     bulk: ("TRANSFER_ITEMS",),

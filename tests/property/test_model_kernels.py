@@ -71,6 +71,40 @@ def test_uniforms_compiled_are_the_generators(seed: int, n: int, before: int) ->
     )
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, 2**64 - 1), st.integers(0, 3000))
+def test_histogram_draws_from_the_generators_state_equal_numpy(seed: int, n: int) -> None:
+    """Histogram draws with their uniforms drawn in the same compiled pass: bit for bit
+    numpy's (rng.random twice, then searchsorted), and the generator left as numpy leaves it."""
+    edges, weights = _histogram(np.random.default_rng(seed))
+    ours, theirs = np.random.default_rng(seed), np.random.default_rng(seed)
+    # the edges as _histogram makes them (not always ordered), past the checks, as the loop takes any
+    got = sampling.sample_histogram(sampling._ready(edges, weights), n, ours)
+    cdf = np.cumsum(weights)
+    u, v = theirs.random(n), theirs.random(n)
+    assert np.array_equal(got, sampling.histogram_draws_py(edges, cdf, u, v))
+    assert ours.bit_generator.state == theirs.bit_generator.state
+
+
+def test_histogram_draws_from_the_generators_state_leave_an_infinite_total() -> None:
+    """Weights whose total is not finite: the compiled pass draws nothing, numpy decides."""
+    edges, weights = np.array([0.0, 1.0, 2.0]), np.array([1e308, 1e308])
+    state = np.random.default_rng(2).bit_generator.state["state"]
+    x, inc, low = state["state"], state["inc"], (1 << 64) - 1
+    out = np.zeros(100)
+    ours, theirs = np.random.default_rng(2), np.random.default_rng(2)
+    with np.errstate(over="ignore", invalid="ignore"):  # the total overflows
+        cdf = np.cumsum(weights)
+        assert (
+            KERNELS.pcg64_histogram_draws(x >> 64, x & low, inc >> 64, inc & low, edges, cdf, out)
+            is None
+        )
+        got = sampling.sample_histogram((edges, weights), 100, ours)
+        ref = sampling.histogram_draws_py(edges, cdf, theirs.random(100), theirs.random(100))
+    assert not out.any()
+    assert np.array_equal(got, ref)
+
+
 def test_uniforms_of_another_generator_are_its_own() -> None:
     for bits in (np.random.Philox(5), np.random.PCG64DXSM(5), np.random.MT19937(5)):
         ours, theirs = np.random.Generator(bits), np.random.Generator(type(bits)(5))

@@ -268,6 +268,39 @@ done:
     return result;
 }
 
+/* histogram_draws' guide table: the first bin of each of slices equal slices of the total
+   (cv: the cumulative weights, m of them, total the last; a sentinel above it). */
+static void guide_build(const double *cv, Py_ssize_t m, double total, Py_ssize_t slices, Py_ssize_t *guide)
+{
+    Py_ssize_t i = 0;
+    for (Py_ssize_t j = 0; j < slices; j++) {
+        double lo = total * ((double)j / (double)slices);
+        while (i < m && cv[i] <= lo)
+            i++;
+        guide[j] = i;
+    }
+}
+
+/* One histogram draw from its uniforms u (the bin) and v (inside it): histogram_draws'. */
+static inline double draw_one(double u, double v, const double *ev, const double *cv, Py_ssize_t m,
+                              double total, double per, Py_ssize_t slices, const Py_ssize_t *guide)
+{
+    double x = u * total;
+    Py_ssize_t b = m - 1; /* x at or past the total (or NaN): searchsorted's m, clamped */
+    if (x < total) {
+        double g = x * per;
+        Py_ssize_t j = g >= (double)slices ? slices - 1 : g > 0.0 ? (Py_ssize_t)g : 0;
+        b = guide[j];
+        if (b > 0 && cv[b - 1] > x)
+            b = bisect_right_f64(cv, x, 0, b);
+        /* below the total, so these stop by the last bin */
+        b += cv[b] <= x; /* a slice seldom holds more than one bin's edge */
+        while (cv[b] <= x)
+            b++;
+    }
+    return ev[b] + v * (ev[b + 1] - ev[b]);
+}
+
 /* histogram_draws(edges, cdf, u, v) -> bool: model/sampling.py's sample_histogram after its two
    uniform draws: u[k] becomes edges[i] + v[k] * (edges[i + 1] - edges[i]), i the bin that
    searchsorted(cdf, u[k] * cdf[-1], side="right") finds (at most the last). The bin is looked
@@ -322,29 +355,9 @@ static PyObject *histogram_draws(PyObject *mod, PyObject *const *args, Py_ssize_
            above that. Rounding may misplace a draw by a slice, so each guess is checked. */
         double per = (double)slices / total;
         Py_BEGIN_ALLOW_THREADS
-        Py_ssize_t i = 0;
-        for (Py_ssize_t j = 0; j < slices; j++) {
-            double lo = total * ((double)j / (double)slices);
-            while (i < m && cv[i] <= lo)
-                i++;
-            guide[j] = i;
-        }
-        for (Py_ssize_t k = 0; k < n; k++) {
-            double x = uv[k] * total;
-            Py_ssize_t b = m - 1; /* x at or past the total (or NaN): searchsorted's m, clamped */
-            if (x < total) {
-                double g = x * per;
-                Py_ssize_t j = g >= (double)slices ? slices - 1 : g > 0.0 ? (Py_ssize_t)g : 0;
-                b = guide[j];
-                if (b > 0 && cv[b - 1] > x)
-                    b = bisect_right_f64(cv, x, 0, b);
-                /* below the total, so these stop by the last bin */
-                b += cv[b] <= x; /* a slice seldom holds more than one bin's edge */
-                while (cv[b] <= x)
-                    b++;
-            }
-            uv[k] = ev[b] + vv[k] * (ev[b + 1] - ev[b]);
-        }
+        guide_build(cv, m, total, slices, guide);
+        for (Py_ssize_t k = 0; k < n; k++)
+            uv[k] = draw_one(uv[k], vv[k], ev, cv, m, total, per, slices, guide);
         Py_END_ALLOW_THREADS
         result = Py_True;
         Py_INCREF(result);
@@ -964,6 +977,128 @@ static PyObject *pcg64_doubles(PyObject *mod, PyObject *const *args, Py_ssize_t 
 #endif
 }
 
+#ifdef __SIZEOF_INT128__
+typedef unsigned __int128 pcg_u128;
+#define PCG_MULT (((pcg_u128)2549297995355413924ULL << 64) | 4865540595714422341ULL)
+
+/* PCG64's output from a state (XSL-RR), as a double of its top 53 bits over 2^53. */
+static inline double pcg_double(pcg_u128 x)
+{
+    uint64_t v = (uint64_t)(x >> 64) ^ (uint64_t)x;
+    unsigned rot = (unsigned)(x >> 122);
+    v = (v >> rot) | (v << ((-rot) & 63));
+    return (double)(v >> 11) * (1.0 / 9007199254740992.0);
+}
+
+/* The LCG's state delta steps on (by squaring: the jump's multiplier and increment). */
+static pcg_u128 pcg_advance(pcg_u128 state, pcg_u128 inc, uint64_t delta)
+{
+    pcg_u128 acc_mult = 1, acc_plus = 0, cur_mult = PCG_MULT, cur_plus = inc;
+    while (delta > 0) {
+        if (delta & 1) {
+            acc_mult *= cur_mult;
+            acc_plus = acc_plus * cur_mult + cur_plus;
+        }
+        cur_plus = (cur_mult + 1) * cur_plus;
+        cur_mult *= cur_mult;
+        delta >>= 1;
+    }
+    return acc_mult * state + acc_plus;
+}
+#endif
+
+/* pcg64_histogram_draws(state_hi, state_lo, inc_hi, inc_lo, edges, cdf, out) ->
+   (state_hi, state_lo), or None: histogram_draws with its uniforms drawn here as
+   pcg64_doubles would draw them (u the first len(out), v the next), without holding them:
+   the uniforms of draw k and k + 1, for the bin and inside it, from four states stepped
+   two at a time (v's n steps ahead of u's, by the LCG's jump), so that their products
+   overlap. out filled, the state 2 len(out) steps on returned; None (state and out
+   untouched) where the weights' total is not finite or 128-bit integers are not to hand. */
+static PyObject *pcg64_histogram_draws(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError,
+                        "pcg64_histogram_draws(state_hi, state_lo, inc_hi, inc_lo, edges, cdf, out)");
+        return NULL;
+    }
+#ifdef __SIZEOF_INT128__
+    uint64_t w[4];
+    for (int k = 0; k < 4; k++) {
+        w[k] = PyLong_AsUnsignedLongLong(args[k]);
+        if (w[k] == (uint64_t)-1 && PyErr_Occurred())
+            return NULL;
+    }
+    Py_buffer e, c, o;
+    PyObject *result = NULL;
+    if (f64_buffer(args[5], &c, 0, -1, "cdf") < 0)
+        return NULL;
+    Py_ssize_t m = c.len / 8;
+    if (m < 1) {
+        PyErr_SetString(PyExc_ValueError, "pcg64_histogram_draws: at least one bin");
+        PyBuffer_Release(&c);
+        return NULL;
+    }
+    if (f64_buffer(args[4], &e, 0, m + 1, "edges") < 0)
+        goto fail_c;
+    if (f64_buffer(args[6], &o, 1, -1, "out") < 0)
+        goto fail_e;
+    Py_ssize_t n = o.len / 8, slices = 8 * m;
+    Py_ssize_t *guide = PyMem_Malloc((size_t)slices * sizeof(Py_ssize_t));
+    double *cv = PyMem_Malloc((size_t)(m + 1) * sizeof(double));
+    if (guide == NULL || cv == NULL) {
+        PyMem_Free(guide);
+        PyMem_Free(cv);
+        PyErr_NoMemory();
+        goto fail_o;
+    }
+    memcpy(cv, c.buf, (size_t)m * sizeof(double));
+    cv[m] = INFINITY;
+    if (!(cv[m - 1] > 0.0 && cv[m - 1] < INFINITY)) {
+        result = Py_None;
+        Py_INCREF(result);
+    } else {
+        const double *ev = e.buf;
+        double *ov = o.buf;
+        double total = cv[m - 1], per = (double)slices / total;
+        pcg_u128 inc = ((pcg_u128)w[2] << 64) | w[3];
+        pcg_u128 state = ((pcg_u128)w[0] << 64) | w[1], after;
+        Py_BEGIN_ALLOW_THREADS
+        guide_build(cv, m, total, slices, guide);
+        const pcg_u128 mult = PCG_MULT, m2 = PCG_MULT * PCG_MULT, c2 = inc * (PCG_MULT + 1);
+        /* u_k is the state k + 1 steps on, v_k the state n + k + 1 steps on */
+        pcg_u128 u0 = state * mult + inc, v0 = pcg_advance(u0, inc, (uint64_t)n);
+        pcg_u128 u1 = u0 * mult + inc, v1 = v0 * mult + inc;
+        Py_ssize_t k = 0;
+        for (; k + 2 <= n; k += 2) {
+            double a0 = pcg_double(u0), b0 = pcg_double(v0);
+            double a1 = pcg_double(u1), b1 = pcg_double(v1);
+            u0 = u0 * m2 + c2;
+            u1 = u1 * m2 + c2;
+            v0 = v0 * m2 + c2;
+            v1 = v1 * m2 + c2;
+            ov[k] = draw_one(a0, b0, ev, cv, m, total, per, slices, guide);
+            ov[k + 1] = draw_one(a1, b1, ev, cv, m, total, per, slices, guide);
+        }
+        if (k < n)
+            ov[k] = draw_one(pcg_double(u0), pcg_double(v0), ev, cv, m, total, per, slices, guide);
+        after = pcg_advance(state, inc, 2 * (uint64_t)n);
+        Py_END_ALLOW_THREADS
+        result = Py_BuildValue("(KK)", (unsigned long long)(after >> 64), (unsigned long long)after);
+    }
+    PyMem_Free(cv);
+    PyMem_Free(guide);
+fail_o:
+    PyBuffer_Release(&o);
+fail_e:
+    PyBuffer_Release(&e);
+fail_c:
+    PyBuffer_Release(&c);
+    return result;
+#else
+    Py_RETURN_NONE;
+#endif
+}
+
 static PyMethodDef methods[] = {
     {"bulk_transfers", (PyCFunction)(void (*)(void))bulk_transfers, METH_FASTCALL,
      "The bus rule of model/bulk.py's _transfers: fills first, start, deliver, depart; returns the transfers."},
@@ -977,6 +1112,8 @@ static PyMethodDef methods[] = {
      "Each item's start1, done1 and deliver from its transfer's: fills them."},
     {"profile_times", (PyCFunction)(void (*)(void))profile_times, METH_FASTCALL,
      "Insertion times from a profile's draws: fills out."},
+    {"pcg64_histogram_draws", (PyCFunction)(void (*)(void))pcg64_histogram_draws, METH_FASTCALL,
+     "Histogram draws from a PCG64 state: fills out, returns the state after; None where it does not apply."},
     {"pcg64_doubles", (PyCFunction)(void (*)(void))pcg64_doubles, METH_FASTCALL,
      "Doubles in [0, 1) as numpy's PCG64 draws them from a state: fills out, returns the state after."},
     {"tandem_frame", (PyCFunction)(void (*)(void))tandem_frame, METH_FASTCALL,

@@ -6,6 +6,7 @@ out, for the estimator's replications and the self-check's null.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -55,8 +56,10 @@ HistogramLike = HistogramPoint | Histogram | tuple[ArrayLike, ArrayLike]
 #: they were): the draws' bins, and a profile's insertion times.
 HISTOGRAM_DRAWS = getattr(KERNELS, "histogram_draws", None)
 PROFILE_TIMES = getattr(KERNELS, "profile_times", None)
-#: numpy's PCG64 uniforms, compiled (None where not built): see :func:`uniforms`.
+#: numpy's PCG64 uniforms, compiled (None where not built): see :func:`uniforms`; and the
+#: histogram draws from them, without holding them (see :func:`sample_histogram`).
 PCG64_DOUBLES = getattr(KERNELS, "pcg64_doubles", None)
+PCG64_HISTOGRAM_DRAWS = getattr(KERNELS, "pcg64_histogram_draws", None)
 _LOW64 = (1 << 64) - 1
 
 
@@ -125,6 +128,12 @@ def sample_histogram(h: HistogramLike, n: int, rng: np.random.Generator) -> F64:
     """
     c = histogram(h, "histogram")
     e, cdf = c.edges, c.cdf
+    if PCG64_HISTOGRAM_DRAWS is not None and n >= 64:
+        # The uniforms below and their draws in one compiled pass (numpy's PCG64 alone).
+        out = np.empty(n)
+        ec, cc = np.ascontiguousarray(e), np.ascontiguousarray(cdf)
+        if _drawn_from_state(rng, lambda *state: PCG64_HISTOGRAM_DRAWS(*state, ec, cc, out)):
+            return out
     uv = uniforms(rng, 2 * n)  # as rng.random(n) twice
     u = uv[:n]  # which bin
     v = uv[n:]  # where inside it
@@ -141,21 +150,33 @@ def uniforms(rng: np.random.Generator, n: int) -> F64:
     """``rng.random(n)``, the same numbers, and ``rng`` left in the same state: for numpy's
     PCG64 (``default_rng``'s) drawn compiled (``PCG64_DOUBLES``: its steps four at a time)
     from its state, which is then set on; from ``rng`` itself for any other generator, or where
-    the loop was not built. Two thirds of a replication's time went on drawing uniforms."""
+    the loop was not built. Drawing uniforms took a third of a replication's time."""
+    if PCG64_DOUBLES is not None and n >= 64:
+        out = np.empty(n)
+        if _drawn_from_state(rng, lambda *state: PCG64_DOUBLES(*state, out)):
+            return out
+    return rng.random(n)
+
+
+def _drawn_from_state(
+    rng: np.random.Generator, draw: Callable[[int, int, int, int], tuple[int, int] | None]
+) -> bool:
+    """Whether ``draw`` drew from ``rng``'s PCG64 state: called with the state's and the
+    increment's high and low 64 bits, it returns the state after its draws (set on ``rng``)
+    or None (nothing drawn, ``rng`` untouched; so too for any other generator)."""
     bits = rng.bit_generator
-    if PCG64_DOUBLES is None or type(bits) is not np.random.PCG64 or n < 64:
-        return rng.random(n)
-    out = np.empty(n)
+    if type(bits) is not np.random.PCG64:
+        return False
     with bits.lock:  # as numpy's own draws: no other draw between the state's read and write
         state = bits.state
         pcg = state["state"]
         x, inc = int(pcg["state"]), int(pcg["inc"])
-        after = PCG64_DOUBLES(x >> 64, x & _LOW64, inc >> 64, inc & _LOW64, out)
-        if after is not None:
-            pcg["state"] = (after[0] << 64) | after[1]
-            bits.state = state
-    # None: no 128-bit integers where it was built (the state is untouched)
-    return out if after is not None else rng.random(n)
+        after = draw(x >> 64, x & _LOW64, inc >> 64, inc & _LOW64)
+        if after is None:  # no 128-bit integers where it was built, or not drawn
+            return False
+        pcg["state"] = (after[0] << 64) | after[1]
+        bits.state = state
+    return True
 
 
 def histogram_draws_py(e: F64, cdf: F64, u: F64, v: F64) -> F64:
