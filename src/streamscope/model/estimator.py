@@ -130,7 +130,10 @@ def replicate(
     if profile is not None:
         times = sample_profile(inter_insert, profile, rng)
         times = times[times < frame_ns]
-        gaps, inserted = np.diff(times, prepend=0.0), int(times.size)
+        # np.diff(times, prepend=0.0), the same subtractions without its concatenation
+        gaps, inserted = np.empty(times.size), int(times.size)
+        gaps[:1] = times[:1] - 0.0
+        np.subtract(times[1:], times[:-1], out=gaps[1:])
         at = np.cumsum(gaps)
     elif ended:
         # The producer finished in this frame, its side measured up to then: i.i.d. gaps up to

@@ -90,15 +90,24 @@ def occupancy_py(
 
 
 def _normalised_pair(p: ArrayLike, q: ArrayLike) -> tuple[F64, F64]:
-    pa = np.asarray(p, dtype=np.float64)
-    qa = np.asarray(q, dtype=np.float64)
-    n = max(pa.size, qa.size)
-    pa = np.pad(pa, (0, n - pa.size))
-    qa = np.pad(qa, (0, n - qa.size))
+    pa = _padded(np.asarray(p, dtype=np.float64), np.asarray(q).size)
+    qa = _padded(np.asarray(q, dtype=np.float64), pa.size)
     sp, sq = float(pa.sum()), float(qa.sum())
     if sp <= 0.0 or sq <= 0.0:
         raise ModelInputError("a level distribution must have positive total weight")
     return pa / sp, qa / sq
+
+
+def _padded(x: F64, n: int) -> F64:
+    """``x`` (1-D) followed by zeros up to ``n`` entries, as ``np.pad(x, (0, n - x.size))``
+    gives it (a copy), at a fraction of its cost: a frame's conditioning takes some 80."""
+    n = max(n, x.size)
+    if x.ndim != 1:
+        padded: F64 = np.pad(x, (0, n - x.size))
+        return padded
+    out: F64 = np.zeros(n)
+    out[: x.size] = x
+    return out
 
 
 def w1_items(p: ArrayLike, q: ArrayLike) -> float:
