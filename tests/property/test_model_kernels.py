@@ -379,6 +379,26 @@ def test_sample_profile_draws_the_same_compiled_and_in_python(
     assert np.array_equal(fast, slow)
 
 
+@pytest.mark.parametrize("width", [1e9, 500.0, 50.0])
+def test_sample_profile_whose_bins_are_all_short_draws_as_from_them_made_again(
+    width: float,
+) -> None:
+    """Where every bin is shorter than a sub-window the histogram is drawn from as it is: the
+    same draws as from the short bins made into a histogram again (as where some are long)."""
+    e, w = np.array([0.0, 1.0, 5.0, 50.0, 500.0]), np.array([3.0, 2.0, 1.0, 0.5])
+    profile = sampling.Profile(np.array([0, 3, 10, 0, 0, 1, 40, 2]), width)
+    got = sampling.sample_profile((e, w), profile, np.random.default_rng(9))
+    short = e[1:] <= width
+    again = sampling._ready(e[: int(np.flatnonzero(short)[-1]) + 2], w[short])
+    counts, _ = sampling.as_profile(profile)
+    busy = np.flatnonzero(counts)
+    c = counts[busy]
+    draws = sampling.sample_histogram(again, int(c.sum()) + busy.size, np.random.default_rng(9))
+    first = np.concatenate(([0], np.cumsum(c + 1)[:-1]))
+    total = np.add.reduceat(draws, first)
+    assert np.array_equal(got, sampling.profile_times_py(draws, c, busy, total, first, width))
+
+
 def test_a_histogram_checked_once_draws_as_its_edges_and_weights() -> None:
     """The replications check a histogram once and pass the checked one on: the same draws,
     residuals and mean gap as from the edges and weights themselves."""

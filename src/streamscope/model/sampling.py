@@ -242,7 +242,8 @@ def sample_profile(h: HistogramLike, profile: Profile, rng: np.random.Generator)
     hist = histogram(h, "histogram")
     e, w = hist.edges, hist.weights
     short = e[1:] <= width
-    if bool(np.any(w[short] > 0.0)):
+    # every bin short (as a frame's gaps usually are): hist is what _ready would make again
+    if not bool(short.all()) and bool(np.any(w[short] > 0.0)):
         hist = _ready(e[: int(np.flatnonzero(short)[-1]) + 2], w[short])
     busy = np.flatnonzero(counts)
     if busy.size == 0:
