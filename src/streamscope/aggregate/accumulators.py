@@ -20,6 +20,7 @@ from streamscope.aggregate.points import (
     ScalarPoint,
 )
 from streamscope.aggregate.sketch import SKETCH_RELATIVE_ACCURACY, LogSketch, quantile_index
+from streamscope.core.numeric import dot
 
 __all__ = [
     "EXACT_DISTINCT_LIMIT",
@@ -89,14 +90,8 @@ def _total(v: F64, w: F64 | None) -> float:
     return float(v.size) if w is None else float(w.sum())
 
 
-def _dot(v: F64, w: F64) -> float:
-    """sum(v * w) on this thread: ``np.dot`` hands long vectors to a BLAS thread pool, which on a
-    small machine takes the core the application needs (and halves the monitor's rate)."""
-    return float(np.einsum("i,i->", v, w))
-
-
 def _weighted_sum(v: F64, w: F64 | None) -> float:
-    return float(v.sum() if w is None else _dot(v, w))
+    return float(v.sum() if w is None else dot(v, w))
 
 
 class CountAccumulator:

@@ -13,6 +13,7 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike
 
+from streamscope.core.numeric import dot
 from streamscope.model._inputs import F64, ModelInputError
 from streamscope.model.occupancy import w1_items
 from streamscope.model.replay import Bus, Model, SubQueues, as_level, replay_inserted
@@ -251,7 +252,7 @@ def summarise(runs: Sequence[tuple[SubQueues, int]], model: str, arrivals: str) 
         whole=tuple(whole.tolist()),
         tail=tuple(_pad_mean([r[0].tail for r in runs]).tolist()),
         head=tuple(_pad_mean([r[0].head for r in runs]).tolist()),
-        mean_occupancy=float(np.dot(np.arange(whole.size), whole)),
+        mean_occupancy=dot(np.arange(whole.size), whole),
         items_simulated=sum(r[1] for r in runs),
         replications=len(runs),
         arrivals=arrivals,

@@ -14,6 +14,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from streamscope.aggregate.points import HistogramPoint
+from streamscope.core.numeric import dot
 from streamscope.model._inputs import F64, ModelInputError
 from streamscope.model.recursions import KERNELS
 
@@ -98,7 +99,7 @@ def histogram(h: HistogramLike, name: str) -> Histogram:
 def _ready(e: F64, w: F64) -> Histogram:
     """A :class:`Histogram` of edges and weights already checked."""
     lw = w * 0.5 * (e[:-1] + e[1:])
-    mean = float(np.dot(w, 0.5 * (e[:-1] + e[1:])) / w.sum())
+    mean = dot(0.5 * (e[:-1] + e[1:]), w) / float(w.sum())
     return Histogram(e, w, np.cumsum(w), np.cumsum(lw), float(lw.sum()), mean)
 
 

@@ -28,6 +28,7 @@ from numpy.typing import NDArray
 from streamscope.aggregate.points import FrameResult, Point
 from streamscope.aggregate.specs import AggregationSpec
 from streamscope.aggregate.subqueue import PROFILE_BINS, SubQueueFrames, SubQueueSummary
+from streamscope.core.numeric import dot
 from streamscope.core.tablerows import TableSink
 from streamscope.core.topology import HOST, ChannelInfo, Topology
 from streamscope.model import Bus
@@ -211,7 +212,7 @@ class VirtualQueue:
 def _mean(level_ticks: NDArray[Any]) -> float:
     w = np.asarray(level_ticks, dtype=np.float64)
     total = float(w.sum())
-    return float(np.dot(np.arange(w.size), w) / total) if total > 0 else 0.0
+    return dot(np.arange(w.size), w) / total if total > 0 else 0.0
 
 
 def _covered_ns(s: SubQueueSummary, scale: float) -> float:

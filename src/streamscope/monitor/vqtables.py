@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from streamscope.core.numeric import dot
 from streamscope.core.tablerows import TableRows, TableSink
 from streamscope.model import combine_frames, occupancy_from_events
 from streamscope.model import w1_items as w1
@@ -112,7 +113,7 @@ class VQTables:
                 continue
             levels, ns = occupancy_from_events(a, d, float(lo), float(hi))
             true = ns / ns.sum() if ns.sum() > 0 else ns
-            r["truth_mean"] = float(np.dot(levels, true))
+            r["truth_mean"] = dot(levels, true)
             e = by_frame.get(f)
             if e is not None:
                 r["w1_truth_items"] = w1(e.whole, true)
