@@ -43,6 +43,7 @@ from streamscope.aggregate.subqueue import (
     decode_summaries,
     encode_summaries,
 )
+from streamscope.core.process import keep_freed_memory
 from streamscope.core.records import RECORD_DTYPE, Kind, make_records
 from streamscope.core.topology import ChannelInfo, Topology
 from streamscope.model import bulk, dependence, occupancy, replay, sampling
@@ -159,7 +160,9 @@ def numpy_twins() -> Iterator[None]:
 
 def estimation_cost(rate: int, reps: int = 3) -> float:
     """CPU seconds to estimate one virtual queue's frame from its two summaries (the least of
-    ``reps`` runs, after one to warm up: the machine may be shared)."""
+    ``reps`` runs, after one to warm up: the machine may be shared), with this process's malloc
+    set as the monitor's is (``keep_freed_memory``)."""
+    keep_freed_memory()
     return min(_estimate_once(rate) for _ in range(reps + 1))
 
 

@@ -22,7 +22,7 @@ import duckdb
 
 from streamscope.aggregate.points import DropCount, FrameResult
 from streamscope.core.errors import StreamscopeError
-from streamscope.core.process import GROUP_SIGNALS
+from streamscope.core.process import GROUP_SIGNALS, keep_freed_memory
 from streamscope.core.topology import Topology
 from streamscope.monitor.service import MonitorService
 from streamscope.monitor.settings import MonitorSettings
@@ -111,6 +111,7 @@ def _say(signals: bytes) -> None:
 
 def main(argv: list[str]) -> int:
     _say_group_signals()
+    keep_freed_memory()  # the estimation's arrays, made and dropped every frame, reuse memory
     if len(argv) != 1:
         print("usage: python -m streamscope.monitor CONFIG.json", file=sys.stderr)
         return 2
