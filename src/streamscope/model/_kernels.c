@@ -301,6 +301,64 @@ static inline double draw_one(double u, double v, const double *ev, const double
     return ev[b] + v * (ev[b + 1] - ev[b]);
 }
 
+/* A histogram as the two draw loops take it: its edges and cumulative weights (cv, with a
+   sentinel above them: the first step forward from a guess needs no test), and the guide
+   table over slices equal slices of the total. */
+typedef struct {
+    Py_buffer e, c;
+    Py_ssize_t m, slices;
+    Py_ssize_t *guide;
+    double *cv, total, per;
+} Hist;
+
+/* Open h on edges and cdf (who names the caller in errors): -1 with an error set (nothing to
+   close), 0 when the weights' total is not finite and positive (the general path then draws),
+   1 when it can be drawn from (the guide to be built with guide_build). Close it with
+   hist_close in either of the last two cases. */
+static int hist_open(PyObject *edges, PyObject *cdf, const char *who, Hist *h)
+{
+    if (f64_buffer(cdf, &h->c, 0, -1, "cdf") < 0)
+        return -1;
+    h->m = h->c.len / 8;
+    if (h->m < 1) {
+        PyErr_Format(PyExc_ValueError, "%s: at least one bin", who);
+        PyBuffer_Release(&h->c);
+        return -1;
+    }
+    if (f64_buffer(edges, &h->e, 0, h->m + 1, "edges") < 0) {
+        PyBuffer_Release(&h->c);
+        return -1;
+    }
+    h->slices = 8 * h->m;
+    h->guide = PyMem_Malloc((size_t)h->slices * sizeof(Py_ssize_t));
+    h->cv = PyMem_Malloc((size_t)(h->m + 1) * sizeof(double));
+    if (h->guide == NULL || h->cv == NULL) {
+        PyMem_Free(h->guide);
+        PyMem_Free(h->cv);
+        PyBuffer_Release(&h->e);
+        PyBuffer_Release(&h->c);
+        PyErr_NoMemory();
+        return -1;
+    }
+    memcpy(h->cv, h->c.buf, (size_t)h->m * sizeof(double));
+    h->cv[h->m] = INFINITY;
+    h->total = h->cv[h->m - 1];
+    if (!(h->total > 0.0 && h->total < INFINITY))
+        return 0;
+    /* Slice j of the total starts at j * total / slices; its first bin is the first cdf
+       above that. Rounding may misplace a draw by a slice, so each guess is checked. */
+    h->per = (double)h->slices / h->total;
+    return 1;
+}
+
+static void hist_close(Hist *h)
+{
+    PyMem_Free(h->cv);
+    PyMem_Free(h->guide);
+    PyBuffer_Release(&h->e);
+    PyBuffer_Release(&h->c);
+}
+
 /* histogram_draws(edges, cdf, u, v) -> bool: model/sampling.py's sample_histogram after its two
    uniform draws: u[k] becomes edges[i] + v[k] * (edges[i + 1] - edges[i]), i the bin that
    searchsorted(cdf, u[k] * cdf[-1], side="right") finds (at most the last). The bin is looked
@@ -314,64 +372,34 @@ static PyObject *histogram_draws(PyObject *mod, PyObject *const *args, Py_ssize_
         PyErr_SetString(PyExc_TypeError, "histogram_draws(edges, cdf, u, v)");
         return NULL;
     }
-    Py_buffer e, c, u, v;
+    Hist h;
+    int ok = hist_open(args[0], args[1], "histogram_draws", &h);
+    if (ok < 0)
+        return NULL;
+    Py_buffer u, v;
     PyObject *result = NULL;
-    if (f64_buffer(args[1], &c, 0, -1, "cdf") < 0)
-        return NULL;
-    Py_ssize_t m = c.len / 8;
-    if (m < 1) {
-        PyErr_SetString(PyExc_ValueError, "histogram_draws: at least one bin");
-        PyBuffer_Release(&c);
-        return NULL;
-    }
-    if (f64_buffer(args[0], &e, 0, m + 1, "edges") < 0)
-        goto fail_c;
     if (f64_buffer(args[2], &u, 1, -1, "u") < 0)
-        goto fail_e;
+        goto fail_h;
     Py_ssize_t n = u.len / 8;
     if (f64_buffer(args[3], &v, 0, n, "v") < 0)
         goto fail_u;
-    Py_ssize_t slices = 8 * m;
-    Py_ssize_t *guide = PyMem_Malloc((size_t)slices * sizeof(Py_ssize_t));
-    double *cv = PyMem_Malloc((size_t)(m + 1) * sizeof(double));
-    if (guide == NULL || cv == NULL) {
-        PyMem_Free(guide);
-        PyMem_Free(cv);
-        PyErr_NoMemory();
-        goto fail_v;
-    }
-    /* the cumulative weights with a sentinel above them: the first step forward needs no test */
-    memcpy(cv, c.buf, (size_t)m * sizeof(double));
-    cv[m] = INFINITY;
-    if (!(cv[m - 1] > 0.0 && cv[m - 1] < INFINITY)) {
-        /* no finite positive total: the general path decides (u untouched) */
-        result = Py_False;
-        Py_INCREF(result);
-    } else {
-        const double *ev = e.buf, *vv = v.buf;
+    if (ok) {
+        const double *ev = h.e.buf, *vv = v.buf;
         double *uv = u.buf;
-        double total = cv[m - 1];
-        /* Slice j of the total starts at j * total / slices; its first bin is the first cdf
-           above that. Rounding may misplace a draw by a slice, so each guess is checked. */
-        double per = (double)slices / total;
         Py_BEGIN_ALLOW_THREADS
-        guide_build(cv, m, total, slices, guide);
+        guide_build(h.cv, h.m, h.total, h.slices, h.guide);
         for (Py_ssize_t k = 0; k < n; k++)
-            uv[k] = draw_one(uv[k], vv[k], ev, cv, m, total, per, slices, guide);
+            uv[k] = draw_one(uv[k], vv[k], ev, h.cv, h.m, h.total, h.per, h.slices, h.guide);
         Py_END_ALLOW_THREADS
-        result = Py_True;
-        Py_INCREF(result);
     }
-    PyMem_Free(cv);
-    PyMem_Free(guide);
-fail_v:
+    /* False (u untouched): no finite positive total, the general path decides */
+    result = ok ? Py_True : Py_False;
+    Py_INCREF(result);
     PyBuffer_Release(&v);
 fail_u:
     PyBuffer_Release(&u);
-fail_e:
-    PyBuffer_Release(&e);
-fail_c:
-    PyBuffer_Release(&c);
+fail_h:
+    hist_close(&h);
     return result;
 }
 
@@ -1028,42 +1056,26 @@ static PyObject *pcg64_histogram_draws(PyObject *mod, PyObject *const *args, Py_
         if (w[k] == (uint64_t)-1 && PyErr_Occurred())
             return NULL;
     }
-    Py_buffer e, c, o;
+    Hist h;
+    int ok = hist_open(args[4], args[5], "pcg64_histogram_draws", &h);
+    if (ok < 0)
+        return NULL;
+    Py_buffer o;
     PyObject *result = NULL;
-    if (f64_buffer(args[5], &c, 0, -1, "cdf") < 0)
-        return NULL;
-    Py_ssize_t m = c.len / 8;
-    if (m < 1) {
-        PyErr_SetString(PyExc_ValueError, "pcg64_histogram_draws: at least one bin");
-        PyBuffer_Release(&c);
-        return NULL;
-    }
-    if (f64_buffer(args[4], &e, 0, m + 1, "edges") < 0)
-        goto fail_c;
     if (f64_buffer(args[6], &o, 1, -1, "out") < 0)
-        goto fail_e;
-    Py_ssize_t n = o.len / 8, slices = 8 * m;
-    Py_ssize_t *guide = PyMem_Malloc((size_t)slices * sizeof(Py_ssize_t));
-    double *cv = PyMem_Malloc((size_t)(m + 1) * sizeof(double));
-    if (guide == NULL || cv == NULL) {
-        PyMem_Free(guide);
-        PyMem_Free(cv);
-        PyErr_NoMemory();
-        goto fail_o;
-    }
-    memcpy(cv, c.buf, (size_t)m * sizeof(double));
-    cv[m] = INFINITY;
-    if (!(cv[m - 1] > 0.0 && cv[m - 1] < INFINITY)) {
+        goto fail_h;
+    Py_ssize_t n = o.len / 8;
+    if (!ok) {
         result = Py_None;
         Py_INCREF(result);
     } else {
-        const double *ev = e.buf;
+        const double *ev = h.e.buf, *cv = h.cv, total = h.total, per = h.per;
+        const Py_ssize_t m = h.m, slices = h.slices, *guide = h.guide;
         double *ov = o.buf;
-        double total = cv[m - 1], per = (double)slices / total;
         pcg_u128 inc = ((pcg_u128)w[2] << 64) | w[3];
         pcg_u128 state = ((pcg_u128)w[0] << 64) | w[1], after;
         Py_BEGIN_ALLOW_THREADS
-        guide_build(cv, m, total, slices, guide);
+        guide_build(h.cv, m, total, slices, h.guide);
         const pcg_u128 mult = PCG_MULT, m2 = PCG_MULT * PCG_MULT, c2 = inc * (PCG_MULT + 1);
         /* u_k is the state k + 1 steps on, v_k the state n + k + 1 steps on */
         pcg_u128 u0 = state * mult + inc, v0 = pcg_advance(u0, inc, (uint64_t)n);
@@ -1085,14 +1097,9 @@ static PyObject *pcg64_histogram_draws(PyObject *mod, PyObject *const *args, Py_
         Py_END_ALLOW_THREADS
         result = Py_BuildValue("(KK)", (unsigned long long)(after >> 64), (unsigned long long)after);
     }
-    PyMem_Free(cv);
-    PyMem_Free(guide);
-fail_o:
     PyBuffer_Release(&o);
-fail_e:
-    PyBuffer_Release(&e);
-fail_c:
-    PyBuffer_Release(&c);
+fail_h:
+    hist_close(&h);
     return result;
 #else
     Py_RETURN_NONE;
