@@ -1,19 +1,24 @@
-"""Cross-clock latency frames held to an exactly known truth (shared by the clock benchmarks).
+"""Cross-clock latency frames held to an exactly known truth (shared by the clock benchmarks
+and the timezone tests).
 
 In: each item's true insertion and removal time (host ns), the frame grid's zero, the device
 tick's length in host ns and the frames a monitor reported for ``latency(...)`` with ``p50``,
-``min`` and ``max``. Out: how many frames were checked, how many had a median or an extreme
-outside the frame's reported uncertainty of the truth, the worst excess, negative latencies.
+``min`` and ``max``; or a validation run's file, which holds all of these. Out: how many
+frames were checked, how many had a median or an extreme outside the frame's reported
+uncertainty of the truth, the worst excess, negative latencies.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
+import streamscope as ss
 from streamscope.aggregate.points import FrameResult, QuantilesPoint, ScalarPoint
+from streamscope.timebase.emulated import EmulatedClock, EmulatedClockSpec
 
 #: Times are whole ns and each conversion rounds: two ns of slack on top of the bounds.
 SLACK_NS = 2.0
@@ -59,12 +64,17 @@ def check(
     tick_ns: float,
     frames: Sequence[FrameResult],
     removed_latest: np.ndarray | None = None,
+    inserted_latest: np.ndarray | None = None,
 ) -> tuple[int, int, float, int]:
     """(frames checked, frames where a median or extreme lies outside its uncertainty of the
     truth, the worst excess in ns, negative latencies). ``removed`` is when the device really
     read each removal's tick: the event lies within one tick after it. ``removed_latest``: the
     latest it can have been, where the tick alone cannot say (a reading shortly after a
     backward step repeats positions): the truth is then the interval between the two.
+    ``inserted_latest`` likewise for the insertions (``inserted`` is then the earliest): where
+    the truth is a pair of stamps around each event, every latency lies in [earliest removal -
+    latest insertion, latest removal - earliest insertion], and never below 0. A figure not in
+    a frame (a query without ``min``, say) is not checked.
 
     The monitor puts each removal in the frame its estimated time falls in, and that estimate
     is as uncertain as the frame says: a removal within that uncertainty of a frame's edge may
@@ -72,7 +82,8 @@ def check(
     such choice (a median: over adding any of those removals; an extreme: likewise).
     """
     late = removed if removed_latest is None else removed_latest
-    lat, lat_late = removed - inserted, late - inserted
+    lat = np.maximum(removed - (inserted if inserted_latest is None else inserted_latest), 0)
+    lat_late = late - inserted
     tick_host = tick_ns * 1.001  # a reading is the tick it lies in
     by_frame = _stats(frames)
     reach = {k: float(st.get("uncertainty_ns") or 0.0) + tick_host + SLACK_NS
@@ -106,6 +117,8 @@ def check(
         )
         over = -math.inf
         for name, lo, hi in ranges:
+            if name not in stats:
+                continue
             got = float(stats[name] or 0.0)
             over = max(over, max(float(lo) - got, got - float(hi), 0.0) - unc)
         checked += 1
@@ -113,6 +126,35 @@ def check(
             missed += 1
             worst = max(worst, over)
     return checked, missed, worst, negative
+
+
+def judge(out: Path, channel: str, frame_ns: int, query_id: int = 0) -> tuple[int, int, float, int]:
+    """A validation run's (``ground_truth``) frames of ``latency(CHANNEL)`` (query
+    ``query_id``: ``p50``, ``min``, ``max``) against its device clock's exact truth, which the
+    run file keeps for validation alone (``clock_truth``): every removal record's device tick
+    through that clock's exact inverse, every insertion the host's own tick (see ``check``).
+    Nothing the load can delay stands between the taps and this truth."""
+    with ss.load(out) as run:
+        truth = run.table("clock_truth")
+        (spec,), (epoch,) = truth["spec"], truth["epoch_host_ns"]
+        clock = EmulatedClock(EmulatedClockSpec.parse(str(spec)), int(epoch))
+        probes = {(p.kind, p.target): p.id for p in run.topology.probes}
+        rec = run.table("record")
+        ends = {}
+        for end in ("tail", "head"):
+            sel = rec["probe_id"] == probes[(end, channel)]
+            order = np.argsort(rec["value"][sel], kind="stable")
+            ends[end] = (rec["value"][sel][order], rec["ticks"][sel][order].astype(np.int64))
+        (seq_in, ins), (seq_out, ticks) = ends["tail"], ends["head"]
+        _seq, i_in, i_out = np.intersect1d(seq_in, seq_out, return_indices=True)
+        # When each removal really happened: exactly, but for a reading shortly after a
+        # backward step, whose tick the clock showed twice: then between the two times.
+        earliest = clock.true_host_ns_in_order(ticks[i_out])
+        latest = np.maximum(clock.true_host_ns_latest(ticks[i_out]), earliest)
+        return check(
+            ins[i_in].astype(np.float64), earliest, run.meta.t0_host_ns, frame_ns,
+            clock.tick_period_ns, run.results(query_id, channel), latest,
+        )  # fmt: skip
 
 
 class Tally:

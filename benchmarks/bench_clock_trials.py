@@ -29,12 +29,11 @@ from pathlib import Path
 import numpy as np
 
 import streamscope as ss
-from _clocktruth import Tally, check
+from _clocktruth import Tally, judge
 from _harness import machine, parser
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 from streamscope.monitor.retime import retime
-from streamscope.timebase.emulated import EmulatedClock, EmulatedClockSpec
 from timezones import build
 
 ITEMS = 1200
@@ -82,31 +81,6 @@ def random_clock(rng: np.random.Generator) -> str:
     return ",".join(parts)
 
 
-def judge(out: Path) -> tuple[int, int, float, int]:
-    """The run's frames against its clock's exact truth (see ``_clocktruth.check``)."""
-    with ss.load(out) as run:
-        truth = run.table("clock_truth")
-        (spec,), (epoch,) = truth["spec"], truth["epoch_host_ns"]
-        clock = EmulatedClock(EmulatedClockSpec.parse(str(spec)), int(epoch))
-        probes = {(p.kind, p.target): p.id for p in run.topology.probes}
-        rec = run.table("record")
-        ends = {}
-        for end in ("tail", "head"):
-            sel = rec["probe_id"] == probes[(end, CHANNEL)]
-            order = np.argsort(rec["value"][sel], kind="stable")
-            ends[end] = (rec["value"][sel][order], rec["ticks"][sel][order].astype(np.int64))
-        (seq_in, ins), (seq_out, ticks) = ends["tail"], ends["head"]
-        _seq, i_in, i_out = np.intersect1d(seq_in, seq_out, return_indices=True)
-        # When each removal really happened: exactly, but for a reading shortly after a
-        # backward step, whose tick the clock showed twice: then between the two times.
-        earliest = clock.true_host_ns_in_order(ticks[i_out])
-        latest = np.maximum(clock.true_host_ns_latest(ticks[i_out]), earliest)
-        return check(
-            ins[i_in].astype(np.float64), earliest, run.meta.t0_host_ns, FRAME_NS,
-            clock.tick_period_ns, run.results(0, CHANNEL), latest,
-        )  # fmt: skip
-
-
 def main() -> int:
     ap = parser(__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=200)
@@ -125,7 +99,7 @@ def main() -> int:
             for label in ("live", "retimed"):
                 if label == "retimed":
                     retime(out)
-                tally.add(label, judge(out), f"trial {k} [{clock}]")
+                tally.add(label, judge(out, CHANNEL, FRAME_NS), f"trial {k} [{clock}]")
             for p in d.iterdir():
                 p.unlink()
             d.rmdir()

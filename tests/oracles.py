@@ -22,6 +22,7 @@ from streamscope.core.topology import ChannelInfo, ProbeInfo, ResourceInfo, Stag
 from streamscope.store.reader import Run
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+BENCHMARKS = EXAMPLES.parent / "benchmarks"
 F64 = NDArray[np.float64]
 
 #: src -> work -> sink on one thread, both channels of capacity 4, the first one's ends probed:
@@ -42,9 +43,20 @@ THREE_STAGES = Topology(
 @cache
 def example(name: str) -> ModuleType:
     """``examples/NAME.py`` imported as a module (its directory on the path for its imports)."""
-    if str(EXAMPLES) not in sys.path:
-        sys.path.insert(0, str(EXAMPLES))
-    spec = importlib.util.spec_from_file_location(f"{name}_example", EXAMPLES / f"{name}.py")
+    return _load(EXAMPLES, name, f"{name}_example")
+
+
+@cache
+def benchmark(name: str) -> ModuleType:
+    """``benchmarks/NAME.py`` imported as a module (a benchmark's checks, or a helper of the
+    benchmarks' such as ``_clocktruth``, held by a test to its targets)."""
+    return _load(BENCHMARKS, name, name)
+
+
+def _load(directory: Path, name: str, as_name: str) -> ModuleType:
+    if str(directory) not in sys.path:
+        sys.path.insert(0, str(directory))
+    spec = importlib.util.spec_from_file_location(as_name, directory / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up while it loads

@@ -5,28 +5,13 @@ on each other is estimated within the tolerance or rejected."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from oracles import benchmark
 
-
-def _battery() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "bench_vq_battery", ROOT / "benchmarks" / "bench_vq_battery.py"
-    )
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # its dataclasses look their module up
-    spec.loader.exec_module(mod)
-    return mod
-
-
-B = _battery()
+B = benchmark("bench_vq_battery")
 
 
 def _cell(source: str, bus: str) -> tuple[object, object]:
