@@ -205,7 +205,8 @@ def _occupancy_against_truth(
             return float(np.sum(np.clip(np.minimum(leave, b) - np.maximum(enter, a), 0, None)))
 
         least = held(put_hi, got_lo, a + u, b - u) / (b - a + 2 * u)
-        most = held(put_lo, got_hi, a - u, b + u) / (b - a - 2 * u)
+        # (a frame shorter than its edges' uncertainty may be a sliver: as full as it can be)
+        most = held(put_lo, got_hi, a - u, b + u) / (b - a - 2 * u) if b - a > 2 * u else GATHERED
         mean = next(p.value for p in fr.points if isinstance(p, ScalarPoint) and p.stat == "mean")
         rows.append((fr.frame, float(mean or 0.0), least, most))
     return rows

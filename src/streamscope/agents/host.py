@@ -15,13 +15,13 @@ runner sends of that clock; each frame says what it took from it, for the monito
 
 from __future__ import annotations
 
-import math
 import threading
 
 import numpy as np
 from numpy.typing import NDArray
 
 from streamscope.agents.assignments import HostPair
+from streamscope.agents.gridmap import GridMap
 from streamscope.aggregate.frames import runs
 from streamscope.aggregate.points import FrameResult
 from streamscope.aggregate.shipped import ShippedFrame, Stamped, encode_frames
@@ -172,28 +172,21 @@ class HostFrames:
                 )
         self._latency_ids = {p.query_id for p in pairs if p.metric == "latency"}
         self._remote: dict[str, tuple[float, float]] = {}  # other domains' grids
-        self._grid: tuple[float, float] | None = None  # origin (ticks), ticks per ns
+        self._map = GridMap()  # this host's ticks to virtual ns
         self._waiting: list[Records] = []  # records taken before the first grid
         self._reduced_ns = 0  # reduced up to here (virtual ns by the grid)
         self._latest_ns = -1  # the latest record's time (a later grid may map the end sooner)
         #: (until, slack): records placed at or before ``until`` (virtual ns) may lie up to
-        #: ``slack`` ns outside the edges a later grid ships for the frames holding them.
+        #: ``slack`` ns outside the edges shipped for the frames holding them (drained late).
         self._moved: list[tuple[int, float]] = []
         self._longest = max((p.frame_ns for p in pairs), default=1_000_000_000)
 
     def set_grid(self, origin_ticks: float, ticks_per_ns: float) -> None:
-        first = self._grid is None
-        old, self._grid = self._grid, (float(origin_ticks), float(ticks_per_ns))
-        if old is not None and self._latest_ns >= 0:
-            # Records in frames still open (from the oldest one's start at the earliest) were
-            # placed by the grid before: the edges shipped for them will be this one's; they
-            # may disagree by the shift across that span.
-            until = max(self._latest_ns, self._reduced_ns)
-            span = np.array([max(0, self._reduced_ns - self._longest), until], dtype=np.float64)
-            ticks = old[0] + span * old[1]
-            shift = float(np.abs((ticks - origin_ticks) / ticks_per_ns - span).max())
-            if shift > 0.0:
-                self._moved.append((until, math.ceil(shift) + 1.0))
+        """A grid of this host's clock: the map slews to it from the latest tick placed
+        (``GridMap``), so that records placed already keep their places."""
+        first = not self._map.ready
+        placed = 0.0 if first else self._map.ticks(max(self._latest_ns, self._reduced_ns))
+        self._map.set(origin_ticks, ticks_per_ns, placed, self._longest * ticks_per_ns)
         if first:
             waiting, self._waiting = self._waiting, []
             for records in waiting:
@@ -207,27 +200,23 @@ class HostFrames:
         return self.links.get(channel)
 
     def _ns(self, ticks: np.ndarray, placed: bool = False) -> np.ndarray:
-        """Virtual ns by the latest grid, never before what is reduced already (a refined grid
-        may move the map back by microseconds: nothing it moves is lost; ``placed``: records,
+        """Virtual ns by the map, never before what is reduced already (a record drained
+        late may have ticks from before it: nothing it moves is lost; ``placed``: records,
         moved so far ahead of the edges their frame ships with)."""
-        assert self._grid is not None
-        origin, per_ns = self._grid
-        t = np.floor((ticks.astype(np.float64) - origin) / per_ns).astype(np.int64)
+        t = self._map.ns(ticks)
         if placed and len(t) and (behind := self._reduced_ns - int(t.min())) > 0:
             self._moved.append((self._reduced_ns, float(behind)))
         return np.maximum(t, self._reduced_ns)
 
     def _ticks(self, t_ns: int) -> float:
-        assert self._grid is not None
-        origin, per_ns = self._grid
-        return origin + t_ns * per_ns
+        return self._map.ticks(t_ns)
 
     def add(self, records: Records) -> None:
         """This flush's records (any probe's: only its own are taken)."""
         mine = records[np.isin(records["probe"], np.fromiter(self.probes, np.int64))]
         if not len(mine):
             return
-        if self._grid is None:
+        if not self._map.ready:
             self._waiting.append(mine.copy())
             return
         kinds = mine["kind"]
@@ -266,7 +255,7 @@ class HostFrames:
 
     def close_until(self, watermark_ticks: int) -> list[bytes]:
         """Every frame that ends before the agent's watermark, encoded."""
-        if self._grid is None:
+        if not self._map.ready:
             return []
         wm = int(self._ns(np.array([watermark_ticks]))[0])
         self.routes.reduce(wm, self.reducers)
@@ -276,7 +265,7 @@ class HostFrames:
     def finish(self, end_ticks: int) -> list[bytes]:
         """The host's stages have ended at ``end_ticks``: every frame up to it, the last one
         partial; items refused after each end's last kept record are counted all the same."""
-        if self._grid is None:
+        if not self._map.ready:
             return []
         # Never before a record taken: a grid that came since may place the end microseconds
         # sooner than the records mapped by the one before (the stages ended after them).
