@@ -1,7 +1,9 @@
 """The virtual-queue verdict on a few runs of ``benchmarks/bench_vq_battery.py`` (real runs, the
 application's own record of every item as the truth): a case unlike the examples, whose estimate is
 accurate though its buffers tell the model from the link, is accepted; a source whose gaps depend
-on each other is estimated within the tolerance or rejected."""
+on each other is estimated within the tolerance or rejected. (The frame a device's source stops
+in is held by ``tests/unit/test_virtual.py`` and measured by the benchmark: where a run's source
+stops falls with the machine's load, at a frame's very end at times.)"""
 
 from __future__ import annotations
 
@@ -36,22 +38,3 @@ def test_a_dependent_source_is_estimated_within_tolerance_or_rejected(tmp_path: 
     o = B.one_run(*_cell("mmpp", "bulk 16"), 1, tmp_path / "r.duckdb")
     print(o.run, dict(o.decided), o.ratio)
     assert o.accurate or not o.accepted
-
-
-def test_the_frame_a_devices_source_stops_in_is_estimated_over_the_whole_frame(
-    tmp_path: Path,
-) -> None:
-    # The source on the device finishes ~30 ms into a frame; the host drains the link for the
-    # rest of it and the run goes on past it. The model runs over the whole frame, its
-    # insertions ending with the last one measured (it once ran over the source's 30 ms alone
-    # and reported that level for the whole frame: 64 items where the truth was 22.5).
-    o = B.one_run(*_cell("mmpp", "bulk 16"), 10, tmp_path / "r.duckdb")
-    last = o.frames[-1]
-    assert last["items_out"] > last["items_in"]  # the drain
-    # Near the truth (quiet machine: W1 within the tolerance; beside a busy core the frame
-    # falls elsewhere: 9.5 items of W1 on 47, rejected), never the source's level for the whole
-    # frame (185 % over), and accurate or rejected: the check's own promise.
-    err = abs(last["predicted_mean"] - last["truth_mean"])
-    assert err <= 0.5 * last["truth_mean"], last
-    accurate = last["w1_truth_items"] <= B.tolerance(last["truth_mean"])
-    assert accurate or last["verdict"] == "rejected", last

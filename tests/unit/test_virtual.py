@@ -11,7 +11,7 @@ from streamscope.aggregate.specs import Mean
 from streamscope.aggregate.subqueue import SubQueueFrames
 from streamscope.core.records import State
 from streamscope.core.topology import ChannelInfo, Topology
-from streamscope.monitor.virtual import VirtualQueue
+from streamscope.monitor.virtual import VirtualQueue, frame_inputs
 from streamscope.timebase.domains import Domains
 
 FRAME = 1_000_000
@@ -158,3 +158,31 @@ def test_without_a_profile_the_renewal_model_is_used() -> None:
     (run,) = tables["virtual_queue"]
     assert run["dependence_p"] == [None]
     assert "renewal" not in {s for t in tables["vq_level"] for s in t["series"]}
+
+
+def test_a_frame_its_producer_stopped_in_is_estimated_over_the_whole_frame() -> None:
+    """A device's source puts its last item 30 ms into a 500 ms frame, then its side ends
+    (its process is done); the host drains the link for the rest of the frame and the run goes
+    on. The frame is modelled over the whole of it, its insertions ending with the last one
+    measured (over the producer's 30 ms alone, that level was reported for the whole frame:
+    64 items where the truth was 22.5), each side checked over what it measured."""
+    frame, stop = 500_000_000, 30_000_000
+    t_in = np.arange(1, 31, dtype=np.int64) * 1_000_000  # an item a ms, to 30 ms
+    seq = np.arange(1, 31, dtype=np.int64)
+    tail = SubQueueFrames(1.0)
+    tail.set_grid(0.0, frame)
+    tail.add_insertions(t_in, seq)
+    tail.add_removals(t_in + 1, seq)  # into the bus at once
+    (tail_frame,) = tail.finish(stop + 1)  # the source's process ended
+    head = SubQueueFrames(1.0)
+    head.set_grid(0.0, frame)
+    head.add_insertions(t_in + 5_000_000, seq)  # delivered 5 ms later
+    head.add_removals(t_in + 5_000_000 + np.arange(1, 31) * 3_000_000, seq)  # 3 ms each
+    (head_frame,) = head.close_until(frame)
+    got = frame_inputs(tail_frame, head_frame, (1.0, 1.0), frame, False, False, False)
+    assert got is not None
+    assert got.span == frame and got.final  # the whole frame, the model draining the link
+    assert got.windows == (stop + 1, frame)  # each side checked over what it measured
+    # The run's first frame is not one its producer stopped in (it started late in it).
+    first = frame_inputs(tail_frame, head_frame, (1.0, 1.0), frame, False, False, True)
+    assert first is not None and first.span == stop + 1 and not first.final
