@@ -102,7 +102,8 @@ def stage_breakdown(run: Run, *, series: Sequence[Series] | None = None) -> list
 
 
 def _one_stage(st: StageInfo, found: Sequence[Series]) -> StageBreakdown:
-    """``st`` over all frames of all its state queries: a covered-time-weighted mean."""
+    """``st`` over all frames of all its state queries: a mean weighted by the time of each
+    frame its states are known (not before its first record: a stage not started yet)."""
     frac: dict[str, float | None] = dict.fromkeys(STATES)
     frames: set[int] = set()
     acc = dict.fromkeys(STATES, 0.0)
@@ -110,7 +111,7 @@ def _one_stage(st: StageInfo, found: Sequence[Series]) -> StageBreakdown:
     for s in found:
         assert s.duty is not None
         ok = duty_observed(s.duty, s.covered)
-        w = s.covered[ok]
+        w = s.covered[ok] * np.nansum(s.duty[ok], axis=1)  # the part of each frame known
         for j, label in enumerate(s.duty_labels):
             if label in acc:
                 acc[label] += float(np.dot(s.duty[ok, j], w))
