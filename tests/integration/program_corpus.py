@@ -111,7 +111,7 @@ CORPUS = (
         ("download -> resize",),
         "download -> resize",
         20,
-        args=("200",),
+        args=("100",),
     ),
     Case(
         "pypeln_task.py",

@@ -38,10 +38,10 @@ def _core(states: list[int], frame: int) -> list[tuple[int, ...]]:
 
 def _reference(states: list[int], frame: int) -> list[tuple[int, ...]]:
     """``StateFrames`` on a grid of ``frame`` ticks, a record at each change of state (cycle
-    ``k`` is in ``states[k]``; the core sees the state from cycle 0, so it is recorded there)."""
+    ``k`` is in ``states[k]``; before any record, idle)."""
     sf = StateFrames()
     sf.set_grid(0.0, float(frame))
-    prev = -1
+    prev = 0
     ticks, values = [], []
     for k, s in enumerate(states):
         if s != prev:

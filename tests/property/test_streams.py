@@ -97,7 +97,7 @@ def test_stage_states_cover_the_whole_time(changes, cuts) -> None:  # type: igno
     end = int(t[-1]) + 5 if len(t) else 5
     s = StageStream("x")
     total = 0
-    per_state = np.zeros(5, dtype=np.int64)  # the four states, then unknown
+    per_state = np.zeros(4, dtype=np.int64)
     fed = 0
     for w in sorted({*[min(c, end) for c in cuts], end}):
         n = int(np.searchsorted(t, w, side="right"))
@@ -105,12 +105,12 @@ def test_stage_states_cover_the_whole_time(changes, cuts) -> None:  # type: igno
         fed = max(fed, n)
         seg = s.advance(w)
         total += int((seg.end - seg.start).sum())
-        np.add.at(per_state, np.where(seg.level < 0, 4, seg.level), seg.end - seg.start)
+        np.add.at(per_state, seg.level, seg.end - seg.start)
     assert total == end
-    # Oracle: state k holds from its change until the next one; unknown before the first.
-    expect = np.zeros(5, dtype=np.int64)
+    # Oracle: state k holds from its change until the next one; idle before the first.
+    expect = np.zeros(4, dtype=np.int64)
     bounds = np.concatenate(([0], t, [end]))
-    states = np.concatenate(([4], v))
+    states = np.concatenate(([0], v))
     np.add.at(expect, states, np.diff(bounds))
     assert per_state.tolist() == expect.tolist()
 

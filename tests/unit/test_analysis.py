@@ -135,6 +135,21 @@ def test_stage_breakdown_is_weighted_by_covered_time() -> None:
     assert by["src"].busy is None and by["src"].communication is None
 
 
+def test_a_stage_s_breakdown_is_over_its_working_life() -> None:
+    """Wholly idle frames before a stage's first working one (a device still starting) and
+    after its last (it finished) are left out; idle inside it, and a worker's idle beside
+    another's work in a frame, stay in."""
+    rows = [duty(1, 0, 0, 0), duty(1, 0, 0, 0), duty(0.4, 0.6, 0, 0), duty(0, 1, 0, 0),
+            duty(1, 0, 0, 0), duty(0, 0.9, 0.1, 0), duty(1, 0, 0, 0)]  # fmt: skip
+    run = make_run(STATE, {(1, "work"): [(F, [d]) for d in rows]})
+    w = {b.stage: b for b in stage_breakdown(run)}["work"]
+    assert w.frames == (2, 3, 4, 5)
+    assert w.busy == pytest.approx((0.6 + 1 + 0 + 0.9) / 4)
+    assert w.idle == pytest.approx((0.4 + 1) / 4)
+    never = make_run(STATE, {(1, "work"): [(F, [duty(1, 0, 0, 0)])] * 3})
+    assert {b.stage: b for b in stage_breakdown(never)}["work"].busy == 0.0  # idle all along
+
+
 def test_channel_summary_categories() -> None:
     chans = {c.channel: c for c in channel_summary(bottleneck_run())}
     a = chans["src -> work"]

@@ -19,15 +19,14 @@ from streamscope.aggregate.stateframes import (
 from streamscope.reduction.streams import StageStream, SummarizedStage
 
 
-def test_time_in_each_state_per_frame_unknown_before_the_first_record() -> None:
+def test_time_in_each_state_per_frame_with_idle_before_the_first_record() -> None:
     sf = StateFrames()
     sf.set_grid(100.0, 1000.0)  # frames [100, 1100), [1100, 2100), ...
     sf.add([600, 900, 1500], [1, 2, 1])
     assert sf.close_until(1099) == []
     (f0,) = sf.close_until(1100)
     assert f0.frame == 0 and f0.covered == 1000.0 and f0.end_state == 2
-    # idle, busy, blocked_in, blocked_out, unknown (before the stage's first record)
-    assert f0.ticks == (0.0, 300.0, 200.0, 0.0, 500.0)
+    assert f0.ticks[:4] == (500.0, 300.0, 200.0, 0.0)  # idle, busy, blocked_in, blocked_out
     (f1, f2) = sf.finish(2600)
     assert f1.ticks[:3] == (0.0, 600.0, 400.0) and f1.covered == 1000.0
     assert f2.frame == 2 and f2.covered == 500.0 and f2.ticks[1] == 500.0

@@ -5,7 +5,7 @@ In: a stage's state records in its clock's ticks, in order, and where the run's 
 on that clock (origin and period in ticks, refined as calibration goes on). Out: one
 ``StateFrame`` per frame once its end has passed (ticks spent in each state, the ticks covered),
 and their binary form for a SUMMARY message (``STATE_MAGIC`` tells it from sub-queue summaries).
-Time before the stage's first record is unknown, as the monitor counts it from records.
+Time before the stage's first record is idle, as the monitor counts it from records.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ class StateFrames:
         self._grid: tuple[float, float] | None = None  # origin, period (ticks)
         self._t: list[int] = []
         self._s: list[int] = []
-        self._state = -1  # unknown until the first record
+        self._state = 0  # idle until the first record
         self._cursor: float | None = None  # accounted up to here (ticks)
         self._next = 0  # the first frame not closed yet
         self._last = math.nan  # the tick of the latest record accounted

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from streamscope.analysis.levels import full_empty_per_frame
 from streamscope.analysis.series import Series, collect, duty_observed, whole_run
@@ -102,16 +103,18 @@ def stage_breakdown(run: Run, *, series: Sequence[Series] | None = None) -> list
 
 
 def _one_stage(st: StageInfo, found: Sequence[Series]) -> StageBreakdown:
-    """``st`` over all frames of all its state queries: a mean weighted by the time of each
-    frame its states are known (not before its first record: a stage not started yet)."""
+    """``st`` over its working life in all its state queries: a covered-time-weighted mean of
+    the frames from its first that is not wholly idle to its last (before it started, and
+    after it finished, a stage is idle: a device still starting its simulators would count
+    against its busy share what no stage did)."""
     frac: dict[str, float | None] = dict.fromkeys(STATES)
     frames: set[int] = set()
     acc = dict.fromkeys(STATES, 0.0)
     observed = 0.0
     for s in found:
         assert s.duty is not None
-        ok = duty_observed(s.duty, s.covered)
-        w = s.covered[ok] * np.nansum(s.duty[ok], axis=1)  # the part of each frame known
+        ok = working_life(s.duty, s.duty_labels, duty_observed(s.duty, s.covered))
+        w = s.covered[ok]
         for j, label in enumerate(s.duty_labels):
             if label in acc:
                 acc[label] += float(np.dot(s.duty[ok, j], w))
@@ -130,6 +133,28 @@ def _one_stage(st: StageInfo, found: Sequence[Series]) -> StageBreakdown:
         tuple(sorted(frames)),
         int(observed),
     )
+
+
+#: A frame whose idle share is at least this is wholly idle.
+WHOLLY_IDLE = 0.999
+
+
+def working_life(
+    duty: NDArray[np.float64], labels: Sequence[str], ok: NDArray[np.bool_]
+) -> NDArray[np.bool_]:
+    """``ok`` (the frames with duty data) less the wholly idle frames before the first frame
+    that is not and after the last: a stage's working life."""
+    if "idle" not in labels or not ok.any():
+        return ok
+    total = np.nansum(duty, axis=1)
+    idle = np.divide(duty[:, list(labels).index("idle")], total, out=np.ones_like(total),
+                     where=total > 0)  # fmt: skip
+    working = np.flatnonzero(ok & (idle < WHOLLY_IDLE))
+    if not len(working):
+        return ok
+    life = np.zeros_like(ok)
+    life[working[0] : working[-1] + 1] = True
+    return ok & life
 
 
 # --- channels -------------------------------------------------------------------------------

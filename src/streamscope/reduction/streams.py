@@ -206,16 +206,14 @@ class StageStream(Stream):
     (``spent_ns``: index the state, last: unknown) for the per-worker breakdown."""
 
     def __init__(self, name: str, start_ns: int | None = None) -> None:
-        """Nothing is known of a stage before its first record (a thread not started yet,
-        a device still starting its simulators: not idle, which would count against its busy
-        share); ``start_ns``: the stage appeared during the run (a worker entering a drop-in
-        stage): nothing is reduced before it either."""
+        """``start_ns``: the stage appeared during the run (a worker entering a drop-in stage):
+        nothing is known of it before its first record, nor reduced before ``start_ns``."""
         self.name = name
         self._pending = Pending()
         self._gaps = Gaps()
         self.last_t = start_ns or 0
         self.last_record_t = self.last_t
-        self.state = UNKNOWN  # until the first record
+        self.state = 0 if start_ns is None else UNKNOWN  # idle until the first record
         self.gone = False  # the worker's process ended: nothing is known after its last record
         self.spent_ns = [0] * (len(STATE_LABELS) + 1)
 
