@@ -4,7 +4,7 @@ source's generator resumed), on the host's monotonic clock.
 
 - ``tandem3``: ``src -> a -> b -> c``, each stage sleeping an exponential time (I/O-like: the
   interpreter lock is free meanwhile), means ``--a-ms``, ``--b-ms``, ``--c-ms``; capacity 4.
-- ``blocking``: ``src -> a -> b``, exponential sleeps of 1 ms each, ``a -> b`` of ``--cap``.
+- ``blocking``: ``src -> a -> b``, exponential sleeps of ``--ms`` (1 ms) each, ``a -> b`` of ``--cap``.
 - ``gil``: ``src -> parse0..parseN-1 -> sink`` (``--replicas N``, dealt round-robin), each parse
   a pure-Python loop of ``--turns`` (it holds the interpreter lock throughout).
 - ``procs``: the same with ``work0..workN-1``, each in a process of its own.
@@ -91,6 +91,7 @@ def _args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--b-ms", type=float, default=2.0)
     ap.add_argument("--c-ms", type=float, default=1.5)
     ap.add_argument("--cap", type=int, default=1)
+    ap.add_argument("--ms", type=float, default=1.0, help="blocking: each stage's mean ms")
     ap.add_argument("--replicas", type=int, default=1)
     ap.add_argument("--turns", type=int, default=20_000, help="turns of the loop per item")
     ap.add_argument("--seed", type=int, default=1)
@@ -107,8 +108,8 @@ def pipeline(argv: list[str]) -> ss.Pipeline:
             p.add(name, Sleeper(ms, a.seed + i))
         p.chain("src", "a", "b", "c", capacity=4)
     elif a.shape == "blocking":
-        p.add("a", Sleeper(1.0, a.seed))
-        p.add("b", Sleeper(1.0, a.seed + 1))
+        p.add("a", Sleeper(a.ms, a.seed))
+        p.add("b", Sleeper(a.ms, a.seed + 1))
         p.connect("src", "a", capacity=4)
         p.connect("a", "b", capacity=a.cap)
     else:

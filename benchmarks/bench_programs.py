@@ -37,7 +37,7 @@ CORPUS = {
     "mpire_map": ("800", "120"),
     "dataloader": ("800", "120"),
     "asyncio_workers": ("1200", "200"),
-    "process_workers": ("800", "120"),
+    "process_workers": ("240", "36"),
 }
 #: What a quick run (the suite's smoke check) keeps: one program, its threads and queues.
 QUICK = ("shared_worker",)

@@ -3,7 +3,10 @@
 The source inserts items with exponential inter-insertion times, the server removes them and
 holds each for an exponential (``--service const``: constant) service time. The application
 records the true insertion and removal time of every item itself, so a trace-driven replay gives
-the ground-truth occupancy of ``source -> server`` independently of streamscope (``--truth DIR``).
+the ground-truth occupancy of ``source -> server`` independently of streamscope (``--truth DIR``):
+``inserted.npy`` (the source resumed: its put was done), ``due.npy`` (the put began after it),
+``removed.npy`` (the server's first act on the item) and ``served.npy`` (its time on it, after
+which it asked for the next).
 
     streamscope run examples/mm1.py -q 'occupancy(source -> server): mean, histogram' -- --rho 0.8
 """
@@ -50,10 +53,12 @@ class Source:
         rng = np.random.default_rng(self.seed)
         gaps = rng.exponential(self.mean_gap_ns, self.items).astype(np.int64)
         inserted = np.zeros(self.items, dtype=np.int64)
+        due = np.zeros(self.items, dtype=np.int64)
         deadline = time.monotonic_ns()
         for k in range(self.items):
             deadline += int(gaps[k])
             sleep_until(deadline)
+            due[k] = deadline  # the insertion began after this
             yield k
             # The runner resumes us right after the insertion completed: that is its true time.
             now = time.monotonic_ns()
@@ -62,6 +67,7 @@ class Source:
                 deadline = now
         if self.truth is not None:
             np.save(self.truth / "inserted.npy", inserted)
+            np.save(self.truth / "due.npy", due)
 
 
 class Server:

@@ -107,3 +107,25 @@ def ray_processes_left(wait_s: float = 5.0) -> list[str]:
         psutil.wait_procs(psutil.Process(os.getpid()).children(recursive=True), timeout=0.1)
         left = ray_processes()
     return left
+
+
+def held_bounds(truth: Path, capacity: int) -> tuple[float, float]:
+    """The least and the most time ``examples/mm1.py``'s items can have spent in ``source ->
+    server`` (item-ns, summed), from the application's own stamps around every put and get
+    (``--truth``): a put began after its item was due and after the get of the item
+    ``capacity`` places ahead (the channel holds no more), and was done when the source
+    resumed; a get came after its put and after the server was done with the item before, and
+    before the server's first act on it. Whatever holds a thread back between a tap and a stamp,
+    the monitor's time-weighted occupancy summed over the run lies between the two."""
+    due, inserted = np.load(truth / "due.npy"), np.load(truth / "inserted.npy")
+    removed, served = np.load(truth / "removed.npy"), np.load(truth / "served.npy")
+    done_before = np.concatenate(([0], (removed + served)[:-1]))
+    put_lo = due.astype(np.float64)
+    got_lo = np.zeros(len(removed))
+    for k in range(len(removed)):  # each bound leans on one ``capacity`` places ahead
+        if k >= capacity:
+            put_lo[k] = max(put_lo[k], got_lo[k - capacity])
+        got_lo[k] = max(put_lo[k], done_before[k])
+    least = float(np.clip(got_lo - inserted, 0, None).sum())
+    most = float((removed - put_lo).sum())
+    return least, most

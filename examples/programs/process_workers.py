@@ -1,6 +1,6 @@
 """A ``multiprocessing`` pipeline of named processes, as its documentation starts them: a
 reader, two ``compress`` processes (named ``compress-1`` and ``compress-2``) sharing their
-input queue, and the main process writing the results. Compressing (CPU work, 6 ms) limits it.
+input queue, and the main process writing the results. Compressing (CPU work, 20 ms) limits it.
 
     python process_workers.py [ITEMS]
 """
@@ -27,7 +27,7 @@ def compress(inq, outq):
         left("read -> compress")
         with work("compress"):
             t = time.perf_counter()
-            while time.perf_counter() - t < 0.006:
+            while time.perf_counter() - t < 0.020:
                 pass
         outq.put(item % 97)
     left("read -> compress")
@@ -35,7 +35,7 @@ def compress(inq, outq):
 
 
 if __name__ == "__main__":
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 400
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 120
     raw, packed = mp.Queue(maxsize=12), mp.Queue()
     procs = [mp.Process(target=read, args=(raw, n))]
     procs += [

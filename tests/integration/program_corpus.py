@@ -187,7 +187,7 @@ CORPUS = (
         ("read -> compress",),
         "read -> compress",
         12,
-        args=("300",),
+        args=("90",),
     ),
 )
 

@@ -113,7 +113,7 @@ def test_every_module_outside_hw_imports_without_the_extras(plain: Plain) -> Non
 def test_a_threaded_program_is_run_and_read_back(plain: Plain) -> None:
     out = plain.cwd / "run.duckdb"
     program = str(APPS / "threads_program.py")
-    done = plain.streamscope("run", program, "-o", str(out), "--quiet", "--", "300", "truth.json")
+    done = plain.streamscope("run", program, "-o", str(out), "--quiet", "--", "100", "truth.json")
     assert done.returncode == 0, done.stderr[-3000:]
     assert out.exists()
     shown = plain.streamscope("show", str(out))

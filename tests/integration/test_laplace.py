@@ -57,7 +57,10 @@ def test_prng_queue_fills_within_the_first_frames_and_stays_full(
         means = _stat(run, "occupancy(prng -> split)", "mean")
     assert cap == 128
     full = [f for f, v, _ in maxes if v == cap]
-    assert min(full) <= 1 + (key == "rtl")  # (the RTL device starts its simulators first)
+    # Within a frame of the first item: the device starts (an RTL device its simulators first)
+    # when the machine lets it, a second or more on a busy one.
+    first = min(f for f, v, _ in maxes if v > 0)
+    assert min(full) <= first + 1, (first, full)
     # Until the PRNG has made its last block: then the queue drains (and an RTL device's run
     # ends a second or two later, its clock's last calibration burst simulated).
     steady = [v for f, v, _ in means if min(full) < f < max(full)]

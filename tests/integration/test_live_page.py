@@ -126,7 +126,7 @@ def test_the_live_page_of_a_program_run_as_it_is_grows_with_it(tmp_path: Path) -
     app = Path(__file__).parent / "apps" / "threads_program.py"
     proc = subprocess.Popen(
         [*cli(), "run", str(app), "--serve", "--serve-port", str(port), "-o",
-         str(tmp_path / "p.duckdb"), "--quiet", "--", "4000", str(tmp_path / "truth.json")],
+         str(tmp_path / "p.duckdb"), "--quiet", "--", "1200", str(tmp_path / "truth.json")],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
     )  # fmt: skip
     try:

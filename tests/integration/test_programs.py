@@ -95,10 +95,10 @@ def occupancy(run: ss.Run, channel: str, stat: str) -> list[float]:
 
 
 def test_an_unmodified_threaded_program(tmp_path: Path) -> None:
-    """Reader -> 3 parser threads (3 ms of waiting work per item) -> writer, queues of 16: the parsers
+    """Reader -> 3 parser threads (10 ms of waiting work per item) -> writer, queues of 16: the parsers
     are the bottleneck, saturated by their own measure and the monitor's; the input queue is
     full most of the time and never over its capacity."""
-    out, truth, _ = run_both(tmp_path, "threads_program.py", "1500", beside=True)
+    out, truth, _ = run_both(tmp_path, "threads_program.py", "450", beside=True)
     assert min(truth["parse_share"]) >= 0.9, truth  # the program's own: saturated
     with ss.load(out) as run:
         assert run.status == "completed"
@@ -163,10 +163,10 @@ def test_a_programs_path_latency_is_its_mean_from_littles_law(tmp_path: Path) ->
 
 @pytest.mark.parametrize("method", ["fork", "spawn"])
 def test_an_unmodified_multiprocessing_program(tmp_path: Path, method: str) -> None:
-    """Loader process -> 2 worker processes (6 ms of work per item) -> the main process: the
+    """Loader process -> 2 worker processes (20 ms of work per item) -> the main process: the
     workers are the bottleneck, each a worker of one stage on its own process; the queues are
     counted across processes, never over their capacity."""
-    out, truth, _ = run_both(tmp_path, "mp_program.py", "400", method)
+    out, truth, _ = run_both(tmp_path, "mp_program.py", "120", method)
     assert min(truth["work_share"]) >= 0.9, truth
     with ss.load(out) as run:
         assert run.status == "completed"
@@ -191,7 +191,7 @@ def test_an_unmodified_multiprocessing_program(tmp_path: Path, method: str) -> N
             for f in run.results(query_id(run, "throughput("), "loader -> worker")
             for p in f.points if isinstance(p, ScalarPoint) and p.stat == "mean"
         )  # fmt: skip
-        assert counted == pytest.approx(402, abs=0.5)
+        assert counted == pytest.approx(122, abs=0.5)
         (neck,) = [f for f in findings(run) if f.kind == "bottleneck"]
         assert neck.target == "worker", neck.title
 
@@ -263,10 +263,10 @@ def test_a_module_runs_as_python_dash_m_would(tmp_path: Path) -> None:
 
 
 def test_an_unmodified_asyncio_program(tmp_path: Path) -> None:
-    """Producer task -> 2 consumer tasks (4 ms of waiting work per item) on one event loop:
+    """Producer task -> 2 consumer tasks (12 ms of waiting work per item) on one event loop:
     each task is a worker of the stage named after its coroutine, on the loop (a resource of
     its own); consumers awaiting get are blocked in, the producer awaiting put blocked out."""
-    out, truth, _ = run_both(tmp_path, "async_program.py", "600", beside=True)
+    out, truth, _ = run_both(tmp_path, "async_program.py", "200", beside=True)
     assert min(truth["work_share"]) >= 0.9, truth
     assert truth["put_share"] >= 0.8, truth  # the producer mostly waits for room
     with ss.load(out) as run:

@@ -16,7 +16,7 @@ import pytest
 from numpy.typing import NDArray
 from scipy.optimize import brentq
 
-from oracles import example, occupancy_ns, w1
+from oracles import example, held_bounds, occupancy_ns, w1
 from streamscope.runtime import RunOptions, run
 from streamscope.store.reader import Run
 from streamscope.store.writer import InMemoryStore
@@ -52,7 +52,9 @@ def fit_rho(utilisation: float, capacity: int) -> float:
 
 # (C, nominal rho, items). Small K relaxes within a few service times: simulating the chain with
 # the same estimator (rho fitted to the realised utilisation), the relative error of the mean has
-# sd 0.018 (C=2, rho 0.8) and 0.021 (C=4, rho 1.0) at 4000 items, so 10 % is about 5 sd.
+# sd 0.018 (C=2, rho 0.8) and 0.021 (C=4, rho 1.0) at 4000 items, so 10 % is about 5 sd: chance
+# fails the theory check about once in a million runs; and since the run's own record is held
+# to the formula first (within half of it), what fails it is the monitor, not the realisation.
 CASES = [(2, 0.8, 4000), (4, 1.0, 4000)]
 
 
@@ -116,4 +118,16 @@ def test_blocking_channel_is_mm1k(tmp_path: Path, capacity: int, rho: float, ite
         f"theory {np.round(theory, 4).tolist()}"
     )
     print(figures)
+    # The monitor against the application's own record of this run, whatever the machine did:
+    # the time items spent in the channel, between the least and the most its stamps allow.
+    least, most = held_bounds(truth, capacity)
+    area = float(levels @ ns)
+    print(f"held {area / 1e9:.4f} item-s, its stamps allow [{least / 1e9:.4f}, {most / 1e9:.4f}]")
+    assert least * (1 - 1e-9) <= area <= most * (1 + 1e-9), (least, area, most, figures)
+    # Theory, where the run realised the queue: a busy machine stalls the processes' sleeps in
+    # bursts (then the replay itself is far from M/M/1/K, 14 % once under load, and it is the
+    # run, not the monitor, that theory does not describe).
+    if abs(mean_truth / mean_theory - 1) > TOLERANCE / 2:
+        print("not an M/M/1/K run: the monitor is held to the run's own record alone")
+        return
     assert mean_mon == pytest.approx(mean_theory, rel=TOLERANCE), figures

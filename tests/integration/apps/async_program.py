@@ -1,5 +1,5 @@
 """An ordinary ``asyncio`` program, written with no thought of streamscope: a producer task
-fills a bounded ``asyncio.Queue``, two consumer tasks each wait 4 ms per item (as a call to a
+fills a bounded ``asyncio.Queue``, two consumer tasks each wait 12 ms per item (as a call to a
 service would), the main task gathers them.
 
     python async_program.py ITEMS TRUTH.json
@@ -38,7 +38,7 @@ async def consume(q, out):
             break
         t = time.perf_counter()
         first = t if first is None else first
-        await asyncio.sleep(0.004)
+        await asyncio.sleep(0.012)
         worked += time.perf_counter() - t
         out.append(x)
         last = time.perf_counter()
