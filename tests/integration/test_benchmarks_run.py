@@ -64,8 +64,9 @@ def test_every_benchmark_is_listed_in_the_readme() -> None:
 
 #: Smoke runs go two at a time (each is a process of its own; what they check is that they run,
 #: not how fast), the longest first; those that share something run apart: Verilator's build
-#: cache, a local Ray cluster.
-AT_ONCE = 2
+#: cache, a local Ray cluster. Where the suite runs on several workers (pytest-xdist), one at a
+#: time: the other workers' tests have the rest of the machine.
+AT_ONCE = 1 if os.environ.get("PYTEST_XDIST_WORKER") else 2
 APART = (("bench_life.py", "bench_rtl_sim.py"), ("bench_host_links.py", "bench_hosts.py"))
 LONGEST = ("bench_host_links.py", "bench_hw_cost.py", "bench_probe_core.py", "bench_vq_sources.py")
 

@@ -111,8 +111,7 @@ def test_an_unmodified_threaded_program(tmp_path: Path) -> None:
         workers = [s for s in run.topology.stages if s.name == "parser"]
         assert workers and all(s.resource == "main" for s in workers)
         got = busy_share(run, "parser")
-        assert got >= 0.9, got
-        assert abs(got - sum(truth["parse_share"]) / 3) <= 0.1
+        assert abs(got - sum(truth["parse_share"]) / 3) <= 0.1, (got, truth)
         assert max(occupancy(run, "reader -> parser", "max")) <= 16
         means = occupancy(run, "reader -> parser", "mean")[1:-1]
         # The reader finds it full (16 but for a parser's take) frame after frame; a frame in
@@ -181,8 +180,7 @@ def test_an_unmodified_multiprocessing_program(tmp_path: Path, method: str) -> N
         shares = worker_shares(run, "worker")
         assert len({r for r, _ in shares}) == 2 and all(s >= 0.85 for _, s in shares), shares
         got = busy_share(run, "worker")
-        assert got >= 0.9, got
-        assert abs(got - sum(truth["work_share"]) / 2) <= 0.1
+        assert abs(got - sum(truth["work_share"]) / 2) <= 0.1, (got, truth)
         assert max(occupancy(run, "loader -> worker", "max")) <= 8
         # every item and both end markers, counted across the processes that put them (a rate
         # over the part of each frame the channel existed in: its first began with its first put)
@@ -280,15 +278,15 @@ def test_an_unmodified_asyncio_program(tmp_path: Path) -> None:
         probes = [p for p in run.topology.probes if p.kind == "state" and p.target == "consume"]
         assert len(probes) == 2  # a worker per task
         got = busy_share(run, "consume")
-        assert got >= 0.9, got
-        assert abs(got - sum(truth["work_share"]) / 2) <= 0.1
+        assert abs(got - sum(truth["work_share"]) / 2) <= 0.1, (got, truth)
         frames = run.results(query_id(run, "state("), "produce")[1:-1]
         blocked = [
             dict(zip(d.labels, d.fractions, strict=True))["blocked_out"]
             for f in frames if isinstance(d := f.point("duty"), DutyPoint)
         ]  # fmt: skip
-        assert blocked and min(blocked) >= 0.8, blocked
-        assert abs(sum(blocked) / len(blocked) - truth["put_share"]) <= 0.1
+        # The program's own share of the producer's life in put, frame by frame on average (a
+        # frame in which a loaded machine held the loop back reads less: 0.49 once).
+        assert blocked and abs(sum(blocked) / len(blocked) - truth["put_share"]) <= 0.1, blocked
         assert max(occupancy(run, "produce -> consume", "max")) <= 8
         (neck,) = [f for f in findings(run) if f.kind == "bottleneck"]
         assert neck.target == "consume", neck.title

@@ -140,6 +140,7 @@ def test_a_damaged_query_parses_or_raises_query_error(query: Query, at: int, jun
 
 #: Numbers at the edges: huge, tiny, negative, with every unit (or none) after them.
 _EDGE_NUMBERS = (
+    "1E1000000000000000000",  # an exponent past what Decimal holds (was a decimal traceback)
     "1e400",
     "-1e400",
     "1e-400",

@@ -10,7 +10,7 @@ import itertools
 import json
 import math
 import re
-from decimal import Decimal
+from decimal import Decimal, DecimalException
 from typing import Any
 
 from lark import Token, Tree
@@ -314,10 +314,17 @@ class TreeReader:
                 unit[0],
             )
         # Whole numbers stay ints (exact levels); beyond 2**53 a float is what the user meant.
-        exact = Decimal(str(digits))
-        if exact == exact.to_integral_value() and "." not in digits and abs(exact) < 2**53:
+        try:
+            exact = Decimal(digits)
+            whole = exact == exact.to_integral_value() and "." not in digits and abs(exact) < 2**53
+        except DecimalException:  # an exponent past what Decimal holds: not a level anyway
+            whole = False
+        if whole:
             return int(exact)
-        value = float(digits)
+        try:
+            value = float(digits)
+        except ValueError:
+            raise self.error(f"'{digits}' is not a number", number) from None
         if not math.isfinite(value):
             raise self.error(f"'{digits}' is too large a number", number)
         return value
