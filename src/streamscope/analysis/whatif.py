@@ -41,6 +41,7 @@ import numpy as np
 
 from streamscope.analysis.breakdown import channel_summary
 from streamscope.analysis.context import BUSY_THRESHOLD
+from streamscope.analysis.corewaits import unqueued
 from streamscope.analysis.groups import StageGroup, range_label, stage_groups
 from streamscope.analysis.jsonable import plain
 from streamscope.analysis.series import collect
@@ -297,12 +298,8 @@ def pipeline_model(run: Run) -> PipelineModel:
             own_cpu = min(cpu_item, float(pool.mean()))
             share = own_cpu / float(pool.mean()) if pool.mean() > 0 else 1.0
         overhead = max(cpu_item - own_cpu, 0.0)
-        # The thread's waits for a core (the run queue), spread over its CPU time, are no
-        # part of its service: the simulation shares the cores itself, with what else ran.
         queued = r["runq_ns"] / r["cpu_ns"] if r["cpu_ns"] > 0 else 0.0
-        if queued > 0 and share > 0:
-            kept = max(1.0 - queued * share, share)
-            pool, share = pool * kept, share / kept
+        pool, share = unqueued(pool, share, queued)
         if share >= CPU_BOUND:
             # Code that computes all along: the wall time beyond its CPU time was spent waiting
             # for the lock or a core, which the simulation makes of its own; as a sleep it
