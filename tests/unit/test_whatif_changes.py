@@ -3,6 +3,8 @@ network, what they refuse; and the self-check that stops a model which misses it
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -167,3 +169,11 @@ def test_a_thread_that_lost_its_core_more_than_its_share_is_slowed_by_the_rest()
     r = simulate(slowed)
     assert r.runq["work"] == pytest.approx(0.0, abs=1e-6)
     assert r.cpu["work"] == pytest.approx(100 * 2.8 * MS)
+    # A bottleneck that sleeps is busy all along too, and waits for a core when woken: its
+    # service is left as it is, however long it waited (a 1 ms sleeper beside a busy core
+    # waited 767 % of its CPU time, and stretched, its model ran 12 % slow and refused itself).
+    sleeper = replace(net, stages=tuple(replace(s, cpu_share=0.02) if s.name == "work" else s
+                                        for s in net.stages))  # fmt: skip
+    runner["work"]["runq_ns"] = 7.67 * 200 * MS
+    kept, said = _core_waits(sleeper, runner, shares)
+    assert said == {} and kept.stage("work") == sleeper.stage("work")

@@ -386,8 +386,9 @@ def _core_waits(
     against the model's: where it waited more than ``RUNQ_MARGIN`` beyond (what else ran took
     its core first: the OS wakes a thread on the core of the one that woke it, and the monitor
     and the stages' neighbours wake often), the model is made to lose what the run lost. Only
-    for a thread busy all along (``shares``: ``CPU_BOUND`` or more): it waits when it is
-    preempted, holding its lock, and its CPU time is stretched so that with the model's waits
+    for a thread busy all along (``shares``: ``CPU_BOUND`` or more) whose code computes (a
+    bottleneck that sleeps is busy all along too): it waits when it is preempted, holding its
+    lock, and its CPU time is stretched so that with the model's waits
     it takes as long as it did with the run's. A thread that sleeps between items waits
     mostly when woken, for a few microseconds before it takes its lock, which the model
     leaves out."""
@@ -397,7 +398,7 @@ def _core_waits(
     for s in net.stages:
         r = runner.get(s.name)
         cpu = sum(x.cpu[s.name] for x in runs)
-        busy = shares.get(s.name, (0.0,))[0] >= CPU_BOUND
+        busy = shares.get(s.name, (0.0,))[0] >= CPU_BOUND and s.cpu_share >= CPU_BOUND
         if r is None or r["cpu_ns"] <= 0 or cpu <= 0 or not busy:
             stages.append(s)
             continue
