@@ -11,6 +11,7 @@ import asyncio
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import streamscope as ss
@@ -103,16 +104,20 @@ def test_a_task_that_raises_fails_the_run_and_names_its_stage(tmp_path: Path) ->
 def test_the_loops_lag_is_measured_by_default(tmp_path: Path) -> None:
     """A task that blocks its loop for 30 ms every 20th item (the stage's own truth): the
     loop's lag, measured by default from its first stage, reaches most of a block and never
-    much more than one."""
+    more than the loop was held up as the program's own tasks saw it: the longest it went
+    without resuming either of them (a block, and whatever a busy machine added to it)."""
+    resumed: list[int] = []
 
     async def careless(x: int) -> int:
         if x % 20 == 0:
             time.sleep(0.03)  # blocks the loop, as a blocking call in a coroutine would
         await asyncio.sleep(0.003)
+        resumed.append(time.monotonic_ns())
         return x
 
     async def other(x: int) -> int:
         await asyncio.sleep(0.001)
+        resumed.append(time.monotonic_ns())
         return x
 
     p = ss.Pipeline("aio-lag")
@@ -131,4 +136,7 @@ def test_the_loops_lag_is_measured_by_default(tmp_path: Path) -> None:
             float(pt.value) for f in run.results(q.id, "careless.loop_lag") for pt in f.points
             if isinstance(pt, ScalarPoint) and pt.stat == "max" and pt.value is not None
         ]  # fmt: skip
-    assert maxima and 15e6 <= max(maxima) <= 40e6, maxima
+    held = float(np.diff(np.sort(np.array(resumed))).max())
+    print(f"lag at most {max(maxima) / 1e6:.1f} ms; the tasks waited up to {held / 1e6:.1f} ms")
+    # (a lag sample is read a loop iteration after it was due: 1 ms of slack)
+    assert maxima and 15e6 <= max(maxima) <= held + 1e6, (maxima, held)

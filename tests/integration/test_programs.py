@@ -293,11 +293,12 @@ def test_an_unmodified_asyncio_program(tmp_path: Path) -> None:
 
 
 def test_an_event_loops_lag_is_measured(tmp_path: Path) -> None:
-    """A task that blocks its loop for 30 ms every 100 ms (the program's own truth): the loop's
-    lag, measured by default, reaches most of a block and never much more than one."""
+    """A task that blocks its loop for 30 ms every 100 ms: the loop's lag, measured by default,
+    reaches most of a block and never more than the program's own heartbeat (a task waking
+    every millisecond) saw its loop held up: a block, and whatever a busy machine added."""
     prog = tmp_path / "blocking.py"
     prog.write_text(
-        "import asyncio, time\n"
+        "import asyncio, sys, time\n"
         "async def hog(q):\n"
         "    for i in range(25):\n"
         "        time.sleep(0.03)\n"  # blocks the loop, as a careless call would
@@ -306,14 +307,24 @@ def test_an_event_loops_lag_is_measured(tmp_path: Path) -> None:
         "    await q.put(None)\n"
         "async def eat(q):\n"
         "    while await q.get() is not None: pass\n"
+        "async def beat(done, held):\n"
+        "    last = time.monotonic_ns()\n"
+        "    while not done.is_set():\n"
+        "        await asyncio.sleep(0.001)\n"
+        "        now = time.monotonic_ns()\n"
+        "        held[0], last = max(held[0], now - last), now\n"
         "async def main():\n"
-        "    q = asyncio.Queue(4)\n"
+        "    q, done, held = asyncio.Queue(4), asyncio.Event(), [0]\n"
+        "    ticks = asyncio.create_task(beat(done, held))\n"
         "    await asyncio.gather(hog(q), eat(q))\n"
+        "    done.set()\n"
+        "    await ticks\n"
+        "    open(sys.argv[1], 'w').write(str(held[0]))\n"
         "asyncio.run(main())\n"
     )
-    out = tmp_path / "lag.duckdb"
+    out, held_file = tmp_path / "lag.duckdb", tmp_path / "held.txt"
     proc = subprocess.run(
-        [*cli(), "run", str(prog), "-o", str(out), "--quiet"],
+        [*cli(), "run", str(prog), "-o", str(out), "--quiet", "--", str(held_file)],
         capture_output=True, text=True, timeout=120, check=False, stdin=subprocess.DEVNULL,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -324,7 +335,10 @@ def test_an_event_loops_lag_is_measured(tmp_path: Path) -> None:
             if isinstance(p, ScalarPoint) and p.stat == "max" and p.value is not None
         ]  # fmt: skip
     assert maxima, "no lag measured"
-    assert 15e6 <= max(maxima) <= 30e6 + 10e6, maxima
+    held = float(held_file.read_text())
+    print(f"lag at most {max(maxima) / 1e6:.1f} ms; the heartbeat waited up to {held / 1e6:.1f} ms")
+    # (a lag sample is read a loop iteration after it was due: 1 ms of slack)
+    assert 15e6 <= max(maxima) <= held + 1e6, (maxima, held)
 
 
 def test_a_thread_pool_executor_is_a_stage_fed_by_its_submitter(tmp_path: Path) -> None:
