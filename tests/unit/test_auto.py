@@ -19,7 +19,7 @@ import pytest
 
 from streamscope.cli.apploader import is_app
 from streamscope.pipeline.program import auto
-from streamscope.pipeline.program.auto import naming
+from streamscope.pipeline.program.auto import claims, naming
 from streamscope.pipeline.program.registry import REGISTRY
 
 
@@ -242,40 +242,40 @@ def test_names_are_claimed_once_across_the_programs_processes(tmp_path: Path) ->
     REGISTRY.activate((), str(tmp_path), 1024, [])
     try:
         who = naming.Who("worker", "function", "prog.py:1:worker")
-        first = naming.claim_stage(who, "in", "1.1")
-        again = naming.claim_stage(who, "in", "1.1")
-        other = naming.claim_stage(who, "in", "1.2")
+        first = claims.claim_stage(who, "in", "1.1")
+        again = claims.claim_stage(who, "in", "1.1")
+        other = claims.claim_stage(who, "in", "1.2")
         assert (first, again, other) == ("worker", "worker", "worker #2")
         assert REGISTRY.named_by == {"worker": "function", "worker #2": "place"}
         ctx = mp.get_context("fork")
         with ctx.Pool(1) as pool:
-            naming.forget_claims()  # what another process knows is only what the table says
-            there = pool.apply(naming.claim_stage, (who, "in", "1.2"))
-            third = pool.apply(naming.claim_stage, (who, "out", "1.3"))
+            claims.forget_claims()  # what another process knows is only what the table says
+            there = pool.apply(claims.claim_stage, (who, "in", "1.2"))
+            third = pool.apply(claims.claim_stage, (who, "out", "1.3"))
         assert (there, third) == ("worker #2", "worker #3")
-        assert naming.claim_channel("1.1", "a", "b") == "a -> b"
-        assert naming.claim_channel("1.2", "a", "b") == "a -> b #2"
+        assert claims.claim_channel("1.1", "a", "b") == "a -> b"
+        assert claims.claim_channel("1.2", "a", "b") == "a -> b #2"
         # workers of one code handed the same queue in the same place are one stage, whatever
         # queue each takes from first (a loader's workers, each fed by its own index queue)
         load = [
             naming.Who("load", "function", "p:9:load", (("1", f"i{n}"), ("2", "out")))
             for n in (1, 2)
         ]
-        assert naming.claim_stage(load[0], "in", "i1") == naming.claim_stage(load[1], "in", "i2")
+        assert claims.claim_stage(load[0], "in", "i1") == claims.claim_stage(load[1], "in", "i2")
         # ... but not when handed it in another place (a shared worker function's pipeline)
         step = [
             naming.Who("step", "target", "p:5:step", (("1", a), ("2", b)))
             for a, b in (("s1", "s2"), ("s2", "s3"))
         ]
-        assert naming.claim_stage(step[0], "in", "s1") == "step"
-        assert naming.claim_stage(step[1], "in", "s2") == "step #2"
+        assert claims.claim_stage(step[0], "in", "s1") == "step"
+        assert claims.claim_stage(step[1], "in", "s2") == "step #2"
         # a queue every worker is handed (for errors, say) does not make a pipeline one stage
-        assert not naming.same_stage(
+        assert not claims.same_stage(
             [("1", "s1"), ("2", "s2"), ("3", "log")], [("1", "s2"), ("2", "s3"), ("3", "log")]
         )
-        assert naming.same_stage([("0", "a"), ("1", "b")], [("0", "a"), ("1", "b")])
+        assert claims.same_stage([("0", "a"), ("1", "b")], [("0", "a"), ("1", "b")])
     finally:
-        naming.forget_claims()
+        claims.forget_claims()
         REGISTRY.deactivate()
 
 

@@ -9,9 +9,9 @@ buffer was full). DeVille, Troxel & George 2005, §3.2 and §5.2.
 
 from __future__ import annotations
 
-import threading
 from collections import deque
 
+from streamscope.core import forksafe
 from streamscope.core.records import Kind
 from streamscope.probes.taps import COST_CENTRAL, COST_SAMPLER, Recorder, RingTap
 
@@ -150,7 +150,7 @@ class CentralStorage:
         self.ports = ports
         self.hold = hold
         self.cycle_ticks = cycle_ticks
-        self.lock = threading.Lock()
+        self.lock = forksafe.lock()
         #: The last cycle whose grants have run.
         self.cycle = _NO_CYCLE
         #: Samples held in all hold registers.
@@ -283,7 +283,7 @@ class DistributedStorage:
         self.capacity = capacity
         self._recorder = recorder if recorder is not None else Recorder()
         self._ports: dict[int, DistributedPort] = {}
-        self._lock = threading.Lock()
+        self._lock = forksafe.lock()
 
     def port(self, probe: int) -> DistributedPort:
         """Register probe ``probe`` (once) and return its own buffer."""

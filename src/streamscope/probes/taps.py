@@ -9,10 +9,9 @@ test). Nothing here converts time, formats or sends anything.
 
 from __future__ import annotations
 
-import threading
 from typing import Protocol
 
-from streamscope.core import native
+from streamscope.core import forksafe, native
 from streamscope.core.options import DEFAULT_TAP_CAPACITY
 from streamscope.core.records import Records
 from streamscope.core.rings import W_FLAGS, anonymous_ring, close_ring, create_ring_file
@@ -143,7 +142,7 @@ class Recorder:
         #: The taps in use, in the order made (a dict as an ordered set: a retired one goes in
         #: the time it takes, however many there are).
         self._taps: dict[RingTap, None] = {}
-        self._lock = threading.Lock()
+        self._lock = forksafe.lock()
 
     @property
     def taps(self) -> list[RingTap]:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from types import CodeType, FunctionType
 from typing import TYPE_CHECKING, Any, cast
 
-from streamscope.core import native
+from streamscope.core import forksafe, native
 
 if TYPE_CHECKING:
     from streamscope.probes.tracing import TraceTap
@@ -65,7 +65,7 @@ _Maker = Callable[..., tuple[Callable[..., Any], Callable[[bool], None]]]
 #: Compiled wrapper makers by (kind, signature, name), shared by the process's tracers:
 #: compiling one costs far more than calling it (process-wide cache, and its lock).
 _makers: dict[tuple[str, str, str], _Maker] = {}
-_makers_lock = threading.Lock()
+_makers_lock = forksafe.lock()
 
 
 def _signature(code: CodeType) -> tuple[str, str]:

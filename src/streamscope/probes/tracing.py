@@ -25,7 +25,7 @@ from typing import Any, TypeVar, cast
 import numpy as np
 from numpy.typing import NDArray
 
-from streamscope.core import native
+from streamscope.core import forksafe, native
 from streamscope.core.records import Kind
 from streamscope.probes.taps import COST_TRACE, DEFAULT_CAPACITY, Recorder, RingTap, host_clock
 from streamscope.probes.tracecode import ThreadBinding, make_wrapper
@@ -112,7 +112,7 @@ class FunctionTracer:
         self._loc = ThreadBinding()
         self._taps: list[TraceTap] = []
         self._replaced: list[tuple[object, str, object]] = []
-        self._lock = threading.RLock()
+        self._lock = forksafe.rlock()
         self._last_check = self.clock.now()
         self._last_calls: NDArray[np.int64] = np.zeros(1, dtype=np.int64)
 

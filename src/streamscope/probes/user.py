@@ -14,6 +14,7 @@ import threading
 from collections.abc import Callable
 from typing import Protocol
 
+from streamscope.core import forksafe
 from streamscope.core.errors import PipelineError
 from streamscope.probes.hardware import Trigger
 from streamscope.probes.taps import RingTap
@@ -270,7 +271,7 @@ class TimerProbe(UserProbe):
 #: The stage the calling thread works for (per thread), and the lock over this process's
 #: handles below: ``ss.probe(name)`` is called from stage code anywhere in the process.
 _local = threading.local()
-_lock = threading.Lock()
+_lock = forksafe.lock()
 #: Handles of this process, by stage then short name.
 _handles: dict[str, dict[str, UserProbe]] = {}
 

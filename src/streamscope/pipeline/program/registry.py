@@ -16,7 +16,7 @@ import time
 from fnmatch import fnmatchcase
 from typing import Any, Protocol
 
-from streamscope.core import native
+from streamscope.core import forksafe, native
 from streamscope.core.errors import ConfigError, PipelineError
 from streamscope.core.records import Kind
 from streamscope.core.rings import declare, next_probe_ids, set_next_probe_id
@@ -106,7 +106,7 @@ class Registry:
         #: many workers as threads at once, not one per thread it ever started.
         self._vacant: dict[tuple[int, str], list[tuple[native.StateTracker, float]]] = {}
         self._env_checked = 0
-        self.lock = threading.RLock()
+        self.lock = forksafe.rlock()
 
     def add_stage(self, name: str) -> None:
         if not isinstance(name, str) or not name:

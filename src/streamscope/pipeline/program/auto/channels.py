@@ -6,18 +6,17 @@ declared to the session once both are known, with the rings of the ends a query 
 
 from __future__ import annotations
 
-import os
-import threading
 import time
 import weakref
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
+from streamscope.core import forksafe
 from streamscope.core.records import Kind
 from streamscope.core.rings import close_ring, declare, next_probe_ids
 from streamscope.core.topology import ChannelInfo, ProbeInfo, Topology
-from streamscope.pipeline.program.auto.naming import claim_channel, forget_claims, new_queue_id
+from streamscope.pipeline.program.auto.claims import claim_channel, forget_claims, new_queue_id
 from streamscope.pipeline.program.registry import REGISTRY, taps_for
 from streamscope.probes.taps import COST_CALL, RingTap, host_clock
 
@@ -88,16 +87,8 @@ _free: dict[_Shape, list[_Free]] = {}
 #: A free channel no queue took up for this long is retired (its rings closed), s.
 FREE_FOR_S = 0.2
 #: Guards ``_free`` (process-wide): queues of several threads are named at once, each under its own lock
-#: (``__del__`` only appends to ``_dropped``, which needs none). Made anew in a forked child.
-_free_lock = threading.Lock()
-
-
-def _new_free_lock() -> None:
-    global _free_lock
-    _free_lock = threading.Lock()
-
-
-os.register_at_fork(after_in_child=_new_free_lock)
+#: (``__del__`` only appends to ``_dropped``, which needs none). Free again in a forked child.
+_free_lock = forksafe.lock()
 
 
 def _take_dropped(now: float) -> None:

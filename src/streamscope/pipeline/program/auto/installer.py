@@ -20,7 +20,8 @@ from typing import Any
 
 from streamscope.pipeline.program.auto import mpqueue, pools, waits
 from streamscope.pipeline.program.auto.channels import forget_channels
-from streamscope.pipeline.program.auto.naming import vacate, who_of_process
+from streamscope.pipeline.program.auto.claims import vacate
+from streamscope.pipeline.program.auto.naming import who_of_process
 from streamscope.pipeline.program.auto.processes import (
     ExecutorWorker,
     PoolWorker,

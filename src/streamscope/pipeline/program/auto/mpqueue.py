@@ -29,7 +29,7 @@ from typing import Any
 from streamscope.core import native
 from streamscope.core.records import State
 from streamscope.pipeline.program.auto.channels import declare_channel, end_ring
-from streamscope.pipeline.program.auto.naming import new_queue_id
+from streamscope.pipeline.program.auto.claims import new_queue_id
 from streamscope.pipeline.program.auto.patches import Patches
 from streamscope.pipeline.program.auto.stages import (
     internal,

@@ -16,19 +16,14 @@ pool); the same code on other queues is another stage. A stage is named, in this
 - ``place``: any of these, numbered (``worker #2``) when another stage already has the name,
   in the order the stages appeared in the flow.
 
-Stages are claimed in the session's claim table (a file in its ring directory, under a lock),
-which every process of the program shares, so that a pool's processes agree on their stage
-and no two stages or channels share a name.
+Stages are claimed in the session's claim table (``claims``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import functools
-import hashlib
 import itertools
-import json
 import os
 import re
 import site
@@ -36,12 +31,10 @@ import sys
 import sysconfig
 import threading
 import types
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
-
-from streamscope.pipeline.program.registry import REGISTRY
 
 #: The claim table's directory in the session's ring directory.
 CLAIMS = "stages.claims"
@@ -400,261 +393,6 @@ def who_of_task(name: str, code: types.CodeType, arguments: tuple[Any, ...] = ()
     return Who(qualname, TARGET, ident)
 
 
-# -- the claim table ------------------------------------------------------------------------
-
-#: This process's claims so far: key -> (name, how); and its lock (threads claim at once).
-_claimed: dict[str, tuple[str, str]] = {}
-_claim_lock = threading.Lock()
-#: This process's threads at work in each stage, and the stages all of whose threads here
-#: ended, by what their workers were (code, the places they were handed queues in): the next
-#: thread of that code handed queues in those places takes the stage up (a program starting a
-#: producer and a consumer per queue, one pair after another, has two stages, not two per
-#: queue). Process-wide, like the claims.
-_live: dict[str, int] = {}
-_vacant: dict[tuple[str, tuple[str, ...]], list[str]] = {}
-
-
-def _digest(text: str) -> str:
-    return hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
-
-
-@contextlib.contextmanager
-def _locked(directory: str) -> Iterator[Path]:
-    """The claim table of the session (a directory of small files), locked against the
-    program's other processes and threads."""
-    table = Path(directory, CLAIMS)
-    fd = _lock_fds.get(directory)
-    if fd is None:
-        table.mkdir(exist_ok=True)
-        fd = _lock_fds[directory] = os.open(table / ".lock", os.O_WRONLY | os.O_CREAT, 0o600)
-    fcntl.flock(fd, fcntl.LOCK_EX)
-    try:
-        yield table
-    finally:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-
-
-#: The claim table's lock file of each session directory, open in this process (a forked
-#: child opens its own: a lock taken through a descriptor it shares with its parent would not
-#: keep the parent out).
-_lock_fds: dict[str, int] = {}
-
-
-def _forget_lock_fds() -> None:
-    _lock_fds.clear()  # the inherited descriptors stay open: closing them is the parent's
-
-
-os.register_at_fork(after_in_child=_forget_lock_fds)
-
-
-def _read(path: Path) -> Any:
-    """A claim file's value (None: none, or one a killed process left half written)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return None
-    try:
-        parts = []
-        while chunk := os.read(fd, 1 << 16):
-            parts.append(chunk)
-        return json.loads(b"".join(parts))
-    except ValueError:
-        return None
-    finally:
-        os.close(fd)
-
-
-def _write(path: Path, value: Any) -> None:
-    """A claim file written in place: every reader and writer holds the table's lock."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.write(fd, json.dumps(value).encode())
-    finally:
-        os.close(fd)
-
-
-#: Per base name, the number from which this process looks for a free ``base #N`` (the names
-#: below it are taken: a claim costs the same whatever the number of names before it).
-_next_number: dict[str, int] = {}
-
-
-def _new_name(table: Path, base: str, how: str) -> tuple[str, str]:
-    """A name nobody has yet: ``base``, else ``base #N`` (then said to be named by place)."""
-    n = _next_number.get(base, 1)
-    name = base if n == 1 else f"{base} #{n}"
-    while True:
-        try:
-            os.close(os.open(table / f"n{_digest(name)}", os.O_CREAT | os.O_EXCL))
-            _next_number[base] = n + 1
-            return name, how if n == 1 else PLACE
-        except FileExistsError:
-            n += 1
-            name = f"{base} #{n}"
-
-
-def claim(keys: str | Sequence[str], base: str, how: str) -> tuple[str, str]:
-    """The name of whatever ``keys`` stand for (a stage, a channel), claimed the first time in
-    the session by any of the program's processes: the name of the first key that has one
-    (every other key then gets it too), else ``base``, or ``base #N`` when another has that
-    already (``how`` then ``place``). Without a session: ``base``.
-
-    The table is a directory of small files (``CLAIMS`` in the ring directory): one per key,
-    holding its name, and one per name taken, made exclusively; a claim costs a few file
-    operations, however many there were before."""
-    keys = (keys,) if isinstance(keys, str) else tuple(keys)
-    directory = REGISTRY.directory if REGISTRY.active() else None
-    if directory is None:
-        return base, how
-    with _claim_lock:
-        got = _claimed.get(keys[0])
-        if got is not None:
-            return got
-        with _locked(directory) as table:
-            paths = [table / f"k{_digest(k)}" for k in keys]
-            found = next((v for v in map(_read, paths) if v is not None), None)
-            name, how = tuple(found) if found is not None else _new_name(table, base, how)
-            for path in paths:
-                if not path.exists():
-                    _write(path, [name, how])
-        for k in keys:
-            _claimed[k] = (name, how)
-        return name, how
-
-
-def same_stage(a: Sequence[Sequence[str]], b: Sequence[Sequence[str]]) -> bool:
-    """Whether two workers of one code, handed the queues ``a`` and ``b`` (their places and
-    ids), are one stage: they share a queue in the same place (a pool's input, a loader's
-    one result queue), and no queue of one is in another place in the other (one's output is
-    not the other's input, as along a pipeline of one worker function)."""
-    at_a = {q: p for p, q in a}
-    at_b = {q: p for p, q in b}
-    shared = [q for q in at_a if q in at_b]
-    return any(at_a[q] == at_b[q] for q in shared) and all(at_a[q] == at_b[q] for q in shared)
-
-
-def _claim_by_slots(who: Who, key: str) -> tuple[str, str]:
-    """``claim`` for a worker handed queues (``who.slots``): the stage of an earlier worker of
-    the same code that is ``same_stage`` with it, else a new one; ``key`` (its first
-    operation's) names it too. The stages that may be it are those an earlier worker of the
-    same code was handed one of these queues for (one small file per queue and code): a claim
-    costs the same however many stages the code has."""
-    directory = REGISTRY.directory if REGISTRY.active() else None
-    if directory is None:
-        return who.base, who.how
-    with _claim_lock:
-        got = _claimed.get(key)
-        if got is not None:
-            return got
-        with _locked(directory) as table:
-            hit = None
-            for _, queue in who.slots:
-                for cand in _read(table / f"q{_digest(who.ident + '|' + queue)}") or []:
-                    if same_stage(cand[2], who.slots):
-                        hit = cand
-                        break
-                if hit is not None:
-                    break
-            if hit is None:
-                post = _post(who)
-                vacant = _vacant.get(post)
-                if vacant:  # a stage of this code whose threads here all ended: taken up
-                    name = vacant.pop()
-                    if not vacant:
-                        del _vacant[post]
-                    named = (name, _how[name])
-                else:
-                    named = _new_name(table, who.base, who.how)
-                hit = [*named, [list(x) for x in who.slots]]
-                for _, queue in who.slots:
-                    path = table / f"q{_digest(who.ident + '|' + queue)}"
-                    _write(path, [*(_read(path) or []), hit])
-            name, how = hit[0], hit[1]
-            _how.setdefault(name, how)
-            kpath = table / f"k{_digest(key)}"
-            if not kpath.exists():
-                _write(kpath, [name, how])
-        _claimed[key] = (name, how)
-        return name, how
-
-
-def _post(who: Who) -> tuple[str, tuple[str, ...]]:
-    """What a thread's stage is vacated for: its code and the places it was handed queues in."""
-    return who.ident, tuple(sorted(place for place, _ in who.slots))
-
-
-#: How each stage claimed by slots in this process was named (a stage taken up keeps it).
-_how: dict[str, str] = {}
-
-
-def occupy(name: str) -> None:
-    """A thread of this process works in stage ``name`` from now on."""
-    with _claim_lock:
-        _live[name] = _live.get(name, 0) + 1
-        for post, names in list(_vacant.items()):
-            if name in names:
-                names.remove(name)
-                if not names:
-                    del _vacant[post]
-
-
-def vacate(who: Who, name: str) -> None:
-    """A thread of stage ``name``, started as ``who``, ended: when it was the stage's last here
-    and it was handed queues, the stage waits for the next thread of its code (``occupy``)."""
-    with _claim_lock:
-        left = _live.get(name, 0) - 1
-        if left > 0:
-            _live[name] = left
-            return
-        _live.pop(name, None)
-        if who.slots and name in _how:
-            _vacant.setdefault(_post(who), []).append(name)
-
-
-def forget_claims() -> None:
-    """The session ended: names are claimed anew in the next."""
-    with _claim_lock:
-        _claimed.clear()
-        _next_number.clear()
-        _live.clear()
-        _vacant.clear()
-        _how.clear()
-        for fd in _lock_fds.values():
-            os.close(fd)
-        _lock_fds.clear()
-
-
-def claim_stage(who: Who, end: str, queue: str) -> str:
-    """The stage of a worker started as ``who`` whose first operation is at ``end`` (``in``:
-    it takes; ``out``: it puts) of the queue ``queue`` (its id in the session), named and
-    recorded for the run (``REGISTRY.named_by``)."""
-    key = f"stage|{who.ident}|{end}|{queue}"
-    if who.how == MAIN_THREAD:
-        name, how = claim("stage|main", who.base, who.how)
-    elif who.slots:
-        name, how = _claim_by_slots(who, key)
-    else:
-        name, how = claim(key, who.base, who.how)
-    if REGISTRY.active():
-        REGISTRY.named_by.setdefault(name, how)
-    return name
-
-
-#: Serial numbers of the queues this process makes (a queue's id is ``pid.serial``).
-_queue_serial = itertools.count(1)
-
-
-def new_queue_id() -> str:
-    """An id for a queue made now, unique among the session's processes."""
-    return f"{os.getpid()}.{next(_queue_serial)}"
-
-
-def claim_channel(queue: str, src: str, dst: str) -> str:
-    """The name of the channel a queue is from ``src`` to ``dst``: ``src -> dst``, numbered
-    when another queue has the same ends."""
-    name, _ = claim(f"channel|{queue}", f"{src} -> {dst}", "")
-    return name
-
-
 __all__ = [
     "CLAIMS",
     "FUNCTION",
@@ -663,20 +401,12 @@ __all__ = [
     "PLACE",
     "TARGET",
     "Who",
-    "claim",
-    "claim_channel",
-    "claim_stage",
-    "forget_claims",
     "found_function",
     "function_name",
     "given_name",
-    "new_queue_id",
-    "occupy",
     "programs",
     "queue_id",
     "refined",
-    "same_stage",
-    "vacate",
     "who_of_process",
     "who_of_task",
     "who_of_thread",

@@ -19,10 +19,12 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from streamscope.core import forksafe
 from streamscope.core.records import State
 from streamscope.pipeline.program.auto.channels import ProgramChannel
+from streamscope.pipeline.program.auto.claims import claim_stage
 from streamscope.pipeline.program.auto.mpqueue import Counts, Locked, counts_of
-from streamscope.pipeline.program.auto.naming import Who, claim_stage
+from streamscope.pipeline.program.auto.naming import Who
 from streamscope.pipeline.program.auto.patches import Patches
 from streamscope.pipeline.program.auto.processes import applied
 from streamscope.pipeline.program.auto.stages import internal, stage, thread_tracker
@@ -140,7 +142,7 @@ def _result_set(set_: Callable[..., None]) -> Callable[..., None]:
 def _lock_of(it: Any) -> threading.Lock:
     lock: threading.Lock | None = it.__dict__.get("_ss_lock")
     if lock is None:
-        lock = it.__dict__.setdefault("_ss_lock", threading.Lock())
+        lock = it.__dict__.setdefault("_ss_lock", forksafe.lock())
     return lock
 
 

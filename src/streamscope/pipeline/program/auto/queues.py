@@ -12,6 +12,7 @@ import threading
 from time import monotonic
 from typing import Any
 
+from streamscope.core import forksafe
 from streamscope.core.records import State
 from streamscope.pipeline.program.auto.channels import ProgramChannel
 from streamscope.pipeline.program.auto.stages import made_internally, stage, thread_tracker
@@ -133,7 +134,7 @@ class AutoSimpleQueue(StandardSimpleQueue):  # type: ignore[type-arg]
             return StandardSimpleQueue()
         q = super().__new__(cls)
         q._ss = ProgramChannel(0)
-        q._ss_lock = threading.Lock()
+        q._ss_lock = forksafe.lock()
         return q
 
     def put(self, item: Any, block: bool = True, timeout: float | None = None) -> None:

@@ -14,12 +14,11 @@ from typing import Any
 
 from streamscope.core import native
 from streamscope.core.records import State
+from streamscope.pipeline.program.auto.claims import claim_stage, occupy
 from streamscope.pipeline.program.auto.naming import (
     MAIN_WHO,
     Who,
-    claim_stage,
     function_name,
-    occupy,
     refined,
     who_of_thread,
 )

@@ -23,7 +23,8 @@ from streamscope.core.records import Kind, State
 from streamscope.core.rings import declare, next_probe_ids
 from streamscope.core.topology import ProbeInfo, ResourceInfo, Topology
 from streamscope.pipeline.program.auto.channels import ProgramChannel
-from streamscope.pipeline.program.auto.naming import Who, claim_stage, who_of_task
+from streamscope.pipeline.program.auto.claims import claim_stage
+from streamscope.pipeline.program.auto.naming import Who, who_of_task
 from streamscope.pipeline.program.auto.stages import (
     in_own_thread,
     internal,
