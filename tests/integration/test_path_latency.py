@@ -14,6 +14,7 @@ import pytest
 import streamscope as ss
 from oracles import benchmark
 from streamscope.aggregate.points import QuantilesPoint, ScalarPoint
+from streamscope.aggregate.sketch import SKETCH_RELATIVE_ACCURACY
 from streamscope.core.errors import QueryError
 from streamscope.pipeline.describe.resources import Resource
 
@@ -61,11 +62,35 @@ def twice(item: tuple[int, int]):  # type: ignore[no-untyped-def]
 
 
 class Sink:
+    """Notes when each item arrives (``latencies``: from the source's stamp), which item it is,
+    and when it was done with the one before (``ready``: its next get began after that)."""
+
     def __init__(self) -> None:
         self.latencies: list[int] = []
+        self.arrived: list[int] = []
+        self.items: list[int] = []
+        self.ready: list[int] = []
+        self._done = 0
 
     def process(self, item: tuple[int, int]) -> None:
-        self.latencies.append(time.monotonic_ns() - item[1])
+        now = time.monotonic_ns()
+        self.latencies.append(now - item[1])
+        self.arrived.append(now)
+        self.items.append(item[0])
+        self.ready.append(self._done)
+        self._done = time.monotonic_ns()
+
+
+def stamped_twice(before: list[int]):  # type: ignore[no-untyped-def]
+    """``twice``, noting in ``before`` the moment before each output is handed on (its put
+    comes after: the sink's get of it, later still)."""
+
+    def twice(item: tuple[int, int]):  # type: ignore[no-untyped-def]
+        for _ in range(2):
+            before.append(time.monotonic_ns())
+            yield item
+
+    return twice
 
 
 def _points(points: tuple[object, ...]) -> dict[str, float | None]:
@@ -78,12 +103,15 @@ def _points(points: tuple[object, ...]) -> dict[str, float | None]:
     return got
 
 
-def _pipeline(sink: Sink, n: int, where: Resource | str = "thread") -> ss.Pipeline:
+def _pipeline(
+    sink: Sink, n: int, where: Resource | str = "thread", src: Source | None = None,
+    twice_: object = twice,
+) -> ss.Pipeline:  # fmt: skip
     """Source -> work -> twice (a generator) -> sink; ``where``: the work's resource."""
     p = ss.Pipeline("path")
-    p.add("src", Source(n))
+    p.add("src", src if src is not None else Source(n))
     p.add("work", Work(), resource=where)
-    p.add("twice", twice)
+    p.add("twice", twice_)
     p.add("sink", sink)
     p.connect("src", "work", capacity=64)
     p.connect("work", "twice", capacity=64)
@@ -91,24 +119,47 @@ def _pipeline(sink: Sink, n: int, where: Resource | str = "thread") -> ss.Pipeli
     return p
 
 
-def test_path_latency_matches_the_applications_stamps(tmp_path: Path) -> None:
-    sink = Sink()
+def _against_stamps(tmp_path: Path, where: Resource | str) -> None:
+    """Run the four stages (``where``: the work's resource) and hold the run's path latency to
+    the program's stamps. Each item's path latency lies between what the stamps around its two
+    ends allow: its put into ``src -> work`` between the source's stamp and the source's
+    resuming after it; its get from ``twice -> sink`` after both ``twice``'s stamp before
+    handing it on and the sink's being done with the item before, and before the sink's stamp
+    on arrival. A busy core may hold a thread back between a stamp and the tap beside it (2.4
+    ms once, at the p99), so the truth is that interval, not either stamp. The run's mean and
+    p99 lie in the range those intervals give them (quantiles of per-item bounds bound the
+    quantile), within the sketch's relative accuracy."""
+    sink, before = Sink(), []
+    handed = tmp_path / "handed.npy"
     out = tmp_path / "path.duckdb"
     q = "latency(src ~> sink): mean, p50, p99, count every 30s"
-    res = ss.run(_pipeline(sink, 2000), [q], ss.RunOptions(out=out))
+    src = Source(2000, handed=handed)
+    res = ss.run(
+        _pipeline(sink, 2000, where, src, stamped_twice(before)), [q], ss.RunOptions(out=out)
+    )
     assert res.status == "completed", res.error
-    truth = np.array(sink.latencies, dtype=np.float64)
-    assert truth.size == 4000
+    items = np.array(sink.items)
+    assert items.size == len(before) == 4000
+    source_stamp = np.array(sink.arrived) - np.array(sink.latencies)
+    earliest = np.maximum(np.array(sink.ready), np.array(before)) - np.load(handed)[items]
+    latest = np.array(sink.arrived) - source_stamp
     with ss.load(out) as run:
         (frame,) = run.results(0, "src ~> sink")
     got = _points(frame.points)
-    mean, p99 = float(truth.mean()), float(np.percentile(truth, 99))
-    print(got, f"truth: mean {mean:.0f} ns, p99 {p99:.0f} ns, items {truth.size}")
+    print(got, f"truth: mean in [{earliest.mean():.0f}, {latest.mean():.0f}] ns, "
+          f"p99 in [{np.percentile(earliest, 99):.0f}, {np.percentile(latest, 99):.0f}] ns")  # fmt: skip
     # Every item (the source's 1,400 a second are fewer than the sampler allows), each arrival
     # one sample (the generator's two outputs: two).
-    assert got["count"] == truth.size
-    assert got["mean"] == pytest.approx(mean, rel=0.02)
-    assert got["p99"] == pytest.approx(p99, rel=0.02)
+    assert got["count"] == items.size
+    assert got["mean"] is not None and earliest.mean() <= got["mean"] <= latest.mean()
+    acc = SKETCH_RELATIVE_ACCURACY
+    assert got["p99"] is not None
+    assert np.percentile(earliest, 99) * (1 - acc) <= got["p99"]
+    assert got["p99"] <= np.percentile(latest, 99) * (1 + acc)
+
+
+def test_path_latency_matches_the_applications_stamps(tmp_path: Path) -> None:
+    _against_stamps(tmp_path, "thread")
 
 
 def test_a_path_is_written_read_and_checked() -> None:
@@ -153,22 +204,7 @@ def test_a_path_is_written_read_and_checked() -> None:
 def test_a_path_across_processes_is_followed_item_by_item(tmp_path: Path) -> None:
     """The same four stages, the work in a process of its own: the tags ride in the shared
     memory slots' headers, sampled at the origin and recorded at the end as between threads."""
-    sink = Sink()
-    out = tmp_path / "apart.duckdb"
-    q = "latency(src ~> sink): mean, p50, p99, count every 30s"
-    res = ss.run(_pipeline(sink, 2000, ss.Process("worker")), [q], ss.RunOptions(out=out))
-    assert res.status == "completed", res.error
-    truth = np.array(sink.latencies, dtype=np.float64)
-    with ss.load(out) as run:
-        (frame,) = run.results(0, "src ~> sink")
-    got = _points(frame.points)
-    mean, p99 = float(truth.mean()), float(np.percentile(truth, 99))
-    print(got, f"truth: mean {mean:.0f} ns, p99 {p99:.0f} ns, items {truth.size}")
-    assert got["count"] == truth.size == 4000
-    # The source's stamp is taken before its put into shared memory (encoding, semaphores:
-    # ~15 us), the tag's at the put: 1.3 % short on the mean here, 0.2 % on the p99.
-    assert got["mean"] == pytest.approx(mean, rel=0.03)
-    assert got["p99"] == pytest.approx(p99, rel=0.03)
+    _against_stamps(tmp_path, ss.Process("worker"))
 
 
 async def _waits(item: tuple[int, int]) -> tuple[int, int]:
