@@ -144,3 +144,23 @@ def test_show_says_how_each_stage_was_named(tmp_path: Path) -> None:
     assert "2" in rows["compress"] and "the name the program gave" in rows["compress"]
     assert "the program's function its workers run" in rows["read"]
     assert "the program's main thread" in rows["main"]
+
+
+def test_joblib_workers_are_the_function_they_run(tmp_path: Path) -> None:
+    """joblib's ``Parallel`` on loky (its default backend) starts its workers by pickling them
+    with cloudpickle: they start under the monitor as plainly, are the stage of the program's
+    function they run (busy as the program's own stamps say), loky's own threads and queues
+    are no stages, and its resource tracker, which ends on its own once the program has, is
+    not said to outlive it."""
+    case = Case("joblib_parallel.py", {}, "score", "score", (), None, 0, args=("150",), why="loky")
+    ran = run_both(case, tmp_path, cli())
+    assert ran.plain.returncode == ran.monitored.returncode == 0, ran.monitored.stderr[-3000:]
+    assert ran.monitored.stdout == ran.plain.stdout == "total 1113775\n"
+    with ss.load(ran.run_file) as run:
+        assert run.status == "completed", run.error
+        named = {s.name: s.named_by for s in run.topology.stages}
+        assert named == {"main": "main", "score": "function"}, named
+        assert not [n for n in run.notes() if n[0] == "outlived"], run.notes()
+        own = ran.truth["stages"]["score"]
+        busy = _busy(run, "score", _work_window(ran, case))
+        assert abs(busy - own["busy"]) <= BUSY_TOLERANCE, (busy, own)

@@ -297,3 +297,49 @@ def test_a_file_is_an_app_only_if_it_is_app_at_its_top(
     path = tmp_path / "prog.py"
     path.write_text(source)
     assert is_app(path) is app
+
+
+class _Spawning:
+    """What a process start is while it pickles its process object (``DupFd``: a descriptor
+    passed on as it is)."""
+
+    @staticmethod
+    def DupFd(fd: int) -> int:
+        return fd
+
+    @staticmethod
+    def duplicate_for_child(fd: int) -> int:
+        return fd
+
+
+def test_a_recorded_multiprocessing_queue_pickles_with_any_pickler(
+    installed: None, tmp_path: Path
+) -> None:
+    """A program's ``multiprocessing`` queues, recorded in a session, pickle as they do plainly
+    with ``multiprocessing``'s pickler and with cloudpickle (which joblib's loky starts its
+    workers with), and a copy shares the original's counts."""
+    from multiprocessing.context import set_spawning_popen
+    from multiprocessing.reduction import ForkingPickler
+
+    import cloudpickle
+
+    REGISTRY.activate((), str(tmp_path), 1024, [])
+    try:
+        ctx = mp.get_context("spawn")
+        queues = (ctx.Queue(4), ctx.JoinableQueue(), ctx.SimpleQueue())
+        assert all(auto.counts_of(q) is not None for q in queues)
+        set_spawning_popen(_Spawning())
+        try:
+            for q in queues:
+                ForkingPickler.dumps(q)
+                cloudpickle.dumps(q)
+                counts = auto.counts_of(q)
+                assert counts is not None
+                there = cloudpickle.loads(cloudpickle.dumps(counts))
+                counts.inserted()
+                assert there.seq_in == counts.seq_in == 1
+        finally:
+            set_spawning_popen(None)
+    finally:
+        claims.forget_claims()
+        REGISTRY.deactivate()

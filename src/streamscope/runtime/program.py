@@ -17,6 +17,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -235,14 +236,42 @@ def _reaping() -> Iterator[None]:
             libc.prctl(_PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
 
 
+#: How long the program's processes left when it ended have to end on their own before they
+#: are said to have outlived it (s): ``multiprocessing``'s and loky's resource trackers end as
+#: soon as they read that the program's end closed their pipe, and clean up after it first.
+GRACE_S = 1.0
+
+
+def _left(program: int) -> list[int]:
+    return [p for p in _children(os.getpid()) if p != program and _program_process(p)]
+
+
+def _ended_on_their_own(program: int) -> list[int]:
+    """The program's processes still running ``GRACE_S`` after it ended (those that ended
+    meanwhile reaped)."""
+    deadline = time.monotonic() + GRACE_S
+    seen: set[int] = set()
+    while True:
+        left = _left(program)
+        for pid in seen.difference(left):
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)
+        seen.update(left)
+        if not left or time.monotonic() >= deadline:
+            return left
+        time.sleep(0.02)
+
+
 def _outlived(program: int, *, kill: bool) -> tuple[str, ...]:
     """The program's processes still running once it ended (left to this process: see
-    ``_reaping``), each as ``pid (command line)``; ``kill``: killed instead (its time limit),
-    and those they leave behind in turn."""
-    for _ in range(100 if kill else 1):
-        left = [p for p in _children(os.getpid()) if p != program and _program_process(p)]
-        if not kill or not left:
-            return tuple(f"{pid} ({_cmdline(pid)})" for pid in left)
+    ``_reaping``) and ``GRACE_S`` after, each as ``pid (command line)``; ``kill``: killed
+    instead (its time limit), and those they leave behind in turn."""
+    if not kill:
+        return tuple(f"{pid} ({_cmdline(pid)})" for pid in _ended_on_their_own(program))
+    for _ in range(100):
+        left = _left(program)
+        if not left:
+            return ()
         for pid in left:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)

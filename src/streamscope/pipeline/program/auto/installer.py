@@ -27,7 +27,7 @@ from streamscope.pipeline.program.auto.processes import (
     PoolWorker,
     ProcessEntry,
     StageTarget,
-    standard_executor_worker,
+    executor_worker,
     standard_pool_worker,
 )
 from streamscope.pipeline.program.auto.queues import (
@@ -153,7 +153,7 @@ def _following_processes(
         args = getattr(self, "_args", ())
         if target is standard_pool_worker():
             self._target = PoolWorker(target, install, _pool_id(args[0] if args else None))
-        elif target is not None and target is standard_executor_worker():
+        elif target is not None and executor_worker(target):
             self._target = ExecutorWorker(target, install, _pool_id(args[0] if args else None))
         elif target is not None and not isinstance(target, ProcessEntry):
             if not internal(getattr(target, "__module__", None)):

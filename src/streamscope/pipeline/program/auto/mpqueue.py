@@ -20,8 +20,10 @@ itself (a ``Pool``'s, an executor's) are left unrecorded.
 
 from __future__ import annotations
 
+import mmap
 import multiprocessing.queues
 import os
+import struct
 from collections.abc import Callable
 from contextlib import nullcontext
 from typing import Any
@@ -45,18 +47,87 @@ _MPQ = multiprocessing.queues
 _NAME_BYTES = 160
 
 
+#: The shared block of a queue's counts: sequence numbers in and out, the channel's probes
+#: (declared?, tail, head), then the stages seen at its two ends.
+_SEQ_IN, _SEQ_OUT, _PROBES, _ENDS = 0, 8, 16, 40
+_BLOCK = _ENDS + 2 * _NAME_BYTES
+#: The session's directory of counts blocks, in its ring directory.
+COUNTS = "queue.counts"
+
+
+class _Block:
+    """A queue's shared numbers in a small file of the session's ring directory, mapped in each
+    process that uses the queue. It pickles as its file's path, which every pickler can carry
+    (``multiprocessing``'s, loky's cloudpickle, ``copy``): numbers made by a context
+    (``ctx.Value``) live in that context's heap, whose arenas only ``multiprocessing``'s own
+    pickler can pass to a process, and joblib's could not start its workers. Without a
+    session the block is this process's own."""
+
+    def __init__(self, path: str | None) -> None:
+        self.path = path
+        self._map: mmap.mmap | None = None
+
+    @classmethod
+    def made(cls, name: str) -> _Block:
+        directory = REGISTRY.directory if REGISTRY.active() else None
+        if directory is None:
+            return cls(None)
+        folder = os.path.join(directory, COUNTS)
+        os.makedirs(folder, exist_ok=True)
+        path = os.path.join(folder, name)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.ftruncate(fd, _BLOCK)
+        finally:
+            os.close(fd)
+        return cls(path)
+
+    @property
+    def mem(self) -> mmap.mmap:
+        mapped = self._map
+        if mapped is None:
+            if self.path is None:
+                mapped = mmap.mmap(-1, _BLOCK)
+            else:
+                fd = os.open(self.path, os.O_RDWR)
+                try:
+                    mapped = mmap.mmap(fd, _BLOCK)
+                finally:
+                    os.close(fd)
+            self._map = mapped
+        return mapped
+
+    def get(self, at: int) -> int:
+        value: int = _Q.unpack_from(self.mem, at)[0]
+        return value
+
+    def set(self, at: int, value: int) -> None:
+        _Q.pack_into(self.mem, at, value)
+
+    def add(self, at: int) -> int:
+        value = self.get(at) + 1
+        self.set(at, value)
+        return value
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_Block, (self.path,))
+
+
+_Q = struct.Struct("q")
+
+
 class Counts:
     """A recorded ``multiprocessing`` queue's shared counts and ends: sequence numbers of its
-    insertions and removals, the stages seen at each end and the channel's probes, in shared
-    memory; this process's rings. Passed to other processes with the queue."""
+    insertions and removals, the stages seen at each end and the channel's probes, in a shared
+    block (``_Block``) under two locks of the queue's own context; this process's rings.
+    Passed to other processes with the queue."""
 
     def __init__(self, ctx: Any, capacity: int) -> None:
         self.capacity = capacity
-        self.seq_in = ctx.Value("q", 0)
-        self.seq_out = ctx.Value("q", 0)
-        self.ends = ctx.Array("c", 2 * _NAME_BYTES, lock=False)
-        self.probes = ctx.Array("q", 3, lock=False)  # declared?, tail probe, head probe
         self.id = new_queue_id()
+        self.block = _Block.made(self.id)
+        self.lock_in = ctx.Lock()
+        self.lock_out = ctx.Lock()
         self.rings: dict[tuple[int, str], Any] = {}
 
     def __getstate__(self) -> dict[str, Any]:
@@ -67,26 +138,38 @@ class Counts:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
 
+    @property
+    def seq_in(self) -> int:
+        return self.block.get(_SEQ_IN)
+
+    @property
+    def seq_out(self) -> int:
+        return self.block.get(_SEQ_OUT)
+
+    def probe(self, i: int) -> int:
+        """The channel's probes: 0 declared?, 1 tail, 2 head."""
+        return self.block.get(_PROBES + 8 * i)
+
     def inserted(self) -> None:
         ring = self.ring("tail")
-        with self.seq_in.get_lock():
-            self.seq_in.value += 1
+        with self.lock_in:
+            seq = self.block.add(_SEQ_IN)
             if ring is not None:
-                ring.record(self.seq_in.value)
+                ring.record(seq)
 
     def removed(self) -> None:
         ring = self.ring("head")
-        with self.seq_out.get_lock():
-            self.seq_out.value += 1
+        with self.lock_out:
+            seq = self.block.add(_SEQ_OUT)
             if ring is not None:
-                ring.record(self.seq_out.value)
+                ring.record(seq)
 
     def ring(self, end: str) -> Any:
         """This process's ring for ``end`` (made on first use; None: unwatched, or no session)."""
         key = (os.getpid(), end)
         ring = self.rings.get(key)
-        if ring is None and self.probes[0] and REGISTRY.active():
-            ring = self.rings[key] = end_ring(self.probes[1 if end == "tail" else 2], end)
+        if ring is None and self.probe(0) and REGISTRY.active():
+            ring = self.rings[key] = end_ring(self.probe(1 if end == "tail" else 2), end)
         return ring
 
     def saw(self, end: str, who: str | None) -> None:
@@ -95,21 +178,25 @@ class Counts:
         if who is None:
             return
         mine = who.encode()[: _NAME_BYTES - 1]
-        with self.seq_in.get_lock(), self.seq_out.get_lock():
-            raw = bytes(self.ends[:])
+        mem = self.block.mem
+        with self.lock_in, self.lock_out:
+            raw = bytes(mem[_ENDS:_BLOCK])
             src, dst = (raw[i * _NAME_BYTES : (i + 1) * _NAME_BYTES].rstrip(b"\0") for i in (0, 1))
             i = 0 if end == "tail" else 1
             if not (src, dst)[i]:
-                self.ends[i * _NAME_BYTES : i * _NAME_BYTES + len(mine)] = mine
+                at = _ENDS + i * _NAME_BYTES
+                mem[at : at + len(mine)] = mine
                 src, dst = (mine, dst) if i == 0 else (src, mine)
-            if src and dst and not self.probes[0] and REGISTRY.active():
+            if src and dst and not self.probe(0) and REGISTRY.active():
                 _, tail, head = declare_channel(
                     self.id, src.decode(), dst.decode(), self.capacity, "process"
                 )
-                self.probes[1], self.probes[2], self.probes[0] = tail, head, 1
+                self.block.set(_PROBES + 8, tail)
+                self.block.set(_PROBES + 16, head)
+                self.block.set(_PROBES, 1)
                 # What went in (and out) before both ends were known: counted from here, so
                 # a queue filled before its reader came holds its items from its first frame.
-                for side, seq in (("tail", self.seq_in.value), ("head", self.seq_out.value)):
+                for side, seq in (("tail", self.seq_in), ("head", self.seq_out)):
                     ring = self.ring(side) if seq else None
                     if ring is not None:
                         ring.record(seq)
@@ -118,7 +205,7 @@ class Counts:
         """The calling worker puts (``tail``) or gets (``head``): its tracker, its stage
         claimed at its first queue operation, the channel's ends noted until both are known."""
         tracker = thread_tracker("out" if end == "tail" else "in", self.id)
-        if not self.probes[0]:
+        if not self.probe(0):
             self.saw(end, stage())
         return tracker
 

@@ -50,6 +50,8 @@ _DEPTH, _LOOKS = 4, 96
 #: ... and how far and how many for the queues a worker was handed (a library's worker object
 #: keeps them a level or two further down: mpire's in its communications object).
 _QUEUE_DEPTH, _QUEUE_LOOKS = 6, 256
+#: How many of a tuple's or list's items are looked at.
+_ITEMS = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,8 +109,16 @@ def _library_roots() -> tuple[str, ...]:
     return tuple(os.path.join(os.path.realpath(r), "") for r in roots if r)
 
 
+#: The file name of code that cloudpickle carried to this process by value (a function of
+#: the program's ``__main__``, as joblib's loky workers get it): only the program's code is
+#: carried so, a library's goes by reference.
+_CARRIED = "<dynamic-code>"
+
+
 @functools.lru_cache(maxsize=1024)
 def _program_file(filename: str) -> bool:
+    if filename == _CARRIED:
+        return True
     if not filename or filename.startswith("<"):
         return False
     real = os.path.realpath(filename)
@@ -174,8 +184,9 @@ def _library_object(obj: Any) -> bool:
 
 def _inside(value: Any) -> Iterator[tuple[str, Any]]:
     """What a value carries that may be (or lead to) the program's function: a library
-    function's closure, a bound method's object, a partial's function and arguments, a short
-    tuple's items, a library object's attributes (in their order)."""
+    function's closure, a bound method's object, a partial's function and arguments, a tuple's
+    or list's first items (joblib's batch of calls), a library object's attributes (in their
+    order)."""
     if isinstance(value, functools.partial):
         yield "func", value.func
         yield from (("", a) for a in value.args)
@@ -187,8 +198,8 @@ def _inside(value: Any) -> Iterator[tuple[str, Any]]:
         for cell in value.__closure__ or ():
             with contextlib.suppress(ValueError):
                 yield "", cell.cell_contents
-    elif isinstance(value, tuple) and len(value) <= 8:
-        yield from (("", a) for a in value)
+    elif isinstance(value, tuple | list):
+        yield from (("", a) for a in value[:_ITEMS])
     elif _library_object(value):
         d = getattr(value, "__dict__", None)
         if isinstance(d, dict):

@@ -82,7 +82,7 @@ def _handing(method: Callable[..., Any]) -> Callable[..., Any]:
     def hand(self: Any, func: Any, iterable: Any = (), *args: Any, **kwargs: Any) -> Any:
         counts = counts_of(getattr(self, "_inqueue", None))
         feeds = _pool_stage(self, func)
-        if counts is not None and not counts.probes[0]:
+        if counts is not None and not counts.probe(0):
             ss = getattr(iterable, "_ss", None)
             if isinstance(ss, ProgramChannel) and ss.src is not None:
                 counts.saw("tail", ss.src)  # an imap chain: the earlier pool's stage feeds it

@@ -9,13 +9,21 @@ pool's tasks apply. Every entry is picklable, so a spawned process gets it too.
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
 from streamscope.core import native
 from streamscope.core.records import State
-from streamscope.pipeline.program.auto.naming import FUNCTION, TARGET, Who, function_name, programs
+from streamscope.pipeline.program.auto.naming import (
+    FUNCTION,
+    TARGET,
+    Who,
+    found_function,
+    function_name,
+    programs,
+)
 from streamscope.pipeline.program.auto.stages import (
     enter,
     leave,
@@ -49,11 +57,37 @@ def standard_pool_worker() -> Any:
     return pool_module().worker
 
 
-def standard_executor_worker() -> Any:
-    """The loop a ``ProcessPoolExecutor``'s processes run (None where it has another name)."""
-    import concurrent.futures.process
+#: Modules whose process executors run their workers as ``concurrent.futures.process`` does
+#: (a call queue of work items, each ``fn`` applied with its arguments): the standard one and
+#: loky's (joblib's default backend, vendored or on its own).
+EXECUTOR_MODULES = (
+    "concurrent.futures.process",
+    "joblib.externals.loky.process_executor",
+    "loky.process_executor",
+)
 
-    return getattr(concurrent.futures.process, "_process_worker", None)
+
+def executor_worker(target: Any) -> bool:
+    """Whether ``target`` is the loop a process executor's processes run (of the modules in
+    ``EXECUTOR_MODULES`` already imported: one not imported has started no process)."""
+    for name in EXECUTOR_MODULES:
+        module = sys.modules.get(name)
+        if module is not None and target is getattr(module, "_process_worker", None):
+            return True
+    return False
+
+
+def call_function(fn: Any) -> Any:
+    """The function a process executor's work item applies, as the program gave it: the
+    function an ``executor.map`` chunk maps (a ``partial`` of ``_process_chunk``), the
+    program's function a library's call object carries (joblib's batch of ``delayed`` calls),
+    else ``fn``."""
+    if isinstance(fn, functools.partial) and fn.args:
+        return fn.args[0]
+    if programs(fn):
+        return fn
+    found = found_function(fn, (), {})
+    return found if found is not None else fn
 
 
 class ProcessEntry:
@@ -190,8 +224,7 @@ class ExecutorWorker(ProcessEntry):
                     tracker.set(prev)
             fn = getattr(item, "fn", None)
             if fn is not None and not getattr(thread_state, "entered", False):
-                chunked = isinstance(fn, functools.partial) and fn.args
-                enter(applied(fn.args[0] if chunked else fn), self.pool)
+                enter(applied(call_function(fn)), self.pool)
             return item
 
         call_queue.get = watched_get
@@ -202,11 +235,13 @@ class ExecutorWorker(ProcessEntry):
 
 
 __all__ = [
+    "EXECUTOR_MODULES",
     "ExecutorWorker",
     "PoolWorker",
     "ProcessEntry",
     "StageTarget",
+    "call_function",
+    "executor_worker",
     "pool_module",
-    "standard_executor_worker",
     "standard_pool_worker",
 ]

@@ -33,6 +33,8 @@ _OWN = (
     "logging",
     "asyncio",
     "concurrent.futures.process",
+    "joblib.externals.loky",
+    "loky",
     "queue",
     "threading",
     "selectors",
