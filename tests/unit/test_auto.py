@@ -282,13 +282,16 @@ def test_names_are_claimed_once_across_the_programs_processes(tmp_path: Path) ->
 @pytest.mark.parametrize(
     ("source", "app"),
     [
-        ("def pipeline(argv):\n    pass\n", True),
-        ("pipeline = make()\n", True),
-        ("pipeline: object = make()\n", True),
-        ("from builder import pipeline\n", True),
-        ("QUERIES = ['state(a)']\n", True),  # an app whose pipeline is missing: said so
+        ("import streamscope as ss\ndef pipeline(argv):\n    pass\n", True),
+        ("from streamscope import Pipeline\npipeline = make()\n", True),
+        ("import streamscope\npipeline: object = make()\n", True),
+        ("from builder import pipeline\ndef f():\n    import streamscope.core\n", True),
+        ("import streamscope\nQUERIES = ['state(a)']\n", True),  # no pipeline: said so
         ("import queue\nq = queue.Queue()\nif __name__ == '__main__':\n    pipeline = 1\n", False),
         ("def main():\n    pipeline = 1\n", False),
+        # a program's own helper of that name, in a file that never imports streamscope
+        ("import queue\ndef pipeline(items, workers):\n    pass\n", False),
+        ("from etl import pipeline\npipeline([1, 2])\n", False),
     ],
 )
 def test_a_file_is_an_app_only_if_it_is_app_at_its_top(

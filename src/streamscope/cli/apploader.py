@@ -28,9 +28,12 @@ HINT = "define `def pipeline(argv: list[str]) -> streamscope.Pipeline` in it"
 
 
 def is_app(path: Path) -> bool:
-    """Whether the file is a streamscope app: it defines ``pipeline`` (or ``QUERIES``, an app
-    whose pipeline is missing, which loading it then says) at its top level; read without
-    running it. Any other program is run as it is (``runtime/program.py``)."""
+    """Whether the file is a streamscope app: it uses streamscope (imports it, anywhere in the
+    file) and defines ``pipeline`` (or ``QUERIES``, an app whose pipeline is missing, which
+    loading it then says) at its top level; read without running it. Any other program is run
+    as it is (``runtime/program.py``), whatever its names: ``pipeline`` is a common name for a
+    program's own helper, and a file that never imports streamscope cannot build a
+    ``streamscope.Pipeline``."""
     if not path.is_file():
         raise ConfigError(f"app file {path} does not exist")
     try:
@@ -39,6 +42,11 @@ def is_app(path: Path) -> bool:
         raise AppError(f"{path}:{exc.lineno}: syntax error: {exc.msg}") from None
     except ValueError as exc:  # null bytes
         raise AppError(f"{path}: not Python source ({exc})") from None
+    return _names_an_app(tree) and _uses_streamscope(tree)
+
+
+def _names_an_app(tree: ast.Module) -> bool:
+    """Whether ``pipeline`` or ``QUERIES`` is defined, assigned or imported at the top."""
     names = {"pipeline", "QUERIES"}
     for node in tree.body:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name in names:
@@ -52,6 +60,18 @@ def is_app(path: Path) -> bool:
         if isinstance(node, ast.ImportFrom | ast.Import) and any(
             (a.asname or a.name) in names for a in node.names
         ):
+            return True
+    return False
+
+
+def _uses_streamscope(tree: ast.Module) -> bool:
+    """Whether the file imports streamscope (or a module of it) anywhere."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import) and any(
+            a.name.split(".")[0] == "streamscope" for a in node.names
+        ):
+            return True
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "streamscope":
             return True
     return False
 

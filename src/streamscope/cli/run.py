@@ -188,7 +188,8 @@ def run(
     """Run APP.py's pipeline, or any program, under the monitor and write every frame to the
     run file.
 
-    A file without a top-level `pipeline` is run as it is, as `python APP.py ARGS` would
+    A file that does not import streamscope and name a top-level `pipeline` (an app) is run
+    as it is, as `python APP.py ARGS` would
     (`-m MODULE` as `python -m MODULE ARGS`): every thread and process that puts into or gets
     from a standard queue is a stage named after its target, every such queue a channel named
     from who puts and who gets. Its output is its own: streamscope writes to stderr then.
