@@ -42,6 +42,8 @@ class Case:
     capacity: int
     args: tuple[str, ...] = ()
     why: str = ""
+    #: Channels that several stages put into or take from: their producers and consumers.
+    shared: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -178,6 +180,27 @@ CORPUS = (
         "producer -> worker",
         10,
         args=("500",),
+    ),
+    Case(
+        "fan_in.py",
+        {"fast": "function", "slow": "function", "sink": "function"},
+        "sink",
+        "sink",
+        ("fast -> sink",),
+        "fast, slow -> sink",
+        16,
+        args=("300",),
+        shared={"fast -> sink": (("fast", "slow"), ("sink",))},
+    ),
+    Case(
+        "joinable_workers.py",
+        {"worker": "function", "main": "main"},
+        "worker",
+        "worker",
+        ("main -> worker",),
+        "tasks",
+        8,
+        args=("150",),
     ),
     Case(
         "process_workers.py",

@@ -123,7 +123,7 @@ def test_show_json_is_the_documented_document(run_file: Path) -> None:
         "notes",
     }
     assert doc["format"] == "streamscope-run"
-    assert doc["schema_version"] == 13
+    assert doc["schema_version"] == 14
     run = doc["run"]
     assert run["status"] == "completed"
     assert run["error"] is None

@@ -22,6 +22,8 @@ from program_corpus import CORPUS, Case, Ran, run_both
 import streamscope as ss
 from streamscope.aggregate.points import DutyPoint, ScalarPoint
 from streamscope.analysis import findings
+from streamscope.analysis.breakdown import stage_breakdown
+from streamscope.analysis.context import BUSY_THRESHOLD, MOSTLY
 from watched import cli
 
 #: How far the run's figures may be from the program's own.
@@ -78,6 +80,12 @@ def check(ran: Ran) -> dict[str, float]:
         topo = run.topology
         named = {_resolve(k, topo): v for k, v in case.named.items()}
         assert {s.name: s.named_by for s in topo.stages} == named
+        for name, (producers, consumers) in case.shared.items():
+            c = topo.channel(name)
+            assert (set(topo.producers(c)), set(topo.consumers(c))) == (
+                set(producers),
+                set(consumers),
+            ), name
         stage = _resolve(case.limiting, topo)
         own = ran.truth["stages"][case.stamped_stage]
         figures = {"own_busy": own["busy"]}
@@ -92,11 +100,37 @@ def check(ran: Ran) -> dict[str, float]:
             assert abs(figures["queue"] - queue["mean"]) <= QUEUE_TOLERANCE * scale, figures
         else:
             assert case.why, "a program whose queue is not stamped says why"
-        tops = [f for f in findings(run) if f.kind == "bottleneck"]
-        assert tops, [f.title for f in findings(run)]
+        found = findings(run)
+        assert not contradictions(run, found), contradictions(run, found)
+        tops = [f for f in found if f.kind == "bottleneck"]
+        assert tops, [f.title for f in found]
         members = tops[0].evidence.get("members") or [tops[0].target]
         assert stage in members, tops[0].title
     return figures
+
+
+def contradictions(run: ss.Run, found: list[Any]) -> list[str]:
+    """Findings that say what their own figures deny: no bottleneck while a stage after the
+    sources (one that some channel feeds, or none leaves) is busy past the threshold; a stage
+    named rate-limiting that is neither that busy nor fed by a mostly full channel."""
+    busy = {b.stage: b.busy for b in stage_breakdown(run) if b.busy is not None}
+    topo = run.topology
+    fed = {b for _, _, b in topo.links()}
+    feeding = {a for _, a, _ in topo.links()}
+    sources = feeding - fed
+    out = []
+    for f in found:
+        if f.kind == "no_bottleneck":
+            over = [s for s, b in busy.items() if b >= BUSY_THRESHOLD and s not in sources]
+            if over:
+                out.append(f"{f.title!r}, yet {over} are busy {BUSY_THRESHOLD:.0%} or more")
+        if f.kind == "bottleneck":
+            members = f.evidence.get("members") or [f.target]
+            saturated = [m for m in members if busy.get(m, 0.0) >= BUSY_THRESHOLD]
+            fed_full = (f.evidence.get("input_full_fraction") or 0.0) >= MOSTLY
+            if not saturated and not fed_full and f.evidence.get("lock_cpu_share") is None:
+                out.append(f"{f.title!r}, yet none of {members} is busy, nor fed full")
+    return out
 
 
 def _work_window(ran: Ran, case: Case) -> list[float]:

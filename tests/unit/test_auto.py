@@ -286,7 +286,7 @@ def test_names_are_claimed_once_across_the_programs_processes(tmp_path: Path) ->
         ("from streamscope import Pipeline\npipeline = make()\n", True),
         ("import streamscope\npipeline: object = make()\n", True),
         ("from builder import pipeline\ndef f():\n    import streamscope.core\n", True),
-        ("import streamscope\nQUERIES = ['state(a)']\n", True),  # no pipeline: said so
+        ("QUERIES = ['state(a)']\n", True),  # streamscope's own name; no pipeline: said so
         ("import queue\nq = queue.Queue()\nif __name__ == '__main__':\n    pipeline = 1\n", False),
         ("def main():\n    pipeline = 1\n", False),
         # a program's own helper of that name, in a file that never imports streamscope

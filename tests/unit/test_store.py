@@ -298,8 +298,8 @@ def test_files_that_are_not_runs_are_refused(tmp_path: Path) -> None:
 
 def test_newer_schema_version_is_refused(run_file: Path) -> None:
     with duckdb.connect(str(run_file)) as con:
-        con.execute("UPDATE streamscope_meta SET value = '14' WHERE key = 'schema_version'")
-    with pytest.raises(RunFileError, match="schema_version '14'; this streamscope reads 13"):
+        con.execute("UPDATE streamscope_meta SET value = '15' WHERE key = 'schema_version'")
+    with pytest.raises(RunFileError, match="schema_version '15'; this streamscope reads 14"):
         load(run_file)
 
 
@@ -311,7 +311,7 @@ def test_to_json_is_the_documented_document(run_file: Path) -> None:
         "queries", "virtual_queues", "drops", "overhead", "monitor", "profiles", "trace_exclusions",
         "notes",
     }  # fmt: skip
-    assert (doc["format"], doc["schema_version"]) == ("streamscope-run", 13)
+    assert (doc["format"], doc["schema_version"]) == ("streamscope-run", 14)
     assert doc["notes"] == []
     assert doc["virtual_queues"] == []
     assert doc["run"]["status"] == "completed"

@@ -83,8 +83,10 @@ def _candidates(ctx: Context, units: Sequence[Unit]) -> list[Candidate]:
     by_stage, chans = _by_name(ctx)
     cands: list[Candidate] = []
     for u in units:
-        if not u.ins:
-            continue  # a source: see _no_bottleneck
+        if u.role == "source":
+            continue  # see _no_bottleneck
+        # (A stage no channel is seen to feed, a program's worker whose queue is its
+        # library's own, is judged by its states alone: busy, it limits the rate.)
         cand = judge(u, ctx.busy_threshold, ctx.mostly)
         if cand is not None:
             cands.append(cand)

@@ -49,7 +49,7 @@ def bottleneck_finding(
         evidence["other_candidates"] = others
     if unobserved:
         evidence["stages_without_state"] = unobserved
-    producers = list(dict.fromkeys(ch.src for ch in u.ins))
+    producers = list(dict.fromkeys(s for ch in u.ins for s in ch.srcs or (ch.src,)))
     if producers:
         evidence["producers"] = producers
     return Finding("bottleneck", c.severity, u.name, title, detail, evidence, suggestion)
@@ -154,8 +154,10 @@ def _detail(u: Unit, sentence: str) -> str:
         if sink:
             return detail + f" As the sink, {name} sets the rate of everything before it."
         return detail + f" Stages before {name} wait for it, stages after it starve."
-    near = [f"fed by {', '.join(dict.fromkeys(ch.src for ch in u.ins))}"] if u.ins else []
-    near += [f"feeding {', '.join(dict.fromkeys(ch.dst for ch in u.outs))}"] if u.outs else []
+    fed = dict.fromkeys(s for ch in u.ins for s in ch.srcs or (ch.src,))
+    feeding = dict.fromkeys(d for ch in u.outs for d in ch.dsts or (ch.dst,))
+    near = [f"fed by {', '.join(fed)}"] if u.ins else []
+    near += [f"feeding {', '.join(feeding)}"] if u.outs else []
     where = f" ({', '.join(near)})" if near else ""
     detail = (
         f"{name} are {len(g.members)} parallel replicas of one stage{where}, judged "
@@ -176,7 +178,9 @@ def _missing(c: Candidate) -> list[str]:
         quiet = [m for m in g.members if m not in u.busy_by_member]
         missing.append(f"state({range_label(quiet)}) was not queried")
     if c.partial:
-        missing.append(f"the occupancy of the channels out of {u.name} was not measured")
+        # (Their mean occupancy may be known: how often they were empty needs an occupancy
+        # histogram whose bins single out level 0, which an unbounded queue's may not have.)
+        missing.append(f"how often the channels out of {u.name} were empty was not measured")
     return missing
 
 

@@ -15,7 +15,7 @@ cannot put), idle (empty: its consumer starves) and transferring (neither).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -188,6 +188,10 @@ class ChannelSummary:
     virtual: bool = False
     verdict: str | None = None
     occupancy_frames: tuple[int, ...] = ()
+    #: Every stage that puts into it and every stage that takes from it (``src``, ``dst``
+    #: first): more than one where several stages share the queue.
+    srcs: tuple[str, ...] = ()
+    dsts: tuple[str, ...] = ()
 
     @property
     def blocking(self) -> float | None:
@@ -208,6 +212,8 @@ class ChannelSummary:
             "channel": self.channel,
             "src": self.src,
             "dst": self.dst,
+            "producers": list(self.srcs or (self.src,)),
+            "consumers": list(self.dsts or (self.dst,)),
             "capacity": self.capacity,
             "transport": self.transport,
             "mean_occupancy": self.mean_occupancy,
@@ -235,7 +241,9 @@ def channel_summary(run: Run, *, series: Sequence[Series] | None = None) -> list
     for ch in run.topology.channels:
         occ = [s for s in series if s.target == ch.name and s.query.metric == "occupancy"]
         thr = [s for s in series if s.target == ch.name and s.query.metric == "throughput"]
-        out.append(_one_channel(ch, occ, thr, verdicts.get(ch.name)))
+        one = _one_channel(ch, occ, thr, verdicts.get(ch.name))
+        topo = run.topology
+        out.append(replace(one, srcs=topo.producers(ch), dsts=topo.consumers(ch)))
     return out
 
 

@@ -174,8 +174,8 @@ def stragglers(
         busy = by_stage[m].busy or 0.0
         if busy < busy_threshold or busy - mean < STRAGGLER_MARGIN:
             continue
-        ins = tuple(c.name for c in topo.channels if c.dst == m) or u.group.ins
-        outs = tuple(c.name for c in topo.channels if c.src == m) or u.group.outs
+        ins = tuple(dict.fromkeys(c.name for c, _, b in topo.links() if b == m)) or u.group.ins
+        outs = tuple(dict.fromkeys(c.name for c, a, _ in topo.links() if a == m)) or u.group.outs
         one = unit(StageGroup(m, (m,), ins=ins, outs=outs), by_stage, chans, role=u.role)
         c = judge(one, busy_threshold, mostly, straggler_of=u)
         if c is not None:

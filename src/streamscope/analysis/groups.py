@@ -77,9 +77,9 @@ def stage_groups(topo: Topology, observed: Iterable[str] = ()) -> list[StageGrou
     names = [s.name for s in topo.stages]
     srcs: dict[str, list[str]] = {}
     dsts: dict[str, list[str]] = {}
-    for c in topo.channels:
-        dsts.setdefault(c.src, []).append(c.dst)
-        srcs.setdefault(c.dst, []).append(c.src)
+    for _, a, b in topo.links():
+        dsts.setdefault(a, []).append(b)
+        srcs.setdefault(b, []).append(a)
     number, by_stem = _numbered(names)
     aliases = _aliases(by_stem, srcs.keys() | dsts.keys(), set(observed), number)
     key = _split_by_place(names, by_stem, aliases, srcs, dsts)
@@ -167,6 +167,10 @@ def _group(topo: Topology, own: tuple[str, ...], aliases: tuple[str, ...]) -> St
     m = _NUMBERED.match(own[0])
     stem = m["stem"] if m is not None and (len(own) > 1 or aliases) else ""
     inside = {*own, *aliases}
-    ins = tuple(c.name for c in topo.channels if c.dst in inside and c.src not in inside)
-    outs = tuple(c.name for c in topo.channels if c.src in inside and c.dst not in inside)
+    ins = tuple(
+        dict.fromkeys(c.name for c, a, b in topo.links() if b in inside and a not in inside)
+    )
+    outs = tuple(
+        dict.fromkeys(c.name for c, a, b in topo.links() if a in inside and b not in inside)
+    )
     return StageGroup(range_label(own), own, stem, aliases, ins, outs)

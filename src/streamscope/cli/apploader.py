@@ -28,12 +28,12 @@ HINT = "define `def pipeline(argv: list[str]) -> streamscope.Pipeline` in it"
 
 
 def is_app(path: Path) -> bool:
-    """Whether the file is a streamscope app: it uses streamscope (imports it, anywhere in the
-    file) and defines ``pipeline`` (or ``QUERIES``, an app whose pipeline is missing, which
-    loading it then says) at its top level; read without running it. Any other program is run
-    as it is (``runtime/program.py``), whatever its names: ``pipeline`` is a common name for a
-    program's own helper, and a file that never imports streamscope cannot build a
-    ``streamscope.Pipeline``."""
+    """Whether the file is a streamscope app: it defines ``QUERIES`` (streamscope's own name: an
+    app whose pipeline may be missing, which loading it then says), or it uses streamscope
+    (imports it, anywhere in the file) and defines ``pipeline``, at its top level; read
+    without running it. Any other program is run as it is (``runtime/program.py``), whatever
+    its names: ``pipeline`` is a common name for a program's own helper, and a file that never
+    imports streamscope cannot build a ``streamscope.Pipeline``."""
     if not path.is_file():
         raise ConfigError(f"app file {path} does not exist")
     try:
@@ -42,26 +42,25 @@ def is_app(path: Path) -> bool:
         raise AppError(f"{path}:{exc.lineno}: syntax error: {exc.msg}") from None
     except ValueError as exc:  # null bytes
         raise AppError(f"{path}: not Python source ({exc})") from None
-    return _names_an_app(tree) and _uses_streamscope(tree)
+    names = _top_names(tree)
+    return "QUERIES" in names or ("pipeline" in names and _uses_streamscope(tree))
 
 
-def _names_an_app(tree: ast.Module) -> bool:
-    """Whether ``pipeline`` or ``QUERIES`` is defined, assigned or imported at the top."""
+def _top_names(tree: ast.Module) -> set[str]:
+    """Which of ``pipeline`` and ``QUERIES`` are defined, assigned or imported at the top."""
     names = {"pipeline", "QUERIES"}
+    found: set[str] = set()
     for node in tree.body:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name in names:
-            return True
+            found.add(node.name)
         targets = (
             node.targets if isinstance(node, ast.Assign)
             else [node.target] if isinstance(node, ast.AnnAssign) else []
         )  # fmt: skip
-        if any(isinstance(t, ast.Name) and t.id in names for t in targets):
-            return True
-        if isinstance(node, ast.ImportFrom | ast.Import) and any(
-            (a.asname or a.name) in names for a in node.names
-        ):
-            return True
-    return False
+        found.update(t.id for t in targets if isinstance(t, ast.Name) and t.id in names)
+        if isinstance(node, ast.ImportFrom | ast.Import):
+            found.update(a.asname or a.name for a in node.names if (a.asname or a.name) in names)
+    return found
 
 
 def _uses_streamscope(tree: ast.Module) -> bool:

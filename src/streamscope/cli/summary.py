@@ -16,8 +16,9 @@ from rich.table import Table
 
 from streamscope.aggregate.points import DutyPoint, FrameResult, ScalarPoint
 from streamscope.analysis import findings
+from streamscope.cli.shape import pipeline_table, resources_table, stages_table
 from streamscope.core.fmt import fmt_ns, fmt_value, pct
-from streamscope.core.topology import FAMILY_AT, HOST, ChannelInfo, family
+from streamscope.core.topology import FAMILY_AT, HOST, family
 from streamscope.report.terminal import describe_points
 from streamscope.store.reader import Run, load
 
@@ -86,91 +87,11 @@ def print_run(run: Run, console: Console, last: int | None = None) -> None:
             console.print(table)
 
 
-#: How a program's stage name was found, in words (``StageInfo.named_by``).
-NAMED_BY = {
-    "given": "the name the program gave its thread, process or task",
-    "function": "the program's function its workers run",
-    "target": "what its workers were started with (a library's; nothing of the program's in it)",
-    "place": "numbered in the order stages appeared: another stage has its name",
-    "main": "the program's main thread",
-}
-
-
-def stages_table(run: Run) -> Table | None:
-    """A program's stages: each one's workers and how its name was found (None for a
-    pipeline's, whose names are the pipeline's own)."""
-    stages = run.topology.stages
-    if not any(s.named_by for s in stages):
-        return None
-    workers: dict[str, int] = {}
-    for p in run.topology.probes:
-        if p.kind == "state":
-            workers[p.target] = workers.get(p.target, 0) + 1
-    table = Table(title="stages", title_justify="left")
-    for col in ("stage", "workers", "named after"):
-        table.add_column(col)
-    rows = [(st.name, workers.get(st.name, 0), st.named_by) for st in stages]
-    for name, n, how_by in _grouped(rows):
-        table.add_row(name, str(n), NAMED_BY.get(how_by, how_by or "-"))
-    return table
-
-
-def _grouped(rows: list[tuple[str, int, str]]) -> list[tuple[str, int, str]]:
-    """(name, workers, how named) per stage; past ``FAMILY_AT`` stages, one row per family of
-    numbered ones (``produce #26``: ``produce``, a family of N), their workers added."""
-    if len(rows) <= FAMILY_AT:
-        return rows
-    groups: dict[str, list[tuple[str, int, str]]] = {}
-    for row in rows:
-        groups.setdefault(family(row[0]), []).append(row)
-    return [
-        members[0] if len(members) == 1
-        else (f"{fam} (a family of {len(members)})", sum(m[1] for m in members), members[0][2])
-        for fam, members in groups.items()
-    ]  # fmt: skip
-
-
 def print_notes(run: Run, console: Console) -> None:
     """What the run says of itself besides its figures (processes that outlived the program,
     nothing seen and why)."""
     for _about, text in run.notes():
         console.print(f"[yellow]note:[/] {escape(text)}", markup=True, highlight=False)
-
-
-def resources_table(run: Run) -> Table | None:
-    """Where the stages ran, grouped by resource (a host, a device, a process): its kind, its
-    clock domain, its stages. None when every stage ran in the pipeline's own process."""
-    rs = run.topology.resources
-    if all(r.kind in ("thread", "asyncio") for r in rs):
-        return None
-    table = Table(title="resources", title_justify="left")
-    for col in ("resource", "kind", "clock", "stages"):
-        table.add_column(col)
-    for r in rs:
-        stages = [s.name for s in run.topology.stages if s.resource == r.name]
-        table.add_row(r.name, r.kind, r.clock_domain, ", ".join(stages))
-    return table
-
-
-def pipeline_table(run: Run) -> Table:
-    """The run's channels: name, capacity, transport."""
-    table = Table(title="pipeline", title_justify="left")
-    for col in ("channel", "capacity", "transport"):
-        table.add_column(col)
-    chans = run.topology.channels
-    if len(chans) <= FAMILY_AT:
-        for c in chans:
-            table.add_row(c.name, str(c.capacity), c.transport)
-        return table
-    groups: dict[str, list[ChannelInfo]] = {}
-    for c in chans:
-        groups.setdefault(family(c.name), []).append(c)
-    for fam, members in groups.items():
-        c = members[0]
-        name = c.name if len(members) == 1 else f"{fam} (a family of {len(members)})"
-        caps = sorted({str(m.capacity) for m in members})
-        table.add_row(name, "/".join(caps), c.transport)
-    return table
 
 
 def drops_table(run: Run) -> Table | None:

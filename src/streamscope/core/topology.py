@@ -76,6 +76,17 @@ class ChannelInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class ChannelEnd:
+    """A stage at an end of a channel besides its ``src`` and ``dst``: another producer
+    (``side`` ``tail``) or consumer (``head``) of a queue that several stages put into (a
+    fan-in) or take from (a fan-out)."""
+
+    channel: str
+    stage: str
+    side: str
+
+
+@dataclass(frozen=True, slots=True)
 class ProbeInfo:
     """An active probe. ``kind``: ``tail``/``head`` (channel ends), ``send``/``deliver`` (the
     two inner ends of a link channel: items leaving the tail buffer for the bus, and items
@@ -128,6 +139,9 @@ class Topology:
     #: Traced functions, ``module:qualname``; a function's id (in ENTER/EXIT records) is its
     #: index + 1.
     functions: tuple[str, ...] = field(default=())
+    #: Every channel's producers and consumers besides its ``src`` and ``dst``, in the order
+    #: they appeared (a program's queue that more stages put into as the run goes on).
+    ends: tuple[ChannelEnd, ...] = field(default=())
 
     def stage(self, name: str) -> StageInfo:
         for s in self.stages:
@@ -148,6 +162,24 @@ class Topology:
             if p.id == probe_id:
                 return p
         raise KeyError(probe_id)
+
+    def producers(self, c: ChannelInfo) -> tuple[str, ...]:
+        """Every stage that puts into ``c``: its ``src``, then the others (``ends``)."""
+        return (c.src, *(e.stage for e in self.ends if e.channel == c.name and e.side == "tail"))
+
+    def consumers(self, c: ChannelInfo) -> tuple[str, ...]:
+        """Every stage that takes from ``c``: its ``dst``, then the others (``ends``)."""
+        return (c.dst, *(e.stage for e in self.ends if e.channel == c.name and e.side == "head"))
+
+    def links(self) -> tuple[tuple[ChannelInfo, str, str], ...]:
+        """Every (channel, producer, consumer) pair: one per channel but for a channel that
+        several stages put into or take from, which links each of them to each at the other
+        end."""
+        if not self.ends:
+            return tuple((c, c.src, c.dst) for c in self.channels)
+        return tuple(
+            (c, a, b) for c in self.channels for a in self.producers(c) for b in self.consumers(c)
+        )
 
     # -- facts every layer asks of a topology (one place, so they never disagree) ---------
 
@@ -191,10 +223,11 @@ class Topology:
 
         def reach(start: str, forward: bool) -> set[str]:
             seen, todo = {start}, [start]
+            links = self.links()
             while todo:
                 at = todo.pop()
-                for c in self.channels:
-                    here, there = (c.src, c.dst) if forward else (c.dst, c.src)
+                for _, a, b in links:
+                    here, there = (a, b) if forward else (b, a)
                     if here == at and there not in seen:
                         seen.add(there)
                         todo.append(there)
@@ -203,7 +236,8 @@ class Topology:
         if src == dst:
             return ()
         down, up = reach(src, True), reach(dst, False)
-        return tuple(c for c in self.channels if c.src in down and c.dst in up)
+        on = {c.name for c, a, b in self.links() if a in down and b in up}
+        return tuple(c for c in self.channels if c.name in on)
 
     def resource_of(self, stage: str) -> str:
         """The resource ``stage`` runs on (``""`` if it is not a stage of this topology)."""
@@ -219,21 +253,9 @@ class Topology:
 
     def merged(self, found: Topology) -> Topology:
         """This topology with what ``found`` adds (resources, stages and channels by name,
-        probes by id, each the first declared); itself when nothing is new."""
-        res = {r.name for r in self.resources}
-        stg = {s.name for s in self.stages}
-        chn = {c.name for c in self.channels}
-        prb = {p.id for p in self.probes}
-        new_res = tuple(r for r in found.resources if r.name not in res)
-        new_stg = tuple(s for s in found.stages if s.name not in stg)
-        new_chn = tuple(c for c in found.channels if c.name not in chn)
-        new_prb = tuple(p for p in found.probes if p.id not in prb)
-        if not (new_res or new_stg or new_chn or new_prb):
-            return self
-        return replace(
-            self, resources=self.resources + new_res, stages=self.stages + new_stg,
-            channels=self.channels + new_chn, probes=self.probes + new_prb,
-        )  # fmt: skip
+        probes by id, channel ends by channel, stage and end, each the first declared); itself
+        when nothing is new."""
+        return Known(self).grow(self, found)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -248,6 +270,7 @@ class Topology:
             probes=tuple(ProbeInfo(**p) for p in d.get("probes", ())),
             user_probes=tuple(_user_probe(p) for p in d.get("user_probes", ())),
             functions=tuple(d.get("functions", ())),
+            ends=tuple(ChannelEnd(**e) for e in d.get("ends", ())),
         )
 
 
@@ -261,28 +284,41 @@ class Known:
     what a declaration adds is found in the time of the declaration, whatever the size of what
     is known already (``Topology.merged`` looks at everything every time)."""
 
-    __slots__ = ("channels", "probes", "resources", "stages")
+    __slots__ = ("channels", "ends", "probes", "resources", "stages")
 
     def __init__(self, topology: Topology) -> None:
         self.resources = {r.name for r in topology.resources}
         self.stages = {s.name for s in topology.stages}
         self.channels = {c.name for c in topology.channels}
         self.probes = {p.id for p in topology.probes}
+        self.ends = {(c.name, c.src, "tail") for c in topology.channels}
+        self.ends |= {(c.name, c.dst, "head") for c in topology.channels}
+        self.ends |= {(e.channel, e.stage, e.side) for e in topology.ends}
 
     def grow(self, topology: Topology, *found: Topology) -> Topology:
         """``topology`` (whose names these are) with what the declarations ``found`` add, each
         the first declared; ``topology`` itself when nothing is new. Many declarations at once
-        copy what is known once, not once each."""
+        copy what is known once, not once each. A channel declared again with other stages at
+        its ends (a queue a new stage puts into) adds them as its ``ends``."""
         new_res = self._new([r for f in found for r in f.resources], self.resources, _name)
         new_stg = self._new([s for f in found for s in f.stages], self.stages, _name)
         new_chn = self._new([c for f in found for c in f.channels], self.channels, _name)
         new_prb = self._new([p for f in found for p in f.probes], self.probes, _id)
-        if not (new_res or new_stg or new_chn or new_prb):
+        for c in new_chn:
+            self.ends.update(((c.name, c.src, "tail"), (c.name, c.dst, "head")))
+        seen_ends = [
+            ChannelEnd(c.name, stage, side)
+            for f in found
+            for c in f.channels
+            for stage, side in ((c.src, "tail"), (c.dst, "head"))
+        ] + [e for f in found for e in f.ends]
+        new_end = self._new(seen_ends, self.ends, _end)
+        if not (new_res or new_stg or new_chn or new_prb or new_end):
             return topology
         return replace(
             topology, resources=topology.resources + new_res,
             stages=topology.stages + new_stg, channels=topology.channels + new_chn,
-            probes=topology.probes + new_prb,
+            probes=topology.probes + new_prb, ends=topology.ends + new_end,
         )  # fmt: skip
 
     @staticmethod
@@ -298,6 +334,10 @@ class Known:
 
 def _name(item: Any) -> Any:
     return item.name
+
+
+def _end(item: ChannelEnd) -> Any:
+    return (item.channel, item.stage, item.side)
 
 
 def _id(item: Any) -> Any:

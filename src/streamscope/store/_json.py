@@ -37,13 +37,21 @@ def run_json(run: Run) -> dict[str, Any]:
         query["targets"] = [{"target": t, "frames": found.get(t, [])} for t in names]
         queries.append(query)
     drops = run.drops()
+    topo = run.topology
     return {
         "format": FORMAT,
         "schema_version": SCHEMA_VERSION,
         "run": _run(run),
         "resources": [asdict(x) for x in run.topology.resources],
         "stages": [asdict(x) for x in run.topology.stages],
-        "channels": [asdict(x) for x in run.topology.channels],
+        "channels": [
+            {
+                **asdict(c),
+                "producers": list(topo.producers(c)),
+                "consumers": list(topo.consumers(c)),
+            }
+            for c in topo.channels
+        ],
         "probes": _probes(run, drops),
         "queries": queries,
         "virtual_queues": [_vq(v) for v in run.virtual_queues()],

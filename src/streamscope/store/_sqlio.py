@@ -65,7 +65,8 @@ def topology_counts(topology: Topology) -> dict[str, int]:
     starts from the next time)."""
     return {
         "resource": len(topology.resources), "stage": len(topology.stages),
-        "channel": len(topology.channels), "probe": len(topology.probes),
+        "channel": len(topology.channels), "channel_end": len(topology.ends),
+        "probe": len(topology.probes),
         "function": len(topology.functions),
     }  # fmt: skip
 
@@ -94,6 +95,7 @@ def _topology_rows(
         ("resource", topology.resources[start.get("resource", 0) :]),
         ("stage", topology.stages[start.get("stage", 0) :]),
         ("channel", topology.channels[start.get("channel", 0) :]),
+        ("channel_end", topology.ends[start.get("channel_end", 0) :]),
         ("probe", topology.probes[start.get("probe", 0) :]),
         ("query", queries),
     ]

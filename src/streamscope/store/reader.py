@@ -12,7 +12,14 @@ from typing import Any
 import duckdb
 
 from streamscope.core.errors import RunFileError
-from streamscope.core.topology import ChannelInfo, ProbeInfo, ResourceInfo, StageInfo, Topology
+from streamscope.core.topology import (
+    ChannelEnd,
+    ChannelInfo,
+    ProbeInfo,
+    ResourceInfo,
+    StageInfo,
+    Topology,
+)
 from streamscope.store import _sqlio
 from streamscope.store._sources import CONFINED, DuckDBSource
 from streamscope.store.lock import WRITER_GONE, repair, writer_alive
@@ -200,6 +207,7 @@ def _topology(p: Path, con: duckdb.DuckDBPyConnection, pipeline: str) -> Topolog
         tuple(ChannelInfo(*r) for r in fetch("channel")),
         tuple(ProbeInfo(*r) for r in fetch("probe")),
         functions=tuple(name for _, name in sorted(fetch("function"))),
+        ends=tuple(ChannelEnd(*r) for r in fetch("channel_end")),
     )
     ids = [probe.id for probe in topology.probes]
     if any(i < 0 for i in ids) or len(set(ids)) != len(ids):

@@ -39,7 +39,7 @@ from streamscope.store._stagetables import (
 from streamscope.store.table import Column, Table
 
 FORMAT = "streamscope-run"
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 14
 STATUSES = tuple(s.value for s in RunStatus)
 UNDER_BIN = -1
 OVER_BIN = -2
@@ -163,6 +163,17 @@ CHANNEL = Table(
     ),
 )
 
+CHANNEL_END = Table(
+    "channel_end",
+    "A stage at an end of a channel besides its src and dst: another stage that puts into "
+    "(a fan-in) or takes from (a fan-out) the same queue.",
+    (
+        _C("channel", "VARCHAR NOT NULL", "the channel (channel.name)"),
+        _C("stage", "VARCHAR NOT NULL", "the stage (stage.name)"),
+        _C("side", "VARCHAR NOT NULL", "tail (the stage puts into the channel) or head (it takes)"),
+    ),
+)
+
 PROBE = Table(
     "probe",
     "An active probe at a tap.",
@@ -217,6 +228,7 @@ TABLES: tuple[Table, ...] = (
     RESOURCE,
     STAGE,
     CHANNEL,
+    CHANNEL_END,
     PROBE,
     QUERY,
     FRAME,

@@ -13,7 +13,14 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from streamscope.analysis import ChannelSummary, StageBreakdown
-from streamscope.core.topology import FAMILY_AT, ChannelInfo, StageInfo, Topology, family
+from streamscope.core.topology import (
+    FAMILY_AT,
+    ChannelEnd,
+    ChannelInfo,
+    StageInfo,
+    Topology,
+    family,
+)
 from streamscope.report.families import families, weighted_mean
 from streamscope.report.graph.channel import ChannelLike
 from streamscope.report.graph.stage import StageLike
@@ -109,7 +116,17 @@ def fold(
         if measured:
             new_sb[fam] = stage_family(fam, measured, known)
     new_channels, new_cs, channel_members = _channels(topology.channels, channels, box)
-    folded = replace(topology, stages=tuple(new_stages), channels=tuple(new_channels))
+    drawn = {c.name: c for c in new_channels}
+    ends = {  # a shared queue's other producers and consumers, as the boxes they are in
+        ChannelEnd(e.channel, box.get(e.stage, e.stage), e.side): None
+        for e in topology.ends
+        if e.channel in drawn
+        and box.get(e.stage, e.stage)
+        != (drawn[e.channel].src if e.side == "tail" else drawn[e.channel].dst)
+    }
+    folded = replace(
+        topology, stages=tuple(new_stages), channels=tuple(new_channels), ends=tuple(ends)
+    )
     neck = frozenset(box.get(s, s) for s in bottleneck)
     return Folded(folded, new_sb, new_cs, stage_members, channel_members, neck)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from streamscope.core.topology import Topology
+from streamscope.core.topology import ChannelInfo, Topology
 from streamscope.report.graph.style import BOX_H, BOX_W, GAP, LEGEND_H, MARGIN, ROW
 
 
@@ -59,23 +59,31 @@ def layout(topology: Topology) -> Layout:
     return Layout(boxes, routes, max(width, 760.0), height + LEGEND_H)
 
 
+def link_key(c: ChannelInfo, src: str, dst: str) -> str:
+    """The name of the edge from ``src`` to ``dst`` through channel ``c``: the channel's own
+    for its ``src`` and ``dst``, one of its own for another producer or consumer of it."""
+    return c.name if (src, dst) == (c.src, c.dst) else f"{c.name} | {src} -> {dst}"
+
+
 def _graph(topology: Topology) -> tuple[Any, dict[str, Any]]:
     """The grandalf graph of the stages (every channel's ends too) and its edges by channel
     (one per channel between two different stages)."""
     from grandalf.graphs import Edge, Graph, Vertex
 
     names = [s.name for s in topology.stages]
-    for c in topology.channels:
-        names += [n for n in (c.src, c.dst) if n not in names]
+    links = topology.links()
+    for _, a, b in links:
+        names += [n for n in (a, b) if n not in names]
     vertex = {n: Vertex(n) for n in names}
     for v in vertex.values():
         v.view = _Box(BOX_H, BOX_W)  # across the layers: the box's height
     edges: dict[str, Any] = {}
-    for c in topology.channels:
-        if c.src != c.dst and c.name not in edges:
-            e = Edge(vertex[c.src], vertex[c.dst])
+    for c, a, b in links:
+        key = link_key(c, a, b)
+        if a != b and key not in edges:
+            e = Edge(vertex[a], vertex[b])
             e.view = _Route()
-            edges[c.name] = e
+            edges[key] = e
     return Graph(list(vertex.values()), list(edges.values())), edges
 
 

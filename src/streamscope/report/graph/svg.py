@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from html import escape
 
-from streamscope.core.topology import HOST, ChannelInfo, Topology
+from streamscope.core.topology import HOST, Topology
 from streamscope.report.graph.channel import ChannelLike, channel
 from streamscope.report.graph.family import fold
-from streamscope.report.graph.layout import Layout, layout
+from streamscope.report.graph.layout import Layout, layout, link_key
 from streamscope.report.graph.stage import StageLike, StagePlace, stage_box
 from streamscope.report.graph.style import (
     BOX_H,
@@ -118,33 +118,39 @@ def _channels(
     outgoing (incoming) channels are spread along its right (left) edge, in the order of the
     boxes at their other ends, top to bottom."""
     where = placed.boxes
-    outs: dict[str, list[ChannelInfo]] = {}
-    ins: dict[str, list[ChannelInfo]] = {}
-    for c in topology.channels:
-        outs.setdefault(c.src, []).append(c)
-        ins.setdefault(c.dst, []).append(c)
+    links = topology.links()
+    outs: dict[str, list[str]] = {}
+    ins: dict[str, list[str]] = {}
+    other_end = {}
+    for c, a, b in links:
+        key = link_key(c, a, b)
+        outs.setdefault(a, []).append(key)
+        ins.setdefault(b, []).append(key)
+        other_end[key] = (a, b)
     for lst in outs.values():
-        lst.sort(key=lambda ch: where.get(ch.dst, (0.0, 0.0))[1])
+        lst.sort(key=lambda k: where.get(other_end[k][1], (0.0, 0.0))[1])
     for lst in ins.values():
-        lst.sort(key=lambda ch: where.get(ch.src, (0.0, 0.0))[1])
+        lst.sort(key=lambda k: where.get(other_end[k][0], (0.0, 0.0))[1])
     lines: list[str] = []
     labels: list[str] = []
-    for c in topology.channels:
-        if c.src not in where or c.dst not in where:
+    for c, a, b in links:
+        if a not in where or b not in where:
             continue
-        (sx, sy), (dx, dy) = where[c.src], where[c.dst]
-        start = (sx + BOX_W, sy + _port(outs[c.src], c))
-        end = (dx, dy + _port(ins[c.dst], c))
-        route = [start, *placed.routes.get(c.name, []), end]
+        key = link_key(c, a, b)
+        (sx, sy), (dx, dy) = where[a], where[b]
+        start = (sx + BOX_W, sy + _port(outs[a], key))
+        end = (dx, dy + _port(ins[b], key))
+        route = [start, *placed.routes.get(key, []), end]
         arrow, label = channel(c, route, channels.get(c.name), members.get(c.name, 1))
         lines.append(arrow)
-        labels.append(label)
+        if key == c.name:  # one label a channel, on its first producer's arrow
+            labels.append(label)
     return lines, labels
 
 
-def _port(side: list[ChannelInfo], c: ChannelInfo) -> float:
-    """How far down its box's side channel ``c`` leaves or arrives."""
-    k, n = side.index(c), len(side)
+def _port(side: list[str], key: str) -> float:
+    """How far down its box's side the edge ``key`` (``layout.link_key``) leaves or arrives."""
+    k, n = side.index(key), len(side)
     return BOX_H / 2 + (k - (n - 1) / 2) * min(22.0, (BOX_H - 20) / max(n, 1))
 
 

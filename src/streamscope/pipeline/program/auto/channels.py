@@ -15,7 +15,7 @@ from typing import Any
 from streamscope.core import forksafe
 from streamscope.core.records import Kind
 from streamscope.core.rings import close_ring, declare, next_probe_ids
-from streamscope.core.topology import ChannelInfo, ProbeInfo, Topology
+from streamscope.core.topology import ChannelEnd, ChannelInfo, ProbeInfo, Topology
 from streamscope.pipeline.program.auto.claims import claim_channel, forget_claims, new_queue_id
 from streamscope.pipeline.program.registry import REGISTRY, taps_for
 from streamscope.probes.taps import COST_CALL, RingTap, host_clock
@@ -49,6 +49,14 @@ def declare_channel(
     REGISTRY.add_stage(dst)
     declare(REGISTRY.directory, Topology("", channels=(info,), probes=probes))
     return name, ids["tail"], ids["head"]
+
+
+def declare_end(channel: str, stage: str, side: str) -> None:
+    """Declare ``stage`` one more producer (``side`` ``tail``) or consumer (``head``) of the
+    named ``channel``: a queue that several stages put into or take from."""
+    assert REGISTRY.directory is not None
+    REGISTRY.add_stage(stage)
+    declare(REGISTRY.directory, Topology("", ends=(ChannelEnd(channel, stage, side),)))
 
 
 def end_tap(probe: int, end: str) -> RingTap | None:
@@ -150,8 +158,8 @@ class ProgramChannel:
     """One thread queue's names, counts and rings (used under the queue's own lock)."""
 
     __slots__ = (
-        "__weakref__", "capacity", "dst", "early", "head", "id", "n_in", "n_out", "name", "src",
-        "tail", "taps", "transport",
+        "__weakref__", "capacity", "dst", "dsts", "early", "got_by", "head", "id", "n_in",
+        "n_out", "name", "put_by", "src", "srcs", "tail", "taps", "transport",
     )  # fmt: skip
 
     def __init__(self, capacity: int, transport: str = "thread") -> None:
@@ -168,6 +176,13 @@ class ProgramChannel:
         #: known yet): recorded when it is, so that what waited in the queue meanwhile counts.
         self.early: deque[int] | None = None
         self.taps: list[RingTap] = []
+        #: Every stage seen putting into the queue and taking from it, in the order seen.
+        self.srcs: list[str] = []
+        self.dsts: list[str] = []
+        #: The tracker of the last worker seen at each end once the channel is named: a put or
+        #: get by another looks whether its stage is new there (``seen``).
+        self.put_by: Any = None
+        self.got_by: Any = None
 
     def put_early(self) -> None:
         """An insertion before the channel is named (``n_in`` counted already)."""
@@ -177,41 +192,72 @@ class ProgramChannel:
             self.early.append(host_clock().now())
 
     def saw(self, end: str, who: str | None) -> None:
-        """The stage ``who`` put (``tail``) or gets (``head``): name the channel once both
-        ends are known, while a session is active."""
+        """The stage ``who`` puts (``tail``) or gets (``head``): name the channel once stages
+        at both ends are known (and not only one stage at both: a queue a stage keeps for
+        itself is no channel between stages), while a session is active; a stage new at an
+        end of a named channel is declared one of its producers or consumers."""
         if who is None:
             return
-        if end == "tail" and self.src is None:
-            self.src = who
-        elif end == "head" and self.dst is None:
-            self.dst = who
-        if self.name is None and self.src and self.dst and REGISTRY.active():
-            shape = (self.src, self.dst, self.capacity, self.transport)
-            with _free_lock:
-                _take_dropped(time.monotonic())
-                free = _take_free(shape)
-            if free is not None:
-                # A dropped queue's channel taken up: same name and probes, numbered on from
-                # the items it carried (a program making a queue per request has as many
-                # channels as queues at once, and costs the monitor nothing per queue).
-                self.name, self.taps = free.name, free.taps
-                self.n_in += free.seq
-                self.n_out += free.seq
-                self.tail = self._ring(Kind.PUT)
-                self.head = self._ring(Kind.GET)
-            else:
-                self.name, tail, head = declare_channel(
-                    self.id, self.src, self.dst, self.capacity, self.transport
-                )
-                taps = [end_tap(tail, "tail"), end_tap(head, "head")]
-                self.tail, self.head = (t.ring if t is not None else None for t in taps)
-                self.taps = [t for t in taps if t is not None]
-            early, self.early = self.early, None
-            if early and self.tail is not None:
-                first = self.n_in - len(early) + 1
-                for i, ticks in enumerate(early):
-                    self.tail.record_at(ticks, first + i)
-            _channels.add(self)
+        seen = self.srcs if end == "tail" else self.dsts
+        if who in seen:
+            return
+        seen.append(who)
+        if self.name is not None:
+            if REGISTRY.active():
+                declare_end(self.name, who, end)
+            return
+        if not (self.srcs and self.dsts) or len({*self.srcs, *self.dsts}) == 1:
+            return
+        if not REGISTRY.active():
+            return
+        self.src = self.srcs[0]
+        self.dst = next((d for d in self.dsts if d != self.src), self.dsts[0])
+        self._name()
+        for stage in self.srcs[1:]:
+            declare_end(self.name or "", stage, "tail")
+        for stage in self.dsts:
+            if stage != self.dst:
+                declare_end(self.name or "", stage, "head")
+
+    def seen(self, end: str, tracker: Any, who: str | None) -> None:
+        """A worker (its ``tracker``) other than the last seen at ``end`` of the named channel
+        puts or gets, for the stage ``who``."""
+        if end == "tail":
+            self.put_by = tracker
+        else:
+            self.got_by = tracker
+        self.saw(end, who)
+
+    def _name(self) -> None:
+        """The channel named and its taps made, once its two ends are known."""
+        assert self.src is not None
+        assert self.dst is not None
+        shape = (self.src, self.dst, self.capacity, self.transport)
+        with _free_lock:
+            _take_dropped(time.monotonic())
+            free = _take_free(shape)
+        if free is not None:
+            # A dropped queue's channel taken up: same name and probes, numbered on from
+            # the items it carried (a program making a queue per request has as many
+            # channels as queues at once, and costs the monitor nothing per queue).
+            self.name, self.taps = free.name, free.taps
+            self.n_in += free.seq
+            self.n_out += free.seq
+            self.tail = self._ring(Kind.PUT)
+            self.head = self._ring(Kind.GET)
+        else:
+            self.name, tail, head = declare_channel(
+                self.id, self.src, self.dst, self.capacity, self.transport
+            )
+            taps = [end_tap(tail, "tail"), end_tap(head, "head")]
+            self.tail, self.head = (t.ring if t is not None else None for t in taps)
+            self.taps = [t for t in taps if t is not None]
+        early, self.early = self.early, None
+        if early and self.tail is not None:
+            first = self.n_in - len(early) + 1
+            for i, ticks in enumerate(early):
+                self.tail.record_at(ticks, first + i)
+        _channels.add(self)
 
     def _ring(self, kind: int) -> Any:
         return next((t.ring for t in self.taps if t.kind == kind), None)
@@ -220,6 +266,8 @@ class ProgramChannel:
         self.tail = self.head = None
         self.taps = []
         self.name = None
+        self.srcs, self.dsts = [], []
+        self.put_by = self.got_by = None
 
     def __del__(self) -> None:
         # The queue was dropped: its channel is free for the next one with the same ends.
@@ -230,5 +278,5 @@ class ProgramChannel:
 
 
 __all__ = [
-    "ProgramChannel", "declare_channel", "end_ring", "end_tap", "forget_channels", "retire_taps",
+    "ProgramChannel", "declare_channel", "declare_end", "end_ring", "end_tap", "forget_channels", "retire_taps",
 ]  # fmt: skip

@@ -375,12 +375,23 @@ def _simple_get(get: Callable[..., Any]) -> Callable[..., Any]:
     return get_
 
 
+def _joinable_join(join: Callable[[Any], None]) -> Callable[[Any], None]:
+    def join_(self: Any) -> None:
+        """``JoinableQueue.join``: the calling worker waits for what it put to be worked off
+        downstream, blocked out, not busy."""
+        with waiting(State.BLOCKED_OUT):
+            join(self)
+
+    return join_
+
+
 #: The standard methods, recorded while installed; process-wide, as the patched classes are.
 PATCHES = Patches({
     (_MPQ.Queue, "__init__"): _queue_init,
     (_MPQ.Queue, "put"): _queue_put,
     (_MPQ.Queue, "get"): _queue_get,
     (_MPQ.JoinableQueue, "put"): _queue_put,
+    (_MPQ.JoinableQueue, "join"): _joinable_join,
     (_MPQ.SimpleQueue, "__init__"): _simple_init,
     (_MPQ.SimpleQueue, "put"): _simple_put,
     (_MPQ.SimpleQueue, "get"): _simple_get,

@@ -16,6 +16,7 @@ from streamscope.core import forksafe
 from streamscope.core.records import State
 from streamscope.pipeline.program.auto.channels import ProgramChannel
 from streamscope.pipeline.program.auto.stages import made_internally, stage, thread_tracker
+from streamscope.pipeline.program.auto.waits import waiting
 
 #: The standard library's own classes, which its own code and streamscope's keep getting.
 StandardQueue = queue.Queue
@@ -44,6 +45,9 @@ class AutoQueue(StandardQueue):  # type: ignore[type-arg]
         if ss.name is None:
             with self.mutex:
                 ss.saw("tail", stage())
+        elif tracker is not ss.put_by:
+            with self.mutex:
+                ss.seen("tail", tracker, stage())
         with self.not_full:
             if self.maxsize > 0:
                 if not block:
@@ -84,6 +88,9 @@ class AutoQueue(StandardQueue):  # type: ignore[type-arg]
         if ss.name is None:
             with self.mutex:
                 ss.saw("head", stage())
+        elif tracker is not ss.got_by:
+            with self.mutex:
+                ss.seen("head", tracker, stage())
         with self.not_empty:
             if not block:
                 if not self._qsize():
@@ -121,6 +128,12 @@ class AutoQueue(StandardQueue):  # type: ignore[type-arg]
     def get_nowait(self) -> Any:
         return self.get(block=False)
 
+    def join(self) -> None:
+        """``Queue.join``: the calling worker waits for what it put to be worked off
+        downstream, blocked out (as while it waits for room), not busy."""
+        with waiting(State.BLOCKED_OUT):
+            super().join()
+
 
 class AutoSimpleQueue(StandardSimpleQueue):  # type: ignore[type-arg]
     """``queue.SimpleQueue`` as the program made it, recorded: unbounded, so only a get waits
@@ -143,6 +156,9 @@ class AutoSimpleQueue(StandardSimpleQueue):  # type: ignore[type-arg]
         if ss.name is None:
             with self._ss_lock:
                 ss.saw("tail", stage())
+        elif tracker is not ss.put_by:
+            with self._ss_lock:
+                ss.seen("tail", tracker, stage())
         with self._ss_lock:
             super().put(item, block, timeout)
             ss.n_in += 1
@@ -159,6 +175,9 @@ class AutoSimpleQueue(StandardSimpleQueue):  # type: ignore[type-arg]
         if ss.name is None:
             with self._ss_lock:
                 ss.saw("head", stage())
+        elif tracker is not ss.got_by:
+            with self._ss_lock:
+                ss.seen("head", tracker, stage())
         try:
             item = super().get(False)
         except queue.Empty:
