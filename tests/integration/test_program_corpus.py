@@ -196,5 +196,13 @@ def test_joblib_workers_are_the_function_they_run(tmp_path: Path) -> None:
         assert named == {"main": "main", "score": "function"}, named
         assert not [n for n in run.notes() if n[0] == "outlived"], run.notes()
         own = ran.truth["stages"]["score"]
-        busy = _busy(run, "score", _work_window(ran, case))
+        window = _work_window(ran, case)
+        busy = _busy(run, "score", window)
         assert abs(busy - own["busy"]) <= BUSY_TOLERANCE, (busy, own)
+        # The main thread takes the results as they come: joblib polls its jobs and sleeps
+        # between looks, waiting for its workers, not working.
+        assert _busy(run, "main", window) < 1 - BUSY_TOLERANCE
+        found = findings(run)
+        assert not contradictions(run, found), contradictions(run, found)
+        (top,) = [f for f in found if f.kind == "bottleneck"]
+        assert top.target == "score", top.title

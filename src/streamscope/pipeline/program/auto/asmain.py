@@ -40,7 +40,10 @@ USED = "program.used"
 UNWATCHED = (
     ("ray", "Ray (its actors, tasks and ray.util.queue.Queue)"),
     ("dask", "Dask"),
-    ("joblib", "joblib's workers"),
+    (
+        "joblib",
+        "joblib's queues between the program and its workers (loky's: the workers are watched)",
+    ),
     ("zmq", "ZeroMQ sockets"),
     ("mpi4py", "MPI"),
     ("gevent", "gevent"),
