@@ -127,3 +127,21 @@ def truth(directory: str | Path, trim: float = 0.1) -> dict[str, object]:
     spans = [s for w in works.values() for ss in w.values() for s in ss]
     window = [min(a for a, _ in spans), max(b for _, b in spans)] if spans else [0, 0]
     return {"stages": stages, "queues": queues, "window": window}
+
+
+def busy_in(directory: str | Path, stage: str, windows: list[tuple[int, int]]) -> list[float]:
+    """``stage``'s busy share over each of ``windows`` ([lo, hi), monotonic ns), by its
+    stamps: its time at work there over the window's length times the most of its items at
+    work at once over the run (its workers)."""
+    spans = [
+        (int(t0), int(t1))
+        for path in Path(directory).glob("stamps-*.txt")
+        for kind, name, _, t0, t1 in (line.split("\t") for line in path.read_text().splitlines())
+        if kind == "work" and name == stage
+    ]
+    workers = truth(directory)["stages"][stage]["workers"]  # type: ignore[index]
+    return [
+        sum(max(0, min(b, hi) - max(a, lo)) for a, b in spans) / (workers * (hi - lo))
+        if hi > lo else 0.0
+        for lo, hi in windows
+    ]  # fmt: skip

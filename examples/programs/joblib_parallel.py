@@ -1,6 +1,6 @@
 """joblib's ``Parallel`` over loky's worker processes, as joblib's documentation writes it: a
 generator of ``delayed`` calls to a function of the program, two jobs, the results taken as
-they come (``return_as="generator"``). The workers (12 ms an item, two of them) limit it.
+they come (``return_as="generator"``). The workers (30 ms an item, two of them) limit it.
 
     python joblib_parallel.py [ITEMS]
 """
@@ -14,7 +14,7 @@ from joblib import Parallel, delayed
 
 def score(x):
     with work("score"):
-        time.sleep(0.012)
+        time.sleep(0.03)
         return x * x
 
 

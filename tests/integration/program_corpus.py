@@ -17,7 +17,7 @@ from typing import Any
 
 PROGRAMS = Path(__file__).resolve().parents[2] / "examples" / "programs"
 sys.path.insert(0, str(PROGRAMS))
-from _stamps import truth  # noqa: E402  (the programs' own module, not an installed one)
+from _stamps import busy_in, truth  # noqa: E402  (the programs' own module, not an installed one)
 
 #: A run that takes longer than this is a hang (the programs take 1-2 s plainly, with the
 #: items the cases give them).
@@ -203,6 +203,18 @@ CORPUS = (
         args=("150",),
     ),
     Case(
+        "apply_callbacks.py",
+        {"main": "main", "cube": "function", "collect": "function"},
+        "cube",
+        "cube",
+        ("main -> cube",),
+        None,
+        0,
+        args=("150",),
+        why="the pool's task queue is its own: the program cannot stamp it",
+        shared={"cube -> collect": (("cube",), ("collect",))},
+    ),
+    Case(
         "process_workers.py",
         {"read": "function", "compress": "given", "main": "main"},
         "compress",
@@ -226,6 +238,8 @@ class Ran:
     run_file: Path
     truth: dict[str, Any]
     wall_s: dict[str, float] = field(default_factory=dict)
+    #: Where the monitored run's stamps are (``_stamps.busy_in`` reads them).
+    stamps: Path | None = None
 
 
 def _start(cmd: list[str], stamps: Path, cwd: Path) -> subprocess.Popen[str]:
@@ -262,11 +276,11 @@ def run_both(case: Case, tmp: Path, cli: list[str], frame: str = "100ms") -> Ran
     plain = _end(started)
     own_mon = truth(mon_dir)
     walls = {"both_s": time.perf_counter() - t}
-    return Ran(case, plain, monitored, run_file, own_mon, walls)
+    return Ran(case, plain, monitored, run_file, own_mon, walls, mon_dir)
 
 
 def scratch() -> Path:
     return Path(tempfile.mkdtemp(prefix="streamscope-corpus-"))
 
 
-__all__ = ["CAP_S", "CORPUS", "PROGRAMS", "Case", "Ran", "run_both", "scratch"]
+__all__ = ["CAP_S", "CORPUS", "PROGRAMS", "Case", "Ran", "busy_in", "run_both", "scratch"]

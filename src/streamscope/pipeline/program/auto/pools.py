@@ -27,7 +27,7 @@ from streamscope.pipeline.program.auto.mpqueue import Counts, Locked, counts_of
 from streamscope.pipeline.program.auto.naming import Who
 from streamscope.pipeline.program.auto.patches import Patches
 from streamscope.pipeline.program.auto.processes import applied
-from streamscope.pipeline.program.auto.stages import internal, stage, thread_tracker
+from streamscope.pipeline.program.auto.stages import internal, on_behalf_of, stage, thread_tracker
 from streamscope.pipeline.program.auto.waits import waiting
 
 #: The function and pool of the ``imap`` call the calling thread is in (``imap`` makes its
@@ -176,6 +176,37 @@ def _result_next(next_: Callable[..., Any]) -> Callable[..., Any]:
     return result_next
 
 
+def _apply_init(init: Callable[..., None]) -> Callable[..., None]:
+    """``ApplyResult.__init__`` (and ``MapResult``'s): a result of a program's pool keeps the
+    stage of the function it is a result of, for its callbacks."""
+
+    @functools.wraps(init)
+    def apply_init(self: Any, pool: Any, *args: Any, **kwargs: Any) -> None:
+        init(self, pool, *args, **kwargs)
+        func = getattr(_calling, "func", None)
+        if func is not None and (self._callback is not None or self._error_callback is not None):
+            self._ss_by = _pool_stage(pool, func)
+
+    return apply_init
+
+
+def _apply_set(set_: Callable[..., None]) -> Callable[..., None]:
+    """``ApplyResult._set`` (and ``MapResult``'s): the pool's result handler runs the
+    program's callbacks on behalf of the stage of the pool's function (``results.put`` as a
+    callback: that stage puts into ``results``)."""
+
+    @functools.wraps(set_)
+    def apply_set(self: Any, *args: Any) -> None:
+        by = getattr(self, "_ss_by", None)
+        if by is None:
+            set_(self, *args)
+            return
+        with on_behalf_of(claim_stage(by[0], "in", by[1])):
+            set_(self, *args)
+
+    return apply_set
+
+
 def _blocked(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``ApplyResult.get``/``wait``: the caller blocked in until the result is ready."""
 
@@ -200,6 +231,10 @@ PATCHES = Patches({
     (mpool.IMapUnorderedIterator, "_set"): _result_set,
     (mpool.IMapIterator, "next"): _result_next,
     (mpool.IMapIterator, "__next__"): _result_next,
+    (mpool.ApplyResult, "__init__"): _apply_init,
+    (mpool.MapResult, "__init__"): _apply_init,
+    (mpool.ApplyResult, "_set"): _apply_set,
+    (mpool.MapResult, "_set"): _apply_set,
     (mpool.ApplyResult, "get"): _blocked,
     (mpool.ApplyResult, "wait"): _blocked,
 })  # fmt: skip

@@ -200,19 +200,20 @@ class PoolWorker(ProcessEntry):
 
 
 class ExecutorWorker(ProcessEntry):
-    """A ``ProcessPoolExecutor`` worker process, run by the standard loop with its call queue's
-    ``get`` watched: the process is a worker of the stage named after the function its first
-    call applies (``executor.map(parse, …)``: ``parse``), blocked while it waits for a call,
-    busy running one. ``pool``: an id of the executor."""
+    """A ``ProcessPoolExecutor`` worker process (or loky's), run by the standard loop with its
+    call queue's ``get`` and its result queue's ``put`` watched: the process is a worker of the
+    stage named after the function its first call applies (``executor.map(parse, …)``:
+    ``parse``), blocked in while it waits for a call, blocked out while it hands a result
+    back, busy running one. ``pool``: an id of the executor."""
 
     def __init__(self, target: Callable[..., Any], setup: Callable[[], None], pool: str) -> None:
         super().__init__(target, setup)
         self.pool = pool
 
-    def __call__(self, call_queue: Any, *rest: Any, **kw: Any) -> Any:
+    def __call__(self, call_queue: Any, result_queue: Any, *rest: Any, **kw: Any) -> Any:
         self.setup()
         start_afresh()
-        get = call_queue.get
+        get, put = call_queue.get, result_queue.put
 
         def watched_get(block: bool = True, timeout: float | None = None) -> Any:
             tracker = native.bound_tracker()
@@ -227,9 +228,21 @@ class ExecutorWorker(ProcessEntry):
                 enter(applied(call_function(fn)), self.pool)
             return item
 
+        def watched_put(obj: Any, *args: Any, **kwargs: Any) -> Any:
+            # Handing a result back waits for the executor to read the last ones (its pipe
+            # full, its lock held by the other workers): blocked out, not busy.
+            tracker = native.bound_tracker()
+            prev = tracker.set(State.BLOCKED_OUT) if tracker is not None else 0
+            try:
+                return put(obj, *args, **kwargs)
+            finally:
+                if tracker is not None:
+                    tracker.set(prev)
+
         call_queue.get = watched_get
+        result_queue.put = watched_put
         try:
-            return self.target(call_queue, *rest, **kw)
+            return self.target(call_queue, result_queue, *rest, **kw)
         finally:
             leave()
 

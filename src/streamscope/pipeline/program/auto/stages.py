@@ -7,8 +7,10 @@ claimed then), and its tracker, made and declared then.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
+from collections.abc import Iterator
 from types import FrameType
 from typing import Any
 
@@ -110,9 +112,27 @@ def thread_who(t: threading.Thread) -> Who | None:
     return None if internal(getattr(target, "__module__", None)) else who_of_thread(t)
 
 
+@contextlib.contextmanager
+def on_behalf_of(name: str) -> Iterator[None]:
+    """The calling thread, no worker of a stage of the program's, does a piece of stage
+    ``name``'s work meanwhile (a pool's result handler running the program's callback on a
+    result of the pool's function): the queues it puts into and takes from have ``name`` at
+    that end, and its time is no worker's of ``name`` (no tracker)."""
+    before = getattr(thread_state, "behalf", None)
+    thread_state.behalf = name
+    try:
+        yield
+    finally:
+        thread_state.behalf = before
+
+
 def stage(end: str = "", queue: str = "") -> str | None:
     """The stage of the calling thread (None: not one of the program's), claimed at its first
-    queue operation: at ``end`` (``in``: a get; ``out``: a put) of the queue ``queue``."""
+    queue operation: at ``end`` (``in``: a get; ``out``: a put) of the queue ``queue``; the
+    stage it works for meanwhile (``on_behalf_of``), if any."""
+    behalf: str | None = getattr(thread_state, "behalf", None)
+    if behalf is not None:
+        return behalf
     name: str | None = getattr(thread_state, "stage", None)
     if name is not None or not end or in_own_thread():
         return name
@@ -135,6 +155,8 @@ def thread_tracker(end: str = "", queue: str = "") -> native.StateTracker | None
     tracker = native.bound_tracker()
     if tracker is not None or getattr(thread_state, "entered", False):
         return tracker
+    if getattr(thread_state, "behalf", None) is not None:
+        return None  # its time is not that stage's (``on_behalf_of``)
     name = stage(end, queue)
     if name is None:
         return None
@@ -193,6 +215,7 @@ __all__ = [
     "internal",
     "leave",
     "made_internally",
+    "on_behalf_of",
     "own_thread",
     "stage",
     "start_afresh",
