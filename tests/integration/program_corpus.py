@@ -215,6 +215,21 @@ CORPUS = (
         shared={"cube -> collect": (("cube",), ("collect",))},
     ),
     Case(
+        "executor_map.py",
+        {"main": "main", "square": "function"},
+        "square",
+        "square",
+        ("main -> square",),
+        None,
+        0,
+        args=("150",),
+        why="the executor's call queue is its own: the program cannot stamp it",
+        shared={
+            "main -> square": (("main",), ("square",)),
+            "square -> main": (("square",), ("main",)),
+        },
+    ),
+    Case(
         "process_workers.py",
         {"read": "function", "compress": "given", "main": "main"},
         "compress",

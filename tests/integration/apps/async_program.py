@@ -5,7 +5,8 @@ service would), the main task gathers them.
     python async_program.py ITEMS TRUTH.json
 
 Its own truth (``TRUTH.json``): each consumer's share of its working life spent on its items
-(from its first item to its last), and the producer's share of its life spent waiting in put.
+(from its first item to its last) and that life (monotonic ns), and the producer's share of its
+life spent waiting in put.
 """
 
 import asyncio
@@ -14,7 +15,7 @@ import sys
 import time
 
 CONSUMERS = 2
-truth = {"work_share": [], "put_share": 0.0}
+truth = {"work_share": [], "put_share": 0.0, "windows": []}
 
 
 async def produce(q, items):
@@ -32,17 +33,20 @@ async def produce(q, items):
 async def consume(q, out):
     worked = 0.0
     first = last = None
+    first_ns = 0
     while True:
         x = await q.get()
         if x is None:
             break
         t = time.perf_counter()
-        first = t if first is None else first
+        if first is None:
+            first, first_ns = t, time.monotonic_ns()
         await asyncio.sleep(0.012)
         worked += time.perf_counter() - t
         out.append(x)
         last = time.perf_counter()
     truth["work_share"].append(worked / (last - first))
+    truth["windows"].append([first_ns, time.monotonic_ns()])
 
 
 async def main(items):

@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from streamscope.pipeline.program.auto import mpqueue, polling, pools, waits
+from streamscope.pipeline.program.auto import executors, mpqueue, polling, pools, waits
 from streamscope.pipeline.program.auto.channels import forget_channels
 from streamscope.pipeline.program.auto.claims import vacate
 from streamscope.pipeline.program.auto.naming import who_of_process
@@ -86,6 +86,7 @@ def install() -> None:
     multiprocessing.process.BaseProcess.start = processes  # type: ignore[method-assign,assignment]
     waits.PATCHES.apply()
     pools.PATCHES.apply()
+    executors.PATCHES.apply()
     polling.install()
 
 
@@ -105,6 +106,7 @@ def uninstall() -> None:
     multiprocessing.process.BaseProcess.start = _saved["start"]  # type: ignore[method-assign]
     waits.PATCHES.undo()
     pools.PATCHES.undo()
+    executors.PATCHES.undo()
     polling.uninstall()
     _saved.clear()
     forget_channels()

@@ -278,13 +278,22 @@ def counts_of(q: Any) -> Counts | None:
     return lock.counts if isinstance(lock, Locked) else None
 
 
+#: Where a process executor keeps its call queue (a ``Queue`` subclass) and makes its result
+#: queue: an executor the program made has both recorded (``auto.executors``).
+EXECUTOR = "concurrent.futures.process"
+
+
 def _made_internally(q: Any) -> bool:
     """Whether ``q`` is the standard library's or streamscope's own: its class is theirs, or
-    it is one of the standard classes made by their code (``stages.made_internally``)."""
+    it is one of the standard classes made by their code (``stages.made_internally``); a
+    process executor's queues are the program's when the program made the executor."""
     kind = type(q)
-    if kind not in (_MPQ.Queue, _MPQ.JoinableQueue, _MPQ.SimpleQueue):
+    if (
+        kind not in (_MPQ.Queue, _MPQ.JoinableQueue, _MPQ.SimpleQueue)
+        and kind.__module__ != EXECUTOR
+    ):
         return internal(kind.__module__)
-    return made_internally(3)
+    return made_internally(3, (EXECUTOR,))
 
 
 def _capacity(maxsize: int) -> int:
@@ -398,4 +407,4 @@ PATCHES = Patches({
 })  # fmt: skip
 
 
-__all__ = ["PATCHES", "Counts", "Locked", "Places", "counts_of"]
+__all__ = ["EXECUTOR", "PATCHES", "Counts", "Locked", "Places", "counts_of"]

@@ -16,6 +16,7 @@ from typing import Any
 
 from streamscope.core import native
 from streamscope.core.records import State
+from streamscope.pipeline.program.auto.mpqueue import counts_of
 from streamscope.pipeline.program.auto.naming import (
     FUNCTION,
     TARGET,
@@ -27,6 +28,7 @@ from streamscope.pipeline.program.auto.naming import (
 from streamscope.pipeline.program.auto.stages import (
     enter,
     leave,
+    stage,
     start_afresh,
     thread_state,
     work_as,
@@ -201,10 +203,10 @@ class PoolWorker(ProcessEntry):
 
 class ExecutorWorker(ProcessEntry):
     """A ``ProcessPoolExecutor`` worker process (or loky's), run by the standard loop with its
-    call queue's ``get`` and its result queue's ``put`` watched: the process is a worker of the
-    stage named after the function its first call applies (``executor.map(parse, …)``:
-    ``parse``), blocked in while it waits for a call, blocked out while it hands a result
-    back, busy running one. ``pool``: an id of the executor."""
+    call queue's ``get`` watched: the process is a worker of the stage named after the
+    function its first call applies (``executor.map(parse, …)``: ``parse``), blocked in while
+    it waits for a call, busy running one and handing its result back. ``pool``: an id of the
+    executor."""
 
     def __init__(self, target: Callable[..., Any], setup: Callable[[], None], pool: str) -> None:
         super().__init__(target, setup)
@@ -213,7 +215,7 @@ class ExecutorWorker(ProcessEntry):
     def __call__(self, call_queue: Any, result_queue: Any, *rest: Any, **kw: Any) -> Any:
         self.setup()
         start_afresh()
-        get, put = call_queue.get, result_queue.put
+        get = call_queue.get
 
         def watched_get(block: bool = True, timeout: float | None = None) -> Any:
             tracker = native.bound_tracker()
@@ -226,21 +228,12 @@ class ExecutorWorker(ProcessEntry):
             fn = getattr(item, "fn", None)
             if fn is not None and not getattr(thread_state, "entered", False):
                 enter(applied(call_function(fn)), self.pool)
+                calls = counts_of(call_queue)
+                if calls is not None and not calls.probe(0):
+                    calls.saw("head", stage())  # its first get was before it knew its stage
             return item
 
-        def watched_put(obj: Any, *args: Any, **kwargs: Any) -> Any:
-            # Handing a result back waits for the executor to read the last ones (its pipe
-            # full, its lock held by the other workers): blocked out, not busy.
-            tracker = native.bound_tracker()
-            prev = tracker.set(State.BLOCKED_OUT) if tracker is not None else 0
-            try:
-                return put(obj, *args, **kwargs)
-            finally:
-                if tracker is not None:
-                    tracker.set(prev)
-
         call_queue.get = watched_get
-        result_queue.put = watched_put
         try:
             return self.target(call_queue, result_queue, *rest, **kw)
         finally:

@@ -75,10 +75,11 @@ def in_own_thread() -> bool:
 _ON_BEHALF = ("concurrent.futures.thread", "multiprocessing.context", "multiprocessing.queues")
 
 
-def made_internally(depth: int = 2) -> bool:
+def made_internally(depth: int = 2, through: tuple[str, ...] = ()) -> bool:
     """Whether the code that made a queue is streamscope's or the standard library's own
-    (``depth``: its frame, counted from this function's; frames of ``_ON_BEHALF`` and of this
-    package looked through), or the calling thread is streamscope's own."""
+    (``depth``: its frame, counted from this function's; frames of ``_ON_BEHALF``, of
+    ``through`` and of this package looked through), or the calling thread is streamscope's
+    own."""
     if in_own_thread():
         return True
     try:
@@ -87,7 +88,11 @@ def made_internally(depth: int = 2) -> bool:
         return False
     while frame is not None:
         name = frame.f_globals.get("__name__", "")
-        if name not in _ON_BEHALF and not name.startswith("streamscope.pipeline.program.auto"):
+        if (
+            name not in _ON_BEHALF
+            and name not in through
+            and not name.startswith("streamscope.pipeline.program.auto")
+        ):
             return internal(name)
         frame = frame.f_back
     return False

@@ -1,0 +1,105 @@
+"""Unmodified programs' pools under ``streamscope run``: thread and process executors and
+``multiprocessing.Pool``, each pool a stage of its workers, held to the program's own stamps."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from program_runs import busy_share, worker_shares
+
+import streamscope as ss
+from watched import cli
+
+
+def test_a_thread_pool_executor_is_a_stage_fed_by_its_submitter(tmp_path: Path) -> None:
+    """``concurrent.futures.ThreadPoolExecutor``: its workers are one stage, named after the
+    function its calls run, its work queue the channel from the thread that submits; 4
+    workers on 5 ms calls, 600 calls submitted at once, are saturated while the backlog
+    lasts."""
+    prog = tmp_path / "pool.py"
+    prog.write_text(
+        "import time\n"
+        "from concurrent.futures import ThreadPoolExecutor\n"
+        "def fetch(i):\n"
+        "    time.sleep(0.005)\n"
+        "    return i * 2\n"
+        "with ThreadPoolExecutor(max_workers=4) as ex:\n"
+        "    print('total', sum(ex.map(fetch, range(600))))\n"
+    )
+    out = tmp_path / "pool.duckdb"
+    proc = subprocess.run(
+        [*cli(), "run", str(prog), "-o", str(out), "--quiet", "--frame", "200ms"],
+        capture_output=True, text=True, timeout=120, check=False, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout == f"total {sum(2 * i for i in range(600))}\n"
+    with ss.load(out) as run:
+        (channel,) = run.topology.channels
+        assert channel.name == "main -> fetch"
+        probes = [p for p in run.topology.probes if p.kind == "state" and p.target == channel.dst]
+        assert len(probes) == 4  # a worker per thread
+        assert busy_share(run, channel.dst) >= 0.9
+
+
+POOLS = {
+    "pool": "    with mp.get_context(sys.argv[1]).Pool(2) as pool:\n"
+    "        stamps = pool.map(parse, range(300), chunksize=1)\n",
+    "executor": "    from concurrent.futures import ProcessPoolExecutor\n"
+    "    with ProcessPoolExecutor(2, mp_context=mp.get_context(sys.argv[1])) as ex:\n"
+    "        stamps = list(ex.map(parse, range(300)))\n",
+}
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+@pytest.mark.parametrize("kind", ["pool", "executor"])
+def test_a_process_pool_is_a_stage_of_its_workers(tmp_path: Path, kind: str, method: str) -> None:
+    """``Pool.map(parse, ...)`` (or ``ProcessPoolExecutor.map``) with 2 workers and 300 calls of
+    4 ms handed out at once: the stage ``parse`` has a worker per pool process, and is as busy
+    as the program's own stamps say (each call reports its process, start and end), over the
+    frames in which both processes were at work by those stamps."""
+    prog = tmp_path / "pool.py"
+    prog.write_text(
+        "import json, multiprocessing as mp, os, sys, time\n"
+        "def parse(i):\n"
+        "    t = time.perf_counter()\n"
+        "    while time.perf_counter() - t < 0.004:\n"
+        "        pass\n"
+        "    return os.getpid(), t, time.perf_counter()\n"
+        "if __name__ == '__main__':\n" + POOLS[kind] + "    share = {}\n"
+        "    for pid in {p for p, _, _ in stamps}:\n"
+        "        mine = [(a, b) for p, a, b in stamps if p == pid]\n"
+        "        span = max(b for _, b in mine) - min(a for a, _ in mine)\n"
+        "        share[pid] = sum(b - a for a, b in mine) / span\n"
+        "    spans = {p: [min(a for q, a, _ in stamps if q == p), max(b for q, _, b in stamps"
+        " if q == p)] for p in share}\n"
+        "    json.dump({'share': share, 'spans': spans}, open(sys.argv[2], 'w'))\n"
+        "    print('done', len(stamps))\n"
+    )
+    out, truth = tmp_path / "pool.duckdb", tmp_path / "truth.json"
+    proc = subprocess.run(
+        [*cli(), "run", str(prog), "-o", str(out), "--quiet", "--frame", "100ms", "--", method,
+         str(truth)],
+        capture_output=True, text=True, timeout=120, check=False, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout == "done 300\n"
+    stamped = json.loads(truth.read_text())
+    own, spans = stamped["share"], stamped["spans"]
+    assert len(own) == 2, own
+    with ss.load(out) as run:
+        assert "parse" in {s.name for s in run.topology.stages}
+        shares = worker_shares(run, "parse")
+        assert len({r for r, _ in shares}) == 2, shares
+        # Frame by frame, over the frames in which both processes were at work by their own
+        # stamps (perf_counter: the monotonic clock, s), as busy as those stamps say they
+        # were, each busy all but its hand-offs, which a busy core stretches (a premise of
+        # 0.85 failed at 0.84 beside one: they are the program's own, measured, not assumed).
+        both = (
+            int(max(a for a, _ in spans.values()) * 1e9),
+            int(min(b for _, b in spans.values()) * 1e9),
+        )
+        got = busy_share(run, "parse", both)
+        assert abs(got - sum(own.values()) / 2) <= 0.1, (got, own)
