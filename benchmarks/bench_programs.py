@@ -2,7 +2,8 @@
 
 Each program of ``examples/programs`` (a shared worker function, pypeln's three kinds, an
 executor, chained ``Pool.imap``, mpire, a DataLoader-shaped loader, the asyncio docs' workers,
-named processes) runs plainly and monitored, alternately, ``--reps`` times; the table gives the
+named processes, a fan-in, ``JoinableQueue`` workers, ``apply_async`` with callbacks,
+``ProcessPoolExecutor.map``, joblib) runs plainly and monitored, alternately, ``--reps`` times; the table gives the
 median wall time of the whole process and of the program's own work window (from its first
 item's work to its last, by its own stamps) and their ratios. The target: monitored <= 1.05x on
 the work window. The whole process adds the monitor's start and the run file's end.
@@ -38,6 +39,11 @@ CORPUS = {
     "dataloader": ("800", "120"),
     "asyncio_workers": ("1200", "200"),
     "process_workers": ("240", "36"),
+    "fan_in": ("1200", "200"),
+    "joinable_workers": ("400", "60"),
+    "apply_callbacks": ("400", "60"),
+    "executor_map": ("400", "60"),
+    "joblib_parallel": ("200", "40"),
 }
 #: What a quick run (the suite's smoke check) keeps: one program, its threads and queues.
 QUICK = ("shared_worker",)

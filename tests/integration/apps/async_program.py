@@ -6,7 +6,7 @@ service would), the main task gathers them.
 
 Its own truth (``TRUTH.json``): each consumer's share of its working life spent on its items
 (from its first item to its last) and that life (monotonic ns), and the producer's share of its
-life spent waiting in put.
+life spent waiting in put, and that life.
 """
 
 import asyncio
@@ -21,11 +21,13 @@ truth = {"work_share": [], "put_share": 0.0, "windows": []}
 async def produce(q, items):
     waited = 0.0
     start = time.perf_counter()
+    start_ns = time.monotonic_ns()
     for i in range(items):
         t = time.perf_counter()
         await q.put(i)
         waited += time.perf_counter() - t
     truth["put_share"] = waited / (time.perf_counter() - start)
+    truth["produce_window"] = [start_ns, time.monotonic_ns()]
     for _ in range(CONSUMERS):
         await q.put(None)
 
