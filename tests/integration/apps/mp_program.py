@@ -5,7 +5,7 @@ collects the results.
     python mp_program.py ITEMS fork|spawn TRUTH.json
 
 Its own truth (``TRUTH.json``): each worker's share of its working life spent working (from its
-first item to its last).
+first item to its last), and that life (monotonic ns).
 """
 
 import json
@@ -38,7 +38,8 @@ def worker(inq, outq):
         worked += time.perf_counter() - t
         outq.put(x + 1)
         last = time.perf_counter()
-    outq.put(("share", worked / (last - first)))
+    # perf_counter is the monotonic clock: its life in ns, as the run's frames are placed
+    outq.put(("share", worked / (last - first), int(first * 1e9), int(last * 1e9)))
 
 
 if __name__ == "__main__":
@@ -50,16 +51,17 @@ if __name__ == "__main__":
     procs += [ctx.Process(target=worker, args=(a, b)) for _ in range(WORKERS)]
     for p in procs:
         p.start()
-    shares = []
+    shares, windows = [], []
     total = 0
     while len(shares) < WORKERS:
         x = b.get()
         if isinstance(x, tuple):
             shares.append(x[1])
+            windows.append(x[2:])
         else:
             total += x
     for p in procs:
         p.join()
     print("total", total)
     with open(truth_path, "w") as f:
-        json.dump({"work_share": shares}, f)
+        json.dump({"work_share": shares, "windows": windows}, f)
