@@ -42,8 +42,9 @@ class Case:
     capacity: int
     args: tuple[str, ...] = ()
     why: str = ""
-    #: Channels that several stages put into or take from: their producers and consumers.
-    shared: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = field(default_factory=dict)
+    #: Channels that must be there, each as its producers and consumers (a fan-in's name is
+    #: after whichever producer put first, so it is found by its ends).
+    shared: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = ()
 
     @property
     def name(self) -> str:
@@ -186,11 +187,11 @@ CORPUS = (
         {"fast": "function", "slow": "function", "sink": "function"},
         "sink",
         "sink",
-        ("fast -> sink",),
+        lambda topo: tuple(c.name for c in topo.channels if c.dst == "sink"),
         "fast, slow -> sink",
         16,
         args=("300",),
-        shared={"fast -> sink": (("fast", "slow"), ("sink",))},
+        shared=((("fast", "slow"), ("sink",)),),
     ),
     Case(
         "joinable_workers.py",
@@ -212,7 +213,7 @@ CORPUS = (
         0,
         args=("150",),
         why="the pool's task queue is its own: the program cannot stamp it",
-        shared={"cube -> collect": (("cube",), ("collect",))},
+        shared=((("cube",), ("collect",)),),
     ),
     Case(
         "executor_map.py",
@@ -224,10 +225,7 @@ CORPUS = (
         0,
         args=("150",),
         why="the executor's call queue is its own: the program cannot stamp it",
-        shared={
-            "main -> square": (("main",), ("square",)),
-            "square -> main": (("square",), ("main",)),
-        },
+        shared=((("main",), ("square",)), (("square",), ("main",))),
     ),
     Case(
         "process_workers.py",
