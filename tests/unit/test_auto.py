@@ -34,8 +34,13 @@ def installed() -> Iterator[None]:
 
 def test_install_replaces_and_uninstall_restores_the_standard_queues() -> None:
     plain_q, plain_sq, plain_mp = queue.Queue, queue.SimpleQueue, mp.Queue
+    plain_exit, plain_wait = asyncio.TaskGroup.__aexit__, asyncio.wait
+    gathering = asyncio.tasks._GatheringFuture  # type: ignore[attr-defined]
+    assert "__await__" not in vars(gathering)  # inherited from asyncio.Future
     auto.install()
     try:
+        assert asyncio.TaskGroup.__aexit__ is not plain_exit and asyncio.wait is not plain_wait
+        assert "__await__" in vars(gathering)
         assert queue.Queue is auto.AutoQueue and queue.SimpleQueue is auto.AutoSimpleQueue
         assert auto.counts_of(mp.Queue(2)) is not None
         assert auto.counts_of(mp.get_context("spawn").JoinableQueue()) is not None
@@ -47,6 +52,8 @@ def test_install_replaces_and_uninstall_restores_the_standard_queues() -> None:
         auto.uninstall()
     assert (queue.Queue, queue.SimpleQueue) == (plain_q, plain_sq)
     assert mp.Queue == plain_mp and auto.counts_of(mp.Queue()) is None
+    assert (asyncio.TaskGroup.__aexit__, asyncio.wait) == (plain_exit, plain_wait)
+    assert "__await__" not in vars(gathering) and "__iter__" not in vars(gathering)
 
 
 def test_an_instrumented_queue_keeps_the_standard_behaviour(installed: None) -> None:

@@ -14,7 +14,8 @@ Wrap = Callable[[Any], Any]
 
 class Patches:
     """One table of replacements: each attribute as the owner (a class or module) has it
-    itself, replaced by what its ``wrap`` makes of it, until ``undo``."""
+    itself, or inherits it, replaced by what its ``wrap`` makes of it, until ``undo`` (which
+    puts back what the owner had itself, and takes away what it inherited)."""
 
     def __init__(self, table: Mapping[tuple[Any, str], Wrap]) -> None:
         self.table = dict(table)
@@ -25,14 +26,21 @@ class Patches:
         if self.saved:
             return
         for (owner, name), wrap in self.table.items():
-            standard = vars(owner)[name]
-            self.saved[owner, name] = standard
-            setattr(owner, name, wrap(standard))
+            own = vars(owner).get(name, _INHERITED)
+            self.saved[owner, name] = own
+            setattr(owner, name, wrap(getattr(owner, name) if own is _INHERITED else own))
 
     def undo(self) -> None:
         for (owner, name), standard in self.saved.items():
-            setattr(owner, name, standard)
+            if standard is _INHERITED:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, standard)
         self.saved.clear()
+
+
+#: What an owner that only inherits an attribute had of it itself.
+_INHERITED = object()
 
 
 __all__ = ["Patches", "Wrap"]

@@ -15,7 +15,12 @@ from typing import Any
 from streamscope.core import forksafe
 from streamscope.core.records import State
 from streamscope.pipeline.program.auto.channels import ProgramChannel
-from streamscope.pipeline.program.auto.stages import made_internally, stage, thread_tracker
+from streamscope.pipeline.program.auto.stages import (
+    made_internally,
+    stage,
+    thread_state,
+    thread_tracker,
+)
 from streamscope.pipeline.program.auto.waits import waiting
 
 #: The standard library's own classes, which its own code and streamscope's keep getting.
@@ -153,12 +158,15 @@ class AutoSimpleQueue(StandardSimpleQueue):  # type: ignore[type-arg]
     def put(self, item: Any, block: bool = True, timeout: float | None = None) -> None:
         ss = self._ss
         tracker = thread_tracker("out", ss.id)
+        # An executor's worker putting into its own work queue wakes the next worker to end
+        # (its ``None``): no item of the stage it last worked for.
+        waking = getattr(thread_state, "executor_queue", None) == ss.id
         if ss.name is None:
             with self._ss_lock:
-                ss.saw("tail", stage())
+                ss.saw("tail", None if waking else stage())
         elif tracker is not ss.put_by:
             with self._ss_lock:
-                ss.seen("tail", tracker, stage())
+                ss.seen("tail", tracker, None if waking else stage())
         with self._ss_lock:
             super().put(item, block, timeout)
             ss.n_in += 1

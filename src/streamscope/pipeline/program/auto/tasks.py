@@ -153,6 +153,11 @@ def _task_worker(
     return got if got is not None else start_task(task)
 
 
+def current_tracker() -> native.StateTracker | None:
+    """The tracker of the task running now (None: no task, or not one of the program's)."""
+    return _task_worker(_current_task())[1]
+
+
 def start_task(task: asyncio.Task[Any]) -> tuple[str | None, native.StateTracker | None]:
     """A task of the program's, made now: a worker of its stage (claimed by its code: a task
     is the same stage whichever queues it uses), busy from now until it is done, when its
@@ -206,6 +211,20 @@ class AutoTask(StandardTask):  # type: ignore[type-arg]
         super().__init__(*args, **kwargs)
         if REGISTRY.active():
             start_task(self)
+
+    def __await__(self) -> Any:
+        """A task awaiting this one until it is done is idle (its own work over), as a thread
+        joining a thread is."""
+        tracker = None if self.done() else current_tracker()
+        if tracker is None:
+            return (yield from super().__await__())
+        prev = tracker.set(State.IDLE)
+        try:
+            return (yield from super().__await__())
+        finally:
+            tracker.set(prev)
+
+    __iter__ = __await__
 
 
 class AutoAsyncQueue(StandardAsyncQueue):  # type: ignore[type-arg]
@@ -337,6 +356,7 @@ __all__ = [
     "StandardAsyncPriorityQueue",
     "StandardAsyncQueue",
     "StandardTask",
+    "current_tracker",
     "start_task",
     "stop_lag_watch",
     "task_who",

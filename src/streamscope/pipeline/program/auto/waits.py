@@ -4,11 +4,16 @@ In: the standard library's executors, futures and joins, while ``install`` is in
 each call an executor's thread runs is work of the stage of its function (``ex.submit(fetch,
 url)``: ``fetch``; the thread blocked in while it waits for the next call); a thread waiting on
 futures (``result()``, ``exception()``, ``as_completed``, ``wait``) is blocked in, one joining a
-thread or a process idle (its own work is over), each only while it waits.
+thread or a process idle (its own work is over), each only while it waits. The same for an
+asyncio task: awaiting ``asyncio.wait`` it is blocked in; awaiting its ``TaskGroup``'s end, a
+``gather`` or another task (``tasks.AutoTask``) idle.
 """
 
 from __future__ import annotations
 
+import asyncio
+import asyncio.taskgroups
+import asyncio.tasks
 import concurrent.futures
 import concurrent.futures._base as futures_base
 import concurrent.futures.thread as futures_thread
@@ -24,6 +29,7 @@ from streamscope.core.records import State
 from streamscope.pipeline.program.auto.naming import who_started
 from streamscope.pipeline.program.auto.patches import Patches
 from streamscope.pipeline.program.auto.stages import enter, leave, thread_state
+from streamscope.pipeline.program.auto.tasks import current_tracker
 
 
 @contextlib.contextmanager
@@ -107,6 +113,44 @@ def executor_thread(t: threading.Thread) -> None:
     thread_state.executor_queue = getattr(ss, "id", None)
 
 
+def _task_waits(state: State) -> Callable[[Any], Any]:
+    """A coroutine function (``asyncio.wait``, ``TaskGroup.__aexit__``) with the task awaiting
+    it in ``state`` meanwhile."""
+
+    def wrap(fn: Callable[..., Any]) -> Any:
+        @functools.wraps(fn)
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            tracker = current_tracker()
+            if tracker is None:
+                return await fn(*args, **kwargs)
+            prev = tracker.set(state)
+            try:
+                return await fn(*args, **kwargs)
+            finally:
+                tracker.set(prev)
+
+        return call
+
+    return wrap
+
+
+def _gathered(fn: Callable[..., Any]) -> Any:
+    """``gather``'s future awaited: the awaiting task idle until its tasks are all done."""
+
+    @functools.wraps(fn)
+    def await_(self: Any) -> Any:
+        tracker = None if self.done() else current_tracker()
+        if tracker is None:
+            return (yield from fn(self))
+        prev = tracker.set(State.IDLE)
+        try:
+            return (yield from fn(self))
+        finally:
+            tracker.set(prev)
+
+    return await_
+
+
 def _blocked_in(fn: Callable[..., Any]) -> Any:
     return _while_waiting(fn, State.BLOCKED_IN, "done")
 
@@ -114,6 +158,9 @@ def _blocked_in(fn: Callable[..., Any]) -> Any:
 def _idle(fn: Callable[..., Any]) -> Any:
     return _while_waiting(fn, State.IDLE)
 
+
+#: What ``asyncio.gather`` returns (a class of the module's own, not in its stubs).
+_GatheringFuture: type = asyncio.tasks._GatheringFuture  # type: ignore[attr-defined]
 
 #: The executors', futures' and joins' methods, watched while installed; process-wide, as the
 #: patched modules are.
@@ -127,6 +174,11 @@ PATCHES = Patches({
     (concurrent.futures, "wait"): _wait,
     (threading.Thread, "join"): _idle,
     (multiprocessing.process.BaseProcess, "join"): _idle,
+    (asyncio.tasks, "wait"): _task_waits(State.BLOCKED_IN),
+    (asyncio, "wait"): _task_waits(State.BLOCKED_IN),
+    (asyncio.taskgroups.TaskGroup, "__aexit__"): _task_waits(State.IDLE),
+    (_GatheringFuture, "__await__"): _gathered,
+    (_GatheringFuture, "__iter__"): _gathered,
 })  # fmt: skip
 
 
