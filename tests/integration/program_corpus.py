@@ -45,6 +45,9 @@ class Case:
     #: Channels that must be there, each as its producers and consumers (a fan-in's name is
     #: after whichever producer put first, so it is found by its ends).
     shared: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = ()
+    #: Stages that only wait on the others while the limiting one works (a main thread in a
+    #: pool's ``map``, a join, a task group's end): never busy there.
+    waits: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -161,6 +164,7 @@ CORPUS = (
         0,
         why="mpire's task queues are its own: the program cannot stamp them",
         args=("400",),
+        waits=("main",),
     ),
     Case(
         "dataloader.py",
@@ -202,6 +206,7 @@ CORPUS = (
         "tasks",
         8,
         args=("150",),
+        waits=("main",),
     ),
     Case(
         "apply_callbacks.py",
@@ -226,6 +231,7 @@ CORPUS = (
         args=("150",),
         why="the executor's call queue is its own: the program cannot stamp it",
         shared=((("main",), ("square",)), (("square",), ("main",))),
+        waits=("main",),
     ),
     Case(
         "priority_queue.py",
@@ -247,6 +253,7 @@ CORPUS = (
         "produce -> consume",
         12,
         args=("400",),
+        waits=("main",),
     ),
     Case(
         "etl_chunks.py",
@@ -271,6 +278,7 @@ CORPUS = (
         args=("150",),
         why="the executor's call queue is its own: the program cannot stamp it",
         shared=((("main",), ("crunch",)), (("crunch",), ("main",))),
+        waits=("main",),
     ),
     Case(
         "process_workers.py",

@@ -110,6 +110,9 @@ def check(ran: Ran) -> dict[str, float]:
             assert abs(figures["queue"] - queue["mean"]) <= QUEUE_TOLERANCE * scale, figures
         else:
             assert case.why, "a program whose queue is not stamped says why"
+        for waiter in case.waits:
+            figures[f"{waiter}_busy"] = _busy(run, waiter, window)
+            assert figures[f"{waiter}_busy"] <= BUSY_TOLERANCE, (waiter, figures)
         found = findings(run)
         assert not contradictions(run, found), contradictions(run, found)
         tops = [f for f in found if f.kind == "bottleneck"]

@@ -1,15 +1,17 @@
-"""Libraries that wait for their workers by polling: their sleeps are waits, not work.
+"""Libraries that wait for their workers their own way: those waits are waits, not work.
 
 In: the modules of ``POLLING``, whenever the program imports them while ``install`` is in
-force. Out: their ``time.sleep`` calls made with the calling worker blocked in. joblib's
-``Parallel`` takes its workers' results by looking at its jobs every 10 ms and sleeping
-between looks (every ``time.sleep`` of ``joblib.parallel``): the thread that runs it (a
-program's main thread) waits for its workers there, and would otherwise read busy all along, so
-that it, not the workers, looked like the stage that limits the program.
+force. Out: their waits made with the calling worker blocked in. joblib's ``Parallel`` takes
+its workers' results by looking at its jobs every 10 ms and sleeping between looks (every
+``time.sleep`` of ``joblib.parallel``); mpire's ``map`` and ``imap`` wait on a condition of
+their results' iterator (``mpire.async_result``) that its results thread notifies: the thread
+that runs them (a program's main thread) waits for its workers there, and would otherwise read
+busy all along, so that it, not the workers, looked like the stage that limits the program.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib.abc
 import importlib.machinery
 import sys
@@ -19,10 +21,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from streamscope.core.records import State
+from streamscope.pipeline.program.auto.patches import Patches
 from streamscope.pipeline.program.auto.waits import waiting
-
-#: Modules every sleep of which waits for the library's workers.
-POLLING = ("joblib.parallel",)
 
 
 def _waiting_sleep(seconds: float) -> None:
@@ -44,14 +44,58 @@ class _Time(types.ModuleType):
 _TIME = _Time()
 
 
+def _sleeps(module: types.ModuleType) -> Patches:
+    """Every ``time.sleep`` of the module a wait (its ``time`` the one above)."""
+    return Patches({(module, "time"): lambda standard: _TIME if standard is time else standard})
+
+
+def _blocked_unless(ready: str | None) -> Any:
+    """A method that waits for results, the calling worker blocked in while it does, unless
+    its object's ``ready`` (an attribute, or a method called) says it has some already."""
+
+    def wrap(fn: Any) -> Any:
+        @functools.wraps(fn)
+        def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+            now = getattr(self, ready) if ready else None
+            if now() if callable(now) else now:
+                return fn(self, *args, **kwargs)
+            with waiting(State.BLOCKED_IN):
+                return fn(self, *args, **kwargs)
+
+        return call
+
+    return wrap
+
+
+def _mpire_results(module: types.ModuleType) -> Patches:
+    """mpire's results' waits: ``next`` of an ``imap``'s (``map`` takes them from it) unless
+    one is there, its ``wait`` for all; ``wait`` and ``get`` of an ``apply_async``'s unless it
+    is ready."""
+    items, done = _blocked_unless("_items"), _blocked_unless("ready")
+    unordered, single = module.UnorderedAsyncResultIterator, module.AsyncResult
+    return Patches({
+        (unordered, "next"): items, (unordered, "__next__"): items,
+        (unordered, "wait"): _blocked_unless(None),
+        (single, "wait"): done, (single, "get"): done,
+    })  # fmt: skip
+
+
+#: Modules whose waits for the library's workers are watched, and what of them.
+POLLING = {"joblib.parallel": _sleeps, "mpire.async_result": _mpire_results}
+#: The patches of each of them imported while installed.
+_applied: dict[str, Patches] = {}
+
+
 def _patch(module: types.ModuleType) -> None:
-    if getattr(module, "time", None) is time:
-        module.time = _TIME  # type: ignore[attr-defined]
+    if module.__name__ not in _applied:
+        patches = _applied[module.__name__] = POLLING[module.__name__](module)
+        patches.apply()
 
 
-def _unpatch(module: types.ModuleType) -> None:
-    if getattr(module, "time", None) is _TIME:
-        module.time = time  # type: ignore[attr-defined]
+def _unpatch(name: str) -> None:
+    patches = _applied.pop(name, None)
+    if patches is not None:
+        patches.undo()
 
 
 class _Loader(importlib.abc.Loader):
@@ -104,10 +148,8 @@ def install() -> None:
 def uninstall() -> None:
     if _FINDER in sys.meta_path:
         sys.meta_path.remove(_FINDER)
-    for name in POLLING:
-        module = sys.modules.get(name)
-        if module is not None:
-            _unpatch(module)
+    for name in list(_applied):
+        _unpatch(name)
 
 
 __all__ = ["POLLING", "install", "uninstall"]
