@@ -135,3 +135,30 @@ def test_a_signal_to_streamscope_reaches_the_program_and_ends_both_as_it_ends_it
         assert run.status == "interrupted"
         assert "SIGTERM" in (run.error or "")
         assert "main -> <lambda>:3" in {c.name for c in run.topology.channels}
+
+
+def test_a_programs_lost_records_name_the_option_that_keeps_them(tmp_path: Path) -> None:
+    """A program flooding a queue past buffers of 16 records (``--tap-capacity 16``) loses
+    records, and the finding says to raise ``--tap-capacity``, which ``streamscope run``
+    takes; a capacity that is not a power of two is refused before anything runs."""
+    prog = tmp_path / "flood.py"
+    prog.write_text(
+        "import queue, threading\n"
+        "q = queue.Queue(8)\n"
+        "def eat():\n"
+        "    while q.get() is not None: pass\n"
+        "t = threading.Thread(target=eat); t.start()\n"
+        "for i in range(20000): q.put(i)\n"
+        "q.put(None); t.join()\n"
+        "print('done')\n"
+    )
+    proc = _run_cli(tmp_path, prog, "--tap-capacity", "16")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout == "done\n"
+    with ss.load(tmp_path / "run.duckdb") as run:
+        assert sum(d.dropped for d in run.drops()) > 0, "16 records a buffer did not overflow"
+        drops = [f for f in findings(run) if f.kind == "drops"]
+        assert drops and all("--tap-capacity" in f.suggestion for f in drops)
+    bad = _run_cli(tmp_path, prog, "--tap-capacity", "100", "--overwrite")
+    assert bad.returncode == 2 and bad.stdout == ""
+    assert "tap capacity 100 is not a power of two" in bad.stderr, bad.stderr[-2000:]

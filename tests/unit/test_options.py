@@ -80,3 +80,10 @@ def test_the_monitor_receives_the_options_whole() -> None:
     assert RunOptions.from_dict(json.loads(json.dumps(opts.to_dict()))) == opts
     settings = MonitorSettings(make_meta("p", opts), opts, "/tmp/truth")
     assert MonitorSettings.from_dict(json.loads(json.dumps(settings.to_dict()))) == settings
+
+
+@pytest.mark.parametrize("capacity", [0, 8, 100, 3 << 10])
+def test_a_tap_capacity_not_a_power_of_two_of_at_least_16_is_refused(capacity: int) -> None:
+    with pytest.raises(ConfigError, match=f"tap capacity {capacity} is not a power of two"):
+        RunOptions(tap_capacity=capacity)
+    assert RunOptions(tap_capacity=16).tap_capacity == 16

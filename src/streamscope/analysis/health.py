@@ -170,8 +170,9 @@ def drops(ctx: Context) -> list[Finding]:
                     "fraction": rounded(frac),
                     "frames": frame_ranges(frames.get(pid, [])),
                 },
-                "give the probes larger buffers (RunOptions.tap_capacity) or flush them more "
-                "often (RunOptions.flush_interval_s)",
+                "give the probes larger buffers (streamscope run --tap-capacity, or "
+                "RunOptions.tap_capacity); a device's agent can also flush them more often "
+                "(RunOptions.flush_interval_s)",
             )
         )
     return out

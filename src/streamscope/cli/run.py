@@ -108,6 +108,14 @@ def run(
             "virtual queue's distance to its true occupancy (the estimate never reads them)."
         ),
     ] = False,
+    tap_capacity: Annotated[
+        int | None,
+        typer.Option(
+            help="Records each probe's buffer holds (a power of two; 65536 unless given): what "
+            "the monitor has not taken yet when one is full is refused and counted; raise it "
+            "when a run says records were lost.",
+        ),
+    ] = None,
     vq_tolerance: Annotated[
         float,
         typer.Option(
@@ -214,6 +222,7 @@ def run(
         flight_records=flight_records, stall_ns=duration_option(stall, "--stall"),
         timeout_ns=duration_option(timeout, "--timeout") if timeout is not None else None,
         ray_address=ray_address,
+        **({} if tap_capacity is None else {"tap_capacity": tap_capacity}),
     )  # fmt: skip
     request = RunRequest(
         options=options, out=out, quiet=quiet, query=tuple(query or ()), queries=queries,

@@ -18,8 +18,9 @@ from streamscope.core.modes import ClockMethod, RunMode, parse
 #: How often a device's agent ships its records (seconds). Also bounds the monitor's
 #: frame-closing lag.
 DEFAULT_FLUSH_INTERVAL_S = 0.05
-#: Records a probe ring holds (a power of two).
+#: Records a probe ring holds (a power of two), by default and at least.
 DEFAULT_TAP_CAPACITY = 1 << 16
+MIN_TAP_CAPACITY = 16
 #: A stage busy this long (ns) without finishing anything is stalled.
 DEFAULT_STALL_NS = 10_000_000_000
 #: The latest raw records the monitor keeps besides frames (its flight recorder).
@@ -101,6 +102,12 @@ class RunOptions:
             raise ConfigError(
                 f"vq_tolerance must be a share of the mean occupancy in [0, 10], not "
                 f"{self.vq_tolerance!r}"
+            )
+        cap = self.tap_capacity
+        if cap < MIN_TAP_CAPACITY or cap & (cap - 1):
+            raise ConfigError(
+                f"tap capacity {cap} is not a power of two of at least {MIN_TAP_CAPACITY} "
+                f"(records a probe's buffer holds; the default is {DEFAULT_TAP_CAPACITY})"
             )
         if self.flight_records < 0:
             raise ConfigError(f"flight_records must be 0 or more, not {self.flight_records}")
