@@ -222,8 +222,9 @@ def run(
         flight_records=flight_records, stall_ns=duration_option(stall, "--stall"),
         timeout_ns=duration_option(timeout, "--timeout") if timeout is not None else None,
         ray_address=ray_address,
-        **({} if tap_capacity is None else {"tap_capacity": tap_capacity}),
     )  # fmt: skip
+    if tap_capacity is not None:
+        options = replace(options, tap_capacity=tap_capacity)
     request = RunRequest(
         options=options, out=out, quiet=quiet, query=tuple(query or ()), queries=queries,
         report=report, serve_port=serve_port if serve else None,
