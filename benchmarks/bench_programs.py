@@ -33,7 +33,7 @@ CORPUS = {
     "shared_worker": ("1000", "150"),
     "generic_stage": ("800", "120"),
     "pypeln_thread": ("1000", "150"),
-    "pypeln_process": ("400", "60"),
+    "pypeln_process": ("200", "40"),
     "pypeln_task": ("800", "120"),
     "executor_queue": ("1000", "150"),
     "pool_imap": ("800", "120"),

@@ -1,8 +1,10 @@
 """A pypeln pipeline of processs, as pypeln's documentation writes one: ``pl.process.map`` and
 ``pl.process.filter`` stages with their own ``workers`` and ``maxsize``. ``resize``, two workers of
-30 ms an item, limits it: the queue in front of it stays full. (pypeln's process queues ask a
-manager process whether the run failed or is done at every get: ~1 ms an item that is neither
-the stage's work nor a wait for its input; at 30 ms an item, a few percent of its time.)
+60 ms an item, limits it: the queue in front of it stays full. (pypeln's process queues ask a
+manager process whether the run failed or is done at every get: ~1 ms an item on a quiet
+machine, several beside busy cores, that is neither the stage's own code, which the program
+stamps, nor a wait for its input: busy, as the library's work for the stage; at 60 ms an item,
+a few percent of its time.)
 
     python pypeln_process.py [ITEMS]
 """
@@ -24,7 +26,7 @@ def download(url):
 def resize(image):
     left("download -> resize")
     with work("resize"):
-        time.sleep(0.030)
+        time.sleep(0.060)
         return image * 2
 
 

@@ -117,7 +117,7 @@ CORPUS = (
         ("download -> resize",),
         "download -> resize",
         20,
-        args=("100",),
+        args=("60",),
     ),
     Case(
         "pypeln_task.py",

@@ -150,6 +150,22 @@ def test_a_stage_s_breakdown_is_over_its_working_life() -> None:
     assert {b.stage: b for b in stage_breakdown(never)}["work"].busy == 0.0  # idle all along
 
 
+def test_a_stage_s_working_life_begins_with_its_first_item() -> None:
+    """Frames a worker spent waiting for its first item (a loader process still starting on
+    a loaded machine: the worker's own start a sliver of busy) are left out; a wait between
+    items, and one after its last for more, stay in. A stage that never works 1 % of a frame
+    (a sink of microsecond items) is taken over its frames that are not wholly idle."""
+    rows = [duty(0, 0.001, 0.999, 0), duty(0, 0, 1, 0), duty(0, 0.8, 0.2, 0), duty(0, 1, 0, 0),
+            duty(0, 0, 1, 0), duty(0, 0.9, 0.1, 0), duty(0, 0, 1, 0), duty(1, 0, 0, 0)]  # fmt: skip
+    run = make_run(STATE, {(1, "work"): [(F, [d]) for d in rows]})
+    w = {b.stage: b for b in stage_breakdown(run)}["work"]
+    assert w.frames == (2, 3, 4, 5, 6)
+    assert w.busy == pytest.approx((0.8 + 1 + 0 + 0.9 + 0) / 5)
+    sink = [duty(1, 0, 0, 0), duty(0, 0.002, 0.998, 0), duty(0, 0.003, 0.997, 0), duty(1, 0, 0, 0)]
+    run = make_run(STATE, {(1, "work"): [(F, [d]) for d in sink]})
+    assert {b.stage: b for b in stage_breakdown(run)}["work"].frames == (1, 2)
+
+
 def test_channel_summary_categories() -> None:
     chans = {c.channel: c for c in channel_summary(bottleneck_run())}
     a = chans["src -> work"]

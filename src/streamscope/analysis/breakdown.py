@@ -103,10 +103,11 @@ def stage_breakdown(run: Run, *, series: Sequence[Series] | None = None) -> list
 
 
 def _one_stage(st: StageInfo, found: Sequence[Series]) -> StageBreakdown:
-    """``st`` over its working life in all its state queries: a covered-time-weighted mean of
-    the frames from its first that is not wholly idle to its last (before it started, and
-    after it finished, a stage is idle: a device still starting its simulators would count
-    against its busy share what no stage did)."""
+    """``st`` over its working life in all its state queries (``working_life``): a
+    covered-time-weighted mean of the frames from its first it worked in to its last not
+    wholly idle (before its first item a stage waits for the others, after its last it is
+    idle: a device still starting its simulators, or a loader process still starting, would
+    count against its busy share what no stage did)."""
     frac: dict[str, float | None] = dict.fromkeys(STATES)
     frames: set[int] = set()
     acc = dict.fromkeys(STATES, 0.0)
@@ -137,23 +138,38 @@ def _one_stage(st: StageInfo, found: Sequence[Series]) -> StageBreakdown:
 
 #: A frame whose idle share is at least this is wholly idle.
 WHOLLY_IDLE = 0.999
+#: A frame in which a stage was busy or held an item (blocked out) for at least this share of
+#: it is one it worked in.
+WORKED = 0.01
 
 
 def working_life(
     duty: NDArray[np.float64], labels: Sequence[str], ok: NDArray[np.bool_]
 ) -> NDArray[np.bool_]:
-    """``ok`` (the frames with duty data) less the wholly idle frames before the first frame
-    that is not and after the last: a stage's working life."""
+    """``ok`` (the frames with duty data) from the first frame the stage worked in (busy or
+    holding an item for ``WORKED`` of it or more) to the last that is not wholly idle: a
+    stage's working life. Before its first item it only waited for the others to start (a
+    process spawned on a loaded machine can take frames to); a wait after its last item, for
+    more that did not come, stays in, and once done it is idle. A stage that never worked that
+    much (a sink whose items take microseconds) starts at its first frame not wholly idle."""
     if "idle" not in labels or not ok.any():
         return ok
     total = np.nansum(duty, axis=1)
-    idle = np.divide(duty[:, list(labels).index("idle")], total, out=np.ones_like(total),
-                     where=total > 0)  # fmt: skip
-    working = np.flatnonzero(ok & (idle < WHOLLY_IDLE))
-    if not len(working):
+
+    def share(*names: str) -> NDArray[np.float64]:
+        cols = [list(labels).index(n) for n in names if n in labels]
+        out: NDArray[np.float64] = np.divide(
+            duty[:, cols].sum(axis=1), total, out=np.zeros_like(total), where=total > 0
+        )
+        return out
+
+    awake = np.flatnonzero(ok & (share("idle") < WHOLLY_IDLE))
+    if not len(awake):
         return ok
+    worked = np.flatnonzero(ok & (share("busy", "blocked_out") >= WORKED))
+    first = worked[0] if len(worked) and worked[0] <= awake[-1] else awake[0]
     life = np.zeros_like(ok)
-    life[working[0] : working[-1] + 1] = True
+    life[first : awake[-1] + 1] = True
     return ok & life
 
 

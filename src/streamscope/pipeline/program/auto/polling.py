@@ -82,7 +82,8 @@ def _mpire_results(module: types.ModuleType) -> Patches:
 
 #: Modules whose waits for the library's workers are watched, and what of them.
 POLLING = {"joblib.parallel": _sleeps, "mpire.async_result": _mpire_results}
-#: The patches of each of them imported while installed.
+#: The patches of each of them imported while installed: process-wide, as the patched modules
+#: are.
 _applied: dict[str, Patches] = {}
 
 
