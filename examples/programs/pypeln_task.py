@@ -1,6 +1,8 @@
 """A pypeln pipeline of asyncio tasks, as pypeln's documentation writes one: ``pl.task.map``
 stages of coroutine functions with their own ``workers`` and ``maxsize``. ``fetch_details``,
-at most 4 requests of 20 ms at once, limits it: the queue in front of it stays full.
+at most 4 requests of 40 ms at once (one every 10 ms), limits it: the queue in front of it
+stays full. (``fetch_page`` takes 2 ms an item and what the event loop adds to each wait,
+which on a loaded machine is a few milliseconds: at 20 ms a request it came near the limit.)
 
     python pypeln_task.py [ITEMS]
 """
@@ -22,7 +24,7 @@ async def fetch_page(url):
 async def fetch_details(page):
     left("fetch_page -> fetch_details")
     with work("fetch_details"):
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(0.04)
         return page + 1
 
 

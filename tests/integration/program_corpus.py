@@ -132,7 +132,7 @@ CORPUS = (
         ("fetch_page -> fetch_details",),
         "fetch_page -> fetch_details",
         40,
-        args=("300",),
+        args=("200",),
     ),
     Case(
         "executor_queue.py",
