@@ -123,6 +123,7 @@ CORPUS = (
         "pypeln_task.py",
         {
             "IterableQueue": "target",
+            "FromIterable": "target",
             "fetch_page": "function",
             "fetch_details": "function",
             "main": "main",

@@ -92,6 +92,9 @@ def check(ran: Ran) -> dict[str, float]:
         named = {_resolve(k, topo): v for k, v in case.named.items()}
         assert {s.name: s.named_by for s in topo.stages} == named
         ends = [(set(topo.producers(c)), set(topo.consumers(c))) for c in topo.channels]
+        # every channel's every end a stage of the run (pypeln's task mode once named one
+        # after a stage it never declared)
+        assert {s for p, c in ends for s in p | c} <= set(named), (ends, named)
         for producers, consumers in case.shared:
             assert (set(producers), set(consumers)) in ends, (producers, consumers, ends)
         stage = _resolve(case.limiting, topo)
@@ -197,8 +200,8 @@ def test_joblib_workers_are_the_function_they_run(tmp_path: Path) -> None:
     """joblib's ``Parallel`` on loky (its default backend) starts its workers by pickling them
     with cloudpickle: they start under the monitor as plainly, are the stage of the program's
     function they run (busy as the program's own stamps say), loky's own threads and queues
-    are no stages, and its resource tracker, which ends on its own once the program has, is
-    not said to outlive it."""
+    are no stages (its call and result queues are channels to and from them), and its resource
+    tracker, which ends on its own once the program has, is not said to outlive it."""
     # (Each item also costs a worker loky's own work around it, pickling and passing results:
     # busy, not in the program's stamps; 30 ms items keep it a few percent beside a busy core.)
     case = Case("joblib_parallel.py", {}, "score", "score", (), None, 0, args=("80",), why="loky")
@@ -209,6 +212,11 @@ def test_joblib_workers_are_the_function_they_run(tmp_path: Path) -> None:
         assert run.status == "completed", run.error
         named = {s.name: s.named_by for s in run.topology.stages}
         assert named == {"main": "main", "score": "function"}, named
+        # loky's call queue and result queue (the generator's results) are channels between
+        # the program's main thread and its function's workers, as a process pool's are
+        topo = run.topology
+        ends = {(tuple(topo.producers(c)), tuple(topo.consumers(c))) for c in topo.channels}
+        assert ends == {(("main",), ("score",)), (("score",), ("main",))}, ends
         assert not [n for n in run.notes() if n[0] == "outlived"], run.notes()
         window = _work_window(ran, case)
         busy, own = _busy(run, "score", window, ran.stamps)

@@ -46,26 +46,29 @@ def test_a_thread_pool_executor_is_a_stage_fed_by_its_submitter(tmp_path: Path) 
 
 POOLS = {
     "pool": "    with mp.get_context(sys.argv[1]).Pool(2) as pool:\n"
-    "        stamps = pool.map(parse, range(300), chunksize=1)\n",
+    "        stamps = pool.map(parse, range(150), chunksize=1)\n",
     "executor": "    from concurrent.futures import ProcessPoolExecutor\n"
     "    with ProcessPoolExecutor(2, mp_context=mp.get_context(sys.argv[1])) as ex:\n"
-    "        stamps = list(ex.map(parse, range(300)))\n",
+    "        stamps = list(ex.map(parse, range(150)))\n",
 }
 
 
 @pytest.mark.parametrize("method", ["fork", "spawn"])
 @pytest.mark.parametrize("kind", ["pool", "executor"])
 def test_a_process_pool_is_a_stage_of_its_workers(tmp_path: Path, kind: str, method: str) -> None:
-    """``Pool.map(parse, ...)`` (or ``ProcessPoolExecutor.map``) with 2 workers and 300 calls of
-    4 ms handed out at once: the stage ``parse`` has a worker per pool process, and is as busy
+    """``Pool.map(parse, ...)`` (or ``ProcessPoolExecutor.map``) with 2 workers and 150 calls of
+    10 ms handed out at once: the stage ``parse`` has a worker per pool process, and is as busy
     as the program's own stamps say (each call reports its process, start and end), over the
-    frames in which both processes were at work by those stamps."""
+    frames in which both processes were at work by those stamps. (Between calls a worker
+    takes the next and hands back a result: busy, not in the stamps; a CPU hog preempting it
+    there made that 0.6 ms a call, 0.11-0.13 of 4 ms calls against the monitor's 0.99: 10 ms calls
+    keep the library's share of a call the program's own to within a few hundredths.)"""
     prog = tmp_path / "pool.py"
     prog.write_text(
         "import json, multiprocessing as mp, os, sys, time\n"
         "def parse(i):\n"
         "    t = time.perf_counter()\n"
-        "    while time.perf_counter() - t < 0.004:\n"
+        "    while time.perf_counter() - t < 0.010:\n"
         "        pass\n"
         "    return os.getpid(), t, time.perf_counter()\n"
         "if __name__ == '__main__':\n" + POOLS[kind] + "    share = {}\n"
@@ -85,7 +88,7 @@ def test_a_process_pool_is_a_stage_of_its_workers(tmp_path: Path, kind: str, met
         capture_output=True, text=True, timeout=120, check=False, stdin=subprocess.DEVNULL,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout == "done 300\n"
+    assert proc.stdout == "done 150\n"
     stamped = json.loads(truth.read_text())
     own, spans = stamped["share"], stamped["spans"]
     assert len(own) == 2, own

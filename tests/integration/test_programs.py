@@ -18,6 +18,7 @@ from program_runs import APPS, busy_share, occupancy, query_id, run_both, worker
 import streamscope as ss
 from streamscope.aggregate.points import DutyPoint, ScalarPoint
 from streamscope.analysis import findings
+from streamscope.cli.shape import stages_on
 from streamscope.report import render_report
 from watched import cli
 
@@ -107,6 +108,9 @@ def test_an_unmodified_multiprocessing_program(tmp_path: Path, method: str) -> N
         assert len(probes) == 2
         shares = worker_shares(run, "worker")
         assert len({r for r, _ in shares}) == 2, shares
+        # and `show`'s resources table lists the stage on each of its processes
+        on = stages_on(run)
+        assert all(on[r] == ["worker"] for r, _ in shares), on
         # Over the frames both workers were at work by their own stamps (a spawned worker
         # may start a frame after the other: 0.84 over the run's frames, 0.96 by its stamps)
         lives = truth["windows"]

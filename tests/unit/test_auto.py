@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from joblib.externals.loky.backend.queues import SimpleQueue as LokySimpleQueue
+from joblib.externals.loky.process_executor import ProcessPoolExecutor as LokyExecutor
 
 from streamscope.cli.apploader import is_app
 from streamscope.pipeline.program import auto
@@ -37,8 +39,11 @@ def test_install_replaces_and_uninstall_restores_the_standard_queues() -> None:
     plain_exit, plain_wait = asyncio.TaskGroup.__aexit__, asyncio.wait
     gathering = asyncio.tasks._GatheringFuture  # type: ignore[attr-defined]
     assert "__await__" not in vars(gathering)  # inherited from asyncio.Future
+    loky_put, loky_submit = LokySimpleQueue.put, LokyExecutor.submit
     auto.install()
     try:
+        # loky's modules, imported already, patched (those imported later as they are)
+        assert LokySimpleQueue.put is not loky_put and LokyExecutor.submit is not loky_submit
         assert asyncio.TaskGroup.__aexit__ is not plain_exit and asyncio.wait is not plain_wait
         assert "__await__" in vars(gathering)
         assert queue.Queue is auto.AutoQueue and queue.SimpleQueue is auto.AutoSimpleQueue
@@ -54,6 +59,7 @@ def test_install_replaces_and_uninstall_restores_the_standard_queues() -> None:
     assert mp.Queue == plain_mp and auto.counts_of(mp.Queue()) is None
     assert (asyncio.TaskGroup.__aexit__, asyncio.wait) == (plain_exit, plain_wait)
     assert "__await__" not in vars(gathering) and "__iter__" not in vars(gathering)
+    assert (LokySimpleQueue.put, LokyExecutor.submit) == (loky_put, loky_submit)
 
 
 def test_an_instrumented_queue_keeps_the_standard_behaviour(installed: None) -> None:

@@ -64,10 +64,24 @@ def resources_table(run: Run) -> Table | None:
     table = Table(title="resources", title_justify="left")
     for col in ("resource", "kind", "clock", "stages"):
         table.add_column(col)
+    on = stages_on(run)
     for r in rs:
-        stages = [s.name for s in run.topology.stages if s.resource == r.name]
-        table.add_row(r.name, r.kind, r.clock_domain, ", ".join(stages))
+        table.add_row(r.name, r.kind, r.clock_domain, ", ".join(on.get(r.name, ())))
     return table
+
+
+def stages_on(run: Run) -> dict[str, list[str]]:
+    """Each resource's stages: those declared on it, and those any of whose workers ran there
+    (table ``worker``: a stage of several processes is on each of them)."""
+    on: dict[str, list[str]] = {}
+    for st in run.topology.stages:
+        on.setdefault(st.resource, []).append(st.name)
+    workers = run.table("worker")
+    for stage, resource in zip(workers["stage"], workers["resource"], strict=True):
+        names = on.setdefault(str(resource), [])
+        if str(stage) not in names:
+            names.append(str(stage))
+    return on
 
 
 def pipeline_table(run: Run) -> Table:
@@ -96,4 +110,4 @@ def pipeline_table(run: Run) -> Table:
     return table
 
 
-__all__ = ["NAMED_BY", "pipeline_table", "resources_table", "stages_table"]
+__all__ = ["NAMED_BY", "pipeline_table", "resources_table", "stages_on", "stages_table"]

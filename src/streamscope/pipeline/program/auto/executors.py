@@ -6,7 +6,8 @@ a channel from the stage that submits work to the stage of the function its work
 (``main -> square``), its result queue one back (``square -> main``), as ``multiprocessing.Pool``'s
 are. The executor's own manager thread moves work items into the call queue and reads results
 straight off the result queue's pipe: it is no stage; the items it moves are counted as they go
-in and out, at the ends of the stages it moves them for.
+in and out, at the ends of the stages it moves them for. loky's executor (joblib's
+``Parallel``) likewise, its module patched as it is imported (``auto.polling``).
 """
 
 from __future__ import annotations
@@ -62,4 +63,13 @@ PATCHES = Patches({
     (cfp._ExecutorManagerThread, "wait_result_broken_or_wakeup"): _read_result,
 })  # fmt: skip
 
-__all__ = ["PATCHES"]
+
+def loky_executor(module: Any) -> Patches:
+    """loky's ``process_executor`` module: the same methods of its own executor."""
+    return Patches({
+        (module.ProcessPoolExecutor, "submit"): _submit,
+        (module._ExecutorManagerThread, "wait_result_broken_or_wakeup"): _read_result,
+    })  # fmt: skip
+
+
+__all__ = ["PATCHES", "loky_executor"]

@@ -279,8 +279,17 @@ def counts_of(q: Any) -> Counts | None:
 
 
 #: Where a process executor keeps its call queue (a ``Queue`` subclass) and makes its result
-#: queue: an executor the program made has both recorded (``auto.executors``).
+#: queue: an executor the program made (or joblib made for it: loky's) has both recorded
+#: (``auto.executors``).
 EXECUTOR = "concurrent.futures.process"
+#: loky's executor and queue classes (joblib's copy, and loky's own), whose queues are the
+#: program's when the program (or joblib for it) made the executor.
+LOKY = ("joblib.externals.loky", "loky")
+_LOKY_QUEUES = tuple(f"{m}.{part}" for m in LOKY for part in ("process_executor", "backend.queues"))
+#: What the code making an executor's queues goes through: its own modules.
+_THROUGH = (EXECUTOR, *(f"{m}.{part}" for m in LOKY for part in (
+    "process_executor", "backend.queues", "reusable_executor", "backend.context",
+)))  # fmt: skip
 
 
 def _made_internally(q: Any) -> bool:
@@ -288,12 +297,12 @@ def _made_internally(q: Any) -> bool:
     it is one of the standard classes made by their code (``stages.made_internally``); a
     process executor's queues are the program's when the program made the executor."""
     kind = type(q)
-    if (
-        kind not in (_MPQ.Queue, _MPQ.JoinableQueue, _MPQ.SimpleQueue)
-        and kind.__module__ != EXECUTOR
+    if kind not in (_MPQ.Queue, _MPQ.JoinableQueue, _MPQ.SimpleQueue) and kind.__module__ not in (
+        EXECUTOR,
+        *_LOKY_QUEUES,
     ):
         return internal(kind.__module__)
-    return made_internally(3, (EXECUTOR,))
+    return made_internally(3, _THROUGH)
 
 
 def _capacity(maxsize: int) -> int:
@@ -394,6 +403,12 @@ def _joinable_join(join: Callable[[Any], None]) -> Callable[[Any], None]:
     return join_
 
 
+def loky_queues(module: Any) -> Patches:
+    """loky's ``SimpleQueue`` (an executor's result queue) puts with its own reducers, around
+    the standard write lock (which counts): its puts recorded at the calling worker's end."""
+    return Patches({(module.SimpleQueue, "put"): _simple_put})
+
+
 #: The standard methods, recorded while installed; process-wide, as the patched classes are.
 PATCHES = Patches({
     (_MPQ.Queue, "__init__"): _queue_init,
@@ -407,4 +422,4 @@ PATCHES = Patches({
 })  # fmt: skip
 
 
-__all__ = ["EXECUTOR", "PATCHES", "Counts", "Locked", "Places", "counts_of"]
+__all__ = ["EXECUTOR", "LOKY", "PATCHES", "Counts", "Locked", "Places", "counts_of", "loky_queues"]

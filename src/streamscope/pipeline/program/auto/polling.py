@@ -21,6 +21,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from streamscope.core.records import State
+from streamscope.pipeline.program.auto import executors
+from streamscope.pipeline.program.auto.mpqueue import LOKY, loky_queues
 from streamscope.pipeline.program.auto.patches import Patches
 from streamscope.pipeline.program.auto.waits import waiting
 
@@ -80,8 +82,14 @@ def _mpire_results(module: types.ModuleType) -> Patches:
     })  # fmt: skip
 
 
-#: Modules whose waits for the library's workers are watched, and what of them.
-POLLING = {"joblib.parallel": _sleeps, "mpire.async_result": _mpire_results}
+#: Modules patched as the program imports them: those whose waits for the library's workers
+#: are watched, and loky's executor and queues (``auto.executors``, ``auto.mpqueue``).
+POLLING = {
+    "joblib.parallel": _sleeps,
+    "mpire.async_result": _mpire_results,
+    **{f"{m}.process_executor": executors.loky_executor for m in LOKY},
+    **{f"{m}.backend.queues": loky_queues for m in LOKY},
+}
 #: The patches of each of them imported while installed: process-wide, as the patched modules
 #: are.
 _applied: dict[str, Patches] = {}

@@ -83,6 +83,10 @@ def task_who(task: asyncio.Task[Any]) -> Who | None:
 #: task, which starts a task per item): their tasks are at their stage's queues' ends, but
 #: not workers of it. By module, then qualified name.
 DISPATCHERS = {"pypeln.task.worker": ("Worker.__call__",)}
+#: What such a coroutine's object runs (its ``process_fn``) where that works on the items in
+#: the coroutine's own task: pypeln's ``FromIterable`` takes each item from the iterable and
+#: puts it on itself, its task the stage's one worker.
+WORKING = ("FromIterable",)
 
 
 def _dispatches(task: asyncio.Task[Any]) -> bool:
@@ -91,7 +95,10 @@ def _dispatches(task: asyncio.Task[Any]) -> bool:
     code = getattr(coro, "cr_code", None)
     if frame is None or code is None:
         return False
-    return code.co_qualname in DISPATCHERS.get(frame.f_globals.get("__name__", ""), ())
+    if code.co_qualname not in DISPATCHERS.get(frame.f_globals.get("__name__", ""), ()):
+        return False
+    runs = getattr(frame.f_locals.get("self"), "process_fn", None)
+    return type(runs).__name__ not in WORKING
 
 
 def _loop_resource() -> ResourceInfo:
