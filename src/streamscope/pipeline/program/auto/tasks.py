@@ -165,6 +165,24 @@ def current_tracker() -> native.StateTracker | None:
     return _task_worker(_current_task())[1]
 
 
+def idle_awaiting(await_: Any) -> Any:
+    """An awaitable's ``__await__`` (a task's, a ``gather``'s future's): the task awaiting it
+    idle until it is done (its own work over, as a thread joining a thread is)."""
+
+    @functools.wraps(await_)
+    def idle_await(self: Any) -> Any:
+        tracker = None if self.done() else current_tracker()
+        if tracker is None:
+            return (yield from await_(self))
+        prev = tracker.set(State.IDLE)
+        try:
+            return (yield from await_(self))
+        finally:
+            tracker.set(prev)
+
+    return idle_await
+
+
 def start_task(task: asyncio.Task[Any]) -> tuple[str | None, native.StateTracker | None]:
     """A task of the program's, made now: a worker of its stage (claimed by its code: a task
     is the same stage whichever queues it uses), busy from now until it is done, when its
@@ -219,19 +237,7 @@ class AutoTask(StandardTask):  # type: ignore[type-arg]
         if REGISTRY.active():
             start_task(self)
 
-    def __await__(self) -> Any:
-        """A task awaiting this one until it is done is idle (its own work over), as a thread
-        joining a thread is."""
-        tracker = None if self.done() else current_tracker()
-        if tracker is None:
-            return (yield from super().__await__())
-        prev = tracker.set(State.IDLE)
-        try:
-            return (yield from super().__await__())
-        finally:
-            tracker.set(prev)
-
-    __iter__ = __await__
+    __await__ = __iter__ = idle_awaiting(StandardTask.__await__)
 
 
 class AutoAsyncQueue(StandardAsyncQueue):  # type: ignore[type-arg]
@@ -364,6 +370,7 @@ __all__ = [
     "StandardAsyncQueue",
     "StandardTask",
     "current_tracker",
+    "idle_awaiting",
     "start_task",
     "stop_lag_watch",
     "task_who",

@@ -29,7 +29,7 @@ from streamscope.core.records import State
 from streamscope.pipeline.program.auto.naming import who_started
 from streamscope.pipeline.program.auto.patches import Patches
 from streamscope.pipeline.program.auto.stages import enter, leave, thread_state
-from streamscope.pipeline.program.auto.tasks import current_tracker
+from streamscope.pipeline.program.auto.tasks import current_tracker, idle_awaiting
 
 
 @contextlib.contextmanager
@@ -134,23 +134,6 @@ def _task_waits(state: State) -> Callable[[Any], Any]:
     return wrap
 
 
-def _gathered(fn: Callable[..., Any]) -> Any:
-    """``gather``'s future awaited: the awaiting task idle until its tasks are all done."""
-
-    @functools.wraps(fn)
-    def await_(self: Any) -> Any:
-        tracker = None if self.done() else current_tracker()
-        if tracker is None:
-            return (yield from fn(self))
-        prev = tracker.set(State.IDLE)
-        try:
-            return (yield from fn(self))
-        finally:
-            tracker.set(prev)
-
-    return await_
-
-
 def _blocked_in(fn: Callable[..., Any]) -> Any:
     return _while_waiting(fn, State.BLOCKED_IN, "done")
 
@@ -177,8 +160,8 @@ PATCHES = Patches({
     (asyncio.tasks, "wait"): _task_waits(State.BLOCKED_IN),
     (asyncio, "wait"): _task_waits(State.BLOCKED_IN),
     (asyncio.taskgroups.TaskGroup, "__aexit__"): _task_waits(State.IDLE),
-    (_GatheringFuture, "__await__"): _gathered,
-    (_GatheringFuture, "__iter__"): _gathered,
+    (_GatheringFuture, "__await__"): idle_awaiting,
+    (_GatheringFuture, "__iter__"): idle_awaiting,
 })  # fmt: skip
 
 
