@@ -18,7 +18,7 @@ from streamscope.core.rings import ring_directory
 from streamscope.core.topology import Topology
 from streamscope.pipeline.program.registry import SESSION_ENV
 from streamscope.runtime.leftovers import record_run_file, sweep
-from streamscope.store.lock import WRITER_GONE, WriterLock, lock_path
+from streamscope.store.lock import WRITER_GONE, WriterLock, lock_path, repair
 from streamscope.store.writer import DuckDBStore, RunMeta
 
 SLEEP = "import time; time.sleep(60)"
@@ -125,3 +125,28 @@ def test_a_file_a_live_run_writes_is_never_touched(tmp_path: Path) -> None:
         assert _status(out) == "running: None"
     finally:
         lock.release()
+
+
+def test_a_file_finished_already_is_left_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A killed run's file that the first command to open it finished already: the sweep
+    takes no lock on it (which would make its lock file again, for a moment, where that
+    command had removed it: a reader then saw one there)."""
+    out = tmp_path / "done.duckdb"
+    _running_file(out)
+    repair(out)
+    assert not lock_path(out).exists()
+    taken: list[Path] = []
+    acquire = WriterLock.acquire
+
+    def watched(self: WriterLock) -> WriterLock:
+        taken.append(self.path)
+        return acquire(self)
+
+    monkeypatch.setattr(WriterLock, "acquire", watched)
+    left = _left(tmp_path, _dead_pid(), "0ddba11")
+    record_run_file(left, out)
+    assert sweep(tmp_path) == [left]
+    assert taken == [] and not lock_path(out).exists()
+    assert _status(out) == f"failed: {WRITER_GONE}"

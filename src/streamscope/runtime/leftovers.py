@@ -57,8 +57,10 @@ def record_run_file(directory: str | Path, out: Path) -> None:
 
 def _finish(out: Path) -> None:
     """Finish the run file ``out`` that a killed run left, under its lock (taken as no one
-    writes it); the lock file goes."""
-    if not out.parent.is_dir():
+    writes it); the lock file goes. A file finished already (the first command that opened
+    it repaired it) is left alone: taking its lock would make a lock file again, for a moment,
+    where that command had removed it."""
+    if not out.parent.is_dir() or not _left_running(out):
         return
     try:
         lock = WriterLock(out).acquire()
@@ -70,6 +72,19 @@ def _finish(out: Path) -> None:
                 repair(out, holding=True)
     finally:
         lock.release()
+
+
+def _left_running(out: Path) -> bool:
+    """Whether the run file ``out`` says it is still running (False where it cannot be read:
+    gone, not a run file, or open for writing by a live run)."""
+    import duckdb
+
+    try:
+        with duckdb.connect(str(out), read_only=True) as con:
+            row = con.execute("SELECT status FROM run").fetchone()
+    except (duckdb.Error, OSError):
+        return False
+    return row is not None and row[0] == "running"
 
 
 def _maker_gone(d: Path) -> bool:
