@@ -282,6 +282,18 @@ CORPUS = (
         waits=("main",),
     ),
     Case(
+        "tcp_service.py",
+        {"main": "function", "client": "function", "handle": "function"},
+        "handle",
+        "handle",
+        (),
+        None,
+        0,
+        args=("300",),
+        why="its requests go over sockets, through no queue",
+        waits=("client",),
+    ),
+    Case(
         "process_workers.py",
         {"read": "function", "compress": "given", "main": "main"},
         "compress",

@@ -6,12 +6,15 @@ url)``: ``fetch``; the thread blocked in while it waits for the next call); a th
 futures (``result()``, ``exception()``, ``as_completed``, ``wait``) is blocked in, one joining a
 thread or a process idle (its own work is over), each only while it waits. The same for an
 asyncio task: awaiting ``asyncio.wait`` it is blocked in; awaiting its ``TaskGroup``'s end, a
-``gather`` or another task (``tasks.AutoTask``) idle.
+``gather`` or another task (``tasks.AutoTask``) idle; reading a stream (``StreamReader``: a
+server's next request, a client's reply) blocked in, draining one blocked out. (Any other await
+is the task's work, as a call to a service is a thread's: ``asyncio.sleep`` included.)
 """
 
 from __future__ import annotations
 
 import asyncio
+import asyncio.streams
 import asyncio.taskgroups
 import asyncio.tasks
 import concurrent.futures
@@ -162,6 +165,9 @@ PATCHES = Patches({
     (asyncio.taskgroups.TaskGroup, "__aexit__"): _task_waits(State.IDLE),
     (_GatheringFuture, "__await__"): idle_awaiting,
     (_GatheringFuture, "__iter__"): idle_awaiting,
+    **{(asyncio.streams.StreamReader, name): _task_waits(State.BLOCKED_IN)
+       for name in ("read", "readline", "readuntil", "readexactly")},
+    (asyncio.streams.StreamWriter, "drain"): _task_waits(State.BLOCKED_OUT),
 })  # fmt: skip
 
 
