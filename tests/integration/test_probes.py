@@ -176,7 +176,9 @@ def test_overhead_is_recorded_per_stage(tmp_path: Path) -> None:
             # Measured while the run went on: each stage thread's CPU, its own code's share
             # (sampled), and the runner's rest.
             assert r["cpu_ns"] > 0
-            assert r["user_ns"] is not None and 0 <= r["user_ns"] <= 2 * r["cpu_ns"]
+            # (own code's CPU is part of the thread's: an estimate past it, from a handful of
+            # timed items one of which cost a millisecond more, is held to it)
+            assert r["user_ns"] is not None and 0 < r["user_ns"] <= r["cpu_ns"]
             assert r["runner_ns"] is not None and 0 <= r["runner_fraction"] <= 1
         assert rows["sink"]["items"] == N
         assert rows["src"]["items"] == N

@@ -165,7 +165,7 @@ class Run(Closing):
         events per second over the run, and the estimated time spent in them (ns, and as a
         fraction of the run's duration); for stages run by streamscope's runner, the stage
         thread's CPU time (``cpu_ns``), the part of it in the stage's own code (``user_ns``,
-        estimated from samples) and what is left for the runner's loop and the channels
+        estimated from samples, at most ``cpu_ns``) and what is left for the runner's loop and the channels
         (``runner_ns``, probes taken out; ``runner_fraction`` of ``cpu_ns``). Sorted by
         estimated probe time, largest first."""
         _, rows = self.sql("SELECT probe_id, events, est_probe_ns FROM overhead")
@@ -186,7 +186,11 @@ class Run(Closing):
         _, runner = self.sql("SELECT stage, items, samples, user_ns, cpu_ns FROM runner")
         for stage, items, samples, user_ns, cpu_ns in runner:
             row = row_of(stage)
-            user = user_ns * items / samples if samples else None
+            # Extrapolated from the items timed (one in 64 of quick ones: a few hundred items
+            # give a handful, and one of them costing a millisecond more, as a garbage
+            # collection in it would, took the estimate to twice the thread's CPU once beside
+            # a busy core): at most what the thread used, which holds it.
+            user = min(user_ns * items / samples, cpu_ns) if samples else None
             row["cpu_ns"] = cpu_ns
             row["user_ns"] = user
             row["items"] = items
