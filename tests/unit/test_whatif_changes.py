@@ -144,7 +144,7 @@ def test_a_thread_that_lost_its_core_more_than_its_share_is_slowed_by_the_rest()
     where one busy all along waited more than the model's equal sharing makes it wait, its CPU
     time is stretched so that with the model's waits it takes as long as it did, and the
     model says so. A thread that sleeps between items is left as it is."""
-    from streamscope.analysis.whatif import RUNQ_MARGIN, _core_waits
+    from streamscope.analysis.corewaits import RUNQ_MARGIN, core_waits
 
     ms = np.array([MS])
     net = Network(
@@ -159,7 +159,7 @@ def test_a_thread_that_lost_its_core_more_than_its_share_is_slowed_by_the_rest()
               "work": {"cpu_ns": 200 * MS, "runq_ns": 0.4 * 200 * MS},
               "sink": {"cpu_ns": 50 * MS, "runq_ns": 0.4 * 50 * MS}}  # fmt: skip
     shares = {"src": (0.5, 0.0, 0.5), "work": (0.95, 0.05, 0.0), "sink": (0.5, 0.5, 0.0)}
-    slowed, said = _core_waits(net, runner, shares)
+    slowed, said = core_waits(net, runner, shares)
     assert set(said) == {"work"}  # three cores, three threads: the model makes none wait
     assert said["work"] == pytest.approx((0.4, 0.0), abs=1e-9)
     work = slowed.stage("work")
@@ -175,5 +175,45 @@ def test_a_thread_that_lost_its_core_more_than_its_share_is_slowed_by_the_rest()
     sleeper = replace(net, stages=tuple(replace(s, cpu_share=0.02) if s.name == "work" else s
                                         for s in net.stages))  # fmt: skip
     runner["work"]["runq_ns"] = 7.67 * 200 * MS
-    kept, said = _core_waits(sleeper, runner, shares)
+    kept, said = core_waits(sleeper, runner, shares)
     assert said == {} and kept.stage("work") == sleeper.stage("work")
+
+
+def test_a_stretched_thread_takes_as_long_as_it_did_though_the_stretch_slows_the_rest() -> None:
+    """The monitor's load follows the rate: a stage slowed makes fewer items a second, so it
+    waits for its one core less often, and one stretch by the unstretched model's waits leaves
+    it short (here 6 % of its time). The stretch is a fixed point: with the model's own waits,
+    CPU time and waits together are what the run took."""
+    from streamscope.analysis.corewaits import core_waits
+
+    ms = np.array([MS])
+    net = Network(
+        (StageModel("src", 0.01 * ms, cpu_share=1.0, items=400, interpreter="p"),
+         StageModel("work", 2 * ms, cpu_share=1.0, interpreter="q")),
+        (ChannelModel("src -> work", "src", "work", 4),),
+        cores=1, monitor_ns_per_item=0.5 * MS,
+    )  # fmt: skip
+    cpu = 400 * 2 * MS
+    slowed, said = core_waits(net, {"work": {"cpu_ns": cpu, "runq_ns": 0.8 * cpu}},
+                              {"work": (1.0, 0.0, 0.0)})  # fmt: skip
+    assert said["work"][0] == pytest.approx(0.8)
+    r = simulate(slowed)
+    assert (r.cpu["work"] + r.runq["work"]) / cpu == pytest.approx(1.8, rel=0.01)
+
+
+def test_code_that_computes_all_along_is_simulated_at_its_cpu_time_per_item() -> None:
+    """A pure-Python stage's wall samples, most at its 3 ms of CPU and a few preempted to 7 ms;
+    the items whose CPU time was read (one in twenty) were preempted more than the rest, so
+    taking their run-queue share out of every sample leaves the samples short of the CPU time:
+    they are brought up to it. Compiled code on several cores (CPU beyond wall) is only
+    brought down."""
+    from streamscope.analysis.corewaits import service_samples
+
+    wall = np.array([3 * MS] * 95 + [7 * MS] * 5)
+    pool, share = service_samples(wall, 3 / 3.6, 0.25, 3 * MS, one_core=True)
+    assert share == 1.0 and pool.mean() == pytest.approx(3 * MS)
+    assert pool.max() / pool.min() == pytest.approx(7 / 3)  # the shape kept
+    pool, share = service_samples(wall, 1.0, 0.0, 6 * MS, one_core=False)
+    assert share == 1.0 and pool.mean() == pytest.approx(wall.mean())
+    pool, share = service_samples(wall, 0.2, 0.25, 0.6 * MS, one_core=True)  # sleeps: kept
+    assert share == 0.2 and np.array_equal(pool, wall)

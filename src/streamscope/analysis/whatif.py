@@ -41,7 +41,7 @@ import numpy as np
 
 from streamscope.analysis.breakdown import channel_summary
 from streamscope.analysis.context import BUSY_THRESHOLD
-from streamscope.analysis.corewaits import unqueued
+from streamscope.analysis.corewaits import core_waits, service_samples
 from streamscope.analysis.groups import StageGroup, range_label, stage_groups
 from streamscope.analysis.jsonable import plain
 from streamscope.analysis.series import collect
@@ -66,20 +66,12 @@ THROUGHPUT_TOLERANCE = 0.10
 STATE_TOLERANCE = 0.15
 #: A channel's mean occupancy may be off by this share of its capacity (at least 1 item).
 OCCUPANCY_TOLERANCE = 0.15
-#: A stage whose own code is CPU time for this share of its wall time or more computes all
-#: along: the rest is taken for waiting for its lock, not for sleep or I/O (its waits for a core,
-#: the run queue's, are taken out first).
-CPU_BOUND = 0.9
 #: Replications of each model (the interval comes from their spread).
 REPLICATIONS = 8
 #: The shares of CPU time holding the interpreter lock tried for each interpreter (the first,
 #: all of it, unless a smaller share reproduces the run's states better by ``LOCK_MARGIN``).
 LOCK_SHARES = (1.0, 0.5, 0.25, 0.1, 0.0)
 LOCK_MARGIN = 0.03
-#: A stage thread busy all along that waited for a core more than this (per ns of its CPU time)
-#: beyond what the model's equal sharing of the cores makes it wait has its CPU time stretched
-#: until, with the model's waits, it takes as long as it did (``_core_waits``).
-RUNQ_MARGIN = 0.03
 #: Attributes a change may set, and what they mean.
 ATTRIBUTES = {
     "replicas": "stages (a pattern: walk*) run by this many parallel replicas",
@@ -299,15 +291,9 @@ def pipeline_model(run: Run) -> PipelineModel:
             share = own_cpu / float(pool.mean()) if pool.mean() > 0 else 1.0
         overhead = max(cpu_item - own_cpu, 0.0)
         queued = r["runq_ns"] / r["cpu_ns"] if r["cpu_ns"] > 0 else 0.0
-        pool, share = unqueued(pool, share, queued)
-        if share >= CPU_BOUND:
-            # Code that computes all along: the wall time beyond its CPU time was spent waiting
-            # for the lock or a core, which the simulation makes of its own; as a sleep it
-            # would free the lock each item, which such code never does. Its samples are made
-            # its CPU time, all of them (preemptions fall on few items, which the items whose
-            # CPU time was read may have missed).
-            mean = float(pool.mean())
-            pool, share = pool * (min(own_cpu / mean, 1.0) if mean > 0 else 1.0), 1.0
+        pool, share = service_samples(
+            pool, share, queued, own_cpu, one_core=r["user_ns"] <= r["user_wall_ns"]
+        )
         role = "source" if not any(c.dst == st.name for c in topo.channels) else st.role
         ratio = (r["items_out"] / items) if role != "source" else 1.0
         stages.append(StageModel(
@@ -344,7 +330,7 @@ def pipeline_model(run: Run) -> PipelineModel:
     net = Network(tuple(stages), tuple(channels), cores=cpus, monitor_ns_per_item=monitor,
                   switch_ns=switch, background_cores=other)  # fmt: skip
     shares, throughput = _measured_states(run, topo)
-    net, slowed = _core_waits(net, runner, shares)
+    net, slowed = core_waits(net, runner, shares)
     for name, (meas, sim) in slowed.items():
         assumed.append(f"{name} waited {pct(meas)} of its CPU time for a core against {pct(sim)} "
                        "in the model, whose cores are shared equally: its CPU time is taken as "
@@ -376,43 +362,6 @@ def _other_load(run: Run, runner: dict[str, dict[str, float]], cpus: int) -> flo
     busy, wall = float(rows[0][0]), float(rows[0][1])
     own = sum(r["cpu_ns"] for r in runner.values()) + float(run.monitor_cost().get("cpu_ns") or 0)
     return float(min(max((busy - own) / wall, 0.0), cpus - 0.05))
-
-
-def _core_waits(
-    net: Network, runner: dict[str, dict[str, float]],
-    shares: dict[str, tuple[float, float, float]],
-) -> tuple[Network, dict[str, tuple[float, float]]]:  # fmt: skip
-    """Each stage thread's measured wait for a core (the run queue's, per ns of its CPU time)
-    against the model's: where it waited more than ``RUNQ_MARGIN`` beyond (what else ran took
-    its core first: the OS wakes a thread on the core of the one that woke it, and the monitor
-    and the stages' neighbours wake often), the model is made to lose what the run lost. Only
-    for a thread busy all along (``shares``: ``CPU_BOUND`` or more) whose code computes (a
-    bottleneck that sleeps is busy all along too): it waits when it is preempted, holding its
-    lock, and its CPU time is stretched so that with the model's waits
-    it takes as long as it did with the run's. A thread that sleeps between items waits
-    mostly when woken, for a few microseconds before it takes its lock, which the model
-    leaves out."""
-    runs = [simulate(net, seed=2000 + i, resample=True) for i in range(2)]
-    out: dict[str, tuple[float, float]] = {}
-    stages = []
-    for s in net.stages:
-        r = runner.get(s.name)
-        cpu = sum(x.cpu[s.name] for x in runs)
-        busy = shares.get(s.name, (0.0,))[0] >= CPU_BOUND and s.cpu_share >= CPU_BOUND
-        if r is None or r["cpu_ns"] <= 0 or cpu <= 0 or not busy:
-            stages.append(s)
-            continue
-        meas = r["runq_ns"] / r["cpu_ns"]
-        sim = sum(x.runq[s.name] for x in runs) / cpu
-        if meas - sim <= RUNQ_MARGIN:
-            stages.append(s)
-            continue
-        k = (1 + meas) / (1 + sim)  # CPU time x k, with the model's waits: the run's wall
-        grow = 1.0 + (k - 1) * s.cpu_share
-        stages.append(replace(s, service=s.service * grow, cpu_share=s.cpu_share * k / grow,
-                              overhead_ns=s.overhead_ns * k))  # fmt: skip
-        out[s.name] = (meas, sim)
-    return replace(net, stages=tuple(stages)), out
 
 
 def _calibrate_locks(
