@@ -14,6 +14,7 @@ import psutil
 
 import streamscope as ss
 from streamscope.aggregate.points import ScalarPoint
+from streamscope.analysis import findings
 from watched import cli
 
 APPS = Path(__file__).parent / "apps"
@@ -230,16 +231,27 @@ def test_a_task_per_item_is_measured_by_a_bounded_set_of_workers(tmp_path: Path)
 
 def test_a_process_queue_read_only_at_the_end_holds_its_items(tmp_path: Path) -> None:
     """A producer process fills a multiprocessing queue the main process reads only at the
-    end: the channel, known from the first get, holds all 200 results then."""
+    end: the channel, known from the first get, holds all 200 results then, and held each
+    from its put (the program's own clock says how long: the integral of the occupancy), so
+    its latency is their mean wait and Little's law holds."""
     out = tmp_path / "run.duckdb"
     proc = _watched(str(APPS / "results_read_at_end.py"), out, frame="200ms")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout == f"{sum(range(200))}\n"
+    total, held = proc.stdout.split()
+    assert int(total) == sum(range(200))
+    truth = float(held)  # item-seconds, about 200 x 0.6 s
     with ss.load(out) as run:
         (ch,) = run.topology.channels
         assert ch.name == "producer -> main"
         most = [v for v in _stat(run, "occupancy", ch.name, "max") if v is not None]
         assert most and max(most) == 200, most
+        occ = _by_frame(run, "occupancy", ch.name)
+        measured = sum(mean * cov / 1e9 for mean, cov in occ.values())
+        assert abs(measured - truth) < 0.02 + 0.02 * truth, (measured, truth)
+        lat = [v for v in _stat(run, "latency", ch.name, "mean") if v is not None]
+        assert any(abs(v / 1e9 - truth / 200) < 0.02 for v in lat), (lat, truth / 200)
+        law = [f for f in findings(run) if f.kind == "littles_law" and f.target == ch.name]
+        assert len(law) == 1 and law[0].severity == "info", law[0].detail
 
 
 def test_reply_queues_made_and_dropped_by_many_threads_at_once(tmp_path: Path) -> None:

@@ -20,10 +20,8 @@ itself (a ``Pool``'s, an executor's) are left unrecorded.
 
 from __future__ import annotations
 
-import mmap
 import multiprocessing.queues
 import os
-import struct
 from collections.abc import Callable
 from contextlib import nullcontext
 from typing import Any
@@ -32,6 +30,16 @@ from streamscope.core import native
 from streamscope.core.records import State
 from streamscope.pipeline.program.auto.channels import declare_channel, end_ring
 from streamscope.pipeline.program.auto.claims import new_queue_id
+from streamscope.pipeline.program.auto.mpblock import (
+    EARLY,
+    EARLY_AT,
+    ENDS,
+    NAME_BYTES,
+    PROBES,
+    SEQ_IN,
+    SEQ_OUT,
+    Block,
+)
 from streamscope.pipeline.program.auto.patches import Patches
 from streamscope.pipeline.program.auto.stages import (
     internal,
@@ -41,91 +49,21 @@ from streamscope.pipeline.program.auto.stages import (
 )
 from streamscope.pipeline.program.auto.waits import waiting
 from streamscope.pipeline.program.registry import REGISTRY
+from streamscope.probes.taps import host_clock
 
 _MPQ = multiprocessing.queues
-#: Longest stage name a ``multiprocessing`` queue shares between processes (bytes, UTF-8).
-_NAME_BYTES = 160
-
-
-#: The shared block of a queue's counts: sequence numbers in and out, the channel's probes
-#: (declared?, tail, head), then the stages seen at its two ends.
-_SEQ_IN, _SEQ_OUT, _PROBES, _ENDS = 0, 8, 16, 40
-_BLOCK = _ENDS + 2 * _NAME_BYTES
-#: The session's directory of counts blocks, in its ring directory.
-COUNTS = "queue.counts"
-
-
-class _Block:
-    """A queue's shared numbers in a small file of the session's ring directory, mapped in each
-    process that uses the queue. It pickles as its file's path, which every pickler can carry
-    (``multiprocessing``'s, loky's cloudpickle, ``copy``): numbers made by a context
-    (``ctx.Value``) live in that context's heap, whose arenas only ``multiprocessing``'s own
-    pickler can pass to a process, and joblib's could not start its workers. Without a
-    session the block is this process's own."""
-
-    def __init__(self, path: str | None) -> None:
-        self.path = path
-        self._map: mmap.mmap | None = None
-
-    @classmethod
-    def made(cls, name: str) -> _Block:
-        directory = REGISTRY.directory if REGISTRY.active() else None
-        if directory is None:
-            return cls(None)
-        folder = os.path.join(directory, COUNTS)
-        os.makedirs(folder, exist_ok=True)
-        path = os.path.join(folder, name)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
-        try:
-            os.ftruncate(fd, _BLOCK)
-        finally:
-            os.close(fd)
-        return cls(path)
-
-    @property
-    def mem(self) -> mmap.mmap:
-        mapped = self._map
-        if mapped is None:
-            if self.path is None:
-                mapped = mmap.mmap(-1, _BLOCK)
-            else:
-                fd = os.open(self.path, os.O_RDWR)
-                try:
-                    mapped = mmap.mmap(fd, _BLOCK)
-                finally:
-                    os.close(fd)
-            self._map = mapped
-        return mapped
-
-    def get(self, at: int) -> int:
-        value: int = _Q.unpack_from(self.mem, at)[0]
-        return value
-
-    def set(self, at: int, value: int) -> None:
-        _Q.pack_into(self.mem, at, value)
-
-    def add(self, at: int) -> int:
-        value = self.get(at) + 1
-        self.set(at, value)
-        return value
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (_Block, (self.path,))
-
-
-_Q = struct.Struct("q")
 
 
 class Counts:
     """A recorded ``multiprocessing`` queue's shared counts and ends: sequence numbers of its
     insertions and removals, the stages seen at each end and the channel's probes, in a shared
-    block (``_Block``) under two locks of the queue's own context; this process's rings.
+    block (``Block``) under two locks of the queue's own context; this process's rings.
     Passed to other processes with the queue."""
 
     def __init__(self, ctx: Any, capacity: int) -> None:
         self.capacity = capacity
         self.id = new_queue_id()
-        self.block = _Block.made(self.id)
+        self.block = Block.made(self.id)
         self.lock_in = ctx.Lock()
         self.lock_out = ctx.Lock()
         self.rings: dict[tuple[int, str], Any] = {}
@@ -140,27 +78,29 @@ class Counts:
 
     @property
     def seq_in(self) -> int:
-        return self.block.get(_SEQ_IN)
+        return self.block.get(SEQ_IN)
 
     @property
     def seq_out(self) -> int:
-        return self.block.get(_SEQ_OUT)
+        return self.block.get(SEQ_OUT)
 
     def probe(self, i: int) -> int:
         """The channel's probes: 0 declared?, 1 tail, 2 head."""
-        return self.block.get(_PROBES + 8 * i)
+        return self.block.get(PROBES + 8 * i)
 
     def inserted(self) -> None:
         ring = self.ring("tail")
         with self.lock_in:
-            seq = self.block.add(_SEQ_IN)
+            seq = self.block.add(SEQ_IN)
             if ring is not None:
                 ring.record(seq)
+            elif not self.probe(0) and REGISTRY.active():  # before the channel: when, kept
+                self.block.set(EARLY_AT + 8 * (seq % EARLY), host_clock().now())
 
     def removed(self) -> None:
         ring = self.ring("head")
         with self.lock_out:
-            seq = self.block.add(_SEQ_OUT)
+            seq = self.block.add(SEQ_OUT)
             if ring is not None:
                 ring.record(seq)
 
@@ -177,29 +117,42 @@ class Counts:
         declare the channel if both ends are known now."""
         if who is None:
             return
-        mine = who.encode()[: _NAME_BYTES - 1]
+        mine = who.encode()[: NAME_BYTES - 1]
         mem = self.block.mem
         with self.lock_in, self.lock_out:
-            raw = bytes(mem[_ENDS:_BLOCK])
-            src, dst = (raw[i * _NAME_BYTES : (i + 1) * _NAME_BYTES].rstrip(b"\0") for i in (0, 1))
+            raw = bytes(mem[ENDS : ENDS + 2 * NAME_BYTES])
+            src, dst = (raw[i * NAME_BYTES : (i + 1) * NAME_BYTES].rstrip(b"\0") for i in (0, 1))
             i = 0 if end == "tail" else 1
             if not (src, dst)[i]:
-                at = _ENDS + i * _NAME_BYTES
+                at = ENDS + i * NAME_BYTES
                 mem[at : at + len(mine)] = mine
                 src, dst = (mine, dst) if i == 0 else (src, mine)
             if src and dst and not self.probe(0) and REGISTRY.active():
                 _, tail, head = declare_channel(
                     self.id, src.decode(), dst.decode(), self.capacity, "process"
                 )
-                self.block.set(_PROBES + 8, tail)
-                self.block.set(_PROBES + 16, head)
-                self.block.set(_PROBES, 1)
-                # What went in (and out) before both ends were known: counted from here, so
-                # a queue filled before its reader came holds its items from its first frame.
-                for side, seq in (("tail", self.seq_in), ("head", self.seq_out)):
-                    ring = self.ring(side) if seq else None
-                    if ring is not None:
-                        ring.record(seq)
+                self.block.set(PROBES + 8, tail)
+                self.block.set(PROBES + 16, head)
+                self.block.set(PROBES, 1)
+                self._early()
+
+    def _early(self) -> None:
+        """What went in (and out) before both ends were known, recorded as the channel is
+        declared: each of the latest ``EARLY`` insertions at its own time (the ones before
+        counted with the first of them), so that a queue filled before its reader came holds
+        its items while they waited; the removals counted from here."""
+        seq_in, seq_out = self.seq_in, self.seq_out
+        tail = self.ring("tail") if seq_in else None
+        if tail is not None:
+            for n in range(max(seq_in - EARLY + 1, 1), seq_in + 1):
+                ticks = self.block.get(EARLY_AT + 8 * (n % EARLY))
+                if ticks > 0:  # (0: put while no session was active; the next one counts it)
+                    tail.record_at(ticks, n)
+            if self.block.get(EARLY_AT + 8 * (seq_in % EARLY)) <= 0:
+                tail.record(seq_in)
+        head = self.ring("head") if seq_out else None
+        if head is not None:
+            head.record(seq_out)
 
     def enter(self, end: str) -> native.StateTracker | None:
         """The calling worker puts (``tail``) or gets (``head``): its tracker, its stage
