@@ -57,12 +57,16 @@ POOLS = {
 @pytest.mark.parametrize("kind", ["pool", "executor"])
 def test_a_process_pool_is_a_stage_of_its_workers(tmp_path: Path, kind: str, method: str) -> None:
     """``Pool.map(parse, ...)`` (or ``ProcessPoolExecutor.map``) with 2 workers and 150 calls of
-    10 ms handed out at once: the stage ``parse`` has a worker per pool process, and is as busy
-    as the program's own stamps say (each call reports its process, start and end), over the
-    frames in which both processes were at work by those stamps. (Between calls a worker
-    takes the next and hands back a result: busy, not in the stamps; a CPU hog preempting it
-    there made that 0.6 ms a call, 0.11-0.13 of 4 ms calls against the monitor's 0.99: 10 ms calls
-    keep the library's share of a call the program's own to within a few hundredths.)"""
+    10 ms handed out at once: the stage ``parse`` has a worker per pool process, and is at
+    least as busy as the program's own stamps say (each call reports its process, start and
+    end), over the frames in which both processes were at work by those stamps: a call is
+    busy all along. What the stamps do not cover, between calls, is the library's: the worker
+    hands back its result (busy) and takes the next task (blocked in while it waits for it;
+    here the tasks wait for the workers, so that is short). A busy machine stretches the
+    first: a worker that has sent its result is preempted by the thread it woke (the pool's
+    result handler) and waits, runnable, for a core; beside a CPU hog and another test the
+    stamps covered 0.87-0.91 of the workers' time while they were busy 0.99 by the monitor
+    (that far, the test once took the stamps for the whole truth)."""
     prog = tmp_path / "pool.py"
     prog.write_text(
         "import json, multiprocessing as mp, os, sys, time\n"
@@ -97,12 +101,11 @@ def test_a_process_pool_is_a_stage_of_its_workers(tmp_path: Path, kind: str, met
         shares = worker_shares(run, "parse")
         assert len({r for r, _ in shares}) == 2, shares
         # Frame by frame, over the frames in which both processes were at work by their own
-        # stamps (perf_counter: the monotonic clock, s), as busy as those stamps say they
-        # were, each busy all but its hand-offs, which a busy core stretches (a premise of
-        # 0.85 failed at 0.84 beside one: they are the program's own, measured, not assumed).
+        # stamps (perf_counter: the monotonic clock, s), at least as busy as those stamps say
+        # (less the frames' edges: a hundredth or two).
         both = (
             int(max(a for a, _ in spans.values()) * 1e9),
             int(min(b for _, b in spans.values()) * 1e9),
         )
         got = busy_share(run, "parse", both)
-        assert abs(got - sum(own.values()) / 2) <= 0.1, (got, own)
+        assert got >= sum(own.values()) / 2 - 0.02, (got, own)
