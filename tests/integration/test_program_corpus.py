@@ -122,6 +122,9 @@ def check(ran: Ran) -> dict[str, float]:
         assert tops, [f.title for f in found]
         members = tops[0].evidence.get("members") or [tops[0].target]
         assert stage in members, tops[0].title
+        # the default queries measure all the finding needs (a queue with no fixed capacity
+        # out of the limiting stage once left it "not confirmed": how often it was empty)
+        assert not tops[0].evidence.get("missing"), tops[0].detail
     return figures
 
 

@@ -119,6 +119,9 @@ def test_level_fractions_need_bins_that_single_out_the_level() -> None:
     coarse = HistogramPoint((0.0, 2.0, 5.0), (3.0, 5.0))  # [0, 2) holds 0 and 1; [2, 5) holds 4
     empty, full = level_fractions(coarse, 4)
     assert empty != empty and full != full  # NaN: cannot tell
+    # A queue with no fixed capacity (0): its doubling bins single out level 0; never full.
+    doubling = HistogramPoint((0.0, 1.0, 2.0, 4.0), (3.0, 1.0, 6.0), over=2.0)
+    assert level_fractions(doubling, 0) == (3.0, None)
 
 
 def test_stage_breakdown_is_weighted_by_covered_time() -> None:

@@ -253,9 +253,15 @@ def test_default_frame_must_be_positive() -> None:
         compile_queries(["state(server)"], LINE, 0)
 
 
-def test_channels_without_capacity_get_no_default_histogram() -> None:
+def test_channels_without_capacity_get_doubling_bins_by_default() -> None:
+    """By default a queue with no fixed capacity gets bins for 0 and 1, then twice as wide
+    each, so how often it was empty is known (the bottleneck test asks); a bare histogram
+    written in a query still needs its bins."""
     unbounded = _topology(["a", "b"], [("a", "b", 0)])
-    assert _one("occupancy(a -> b)", unbounded)[1] == (Mean(), Max())
+    (mean, most, hist) = _one("occupancy(a -> b)", unbounded)[1]
+    assert (mean, most) == (Mean(), Max())
+    assert isinstance(hist, Histogram) and hist == Histogram.doubling()
+    assert hist.edges[:5] == (0.0, 1.0, 2.0, 4.0, 8.0) and hist.edges[-1] == float(1 << 20)
     error = _error(["occupancy(a -> b): histogram"], unbounded)
     assert error.message == (
         "a -> b has no fixed capacity, so a bare histogram has no levels: "

@@ -99,6 +99,15 @@ class Histogram:
         """One bin per integer level ``lo..hi`` inclusive (edges lo, lo+1, ..., hi+1)."""
         return cls(tuple(float(v) for v in range(lo, hi + 2)))
 
+    @classmethod
+    def doubling(cls, top: int = 1 << 20) -> Histogram:
+        """Levels of a queue with no fixed capacity: 0 and 1 a bin each, then bins twice as
+        wide each (2-3, 4-7, ...) up to ``top`` (above it: the over weight)."""
+        edges = [0.0, 1.0]
+        while edges[-1] < top:
+            edges.append(2 * edges[-1])
+        return cls(tuple(edges))
+
     def create(self) -> Accumulator:
         from streamscope.aggregate.accumulators import HistogramAccumulator
 

@@ -19,13 +19,15 @@ def level_fractions(hist: HistogramPoint, capacity: int | None) -> tuple[float, 
 
     Occupancy levels are integers, so a bin (or the under/over weight) counts for a level when the
     level is the only integer it can hold. ``NaN`` when the bins cannot tell; the second is
-    ``None`` when ``capacity`` is ``None``.
+    ``None`` when ``capacity`` is ``None`` or 0 (a queue with no fixed capacity).
     """
     edges = np.asarray(hist.edges, dtype=np.float64)
     weights = np.nan_to_num(np.asarray(hist.weights, dtype=np.float64))
     under, over = (0.0 if not math.isfinite(x) else x for x in (hist.under, hist.over))
     empty = _bottom_weight(edges, weights, under)
-    return empty, None if capacity is None else _top_weight(edges, weights, over, capacity)
+    if capacity is None or capacity < 1:  # (0: no fixed capacity, never full)
+        return empty, None
+    return empty, _top_weight(edges, weights, over, capacity)
 
 
 def _bottom_weight(edges: F64, weights: F64, under: float) -> float:

@@ -415,6 +415,8 @@ def _measured_levels(run: Run, channels: set[str]) -> dict[str, np.ndarray]:
         if sr.query.metric != "occupancy" or sr.target not in channels or sr.target in out:
             continue
         cap = caps[sr.target]
+        if cap < 1:  # no fixed capacity: its mean is compared
+            continue
         acc = np.zeros(cap + 1)
         for h in sr.hists:
             if h is None:

@@ -444,7 +444,9 @@ def _specs(
     query: Query, channels: list[ChannelInfo], origin: Origin
 ) -> tuple[AggregationSpec, ...]:
     """The query's specs in written order; all quantiles merge into one ``Quantiles`` spec at
-    the place of the first. A bare histogram gets levels ``0..capacity`` (largest matched)."""
+    the place of the first. A bare histogram gets levels ``0..capacity`` (largest matched);
+    the default one of channels with no fixed capacity, doubling bins (``Histogram.doubling``),
+    so that how often they were empty is known."""
     written = bool(query.aggregations)
     aggs = query.aggregations or _defaults(query.metric)
     specs: list[AggregationSpec] = []
@@ -466,7 +468,9 @@ def _specs(
             capacity = max((c.capacity for c in channels), default=0)
             if capacity >= 1:
                 specs.append(Histogram.levels(0, capacity))
-            elif written:
+            elif not written:
+                specs.append(Histogram.doubling())
+            else:
                 raise QueryError(
                     f"{channels[0].name if channels else 'this channel'} has no fixed capacity, "
                     "so a bare histogram has no levels: give histogram(bins=LO..HI)",
