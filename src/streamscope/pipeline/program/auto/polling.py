@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from streamscope.core.records import State
-from streamscope.pipeline.program.auto import executors
+from streamscope.pipeline.program.auto import executors, streams
 from streamscope.pipeline.program.auto.mpqueue import LOKY, loky_queues
 from streamscope.pipeline.program.auto.patches import Patches
 from streamscope.pipeline.program.auto.waits import waiting
@@ -87,6 +87,7 @@ def _mpire_results(module: types.ModuleType) -> Patches:
 POLLING = {
     "joblib.parallel": _sleeps,
     "mpire.async_result": _mpire_results,
+    "streamz.core": streams.stream_nodes,
     **{f"{m}.process_executor": executors.loky_executor for m in LOKY},
     **{f"{m}.backend.queues": loky_queues for m in LOKY},
 }

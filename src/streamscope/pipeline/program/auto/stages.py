@@ -41,6 +41,10 @@ _OWN = (
     "threading",
     "selectors",
     "subprocess",
+    # streamz's nodes are the stages of a stream (``auto.streams``); its tasks and the thread
+    # of tornado's loop it starts, and their queues, are its own
+    "streamz",
+    "tornado",
 )
 
 #: The calling thread's worker (``who``: what it was started as, ``pipeline.program.auto.naming``;

@@ -165,6 +165,12 @@ def current_tracker() -> native.StateTracker | None:
     return _task_worker(_current_task())[1]
 
 
+def current_worker(end: str = "") -> tuple[str | None, native.StateTracker | None]:
+    """The stage and tracker of the task running now (both None: no task, or not one of the
+    program's), its first operation at ``end``."""
+    return _task_worker(_current_task(), end)
+
+
 def idle_awaiting(await_: Any) -> Any:
     """An awaitable's ``__await__`` (a task's, a ``gather``'s future's): the task awaiting it
     idle until it is done (its own work over, as a thread joining a thread is)."""
@@ -370,6 +376,7 @@ __all__ = [
     "StandardAsyncQueue",
     "StandardTask",
     "current_tracker",
+    "current_worker",
     "idle_awaiting",
     "start_task",
     "stop_lag_watch",
