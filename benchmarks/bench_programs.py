@@ -5,9 +5,10 @@ executor, chained ``Pool.imap``, mpire, a DataLoader-shaped loader, the asyncio 
 named processes, a fan-in, ``JoinableQueue`` workers, ``apply_async`` with callbacks,
 ``ProcessPoolExecutor.map`` and a bounded window of its futures, joblib, ``PriorityQueue`` and
 ``SimpleQueue``, an ``asyncio.TaskGroup``, a chunked ETL on a thread pool, an asyncio TCP
-service, a synchronous and an asynchronous streamz stream) runs plainly and monitored, alternately, ``--reps`` times; the table gives the median
-wall time of the whole process and of the program's own work window (from its first item's
-work to its last, by its own stamps) and their ratios. The target: monitored <= 1.05x on the
+service, a synchronous and an asynchronous streamz stream) runs plainly and monitored,
+alternately, ``--reps`` times; the table gives the median wall time of the whole process and
+of the program's own work window (from its first item's work to its last, by its own stamps)
+and their ratios. The target: monitored <= 1.05x on the
 work window. The whole process adds the monitor's start and the run file's end.
 
     python benchmarks/bench_programs.py [--quick] [--reps N] [--only NAME...]
