@@ -121,6 +121,8 @@ def test_show_json_is_the_documented_document(run_file: Path) -> None:
         "profiles",
         "trace_exclusions",
         "notes",
+        "findings",
+        "whatif",
     }
     assert doc["format"] == "streamscope-run"
     assert doc["schema_version"] == 14

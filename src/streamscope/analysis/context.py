@@ -30,6 +30,10 @@ MOSTLY = 0.5
 LITTLES_TOLERANCE = 0.2
 
 
+#: The severities, most pressing first (findings are ranked by it).
+SEVERITY_ORDER = {"problem": 0, "warning": 1, "info": 2}
+
+
 @dataclass(frozen=True, slots=True)
 class Finding:
     """One conclusion about a run.

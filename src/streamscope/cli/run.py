@@ -146,7 +146,7 @@ def run(
     ] = 200_000,
     report: Annotated[
         Path | None,
-        typer.Option(help="After the run, write the HTML report here and print the top findings."),
+        typer.Option(help="After the run, write the HTML report here."),
     ] = None,
     serve: Annotated[
         bool,
@@ -383,18 +383,22 @@ def _grown(plan: Plan) -> Callable[[], tuple[Topology, list[QueryRecord]]]:
 
 
 def _ended(result: RunResult, out: Path, console: Console, report: Path | None) -> int:
-    """After a run: its summary, how it ended if not completed, its report and top findings if
+    """After a run: its summary, how it ended if not completed, its top findings, its report if
     asked, where its file is; the exit status. What reads the run file back is loaded now, not
     before the run (its start stays short)."""
     from streamscope.cli.common import err_console
-    from streamscope.cli.summary import print_findings, print_summary
+    from streamscope.cli.said import print_findings
+    from streamscope.cli.summary import print_summary
     from streamscope.report import write_report
+    from streamscope.store.reader import load
 
     print_summary(out, console)
     if result.status != "completed":
         err_console.print(f"streamscope: run {result.status}: {result.error}", markup=False)
+    if out.is_file():
+        with load(out) as run:
+            print_findings(run, console)
     if report is not None and out.is_file():
-        print_findings(out, console)
         written = write_report(out, report)
         console.print(f"report: {written.path}")
     if result.status == "completed":

@@ -20,15 +20,20 @@ def show(
         int | None, typer.Option(help="Show only the last N frames of each query.")
     ] = None,
 ) -> int:
-    """Show a recorded run: its status, pipeline, every query's frames and dropped records."""
+    """Show a recorded run: its status, pipeline, every query's frames and dropped records, and
+    its top findings (with --json, every finding and the obvious changes' predictions)."""
     from rich.console import Console
 
+    from streamscope.cli.said import print_findings, said_doc
     from streamscope.cli.summary import print_run
     from streamscope.store.reader import load
 
     with load(run_file) as run:
         if as_json:
-            typer.echo(json.dumps(run.to_json(), indent=2))
+            doc = {**run.to_json(), **said_doc(run)}
+            typer.echo(json.dumps(doc, indent=2, allow_nan=False))
             return 0
-        print_run(run, Console(highlight=False), last)
+        console = Console(highlight=False)
+        print_run(run, console, last)
+        print_findings(run, console)
     return 0

@@ -15,7 +15,6 @@ from rich.markup import escape
 from rich.table import Table
 
 from streamscope.aggregate.points import DutyPoint, FrameResult, ScalarPoint
-from streamscope.analysis import findings
 from streamscope.cli.shape import pipeline_table, resources_table, stages_table
 from streamscope.core.fmt import fmt_ns, fmt_value, pct
 from streamscope.core.topology import FAMILY_AT, HOST, family
@@ -368,18 +367,3 @@ def vq_table(run: Run) -> Table | None:
 def _tolerance(vqs: list[dict[str, Any]]) -> str:
     shares = sorted({float(v["tolerance"]) for v in vqs if v.get("tolerance") is not None})
     return "/".join(f"{t:.0%}" for t in shares) or "15%"
-
-
-def print_findings(path: Path, console: Console, top: int = 3) -> None:
-    """The run's most important findings, one line each with its suggestion."""
-    with load(path) as run:
-        found = findings(run)
-    if not found:
-        return
-    console.print("[bold]findings[/]")
-    colour = {"problem": "red", "warning": "yellow", "info": "cyan"}
-    for f in found[:top]:
-        console.print(f"  [{colour.get(f.severity, 'white')}]{f.severity}[/]: ", end="")
-        console.print(f.title, markup=False)
-        if f.suggestion:
-            console.print(f"    {f.suggestion}", markup=False, highlight=False)

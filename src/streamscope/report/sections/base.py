@@ -18,6 +18,7 @@ from streamscope.report.markup import Page
 
 if TYPE_CHECKING:
     from streamscope.analysis import Finding
+    from streamscope.analysis.obvious import Predictions
     from streamscope.report.data import QuerySeries
     from streamscope.store.reader import Run
 
@@ -50,6 +51,8 @@ class Context:
     @cached_property
     def predictions(self) -> Predictions:
         """What the obvious changes would gain (two sections read it: it simulates)."""
+        from streamscope.analysis.obvious import predictions
+
         return predictions(self.run, self.found)
 
     def once(self, key: str, make: Callable[[], T]) -> T:
@@ -58,56 +61,6 @@ class Context:
         if key not in self._made:
             self._made[key] = make()
         return self._made[key]  # type: ignore[no-any-return]
-
-
-class Predictions:
-    """The what-if predictions of a page: ``rows`` (a ``WhatIf`` per obvious change), ``check``
-    (the self-check, a sentence), ``why_not`` (why nothing is predicted; ``no_model``: the run
-    has nothing to model), ``assumed``, and ``quote``: the sentence the bottleneck finding
-    carries."""
-
-    def __init__(self, rows: Sequence[Any] = (), check: str = "", why_not: str = "",
-                 no_model: bool = False, assumed: Sequence[str] = ()) -> None:  # fmt: skip
-        self.rows, self.check, self.why_not = list(rows), check, why_not
-        self.no_model, self.assumed = no_model, list(assumed)
-
-    def quote(self, target: str) -> str:
-        """The first prediction for the unit ``target`` names, in a sentence ("" for none)."""
-        for w in self.rows:
-            if w.predicted is not None and any(_names(c.target, target) for c in w.changes):
-                return str(w.sentence)
-        return ""
-
-
-def _names(pattern: str, label: str) -> bool:
-    """Whether a change's target (``walk*``, ``avg``) is the unit a finding names."""
-    stem = pattern.rstrip("*")
-    return label == pattern or (pattern.endswith("*") and label.startswith(stem))
-
-
-def predictions(run: Run, found: Sequence[Finding]) -> Predictions:
-    from streamscope.analysis.whatif import Predictor, WhatIfError
-
-    try:
-        p = Predictor(run)
-    except WhatIfError as e:
-        no_model = "no service times" in str(e) or "no stages" in str(e)
-        return Predictions(why_not=str(e), no_model=no_model)
-    c = p.check
-    if c.verdict != "consistent":
-        return Predictions(
-            why_not="The model of this pipeline does not reproduce the run, so it predicts "
-            "nothing: " + "; ".join(c.misses) + ".",
-            assumed=p.model.assumed,
-        )
-    check = (f"The pipeline's model reproduces this run: throughput {c.throughput_error:+.1%} "
-             f"of the measured {p.model.throughput:,.1f}/s (within {c.allowed:.0%}), every "
-             "stage's busy share and channel's occupancy within their tolerances.")  # fmt: skip
-    try:
-        rows = p.obvious(run, found)
-    except WhatIfError as e:
-        return Predictions(check=check, why_not=str(e), assumed=p.model.assumed)
-    return Predictions(rows, check, assumed=p.model.assumed)
 
 
 class ReportSection(Protocol):

@@ -12,13 +12,12 @@ import json
 from collections.abc import Sequence
 
 from streamscope.analysis import Finding
+from streamscope.analysis.context import SEVERITY_ORDER
 from streamscope.core.topology import family
 from streamscope.report.families import numbers
 from streamscope.report.markup import badge, esc, table
 from streamscope.report.sections.base import Context
 from streamscope.store.reader import Run
-
-SEVERITY_ORDER = {"problem": 0, "warning": 1, "info": 2}
 
 
 class FindingsSection:

@@ -1,0 +1,80 @@
+"""The obvious changes' predictions for a run, as the pages and the terminal quote them.
+
+In: a ``Run`` and its findings. Out: ``predictions(run, found)``, a ``Predictions``: the model's
+self-check in a sentence, a ``WhatIf`` per obvious change (``Predictor.obvious``: each
+bottleneck's replicas and speed doubled, each mostly full channel's capacity doubled), or why
+nothing is predicted; ``quote(unit)``, the sentence a bottleneck finding carries, and
+``to_dict()``, the ``whatif`` of ``show --json``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from streamscope.analysis.context import Finding
+    from streamscope.store.reader import Run
+
+
+class Predictions:
+    """The what-if predictions of a page: ``rows`` (a ``WhatIf`` per obvious change), ``check``
+    (the self-check, a sentence), ``why_not`` (why nothing is predicted; ``no_model``: the run
+    has nothing to model), ``assumed``, and ``quote``: the sentence the bottleneck finding
+    carries."""
+
+    def __init__(self, rows: Sequence[Any] = (), check: str = "", why_not: str = "",
+                 no_model: bool = False, assumed: Sequence[str] = ()) -> None:  # fmt: skip
+        self.rows, self.check, self.why_not = list(rows), check, why_not
+        self.no_model, self.assumed = no_model, list(assumed)
+
+    def quote(self, target: str) -> str:
+        """The first prediction for the unit ``target`` names, in a sentence ("" for none)."""
+        for w in self.rows:
+            if w.predicted is not None and any(_names(c.target, target) for c in w.changes):
+                return str(w.sentence)
+        return ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """A ``json.dumps``-able dict: ``check`` and ``why_not`` (sentences, "" for none),
+        ``predictions`` (each obvious change's, as ``whatif --json`` gives one) and
+        ``assumed``."""
+        return {
+            "check": self.check,
+            "why_not": self.why_not,
+            "predictions": [w.to_dict() for w in self.rows],
+            "assumed": list(self.assumed),
+        }
+
+
+def _names(pattern: str, label: str) -> bool:
+    """Whether a change's target (``walk*``, ``avg``) is the unit a finding names."""
+    stem = pattern.rstrip("*")
+    return label == pattern or (pattern.endswith("*") and label.startswith(stem))
+
+
+def predictions(run: Run, found: Sequence[Finding]) -> Predictions:
+    """The obvious changes' predictions for ``run`` (simulated: seconds for a large pipeline),
+    or why there are none."""
+    from streamscope.analysis.whatif import Predictor, WhatIfError
+
+    try:
+        p = Predictor(run)
+    except WhatIfError as e:
+        no_model = "no service times" in str(e) or "no stages" in str(e)
+        return Predictions(why_not=str(e), no_model=no_model)
+    c = p.check
+    if c.verdict != "consistent":
+        return Predictions(
+            why_not="The model of this pipeline does not reproduce the run, so it predicts "
+            "nothing: " + "; ".join(c.misses) + ".",
+            assumed=p.model.assumed,
+        )
+    check = (f"The pipeline's model reproduces this run: throughput {c.throughput_error:+.1%} "
+             f"of the measured {p.model.throughput:,.1f}/s (within {c.allowed:.0%}), every "
+             "stage's busy share and channel's occupancy within their tolerances.")  # fmt: skip
+    try:
+        rows = p.obvious(run, found)
+    except WhatIfError as e:
+        return Predictions(check=check, why_not=str(e), assumed=p.model.assumed)
+    return Predictions(rows, check, assumed=p.model.assumed)

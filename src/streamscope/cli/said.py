@@ -1,0 +1,80 @@
+"""What a run found, said where people look: at the end of ``streamscope run``, in ``show``, and
+in ``show --json`` for a script or a CI job to act on.
+
+In: a ``Run``. Out: ``print_findings`` (the most important findings, a line each, with the
+suggestion and, for a bottleneck, what the obvious change would gain: the what-if's sentence)
+and ``said_doc`` (every finding, and the obvious changes' predictions or why there are none).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+
+from streamscope.analysis import findings
+from streamscope.analysis.context import SEVERITY_ORDER
+
+if TYPE_CHECKING:
+    from streamscope.analysis import Finding
+    from streamscope.analysis.obvious import Predictions
+    from streamscope.store.reader import Run
+
+#: Findings printed at the end of ``run`` and by ``show`` (``show --json`` holds them all).
+TOP = 5
+_COLOUR = {"problem": "red", "warning": "yellow", "info": "cyan"}
+
+
+def ranked(run: Run) -> list[Finding]:
+    """The run's findings, problems first, then warnings, then the rest (each in the order
+    the passes gave them)."""
+    found = findings(run)
+    return sorted(found, key=lambda f: SEVERITY_ORDER.get(f.severity, 3))
+
+
+def quotes(run: Run, found: Sequence[Finding]) -> tuple[dict[str, str], Predictions | None]:
+    """For each bottleneck finding's unit, what the obvious change would gain (the what-if's
+    sentence; simulated), and the predictions themselves; none without a bottleneck."""
+    if not any(f.kind == "bottleneck" for f in found):
+        return {}, None
+    from streamscope.analysis.obvious import predictions
+
+    pred = predictions(run, found)
+    said = {f.target: pred.quote(f.target) for f in found if f.kind == "bottleneck"}
+    return {k: v for k, v in said.items() if v}, pred
+
+
+def print_findings(run: Run, console: Console, top: int = TOP) -> None:
+    """The ``top`` findings, a line each: severity, title, the suggestion, and for a
+    bottleneck the what-if's sentence; how many more there are."""
+    found = ranked(run)
+    if not found:
+        return
+    said, _ = quotes(run, found[:top])
+    console.print("[bold]findings[/]")
+    for f in found[:top]:
+        console.print(f"  [{_COLOUR.get(f.severity, 'white')}]{f.severity}[/]: ", end="")
+        console.print(f.title, markup=False, soft_wrap=True)
+        if f.suggestion:
+            console.print(f"    {f.suggestion}", markup=False, highlight=False, soft_wrap=True)
+        if f.target in said and f.kind == "bottleneck":
+            console.print(f"    what if: {said[f.target]}", markup=False, highlight=False,
+                          soft_wrap=True)  # fmt: skip
+    if len(found) > top:
+        console.print(f"  and {len(found) - top} more (show --json holds them all)", style="dim")
+
+
+def said_doc(run: Run) -> dict[str, Any]:
+    """``show --json``'s ``findings`` (every finding, ranked) and ``whatif`` (the obvious
+    changes' predictions, or why there are none)."""
+    from streamscope.analysis.obvious import predictions
+
+    found = ranked(run)
+    return {
+        "findings": [f.to_dict() for f in found],
+        "whatif": predictions(run, found).to_dict(),
+    }
+
+
+__all__ = ["TOP", "print_findings", "quotes", "ranked", "said_doc"]

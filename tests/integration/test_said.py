@@ -1,0 +1,87 @@
+"""What a run found, said where people look: the end of ``streamscope run``, ``show``, and
+``show --json`` (``cli/said.py``), on the README's quick start (a program run as it is) and on
+a pipeline written for streamscope (whose bottleneck finding quotes the what-if)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from test_readme import README, saved_files
+
+from watched import cli
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*cli(), *args], capture_output=True, text=True, timeout=300, check=False, cwd=cwd,
+        stdin=subprocess.DEVNULL, env={**os.environ, "COLUMNS": "200"},
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def quick_start(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """The README's program, run as the README says: its run file and what ``run`` said of it
+    (on standard error: the program's output is its own)."""
+    tmp = tmp_path_factory.mktemp("said")
+    (tmp / "prog.py").write_text(saved_files(README)["prog.py"])
+    proc = _cli("run", "prog.py", "--out", "prog.duckdb", cwd=tmp)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "total 1999000" in proc.stdout
+    return tmp / "prog.duckdb", proc.stderr
+
+
+def test_run_ends_with_the_top_findings(quick_start: tuple[Path, str]) -> None:
+    """Without --report, the run's end says the bottleneck, with what to do about it."""
+    _, out = quick_start
+    said = out[out.index("findings") :]
+    assert "problem: stage server is rate-limiting" in said, said
+    assert "give server more parallelism" in said
+    assert out.index("findings") < out.index("run file:")
+
+
+def test_show_prints_them_and_show_json_carries_every_one(quick_start: tuple[Path, str]) -> None:
+    run_file, _ = quick_start
+    shown = _cli("show", str(run_file), cwd=run_file.parent)
+    assert shown.returncode == 0, shown.stderr
+    assert "problem: stage server is rate-limiting" in shown.stdout
+    doc = json.loads(_cli("show", "--json", str(run_file), cwd=run_file.parent).stdout)
+    found = doc["findings"]
+    top = found[0]
+    assert (top["kind"], top["severity"], top["target"]) == ("bottleneck", "problem", "server")
+    assert top["evidence"]["busy"] >= 0.8
+    assert {f["kind"] for f in found} >= {"bottleneck", "littles_law"}
+    severities = [f["severity"] for f in found]
+    assert severities == sorted(severities, key=["problem", "warning", "info"].index)
+    # A program's run has no service times (yet): the what-if says so rather than nothing.
+    assert doc["whatif"]["predictions"] == [] and "no service times" in doc["whatif"]["why_not"]
+
+
+def test_a_pipelines_bottleneck_finding_quotes_the_what_if(tmp_path: Path) -> None:
+    """A pipeline written for streamscope (the guide's): the bottleneck's line at the end of
+    ``run`` carries what the obvious change would gain, as ``whatif`` predicts it, and
+    ``show --json``'s ``whatif`` holds that prediction."""
+    app = tmp_path / "app.py"
+    guide = saved_files(ROOT / "docs" / "guide.md")
+    app.write_text(guide["app.py"])
+    proc = _cli("run", "app.py", "--out", "app.duckdb", "--quiet", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    said = proc.stdout[proc.stdout.index("findings") :]  # (an app's: on standard output)
+    assert "stage server is rate-limiting" in said, said
+    quotes = [line.strip() for line in said.splitlines() if "what if:" in line]
+    doc = json.loads(_cli("show", "--json", "app.duckdb", cwd=tmp_path).stdout)
+    whatif = doc["whatif"]
+    if whatif["why_not"]:  # the model's self-check refused this run (it may, now and then)
+        assert not quotes and not whatif["predictions"], (quotes, whatif)
+        assert "does not reproduce the run" in whatif["why_not"]
+        return
+    (quote,) = quotes
+    assert quote.startswith("what if: server.")  # the bottleneck's own change
+    sentences = [p["sentence"] for p in whatif["predictions"]]
+    assert quote.removeprefix("what if: ") in sentences, (quote, sentences)
+    assert whatif["check"].startswith("The pipeline's model reproduces this run")
