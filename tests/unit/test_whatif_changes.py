@@ -8,14 +8,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from streamscope.analysis.whatif import (
-    Change,
-    PipelineModel,
-    WhatIfError,
-    _check,
-    _figures,
-    apply_changes,
-)
+from streamscope.analysis.whatif import Change, PipelineModel, WhatIfError, apply_changes
+from streamscope.analysis.whatif.predict import _check, _figures
 from streamscope.core.topology import Topology
 from streamscope.model.network import ChannelModel, Network, StageModel, simulate
 
