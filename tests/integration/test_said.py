@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -85,3 +86,31 @@ def test_a_pipelines_bottleneck_finding_quotes_the_what_if(tmp_path: Path) -> No
     sentences = [p["sentence"] for p in whatif["predictions"]]
     assert quote.removeprefix("what if: ") in sentences, (quote, sentences)
     assert whatif["check"].startswith("The pipeline's model reproduces this run")
+
+
+def test_a_stage_bound_by_its_interpreter_lock_is_not_told_to_add_threads(tmp_path: Path) -> None:
+    """A pure-Python thread stage limiting a pipeline: the what-if predicts a second thread
+    gains nothing (they share the interpreter lock), so the run's end says that, and what
+    would help, in place of "more parallelism"; the report says the same."""
+    apps = ROOT / "benchmarks" / "_whatif_apps.py"
+    sys.path.insert(0, str(apps.parent))
+    try:
+        from _whatif_apps import spin_turns
+    finally:
+        sys.path.pop(0)
+    proc = _cli("run", str(apps), "--out", "gil.duckdb", "--quiet", "--report", "gil.html",
+                "--", "--shape", "gil", "--items", "800", "--turns", str(int(spin_turns(1.0))),
+                cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    said = proc.stdout[proc.stdout.index("findings") :]
+    assert "parse0 is rate-limiting" in said, said
+    doc = json.loads(_cli("show", "--json", "gil.duckdb", cwd=tmp_path).stdout)
+    if doc["whatif"]["why_not"]:  # the model refused itself (it may, now and then)
+        assert "more parallelism" in said and "more threads will not help" not in said
+        return
+    (row,) = [p for p in doc["whatif"]["predictions"] if p["changes"] == ["parse0.replicas=2"]]
+    assert abs(row["gain"]) < 0.1 and "interpreter lock" in row["predicted"]["limit"]
+    assert "more threads will not help parse0" in said and "processes of its own" in said
+    assert "more parallelism" not in said
+    page = (tmp_path / "gil.html").read_text()
+    assert "more threads will not help parse0" in page and "more parallelism" not in page

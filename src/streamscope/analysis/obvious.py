@@ -3,8 +3,9 @@
 In: a ``Run`` and its findings. Out: ``predictions(run, found)``, a ``Predictions``: the model's
 self-check in a sentence, a ``WhatIf`` per obvious change (``Predictor.obvious``: each
 bottleneck's replicas and speed doubled, each mostly full channel's capacity doubled), or why
-nothing is predicted; ``quote(unit)``, the sentence a bottleneck finding carries, and
-``to_dict()``, the ``whatif`` of ``show --json``.
+nothing is predicted; ``quote(unit)``, the sentence a bottleneck finding carries,
+``advice(finding)``, what to do about it in the light of the predictions (more threads of a stage
+bound by its interpreter lock gain nothing), and ``to_dict()``, the ``whatif`` of ``show --json``.
 """
 
 from __future__ import annotations
@@ -28,12 +29,33 @@ class Predictions:
         self.rows, self.check, self.why_not = list(rows), check, why_not
         self.no_model, self.assumed = no_model, list(assumed)
 
-    def quote(self, target: str) -> str:
-        """The first prediction for the unit ``target`` names, in a sentence ("" for none)."""
+    def row(self, target: str) -> Any:
+        """The first prediction for the unit ``target`` names (a ``WhatIf``; None for none)."""
         for w in self.rows:
             if w.predicted is not None and any(_names(c.target, target) for c in w.changes):
-                return str(w.sentence)
-        return ""
+                return w
+        return None
+
+    def quote(self, target: str) -> str:
+        """The first prediction for the unit ``target`` names, in a sentence ("" for none)."""
+        w = self.row(target)
+        return "" if w is None else str(w.sentence)
+
+    def advice(self, f: Finding) -> str:
+        """What to do about ``f``: its suggestion, but for a bottleneck whose replicas the
+        model predicts to gain next to nothing (under ``LOCK_GAIN``) because they share their
+        process's interpreter lock: then that more threads will not help, and what would."""
+        w = self.row(f.target) if f.kind == "bottleneck" else None
+        if w is None or not any(c.attr == "replicas" for c in w.changes):
+            return f.suggestion
+        if (w.gain or 0.0) >= LOCK_GAIN or "interpreter lock" not in w.predicted.limit:
+            return f.suggestion
+        return (
+            f"more threads will not help {f.target}: they would share the interpreter lock its "
+            f"code holds while it computes (what if: {w.sentence.rstrip('.')}); run it in "
+            "processes of its own (resource=ss.Process(...)), or move its work to code that "
+            "releases the lock"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """A ``json.dumps``-able dict: ``check`` and ``why_not`` (sentences, "" for none),
@@ -45,6 +67,11 @@ class Predictions:
             "predictions": [w.to_dict() for w in self.rows],
             "assumed": list(self.assumed),
         }
+
+
+#: A bottleneck's replicas doubled gaining less than this, the interpreter lock then what limits
+#: the rate: more threads will not help it (``Predictions.advice``).
+LOCK_GAIN = 0.10
 
 
 def _names(pattern: str, label: str) -> bool:

@@ -46,19 +46,21 @@ def quotes(run: Run, found: Sequence[Finding]) -> tuple[dict[str, str], Predicti
 
 
 def print_findings(run: Run, console: Console, top: int = TOP) -> None:
-    """The ``top`` findings, a line each: severity, title, the suggestion, and for a
-    bottleneck the what-if's sentence; how many more there are."""
+    """The ``top`` findings, a line each: severity, title, what to do (the suggestion, or
+    what the predictions say instead: ``Predictions.advice``), and for a bottleneck the
+    what-if's sentence; how many more there are."""
     found = ranked(run)
     if not found:
         return
-    said, _ = quotes(run, found[:top])
+    said, pred = quotes(run, found[:top])
     console.print("[bold]findings[/]")
     for f in found[:top]:
         console.print(f"  [{_COLOUR.get(f.severity, 'white')}]{f.severity}[/]: ", end="")
         console.print(f.title, markup=False, soft_wrap=True)
-        if f.suggestion:
-            console.print(f"    {f.suggestion}", markup=False, highlight=False, soft_wrap=True)
-        if f.target in said and f.kind == "bottleneck":
+        advice = f.suggestion if pred is None else pred.advice(f)
+        if advice:
+            console.print(f"    {advice}", markup=False, highlight=False, soft_wrap=True)
+        if f.target in said and f.kind == "bottleneck" and advice == f.suggestion:
             console.print(f"    what if: {said[f.target]}", markup=False, highlight=False,
                           soft_wrap=True)  # fmt: skip
     if len(found) > top:

@@ -25,14 +25,19 @@ class FindingsSection:
     title = "Findings"
 
     def render(self, ctx: Context) -> str:
-        quotes = {f.target: ctx.predictions.quote(f.target) for f in ctx.found
-                  if f.kind == "bottleneck"}  # fmt: skip
-        return section(ctx.run, ctx.found, quotes)
+        bottlenecks = [f for f in ctx.found if f.kind == "bottleneck"]
+        quotes = {f.target: ctx.predictions.quote(f.target) for f in bottlenecks}
+        advice = {f.target: ctx.predictions.advice(f) for f in bottlenecks}
+        return section(ctx.run, ctx.found, quotes, advice)
 
 
-def section(run: Run, found: Sequence[Finding], quotes: dict[str, str] | None = None) -> str:
+def section(
+    run: Run, found: Sequence[Finding], quotes: dict[str, str] | None = None,
+    advice: dict[str, str] | None = None,
+) -> str:  # fmt: skip
     """The section, from the run's findings ``found``; ``quotes``: a bottleneck's predicted
-    gain (``whatif``), by the unit it names."""
+    gain (``whatif``), and ``advice``: what to do about it in the light of the predictions
+    (``Predictions.advice``), by the unit it names."""
     fs = sorted(found, key=lambda f: SEVERITY_ORDER.get(f.severity, 3))
     out = ['<section id="findings"><h2>Findings</h2>']
     if run.status != "completed":
@@ -41,8 +46,9 @@ def section(run: Run, found: Sequence[Finding], quotes: dict[str, str] | None = 
     if not fs:
         out.append('<p class="muted">Nothing stands out in this run.</p>')
     for f, alike in _alike(fs):
-        out.append(_finding(f, alike, (quotes or {}).get(f.target, "") if f.kind == "bottleneck"
-                            else ""))  # fmt: skip
+        neck = f.kind == "bottleneck"
+        out.append(_finding(f, alike, (quotes or {}).get(f.target, "") if neck else "",
+                            (advice or {}).get(f.target, f.suggestion) if neck else f.suggestion))  # fmt: skip
     out.append("</section>")
     return "".join(out)
 
@@ -67,7 +73,7 @@ def _alike(fs: Sequence[Finding]) -> list[tuple[Finding, list[Finding]]]:
     return [(g[0], g[1:]) for g in out]
 
 
-def _finding(f: Finding, alike: Sequence[Finding], quote: str = "") -> str:
+def _finding(f: Finding, alike: Sequence[Finding], quote: str = "", advice: str = "") -> str:
     sev = f.severity if f.severity in SEVERITY_ORDER else "info"
     fam = family(f.target)
     more = f' data-family="{esc(fam)}" data-more="{len(alike)}"' if alike else ""
@@ -77,9 +83,9 @@ def _finding(f: Finding, alike: Sequence[Finding], quote: str = "") -> str:
         f' <span class="muted">({esc(f.kind)}{", " + esc(f.target) if f.target else ""})</span>'
         f"<div>{esc(f.detail)}</div>"
     ]
-    if f.suggestion:
-        out.append(f'<div class="suggest">→ {esc(f.suggestion)}</div>')
-    if quote:
+    if advice:
+        out.append(f'<div class="suggest">→ {esc(advice)}</div>')
+    if quote and advice == f.suggestion:  # (advice that is not quotes it already)
         out.append(f'<div class="whatif">What if: {esc(quote)} '
                    '<a href="#whatif">(more)</a></div>')  # fmt: skip
     if f.evidence:
