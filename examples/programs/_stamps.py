@@ -62,6 +62,19 @@ def work(stage: str) -> Iterator[None]:
         stamp("work", stage, t0, time.monotonic_ns())
 
 
+@contextlib.contextmanager
+def waiting(stage: str) -> Iterator[None]:
+    """A wait of ``stage``'s on a queue (the program's own ``get`` or ``put``): where a stage
+    stamps its waits, its busy share is the rest of its time, the share a monitor calls busy
+    (its work, and what it does between items: a hand-off, a thread waiting for the
+    interpreter lock), which its work stamps alone only bound from below."""
+    t0 = time.monotonic_ns()
+    try:
+        yield
+    finally:
+        stamp("wait", stage, t0, time.monotonic_ns())
+
+
 def entered(queue: str) -> None:
     """An item entered ``queue`` (just after the program's put, or as the stage before it
     finished the item, where the put is a library's)."""
@@ -86,6 +99,8 @@ def truth(directory: str | Path, trim: float = 0.1) -> dict[str, object]:
             kind, stage, worker, t0, t1 = line.split("\t")
             if kind == "work":
                 works.setdefault(stage, {}).setdefault(worker, []).append((int(t0), int(t1)))
+            elif kind == "wait":
+                continue
             else:
                 moves.setdefault(stage, []).append((int(t0), 1 if kind == "in" else -1))
     stages = {}
@@ -132,16 +147,19 @@ def truth(directory: str | Path, trim: float = 0.1) -> dict[str, object]:
 def busy_in(directory: str | Path, stage: str, windows: list[tuple[int, int]]) -> list[float]:
     """``stage``'s busy share over each of ``windows`` ([lo, hi), monotonic ns), by its
     stamps: its time at work there over the window's length times the most of its items at
-    work at once over the run (its workers)."""
-    spans = [
-        (int(t0), int(t1))
+    work at once over the run (its workers); where it stamps its waits on queues
+    (``waiting``), the rest of its time."""
+    stamps = [
+        (kind, int(t0), int(t1))
         for path in Path(directory).glob("stamps-*.txt")
         for kind, name, _, t0, t1 in (line.split("\t") for line in path.read_text().splitlines())
-        if kind == "work" and name == stage
+        if kind in ("work", "wait") and name == stage
     ]
+    waits = [(a, b) for kind, a, b in stamps if kind == "wait"]
+    spans = waits or [(a, b) for kind, a, b in stamps if kind == "work"]
     workers = truth(directory)["stages"][stage]["workers"]  # type: ignore[index]
-    return [
-        sum(max(0, min(b, hi) - max(a, lo)) for a, b in spans) / (workers * (hi - lo))
-        if hi > lo else 0.0
-        for lo, hi in windows
-    ]  # fmt: skip
+    out = []
+    for lo, hi in windows:
+        share = sum(max(0, min(b, hi) - max(a, lo)) for a, b in spans) / (workers * (hi - lo))
+        out.append((1.0 - share if waits else share) if hi > lo else 0.0)
+    return out

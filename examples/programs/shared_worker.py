@@ -1,6 +1,7 @@
 """A hand-written pipeline whose stages share one worker function: decode -> resize -> encode,
 each a thread running ``worker(fn, q_in, q_out)`` between bounded queues. ``resize`` is the
-slowest step: it limits the pipeline, and the queue in front of it stays full.
+slowest step: it limits the pipeline, and the queue in front of it stays full. Each worker
+stamps its waits on its queues as well as its work: it is busy the rest of the time.
 
     python shared_worker.py [ITEMS]
 """
@@ -10,7 +11,7 @@ import sys
 import threading
 import time
 
-from _stamps import entered, left, work
+from _stamps import entered, left, waiting, work
 
 DONE = object()
 
@@ -34,14 +35,18 @@ def encode(frame):
 
 
 def worker(fn, q_in, q_out):
+    name = fn.__name__
     while True:
-        item = q_in.get()
+        with waiting(name):
+            item = q_in.get()
         if q_in is stages[1]:
             left("decode -> resize")
         if item is DONE:
             q_out.put(DONE)
             return
-        q_out.put(fn(item))
+        out = fn(item)
+        with waiting(name):
+            q_out.put(out)
         if q_out is stages[1]:
             entered("decode -> resize")
 
