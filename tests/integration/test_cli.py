@@ -14,6 +14,7 @@ import pytest
 
 from streamscope.core.errors import RunFileError
 from streamscope.store.reader import load
+from streamscope.store.schema import SCHEMA_VERSION
 
 APPS = Path(__file__).parent / "apps"
 APP = APPS / "steady.py"
@@ -125,7 +126,7 @@ def test_show_json_is_the_documented_document(run_file: Path) -> None:
         "whatif",
     }
     assert doc["format"] == "streamscope-run"
-    assert doc["schema_version"] == 14
+    assert doc["schema_version"] == SCHEMA_VERSION
     run = doc["run"]
     assert run["status"] == "completed"
     assert run["error"] is None

@@ -39,7 +39,13 @@ from streamscope.store import (
     load,
 )
 from streamscope.store.lock import WRITER_GONE, lock_path
-from streamscope.store.schema import TABLES, quantile_of, quantile_stat, schema_markdown
+from streamscope.store.schema import (
+    SCHEMA_VERSION,
+    TABLES,
+    quantile_of,
+    quantile_stat,
+    schema_markdown,
+)
 
 STORE_DIR = Path(streamscope.store.__file__).parent
 SRC_DIR = STORE_DIR.parents[1]
@@ -298,8 +304,14 @@ def test_files_that_are_not_runs_are_refused(tmp_path: Path) -> None:
 
 def test_newer_schema_version_is_refused(run_file: Path) -> None:
     with duckdb.connect(str(run_file)) as con:
-        con.execute("UPDATE streamscope_meta SET value = '15' WHERE key = 'schema_version'")
-    with pytest.raises(RunFileError, match="schema_version '15'; this streamscope reads 14"):
+        con.execute(
+            "UPDATE streamscope_meta SET value = ? WHERE key = 'schema_version'",
+            [str(SCHEMA_VERSION + 1)],
+        )
+    with pytest.raises(
+        RunFileError,
+        match=f"schema_version '{SCHEMA_VERSION + 1}'; this streamscope reads {SCHEMA_VERSION}",
+    ):
         load(run_file)
 
 
@@ -311,7 +323,7 @@ def test_to_json_is_the_documented_document(run_file: Path) -> None:
         "queries", "virtual_queues", "drops", "overhead", "monitor", "profiles", "trace_exclusions",
         "notes",
     }  # fmt: skip
-    assert (doc["format"], doc["schema_version"]) == ("streamscope-run", 14)
+    assert (doc["format"], doc["schema_version"]) == ("streamscope-run", SCHEMA_VERSION)
     assert doc["notes"] == []
     assert doc["virtual_queues"] == []
     assert doc["run"]["status"] == "completed"

@@ -1,8 +1,11 @@
 /* The native core's stage state tracker (twin: _twin_state.py): a stage's state changes as
-   STATE records, and the heartbeat of a busy stage.
+   STATE records, the heartbeat of a busy stage, and the service times of a few of its items.
 
-   In: a stage's transitions (idle, busy, blocked on input or output). Out: STATE records in its
-   ring. Included by _native.c. */
+   In: a stage's transitions (idle, busy, blocked on input or output) and the items it takes
+   and passes on. Out: STATE records in its ring; for one item at most every
+   SERVICE_SPACING_NS, a DURATION record (the ns it was busy on the item: from taking it to
+   taking the next, its waits left out; a source's from one put to the next) and a SAMPLE
+   record (the thread's CPU ns while it was busy on it, -1: not read). Included by _native.c. */
 
 /* ==== StateTracker ========================================================================= */
 
@@ -14,12 +17,30 @@ typedef struct {
     long state;
     PyObject *name;
     int64_t beat_ns; /* host ns of its last record, for the heartbeat */
+    /* service sampling: items taken; whether an item is being timed, its busy ns and the
+       thread's CPU ns while busy so far, and since when (ns, CPU ns) busy; when the next may
+       be timed; whether the thread's CPU time is the worker's (not an event loop's task's) */
+    int64_t takes;
+    int open, cpu;
+    int64_t busy_ns, busy_since, cpu_ns, cpu_since, next_ns;
 } TrackerObject;
 
 /* A stage that keeps going without ever waiting changes no state; it restates BUSY at most
    this often when it takes or passes on an item, so a stage busy without finishing anything
    (a stall) is told from one that finishes items all the time. */
 #define HEARTBEAT_NS 100000000LL
+
+/* An item's service is timed at most this often per worker (ns): each timed item costs two
+   reads of the thread's CPU clock and two records, so at most a thousand a second whatever
+   the items take; a few thousand over a run are what the what-if model draws from. */
+#define SERVICE_SPACING_NS 1000000LL
+
+static inline int64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + (int64_t)ts.tv_nsec;
+}
 
 static inline long tracker_set(TrackerObject *t, long s)
 {
@@ -28,6 +49,16 @@ static inline long tracker_set(TrackerObject *t, long s)
         t->state = s;
         if (t->ring != NULL)
             ring_record_now(t->ring, s);
+        if (t->open && (prev == BUSY || s == BUSY)) {
+            int64_t now = host_ns(), cpu = t->cpu ? thread_cpu_ns() : 0;
+            if (prev == BUSY) {
+                t->busy_ns += now - t->busy_since;
+                t->cpu_ns += cpu - t->cpu_since;
+            } else {
+                t->busy_since = now;
+                t->cpu_since = cpu;
+            }
+        }
     }
     return prev;
 }
@@ -44,11 +75,60 @@ static inline void tracker_heartbeat(TrackerObject *t)
     }
 }
 
+/* An item's service time, two records kept both or neither; none refused (a sample not taken
+   is no record lost, and the state records' refusals stay theirs). */
+static inline void tracker_service(TrackerObject *t, int64_t busy, int64_t cpu)
+{
+    RingObject *g = t->ring;
+    if (g->gen != g_fork_gen || !ring_room(g, (uint64_t)ld(&g->hdr[H_W]), 2))
+        return;
+    int64_t ticks = clock_now(g->clock);
+    ring_store(g, KIND_DURATION, g->probe, ticks, busy);
+    ring_store(g, KIND_SAMPLE, g->probe, ticks, cpu);
+}
+
+/* An item boundary: a take (``took``), or a put of a worker that never took (a source's item
+   made). Heartbeat; close the item being timed, or start timing this one if it is time. */
+static inline void tracker_item(TrackerObject *t, int took)
+{
+    if (t == NULL || t->ring == NULL)
+        return;
+    if (took)
+        t->takes++;
+    else if (t->takes) {
+        tracker_heartbeat(t);
+        return;
+    }
+    int64_t now = host_ns();
+    if (t->state == BUSY && now - t->beat_ns >= HEARTBEAT_NS) {
+        t->beat_ns = now;
+        ring_record_now(t->ring, BUSY);
+    }
+    if (t->open) {
+        int64_t busy = t->busy_ns, cpu = t->cpu ? t->cpu_ns : -1;
+        if (t->state == BUSY) {
+            busy += now - t->busy_since;
+            if (t->cpu)
+                cpu += thread_cpu_ns() - t->cpu_since;
+        }
+        t->open = 0;
+        t->next_ns = now + SERVICE_SPACING_NS;
+        tracker_service(t, busy, cpu);
+    }
+    if (!t->open && now >= t->next_ns) {
+        t->open = 1;
+        t->busy_ns = t->cpu_ns = 0;
+        t->busy_since = now;
+        t->cpu_since = t->cpu ? thread_cpu_ns() : 0;
+    }
+}
+
 static int Tracker_init(TrackerObject *self, PyObject *args, PyObject *kw)
 {
-    static char *names[] = {"name", "ring", NULL};
+    static char *names[] = {"name", "ring", "cpu", NULL};
     PyObject *name, *ring = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "U|O", names, &name, &ring))
+    int cpu = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "U|Op", names, &name, &ring, &cpu))
         return -1;
     if (ring != Py_None && !PyObject_TypeCheck(ring, &RingType)) {
         PyErr_SetString(PyExc_TypeError, "ring must be a Ring or None");
@@ -62,6 +142,10 @@ static int Tracker_init(TrackerObject *self, PyObject *args, PyObject *kw)
     Py_XSETREF(self->name, name);
     Py_XSETREF(self->ring, ring == Py_None ? NULL : (RingObject *)Py_NewRef(ring));
     self->state = 0;
+    self->cpu = cpu;
+    self->takes = 0;
+    self->open = 0;
+    self->next_ns = 0;
     return 0;
 }
 
@@ -97,12 +181,29 @@ static PyObject *Tracker_heartbeat(TrackerObject *self, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+static PyObject *Tracker_took(TrackerObject *self, PyObject *unused)
+{
+    tracker_item(self, 1);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Tracker_gave(TrackerObject *self, PyObject *unused)
+{
+    tracker_item(self, 0);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef Tracker_methods[] = {
     {"set", (PyCFunction)Tracker_set, METH_O,
      "Enter a state; records only real changes; returns the previous state."},
     {"heartbeat", (PyCFunction)Tracker_heartbeat, METH_NOARGS,
      "An item was taken or passed on without waiting: restate BUSY if the last record is "
      "a tenth of a second old."},
+    {"took", (PyCFunction)Tracker_took, METH_NOARGS,
+     "An item was taken: heartbeat, and the item boundary of its service sampling."},
+    {"gave", (PyCFunction)Tracker_gave, METH_NOARGS,
+     "An item was passed on: heartbeat, and an item boundary for a worker that takes none "
+     "(a source)."},
     {NULL}};
 
 static PyGetSetDef Tracker_getset[] = {

@@ -35,6 +35,7 @@ from streamscope.core.rings import (
 )
 
 _KIND_ENTER, _KIND_EXIT = int(Kind.ENTER), int(Kind.EXIT)
+_KIND_DURATION, _KIND_SAMPLE = int(Kind.DURATION), int(Kind.SAMPLE)
 _MASK = SAMPLE_EVERY - 1
 _monotonic_ns = time.monotonic_ns
 _gap = clock_gap_ns()
@@ -117,6 +118,15 @@ class Ring:
         s[i] = kind | ((probe - (1 << 32) if probe >= 1 << 31 else probe) << 32)
         h[W_W] = w + 1
         return True
+
+    def service(self, busy: int, cpu: int) -> None:
+        """An item's service time (``_native_state.c``'s ``tracker_service``): a DURATION and a
+        SAMPLE record, both or neither, none refused."""
+        if self._gen != _fork_gen[0] or not self._room(self._h[W_W], 2):
+            return
+        ticks = self.clock.now()
+        self._store(_KIND_DURATION, self.probe, ticks, busy)
+        self._store(_KIND_SAMPLE, self.probe, ticks, cpu)
 
     def _sampled(self) -> bool:
         h = self._h

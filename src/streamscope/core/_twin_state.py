@@ -1,7 +1,8 @@
 """The twin's stage state tracker (see ``_native.StateTracker``) and the one bound to each thread.
 
-In: a stage's state changes and heartbeats. Out: one STATE record per change into the tracker's
-ring (and a BUSY restated at most every ``HEARTBEAT_NS``); the thread's tracker for the FIFO.
+In: a stage's state changes, heartbeats and item boundaries. Out: one STATE record per change
+into the tracker's ring (and a BUSY restated at most every ``HEARTBEAT_NS``), the service time
+of one item at most every ``SERVICE_SPACING_NS``; the thread's tracker for the FIFO.
 """
 
 from __future__ import annotations
@@ -14,15 +15,20 @@ from streamscope.core.records import State
 
 #: See ``HEARTBEAT_NS`` in ``_native_state.c``: a busy stage restates BUSY at most this often (ns).
 HEARTBEAT_NS = 100_000_000
+#: See ``SERVICE_SPACING_NS`` in ``_native_state.c``: an item's service timed at most this often.
+SERVICE_SPACING_NS = 1_000_000
 _BUSY = int(State.BUSY)
 
 
 class StateTracker:
     """See ``_native.StateTracker``."""
 
-    __slots__ = ("beat_ns", "name", "ring", "state")
+    __slots__ = (
+        "beat_ns", "busy_ns", "busy_since", "cpu", "cpu_ns", "cpu_since", "name", "next_ns",
+        "open", "ring", "state", "takes",
+    )  # fmt: skip
 
-    def __init__(self, name: str, ring: Ring | None = None) -> None:
+    def __init__(self, name: str, ring: Ring | None = None, cpu: bool = True) -> None:
         if not isinstance(name, str):
             raise TypeError("name must be a str")
         if ring is not None and not isinstance(ring, Ring):
@@ -31,6 +37,10 @@ class StateTracker:
         self.ring = ring
         self.state = 0
         self.beat_ns = 0
+        self.cpu = bool(cpu)
+        self.takes = 0
+        self.open = False
+        self.busy_ns = self.busy_since = self.cpu_ns = self.cpu_since = self.next_ns = 0
 
     def heartbeat(self) -> None:
         """See ``_native.StateTracker.heartbeat``."""
@@ -42,6 +52,42 @@ class StateTracker:
             self.beat_ns = now
             ring.record(_BUSY)
 
+    def took(self) -> None:
+        """See ``_native.StateTracker.took``."""
+        self._item(True)
+
+    def gave(self) -> None:
+        """See ``_native.StateTracker.gave``."""
+        self._item(False)
+
+    def _item(self, took: bool) -> None:
+        ring = self.ring
+        if ring is None:
+            return
+        if took:
+            self.takes += 1
+        elif self.takes:
+            self.heartbeat()
+            return
+        now = time.monotonic_ns()
+        if self.state == _BUSY and now - self.beat_ns >= HEARTBEAT_NS:
+            self.beat_ns = now
+            ring.record(_BUSY)
+        if self.open:
+            busy, cpu = self.busy_ns, self.cpu_ns if self.cpu else -1
+            if self.state == _BUSY:
+                busy += now - self.busy_since
+                if self.cpu:
+                    cpu += time.thread_time_ns() - self.cpu_since
+            self.open = False
+            self.next_ns = now + SERVICE_SPACING_NS
+            ring.service(busy, cpu)
+        if not self.open and now >= self.next_ns:
+            self.open = True
+            self.busy_ns = self.cpu_ns = 0
+            self.busy_since = now
+            self.cpu_since = time.thread_time_ns() if self.cpu else 0
+
     def set(self, state: int) -> int:
         prev = self.state
         if state != prev:
@@ -49,6 +95,15 @@ class StateTracker:
             ring = self.ring
             if ring is not None:
                 ring.record(state)
+            if self.open and _BUSY in (prev, state):
+                now = time.monotonic_ns()
+                cpu = time.thread_time_ns() if self.cpu else 0
+                if prev == _BUSY:
+                    self.busy_ns += now - self.busy_since
+                    self.cpu_ns += cpu - self.cpu_since
+                else:
+                    self.busy_since = now
+                    self.cpu_since = cpu
         return prev
 
 

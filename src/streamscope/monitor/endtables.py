@@ -21,6 +21,7 @@ from streamscope.core.tablerows import TableRows
 from streamscope.core.topology import Topology
 from streamscope.monitor.flight import FlightRecorder
 from streamscope.monitor.stalls import Stall
+from streamscope.reduction.servicetimes import ServiceTimes
 from streamscope.reduction.streams import StageStream
 from streamscope.timebase.emulated import CLOCK_TRUTH
 
@@ -120,13 +121,17 @@ def runner_table(runner: Mapping[str, Mapping[str, int]]) -> Iterator[Table]:
     yield from _keyed("runner", "stage", RUNNER_FIELDS, runner)
 
 
-def service_table(service: Mapping[str, Sequence[int]]) -> Iterator[Table]:
-    """Each stage's service-time samples, a row each."""
-    names = sorted(s for s in service if service[s])
-    if names:
+def service_table(service: Mapping[str, Sequence[int]], sampled: ServiceTimes) -> Iterator[Table]:
+    """Each stage's service-time samples, a row each: those its runner sent (no CPU time),
+    then those its workers' trackers sampled (a program's stages)."""
+    rows: list[tuple[str, int, int | None]] = [
+        (n, t, None) for n in sorted(service) for t in service[n]
+    ]
+    rows += [(n, t, c) for n in sorted(sampled.kept) for t, c in sampled.kept[n]]
+    if rows:
         yield TableRows("service", {
-            "stage": [n for n in names for _ in service[n]],
-            "wall_ns": [t for n in names for t in service[n]],
+            "stage": [n for n, _, _ in rows], "wall_ns": [t for _, t, _ in rows],
+            "cpu_ns": [c for _, _, c in rows],
         })  # fmt: skip
 
 

@@ -607,7 +607,7 @@ class Engine:
             *endtables.ended_table(self.ended),
             *endtables.stall_table(self.stalls.rows()),
             *endtables.runner_table(self.runner),
-            *endtables.service_table(self.service),
+            *endtables.service_table(self.service, self.routes.service),
             *endtables.machine_table(self.machine),
             *endtables.link_table(self.links),
             *endtables.host_table(self.hosts),

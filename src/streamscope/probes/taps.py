@@ -121,9 +121,10 @@ class RingTap:
         return int(native.load_acquire(self.mem, W_FLAGS))
 
 
-def make_tracker(name: str, tap: RingTap | None) -> native.StateTracker:
-    """A stage's state tracker writing into ``tap`` (None: it tracks without recording)."""
-    return native.StateTracker(name, tap.ring if tap is not None else None)
+def make_tracker(name: str, tap: RingTap | None, cpu: bool = True) -> native.StateTracker:
+    """A stage's state tracker writing into ``tap`` (None: it tracks without recording);
+    ``cpu``: its thread's CPU time is the worker's (not an event loop's, shared by tasks)."""
+    return native.StateTracker(name, tap.ring if tap is not None else None, cpu)
 
 
 class Recorder:

@@ -20,6 +20,7 @@ from streamscope.query.metrics import METRICS
 from streamscope.reduction.channelstream import ChannelEnd, ChannelStream
 from streamscope.reduction.ledger import Ledger
 from streamscope.reduction.pathstream import PathEnd, PathStream
+from streamscope.reduction.servicetimes import SERVICE_KINDS, ServiceTimes
 from streamscope.reduction.streams import (
     EVENT_METRICS,
     EventStream,
@@ -58,6 +59,8 @@ class Routes:
         #: Told when a channel begins earlier than it appeared (``route``): its reducers must
         #: emit frames from then. None: records from before a channel appeared are absorbed.
         self.on_rewind: Callable[[str, int], None] | None = None
+        #: The service times the workers' trackers sampled, by stage.
+        self.service = ServiceTimes()
 
     def add(
         self,
@@ -123,6 +126,7 @@ class Routes:
         returns the slices ``(probe, t, values)``, kept or not, for the virtual queues."""
         if not len(rec):
             return []
+        rec, t = self._service(rec, t, ledger)
         probes = rec["probe"].astype(np.int64)
         values = rec["value"].astype(np.int64)
         ids, starts = runs(probes)
@@ -167,6 +171,25 @@ class Routes:
                 tap.halfwidth_ns = halfwidth
             tap.add(pt, pv)
         return out
+
+    def _service(
+        self, rec: Records, t: NDArray[np.int64], ledger: Ledger
+    ) -> tuple[Records, NDArray[np.int64]]:
+        """The state probes' timed items taken out of ``rec`` into ``service`` (counted as
+        their probes' records); the rest."""
+        svc = np.isin(rec["kind"], SERVICE_KINDS)
+        if not svc.any():
+            return rec, t
+        svc &= np.isin(rec["probe"], np.fromiter(self.stages, np.int64, len(self.stages)))
+        if not svc.any():
+            return rec, t
+        taken, tt = rec[svc], t[svc]
+        probes = taken["probe"].astype(np.int64)
+        for pid in np.unique(probes).tolist():
+            mine = probes == pid
+            self.service.take(self.stages[pid].name, taken[mine])
+            ledger.kept(pid, np.sort(tt[mine]))
+        return rec[~svc], t[~svc]
 
     def count_unrecorded(self, end_ns: int, reducers: Reducers) -> None:
         """At the end of the run: the items refused (or late) after each channel end's last

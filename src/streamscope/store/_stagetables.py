@@ -144,13 +144,22 @@ MACHINE = Table(
 
 SERVICE = Table(
     "service",
-    "Service times: the wall time of a stage's own code on one item (pipelines run by "
-    "streamscope; for a source, its generator's step), measured on one item in 64 (every "
-    "item while they take 20 us or more), at most 4096 per stage thread (a uniform sample of "
-    "the run): what the what-if model draws from.",
+    "Service times: the wall time of a stage's own code on one item, what the what-if model "
+    "draws from. A pipeline run by streamscope: measured by its runner on one item in 64 "
+    "(every item while they take 20 us or more; for a source, its generator's step), at most "
+    "4096 per stage thread. A program's stage: sampled by its workers' state trackers, one "
+    "item at most every millisecond per worker (the time it was busy from taking the item to "
+    "taking the next, its waits left out; a source's from one put to the next), with the "
+    "thread's CPU time over it, at most 4096 per stage (a uniform sample of the run).",
     (
         _C("stage", "VARCHAR NOT NULL", "the stage (stage.name)"),
         _C("wall_ns", "BIGINT NOT NULL", "ns in the stage's own code on one item"),
+        _C(
+            "cpu_ns",
+            "BIGINT",
+            "the worker thread's CPU ns over the same item; NULL: not read "
+            "(a pipeline runner's sample; an asyncio task's, whose thread is its loop's)",
+        ),
     ),
 )
 

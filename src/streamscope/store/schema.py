@@ -39,7 +39,7 @@ from streamscope.store._stagetables import (
 from streamscope.store.table import Column, Table
 
 FORMAT = "streamscope-run"
-SCHEMA_VERSION = 14
+SCHEMA_VERSION = 15
 STATUSES = tuple(s.value for s in RunStatus)
 UNDER_BIN = -1
 OVER_BIN = -2

@@ -214,16 +214,17 @@ class Registry:
                 if vacant:
                     self._trackers[key] = vacant.pop()[0]
                 else:
-                    self._trackers[key] = self._declare_worker(stage, resource)
+                    self._trackers[key] = self._declare_worker(stage, resource, worker is None)
                 if worker is None:
                     self._threads.setdefault(key[:2], []).append(key)
             return self._trackers[key]
 
     def _declare_worker(
-        self, stage: str, resource: ResourceInfo | None
+        self, stage: str, resource: ResourceInfo | None, thread: bool = True
     ) -> native.StateTracker | None:
         """A new worker of ``stage`` declared to the monitor, with its state probe if a query
-        watches the stage: its tracker (None: unwatched, or no session)."""
+        watches the stage: its tracker (None: unwatched, or no session). ``thread``: the worker
+        is a thread (its CPU time is its own; an asyncio task's is its loop's)."""
         rec = self.recorder()
         if rec is None or self.directory is None:
             return None
@@ -240,7 +241,7 @@ class Registry:
         if not probes:
             return None
         tap = rec.tap(probes[0].id, Kind.STATE, cost=COST_CALL)
-        tracker = make_tracker(stage, tap)
+        tracker = make_tracker(stage, tap, cpu=thread)
         self._tracker_taps[id(tracker)] = tap
         return tracker
 

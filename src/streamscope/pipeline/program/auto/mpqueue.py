@@ -279,7 +279,7 @@ def _put(counts: Counts, call: Callable[..., None], *args: Any) -> None:
     tracker = counts.enter("tail")
     call(*args)
     if tracker is not None:
-        tracker.heartbeat()
+        tracker.gave()
 
 
 def _take(counts: Counts, waits: bool, call: Callable[..., Any], *args: Any) -> Any:
@@ -289,7 +289,7 @@ def _take(counts: Counts, waits: bool, call: Callable[..., Any], *args: Any) -> 
     with waiting(State.BLOCKED_IN) if tracker is not None and waits else nullcontext():
         item = call(*args)
     if tracker is not None:
-        tracker.heartbeat()
+        tracker.took()
     return item
 
 

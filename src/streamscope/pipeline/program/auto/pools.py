@@ -170,7 +170,7 @@ def _result_next(next_: Callable[..., Any]) -> Callable[..., Any]:
             if ss.head is not None:
                 ss.head.record(ss.n_out)
         if tracker is not None:
-            tracker.heartbeat()
+            tracker.took()
         return item
 
     return result_next

@@ -85,7 +85,7 @@ class AutoQueue(StandardQueue):  # type: ignore[type-arg]
                 ss.put_early()
             self.not_empty.notify()
         if tracker is not None:
-            tracker.heartbeat()
+            tracker.gave()
 
     def get(self, block: bool = True, timeout: float | None = None) -> Any:
         ss = self._ss
@@ -124,7 +124,7 @@ class AutoQueue(StandardQueue):  # type: ignore[type-arg]
                 ss.head.record(ss.n_out)
             self.not_full.notify()
         if tracker is not None:
-            tracker.heartbeat()
+            tracker.took()
         return item
 
     def put_nowait(self, item: Any) -> None:
@@ -175,7 +175,7 @@ class AutoSimpleQueue(StandardSimpleQueue):  # type: ignore[type-arg]
             elif ss.name is None:
                 ss.put_early()
         if tracker is not None:
-            tracker.heartbeat()
+            tracker.gave()
 
     def get(self, block: bool = True, timeout: float | None = None) -> Any:
         ss = self._ss
@@ -202,7 +202,7 @@ class AutoSimpleQueue(StandardSimpleQueue):  # type: ignore[type-arg]
             if ss.head is not None:
                 ss.head.record(ss.n_out)
         if tracker is not None:
-            tracker.heartbeat()
+            tracker.took()
         return item
 
     def put_nowait(self, item: Any) -> None:

@@ -285,7 +285,7 @@ class AutoAsyncQueue(StandardAsyncQueue):  # type: ignore[type-arg]
         elif ss.name is None:
             ss.put_early()
         if tracker is not None:
-            tracker.heartbeat()
+            tracker.gave()
 
     def get_nowait(self) -> Any:
         ss = self._ss
@@ -304,7 +304,7 @@ class AutoAsyncQueue(StandardAsyncQueue):  # type: ignore[type-arg]
         if tracker is not None:
             if _current_task() is None:
                 tracker.set(State.BUSY)
-            tracker.heartbeat()
+            tracker.took()
         return item
 
     async def put(self, item: Any) -> None:

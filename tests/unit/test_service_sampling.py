@@ -1,0 +1,96 @@
+"""A state tracker's sampled service times: the ns a worker was busy on an item (its waits left
+out) and its thread's CPU ns then, in both the native core and its twin; the monitor's
+reservoir of them per stage."""
+
+from __future__ import annotations
+
+import time
+from types import ModuleType
+
+import numpy as np
+import pytest
+
+from streamscope.core import native, rings
+from streamscope.core.records import Kind, State, empty_records
+from streamscope.reduction.servicetimes import ServiceTimes
+from streamscope.transport.ringreader import RingReader
+
+IMPLS = native.implementations()
+
+
+def _spin(ns: int) -> None:
+    end = time.monotonic_ns() + ns
+    while time.monotonic_ns() < end:
+        pass
+
+
+def _tracker(impl: ModuleType, cpu: bool = True) -> tuple[object, RingReader]:
+    mem = rings.anonymous_ring(4, int(Kind.STATE), 1024)
+    clock = impl.Clock("host")
+    ring = impl.Ring(mem, clock)
+    return impl.StateTracker("stage", ring, cpu), RingReader(mem)
+
+
+@pytest.mark.parametrize("impl", sorted(IMPLS))
+def test_an_items_service_is_its_busy_time_and_cpu_its_waits_left_out(impl: str) -> None:
+    tr, reader = _tracker(IMPLS[impl])
+    tr.set(State.BUSY)
+    tr.took()  # item 1: timed (none was before)
+    _spin(3_000_000)  # busy 3 ms computing
+    prev = tr.set(State.BLOCKED_OUT)
+    time.sleep(0.004)  # 4 ms waiting for room: not service
+    tr.set(prev)
+    _spin(1_000_000)
+    tr.gave()  # a put of a worker that takes: no boundary
+    prev = tr.set(State.BLOCKED_IN)
+    time.sleep(0.004)
+    tr.set(prev)
+    tr.took()  # item 2 taken: item 1 timed
+    rec = reader.drain().records
+    kinds = rec["kind"].tolist()
+    assert kinds.count(Kind.DURATION) == 1 and kinds.count(Kind.SAMPLE) == 1
+    i = kinds.index(Kind.DURATION)
+    wall, cpu = int(rec["value"][i]), int(rec["value"][i + 1])
+    assert kinds[i + 1] == Kind.SAMPLE
+    # 4 ms of spinning, the 8 ms of waits left out (a preempted spin only adds to both)
+    assert 4_000_000 <= wall < 8_000_000
+    assert 0 < cpu <= wall + 200_000
+    states = [int(v) for k, v in zip(kinds, rec["value"].tolist(), strict=True) if k == Kind.STATE]
+    changes = [s for i, s in enumerate(states) if i == 0 or s != states[i - 1]]  # heartbeats out
+    assert changes == [State.BUSY, State.BLOCKED_OUT, State.BUSY, State.BLOCKED_IN, State.BUSY]
+
+
+@pytest.mark.parametrize("impl", sorted(IMPLS))
+def test_items_are_timed_at_most_once_a_millisecond_and_a_sources_puts_bound_them(
+    impl: str,
+) -> None:
+    tr, reader = _tracker(IMPLS[impl], cpu=False)
+    tr.set(State.BUSY)
+    t0 = time.monotonic_ns()
+    n = 0
+    while time.monotonic_ns() - t0 < 20_000_000:  # 20 ms of 20 us items, made and put
+        _spin(20_000)
+        tr.gave()
+        n += 1
+    rec = reader.drain().records
+    walls = rec["value"][rec["kind"] == Kind.DURATION]
+    cpus = rec["value"][rec["kind"] == Kind.SAMPLE]
+    assert n > 200
+    assert 5 <= len(walls) <= 21  # one item per millisecond at most
+    assert np.all(cpus == -1)  # not read
+    assert np.median(walls) >= 20_000
+
+
+def test_the_monitor_keeps_a_uniform_sample_of_each_stages_service_times() -> None:
+    st = ServiceTimes(keep=100)
+    rec = empty_records(2 * 1000)
+    rec["kind"][0::2] = Kind.DURATION
+    rec["kind"][1::2] = Kind.SAMPLE
+    rec["value"][0::2] = np.arange(1000)
+    rec["value"][1::2] = -1
+    st.take("s", rec[:1000])
+    st.take("s", rec[1000:])
+    assert st.seen["s"] == 1000 and len(st.kept["s"]) == 100
+    walls = [w for w, _ in st.kept["s"]]
+    assert all(c is None for _, c in st.kept["s"])
+    assert 300 < np.mean(walls) < 700  # drawn from the whole run, not its start
