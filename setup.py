@@ -38,6 +38,11 @@ setup(
         Extension(
             "streamscope.model._netsim",
             sources=["src/streamscope/model/_network.c"],
+            # What it includes: its parts (containers, the cores and locks, the steps and loop).
+            depends=[
+                f"src/streamscope/model/_network_{part}.c"
+                for part in ("containers", "cores", "steps")
+            ],
             # Step for step what model/network.py's event loop computes: IEEE doubles as written.
             extra_compile_args=["-O3", "-ffp-contract=off"],
             optional=True,

@@ -193,6 +193,7 @@ def test_resampled_replications_vary_but_agree() -> None:
         (Network((StageModel("a", np.array([1.0])),), (ChannelModel("x", "a", "b", 1),)), "lacks"),
         (Network((StageModel("a", np.array([1.0]), items=3),), (), cores=0), "core"),
         (Network((StageModel("a", np.array([1.0]), speed=0),), ()), "speed"),
+        (Network((StageModel("a", np.array([1.0]), items=3, workers=0),), ()), "worker"),
     ],
 )
 def test_a_network_that_cannot_be_simulated_is_refused(net: Network, match: str) -> None:
@@ -254,3 +255,69 @@ def test_the_compiled_loop_grows_its_rings_as_the_python_loop_its_deques() -> No
     for k in a.take_times:
         assert np.array_equal(a.take_times[k], b.take_times[k])
         assert np.array_equal(a.levels[k], b.levels[k])
+
+
+def _pools(case: str) -> tuple[Network, float]:
+    """Networks with stages of several workers (and the horizon to run them to)."""
+    rng = np.random.default_rng(7)
+
+    def exp(ms: float) -> np.ndarray:
+        return rng.exponential(ms * MS, 64)
+
+    if case == "fan":  # a pool between a fan-out and a zip, and a broadcasting source pool
+        stages = (
+            StageModel("src", exp(0.2), items=500, workers=2, fanout="broadcast", cpu_share=0.5),
+            StageModel("a", exp(1.0), workers=3, cpu_share=0.7, overhead_ns=0.05 * MS),
+            StageModel("b", exp(0.5), workers=2, cpu_share=0.3, own_interpreters=True),
+            StageModel("join", exp(0.05), fanin="zip", ratio=0, cpu_share=1.0),
+        )
+        chans = (
+            ChannelModel("src -> a", "src", "a", 2), ChannelModel("src -> b", "src", "b", 2),
+            ChannelModel("a -> join", "a", "join", 3, delay_ns=0.2 * MS),
+            ChannelModel("b -> join", "b", "join", 1),
+        )  # fmt: skip
+        return Network(stages, chans, cores=2, switch_ns={"main": 0.3 * MS}), np.inf
+    if case == "ring":  # many workers waiting on one channel and on one lock, rings grown
+        burst = np.where(rng.random(64) < 0.8, 1e3, 3 * MS)
+        stages = (
+            StageModel("src", burst, items=3000),
+            StageModel("slow", exp(0.3), cpu_share=0.3, workers=2),
+            StageModel("w", exp(0.5), cpu_share=1.0, ratio=0, workers=24),
+        )
+        chans = (ChannelModel("src -> slow", "src", "slow", 200),
+                 ChannelModel("slow -> w", "slow", "w", 2))  # fmt: skip
+        return Network(stages, chans, cores=2, switch_ns={"main": 0.2 * MS}), np.inf
+    # an unbounded source of 3 workers to a horizon, with background load and the monitor
+    stages = (
+        StageModel("src", exp(0.5), workers=3, cpu_share=0.4),
+        StageModel("procs", exp(2.0), workers=4, cpu_share=1.0, own_interpreters=True,
+                   interpreter="pool", ratio=0),
+    )  # fmt: skip
+    net = Network(
+        stages, (ChannelModel("q", "src", "procs", 4),), cores=3, background_cores=1.3,
+        background_job_ns=0.4 * MS, monitor_ns_per_item=0.01 * MS,
+    )  # fmt: skip
+    return net, 300 * MS
+
+
+@pytest.mark.skipif(not COMPILED, reason="the compiled event loop was not built")
+@pytest.mark.parametrize("case", ["fan", "ring", "horizon"])
+def test_the_compiled_loop_is_the_python_loop_with_pools_of_workers(case: str) -> None:
+    """Stages of several workers (threads sharing a lock, processes with their own, a source's
+    items split, several workers waiting on one channel): the Python loop's result, bit for
+    bit."""
+    net, horizon = _pools(case)
+    for seed in (0, 1):
+        a = simulate(net, seed=seed, resample=True, horizon_ns=horizon, compiled=False)
+        b = simulate(net, seed=seed, resample=True, horizon_ns=horizon, compiled=True)
+        assert a.complete
+        assert (a.end_ns, a.cores_busy, a.lock_busy, a.cpu, a.runq, a.workers) == (
+            b.end_ns, b.cores_busy, b.lock_busy, b.cpu, b.runq, b.workers,
+        )  # fmt: skip
+        for name in ("put_times", "take_times", "levels", "states"):
+            x, y = getattr(a, name), getattr(b, name)
+            assert x.keys() == y.keys()
+            for k in x:
+                assert np.array_equal(x[k], y[k]), (case, name, k)
+        if case == "ring":
+            assert a.levels["src -> slow"][17:].sum() > 0  # the ring did grow

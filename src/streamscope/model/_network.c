@@ -1,9 +1,17 @@
-/* The pipeline simulator's event loop (model/network.py's _Simulation), compiled. Its rules,
+/* The pipeline simulator's event loop (model/_netloop.py's _Simulation), compiled. Its rules,
    its order of events and its arithmetic are the Python loop's, step for step (IEEE doubles as
    written; Python's min and max, which keep the first of equals); the random numbers come from
-   the same generator through two calls back (a stage's next pool of service times, the next gap
+   the same generator through two calls back (a worker's next pool of service times, the next gap
    between background jobs), made in the same order. The tests hold it to the Python loop bit for
-   bit on random pipelines. */
+   bit on random pipelines.
+
+   One worker of a stage is one Worker here (a stage of several workers: several, in a row, each
+   with its own lock index and items to make, as model/_netloop.py lays them out). This file
+   holds what the parts share (the state of a run: channels, locks, workers) and the module (the
+   arguments in, the figures out); the parts are each in a file of its own, included below as
+   one translation unit: _network_containers.c (the event heap, rings, vectors),
+   _network_cores.c (the cores' CPU jobs, the interpreters' locks) and _network_steps.c (a
+   worker's steps and the event loop). */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <math.h>
@@ -20,130 +28,20 @@ enum { R_CPU, R_GET, R_PUT, R_EMIT, R_AFTER };
 static inline double pymax(double a, double b) { return b > a ? b : a; }
 static inline double pymin(double a, double b) { return b < a ? b : a; }
 
-/* -- growable containers ------------------------------------------------------------------- */
-
-typedef struct { double t; int64_t seq; int kind; int who; int64_t token; } Event;
-typedef struct { Event *a; Py_ssize_t n, cap; } Heap;
-/* rings whose capacity is a power of 2 (grow doubles it from 16): an index wraps by a mask */
-typedef struct { double *a; Py_ssize_t head, n, cap; } DQueue; /* a ring of doubles */
-typedef struct { int *a; Py_ssize_t head, n, cap; } IQueue;    /* a ring of ints */
-typedef struct { double *a; Py_ssize_t n, cap; } Vec;
-
-static int grow(void **a, Py_ssize_t *cap, size_t item)
-{
-    Py_ssize_t c = *cap ? 2 * *cap : 16;
-    void *p = realloc(*a, (size_t)c * item);
-    if (p == NULL)
-        return -1;
-    *a = p;
-    *cap = c;
-    return 0;
-}
-
-static inline int ev_less(const Event *x, const Event *y)
-{
-    return x->t < y->t || (x->t == y->t && x->seq < y->seq);
-}
-
-static int heap_push(Heap *h, Event e)
-{
-    if (h->n == h->cap && grow((void **)&h->a, &h->cap, sizeof(Event)) < 0)
-        return -1;
-    Py_ssize_t i = h->n++;
-    while (i > 0) {
-        Py_ssize_t p = (i - 1) / 2;
-        if (!ev_less(&e, &h->a[p]))
-            break;
-        h->a[i] = h->a[p];
-        i = p;
-    }
-    h->a[i] = e;
-    return 0;
-}
-
-static Event heap_pop(Heap *h)
-{
-    Event top = h->a[0], last = h->a[--h->n];
-    Py_ssize_t i = 0, n = h->n;
-    for (;;) {
-        Py_ssize_t c = 2 * i + 1;
-        if (c >= n)
-            break;
-        if (c + 1 < n && ev_less(&h->a[c + 1], &h->a[c]))
-            c++;
-        if (!ev_less(&h->a[c], &last))
-            break;
-        h->a[i] = h->a[c];
-        i = c;
-    }
-    if (n > 0)
-        h->a[i] = last;
-    return top;
-}
-
-/* A full ring grown (doubled), the part from head to the old end moved to the new end. */
-static int ring_grow(void **a, Py_ssize_t *head, Py_ssize_t n, Py_ssize_t *cap, size_t item)
-{
-    Py_ssize_t old = *cap;
-    if (grow(a, cap, item) < 0)
-        return -1;
-    if (*head + n > old) {
-        Py_ssize_t tail = old - *head;
-        char *base = *a;
-        memmove(base + (size_t)(*cap - tail) * item, base + (size_t)*head * item, (size_t)tail * item);
-        *head = *cap - tail;
-    }
-    return 0;
-}
-
-static int dq_push(DQueue *q, double x)
-{
-    if (q->n == q->cap && ring_grow((void **)&q->a, &q->head, q->n, &q->cap, sizeof(double)) < 0)
-        return -1;
-    q->a[(q->head + q->n) & (q->cap - 1)] = x;
-    q->n++;
-    return 0;
-}
-static inline double dq_first(const DQueue *q) { return q->a[q->head]; }
-static inline double dq_last(const DQueue *q) { return q->a[(q->head + q->n - 1) & (q->cap - 1)]; }
-static inline void dq_popleft(DQueue *q)
-{
-    q->head = (q->head + 1) & (q->cap - 1);
-    q->n--;
-}
-
-static int iq_push(IQueue *q, int x)
-{
-    if (q->n == q->cap && ring_grow((void **)&q->a, &q->head, q->n, &q->cap, sizeof(int)) < 0)
-        return -1;
-    q->a[(q->head + q->n) & (q->cap - 1)] = x;
-    q->n++;
-    return 0;
-}
-static inline int iq_popleft(IQueue *q)
-{
-    int x = q->a[q->head];
-    q->head = (q->head + 1) & (q->cap - 1);
-    q->n--;
-    return x;
-}
-
-static int vec_push(Vec *v, double x)
-{
-    if (v->n == v->cap && grow((void **)&v->a, &v->cap, sizeof(double)) < 0)
-        return -1;
-    v->a[v->n++] = x;
-    return 0;
-}
+#include "_network_containers.c"
 
 /* -- the simulation ------------------------------------------------------------------------- */
 
+/* A channel: its items, the workers waiting to take (in the order they asked) and for room (in
+   the order they came), the room already handed to woken putters (reserved), the workers of its
+   producer stage still running (it ends when none is). */
 typedef struct {
     Py_ssize_t cap;
     double delay;
     DQueue items; /* ready times */
-    int getter;
-    IQueue putters;
+    IQueue getters, putters;
+    Py_ssize_t reserved;
+    int producers;
     int ended;
     double level_t;
     double *levels;
@@ -277,507 +175,8 @@ static int refill(Sim *s, Worker *w)
     return 0;
 }
 
-/* -- the cores -------------------------------------------------------------------------------- */
-
-static double cpu_rate(Sim *s)
-{
-    Py_ssize_t n = s->njobs;
-    return n ? pymin(1.0, (double)s->cores / (double)n) : 1.0;
-}
-
-static void cpu_advance(Sim *s)
-{
-    double dt = s->now - s->cpu_t;
-    if (dt > 0 && s->njobs) {
-        double done = dt * cpu_rate(s);
-        for (Py_ssize_t i = 0; i < s->njobs; i++)
-            s->job_left[i] -= done;
-        Py_ssize_t busy = s->njobs < s->cores ? s->njobs : s->cores;
-        s->cores_busy += dt * (double)busy;
-    }
-    s->cpu_t = s->now;
-}
-
-static void cpu_schedule(Sim *s)
-{
-    s->cpu_token++;
-    if (s->njobs) {
-        double m = s->job_left[0];
-        for (Py_ssize_t i = 1; i < s->njobs; i++)
-            m = pymin(m, s->job_left[i]);
-        double left = pymax(m, 0.0);
-        if (isfinite(left))
-            at(s, s->now + left / cpu_rate(s), CPU_TICK, -1, s->cpu_token);
-    }
-}
-
-static void cpu_start(Sim *s, int job, double work)
-{
-    cpu_advance(s);
-    Py_ssize_t i;
-    for (i = 0; i < s->njobs; i++)
-        if (s->job_id[i] == job)
-            break;
-    if (i == s->njobs) {
-        if (s->njobs == s->jobs_cap) {
-            Py_ssize_t c = s->jobs_cap ? 2 * s->jobs_cap : 16;
-            int *ids = realloc(s->job_id, (size_t)c * sizeof(int));
-            if (ids == NULL) {
-                fail(s);
-                return;
-            }
-            s->job_id = ids;
-            double *left = realloc(s->job_left, (size_t)c * sizeof(double));
-            if (left == NULL) {
-                fail(s);
-                return;
-            }
-            s->job_left = left;
-            int *d = realloc(s->done_buf, (size_t)c * sizeof(int));
-            if (d == NULL) {
-                fail(s);
-                return;
-            }
-            s->done_buf = d;
-            s->jobs_cap = c;
-        }
-        s->job_id[s->njobs] = job;
-        s->njobs++;
-    }
-    s->job_left[i] = work;
-    if (job >= 0) {
-        s->stage_jobs++;
-        Worker *w = &s->ws[job];
-        w->job_t = s->now;
-        w->job_w = work;
-    }
-    cpu_schedule(s);
-}
-
-static void jobs_remove(Sim *s, Py_ssize_t i)
-{
-    memmove(s->job_id + i, s->job_id + i + 1, (size_t)(s->njobs - i - 1) * sizeof(int));
-    memmove(s->job_left + i, s->job_left + i + 1, (size_t)(s->njobs - i - 1) * sizeof(double));
-    s->njobs--;
-}
-
-/* Take a job off the cores (preempted); its work left. */
-static double cpu_stop(Sim *s, int job)
-{
-    cpu_advance(s);
-    Py_ssize_t i;
-    for (i = 0; i < s->njobs; i++)
-        if (s->job_id[i] == job)
-            break;
-    double left = i < s->njobs ? s->job_left[i] : 0.0;
-    if (i < s->njobs)
-        jobs_remove(s, i);
-    if (job >= 0) {
-        s->stage_jobs--;
-        Worker *w = &s->ws[job];
-        double done = w->job_w - pymax(left, 0.0);
-        w->runq += (s->now - w->job_t) - done;
-        w->worked += done;
-    }
-    cpu_schedule(s);
-    return pymax(left, 0.0);
-}
-
-static void monitor(Sim *s)
-{
-    if (s->monitor_on || s->backlog < 1.0 || s->finished == s->n)
-        return;
-    s->monitor_on = 1;
-    double job = pymin(s->backlog, s->monitor_job_ns);
-    s->backlog -= job;
-    cpu_start(s, MONITOR, job);
-}
-
-/* -- the steps (each the Python method of the same name) ------------------------------------ */
-
-static void wake(Sim *s, Worker *w);
-static void serve(Sim *s, Worker *w);
-static void emit(Sim *s, Worker *w);
-static void after_cpu(Sim *s, Worker *w);
-static void finish(Sim *s, Worker *w);
-static void drop(Sim *s, Worker *w);
-
-static void schedule_switch(Sim *s, int li)
-{
-    Lock *lk = &s->locks[li];
-    if (lk->switch_gen != lk->gen) {
-        lk->switch_gen = lk->gen;
-        at(s, s->now + lk->sw, SWITCH, li, lk->gen);
-    }
-}
-
-static void take(Sim *s, int li, Worker *w)
-{
-    Lock *lk = &s->locks[li];
-    lk->holder = w->idx;
-    lk->since = s->now;
-    lk->gen++;
-    w->holds = 1;
-    if (lk->wait.n)
-        schedule_switch(s, li);
-}
-
-static void hand(Sim *s, int li, Worker *w)
-{
-    take(s, li, w);
-    at(s, s->now, WAKE, w->idx, 0);
-}
-
-static void drop(Sim *s, Worker *w)
-{
-    if (!w->holds)
-        return;
-    w->holds = 0;
-    int li = w->lock;
-    Lock *lk = &s->locks[li];
-    lk->busy += s->now - lk->since;
-    lk->holder = -1;
-    if (lk->wait.n)
-        hand(s, li, &s->ws[iq_popleft(&lk->wait)]);
-}
-
-static void want_core(Sim *s, Worker *w)
-{
-    if (w->cpu > 0) {
-        w->in_cpu = 1;
-        cpu_start(s, w->idx, w->cpu);
-    } else
-        cpu_start(s, w->idx, w->unlocked);
-}
-
-static void cpu_done(Sim *s, Worker *w)
-{
-    w->in_cpu = 0;
-    w->cpu = 0.0;
-    if (w->unlocked > 0) {
-        drop(s, w);
-        cpu_start(s, w->idx, w->unlocked);
-        return;
-    }
-    after_cpu(s, w);
-}
-
-static void after_cpu(Sim *s, Worker *w)
-{
-    w->unlocked = 0.0;
-    if (w->free_ > 0) {
-        drop(s, w);
-        w->resume = R_EMIT;
-        at(s, s->now + w->free_, WAKE, w->idx, 0);
-    } else
-        emit(s, w);
-}
-
-static void switch_(Sim *s, int li, int64_t gen)
-{
-    Lock *lk = &s->locks[li];
-    if (gen != lk->gen || !lk->wait.n || lk->holder < 0)
-        return;
-    Worker *h = &s->ws[lk->holder];
-    if (!h->in_cpu) {
-        lk->switch_gen = -1;
-        schedule_switch(s, li);
-        return;
-    }
-    h->cpu = cpu_stop(s, h->idx);
-    h->in_cpu = 0;
-    h->resume = R_CPU;
-    if (iq_push(&lk->wait, h->idx) < 0)
-        fail(s);
-    drop(s, h);
-    schedule_switch(s, li);
-}
-
-static void room(Sim *s, int ci)
-{
-    Worker *p = &s->ws[iq_popleft(&s->chans[ci].putters)];
-    p->resume = R_PUT;
-    p->put_ci = ci;
-    at(s, s->now, WAKE, p->idx, 0);
-}
-
-static void get(Sim *s, Worker *w)
-{
-    for (;;) {
-        int na = 0;
-        for (int k = 0; k < w->nins; k++) {
-            Chan *c = &s->chans[w->ins[k]];
-            if (!(c->ended && !c->items.n))
-                w->active[na++] = w->ins[k];
-        }
-        if (!na) {
-            if (w->zip_left && w->zip_left < w->nins) {
-                w->zip_left = 0;
-                serve(s, w);
-                return;
-            }
-            finish(s, w);
-            return;
-        }
-        int ci = w->active[na == 1 ? 0 : w->rr_in % na];
-        Chan *ch = &s->chans[ci];
-        if (ch->items.n && dq_first(&ch->items) <= s->now) {
-            level(s, ch);
-            dq_popleft(&ch->items);
-            if (vec_push(&ch->takes, s->now) < 0)
-                fail(s);
-            if (ch->putters.n)
-                room(s, ci);
-            if (w->zip_in && w->nins > 1) {
-                w->zip_left = (w->zip_left ? w->zip_left : na) - 1;
-                w->rr_in++;
-                if (w->zip_left > 0)
-                    continue;
-            } else
-                w->rr_in++;
-            serve(s, w);
-            return;
-        }
-        set_state(s, w, BLOCKED_IN);
-        w->resume = R_GET;
-        if (ch->items.n)
-            at(s, dq_first(&ch->items), WAKE, w->idx, 0);
-        else
-            ch->getter = w->idx;
-        drop(s, w);
-        return;
-    }
-}
-
-static void put_one(Sim *s, Worker *w, int ci)
-{
-    Chan *ch = &s->chans[ci];
-    level(s, ch);
-    if (dq_push(&ch->items, s->now + ch->delay) < 0 || vec_push(&ch->puts, s->now) < 0)
-        fail(s);
-    if (!w->nins && s->monitor_ns > 0) {
-        s->backlog += s->monitor_ns;
-        monitor(s);
-    }
-    w->rr_out++;
-    if (w->broadcast) {
-        if (w->nouts == 1 || w->rr_out % w->nouts == 0)
-            w->pending--;
-    } else
-        w->pending--;
-    if (ch->getter >= 0) {
-        int g = ch->getter;
-        ch->getter = -1;
-        at(s, pymax(s->now, dq_last(&ch->items)), WAKE, g, 0);
-    }
-}
-
-static void resume(Sim *s, Worker *w)
-{
-    switch (w->resume) {
-    case R_CPU:
-        want_core(s, w);
-        break;
-    case R_GET:
-        get(s, w);
-        break;
-    case R_PUT:
-        put_one(s, w, w->put_ci);
-        emit(s, w);
-        break;
-    case R_EMIT:
-        emit(s, w);
-        break;
-    default:
-        after_cpu(s, w);
-    }
-}
-
-static void wake(Sim *s, Worker *w)
-{
-    if (w->holds) {
-        resume(s, w);
-        return;
-    }
-    Lock *lk = &s->locks[w->lock];
-    if (lk->holder < 0) {
-        take(s, w->lock, w);
-        resume(s, w);
-    } else {
-        if (iq_push(&lk->wait, w->idx) < 0)
-            fail(s);
-        schedule_switch(s, w->lock);
-    }
-}
-
-static void serve(Sim *s, Worker *w)
-{
-    set_state(s, w, BUSY);
-    if (w->draw >= w->pool.len / 8 && refill(s, w) < 0) {
-        fail(s);
-        return;
-    }
-    double sv = ((const double *)w->pool.buf)[w->draw];
-    w->draw++;
-    double cpu = w->overhead + w->cpu_share * sv;
-    w->cpu = cpu * w->locked;
-    w->unlocked = cpu - w->cpu;
-    w->free_ = sv - w->cpu_share * sv;
-    w->credit += w->nins ? w->ratio : 1.0;
-    w->pending = (int64_t)(w->credit + 1e-9);
-    w->credit -= (double)w->pending;
-    if (w->cpu > 0) {
-        w->resume = R_CPU;
-        wake(s, w);
-    } else {
-        drop(s, w);
-        if (w->unlocked > 0)
-            want_core(s, w);
-        else
-            after_cpu(s, w);
-    }
-}
-
-static void emit(Sim *s, Worker *w)
-{
-    while (w->pending > 0 && w->nouts) {
-        int ci = w->outs[w->nouts == 1 ? 0 : w->rr_out % w->nouts];
-        Chan *ch = &s->chans[ci];
-        if (ch->items.n >= ch->cap) {
-            set_state(s, w, BLOCKED_OUT);
-            if (iq_push(&ch->putters, w->idx) < 0)
-                fail(s);
-            drop(s, w);
-            return;
-        }
-        put_one(s, w, ci);
-        if (s->err)
-            return;
-    }
-    w->pending = 0;
-    if (w->nins) {
-        set_state(s, w, BUSY);
-        get(s, w);
-    } else if (w->left != 0 && s->now < s->horizon) {
-        if (w->left > 0)
-            w->left--;
-        if (w->left == 0)
-            finish(s, w);
-        else
-            serve(s, w);
-    } else
-        finish(s, w);
-}
-
-static void finish(Sim *s, Worker *w)
-{
-    if (w->done)
-        return;
-    drop(s, w);
-    set_state(s, w, IDLE);
-    w->done = 1;
-    s->finished++;
-    for (int k = 0; k < w->nouts; k++) {
-        Chan *ch = &s->chans[w->outs[k]];
-        ch->ended = 1;
-        if (ch->getter >= 0) {
-            int g = ch->getter;
-            ch->getter = -1;
-            at(s, s->now, WAKE, g, 0);
-        }
-    }
-}
-
-static void cpu_tick(Sim *s)
-{
-    cpu_advance(s);
-    Py_ssize_t nd = 0;
-    for (Py_ssize_t i = 0; i < s->njobs;) {
-        if (s->job_left[i] <= 1e-3) {
-            int k = s->job_id[i];
-            s->done_buf[nd++] = k;
-            jobs_remove(s, i);
-            if (k >= 0)
-                s->stage_jobs--;
-        } else
-            i++;
-    }
-    cpu_schedule(s);
-    /* the ids done, kept apart: the steps below start jobs of their own */
-    int stack[16], *done = nd <= 16 ? stack : malloc((size_t)nd * sizeof(int));
-    if (done == NULL) {
-        fail(s);
-        return;
-    }
-    memcpy(done, s->done_buf, (size_t)nd * sizeof(int));
-    for (Py_ssize_t j = 0; j < nd && !s->err; j++) {
-        int k = done[j];
-        if (k >= 0) {
-            Worker *w = &s->ws[k];
-            w->runq += (s->now - w->job_t) - w->job_w;
-            w->worked += w->job_w;
-            if (w->in_cpu)
-                cpu_done(s, w);
-            else {
-                w->resume = R_AFTER;
-                wake(s, w);
-            }
-        } else if (k == MONITOR) {
-            s->monitor_on = 0;
-            monitor(s);
-        }
-    }
-    if (done != stack)
-        free(done);
-}
-
-static void run(Sim *s)
-{
-    for (int i = 0; i < s->n; i++)
-        at(s, 0.0, START, i, 0);
-    int64_t whole = (int64_t)s->bg_cores;
-    for (int64_t i = 0; i < whole; i++)
-        cpu_start(s, (int)(BG - 1 - i), INFINITY);
-    s->bg_id = BG - 1 - whole;
-    s->bg_part = s->bg_cores - (double)whole;
-    if (s->bg_part > 1e-9)
-        at(s, bg_gap(s), BACKGROUND, -1, 0);
-    while (s->heap.n && !s->err) {
-        Event e = heap_pop(&s->heap);
-        if (e.t > s->horizon) {
-            s->now = s->horizon;
-            break;
-        }
-        s->now = e.t;
-        if (e.kind == CPU_TICK) {
-            if (e.token == s->cpu_token)
-                cpu_tick(s);
-        } else if (e.kind == BACKGROUND) {
-            at(s, s->now + bg_gap(s), BACKGROUND, -1, 0);
-            s->bg_id--;
-            cpu_start(s, (int)s->bg_id, s->bg_job_ns);
-        } else {
-            s->live--;
-            if (e.kind == SWITCH)
-                switch_(s, e.who, e.token);
-            else {
-                Worker *w = &s->ws[e.who];
-                if (e.kind == WAKE)
-                    wake(s, w);
-                else {
-                    set_state(s, w, BUSY);
-                    if (w->nins) {
-                        w->resume = R_GET;
-                        wake(s, w);
-                    } else
-                        serve(s, w);
-                }
-            }
-        }
-        if (s->finished == s->n || (!s->live && !s->stage_jobs))
-            break;
-    }
-}
+#include "_network_cores.c"
+#include "_network_steps.c"
 
 /* -- the Python side -------------------------------------------------------------------------- */
 
@@ -817,6 +216,7 @@ static void sim_free(Sim *s)
     for (int i = 0; s->chans && i < s->nchans; i++) {
         Chan *c = &s->chans[i];
         free(c->items.a);
+        free(c->getters.a);
         free(c->putters.a);
         free(c->levels);
         free(c->puts.a);
@@ -884,9 +284,9 @@ static PyObject *vec_array(double **a, Py_ssize_t n)
 
 /* run(workers, chans, switches, cores, bg_cores, bg_job_ns, monitor_ns, monitor_job_ns, horizon,
        pool, gap)
-   workers: per stage (first pool, cpu_share, overhead, locked, ratio, lock, ins, outs,
+   workers: per worker (first pool, cpu_share, overhead, locked, ratio, lock, ins, outs,
    broadcast, zip_in, left, in_order); chans: per channel (capacity, delay); switches: per lock
-   its switch interval; pool(i): stage i's next pool; gap(): the next background gap.
+   its switch interval; pool(i): worker i's next pool; gap(): the next background gap.
    Returns (end, finished, [(puts, takes, levels)], [(spent, runq, worked)], [lock busy],
    cores_busy): the arrays as bytearrays of float64. */
 static PyObject *sim_run(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
@@ -942,7 +342,6 @@ static PyObject *sim_run(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
             goto done;
         }
         c->cap = cap;
-        c->getter = -1;
         c->levels = calloc((size_t)cap + 1, sizeof(double));
         if (c->levels == NULL) {
             PyErr_NoMemory();
@@ -977,6 +376,8 @@ static PyObject *sim_run(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
         if (int_list(ins, &w->ins, &w->nins, s.nchans, "ins") < 0 ||
             int_list(outs, &w->outs, &w->nouts, s.nchans, "outs") < 0)
             goto done;
+        for (int k = 0; k < w->nouts; k++)
+            s.chans[w->outs[k]].producers++;
         w->active = calloc((size_t)(w->nins ? w->nins : 1), sizeof(int));
         if (w->active == NULL) {
             PyErr_NoMemory();
