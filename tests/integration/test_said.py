@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -38,12 +39,18 @@ def quick_start(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
 
 
 def test_run_ends_with_the_top_findings(quick_start: tuple[Path, str]) -> None:
-    """Without --report, the run's end says the bottleneck, with what to do about it."""
+    """Without --report, the run's end says the bottleneck, with what to do about it and what
+    the obvious change would gain, in the program's own terms: a second thread running
+    ``server`` (whose 1 ms an item is a sleep, which holds no lock) about doubles the rate."""
     _, out = quick_start
     said = out[out.index("findings") :]
     assert "problem: stage server is rate-limiting" in said, said
     assert "give server more parallelism" in said
     assert out.index("findings") < out.index("run file:")
+    (quote,) = [line.strip() for line in said.splitlines() if "what if:" in line]
+    assert quote.startswith("what if: server.replicas=2 (2 threads running server): "), quote
+    was, now = (float(x.replace(",", "")) for x in re.findall(r"([\d,.]+)(?: →| items/s)", quote))
+    assert 1.8 < now / was < 2.1, quote
 
 
 def test_show_prints_them_and_show_json_carries_every_one(quick_start: tuple[Path, str]) -> None:
@@ -59,8 +66,11 @@ def test_show_prints_them_and_show_json_carries_every_one(quick_start: tuple[Pat
     assert {f["kind"] for f in found} >= {"bottleneck", "littles_law"}
     severities = [f["severity"] for f in found]
     assert severities == sorted(severities, key=["problem", "warning", "info"].index)
-    # A program's run has no service times (yet): the what-if says so rather than nothing.
-    assert doc["whatif"]["predictions"] == [] and "no service times" in doc["whatif"]["why_not"]
+    # A program's run has a what-if too: its model checked against the run, its predictions.
+    whatif = doc["whatif"]
+    assert whatif["why_not"] == "" and whatif["check"].startswith("The program's model reproduces")
+    changes = [p["changes"] for p in whatif["predictions"]]
+    assert ["server.replicas=2"] in changes and ["server.speed=2x"] in changes, changes
 
 
 def test_a_pipelines_bottleneck_finding_quotes_the_what_if(tmp_path: Path) -> None:

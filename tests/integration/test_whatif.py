@@ -1,6 +1,7 @@
 """``streamscope whatif`` on real runs: a blocking tandem's buffer made larger (queueing theory
 says what it gains), a pure-Python thread stage given a second thread (the interpreter lock
-allows no gain), and what it refuses (a program's run, a bad change).
+allows no gain), a program run as it is given more threads (checked against a rerun with them),
+and what it refuses (a bad change, a program's run without its stages' states).
 
 The rerun comparisons over five pipelines are the benchmark's (``bench_whatif.py``); here each
 prediction is held to what the model must get right whatever the machine's speed.
@@ -93,11 +94,35 @@ def test_what_cannot_be_predicted_is_refused(blocking: Path, tmp_path: Path) -> 
     assert r.returncode == 2 and "'two' is not a number" in r.stderr
     r = streamscope("whatif", blocking, "--set", "nope.speed=2x")
     assert r.returncode == 2 and "no stage matches 'nope'" in r.stderr
-    out = tmp_path / "program.duckdb"
-    ran = subprocess.run([*cli(), "run", str(PROGRAM), "--out", str(out), "--quiet", "--",
-                          "200", str(tmp_path / "truth.json")], cwd=tmp_path,
-                         capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
-    assert ran.returncode == 0, ran.stderr
+    out = _program(tmp_path, 3, "-q", "throughput(* -> *)")
     r = streamscope("whatif", out)
     assert r.returncode == 2
-    assert "no service times" in r.stderr and "pipeline run by streamscope" in r.stderr
+    assert "no service times for reader, parser, writer" in r.stderr
+    assert "state(*) query" in r.stderr
+
+
+def _program(where: Path, parsers: int, *queries: str) -> Path:
+    """The threaded program run as it is, with ``parsers`` threads parsing."""
+    out = where / f"program{parsers}.duckdb"
+    ran = subprocess.run([*cli(), "run", str(PROGRAM), "--out", str(out), "--quiet", *queries,
+                          "--", "300", str(where / "truth.json"), str(parsers)], cwd=where,
+                         capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    return out
+
+
+def test_a_program_run_as_it_is_is_told_what_more_threads_gain(tmp_path: Path) -> None:
+    """Three parser threads taking from one queue, each item a 10 ms wait: six would pass
+    twice the items a second. Predicted from the run with three, in the program's terms, and
+    held to the rerun with six (the same measure of throughput, the sources' rate)."""
+    r = streamscope("whatif", _program(tmp_path, 3), "--set", "parser.replicas=6", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert "6 threads running parser" in doc["sentence"]
+    assert doc["check"]["verdict"] == "consistent"
+    rerun = streamscope("whatif", _program(tmp_path, 6), "--json")
+    assert rerun.returncode == 0, rerun.stderr
+    measured = json.loads(rerun.stdout)["predictions"][0]["measured"]["throughput"]
+    predicted = doc["predicted"]["throughput"]
+    assert abs(predicted / measured - 1) < 0.10, (predicted, measured)
+    assert 1.8 < predicted / doc["measured"]["throughput"] < 2.1

@@ -50,11 +50,12 @@ class Predictions:
             return f.suggestion
         if (w.gain or 0.0) >= LOCK_GAIN or "interpreter lock" not in w.predicted.limit:
             return f.suggestion
+        how = ("a multiprocessing.Pool or a ProcessPoolExecutor running it" if w.measured.program
+               else "resource=ss.Process(...)")  # fmt: skip
         return (
             f"more threads will not help {f.target}: they would share the interpreter lock its "
             f"code holds while it computes (what if: {w.sentence.rstrip('.')}); run it in "
-            "processes of its own (resource=ss.Process(...)), or move its work to code that "
-            "releases the lock"
+            f"processes of its own ({how}), or move its work to code that releases the lock"
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -93,11 +94,13 @@ def predictions(run: Run, found: Sequence[Finding]) -> Predictions:
     c = p.check
     if c.verdict != "consistent":
         return Predictions(
-            why_not="The model of this pipeline does not reproduce the run, so it predicts "
+            why_not=f"The model of this {'program' if p.model.program else 'pipeline'} does not "
+            "reproduce the run, so it predicts "
             "nothing: " + "; ".join(c.misses) + ".",
             assumed=p.model.assumed,
         )
-    check = (f"The pipeline's model reproduces this run: throughput {c.throughput_error:+.1%} "
+    what = "program" if p.model.program else "pipeline"
+    check = (f"The {what}'s model reproduces this run: throughput {c.throughput_error:+.1%} "
              f"of the measured {p.model.throughput:,.1f}/s (within {c.allowed:.0%}), every "
              "stage's busy share and channel's occupancy within their tolerances.")  # fmt: skip
     try:

@@ -40,12 +40,13 @@ def whatif(
         ),
     ] = 0.10,
 ) -> int:
-    """Predict what changes would do to a recorded pipeline: its throughput (with an interval),
-    each stage's states, each channel's occupancy and what then limits the rate, beside the
-    measured run. Without --set, the obvious changes (the bottleneck's replicas and speed
-    doubled, each mostly full channel's capacity doubled). The pipeline is simulated from the
-    run's own service times; the unchanged model must first reproduce the run, or nothing is
-    predicted (exit status 3)."""
+    """Predict what changes would do to a recorded pipeline or program: its throughput (with an
+    interval), each stage's states, each channel's occupancy and what then limits the rate,
+    beside the measured run. Without --set, the obvious changes (the bottleneck's replicas and
+    speed doubled, each mostly full channel's capacity doubled). It is simulated from the run's
+    own service times; the unchanged model must first reproduce the run, or nothing is
+    predicted (exit status 3). On a program, replicas are its threads, processes or tasks
+    taking from the same queue, and each prediction says what to change in it."""
     from rich.console import Console
 
     from streamscope.analysis import findings
@@ -133,7 +134,8 @@ def whatif_table(result: WhatIf) -> Table:
     pred = result.predicted
     changes = ", ".join(c.text for c in result.changes) or "(none)"
     table = Table(
-        title=f"what if {changes}\nmodel: the pipeline simulated from the run's service times; "
+        title=f"what if {changes}\nmodel: the {'program' if result.measured.program else 'pipeline'}"
+        " simulated from the run's service times; "
         f"self-check {result.check.verdict}",
         title_justify="left",
     )

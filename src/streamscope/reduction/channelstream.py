@@ -106,9 +106,14 @@ class ChannelStream:
     Its records come through its two ends (``ChannelEnd``); like every ``Stream`` it reduces
     through ``reduce`` and feeds its reducers through its one hook, ``feed``."""
 
-    def __init__(self, name: str, start_ns: int = 0) -> None:
-        """``start_ns``: the channel appeared during the run, empty (nothing before is reduced)."""
+    def __init__(self, name: str, start_ns: int = 0, appeared: bool = False) -> None:
+        """``start_ns``: the channel appeared during the run, empty (nothing before is reduced);
+        ``appeared``: it was declared while the run went on, ``start_ns`` the watermark then,
+        which may be before the program made it (the monitor had no record yet): it begins
+        with its first record instead (``Routes.route``)."""
         self.name = name
+        #: Declared during the run and no record of it seen yet.
+        self.unheard = appeared
         self.ends = {"tail": End(), "head": End()}
         for e in self.ends.values():
             e.last_t = start_ns

@@ -344,10 +344,11 @@ class ReducerIndex:
 
     def rewind(self, target: str, start_ns: int) -> None:
         """``target`` (a channel none of whose frames went out) begins at ``start_ns``: its
-        reducers emit frames from the one holding it."""
+        reducers emit frames from the one holding it (earlier or later than they took it to
+        begin)."""
         for r in self._reducers(target):
             f = start_ns // r.frame_ns
-            r.start_ns = min(r.start_ns, start_ns)
+            r.start_ns = start_ns
             if f < r.next_frame:
                 r.next_frame = f
                 self._due = min(self._due, (f + 1) * r.frame_ns)

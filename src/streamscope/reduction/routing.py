@@ -79,7 +79,9 @@ class Routes:
         if p.kind in ("tail", "head") and count:
             ch = self.channels.get(p.target)
             if ch is None:
-                ch = self.channels[p.target] = ChannelStream(p.target, start_ns or 0)
+                ch = self.channels[p.target] = ChannelStream(
+                    p.target, start_ns or 0, appeared=start_ns is not None
+                )
                 ch.stirred = self._stirred
             ch.probes.add(p.id)
             self.taps[p.id] = ChannelEnd(ch, p.kind)
@@ -147,12 +149,19 @@ class Routes:
             if isinstance(tap, ChannelEnd) and len(pv):
                 top = int(np.argmax(pv))  # a late record's items still count (at the end at worst)
                 tap.note_refused(int(pv[top]), int(pt[top]))
-            if isinstance(tap, ChannelEnd) and len(pt) and int(pt.min()) < tap.start_ns:
+            if (
+                isinstance(tap, ChannelEnd)
+                and len(pt)
+                and (int(pt.min()) < tap.start_ns or tap.channel.unheard)
+            ):
                 ch = tap.channel
                 first = max(int(pt.min()), 0)
-                if self.on_rewind is not None and ch.rewindable and first < ch.start_ns:
+                later = ch.unheard and first > ch.start_ns
+                ch.unheard = False
+                if self.on_rewind is not None and ch.rewindable and (first < ch.start_ns or later):
                     # Items put before the consumer was known, and nothing of the channel
-                    # reduced yet: it begins with the first of them.
+                    # reduced yet: it begins with the first of them. (Or it was declared
+                    # before the monitor's time had reached its making: then too.)
                     ch.rewind(first)
                     self.on_rewind(ch.name, first)
             if isinstance(tap, ChannelEnd) and len(pt) and int(pt.min()) < tap.start_ns:

@@ -137,14 +137,14 @@ def set_status(
 def insert(con: duckdb.DuckDBPyConnection, table: str, columns: Sequence[Any]) -> None:
     """Bulk insert columns (in table order) through a registered dict of numpy arrays.
 
-    ``None`` in a DOUBLE column becomes NaN, which DuckDB's numpy scan stores as NULL.
+    ``None`` in a DOUBLE column becomes NaN, which DuckDB's numpy scan stores as NULL; in
+    a nullable integer column, a masked value (NULL too).
     """
     if not columns or len(columns[0]) == 0:
         return
     spec = _TABLE[table].columns
     arrays: dict[str, Any] = {
-        c.name: np.asarray(col, dtype=_DTYPES[c.sql.split()[0]])
-        for c, col in zip(spec, columns, strict=True)
+        c.name: _array(col, c.sql) for c, col in zip(spec, columns, strict=True)
     }
     view = f"_streamscope_new_{table}"
     con.register(view, arrays)
@@ -152,6 +152,16 @@ def insert(con: duckdb.DuckDBPyConnection, table: str, columns: Sequence[Any]) -
         con.execute(f"INSERT INTO {table} SELECT * FROM {view}")  # noqa: S608
     finally:
         con.unregister(view)
+
+
+def _array(col: Any, sql: str) -> Any:
+    """A column's values as the numpy array DuckDB scans."""
+    dtype = _DTYPES[sql.split(maxsplit=1)[0]]
+    if dtype is np.int64 and "NOT NULL" not in sql and any(v is None for v in col):
+        missing = np.array([v is None for v in col])
+        values = np.array([0 if v is None else v for v in col], dtype=np.int64)
+        return np.ma.masked_array(values, mask=missing)
+    return np.asarray(col, dtype=dtype)
 
 
 def _where(query_id: int | None, target: str | None) -> tuple[str, list[Any]]:

@@ -3,7 +3,7 @@ bounded queue, a pool of parser threads does fixed work per item, a writer sums 
 The work waits (as a call to a service would): threads that computed in Python would take turns
 on the interpreter's lock and could never all be saturated at once.
 
-    python threads_program.py ITEMS TRUTH.json
+    python threads_program.py ITEMS TRUTH.json [PARSERS]
 
 Its own truth (``TRUTH.json``): each parser's share of its working life spent parsing (from
 its first item to its last), and how often the reader found the input queue full.
@@ -17,7 +17,7 @@ import time
 
 ITEMS = int(sys.argv[1])
 WORK_S = 0.010  # long beside what a loaded machine adds between items (ms at most)
-PARSERS = 3
+PARSERS = int(sys.argv[3]) if len(sys.argv) > 3 else 3
 truth = {"parse_share": [], "reader_full": 0, "reader_puts": 0}
 lock = threading.Lock()
 

@@ -23,11 +23,11 @@ def apply_changes(model: PipelineModel, changes: Sequence[Change]) -> Network:
     """The model's network with ``changes`` made, in order."""
     net = model.network
     for ch in changes:
-        net = _apply(net, ch)
+        net = _apply(net, ch, model.program)
     return net
 
 
-def _apply(net: Network, ch: Change) -> Network:
+def _apply(net: Network, ch: Change, program: bool = False) -> Network:
     if ch.attr == "cpus":
         return replace(net, cores=int(ch.value))
     if ch.attr == "capacity":
@@ -51,6 +51,10 @@ def _apply(net: Network, ch: Change) -> Network:
     if ch.attr == "speed":
         return replace(net, stages=tuple(
             replace(s, speed=s.speed * ch.value) if s.name in members else s for s in net.stages
+        ))  # fmt: skip
+    if program:  # more (or fewer) threads, processes or tasks taking from the same queues
+        return replace(net, stages=tuple(
+            replace(s, workers=int(ch.value)) if s.name in members else s for s in net.stages
         ))  # fmt: skip
     return _replicas(net, members, int(ch.value), ch)
 

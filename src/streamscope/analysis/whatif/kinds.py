@@ -65,6 +65,8 @@ class Change:
                 "'avg.speed=2x', 'avg -> print.capacity=128' or 'cpus=4'"
             )
         target, attr, raw = (m.group("target") or "").strip(), m.group("attr"), m.group("value")
+        if len(target) > 1 and target[0] == target[-1] and target[0] in "'\"":
+            target = target[1:-1].strip()  # 'decode -> resize'.capacity=64, quoted whole
         if attr not in ATTRIBUTES:
             raise WhatIfError(
                 f"bad change {text!r}: unknown attribute {attr!r}; one of "
@@ -109,6 +111,11 @@ class PipelineModel:
     #: Each channel's share of the run's time at each level 0..capacity, from its occupancy
     #: histograms (where the run has them).
     levels: dict[str, np.ndarray] = field(default_factory=dict)
+    #: A program run as it is (not a pipeline streamscope ran): its stages are pools of
+    #: workers on shared queues, and more replicas are more workers on the same queues.
+    program: bool = False
+    #: A program's stages: how it runs each one's workers (``terms.worker_kind``).
+    how: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

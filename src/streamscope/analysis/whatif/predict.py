@@ -28,6 +28,7 @@ from streamscope.analysis.whatif.kinds import (
     unit_groups,
 )
 from streamscope.analysis.whatif.runmodel import pipeline_model, sources_rate, w1_levels
+from streamscope.analysis.whatif.terms import in_program_terms
 from streamscope.core.fmt import pct
 from streamscope.model.network import (
     BLOCKED_IN,
@@ -87,6 +88,8 @@ class Predictor:
         changes: list[str] = []
         for g in named:
             n = len(g.members)
+            if self.model.program and n == 1:  # its workers on the same queue
+                n = self.model.network.stage(g.members[0]).workers
             changes.append(f"{g.pattern if n > 1 else g.members[0]}.replicas={2 * n}")
             changes.append(f"{g.pattern}.speed=2x")
         caps = {c.name: c.capacity for c in run.topology.channels}
@@ -160,7 +163,8 @@ def _limit(
     uses = {s.name: s.interpreter for s in net.stages}
     shared = {
         name: held for name, held in locks.items()
-        if held >= BUSY_THRESHOLD and sum(1 for i in uses.values() if i == name) > 1
+        if held >= BUSY_THRESHOLD
+        and sum(s.workers for s in net.stages if s.interpreter == name) > 1
     }  # fmt: skip
     units = [
         (float(np.mean([busy[m] for m in g.members])), g)
@@ -175,7 +179,7 @@ def _limit(
             name = uses[best[1].members[0]]
             return best[1].label, (
                 f"{best[1].label} limits the rate through the interpreter lock of "
-                f"{_process(name)} (held {pct(shared[name])} of the time)"
+                f"{_process(name, model.program)} (held {pct(shared[name])} of the time)"
             )
     if best is None:
         return "", "the sources limit the rate: no stage downstream is busy most of the time"
@@ -184,16 +188,17 @@ def _limit(
     mine = [n for n in shared if any(uses[m] == n for m in best[1].members)]
     if mine:
         name = max(mine, key=lambda n: shared[n])
-        why += f", waiting on the interpreter lock of {_process(name)} (held {pct(shared[name])} of the time)"
+        why += (f", waiting on the interpreter lock of {_process(name, model.program)} "
+                f"(held {pct(shared[name])} of the time)")  # fmt: skip
     elif cores >= BUSY_THRESHOLD:
         why += f", the CPUs busy {pct(cores)}"
     return label, why
 
 
-def _process(interpreter: str) -> str:
-    return (
-        "the pipeline's process" if interpreter == "main" else interpreter.split("+", maxsplit=1)[0]
-    )
+def _process(interpreter: str, program: bool = False) -> str:
+    if interpreter == "main":
+        return "the program's process" if program else "the pipeline's process"
+    return interpreter.split("+", maxsplit=1)[0]
 
 
 def _check(model: PipelineModel, base: Figures, runs: Sequence[SimResult], tol: float) -> Check:
@@ -238,6 +243,9 @@ def _sentence(
     gain = pred.throughput / model.throughput - 1
     half = max(pred.high - pred.throughput, pred.throughput - pred.low) / model.throughput
     what = ", ".join(c.text for c in chs)
+    said = [t for t in (in_program_terms(c, model.how) for c in chs) if t] if model.program else []
+    if said:
+        what += f" ({'; '.join(said)})"
     then = f"then {pred.limit}" if pred.bottleneck else pred.limit
     return (f"{what}: {model.throughput:,.1f} → {pred.throughput:,.1f} items/s, "
             f"{gain:+.0%} (±{half:.0%}); {then}.")  # fmt: skip

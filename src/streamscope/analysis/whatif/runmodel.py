@@ -23,6 +23,7 @@ from streamscope.analysis.whatif.kinds import (
     WhatIfError,
     model_topology,
 )
+from streamscope.analysis.whatif.programrun import ProgramInputs, program_inputs
 from streamscope.core.fmt import pct
 from streamscope.core.topology import Topology
 from streamscope.model.network import (
@@ -48,23 +49,23 @@ def pipeline_model(run: Run) -> PipelineModel:
         raise WhatIfError(f"{run.path or 'the run'}: no stages were seen; nothing to model")
     runner = _rows(run, "SELECT stage, items, samples, user_ns, cpu_ns, items_out, "
                         "user_wall_ns, runq_ns, switch_ns FROM runner")  # fmt: skip
-    cols = run.columns("SELECT stage, wall_ns FROM service ORDER BY stage")
-    samples: dict[str, list[int]] = {}
-    for s, w in zip(cols.get("stage", []), cols.get("wall_ns", []), strict=True):
-        samples.setdefault(str(s), []).append(int(w))
+    prog = program_inputs(run) if not runner else ProgramInputs()
+    if prog.runner:  # a program run as it is: its workers' trackers timed its items
+        runner, samples = prog.runner, prog.samples
+    else:
+        samples = _pipeline_samples(run)
     lacking = [s.name for s in topo.stages if s.name not in runner]
     if lacking:
         raise WhatIfError(
             f"{run.path or 'the run'} has no service times for {', '.join(lacking)}: the what-if "
-            "model needs each stage's, which a pipeline run by streamscope records (a program "
-            "running its own threads or processes does not)"
+            "model needs each stage's, which a pipeline run by streamscope records"
         )
     kinds = {r.name: r.kind for r in topo.resources}
     interp = {s.name: "main" if kinds.get(s.resource, "thread") in MAIN_KINDS else s.resource
               for s in topo.stages}  # fmt: skip
-    groups = stage_groups(topo)
+    groups = stage_groups(topo) if not prog.runner else []
     stages = []
-    assumed: list[str] = []
+    assumed: list[str] = list(prog.assumed)
     for st in topo.stages:
         r = runner[st.name]
         pool_of = _group_of(groups, st.name)
@@ -75,7 +76,9 @@ def pipeline_model(run: Run) -> PipelineModel:
             pool = np.array([cpu_item])
             assumed.append(f"{st.name} took too few items to have one timed: its CPU time per "
                            "item stands for its service time")  # fmt: skip
-        if r["samples"] > 0 and r["user_wall_ns"] > 0:
+        if st.name in prog.tasks:  # an asyncio task: its loop's CPU time is not its own
+            share, own_cpu = 0.0, 0.0
+        elif r["samples"] > 0 and r["user_wall_ns"] > 0:
             share = min(r["user_ns"] / r["user_wall_ns"], 1.0)
             own_cpu = r["user_ns"] / r["samples"]
         else:  # no item's CPU measured: the thread's CPU per item, its own code's at most
@@ -92,6 +95,7 @@ def pipeline_model(run: Run) -> PipelineModel:
             st.name, pool, cpu_share=share, overhead_ns=overhead, ratio=ratio,
             interpreter=interp[st.name], fanout=st.fanout, fanin=st.fanin,
             items=int(r["items"]) if role == "source" else 0,
+            workers=prog.workers.get(st.name, 1), own_interpreters=st.name in prog.own,
         ))  # fmt: skip
     channels = []
     for c in topo.channels:
@@ -99,7 +103,8 @@ def pipeline_model(run: Run) -> PipelineModel:
             channels.append(ChannelModel(c.name, c.src, c.dst, 2 * c.capacity,
                                          c.transfer_ns + c.latency_ns))  # fmt: skip
         else:
-            channels.append(ChannelModel(c.name, c.src, c.dst, c.capacity))
+            channels.append(ChannelModel(c.name, c.src, c.dst,
+                                         prog.capacity.get(c.name, c.capacity)))  # fmt: skip
     if any(c.is_link for c in topo.channels):
         assumed.append("a device's link is a FIFO of both its buffers whose items come out after "
                        "one transfer and its latency (no bulk gathering)")  # fmt: skip
@@ -121,7 +126,7 @@ def pipeline_model(run: Run) -> PipelineModel:
                        "stages ran (its busy CPU time less this run's), as it will in a rerun")  # fmt: skip
     net = Network(tuple(stages), tuple(channels), cores=cpus, monitor_ns_per_item=monitor,
                   switch_ns=switch, background_cores=other)  # fmt: skip
-    shares, throughput = _measured_states(run, topo)
+    shares, throughput = _measured_states(run, topo, runner)
     net, slowed = core_waits(net, runner, shares)
     for name, (meas, sim) in slowed.items():
         assumed.append(f"{name} waited {pct(meas)} of its CPU time for a core against {pct(sim)} "
@@ -142,7 +147,17 @@ def pipeline_model(run: Run) -> PipelineModel:
     }
     levels = _measured_levels(run, {cs.channel for cs in summaries if not cs.virtual})
     return PipelineModel(net, model_topology(net, topo), {s.name: s.resource for s in topo.stages},
-                         throughput, shares, occupancy, tuple(assumed), levels)  # fmt: skip
+                         throughput, shares, occupancy, tuple(assumed), levels,
+                         program=bool(prog.runner), how=prog.how)  # fmt: skip
+
+
+def _pipeline_samples(run: Run) -> dict[str, list[int]]:
+    """Each stage's service samples as its runner timed them."""
+    cols = run.columns("SELECT stage, wall_ns FROM service ORDER BY stage")
+    samples: dict[str, list[int]] = {}
+    for s, w in zip(cols.get("stage", []), cols.get("wall_ns", []), strict=True):
+        samples.setdefault(str(s), []).append(int(w))
+    return samples
 
 
 def _other_load(run: Run, runner: dict[str, dict[str, float]], cpus: int) -> float:
@@ -250,26 +265,26 @@ def _group_of(groups: Sequence[StageGroup], stage: str) -> tuple[str, ...]:
 
 
 def _measured_states(
-    run: Run, topo: Topology
+    run: Run, topo: Topology, runner: dict[str, dict[str, float]]
 ) -> tuple[dict[str, tuple[float, float, float]], float]:
     """Each stage's share of its working time in busy, blocked_in, blocked_out (the ``worker``
     table, summed over its workers), and the items/s the sources made while they ran."""
-    rows = _rows(run, "SELECT stage, sum(busy_ns), sum(blocked_in_ns), sum(blocked_out_ns) "
-                      "FROM worker GROUP BY stage")  # fmt: skip
-    runner = _rows(run, "SELECT stage, items FROM runner")
+    rows = _rows(run, "SELECT stage, sum(busy_ns), sum(blocked_in_ns), sum(blocked_out_ns), "
+                      "count(*) FROM worker GROUP BY stage")  # fmt: skip
     shares: dict[str, tuple[float, float, float]] = {}
     rate = 0.0
     for st in topo.stages:
         r = rows.get(st.name)
         if r is None:
             continue
-        b, i, o = (float(v) for v in r.values())
+        b, i, o, n = (float(v) for v in r.values())
         work = b + i + o
         if work <= 0:
             continue
         shares[st.name] = (b / work, i / work, o / work)
         if not any(c.dst == st.name for c in topo.channels) and st.name in runner:
-            rate += runner[st.name]["items"] / (work / 1e9)
+            # a source of several workers (a program's): their working time side by side
+            rate += runner[st.name]["items"] / (work / n / 1e9)
     if not rate > 0:
         raise WhatIfError(
             f"{run.path or 'the run'}: its sources' states were not recorded, "
@@ -291,5 +306,5 @@ def sources_rate(net: Network, r: SimResult) -> float:
         outs = sum(1 for c in net.channels if c.src == s.name)
         if s.fanout == "broadcast" and outs:
             made //= outs
-        rate += made / (work / 1e9) if work > 0 else 0.0
+        rate += made / (work / s.workers / 1e9) if work > 0 else 0.0
     return rate

@@ -44,7 +44,8 @@ class WhatIfSection:
             out.append(f'<p class="muted">The model assumed:</p><ul class="muted">{items}</ul>')
         out.append(
             '<p class="muted">Predicted with <code>streamscope whatif RUN --set CHANGE</code>: '
-            "the pipeline simulated from this run's service times, its interpreter locks and "
+            "the pipeline (or program) simulated from this run's service times, its interpreter "
+            "locks and "
             "cores, each change's throughput as a ratio to the unchanged model's applied to the "
             "measured rate.</p></section>"
         )
