@@ -27,7 +27,7 @@ from streamscope.analysis.whatif.kinds import (
     model_topology,
     unit_groups,
 )
-from streamscope.analysis.whatif.runmodel import pipeline_model, sources_rate, w1_levels
+from streamscope.analysis.whatif.runmodel import pipeline_model, rate_of, w1_levels
 from streamscope.analysis.whatif.terms import in_program_terms
 from streamscope.core.fmt import pct
 from streamscope.model.network import (
@@ -66,7 +66,8 @@ class Predictor:
         predicted = None
         if self.check.verdict == "consistent" and chs:
             new_runs = [_sim(changed, self.seed + i) for i in range(self.replications)]
-            ratios = np.array([sources_rate(changed, b2) / sources_rate(model.network, b1)
+            ratios = np.array([rate_of(changed, b2, model.program)
+                               / rate_of(model.network, b1, model.program)
                                for b1, b2 in zip(self.base_runs, new_runs, strict=True)])  # fmt: skip
             predicted = _figures(changed, new_runs, model, scale=ratios)
         sentence = _sentence(chs, model, self.check, predicted)
@@ -127,7 +128,7 @@ def _sim(net: Network, seed: int) -> SimResult:
 def _figures(
     net: Network, runs: Sequence[SimResult], model: PipelineModel, scale: np.ndarray | None
 ) -> Figures:
-    rates = np.array([sources_rate(net, r) for r in runs])
+    rates = np.array([rate_of(net, r, model.program) for r in runs])
     if scale is None:
         tp = float(np.median(rates))
         lo, hi = (float(q) for q in np.quantile(rates, [0.05, 0.95]))
@@ -202,7 +203,7 @@ def _process(interpreter: str, program: bool = False) -> str:
 
 
 def _check(model: PipelineModel, base: Figures, runs: Sequence[SimResult], tol: float) -> Check:
-    rates = np.array([sources_rate(model.network, r) for r in runs])
+    rates = np.array([rate_of(model.network, r, model.program) for r in runs])
     err = base.throughput / model.throughput - 1
     spread = float(np.std(rates) / np.mean(rates)) if len(rates) > 1 else 0.0
     allowed = max(tol, 2 * spread)

@@ -11,15 +11,28 @@ its own (a process), and the capacity an unbounded queue is modelled with.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from streamscope.analysis.breakdown import channel_summary
 from streamscope.analysis.series import collect
 from streamscope.analysis.whatif.kinds import WhatIfError
 from streamscope.analysis.whatif.terms import worker_kind
+from streamscope.model.network import (
+    BLOCKED_IN,
+    BLOCKED_OUT,
+    BUSY,
+    ChannelModel,
+    Network,
+    SimResult,
+    StageModel,
+)
 from streamscope.store.reader import Run
 
+#: The stage of a program's main thread (``pipeline.program.auto.stages.MAIN``).
+MAIN = "main"
 #: Resource kinds whose workers run in the program's own process (one interpreter lock).
 SHARED_KINDS = ("thread", "asyncio")
 
@@ -41,6 +54,14 @@ class ProgramInputs:
     assumed: list[str] = field(default_factory=list)
     #: How the program runs each stage's workers (``terms.worker_kind``).
     how: dict[str, str] = field(default_factory=dict)
+    #: Items through each channel over the run.
+    items: dict[str, float] = field(default_factory=dict)
+    #: Each stage the model split in two (``split_clients``): its results side, by name.
+    split: dict[str, str] = field(default_factory=dict)
+    #: Each stage's share of its working time busy.
+    busy: dict[str, float] = field(default_factory=dict)
+    #: The queues with no bound (modelled with the most each held).
+    unbounded: set[str] = field(default_factory=set)
 
 
 def channel_items(run: Run) -> dict[str, float]:
@@ -64,12 +85,21 @@ def program_inputs(run: Run) -> ProgramInputs:
     for s, w, c in zip(cols.get("stage", []), cols.get("wall_ns", []), cols.get("cpu_ns", []),
                        strict=True):  # fmt: skip
         pairs.setdefault(str(s), []).append((int(w), None if c is None else int(c)))
-    lacking = [s.name for s in topo.stages if not pairs.get(s.name)]
+    _, wrows = run.sql("SELECT stage, resource, busy_ns, busy_ns + blocked_in_ns + "
+                       "blocked_out_ns FROM worker")  # fmt: skip
+    busy: dict[str, float] = {}
+    worked: dict[str, float] = {}
+    resources: dict[str, list[str]] = {}
+    for stage, res, b, w in wrows:
+        resources.setdefault(str(stage), []).append(str(res))
+        busy[str(stage)] = busy.get(str(stage), 0.0) + float(b or 0)
+        worked[str(stage)] = worked.get(str(stage), 0.0) + float(w or 0)
+    lacking = [s.name for s in topo.stages if not pairs.get(s.name) and s.name not in busy]
     if lacking:
         raise WhatIfError(
             f"{where} has no service times for {', '.join(lacking)}: the what-if model needs "
             "each stage's, which its workers' state probes time (a state(*) query watching "
-            "them; the default queries have one); a stage that took no item has none"
+            "them; the default queries have one)"
         )
     items = channel_items(run)
     unseen = [c.name for c in topo.channels if c.name not in items]
@@ -79,11 +109,8 @@ def program_inputs(run: Run) -> ProgramInputs:
             "it again with a throughput(* -> *) query (the default queries have one)"
         )
     kinds = {r.name: r.kind for r in topo.resources}
-    _, wrows = run.sql("SELECT stage, resource FROM worker")
-    out = ProgramInputs()
-    resources: dict[str, list[str]] = {}
-    for stage, res in wrows:
-        resources.setdefault(str(stage), []).append(str(res))
+    out = ProgramInputs(items=items)
+    out.busy = {s: busy[s] / worked[s] for s in busy if worked.get(s, 0) > 0}
     for st in topo.stages:
         ins = [c for c in topo.channels if c.dst == st.name]
         outs = [c for c in topo.channels if c.src == st.name]
@@ -91,9 +118,16 @@ def program_inputs(run: Run) -> ProgramInputs:
         if st.fanout == "broadcast" and outs:
             made /= len(outs)
         took = sum(items[c.name] for c in ins) if ins else made
-        mine = pairs[st.name]
+        mine = pairs.get(st.name, [])
         timed = [(w, c) for w, c in mine if c is not None]
         out.samples[st.name] = [w for w, _ in mine]
+        if not mine:  # none of its items timed (it hands work on and takes results through
+            # calls, not queues): its busy time per item stands for its service time
+            per = busy.get(st.name, 0.0) / max(took + made if ins and outs else took, 1.0)
+            out.samples[st.name] = [int(per)]
+            out.assumed.append(f"{st.name}'s items were not timed (it hands them on and takes "
+                               "them through calls): its busy time per item stands for its "
+                               "service time")  # fmt: skip
         res = resources.get(st.name, [st.resource])
         out.workers[st.name] = max(len(res), 1)
         rk = {kinds.get(r, "thread") for r in res}
@@ -109,14 +143,21 @@ def program_inputs(run: Run) -> ProgramInputs:
             "items": took, "samples": float(len(timed)), "user_ns": user, "cpu_ns": cpu_item * took,
             "items_out": made, "user_wall_ns": user_wall, "runq_ns": 0.0, "switch_ns": 0.0,
         }  # fmt: skip
+    most = {cs.channel: cs.max_occupancy for cs in channel_summary(run)}
     for c in topo.channels:
         if c.capacity >= 1:
             out.capacity[c.name] = c.capacity
             continue
-        top = max(int(items[c.name]) + 1, 1)
-        out.capacity[c.name] = top
-        out.assumed.append(f"{c.name} has no bound: modelled as holding all {top - 1:,} items "
-                           "that went through it")  # fmt: skip
+        top = most.get(c.name)
+        if top is None or not top >= 1:
+            top = items[c.name]
+        out.capacity[c.name] = max(int(top), 1)
+        out.unbounded.add(c.name)
+        out.assumed.append(
+            f"{c.name} has no bound: modelled as holding the most it held in the run, "
+            f"{out.capacity[c.name]:,} (what put items in it ran no further ahead); its "
+            "occupancy is not compared"
+        )
     if out.tasks:
         out.assumed.append(
             f"{', '.join(sorted(out.tasks))}: asyncio tasks, whose CPU time is their loop's "
@@ -130,4 +171,133 @@ def program_inputs(run: Run) -> ProgramInputs:
     return out
 
 
-__all__ = ["SHARED_KINDS", "ProgramInputs", "channel_items", "program_inputs"]
+#: A source that waited for input this share of its time or more (for results it takes through
+#: calls, which no channel shows) is not held to its busy share.
+WAITED = 0.2
+#: The name of the side of a client stage that takes the results back (``split_clients``).
+RESULTS = "{} (results)"
+
+
+def _reaches(channels: Sequence[ChannelModel], start: str, goal: str) -> bool:
+    """Whether a path of channels leads from stage ``start`` to stage ``goal``."""
+    seen, todo = {start}, [start]
+    while todo:
+        at = todo.pop()
+        for c in channels:
+            if c.src == at and c.dst not in seen:
+                if c.dst == goal:
+                    return True
+                seen.add(c.dst)
+                todo.append(c.dst)
+    return False
+
+
+def split_clients(
+    stages: list[StageModel], channels: list[ChannelModel], prog: ProgramInputs
+) -> tuple[list[StageModel], list[ChannelModel]]:
+    """A client stage (one that hands items to a pool or to other stages and takes the results
+    back: the channels from it lead back to it) made two: itself, a source of what it hands on
+    (it makes them one after the other, as a program hands a pool its work), and
+    ``RESULTS.format(name)``, a sink of what comes back; the simulation runs no cycle of
+    channels. Of the stages on a cycle, the program's main thread is taken for its client where
+    it is one of them, else the one least busy (a client mostly waits for its results);
+    ``prog.split`` records each (and its ``assumed`` says so)."""
+    order = sorted(stages, key=lambda s: (s.name != MAIN, prog.busy.get(s.name, 1.0)))
+    for s in order:
+        ins = [c for c in channels if c.dst == s.name]
+        if not ins or not any(c.src == s.name for c in channels):
+            continue
+        if not any(_reaches(channels, s.name, c.src) or c.src == s.name for c in ins):
+            continue
+        back = RESULTS.format(s.name)
+        prog.split[s.name] = back
+        made = prog.runner[s.name]["items_out"]
+        i = [t.name for t in stages].index(s.name)
+        stages[i] = replace(
+            s,
+            items=max(int(made), 1),
+            ratio=1.0,
+            service=np.zeros(1),
+            cpu_share=0.0,
+            overhead_ns=0.0,
+        )
+        stages.insert(i + 1, replace(s, name=back, items=0, ratio=0.0, workers=1))
+        channels = [replace(c, dst=back) if c.dst == s.name else c for c in channels]
+        prog.assumed.append(
+            f"{s.name} hands items on and takes the results back: modelled as a source of the "
+            f"{made:,.0f} it handed on, as fast as its channels take them, and a sink of what "
+            f"came back ({back}), whose items take its time; when it took them back is not "
+            "modelled (what waited for it is not compared)"
+        )
+    return stages, channels
+
+
+def program_states(
+    run: Run, net: Network, prog: ProgramInputs
+) -> tuple[dict[str, tuple[float, float, float]], float]:
+    """Each stage's share of its working time busy, blocked in, blocked out (the ``worker``
+    table, summed over its workers; none for a client the model split), and the items/s the
+    program's sinks took while they ran (a program's sources may run far ahead of the rest
+    into unbounded queues: what its last stages take is its rate)."""
+    _, rows = run.sql("SELECT stage, sum(busy_ns), sum(blocked_in_ns), sum(blocked_out_ns), "
+                      "count(*) FROM worker GROUP BY stage")  # fmt: skip
+    work = {
+        str(r[0]): (float(r[1] or 0), float(r[2] or 0), float(r[3] or 0), float(r[4] or 1))
+        for r in rows
+    }
+    shares = {}
+    sources = {s.name for s in net.stages if not any(c.dst == s.name for c in net.channels)}
+    for name, (b, i, o, _n) in work.items():
+        if b + i + o <= 0 or name in prog.split:
+            continue
+        if name in sources and i / (b + i + o) >= WAITED:
+            prog.assumed.append(
+                f"{name} makes items and waited {i / (b + i + o):.0%} of its time for "
+                "something the model lacks (results taken through calls): its busy share "
+                "is not compared"
+            )
+            continue
+        shares[name] = (b / (b + i + o), i / (b + i + o), o / (b + i + o))
+    owner = {back: name for name, back in prog.split.items()}
+    rate = 0.0
+    for s in net.stages:
+        ins = [c for c in net.channels if c.dst == s.name]
+        if not ins or any(c.src == s.name for c in net.channels):
+            continue
+        b, i, o, n = work.get(owner.get(s.name, s.name), (0.0, 0.0, 0.0, 1.0))
+        taken = sum(prog.items.get(c.name, 0.0) for c in ins)
+        if b + i + o > 0:
+            rate += taken / ((b + i + o) / max(n, 1.0) / 1e9)
+    if not rate > 0:
+        raise WhatIfError(
+            f"{run.path or 'the run'}: its last stages' states were not recorded, so how fast "
+            "they took items is not known: run it again with a state(*) query (the default "
+            "queries have one)"
+        )
+    return shares, rate
+
+
+def sinks_rate(net: Network, r: SimResult) -> float:
+    """Items/s the sinks took while they ran (``program_states``' measure, in a simulation)."""
+    rate = 0.0
+    for s in net.stages:
+        ins = [c for c in net.channels if c.dst == s.name]
+        if not ins or any(c.src == s.name for c in net.channels):
+            continue
+        st = r.states[s.name]
+        work = st[BUSY] + st[BLOCKED_IN] + st[BLOCKED_OUT]
+        taken = sum(len(r.take_times[c.name]) for c in ins)
+        rate += taken / (work / s.workers / 1e9) if work > 0 else 0.0
+    return rate
+
+
+__all__ = [
+    "RESULTS",
+    "SHARED_KINDS",
+    "ProgramInputs",
+    "channel_items",
+    "program_inputs",
+    "program_states",
+    "sinks_rate",
+    "split_clients",
+]

@@ -23,7 +23,13 @@ from streamscope.analysis.whatif.kinds import (
     WhatIfError,
     model_topology,
 )
-from streamscope.analysis.whatif.programrun import ProgramInputs, program_inputs
+from streamscope.analysis.whatif.programrun import (
+    ProgramInputs,
+    program_inputs,
+    program_states,
+    sinks_rate,
+    split_clients,
+)
 from streamscope.core.fmt import pct
 from streamscope.core.topology import Topology
 from streamscope.model.network import (
@@ -105,6 +111,10 @@ def pipeline_model(run: Run) -> PipelineModel:
         else:
             channels.append(ChannelModel(c.name, c.src, c.dst,
                                          prog.capacity.get(c.name, c.capacity)))  # fmt: skip
+    if prog.runner:  # a client (handing work on, taking results back) made source and sink
+        before = len(prog.assumed)
+        stages, channels = split_clients(stages, channels, prog)
+        assumed += prog.assumed[before:]
     if any(c.is_link for c in topo.channels):
         assumed.append("a device's link is a FIFO of both its buffers whose items come out after "
                        "one transfer and its latency (no bulk gathering)")  # fmt: skip
@@ -126,24 +136,32 @@ def pipeline_model(run: Run) -> PipelineModel:
                        "stages ran (its busy CPU time less this run's), as it will in a rerun")  # fmt: skip
     net = Network(tuple(stages), tuple(channels), cores=cpus, monitor_ns_per_item=monitor,
                   switch_ns=switch, background_cores=other)  # fmt: skip
-    shares, throughput = _measured_states(run, topo, runner)
+    if prog.runner:
+        before = len(prog.assumed)
+        shares, throughput = program_states(run, net, prog)
+        assumed += prog.assumed[before:]
+    else:
+        shares, throughput = _measured_states(run, topo, runner)
     net, slowed = core_waits(net, runner, shares)
     for name, (meas, sim) in slowed.items():
         assumed.append(f"{name} waited {pct(meas)} of its CPU time for a core against {pct(sim)} "
                        "in the model, whose cores are shared equally: its CPU time is taken as "
                        "that much longer (it computes all along, so it waited when preempted, "
                        "holding its lock)")  # fmt: skip
-    net, locks = _calibrate_locks(net, shares, throughput)
+    net, locks = _calibrate_locks(net, shares, throughput, bool(prog.runner))
     for name, g in locks.items():
         if g < 1:
             where = "the pipeline's process" if name == "main" else name
             assumed.append(f"{pct(g)} of the CPU time of the stages in {where} holds its "
                            "interpreter lock (what reproduces their measured states best)")  # fmt: skip
     summaries = channel_summary(run)
+    # Not compared: a client's results (when it took them is not modelled), a queue with no
+    # bound (its bound in the model is the most it held)
+    unmatched = {c.name for c in net.channels if c.dst in prog.split.values()} | prog.unbounded
     occupancy = {
         cs.channel: float(cs.mean_occupancy)
         for cs in summaries
-        if cs.mean_occupancy is not None and not cs.virtual
+        if cs.mean_occupancy is not None and not cs.virtual and cs.channel not in unmatched
     }
     levels = _measured_levels(run, {cs.channel for cs in summaries if not cs.virtual})
     return PipelineModel(net, model_topology(net, topo), {s.name: s.resource for s in topo.stages},
@@ -172,8 +190,9 @@ def _other_load(run: Run, runner: dict[str, dict[str, float]], cpus: int) -> flo
 
 
 def _calibrate_locks(
-    net: Network, shares: dict[str, tuple[float, float, float]], throughput: float
-) -> tuple[Network, dict[str, float]]:
+    net: Network, shares: dict[str, tuple[float, float, float]], throughput: float,
+    program: bool = False,
+) -> tuple[Network, dict[str, float]]:  # fmt: skip
     """Per interpreter shared by several stages, the share of their CPU time that holds its
     lock (``LOCK_SHARES``): the one whose model best reproduces the measured busy shares and
     throughput. Thread CPU time does not say which part held the lock (numpy and compiled
@@ -189,7 +208,7 @@ def _calibrate_locks(
             trial = replace(net, stages=tuple(
                 replace(s, locked=g) if s.interpreter == interp else s for s in net.stages
             ))  # fmt: skip
-            score = _misfit(trial, users, shares, throughput)
+            score = _misfit(trial, users, shares, throughput, program)
             if best is None or score < best[0] - LOCK_MARGIN:
                 best = (score, g, trial)
         assert best is not None
@@ -199,12 +218,12 @@ def _calibrate_locks(
 
 def _misfit(
     net: Network, users: Sequence[StageModel], shares: dict[str, tuple[float, float, float]],
-    throughput: float,
+    throughput: float, program: bool,
 ) -> float:  # fmt: skip
     """How far a model is from the run: the worst busy-share error of ``users`` plus the
     relative throughput error, over two replications."""
     runs = [simulate(net, seed=1000 + i, resample=True) for i in range(2)]
-    rate = float(np.mean([sources_rate(net, r) for r in runs]))
+    rate = float(np.mean([rate_of(net, r, program) for r in runs]))
     worst = 0.0
     for s in users:
         if s.name in shares:
@@ -292,6 +311,12 @@ def _measured_states(
             "default queries have one)"
         )
     return shares, rate
+
+
+def rate_of(net: Network, r: SimResult, program: bool) -> float:
+    """The run's rate as the model measures it: a program's sinks' (``sinks_rate``), a
+    pipeline's sources' (``sources_rate``)."""
+    return sinks_rate(net, r) if program else sources_rate(net, r)
 
 
 def sources_rate(net: Network, r: SimResult) -> float:

@@ -159,8 +159,6 @@ class PoolWorker(ProcessEntry):
                 job, i, func, args, kwds = task
                 if tracker is None and not getattr(thread_state, "entered", False):
                     tracker = self._enter(func, args, self.pool)
-                elif tracker is not None:
-                    tracker.took()
                 try:
                     result = (True, func(*args, **kwds))
                 except Exception as e:
@@ -228,8 +226,6 @@ class ExecutorWorker(ProcessEntry):
                 if tracker is not None:
                     tracker.set(prev)
             fn = getattr(item, "fn", None)
-            if tracker is not None and fn is not None:
-                tracker.took()
             if fn is not None and not getattr(thread_state, "entered", False):
                 enter(applied(call_function(fn)), self.pool)
                 calls = counts_of(call_queue)
