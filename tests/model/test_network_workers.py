@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from streamscope.model import ModelInputError
-from streamscope.model._netloop import _Simulation
+from streamscope.model._netloop import Simulation
 from streamscope.model.network import (
     BLOCKED_IN,
     BUSY,
@@ -167,7 +167,7 @@ def test_own_interpreters_take_their_stages_switch_interval() -> None:
     pool = StageModel("pool", np.array([MS]), items=4, workers=3, own_interpreters=True,
                       interpreter="p")  # fmt: skip
     net = Network((pool,), (), switch_ns={"p": 2e6, "p#2": 7e6})
-    sim = _Simulation(net, math.inf, np.random.default_rng(0), False)
+    sim = Simulation(net, math.inf, np.random.default_rng(0), False)
     assert sim.lock_names == ["p#0", "p#1", "p#2"]
     assert [lk.switch for lk in sim.locks] == [2e6, 2e6, 7e6]
     assert [w.lock for w in sim.workers] == [0, 1, 2]

@@ -40,7 +40,7 @@ STATES = ("idle", "busy", "blocked_in", "blocked_out")
 
 # Event kinds.
 _CPU_TICK, _WAKE, _START, _BACKGROUND, _SWITCH = range(5)
-#: The monitor's CPU job (``_Simulation.jobs``); background jobs count down from ``_BG``.
+#: The monitor's CPU job (``Simulation.jobs``); background jobs count down from ``_BG``.
 _MONITOR, _BG = -2, -10
 #: What a thread does once it holds its lock again (``_Worker.resume``): run its CPU part, take
 #: an input, put an output (into ``put_ci``: room was kept for it), go on putting its outputs (after
@@ -154,7 +154,7 @@ def source_items(s: StageModel, k: int) -> int:
     return s.items // s.workers + (1 if k < s.items % s.workers else 0)
 
 
-class _Simulation:
+class Simulation:
     """One run of a network. A stage thread holds its interpreter's lock from its CPU part on
     until it waits (for an input, for room, for its sleep, or in compiled code that releases
     the lock) — running item after item in pure Python keeps it — and drops it for another
@@ -189,8 +189,8 @@ class _Simulation:
             if resample and not s.in_order:
                 pool = rng.choice(pool, size=len(pool), replace=True)
             service = pool / s.speed if s.speed != 1.0 else pool
-            ins = [cidx[c.name] for c in net.channels if c.dst == s.name]
-            outs = [cidx[c.name] for c in net.channels if c.src == s.name]
+            ins = [cidx[c.name] for c in net.channels if s.name in (c.dst, *c.more_dst)]
+            outs = [cidx[c.name] for c in net.channels if s.name in (c.src, *c.more_src)]
             for k in range(s.workers):
                 w = _Worker(
                     idx=len(self.workers),

@@ -1,4 +1,4 @@
-/* The pipeline simulator's event loop (model/_netloop.py's _Simulation), compiled. Its rules,
+/* The pipeline simulator's event loop (model/_netloop.py's Simulation), compiled. Its rules,
    its order of events and its arithmetic are the Python loop's, step for step (IEEE doubles as
    written; Python's min and max, which keep the first of equals); the random numbers come from
    the same generator through two calls back (a worker's next pool of service times, the next gap
@@ -452,7 +452,7 @@ done:
 
 static PyMethodDef methods[] = {
     {"run", (PyCFunction)(void (*)(void))sim_run, METH_FASTCALL,
-     "One run of a pipeline network, event by event (model/network.py's _Simulation.run)."},
+     "One run of a pipeline network, event by event (model/network.py's Simulation.run)."},
     {NULL}};
 
 static struct PyModuleDef netsim_module = {

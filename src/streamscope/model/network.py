@@ -63,7 +63,7 @@ from streamscope.model._netloop import (
     IDLE,
     STATES,
     Raw,
-    _Simulation,
+    Simulation,
 )
 
 __all__ = [
@@ -79,7 +79,9 @@ __all__ = [
     "Network",
     "SimResult",
     "StageModel",
+    "putters",
     "simulate",
+    "takers",
 ]
 
 
@@ -123,13 +125,17 @@ class StageModel:
 @dataclass(frozen=True, slots=True)
 class ChannelModel:
     """A bounded FIFO from ``src`` to ``dst`` holding at most ``capacity`` items; an item can be
-    taken ``delay_ns`` after it was put at the earliest."""
+    taken ``delay_ns`` after it was put at the earliest. ``more_src`` / ``more_dst``: other
+    stages that put into it / take from it too (a program's queue shared by several stages:
+    it ends once every worker of them all that puts into it has finished)."""
 
     name: str
     src: str
     dst: str
     capacity: int
     delay_ns: float = 0.0
+    more_src: tuple[str, ...] = ()
+    more_dst: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,7 +166,7 @@ class Network:
         if len(names) != len(self.stages):
             raise ModelInputError("a network's stage names must be unique")
         for c in self.channels:
-            if c.src not in names or c.dst not in names:
+            if not {c.src, c.dst, *c.more_src, *c.more_dst} <= names:
                 raise ModelInputError(f"channel {c.name!r} joins a stage the network lacks")
             if c.capacity < 1:
                 raise ModelInputError(f"channel {c.name!r}: capacity must be at least 1")
@@ -232,16 +238,26 @@ def simulate(
         raise ModelInputError("a source with no item count needs a finite horizon")
     if compiled and not COMPILED:
         raise ModelInputError("the compiled event loop was not built here")
-    sim = _Simulation(net, horizon_ns, np.random.default_rng(seed), resample)
+    sim = Simulation(net, horizon_ns, np.random.default_rng(seed), resample)
     raw = sim.run_compiled() if (COMPILED if compiled is None else compiled) else sim.run()
     return _result(net, sim, raw)
 
 
+def putters(c: ChannelModel) -> tuple[str, ...]:
+    """Every stage that puts into ``c``."""
+    return (c.src, *c.more_src)
+
+
+def takers(c: ChannelModel) -> tuple[str, ...]:
+    """Every stage that takes from ``c``."""
+    return (c.dst, *c.more_dst)
+
+
 def _is_source(net: Network, s: StageModel) -> bool:
-    return not any(c.dst == s.name for c in net.channels)
+    return not any(s.name in takers(c) for c in net.channels)
 
 
-def _result(net: Network, sim: _Simulation, raw: Raw) -> SimResult:
+def _result(net: Network, sim: Simulation, raw: Raw) -> SimResult:
     """The loop's figures per stage: a stage's workers' summed (in their order; a single
     worker's as they are)."""
     names = [c.name for c in net.channels]

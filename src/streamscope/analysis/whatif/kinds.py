@@ -214,8 +214,8 @@ def model_topology(net: Network, like: Topology) -> Topology:
     """The network's stages and channels as a topology (for grouping replicas)."""
     role = {}
     for s in net.stages:
-        ins = any(c.dst == s.name for c in net.channels)
-        outs = any(c.src == s.name for c in net.channels)
+        ins = any(s.name in (c.dst, *c.more_dst) for c in net.channels)
+        outs = any(s.name in (c.src, *c.more_src) for c in net.channels)
         role[s.name] = "source" if not ins else "sink" if not outs else "stage"
     return Topology(
         name=like.name,

@@ -30,6 +30,7 @@ from streamscope.analysis.whatif.kinds import (
 from streamscope.analysis.whatif.runmodel import pipeline_model, rate_of, w1_levels
 from streamscope.analysis.whatif.terms import in_program_terms
 from streamscope.core.fmt import pct
+from streamscope.model import ModelInputError
 from streamscope.model.network import (
     BLOCKED_IN,
     BLOCKED_OUT,
@@ -53,9 +54,12 @@ class Predictor:
         seed: int = 0,
         tolerance: float = THROUGHPUT_TOLERANCE,
     ) -> None:
-        self.model = pipeline_model(run)
-        self.seed, self.replications = seed, replications
-        self.base_runs = [_sim(self.model.network, seed + i) for i in range(replications)]
+        try:
+            self.model = pipeline_model(run)
+            self.seed, self.replications = seed, replications
+            self.base_runs = [_sim(self.model.network, seed + i) for i in range(replications)]
+        except ModelInputError as e:  # what the run gave the model, not the user's change
+            raise WhatIfError(f"{run.path or 'the run'}: its model cannot be simulated: {e}") from e
         self.base = _figures(self.model.network, self.base_runs, self.model, scale=None)
         self.check = _check(self.model, self.base, self.base_runs, tolerance)
 
@@ -65,7 +69,11 @@ class Predictor:
         changed = apply_changes(model, chs)
         predicted = None
         if self.check.verdict == "consistent" and chs:
-            new_runs = [_sim(changed, self.seed + i) for i in range(self.replications)]
+            try:
+                new_runs = [_sim(changed, self.seed + i) for i in range(self.replications)]
+            except ModelInputError as e:
+                what = ", ".join(c.text for c in chs)
+                raise WhatIfError(f"{what}: the changed model cannot be simulated: {e}") from e
             ratios = np.array([rate_of(changed, b2, model.program)
                                / rate_of(model.network, b1, model.program)
                                for b1, b2 in zip(self.base_runs, new_runs, strict=True)])  # fmt: skip

@@ -11,7 +11,7 @@ its own (a process), and the capacity an unbounded queue is modelled with.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -20,6 +20,7 @@ from streamscope.analysis.breakdown import channel_summary
 from streamscope.analysis.series import collect
 from streamscope.analysis.whatif.kinds import WhatIfError
 from streamscope.analysis.whatif.terms import worker_kind
+from streamscope.core.topology import ChannelInfo
 from streamscope.model.network import (
     BLOCKED_IN,
     BLOCKED_OUT,
@@ -28,6 +29,8 @@ from streamscope.model.network import (
     Network,
     SimResult,
     StageModel,
+    putters,
+    takers,
 )
 from streamscope.store.reader import Run
 
@@ -76,6 +79,27 @@ def channel_items(run: Run) -> dict[str, float]:
     return out
 
 
+def _shares_of_put(
+    channels: Sequence[ChannelInfo], producers: Callable[[ChannelInfo], tuple[str, ...]],
+    busy: dict[str, float], pairs: dict[str, list[tuple[int, int | None]]],
+) -> dict[tuple[str, str], float]:  # fmt: skip
+    """Of a queue several stages put into, each one's share of its items: as many as its
+    busy time makes at its mean time per item (the queue counts them all together)."""
+    out: dict[tuple[str, str], float] = {}
+    for c in channels:
+        who = producers(c)
+        if len(who) < 2:
+            continue
+        made = {}
+        for s in who:
+            walls = [w for w, _ in pairs.get(s, [])]
+            made[s] = busy.get(s, 0.0) / float(np.mean(walls)) if walls else 0.0
+        total = sum(made.values())
+        for s in who:
+            out[(c.name, s)] = made[s] / total if total > 0 else 1.0 / len(who)
+    return out
+
+
 def program_inputs(run: Run) -> ProgramInputs:
     """The model's inputs from a program's run; ``WhatIfError`` naming what it lacks."""
     topo = run.topology
@@ -111,10 +135,11 @@ def program_inputs(run: Run) -> ProgramInputs:
     kinds = {r.name: r.kind for r in topo.resources}
     out = ProgramInputs(items=items)
     out.busy = {s: busy[s] / worked[s] for s in busy if worked.get(s, 0) > 0}
+    share = _shares_of_put(topo.channels, topo.producers, busy, pairs)
     for st in topo.stages:
-        ins = [c for c in topo.channels if c.dst == st.name]
-        outs = [c for c in topo.channels if c.src == st.name]
-        made = sum(items[c.name] for c in outs)
+        ins = [c for c in topo.channels if st.name in topo.consumers(c)]
+        outs = [c for c in topo.channels if st.name in topo.producers(c)]
+        made = sum(items[c.name] * share.get((c.name, st.name), 1.0) for c in outs)
         if st.fanout == "broadcast" and outs:
             made /= len(outs)
         took = sum(items[c.name] for c in ins) if ins else made
@@ -184,11 +209,14 @@ def _reaches(channels: Sequence[ChannelModel], start: str, goal: str) -> bool:
     while todo:
         at = todo.pop()
         for c in channels:
-            if c.src == at and c.dst not in seen:
-                if c.dst == goal:
+            if at not in putters(c):
+                continue
+            for d in takers(c):
+                if d == goal:
                     return True
-                seen.add(c.dst)
-                todo.append(c.dst)
+                if d not in seen:
+                    seen.add(d)
+                    todo.append(d)
     return False
 
 
@@ -204,10 +232,10 @@ def split_clients(
     ``prog.split`` records each (and its ``assumed`` says so)."""
     order = sorted(stages, key=lambda s: (s.name != MAIN, prog.busy.get(s.name, 1.0)))
     for s in order:
-        ins = [c for c in channels if c.dst == s.name]
-        if not ins or not any(c.src == s.name for c in channels):
+        ins = [c for c in channels if s.name in takers(c)]
+        if not ins or not any(s.name in putters(c) for c in channels):
             continue
-        if not any(_reaches(channels, s.name, c.src) or c.src == s.name for c in ins):
+        if not any(_reaches(channels, s.name, p) or p == s.name for c in ins for p in putters(c)):
             continue
         back = RESULTS.format(s.name)
         prog.split[s.name] = back
@@ -222,7 +250,11 @@ def split_clients(
             overhead_ns=0.0,
         )
         stages.insert(i + 1, replace(s, name=back, items=0, ratio=0.0, workers=1))
-        channels = [replace(c, dst=back) if c.dst == s.name else c for c in channels]
+        channels = [
+            replace(c, dst=back if c.dst == s.name else c.dst,
+                    more_dst=tuple(back if d == s.name else d for d in c.more_dst))
+            for c in channels
+        ]  # fmt: skip
         prog.assumed.append(
             f"{s.name} hands items on and takes the results back: modelled as a source of the "
             f"{made:,.0f} it handed on, as fast as its channels take them, and a sink of what "
@@ -246,7 +278,7 @@ def program_states(
         for r in rows
     }
     shares = {}
-    sources = {s.name for s in net.stages if not any(c.dst == s.name for c in net.channels)}
+    sources = {s.name for s in net.stages if not any(s.name in takers(c) for c in net.channels)}
     for name, (b, i, o, _n) in work.items():
         if b + i + o <= 0 or name in prog.split:
             continue
@@ -262,7 +294,7 @@ def program_states(
     rate = 0.0
     for s in net.stages:
         ins = [c for c in net.channels if c.dst == s.name]
-        if not ins or any(c.src == s.name for c in net.channels):
+        if not ins or any(s.name in putters(c) for c in net.channels):
             continue
         b, i, o, n = work.get(owner.get(s.name, s.name), (0.0, 0.0, 0.0, 1.0))
         taken = sum(prog.items.get(c.name, 0.0) for c in ins)
@@ -282,7 +314,7 @@ def sinks_rate(net: Network, r: SimResult) -> float:
     rate = 0.0
     for s in net.stages:
         ins = [c for c in net.channels if c.dst == s.name]
-        if not ins or any(c.src == s.name for c in net.channels):
+        if not ins or any(s.name in putters(c) for c in net.channels):
             continue
         st = r.states[s.name]
         work = st[BUSY] + st[BLOCKED_IN] + st[BLOCKED_OUT]

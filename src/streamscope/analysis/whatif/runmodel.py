@@ -40,7 +40,9 @@ from streamscope.model.network import (
     Network,
     SimResult,
     StageModel,
+    putters,
     simulate,
+    takers,
 )
 from streamscope.store.reader import Run
 
@@ -72,7 +74,11 @@ def pipeline_model(run: Run) -> PipelineModel:
     groups = stage_groups(topo) if not prog.runner else []
     stages = []
     assumed: list[str] = list(prog.assumed)
+    linked = {n for c in topo.channels for n in (*topo.producers(c), *topo.consumers(c))}
     for st in topo.stages:
+        if prog.runner and st.name not in linked:  # a program's thread no queue joins
+            assumed.append(f"{st.name} put into and took from no queue: not modelled")
+            continue
         r = runner[st.name]
         pool_of = _group_of(groups, st.name)
         items = max(int(r["items"]), 1)
@@ -95,7 +101,7 @@ def pipeline_model(run: Run) -> PipelineModel:
         pool, share = service_samples(
             pool, share, queued, own_cpu, one_core=r["user_ns"] <= r["user_wall_ns"]
         )
-        role = "source" if not any(c.dst == st.name for c in topo.channels) else st.role
+        role = "source" if not any(st.name in topo.consumers(c) for c in topo.channels) else st.role
         ratio = (r["items_out"] / items) if role != "source" else 1.0
         stages.append(StageModel(
             st.name, pool, cpu_share=share, overhead_ns=overhead, ratio=ratio,
@@ -110,7 +116,9 @@ def pipeline_model(run: Run) -> PipelineModel:
                                          c.transfer_ns + c.latency_ns))  # fmt: skip
         else:
             channels.append(ChannelModel(c.name, c.src, c.dst,
-                                         prog.capacity.get(c.name, c.capacity)))  # fmt: skip
+                                         prog.capacity.get(c.name, c.capacity),
+                                         more_src=topo.producers(c)[1:],
+                                         more_dst=topo.consumers(c)[1:]))  # fmt: skip
     if prog.runner:  # a client (handing work on, taking results back) made source and sink
         before = len(prog.assumed)
         stages, channels = split_clients(stages, channels, prog)
@@ -123,7 +131,7 @@ def pipeline_model(run: Run) -> PipelineModel:
         cpus = 1
         assumed.append("the run does not say how many CPUs it had: 1 assumed")
     made = sum(runner[s.name]["items"] for s in topo.stages
-               if not any(c.dst == s.name for c in topo.channels))  # fmt: skip
+               if not any(s.name in topo.consumers(c) for c in topo.channels))  # fmt: skip
     monitor = float(run.monitor_cost().get("cpu_ns") or 0) / max(made, 1)
     switch: dict[str, float] = {}
     for st in topo.stages:
@@ -323,12 +331,12 @@ def sources_rate(net: Network, r: SimResult) -> float:
     """Items/s the sources made while they ran."""
     rate = 0.0
     for s in net.stages:
-        if any(c.dst == s.name for c in net.channels):
+        if any(s.name in takers(c) for c in net.channels):
             continue
         st = r.states[s.name]
         work = st[BUSY] + st[BLOCKED_IN] + st[BLOCKED_OUT]
         made = sum(len(r.put_times[c.name]) for c in net.channels if c.src == s.name)
-        outs = sum(1 for c in net.channels if c.src == s.name)
+        outs = sum(1 for c in net.channels if s.name in putters(c))
         if s.fanout == "broadcast" and outs:
             made //= outs
         rate += made / (work / s.workers / 1e9) if work > 0 else 0.0
