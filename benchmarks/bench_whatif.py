@@ -12,7 +12,16 @@ capacity changes on a blocking tandem, a pure-Python thread stage given a second
 interpreter lock allows no gain), and a process stage given replicas beyond the machine's cores
 (``_whatif_apps.py``).
 
-    .venv/bin/python benchmarks/bench_whatif.py [--quick] [--only NAME...]
+Programs run as they are (``whatif_programs/``, each written as its library's documentation
+shows it, none shaped for streamscope): threads on ``queue.Queue`` given more threads or a
+faster stage, a bursty pair given a larger queue (queueing theory says it gains), a
+``ThreadPoolExecutor.map`` ETL and a ``multiprocessing.Pool.imap`` given more workers, asyncio
+worker tasks given more tasks, a pure-Python thread stage given a second thread (the
+interpreter lock allows no gain). Their truth is their own: the rate at which their last stage
+finished items (its stamps, first to last); the rerun makes the change in the program (its
+``--workers``, ``--maxsize``, ``--ms``).
+
+    .venv/bin/python benchmarks/bench_whatif.py [--quick] [--only NAME...] [--programs]
 
 Targets (issue): median |error| <= 10 %, worst <= 20 %, every predicted bottleneck the
 measured one. Nothing is asserted on time; the exit status is non-zero only when a run or a
@@ -37,6 +46,7 @@ ROOT = HERE.parent
 APPS = HERE / "_whatif_apps.py"
 LAPLACE = ROOT / "examples" / "laplace.py"
 CLI = [sys.executable, "-m", "streamscope"]
+PROGRAMS = HERE / "whatif_programs"
 
 
 @dataclass(frozen=True)
@@ -95,9 +105,42 @@ def cases(quick: bool) -> list[Case]:
     return out
 
 
+def program_cases(quick: bool) -> list[Case]:
+    """The programs' cases: (program, base options, change, rerun options)."""
+    n = "0.3" if quick else "1"
+
+    def p(name: str, base: tuple[str, ...], change: str, rerun: tuple[str, ...]) -> Case:
+        scale = ("--scale", n)
+        return Case(f"p:{name}", PROGRAMS / f"{name}.py", (*base, *scale), change,
+                    (*rerun, *scale))  # fmt: skip
+
+    out = [
+        p("threads_queue", ("--workers", "2"), "resize.replicas=4", ("--workers", "4")),
+        p("threads_queue", ("--workers", "2"), "resize.replicas=1", ("--workers", "1")),
+        p("threads_queue", ("--workers", "2"), "resize.speed=2x", ("--workers", "2", "--ms", "2")),
+        p("bursty_pair", ("--maxsize", "1"), "produce -> consume.capacity=4", ("--maxsize", "4")),
+        p("bursty_pair", ("--maxsize", "1"), "produce -> consume.capacity=16",
+          ("--maxsize", "16")),
+        p("executor_etl", ("--workers", "2"), "transform.replicas=4", ("--workers", "4")),
+        p("pool_imap", ("--workers", "2"), "fetch.replicas=3", ("--workers", "3")),
+        p("pool_imap", ("--workers", "2"), "fetch.replicas=4", ("--workers", "4")),
+        p("asyncio_workers", ("--workers", "3"), "worker.replicas=6", ("--workers", "6")),
+        p("asyncio_workers", ("--workers", "3"), "worker.replicas=2", ("--workers", "2")),
+        p("gil_crunch", ("--workers", "1"), "crunch.replicas=2", ("--workers", "2")),
+    ]  # fmt: skip
+    return out[:1] if quick else out
+
+
 def monitored(app: Path, args: tuple[str, ...], out: Path, stamps: Path) -> float:
-    """One monitored run; the source's own rate (items/s, first put to last)."""
+    """One monitored run; the source's own rate (items/s, first put to last); a program's,
+    its last stage's (items/s, first finished to last)."""
     stamps.mkdir(parents=True, exist_ok=True)
+    if app.parent == PROGRAMS:
+        cmd = [*CLI, "run", str(app), "--out", str(out), "--quiet", "--", *args, "--stamps",
+               str(stamps / "done.txt")]  # fmt: skip
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        t = np.loadtxt(stamps / "done.txt", dtype=np.int64)
+        return float((len(t) - 1) / ((t[-1] - t[0]) / 1e9))
     cmd = [*CLI, "run", str(app), "--out", str(out), "--", *args, "--stamps", str(stamps)]
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     name = "prng.npy" if app == LAPLACE else "source.npy"
@@ -133,11 +176,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="the smoke check: one short case")
     ap.add_argument("--only", nargs="*", help="only these pipelines (flagship, tandem3, ...)")
+    ap.add_argument("--programs", action="store_true", help="only the programs run as they are")
     a = ap.parse_args(argv)
-    todo = [c for c in cases(a.quick) if not a.only or c.name in a.only]
+    every = program_cases(a.quick) if a.programs else cases(a.quick) + program_cases(a.quick)
+    todo = [c for c in every if not a.only or c.name in a.only]
     env_note = f"{len(os.sched_getaffinity(0))} CPUs"
     print(f"what-if predictions against reruns ({env_note})")
-    head = (f"{'pipeline':<9} {'change':<20} {'base/s':>8} {'pred/s':>8} {'interval':>17} "
+    head = (f"{'pipeline':<16} {'change':<30} {'base/s':>8} {'pred/s':>8} {'interval':>17} "
             f"{'rerun/s':>8} {'error':>7}  {'limits (pred)':<15} {'limits (rerun)':<15}")  # fmt: skip
     print(head)
     errors: list[float] = []
@@ -157,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
             truth = monitored(c.app, c.rerun, rerun, root / f"rerun{i}")
             limit = bottleneck(rerun)
             if not isinstance(pred, dict):
-                print(f"{c.name:<9} {c.change:<20} {base_truth:>8.1f} {'refused':>8}  "
+                print(f"{c.name:<16} {c.change:<30} {base_truth:>8.1f} {'refused':>8}  "
                       f"{p['sentence']}")  # fmt: skip
                 errors.append(float("inf"))
                 continue
@@ -167,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
             said = str(pred["bottleneck"])
             same = said == limit
             hits += same
-            print(f"{c.name:<9} {c.change:<20} {base_truth:>8.1f} {tp:>8.1f} "
+            print(f"{c.name:<16} {c.change:<30} {base_truth:>8.1f} {tp:>8.1f} "
                   f"{lo:>8.1f}–{hi:<8.1f} {truth:>8.1f} {err:>+7.1%}  {said or '(sources)':<15} "
                   f"{limit or '(none)':<15}{'' if same else '  <- differs'}")  # fmt: skip
     finite = [abs(e) for e in errors if np.isfinite(e)]
