@@ -29,7 +29,10 @@ def consume(inp):
 
 if __name__ == "__main__":
     q = queue.Queue(MAXSIZE)
-    threads = [threading.Thread(target=produce, args=(q,)), threading.Thread(target=consume, args=(q,))]
+    threads = [
+        threading.Thread(target=produce, args=(q,)),
+        threading.Thread(target=consume, args=(q,)),
+    ]
     for t in threads:
         t.start()
     for t in threads:
