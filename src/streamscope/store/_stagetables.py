@@ -145,9 +145,10 @@ MACHINE = Table(
 SERVICE = Table(
     "service",
     "Service times: the wall time of a stage's own code on one item, what the what-if model "
-    "draws from. A pipeline run by streamscope: measured by its runner on one item in 64 "
-    "(every item while they take 20 us or more; for a source, its generator's step), at most "
-    "4096 per stage thread. A program's stage: sampled by its workers' state trackers, one "
+    "draws from. A pipeline run by streamscope: measured by its runner on one item about "
+    "every half millisecond of the stage's time (every item slower than that; one in 1024 at "
+    "most; for a source, its generator's step), at most 4096 per stage thread. A program's "
+    "stage: sampled by its workers' state trackers, one "
     "item at most every millisecond per worker (the time it was busy from taking the item to "
     "taking the next, its waits left out; a source's from one put to the next), with the "
     "thread's CPU time over it, at most 4096 per stage (a uniform sample of the run).",

@@ -27,19 +27,17 @@ from streamscope.transport.control import Control
 
 Channel = ThreadChannel | ProcessChannel | LinkChannel
 
-#: While items are quick, one item in this many has the wall time of the stage's own code on it
-#: measured (with its CPU time): its service time, a sample of the distribution the what-if
-#: model draws from (``model.network``).
-SERVICE_SAMPLE = 64
-#: While items are slow (``SERVICE_DENSE_NS``), every item is timed, and one in this many has
-#: its CPU time measured too.
-DENSE_CPU_EVERY = 16
+#: One item about every this many ns of the stage's time has the wall and CPU time of the
+#: stage's own code on it measured: its service time, a sample of the distribution the what-if
+#: model draws from (``model.network``). Timing an item costs ~1-2 us (clock and CPU reads, the
+#: emit wrapped, the reservoir), so at most ~0.3 % of the stage's time whatever its items take;
+#: timing every item of 20 us or more cost a pipeline of 40-115 us items 8 % (a few thousand
+#: samples a stage are all the model needs). Items slower than this are all timed.
+SERVICE_SPACING_NS = 500_000
+#: Items between two timed ones at most (quick items: one in this many).
+SERVICE_SKIP_MAX = 1023
 #: Service-time samples a stage keeps at most (a uniform reservoir over the run).
 SERVICE_KEEP = 4096
-#: An item whose service took this long (ns) or more has the next one timed too: timing costs
-#: ~0.1 us an item, under 0.5 % of such items, and a slow stage's few items all count. Quick
-#: items are timed one in ``SERVICE_SAMPLE`` (~0.5 us each: ~0.4 % of a stage of 2 us an item).
-SERVICE_DENSE_NS = 20_000
 
 
 @dataclass(slots=True)
@@ -278,30 +276,28 @@ def _sampled_loop(
     body: StageBody, inputs: Iterator[Any] | None, emit: Callable[[Any], None], stats: LoopStats
 ) -> None:
     """The stage loop, measuring the wall and thread CPU time of the stage's own code on one
-    item in ``SERVICE_SAMPLE`` (while items take ``SERVICE_DENSE_NS`` or more: the wall time
-    of every item, the CPU time of one in ``DENSE_CPU_EVERY``): for a source, its generator's
-    step; otherwise the processing of the item, its emits (channel puts, which the runner
-    does) left out. The other items go through the plain loop, in runs taken with ``islice``:
-    nothing is added per item. Between taking an item and the stage's code, and between the
+    item about every ``SERVICE_SPACING_NS`` (the items between, as many as the timed items'
+    mean takes to fill it, at most ``SERVICE_SKIP_MAX``): for a source, its generator's step;
+    otherwise the processing of the item, its emits (channel puts, which the runner does) left
+    out. The other items go through the plain loop, in runs taken with ``islice``: nothing is
+    added per item. Which item is timed depends on the items timed before it, never on its
+    own time. Between taking an item and the stage's code, and between the
     stage's code and its put, only a clock read: what a timed item costs comes after (the CPU
     time taken from before the get, or to after a source's put: those calls' own CPU is small,
     and a wait in them is none)."""
     cpu, wall = time.thread_time_ns, time.monotonic_ns
-    fast = SERVICE_SAMPLE - 1
-    k = 0
-    timed = True  # this timed item's CPU time is measured too
+    fast = 0
+    timed = True  # (every timed item's CPU time is measured too)
+    mean = 0.0  # the timed items' mean wall time (ns), as they came
 
     def account(w: int, c: int) -> None:
-        nonlocal fast, k, timed
-        if timed:
-            stats.user_ns += c
-            stats.user_wall_ns += w
-            stats.samples += 1
+        nonlocal fast, mean
+        stats.user_ns += c
+        stats.user_wall_ns += w
+        stats.samples += 1
         stats.keep(w)
-        k += 1
-        dense = w >= SERVICE_DENSE_NS
-        fast = 0 if dense else SERVICE_SAMPLE - 1
-        timed = not dense or k % DENSE_CPU_EVERY == 0
+        mean += (w - mean) / stats.samples
+        fast = min(int(SERVICE_SPACING_NS / max(mean, 1.0)), SERVICE_SKIP_MAX)
 
     if inputs is None:
         gen = iter(body.generate())
