@@ -73,6 +73,20 @@ def test_show_prints_them_and_show_json_carries_every_one(quick_start: tuple[Pat
     assert ["server.replicas=2"] in changes and ["server.speed=2x"] in changes, changes
 
 
+def test_the_report_of_a_program_has_its_what_if(quick_start: tuple[Path, str]) -> None:
+    """The report's "What if" section is there for a program run as it is, in its terms."""
+    run_file, _ = quick_start
+    page = run_file.parent / "prog.html"
+    made = _cli("report", str(run_file), "-o", str(page), cwd=run_file.parent)
+    assert made.returncode == 0, made.stderr
+    html = page.read_text()
+    section = html[html.index(">What if<") :]
+    assert "2 threads running server" in section
+    assert "The program&#x27;s model reproduces this run" in section or (
+        "The program's model reproduces this run" in section
+    )
+
+
 def test_a_pipelines_bottleneck_finding_quotes_the_what_if(tmp_path: Path) -> None:
     """A pipeline written for streamscope (the guide's): the bottleneck's line at the end of
     ``run`` carries what the obvious change would gain, as ``whatif`` predicts it, and

@@ -48,10 +48,11 @@ def test_an_items_service_is_its_busy_time_and_cpu_its_waits_left_out(impl: str)
     tr.took()  # item 2 taken: item 1 timed
     rec = reader.drain().records
     kinds = rec["kind"].tolist()
-    assert kinds.count(Kind.DURATION) == 1 and kinds.count(Kind.SAMPLE) == 1
+    assert kinds.count(Kind.DURATION) == 1 and kinds.count(Kind.SAMPLE) == 2
     i = kinds.index(Kind.DURATION)
-    wall, cpu = int(rec["value"][i]), int(rec["value"][i + 1])
-    assert kinds[i + 1] == Kind.SAMPLE
+    wall, cpu, runq = (int(v) for v in rec["value"][i : i + 3])
+    assert kinds[i + 1] == kinds[i + 2] == Kind.SAMPLE
+    assert 0 <= runq < 12_000_000  # its waits for a core over the item (8 ms of it asleep)
     # 4 ms of spinning, the 8 ms of waits left out (a preempted spin only adds to both)
     assert 4_000_000 <= wall < 8_000_000
     assert 0 < cpu <= wall + 200_000
@@ -74,7 +75,7 @@ def test_items_are_timed_at_most_once_a_millisecond_and_a_sources_puts_bound_the
         n += 1
     rec = reader.drain().records
     walls = rec["value"][rec["kind"] == Kind.DURATION]
-    cpus = rec["value"][rec["kind"] == Kind.SAMPLE]
+    cpus = rec["value"][rec["kind"] == Kind.SAMPLE]  # CPU and run queue: neither read
     assert n > 200
     assert 5 <= len(walls) <= 21  # one item per millisecond at most
     assert np.all(cpus == -1)  # not read
@@ -83,14 +84,15 @@ def test_items_are_timed_at_most_once_a_millisecond_and_a_sources_puts_bound_the
 
 def test_the_monitor_keeps_a_uniform_sample_of_each_stages_service_times() -> None:
     st = ServiceTimes(keep=100)
-    rec = empty_records(2 * 1000)
-    rec["kind"][0::2] = Kind.DURATION
-    rec["kind"][1::2] = Kind.SAMPLE
-    rec["value"][0::2] = np.arange(1000)
-    rec["value"][1::2] = -1
-    st.take("s", rec[:1000])
-    st.take("s", rec[1000:])
+    rec = empty_records(3 * 1000)
+    rec["kind"][0::3] = Kind.DURATION
+    rec["kind"][1::3] = rec["kind"][2::3] = Kind.SAMPLE
+    rec["value"][0::3] = np.arange(1000)
+    rec["value"][1::3] = -1
+    rec["value"][2::3] = 7
+    st.take("s", rec[:1500])
+    st.take("s", rec[1500:])
     assert st.seen["s"] == 1000 and len(st.kept["s"]) == 100
-    walls = [w for w, _ in st.kept["s"]]
-    assert all(c is None for _, c in st.kept["s"])
+    walls = [w for w, _, _ in st.kept["s"]]
+    assert all(c is None and q == 7 for _, c, q in st.kept["s"])
     assert 300 < np.mean(walls) < 700  # drawn from the whole run, not its start

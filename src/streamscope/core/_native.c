@@ -25,6 +25,10 @@
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 /* ---- ring layout: one definition, core/rings.py, generated into _native_layout.h ---------- */
 #include "_native_layout.h"

@@ -4,8 +4,9 @@
    In: a stage's transitions (idle, busy, blocked on input or output) and the items it takes
    and passes on. Out: STATE records in its ring; for one item at most every
    SERVICE_SPACING_NS, a DURATION record (the ns it was busy on the item: from taking it to
-   taking the next, its waits left out; a source's from one put to the next) and a SAMPLE
-   record (the thread's CPU ns while it was busy on it, -1: not read). Included by _native.c. */
+   taking the next, its waits left out; a source's from one put to the next) and two SAMPLE
+   records (the thread's CPU ns while it was busy on it, then its ns runnable but waiting for a
+   core over the item, the OS's run queue; -1: not read). Included by _native.c. */
 
 /* ==== StateTracker ========================================================================= */
 
@@ -23,6 +24,11 @@ typedef struct {
     int64_t takes;
     int open, cpu;
     int64_t busy_ns, busy_since, cpu_ns, cpu_since, next_ns;
+    /* the thread's schedstat, open (-1: not yet), for the thread it was opened in; its run
+       queue's ns when the timed item began (-1: not read) */
+    int qfd;
+    long qtid;
+    int64_t runq0;
 } TrackerObject;
 
 /* A stage that keeps going without ever waiting changes no state; it restates BUSY at most
@@ -40,6 +46,28 @@ static inline int64_t thread_cpu_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return (int64_t)ts.tv_sec * 1000000000LL + (int64_t)ts.tv_nsec;
+}
+
+/* The calling thread's ns runnable but waiting for a core so far (the second field of
+   /proc/thread-self/schedstat, kept open per thread: one pread), -1 where the OS does not say. */
+static inline int64_t tracker_runq(TrackerObject *t)
+{
+    long tid = (long)syscall(SYS_gettid);
+    if (t->qfd < 0 || t->qtid != tid) {
+        if (t->qfd >= 0)
+            close(t->qfd);
+        t->qfd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+        t->qtid = tid;
+        if (t->qfd < 0)
+            return -1;
+    }
+    char buf[96];
+    ssize_t n = pread(t->qfd, buf, sizeof buf - 1, 0);
+    if (n <= 0)
+        return -1;
+    buf[n] = 0;
+    char *p = strchr(buf, ' ');
+    return p ? strtoll(p + 1, NULL, 10) : -1;
 }
 
 static inline long tracker_set(TrackerObject *t, long s)
@@ -77,14 +105,15 @@ static inline void tracker_heartbeat(TrackerObject *t)
 
 /* An item's service time, two records kept both or neither; none refused (a sample not taken
    is no record lost, and the state records' refusals stay theirs). */
-static inline void tracker_service(TrackerObject *t, int64_t busy, int64_t cpu)
+static inline void tracker_service(TrackerObject *t, int64_t busy, int64_t cpu, int64_t runq)
 {
     RingObject *g = t->ring;
-    if (g->gen != g_fork_gen || !ring_room(g, (uint64_t)ld(&g->hdr[H_W]), 2))
+    if (g->gen != g_fork_gen || !ring_room(g, (uint64_t)ld(&g->hdr[H_W]), 3))
         return;
     int64_t ticks = clock_now(g->clock);
     ring_store(g, KIND_DURATION, g->probe, ticks, busy);
     ring_store(g, KIND_SAMPLE, g->probe, ticks, cpu);
+    ring_store(g, KIND_SAMPLE, g->probe, ticks, runq);
 }
 
 /* An item boundary: a take (``took``), or a put of a worker that never took (a source's item
@@ -111,15 +140,17 @@ static inline void tracker_item(TrackerObject *t, int took)
             if (t->cpu)
                 cpu += thread_cpu_ns() - t->cpu_since;
         }
+        int64_t q = t->cpu && t->runq0 >= 0 ? tracker_runq(t) : -1;
         t->open = 0;
         t->next_ns = now + SERVICE_SPACING_NS;
-        tracker_service(t, busy, cpu);
+        tracker_service(t, busy, cpu, q >= t->runq0 && t->runq0 >= 0 ? q - t->runq0 : -1);
     }
     if (!t->open && now >= t->next_ns) {
         t->open = 1;
         t->busy_ns = t->cpu_ns = 0;
         t->busy_since = now;
         t->cpu_since = t->cpu ? thread_cpu_ns() : 0;
+        t->runq0 = t->cpu ? tracker_runq(t) : -1;
     }
 }
 
@@ -146,11 +177,17 @@ static int Tracker_init(TrackerObject *self, PyObject *args, PyObject *kw)
     self->takes = 0;
     self->open = 0;
     self->next_ns = 0;
+    if (self->qfd > 0)
+        close(self->qfd);
+    self->qfd = -1;
+    self->runq0 = -1;
     return 0;
 }
 
 static void Tracker_dealloc(TrackerObject *self)
 {
+    if (self->qfd > 0)
+        close(self->qfd);
     Py_XDECREF(self->ring);
     Py_XDECREF(self->name);
     Py_TYPE(self)->tp_free((PyObject *)self);

@@ -119,14 +119,15 @@ class Ring:
         h[W_W] = w + 1
         return True
 
-    def service(self, busy: int, cpu: int) -> None:
-        """An item's service time (``_native_state.c``'s ``tracker_service``): a DURATION and a
-        SAMPLE record, both or neither, none refused."""
-        if self._gen != _fork_gen[0] or not self._room(self._h[W_W], 2):
+    def service(self, busy: int, cpu: int, runq: int) -> None:
+        """An item's service time (``_native_state.c``'s ``tracker_service``): a DURATION and
+        two SAMPLE records, all or none, none refused."""
+        if self._gen != _fork_gen[0] or not self._room(self._h[W_W], 3):
             return
         ticks = self.clock.now()
         self._store(_KIND_DURATION, self.probe, ticks, busy)
         self._store(_KIND_SAMPLE, self.probe, ticks, cpu)
+        self._store(_KIND_SAMPLE, self.probe, ticks, runq)
 
     def _sampled(self) -> bool:
         h = self._h

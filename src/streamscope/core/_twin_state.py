@@ -25,7 +25,7 @@ class StateTracker:
 
     __slots__ = (
         "beat_ns", "busy_ns", "busy_since", "cpu", "cpu_ns", "cpu_since", "name", "next_ns",
-        "open", "ring", "state", "takes",
+        "open", "ring", "runq0", "state", "takes",
     )  # fmt: skip
 
     def __init__(self, name: str, ring: Ring | None = None, cpu: bool = True) -> None:
@@ -41,6 +41,7 @@ class StateTracker:
         self.takes = 0
         self.open = False
         self.busy_ns = self.busy_since = self.cpu_ns = self.cpu_since = self.next_ns = 0
+        self.runq0 = -1
 
     def heartbeat(self) -> None:
         """See ``_native.StateTracker.heartbeat``."""
@@ -79,14 +80,16 @@ class StateTracker:
                 busy += now - self.busy_since
                 if self.cpu:
                     cpu += time.thread_time_ns() - self.cpu_since
+            q = _runq() if self.cpu and self.runq0 >= 0 else -1
             self.open = False
             self.next_ns = now + SERVICE_SPACING_NS
-            ring.service(busy, cpu)
+            ring.service(busy, cpu, q - self.runq0 if q >= self.runq0 >= 0 else -1)
         if not self.open and now >= self.next_ns:
             self.open = True
             self.busy_ns = self.cpu_ns = 0
             self.busy_since = now
             self.cpu_since = time.thread_time_ns() if self.cpu else 0
+            self.runq0 = _runq() if self.cpu else -1
 
     def set(self, state: int) -> int:
         prev = self.state
@@ -105,6 +108,15 @@ class StateTracker:
                     self.busy_since = now
                     self.cpu_since = cpu
         return prev
+
+
+def _runq() -> int:
+    """The calling thread's ns so far runnable but waiting for a core (``tracker_runq``)."""
+    try:
+        with open("/proc/thread-self/schedstat", encoding="ascii") as f:
+            return int(f.read().split()[1])
+    except (OSError, IndexError, ValueError):
+        return -1
 
 
 #: Each thread's current state tracker, as the C core keeps it thread-local: per thread of

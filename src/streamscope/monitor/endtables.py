@@ -124,14 +124,14 @@ def runner_table(runner: Mapping[str, Mapping[str, int]]) -> Iterator[Table]:
 def service_table(service: Mapping[str, Sequence[int]], sampled: ServiceTimes) -> Iterator[Table]:
     """Each stage's service-time samples, a row each: those its runner sent (no CPU time),
     then those its workers' trackers sampled (a program's stages)."""
-    rows: list[tuple[str, int, int | None]] = [
-        (n, t, None) for n in sorted(service) for t in service[n]
+    rows: list[tuple[str, int, int | None, int | None]] = [
+        (n, t, None, None) for n in sorted(service) for t in service[n]
     ]
-    rows += [(n, t, c) for n in sorted(sampled.kept) for t, c in sampled.kept[n]]
+    rows += [(n, t, c, q) for n in sorted(sampled.kept) for t, c, q in sampled.kept[n]]
     if rows:
         yield TableRows("service", {
-            "stage": [n for n, _, _ in rows], "wall_ns": [t for _, t, _ in rows],
-            "cpu_ns": [c for _, _, c in rows],
+            "stage": [r[0] for r in rows], "wall_ns": [r[1] for r in rows],
+            "cpu_ns": [r[2] for r in rows], "runq_ns": [r[3] for r in rows],
         })  # fmt: skip
 
 

@@ -161,6 +161,12 @@ SERVICE = Table(
             "the worker thread's CPU ns over the same item; NULL: not read "
             "(a pipeline runner's sample; an asyncio task's, whose thread is its loop's)",
         ),
+        _C(
+            "runq_ns",
+            "BIGINT",
+            "the worker thread's ns runnable but waiting for a core over the same item (the "
+            "OS's run queue); NULL: not read (as cpu_ns, or where the OS does not say)",
+        ),
     ),
 )
 

@@ -104,11 +104,14 @@ def program_inputs(run: Run) -> ProgramInputs:
     """The model's inputs from a program's run; ``WhatIfError`` naming what it lacks."""
     topo = run.topology
     where = run.path or "the run"
-    cols = run.columns("SELECT stage, wall_ns, cpu_ns FROM service ORDER BY stage")
+    cols = run.columns("SELECT stage, wall_ns, cpu_ns, runq_ns FROM service ORDER BY stage")
     pairs: dict[str, list[tuple[int, int | None]]] = {}
-    for s, w, c in zip(cols.get("stage", []), cols.get("wall_ns", []), cols.get("cpu_ns", []),
-                       strict=True):  # fmt: skip
+    runq: dict[str, list[int]] = {}
+    for s, w, c, q in zip(cols.get("stage", []), cols.get("wall_ns", []),
+                          cols.get("cpu_ns", []), cols.get("runq_ns", []), strict=True):  # fmt: skip
         pairs.setdefault(str(s), []).append((int(w), None if c is None else int(c)))
+        if c is not None and q is not None:
+            runq.setdefault(str(s), []).append(int(q))
     _, wrows = run.sql("SELECT stage, resource, busy_ns, busy_ns + blocked_in_ns + "
                        "blocked_out_ns FROM worker")  # fmt: skip
     busy: dict[str, float] = {}
@@ -164,9 +167,13 @@ def program_inputs(run: Run) -> ProgramInputs:
         user = float(sum(c for _, c in timed))
         user_wall = float(sum(w for w, _ in timed))
         cpu_item = user / len(timed) if timed else 0.0
+        # its waits for a core per CPU ns, as its timed items had them (the model takes them
+        # out where it shares the cores itself, and puts back what it lacks: ``corewaits``)
+        queued = sum(runq.get(st.name, ())) / user if user > 0 else 0.0
         out.runner[st.name] = {
             "items": took, "samples": float(len(timed)), "user_ns": user, "cpu_ns": cpu_item * took,
-            "items_out": made, "user_wall_ns": user_wall, "runq_ns": 0.0, "switch_ns": 0.0,
+            "items_out": made, "user_wall_ns": user_wall, "runq_ns": queued * cpu_item * took,
+            "switch_ns": 0.0,
         }  # fmt: skip
     most = {cs.channel: cs.max_occupancy for cs in channel_summary(run)}
     for c in topo.channels:
