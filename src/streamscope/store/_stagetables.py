@@ -111,8 +111,8 @@ OVERHEAD = Table(
 RUNNER = Table(
     "runner",
     "Where each stage thread's CPU time went, measured while it ran (pipelines run by "
-    "streamscope): its own code on one item in 64 (one in 16 of a slow stage's), the rest is "
-    "the runner's loop, the channels and the probes.",
+    "streamscope): its own code on the items timed (one about every half millisecond of the "
+    "stage's time), the rest is the runner's loop, the channels and the probes.",
     (
         _C("stage", "VARCHAR NOT NULL", "the stage (stage.name)"),
         _C("items", "BIGINT NOT NULL", "items the stage took (a source: made)"),
