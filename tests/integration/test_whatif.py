@@ -148,3 +148,36 @@ def test_a_program_run_as_it_is_is_told_what_more_threads_gain(tmp_path: Path) -
     predicted = doc["predicted"]["throughput"]
     assert abs(predicted / measured - 1) < 0.10, (predicted, measured)
     assert 1.8 < predicted / doc["measured"]["throughput"] < 2.1
+
+
+#: Programs of the corpus whose bottleneck is a pool of workers each waiting 10 ms an item (a
+#: sleep: no lock held, no core), and that pool doubled: twice the rate, nothing else limiting.
+POOLS = [
+    ("executor_map.py", "square", "ProcessPoolExecutor(max_workers=4) for square"),
+    ("apply_callbacks.py", "cube", "Pool(4) for cube"),
+    ("joinable_workers.py", "worker", "4 processes running worker"),
+    ("asyncio_workers.py", "worker", "6 tasks running worker"),
+]
+
+
+@pytest.mark.parametrize(("program", "pool", "terms"), POOLS, ids=[p for p, _, _ in POOLS])
+def test_a_programs_pool_doubled_about_doubles_its_rate(
+    program: str, pool: str, terms: str, tmp_path: Path
+) -> None:
+    """Each library's pool as its documentation writes it (an executor's map, a Pool's
+    apply_async with callbacks, JoinableQueue workers, asyncio worker tasks): the what-if from
+    one run of it, as it is, says what its pool doubled gains, in its terms."""
+    out = tmp_path / "run.duckdb"
+    prog = ROOT / "examples" / "programs" / program
+    ran = subprocess.run([*cli(), "run", str(prog), "--out", str(out), "--quiet", "--", "150"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                         check=False)  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    r = streamscope("whatif", out, "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["check"] == "consistent", doc
+    (first,) = [p for p in doc["predictions"] if p["changes"][0].startswith(f"{pool}.replicas=")]
+    assert terms in first["sentence"], first["sentence"]
+    gain = first["predicted"]["throughput"] / first["measured"]["throughput"]
+    assert 1.8 < gain < 2.1, first["sentence"]

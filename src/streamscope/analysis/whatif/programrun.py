@@ -180,16 +180,20 @@ def program_inputs(run: Run) -> ProgramInputs:
         if c.capacity >= 1:
             out.capacity[c.name] = c.capacity
             continue
-        top = most.get(c.name)
-        if top is None or not top >= 1:
-            top = items[c.name]
-        out.capacity[c.name] = max(int(top), 1)
         out.unbounded.add(c.name)
-        out.assumed.append(
-            f"{c.name} has no bound: modelled as holding the most it held in the run, "
-            f"{out.capacity[c.name]:,} (what put items in it ran no further ahead); its "
-            "occupancy is not compared"
-        )
+        top = most.get(c.name)
+        paced = any(out.busy.get(p, 1.0) < 1 - WAITED for p in topo.producers(c))
+        if paced and top is not None and top >= 1:
+            out.capacity[c.name] = max(int(top), 1)
+            out.assumed.append(
+                f"{c.name} has no bound, and what put items in it waited on something: "
+                f"modelled as holding the most it held in the run, {out.capacity[c.name]:,} "
+                "(what put items in it ran no further ahead); its occupancy is not compared"
+            )
+            continue
+        out.capacity[c.name] = max(int(items[c.name]) + 1, 1)
+        out.assumed.append(f"{c.name} has no bound: modelled as holding every item that went "
+                           "through it; its occupancy is not compared")  # fmt: skip
     if out.tasks:
         out.assumed.append(
             f"{', '.join(sorted(out.tasks))}: asyncio tasks, whose CPU time is their loop's "
