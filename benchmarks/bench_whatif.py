@@ -184,7 +184,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", nargs="*", help="only these pipelines (flagship, tandem3, ...)")
     ap.add_argument("--programs", action="store_true", help="only the programs run as they are")
     a = ap.parse_args(argv)
-    every = program_cases(a.quick) if a.programs else cases(a.quick) + program_cases(a.quick)
+    every = program_cases(a.quick) if a.programs else cases(a.quick)
+    if not a.programs and not a.quick:
+        every += program_cases(a.quick)
     todo = [c for c in every if not a.only or c.name in a.only]
     env_note = f"{len(os.sched_getaffinity(0))} CPUs"
     print(f"what-if predictions against reruns ({env_note})")
