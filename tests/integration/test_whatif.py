@@ -105,7 +105,8 @@ def test_a_programs_pure_python_thread_is_told_more_threads_gain_nothing(tmp_pat
     """A plain threaded program whose middle stage computes in Python (3 ms of work an item):
     a second thread running it gains nothing, as its threads would take turns on the
     interpreter lock; the run's end says so, and that processes would help, in the program's
-    terms."""
+    terms. (On a machine with more work than cores, two CPU hogs beside it, its model refused
+    itself once in five, saying what missed and quoting nothing: then that is held.)"""
     out = tmp_path / "crunch.duckdb"
     prog = ROOT / "benchmarks" / "whatif_programs" / "gil_crunch.py"
     ran = subprocess.run([*cli(), "run", str(prog), "--out", str(out), "--", "--items", "400"],
@@ -113,11 +114,15 @@ def test_a_programs_pure_python_thread_is_told_more_threads_gain_nothing(tmp_pat
                          check=False)  # fmt: skip
     assert ran.returncode == 0, ran.stderr
     said = ran.stderr[ran.stderr.index("findings") :]
+    r = streamscope("whatif", out, "--set", "crunch.replicas=2", "--json")
+    doc = json.loads(r.stdout)
+    if r.returncode == 3:  # refused: said, and nothing predicted or quoted
+        assert doc["check"]["verdict"] == "rejected" and doc["check"]["misses"], doc
+        assert doc["predicted"] is None and "what if:" not in said, said
+        return
     assert "more threads will not help crunch" in said, said
     assert "multiprocessing.Pool or a ProcessPoolExecutor" in said
-    r = streamscope("whatif", out, "--set", "crunch.replicas=2", "--json")
     assert r.returncode == 0, r.stderr
-    doc = json.loads(r.stdout)
     assert abs(doc["gain"]) < 0.08, doc["sentence"]
     assert "2 threads running crunch" in doc["sentence"]
     assert "interpreter lock of the program's process" in doc["sentence"]

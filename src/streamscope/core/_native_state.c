@@ -77,6 +77,11 @@ static inline long tracker_set(TrackerObject *t, long s)
         t->state = s;
         if (t->ring != NULL)
             ring_record_now(t->ring, s);
+        if (s == IDLE && t->qfd > 0) { /* its work over for now: no descriptor held meanwhile
+                                          (a program of a thousand threads holds none idle) */
+            close(t->qfd);
+            t->qfd = -1;
+        }
         if (t->open && (prev == BUSY || s == BUSY)) {
             int64_t now = host_ns(), cpu = t->cpu ? thread_cpu_ns() : 0;
             if (prev == BUSY) {

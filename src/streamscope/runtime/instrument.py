@@ -13,6 +13,7 @@ import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 from streamscope.core.errors import ConfigError, StreamscopeError, StreamscopeWarning
 from streamscope.core.modes import RunMode, RunStatus
@@ -50,6 +51,10 @@ class Session:
     #: Whether a signal this process got went to its whole process group
     #: (``Launched.group_signal``); None until the monitor is started.
     group_signal: Callable[[int, float], bool | None] | None = None
+    #: Tells the monitor figures of the run's own (a control NOTE), while the block runs.
+    note: Callable[[dict[str, Any]], None] | None = None
+    #: The monitor process's CPU time so far (ns; -1: not known).
+    monitor_cpu_ns: Callable[[], int] | None = None
 
 
 @contextmanager
@@ -118,7 +123,8 @@ def _monitored(
     topology = REGISTRY.topology(plan_probes(REGISTRY.topology(), plan.taps))
     check_out(opts.out, opts.overwrite)
     launched = Launched(plan, topology, make_meta(name, opts), opts, on_frames, on_lag, on_note)
-    session = Session(opts, group_signal=launched.group_signal)
+    session = Session(opts, group_signal=launched.group_signal, note=launched.control.note,
+                      monitor_cpu_ns=launched.monitor_cpu_ns)  # fmt: skip
     REGISTRY.activate(topology.probes, launched.ring_dir, opts.tap_capacity, watches(plan))
     launched.begin()
     status, error = RunStatus.COMPLETED, None

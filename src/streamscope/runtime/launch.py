@@ -234,6 +234,19 @@ class Launched:
                         self._signals[sig] = self._signals.get(sig, 0) + 1
                     self._said.notify_all()
 
+    def monitor_cpu_ns(self) -> int:
+        """The monitor process's CPU time so far (ns; ``/proc/PID/stat``), -1 where it runs in
+        this process or cannot be read."""
+        if self._proc is None:
+            return -1
+        try:
+            with open(f"/proc/{self._proc.pid}/stat", encoding="ascii") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            return -1
+        # after the command's name: state is field 3, utime and stime fields 14 and 15
+        return (int(fields[11]) + int(fields[12])) * 1_000_000_000 // os.sysconf("SC_CLK_TCK")
+
     def group_signal(self, sig: int, wait_s: float) -> bool | None:
         """Whether the signal ``sig`` that this process got was sent to its whole process group
         (the monitor's process, in the group, says it got one too), waiting up to ``wait_s``

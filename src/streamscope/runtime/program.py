@@ -27,6 +27,7 @@ from streamscope.core.process import GROUP_SIGNALS
 from streamscope.core.rings import declared
 from streamscope.pipeline.program.auto.asmain import RAISED, USED
 from streamscope.pipeline.program.registry import REGISTRY, SESSION_ENV
+from streamscope.pipeline.run.runner import machine_busy_ns
 from streamscope.query.ast import Query
 from streamscope.query.plan import Plan
 from streamscope.runtime.instrument import monitor
@@ -108,7 +109,17 @@ def run_program(
         ) as session,
         _reaping(),
     ):  # fmt: skip
+        mon = session.monitor_cpu_ns or (lambda: -1)
+        busy0, wall0, own0, mon0 = machine_busy_ns(), time.monotonic_ns(), _own_cpu_ns(), mon()
         end = _run(target, argv, module, options.timeout_ns, session.group_signal)
+        busy, own, used = machine_busy_ns(), _own_cpu_ns() - own0, mon() - mon0
+        if session.note is not None and 0 <= busy0 <= busy and mon0 >= 0 and used >= 0:
+            # what the machine ran beside the program, this command and the monitor: the
+            # what-if's background load
+            session.note({"machines": {"main": {
+                "busy_ns": max(busy - busy0 - own - used, 0),
+                "wall_ns": time.monotonic_ns() - wall0,
+            }}})  # fmt: skip
         session.ended = end.status(name)
         session.notes.extend(("outlived", f"{text} outlived the program") for text in end.outlived)
         seen = _nothing_seen()
@@ -118,6 +129,13 @@ def run_program(
     if end.stopped is not None:
         return session.result  # its time limit: the command says the run was interrupted
     return session.result.with_program_exit(end.returncode)
+
+
+def _own_cpu_ns() -> int:
+    """CPU ns of this process and of the children it has waited for (the program, and what it
+    waited for of its own)."""
+    t = os.times()
+    return round((t.user + t.system + t.children_user + t.children_system) * 1e9)
 
 
 def _run(

@@ -134,7 +134,9 @@ MACHINE = Table(
     "machine",
     "The machine the pipeline's process ran on, while its stages ran: the CPU time every CPU "
     "spent busy (/proc/stat), whatever ran (this run's processes and any other), and the wall "
-    "time: what else loaded the machine, for the what-if model.",
+    "time: what else loaded the machine, for the what-if model. For a program run as it is: "
+    "while the program ran, less the CPU time of the program's own processes, of the "
+    "command that ran it and of the monitor (what else ran).",
     (
         _C("host", "VARCHAR NOT NULL", "main: the pipeline's own machine"),
         _C("busy_ns", "BIGINT NOT NULL", "CPU ns the machine's CPUs spent busy, all added"),

@@ -138,7 +138,8 @@ def pipeline_model(run: Run) -> PipelineModel:
         if runner[st.name]["switch_ns"] > 0:
             i = interp[st.name]
             switch[i] = max(switch.get(i, 0.0), runner[st.name]["switch_ns"])
-    other = _other_load(run, runner, cpus)
+    # a program's machine row is already net of its own and the monitor's CPU time
+    other = _other_load(run, runner, cpus, net_of_own=bool(prog.runner))
     if other >= 0.05:
         assumed.append(f"other work kept {other:.2f} of the machine's {cpus} CPUs busy while the "
                        "stages ran (its busy CPU time less this run's), as it will in a rerun")  # fmt: skip
@@ -186,7 +187,9 @@ def _pipeline_samples(run: Run) -> dict[str, list[int]]:
     return samples
 
 
-def _other_load(run: Run, runner: dict[str, dict[str, float]], cpus: int) -> float:
+def _other_load(
+    run: Run, runner: dict[str, dict[str, float]], cpus: int, net_of_own: bool = False
+) -> float:
     """Cores that something other than this run kept busy while its stages ran (the machine's
     busy CPU time, ``machine``, less the stages' and the monitor's), 0 where not recorded."""
     _, rows = run.sql("SELECT sum(busy_ns), sum(wall_ns) FROM machine")
@@ -194,6 +197,8 @@ def _other_load(run: Run, runner: dict[str, dict[str, float]], cpus: int) -> flo
         return 0.0
     busy, wall = float(rows[0][0]), float(rows[0][1])
     own = sum(r["cpu_ns"] for r in runner.values()) + float(run.monitor_cost().get("cpu_ns") or 0)
+    if net_of_own:  # a program's (``run_program``)
+        own = 0.0
     return float(min(max((busy - own) / wall, 0.0), cpus - 0.05))
 
 
