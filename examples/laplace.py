@@ -20,12 +20,14 @@ frame by the channel monitor core (Lancaster et al.'s (2011) FPGA agent), simula
 buffer's insertions and removals and ``avg``'s blocking, and read over the register link, and
 calibration reads the timestamp core (``--rtl verilator``: both compiled by Verilator).
 
-With ``--stamps DIR`` the application keeps its own truth of ``latency(prng ~> print)``: each
-block goes out numbered, ``prng`` notes when it handed each block on (its generator resumed: the
-block's put was done), the number travels through ``split`` and its walk, ``avg`` sends on the
-number of the first block it took since its last update, and ``print`` notes when each update
-came. The host's monotonic clock throughout (every stage is a process of this machine, whatever
-clock the device is said to have): ``DIR/prng.npy`` (number, time) and ``DIR/print.npy``.
+With ``--stamps DIR`` the application keeps its own truth of ``latency(prng ~> print)``, each
+instant between two of its own stamps: each block goes out numbered, ``prng`` notes the time
+before it hands a block on and when it is resumed (the block's put was done), the number
+travels through ``split`` and its walk, ``avg`` sends on the number of the first block it took
+since its last update and notes the time before it does, and ``print`` notes when each update
+came (after its take). The host's monotonic clock throughout (every stage is a process of this
+machine, whatever clock the device is said to have): ``DIR/prng.npy`` (number, time put,
+time before), ``DIR/avg.npy`` (number, time before) and ``DIR/print.npy`` (number, time).
 """
 
 from __future__ import annotations
@@ -76,10 +78,12 @@ class Prng:
             for _ in range(self.blocks):
                 yield rng.integers(0, 4, self.block, dtype=np.uint8)
             return
-        handed = np.zeros((self.blocks, 2), dtype=np.int64)
+        handed = np.zeros((self.blocks, 3), dtype=np.int64)
         for i in range(self.blocks):
-            yield i, rng.integers(0, 4, self.block, dtype=np.uint8)
-            handed[i] = i, time.monotonic_ns()  # resumed: block i's put is done
+            block = rng.integers(0, 4, self.block, dtype=np.uint8)
+            before = time.monotonic_ns()  # block i is not put yet
+            yield i, block
+            handed[i] = i, time.monotonic_ns(), before  # resumed: block i's put is done
         np.save(os.path.join(self.stamps, "prng.npy"), handed)
 
 
@@ -132,11 +136,12 @@ class Walk:
 class Avg:
     """Accumulates the walk scores; every ``every`` blocks, the current solution goes out."""
 
-    def __init__(self, points: int, every: int) -> None:
+    def __init__(self, points: int, every: int, stamps: str | None = None) -> None:
         self.sums = np.zeros(points)
         self.counts = np.zeros(points)
-        self.every, self.seen = every, 0
+        self.every, self.seen, self.stamps = every, 0, stamps
         self.first: int | None = None  # ``--stamps``: the first block taken since the last update
+        self.sent: list[tuple[int, int]] = []  # ``--stamps``: (that number, time before its put)
 
     def process(self, score: np.ndarray | tuple[int, np.ndarray]):  # type: ignore[no-untyped-def]
         if isinstance(score, tuple):
@@ -147,7 +152,12 @@ class Avg:
         self.seen += 1
         if self.seen % self.every == 0:
             first, self.first = self.first, None
-            yield self.estimate() if first is None else (first, self.estimate())
+            if first is None:
+                yield self.estimate()
+                return
+            update = (first, self.estimate())
+            self.sent.append((first, time.monotonic_ns()))
+            yield update
 
     def estimate(self) -> np.ndarray:
         """Row 0: the estimates; row 1: walks per point."""
@@ -155,7 +165,9 @@ class Avg:
             return np.stack([self.sums / self.counts, self.counts])
 
     def teardown(self) -> None:
-        pass
+        if self.stamps is not None:
+            sent = np.array(self.sent, dtype=np.int64).reshape(-1, 2)
+            np.save(os.path.join(self.stamps, "avg.npy"), sent)
 
 
 class Print:
@@ -232,7 +244,7 @@ def pipeline(argv: list[str]) -> ss.Pipeline:
     for w in walks:
         p.add(w, Walk(a.grid, pts, a.walkers, a.boundary, int(a.block_us * 1e3)), resource=fpga)
         p.connect("split", w, capacity=4)
-    p.add("avg", Avg(len(pts), a.every), resource=fpga)
+    p.add("avg", Avg(len(pts), a.every, a.stamps), resource=fpga)
     for w in walks:
         p.connect(w, "avg", capacity=4)
     p.add("print", Print(pts, a.save, a.quiet, a.stamps))

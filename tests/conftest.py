@@ -22,3 +22,29 @@ settings.register_profile(
     "streamscope", deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 settings.load_profile("streamscope")
+
+
+#: Files whose tests run one after another on one worker (``--dist loadfile`` otherwise gives
+#: each file to whichever worker is free): the what-if tests hold predictions to reruns and so
+#: need the machine's other load steady through each run (a busy core is; a neighbour's
+#: CPU-bound programs starting and stopping are not, and the model then refuses itself, as it
+#: should), and the tests of where a stage's time goes run CPU-bound programs back to back.
+TOGETHER = frozenset({
+    "tests/integration/test_whatif.py",
+    "tests/integration/test_where_time_goes.py",
+    "tests/integration/test_readme.py",
+})  # fmt: skip
+
+
+def pytest_xdist_make_scheduler(config: object, log: object) -> object | None:
+    """``--dist loadfile``, with the files of ``TOGETHER`` one unit of work."""
+    if getattr(getattr(config, "option", None), "dist", None) != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class Together(LoadFileScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            scope = nodeid.split("::", 1)[0]
+            return "together" if scope in TOGETHER else scope
+
+    return Together(config, log)  # type: ignore[arg-type]

@@ -50,6 +50,7 @@ __all__ = [
     "run",
     "stage",
     "tracing",
+    "watch",
 ]
 
 _ERRORS = ("ConfigError", "PipelineError", "QueryError", "RunFileError", "StageError")
@@ -96,6 +97,30 @@ def monitor(
     from streamscope.runtime.instrument import monitor as _monitor
 
     return _monitor(queries, options, on_frames=on_frames, live=live)
+
+
+def watch(
+    queries: Sequence[Query | str] = (),
+    options: RunOptions | None = None,
+    *,
+    on_frames: Any = None,
+    live: bool = False,
+) -> AbstractContextManager[Any]:
+    """Watch the code inside the ``with`` block as it is: its standard queues, threads,
+    processes and asyncio tasks, as ``streamscope run`` does a program (see
+    ``streamscope.runtime.instrument.watch``); no queries: the defaults. The run is the
+    session's ``result`` once the block ends (in memory, or ``options.out``'s file)."""
+    from streamscope.runtime.instrument import watch as _watch
+
+    return _watch(queries, options, on_frames=on_frames, live=live)
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext streamscope``: runs shown as HTML, and the ``%%streamscope`` cell magic
+    (``streamscope.runtime.notebook``)."""
+    from streamscope.runtime.notebook import register
+
+    register(ipython)
 
 
 if TYPE_CHECKING:

@@ -16,6 +16,18 @@ from watched import cli
 APPS = Path(__file__).parent / "apps"
 
 
+def run_watched(prog: Path, out: Path, *args: str, frame: str = "") -> str:
+    """``streamscope run PROG -o OUT --quiet [--frame FRAME] -- ARGS`` in a subprocess, which
+    must end with status 0; its stderr."""
+    proc = subprocess.run(
+        [*cli(), "run", str(prog), "-o", str(out), "--quiet",
+         *(["--frame", frame] if frame else []), "--", *args],
+        capture_output=True, text=True, timeout=120, check=False, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stderr
+
+
 def run_both(tmp: Path, program: str, *args: str, beside: bool = False) -> tuple[Path, dict, str]:  # type: ignore[type-arg]
     """The program plain, then under ``streamscope run`` with no query: (run file, the
     monitored run's own truth, its stderr); both stdouts must be equal. ``beside``: the plain
@@ -86,4 +98,6 @@ def occupancy(run: ss.Run, channel: str, stat: str) -> list[float]:
     ]  # fmt: skip
 
 
-__all__ = ["APPS", "busy_share", "occupancy", "query_id", "run_both", "worker_shares"]
+__all__ = [
+    "APPS", "busy_share", "occupancy", "query_id", "run_both", "run_watched", "worker_shares",
+]  # fmt: skip

@@ -46,6 +46,7 @@ SMOKE_ARGS: dict[str, tuple[str, ...]] = {
     "bench_queues.py": ("--reps", "1"),
     "bench_reduction.py": ("--reps", "1"),
     "bench_sim.py": ("--reps", "1"),
+    "bench_start.py": ("--reps", "1"),
     "bench_startup.py": ("--reps", "1"),
 }
 

@@ -124,6 +124,7 @@ def test_show_json_is_the_documented_document(run_file: Path) -> None:
         "notes",
         "findings",
         "whatif",
+        "stacks",
     }
     assert doc["format"] == "streamscope-run"
     assert doc["schema_version"] == SCHEMA_VERSION
@@ -179,7 +180,7 @@ def test_show_json_is_the_documented_document(run_file: Path) -> None:
         assert set(f["duty"]) == {"idle", "busy", "blocked_in", "blocked_out"}
         assert sum(f["duty"].values()) == pytest.approx(1.0)
     assert sum(f["stats"]["mean"] or 0 for f in throughput["targets"][0]["frames"]) > 0
-    assert {d["kind"] for d in doc["drops"]} <= {"tail", "head", "state"}
+    assert {d["kind"] for d in doc["drops"]} <= {"tail", "head", "state", "stacks"}
     assert all(d["dropped"] == 0 for d in doc["drops"])
 
 
@@ -331,6 +332,17 @@ def test_help_describes_every_command(command: list[str]) -> None:
     }[tuple(command)]
     for w in words:
         assert w in r.stdout, (w, r.stdout)
+    short = subprocess.run([sys.executable, "-m", "streamscope", *command, "-h"],
+                           capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    assert (short.returncode, short.stdout) == (0, r.stdout)
+
+
+def test_version_is_printed_and_nothing_else() -> None:
+    from streamscope import __version__
+
+    r = subprocess.run([sys.executable, "-m", "streamscope", "--version"],
+                       capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    assert (r.returncode, r.stdout, r.stderr) == (0, f"streamscope {__version__}\n", "")
 
 
 # -- bad input ------------------------------------------------------------------------------------

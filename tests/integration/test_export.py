@@ -222,7 +222,8 @@ def test_perfetto_parses_with_perfettos_protos(runs: dict[str, Path], tmp_path: 
         assert [p.timestamp for p in begins] == ns.tolist()
         assert [p.track_event.name for p in begins] == [STATE_LABELS[v] for v in values.tolist()]
     instants = [p for p in events if p.track_event.type == pb.TrackEvent.TYPE_INSTANT]
-    assert len(instants) == summary.events + 1  # + the metadata instant
+    # + the stack samples kept, + the metadata instant
+    assert len(instants) == summary.events + summary.samples + 1
     meta = json.loads(instants[0].track_event.debug_annotations[0].string_value)
     assert {d["name"] for d in meta["clock_domains"]} == {"host", "accel"}
 
@@ -261,7 +262,11 @@ def test_chrome_json_is_valid_trace_event_json(runs: dict[str, Path], tmp_path: 
     summary = export_run(runs["traced"], "chrome", out)
     by_ph = _check_chrome(out)
     assert len(by_ph["X"]) == summary.slices > 0
-    assert len(by_ph["i"]) == summary.events >= 1000  # 500 puts + 500 gets
+    # 500 puts + 500 gets, and the stages' stack samples
+    assert len(by_ph["i"]) == summary.events + summary.samples and summary.events >= 1000
+    assert summary.samples > 0 and len([e for e in by_ph["i"] if e["cat"] == "sample"]) == (
+        summary.samples
+    )
     assert len(by_ph["C"]) == summary.counters
     names = {e["args"]["name"] for e in by_ph["M"] if e["name"] == "thread_name"}  # type: ignore[index]
     assert {str(n).split(" ")[0] for n in names} == {"src", "work", "sink"}

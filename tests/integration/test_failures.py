@@ -375,7 +375,8 @@ def test_overflowing_taps_count_every_refused_record(small_taps_run: tuple[Run, 
     assert run.status == "completed"
     assert counted.puts == counted.gets == counted.items
     by_end = drops_by_end(run)
-    assert set(by_end) == {"tail", "head", "state"}  # the stages' trackers are always on
+    # the stages' trackers are always on, and so is each process's stack sampler
+    assert set(by_end) == {"tail", "head", "state", "stacks"}
     for end, really in (("tail", counted.puts), ("head", counted.gets)):
         dropped, recorded = by_end[end]
         assert dropped > 0, f"{end}: nothing dropped; the test did not overflow the taps"

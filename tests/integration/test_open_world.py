@@ -102,7 +102,7 @@ def test_a_program_making_thousands_of_queues_runs_under_a_low_descriptor_limit(
 
 
 def test_items_queued_before_the_consumer_is_known_are_counted(tmp_path: Path) -> None:
-    """500 items put before anyone takes: the channel's first frame holds them all, and their
+    """500 items put before anyone takes: the channel's first frame with any holds them all, and their
     time in the queue is the program's own (its stamps) within 10 %."""
     prog = str(APPS / "prefilled_queue.py")
     out, truth = tmp_path / "run.duckdb", tmp_path / "truth.json"
@@ -115,7 +115,11 @@ def test_items_queued_before_the_consumer_is_known_are_counted(tmp_path: Path) -
         (ch,) = run.topology.channels
         assert ch.name == "main -> consume"
         most = _stat(run, "occupancy", ch.name, "max")
-        assert most[0] is not None and most[0] >= 500, most  # 500 items and the end mark
+        # the first frame that holds anything holds them all, 500 items and the end mark (a
+        # frame before the program got to its puts holds nothing: beside a busy core its
+        # start took the first 200 ms once)
+        held = [m for m in most if m]
+        assert held and held[0] >= 500, most
         # Each frame's latency mean, weighted by the items it removed (throughput x time).
         lat = _by_frame(run, "latency", ch.name)
         items = {

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import streamscope as ss
+from streamscope.store.run import STACK_SAMPLING
 
 N = 400
 
@@ -114,8 +115,10 @@ def test_a_probe_no_query_uses_records_nothing(tmp_path: Path) -> None:
     res = ss.run(p, ["counter(src.n): sum every 100ms"], ss.RunOptions(out=out))
     assert res.status == "completed", res.error
     with ss.load(out) as run:
-        # Only the queried probe, beside the stages' state trackers (always on: stalls).
-        assert [pr.kind for pr in run.topology.probes if pr.kind != "state"] == ["counter"]
+        # Only the queried probe, beside the stages' state trackers (always on: stalls) and the
+        # process's stack sampler (on unless --no-stacks).
+        kinds = [pr.kind for pr in run.topology.probes if pr.kind not in ("state", "stacks")]
+        assert kinds == ["counter"]
 
 
 def test_per_iteration_output_wait_matches_the_blocked_time(tmp_path: Path) -> None:
@@ -171,6 +174,9 @@ def test_overhead_is_recorded_per_stage(tmp_path: Path) -> None:
         assert rows["src"]["events"] >= 3 * N
         assert rows["sink"]["events"] >= N
         for r in rows.values():
+            if r["stage"] == STACK_SAMPLING:  # its own thread's: no stage's
+                assert r["est_probe_ns"] > 0 and r["cpu_ns"] is None
+                continue
             assert r["est_probe_ns"] > 0
             assert 0 < r["fraction"] < 0.5
             # Measured while the run went on: each stage thread's CPU, its own code's share
@@ -196,7 +202,7 @@ def test_overhead_is_recorded_per_stage(tmp_path: Path) -> None:
                 capture_output=True, text=True, check=True,
             ).stdout
         )  # fmt: skip
-        assert {r["stage"] for r in doc["overhead"]} == {"src", "sink"}
+        assert {r["stage"] for r in doc["overhead"]} == {"src", "sink", STACK_SAMPLING}
 
 
 def test_centralized_storage_drops_under_contention_and_counts_every_sample(

@@ -13,7 +13,15 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from program_runs import APPS, busy_share, occupancy, query_id, run_both, worker_shares
+from program_runs import (
+    APPS,
+    busy_share,
+    occupancy,
+    query_id,
+    run_both,
+    run_watched,
+    worker_shares,
+)
 
 import streamscope as ss
 from streamscope.aggregate.points import DutyPoint, ScalarPoint
@@ -267,11 +275,7 @@ def test_an_event_loops_lag_is_measured(tmp_path: Path) -> None:
         "asyncio.run(main())\n"
     )
     out, held_file = tmp_path / "lag.duckdb", tmp_path / "held.txt"
-    proc = subprocess.run(
-        [*cli(), "run", str(prog), "-o", str(out), "--quiet", "--", str(held_file)],
-        capture_output=True, text=True, timeout=120, check=False, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    run_watched(prog, out, str(held_file))
     with ss.load(out) as run:
         qid = query_id(run, "timer(loop*.lag)")
         maxima = [

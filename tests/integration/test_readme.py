@@ -90,6 +90,8 @@ def ran(page: Path, tmp: str) -> subprocess.CompletedProcess[str]:
         if runnable(lang, body) and not any(re.search(p, body) for p in RUN_ELSEWHERE)
     )
     script = re.sub(r"(?m)^(?:\.venv/bin/)?streamscope\b", BINDIR + "streamscope", script)
+    # a what-if whose model does not reproduce the run says so and exits 3, as the guide says
+    script = re.sub(r"(?m)^(.*streamscope whatif .*)$", r"{ \1; } || [ $? -eq 3 ]", script)
     return subprocess.run(
         ["bash", "-euo", "pipefail", "-c", script],
         cwd=tmp,
@@ -150,7 +152,24 @@ def test_guide_runs_as_written(tmp_path: Path) -> None:
     assert re.search(r"busy=(9\d|100)%", proc.stdout), proc.stdout[-3000:]
     assert "stage server is rate-limiting" in (tmp_path / "quick.html").read_text()
     assert re.search(r"Run B \(quickstart\) is .* run A \(quickstart\)", proc.stdout)
+    # the what-if predicts, or says in one line why its model does not reproduce the run
+    said = " ".join(proc.stdout.split())
+    assert "what if server.replicas=2" in said, proc.stdout[-3000:]
+    assert re.search(r"self-check consistent|The model does not reproduce this run, so it "
+                     r"predicts nothing: \S", said), proc.stdout[-3000:]  # fmt: skip
     assert (tmp_path / "quick.perfetto-trace").stat().st_size > 0
+
+
+def test_the_guides_python_runs_as_written(tmp_path: Path) -> None:
+    """The guide's "From Python": its app.py's pipeline run and read back from a script."""
+    page = DOCS / "guide.md"
+    (script,) = blocks("python", page, "### From Python", "## Reports")
+    (folder_for(page, tmp_path) / "from_python.py").write_text(script)
+    proc = subprocess.run([sys.executable, "from_python.py"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300, check=False, stdin=subprocess.DEVNULL)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    frames = [ln.split() for ln in proc.stdout.splitlines() if re.fullmatch(r"\d+ [\d.]+", ln)]
+    assert frames and all(0 <= float(v) <= 16 for _, v in frames), proc.stdout[-2000:]
 
 
 @pytest.mark.slow

@@ -410,7 +410,7 @@ def test_every_section_is_of_one_shape_and_a_new_one_is_one_entry(runs: dict[str
 
     with ss.load(runs["a"]) as run:
         html, ids = render(run, sections=(*DEFAULT_SECTIONS, Extra()))
-    assert ids[-1] == "extra" and ids[:3] == ["findings", "whatif", "pipeline"]
+    assert ids[-1] == "extra" and ids[:4] == ["findings", "whatif", "stacks", "pipeline"]
     # The what-if section: the model's self-check, then the obvious changes (or why it
     # predicts nothing); a bottleneck finding quotes its prediction.
     section = html[html.index('<section id="whatif"') :].split("</section>", 1)[0]

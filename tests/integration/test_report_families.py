@@ -26,10 +26,13 @@ FEW = 3
 
 def _run_and_report(tmp: Path, n: int) -> tuple[Path, Path]:
     """``streamscope run kept_queues.py -- N`` and ``streamscope report`` of it, real
-    subprocesses."""
+    subprocesses; without sampled stacks, whose flame graphs are as large as what was sampled
+    (the stacks a busy machine's preemptions catch), however many queues there are: the
+    300-queue page's own bytes were 2.04 times the 3-queue page's once, the flame graph
+    alone on it."""
     out, page = tmp / f"kept{n}.duckdb", tmp / f"kept{n}.html"
     run = subprocess.run(
-        [*cli(), "run", str(APP), "-o", str(out), "--quiet", "--", str(n)],
+        [*cli(), "run", str(APP), "-o", str(out), "--quiet", "--no-stacks", "--", str(n)],
         capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL, check=False,
     )  # fmt: skip
     assert run.returncode == 0, run.stderr[-3000:]
@@ -77,7 +80,8 @@ def test_300_kept_queues_are_one_family_on_a_page_the_size_of_a_few(
     # The findings alike on its members are one, the rest named by number.
     more = re.findall(r"and (\d+) more like it on the family <b>maker -&gt; taker</b>", html)
     assert more and all(int(m) < KEPT for m in more)
-    findings = html[html.index('<section id="findings"') : html.index('<section id="pipeline"')]
+    start = html.index('<section id="findings"')
+    findings = html[start : html.index("<section ", start + 1)]  # up to the next section
     assert len(findings) < 20_000, len(findings)
     # It draws in a real browser: two boxes, one edge for the 300 queues.
     root = _check_rendered(page, tmp_path, stages=2, channels=1)

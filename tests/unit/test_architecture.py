@@ -284,7 +284,7 @@ def test_public_surface_is_pinned() -> None:
             "StreamscopeError", "StreamscopeWarning", "__version__", "count", "counter", "input_wait", "interdeparture",
             "interinsertion", "iteration", "output_wait", "probe", "sample", "timer", "tracing",
             "latency", "load", "monitor", "occupancy", "parse_query", "run", "stage", "state",
-            "throughput",
+            "throughput", "watch",
         ]
     )  # fmt: skip
     for name in streamscope.__all__:

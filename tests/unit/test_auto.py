@@ -359,3 +359,18 @@ def test_a_recorded_multiprocessing_queue_pickles_with_any_pickler(
     finally:
         claims.forget_claims()
         REGISTRY.deactivate()
+
+
+def test_installing_reads_what_naming_needs_of_the_interpreter_then() -> None:
+    """The directories of the standard library and installed packages are read by the thread
+    that installs the watching, not first by one of the program's threads: that read imports
+    sysconfig's data, and a pool forked during an import in another thread can copy its lock
+    held (its workers then wait on it forever)."""
+    from streamscope.pipeline.program.auto import installer
+
+    naming._library_roots.cache_clear()
+    installer.install()
+    try:
+        assert naming._library_roots.cache_info().currsize == 1
+    finally:
+        installer.uninstall()

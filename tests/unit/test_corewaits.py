@@ -17,6 +17,15 @@ def test_code_that_computes_loses_the_waits_spread_over_its_computing() -> None:
     assert share == pytest.approx(0.87 / 0.913)
 
 
+def test_code_preempted_more_than_it_ran_still_computes() -> None:
+    # Pure Python beside two CPU hogs and more: on a core 47.5 % of its wall time, waiting
+    # for one 1.1 ns per ns of CPU (52 %): it computes all along, its waits taken out.
+    pool, share = unqueued(np.array([3.0e6]), 0.475, 1.1)
+    kept = 1 - 1.1 * 0.475
+    assert pool.tolist() == pytest.approx([3.0e6 * kept])
+    assert share == pytest.approx(0.475 / kept) and share > 0.99
+
+
 def test_code_that_sleeps_keeps_its_samples_whatever_it_waited() -> None:
     # A 4 ms sleeper whose 40 us of CPU an item came with 0.5 ms of waiting to be woken: the
     # waits are per wake, not per CPU ns; the simulation would not make them again.
@@ -24,3 +33,4 @@ def test_code_that_sleeps_keeps_its_samples_whatever_it_waited() -> None:
     pool, share = unqueued(samples, 0.01, 12.0)
     assert pool is samples and share == 0.01
     assert unqueued(samples, COMPUTES, 0.0) == (samples, COMPUTES)  # no wait: nothing to take
+

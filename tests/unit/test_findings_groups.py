@@ -255,3 +255,30 @@ def test_a_replica_only_a_little_busier_than_the_rest_is_no_straggler() -> None:
     busy = dict.fromkeys(WALKS, 0.75) | {"walk2": 0.82}
     found = findings(make_run(LAPLACE, busy, {}))
     assert not any(f.target == "walk2" for f in found), [f.title for f in found]
+
+
+def test_a_hand_over_whose_producer_waits_on_it_is_full_that_share() -> None:
+    """A streamz hand-over (a channel of no capacity: its fill says nothing of its being full)
+    whose one producer waited to hand items over 99 % of the time: the stage it hands them to
+    limits the rate, though a busy machine kept that stage from its items 25 % of its time
+    (its loop's thread brings them). Without the producer's wait, nothing was named."""
+    topo = Topology(
+        "t", (ResourceInfo("main", "thread"),),
+        (StageInfo("main", "main", "source"), StageInfo("slow", "main", "stage"),
+         StageInfo("even", "main", "sink")),
+        (ChannelInfo("main -> slow", "main", "slow", 0), ChannelInfo("slow -> even", "slow", "even", 0)),
+    )  # fmt: skip
+    queries = [QueryRecord(i, f"state({s}): duty", "state", "state", F, (s,), ("duty",))
+               for i, s in enumerate(("main", "slow", "even"))]  # fmt: skip
+    shares = {"main": (0.0, 0.01, 0.0, 0.99), "slow": (0.0, 0.75, 0.25, 0.0),
+              "even": (0.0, 0.01, 0.99, 0.0)}  # fmt: skip
+    results = [FrameResult(q.id, q.targets[0], k, k * F, (k + 1) * F, F,
+                           (DutyPoint(LABELS, shares[q.targets[0]]),))
+               for q in queries for k in range(2)]  # fmt: skip
+    store = InMemoryStore()
+    store.begin(RunMeta("id", "t", "", "", (), "h", 0, F, "0"), topo, queries)
+    store.write_frames(results)
+    store.write_drops([])
+    store.finish("completed", None, 1, 2 * F)
+    top = the_bottleneck(Run.from_memory(store))
+    assert top.target == "slow" and top.evidence["input_full_fraction"] == 0.99, top.evidence

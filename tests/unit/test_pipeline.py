@@ -226,3 +226,19 @@ def test_run_options_take_the_run_file_as_a_str_too(tmp_path: Path) -> None:
     opts = ss.RunOptions(out=str(tmp_path / "r.duckdb"))  # type: ignore[arg-type]
     assert opts.out == tmp_path / "r.duckdb"
     assert ss.RunOptions().out is None
+
+
+def test_a_pipeline_files_function_passed_for_its_pipeline_says_to_call_it(tmp_path: Path) -> None:
+    def pipeline(argv: list[str]) -> ss.Pipeline:
+        p = ss.Pipeline("p")
+        p.add("source", range(3))
+        p.add("sink", print)
+        p.chain("source", "sink")
+        return p
+
+    with pytest.raises(ss.ConfigError, match=r"not the function pipeline: call it first, as "
+                       r"ss\.run\(pipeline\(\[\]\), \.\.\.\)"):  # fmt: skip
+        ss.run(pipeline, [], ss.RunOptions(out=tmp_path / "r.duckdb"))  # type: ignore[arg-type]
+    with pytest.raises(ss.ConfigError, match="takes a Pipeline, not str"):
+        ss.run("app.py", [])  # type: ignore[arg-type]
+    assert not (tmp_path / "r.duckdb").exists()  # nothing ran

@@ -14,6 +14,7 @@ from streamscope.analysis.candidates import Candidate, Unit
 from streamscope.analysis.context import Context, Finding
 from streamscope.analysis.evidence import busy_frames, frame_ranges, level_frames, rounded
 from streamscope.analysis.groups import range_label
+from streamscope.analysis.hotspots import group_stacks, time_split
 from streamscope.core.fmt import pct
 
 _NO_BUFFER = "a larger buffer will not help"
@@ -49,6 +50,16 @@ def bottleneck_finding(
         evidence["other_candidates"] = others
     if unobserved:
         evidence["stages_without_state"] = unobserved
+    hot = group_stacks(ctx.run, u.name, u.group.members)
+    if hot is not None:
+        evidence["where_time_goes"] = time_split(hot)
+        detail += f" Its busy time: {evidence['where_time_goes']}."
+        evidence["hot_functions"] = [
+            {"function": h.function, "self": rounded(h.self_share),
+             "total": rounded(h.total_share)}
+            for h in hot.functions[:5]
+        ]  # fmt: skip
+        evidence["waiting"] = rounded(hot.waiting)
     producers = list(dict.fromkeys(s for ch in u.ins for s in ch.srcs or (ch.src,)))
     if producers:
         evidence["producers"] = producers

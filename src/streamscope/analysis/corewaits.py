@@ -16,8 +16,11 @@ from numpy.typing import NDArray
 
 from streamscope.model.network import Network, StageModel, simulate
 
-#: Code whose own CPU time is at least this share of its wall time waits for a core while it
-#: computes (preempted); below it, mostly when it is woken (its sleep or I/O done).
+#: Code whose own wall time is at least this share on a core or waiting for one (its CPU time
+#: and its run queue's) waits for a core while it computes (preempted); below it, mostly when
+#: it is woken (its sleep or I/O done). (Its CPU time alone is no measure: beside two CPU hogs
+#: and more, a pure-Python stage was on a core 47 % of its wall time and waited for one the
+#: rest; taken for a sleeper, its lock was said free half the time, a second thread +44 %.)
 COMPUTES = 0.5
 #: A stage whose own code is CPU time for this share of its wall time or more computes all
 #: along: the rest is taken for waiting for its lock, not for sleep or I/O (its waits for a core,
@@ -43,7 +46,7 @@ def unqueued(
     for a core when it is woken, some hundreds of microseconds an item beside a busy core,
     which the simulation, sharing the cores by CPU time, would not make again (taken out,
     a tandem of two 4 ms sleepers was modelled 12 % faster than it ran): its samples stay."""
-    if queued <= 0 or share < COMPUTES:
+    if queued <= 0 or share * (1 + queued) < COMPUTES:
         return pool, share
     kept = max(1.0 - queued * share, share)
     return pool * kept, share / kept

@@ -1,91 +1,37 @@
-"""The ``streamscope`` command: one module per subcommand, each a thin adapter over a library call."""
+"""The ``streamscope`` command (its commands: ``cli.app``). ``--version`` is answered here, before
+the commands and their libraries are loaded; ``run`` starts its monitor process here, ahead,
+so that the monitor loads its own libraries while this process loads the command's."""
 
 from __future__ import annotations
 
 import sys
 
-import typer
-
-from streamscope.cli import calibrate as calibrate_cmd
-from streamscope.cli import compare as compare_cmd
-from streamscope.cli import export as export_cmd
-from streamscope.cli import hw as hw_cmd
-from streamscope.cli import report as report_cmd
-from streamscope.cli import retime as retime_cmd
-from streamscope.cli import run as run_cmd
-from streamscope.cli import show as show_cmd
-from streamscope.cli import sql as sql_cmd
-from streamscope.cli import whatif as whatif_cmd
-from streamscope.cli.common import fail
-from streamscope.core.errors import StreamscopeError
-
-app = typer.Typer(
-    name="streamscope",
-    help="Monitor streaming pipelines: ask performance queries, run, and read per-frame results.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
-)
-app.command("run", context_settings={"ignore_unknown_options": False})(run_cmd.run)
-app.command("show")(show_cmd.show)
-app.command("sql")(sql_cmd.sql)
-app.command("calibrate")(calibrate_cmd.calibrate)
-app.command("retime")(retime_cmd.retime)
-app.command("report")(report_cmd.report)
-app.command("compare")(compare_cmd.compare)
-app.command("export")(export_cmd.export)
-app.command("whatif")(whatif_cmd.whatif)
-app.add_typer(hw_cmd.app, name="hw")
-
-__all__ = ["app", "main"]
+__all__ = ["main"]
 
 
 def main(argv: list[str] | None = None) -> int:
     """Console entry point. Bad input never ends in a traceback."""
-    try:
-        result = app(args=argv, standalone_mode=False)
-    except StreamscopeError as exc:
-        return fail(str(exc), exc.exit_code)
-    except (KeyboardInterrupt, typer.Abort):
-        return fail("interrupted", 130)
-    except typer.Exit as exc:
-        return int(exc.exit_code or 0)
-    except typer.TyperException as exc:  # usage errors: the parser's own message and status
-        show = getattr(exc, "show", None)
-        if callable(show):
-            show()
-        else:
-            fail(exc.format_message())
-        return int(exc.exit_code)
-    code = result if isinstance(result, int) else 0
-    if code < 0:  # a program killed by a signal: this command ends as it did
-        return _die_by(-code)
-    return code
+    args = sys.argv[1:] if argv is None else argv
+    if args == ["--version"]:
+        from streamscope.core.version import VERSION
 
+        print(f"streamscope {VERSION}")
+        return 0
+    if _monitored(args):
+        from streamscope.core import ahead
 
-#: Signals that end a process without a core dump by default: ``streamscope run`` of a program
-#: killed by one of them is killed by it too (a shell sees what it would of the program).
-_FATAL = {"SIGINT", "SIGTERM", "SIGHUP", "SIGKILL", "SIGPIPE", "SIGALRM", "SIGUSR1", "SIGUSR2"}
-
-
-def _die_by(sig: int) -> int:
-    """End this process by ``sig`` (one of ``_FATAL``), as the program it ran ended; 128 +
-    ``sig`` for another signal (a shell's number for it) or if it does not end us."""
-    import os
-    import signal
+        ahead.start("streamscope.monitor")
+    from streamscope.cli.app import main as run
 
     try:
-        name = signal.Signals(sig).name
-    except ValueError:
-        name = ""
-    if name in _FATAL:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        signal.signal(sig, signal.SIG_DFL)
-        os.kill(os.getpid(), sig)
-    return 128 + sig
+        return run(argv)
+    finally:
+        if _monitored(args):
+            ahead.drop_all()  # one the command did not take (it failed before its run)
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def _monitored(args: list[str]) -> bool:
+    """Whether the command runs something with a monitor process of its own: ``run``, unless
+    asked for help or to monitor in this process (``--inline``)."""
+    own = args[: args.index("--")] if "--" in args else args
+    return own[:1] == ["run"] and not {"-h", "--help", "--inline"} & set(own)

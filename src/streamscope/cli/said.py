@@ -47,8 +47,9 @@ def quotes(run: Run, found: Sequence[Finding]) -> tuple[dict[str, str], Predicti
 
 def print_findings(run: Run, console: Console, top: int = TOP) -> None:
     """The ``top`` findings, a line each: severity, title, what to do (the suggestion, or
-    what the predictions say instead: ``Predictions.advice``), and for a bottleneck the
-    what-if's sentence; how many more there are."""
+    what the predictions say instead: ``Predictions.advice``), and for a bottleneck where its
+    busy time goes (its sampled stacks) and the what-if's sentence; how many more there
+    are."""
     found = ranked(run)
     if not found:
         return
@@ -60,6 +61,9 @@ def print_findings(run: Run, console: Console, top: int = TOP) -> None:
         advice = f.suggestion if pred is None else pred.advice(f)
         if advice:
             console.print(f"    {advice}", markup=False, highlight=False, soft_wrap=True)
+        if f.kind == "bottleneck" and f.evidence.get("where_time_goes"):
+            console.print(f"    where its time goes: {f.evidence['where_time_goes']}",
+                          markup=False, highlight=False, soft_wrap=True)  # fmt: skip
         if f.target in said and f.kind == "bottleneck" and advice == f.suggestion:
             console.print(f"    what if: {said[f.target]}", markup=False, highlight=False,
                           soft_wrap=True)  # fmt: skip
@@ -68,15 +72,34 @@ def print_findings(run: Run, console: Console, top: int = TOP) -> None:
 
 
 def said_doc(run: Run) -> dict[str, Any]:
-    """``show --json``'s ``findings`` (every finding, ranked) and ``whatif`` (the obvious
-    changes' predictions, or why there are none)."""
+    """``show --json``'s ``findings`` (every finding, ranked), ``whatif`` (the obvious
+    changes' predictions, or why there are none) and ``stacks`` (where each stage's time
+    goes)."""
     from streamscope.analysis.obvious import predictions
 
     found = ranked(run)
     return {
         "findings": [f.to_dict() for f in found],
         "whatif": predictions(run, found).to_dict(),
+        "stacks": stacks_doc(run),
     }
+
+
+def stacks_doc(run: Run) -> list[dict[str, Any]]:
+    """``show --json``'s ``stacks``: each sampled stage's busy time by function
+    (``analysis.hotspots``), busiest first."""
+    from streamscope.analysis.hotspots import HotFunction, stage_stacks
+
+    def funcs(hot: Sequence[HotFunction]) -> list[dict[str, Any]]:
+        return [{"function": h.function, "self": h.self_share, "total": h.total_share}
+                for h in hot]  # fmt: skip
+
+    return [
+        {"stage": s.stage, "busy_samples": s.busy_samples, "busy_ns": s.busy_ns,
+         "running": s.running, "waiting": s.waiting, "functions": funcs(s.functions),
+         "waiting_in": funcs(s.waiting_in)}
+        for s in sorted(stage_stacks(run).values(), key=lambda s: -s.busy_ns)
+    ]  # fmt: skip
 
 
 __all__ = ["TOP", "print_findings", "quotes", "ranked", "said_doc"]

@@ -78,6 +78,7 @@ def print_run(run: Run, console: Console, last: int | None = None) -> None:
         vq_table(run),
         summary_table(run),
         profile_table(run),
+        hot_table(run),
         overhead_table(run),
         drops_table(run),
     ]
@@ -148,8 +149,8 @@ def overhead_table(run: Run) -> Table | None:
     if not rows:
         return None
     table = Table(title="what monitoring cost (measured while it ran)", title_justify="left")
-    cols = ("stage", "probes", "events", "events/s", "probe time", "of the run", "runner",
-            "of its CPU")  # fmt: skip
+    cols = ("stage", "probes", "events", "events/s", "probe time", "in its code", "of the run",
+            "runner", "of its CPU")  # fmt: skip
     for col in cols:
         table.add_column(col, justify="left" if col == "stage" else "right")
     rest = rows[FAMILY_AT:]
@@ -161,6 +162,7 @@ def overhead_table(run: Run) -> Table | None:
             f"{r['events']:,}",
             "-" if rate is None else f"{rate:,.0f}",
             fmt_ns(r["est_probe_ns"]),
+            fmt_ns(r["own_code_ns"] or None),
             pct(r["fraction"], 2),
             fmt_ns(r["runner_ns"]),
             pct(r["runner_fraction"], 2),
@@ -170,10 +172,13 @@ def overhead_table(run: Run) -> Table | None:
             f"and {len(rest)} more", str(sum(r["probes"] for r in rest)),
             f"{sum(r['events'] for r in rest):,}", "-",
             fmt_ns(sum(r["est_probe_ns"] or 0 for r in rest)),
+            fmt_ns(sum(r["own_code_ns"] for r in rest) or None),
             pct(sum(r["fraction"] or 0.0 for r in rest), 2), "-", "-",
         )  # fmt: skip
     table.caption = (
-        "probe time: one event in 1024 timed in the run, plus Python calls' extra; runner: the "
+        "probe time: one event in 1024 timed in the run, plus Python calls' extra; in its "
+        "code: the time its sampled stacks found in streamscope's own code (a program's queue "
+        "and thread wrappers too); of the run: the larger of the two; runner: the "
         "stage thread's CPU outside its own code (sampled) and its probes: the loop around it "
         "and its channels\n" + monitor_line(run)
     )
@@ -221,6 +226,42 @@ def profile_table(run: Run, top: int = 12) -> Table | None:
     return table
 
 
+def hot_table(run: Run, top: int = 8) -> Table | None:
+    """Where each stage's busy time went (its sampled stacks): its ``top`` functions' own and
+    inclusive shares, and the share it waited, busiest stage first."""
+    from streamscope.analysis.hotspots import function_name, stage_stacks
+
+    stacks = sorted(stage_stacks(run).values(), key=lambda s: -s.busy_ns)
+    if not stacks:
+        return None
+    table = Table(title="where each stage's busy time goes (sampled stacks)", title_justify="left")
+    for col in ("stage", "function", "self", "total"):
+        table.add_column(col, justify="left" if col in ("stage", "function") else "right")
+    for s in stacks:
+        first = True
+        for h in s.functions[:top]:
+            if h.self_share < 0.005 and not first:
+                continue
+            table.add_row(s.stage if first else "", function_name(h.function),
+                          pct(h.self_share), pct(h.total_share))  # fmt: skip
+            first = False
+        if s.waiting >= 0.005:
+            where = function_name(s.waiting_in[0].function) if s.waiting_in else ""
+            table.add_row(s.stage if first else "", f"(waiting) {where}".strip(),
+                          pct(s.waiting), pct(s.waiting))  # fmt: skip
+    _, rows = run.sql("SELECT sum(samples), sum(cpu_ns) FROM stack_sampler")
+    n, cpu = rows[0] if rows else (None, None)
+    took = ""
+    if n and run.duration_ns:
+        took = (f"; {int(n):,} samples, the samplers' CPU {fmt_ns(int(cpu or 0))} "
+                f"({pct(int(cpu or 0) / run.duration_ns, 2)} of one core over the run)")  # fmt: skip
+    table.caption = (
+        "shares of each stage's busy time (self: in the function itself; total: with what it "
+        f"called){took}"
+    )
+    return table
+
+
 def overhead_line(run: Run) -> str | None:
     """What monitoring cost, in two lines: the probes (events, time, the most costly stage) and
     the runner's share of the stages' CPU; then the monitor process."""
@@ -229,10 +270,14 @@ def overhead_line(run: Run) -> str | None:
         return None
     events = sum(r["events"] for r in rows)
     probe_ns = sum(r["est_probe_ns"] for r in rows)
+    cost_ns = sum(r["cost_ns"] for r in rows)
     seconds = (run.duration_ns or 0) / 1e9
     rate = f" ({events / seconds:,.0f}/s)" if seconds else ""
     top = rows[0]
-    share = "" if not run.duration_ns else f", {pct(probe_ns / run.duration_ns, 2)} of the run"
+    sampled = ""
+    if cost_ns > probe_ns:  # the samples found more in its own code than the probes' estimate
+        sampled = f", {fmt_ns(cost_ns)} in its own code in the program's threads (sampled)"
+    share = "" if not run.duration_ns else f", {pct(cost_ns / run.duration_ns, 2)} of the run"
     runner = [r for r in rows if r["runner_ns"] is not None]
     loop = ""
     if runner:
@@ -241,7 +286,7 @@ def overhead_line(run: Run) -> str | None:
         loop = f"; runner {pct(spent / cpu if cpu else None, 2)} of the stages' CPU"
     return (
         f"monitoring overhead: {events:,} probe events{rate}, {fmt_ns(probe_ns)} in probes"
-        f"{share} (most in {top['stage']}){loop}\n{monitor_line(run)}"
+        f"{sampled}{share} (most in {top['stage']}){loop}\n{monitor_line(run)}"
     )
 
 

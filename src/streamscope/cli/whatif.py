@@ -132,7 +132,10 @@ def whatif_table(result: WhatIf) -> Table:
     from streamscope.core.fmt import pct
 
     pred = result.predicted
-    changes = ", ".join(c.text for c in result.changes) or "(none)"
+    from rich.markup import escape
+
+    # escaped: a function's speed-up (speed[FUNC]) is not a style
+    changes = escape(", ".join(c.text for c in result.changes) or "(none)")
     table = Table(
         title=f"what if {changes}\nmodel: the {'program' if result.measured.program else 'pipeline'}"
         " simulated from the run's service times; "

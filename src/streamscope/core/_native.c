@@ -63,6 +63,7 @@ static inline int64_t host_ns(void)
 #include "_native_ring.c"
 #include "_native_state.c"
 #include "_native_fifo.c"
+#include "_native_stacks.c"
 
 /* ==== module functions ===================================================================== */
 
@@ -242,6 +243,10 @@ PyMODINIT_FUNC PyInit__native(void)
     if (PyType_Ready(&ClockType) < 0 || PyType_Ready(&RingType) < 0 ||
         PyType_Ready(&TrackerType) < 0 || PyType_Ready(&FifoType) < 0)
         return NULL;
+#ifdef STACKS_NATIVE
+    if (PyType_Ready(&SamplerType) < 0)
+        return NULL;
+#endif
     if (PyThread_tss_create(&g_tracker_key) != 0)
         return NULL;
     pthread_atfork(NULL, NULL, after_fork_child);
@@ -260,6 +265,9 @@ PyMODINIT_FUNC PyInit__native(void)
         PyModule_AddObjectRef(m, "Ring", (PyObject *)&RingType) < 0 ||
         PyModule_AddObjectRef(m, "StateTracker", (PyObject *)&TrackerType) < 0 ||
         PyModule_AddObjectRef(m, "Fifo", (PyObject *)&FifoType) < 0 ||
+#ifdef STACKS_NATIVE
+        PyModule_AddObjectRef(m, "StackSampler", (PyObject *)&SamplerType) < 0 ||
+#endif
         PyModule_AddIntConstant(m, "HEADER_BYTES", HEADER_BYTES) < 0 ||
         PyModule_AddIntConstant(m, "RECORD_BYTES", RECORD_BYTES) < 0 ||
         PyModule_AddIntConstant(m, "SAMPLE_EVERY", SAMPLE_MASK + 1) < 0 ||

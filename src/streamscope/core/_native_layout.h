@@ -40,5 +40,6 @@
 #define KIND_REFUSED 10
 #define KIND_DEPART 11
 #define KIND_ARRIVE 12
+#define KIND_STACK 13
 
 #endif

@@ -10,7 +10,7 @@
 
 /* ==== StateTracker ========================================================================= */
 
-enum { IDLE = 0, BUSY = 1, BLOCKED_IN = 2, BLOCKED_OUT = 3 };
+enum { NO_STATE = -1, IDLE = 0, BUSY = 1, BLOCKED_IN = 2, BLOCKED_OUT = 3 };
 
 typedef struct {
     PyObject_HEAD
@@ -77,7 +77,7 @@ static inline long tracker_set(TrackerObject *t, long s)
         t->state = s;
         if (t->ring != NULL)
             ring_record_now(t->ring, s);
-        if (s == IDLE && t->qfd > 0) { /* its work over for now: no descriptor held meanwhile
+        if ((s == IDLE || s == NO_STATE) && t->qfd > 0) { /* its work over for now: no descriptor held meanwhile
                                           (a program of a thousand threads holds none idle) */
             close(t->qfd);
             t->qfd = -1;

@@ -5,7 +5,7 @@ ring written by either is drained alike. Used where no compiler built the native
 ``STREAMSCOPE_PURE_PYTHON=1``); the tests run both side by side on the same inputs. It is several
 times slower per event; it is never the reason a figure differs. One module per role: clocks
 (``_twin_clock``), the ring writer (``_twin_ring``), the state tracker (``_twin_state``) and the
-FIFO (``_twin_fifo``).
+FIFO (``_twin_fifo``), the stack sampler (``_twin_stacks``).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from streamscope.core._twin_fifo import (
     take_tag,
 )
 from streamscope.core._twin_ring import Ring, astir, load_acquire, store_release
+from streamscope.core._twin_stacks import StackSampler
 from streamscope.core._twin_state import HEARTBEAT_NS, StateTracker, bind_tracker, bound_tracker
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "Clock",
     "Fifo",
     "Ring",
+    "StackSampler",
     "StateTracker",
     "TagSampler",
     "astir",

@@ -1,7 +1,7 @@
 """The probe core this process uses: the native extension, or its pure-Python twin.
 
 In: nothing (the choice is made once, at import). Out: ``Clock``, ``Ring``, ``StateTracker``,
-``Fifo``, ``astir``, ``bind_tracker``, ``bound_tracker``, ``current_tag``, ``set_current_tag``,
+``Fifo``, ``StackSampler``, ``astir``, ``bind_tracker``, ``bound_tracker``, ``current_tag``, ``set_current_tag``,
 ``emit_tag``, ``take_tag``, ``host_ns``, ``load_acquire``,
 ``store_release`` and ``clock_gap_ns`` from one implementation, named by ``IMPLEMENTATION`` (``"native"`` or
 ``"python"``). The twin is used when the extension was not built (no compiler at install) or
@@ -50,6 +50,7 @@ if TYPE_CHECKING:  # the twin is the typed reference: both have the same API
         Clock,
         Fifo,
         Ring,
+        StackSampler,
         StateTracker,
         astir,
         bind_tracker,
@@ -67,6 +68,8 @@ else:
     Clock = _impl.Clock
     Ring = _impl.Ring
     StateTracker = _impl.StateTracker
+    #: The native core has one where it can read this interpreter's frames (3.11's layout).
+    StackSampler = getattr(_impl, "StackSampler", _twin.StackSampler)
     Fifo = _impl.Fifo
     bind_tracker = _impl.bind_tracker
     bound_tracker = _impl.bound_tracker
@@ -97,6 +100,7 @@ __all__ = [
     "Clock",
     "Fifo",
     "Ring",
+    "StackSampler",
     "StateTracker",
     "TagSampler",
     "astir",

@@ -81,6 +81,9 @@ class RunOptions:
     #: hosts' names as resources (None: streamscope starts one on this machine, one node per
     #: host, and stops it when the run ends).
     ray_address: str | None = None
+    #: Stack samples per second per stage worker (0: none; the sampler slows itself down while
+    #: its thread takes more than half a percent of a core).
+    stack_hz: float = 100.0
     app: str = ""
     argv: tuple[str, ...] = ()
     command: str = ""
@@ -108,6 +111,10 @@ class RunOptions:
             raise ConfigError(
                 f"tap capacity {cap} is not a power of two of at least {MIN_TAP_CAPACITY} "
                 f"(records a probe's buffer holds; the default is {DEFAULT_TAP_CAPACITY})"
+            )
+        if not 0.0 <= self.stack_hz <= 1000.0:
+            raise ConfigError(
+                f"stack_hz must be in [0, 1000] samples a second, not {self.stack_hz!r}"
             )
         if self.flight_records < 0:
             raise ConfigError(f"flight_records must be 0 or more, not {self.flight_records}")

@@ -37,20 +37,19 @@ import itertools
 import json
 import mmap
 import os
+import struct
 import weakref
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from streamscope.core.errors import RunFileError
-from streamscope.core.records import RECORD_DTYPE
+from streamscope.core.records import RECORD_FIELDS
 from streamscope.core.topology import Topology
 
 MAGIC = 0x31525353  # b"SSR1" little-endian
 VERSION = 1
 HEADER_BYTES = 256
-RECORD_BYTES = RECORD_DTYPE.itemsize
+RECORD_BYTES = sum(int(code[2:]) for _, code in RECORD_FIELDS)  # "<u4": 4 bytes
 #: One event in this many is timed while the run goes on (``cost_ns``/``cost_n``).
 SAMPLE_EVERY = 1024
 
@@ -74,13 +73,9 @@ def check_capacity(capacity: int) -> None:
 
 
 def _init(mem: mmap.mmap, probe: int, kind: int, capacity: int, flags: int) -> None:
-    head = np.frombuffer(mem, dtype="<i8", count=HEADER_BYTES // 8)
-    head[W_MAGIC] = MAGIC | (VERSION << 32)
-    head[W_PROBE] = probe
-    head[W_KIND] = kind
-    head[W_CAPACITY] = capacity
-    head[W_PID] = os.getpid()
-    head[W_FLAGS] = flags
+    for word, value in ((W_MAGIC, MAGIC | (VERSION << 32)), (W_PROBE, probe), (W_KIND, kind),
+                        (W_CAPACITY, capacity), (W_PID, os.getpid()), (W_FLAGS, flags)):  # fmt: skip
+        struct.pack_into("<q", mem, word * 8, value)
 
 
 def anonymous_ring(probe: int, kind: int, capacity: int, *, flags: int = 0) -> mmap.mmap:
@@ -114,7 +109,7 @@ def create_ring_file(
 
 def close_ring(mem: Any) -> None:
     """The writer is done with this ring: the monitor drains what is left and removes it."""
-    np.frombuffer(mem, dtype="<i8", count=HEADER_BYTES // 8)[W_CLOSED] = 1
+    struct.pack_into("<q", mem, W_CLOSED * 8, 1)
 
 
 # -- shared mappings without a file descriptor ----------------------------------------------

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
-from streamscope.core.records import STATE_LABELS
+from streamscope.core.records import STATE_LABELS, SampledState
 from streamscope.export.calls import nest_events
 from streamscope.export.tracks import KIND_NAMES, Timeline
 
@@ -44,6 +44,7 @@ def chrome_events(tl: Timeline) -> list[str]:
         *_call_events(tl, pid_of_tid),
         *_counter_events(tl),
         *_instant_events(tl, pid_of_tid),
+        *_sample_events(tl, pid_of_tid),
     ]
 
 
@@ -60,13 +61,13 @@ def _metadata_events(tl: Timeline) -> list[str]:
             f'{{"ph":"M","pid":{p.pid},"tid":0,"ts":0,"name":"process_sort_index","args":{{"sort_index":{p.pid}}}}}'
         )
     for t in tl.threads:
-        name = json.dumps(f"{t.name} ({t.role})")
+        name = json.dumps(f"{t.label} ({t.role})")
         out.append(
             f'{{"ph":"M","pid":{t.pid},"tid":{t.tid},"ts":0,"name":"thread_name","args":{{"name":{name}}}}}'
         )
     for t in tl.threads:
         if t.tid in tl.call_tracks:
-            name = json.dumps(f"{t.name} calls")
+            name = json.dumps(f"{t.label} calls")
             out.append(
                 f'{{"ph":"M","pid":{t.pid},"tid":{calls_tid(t.tid)},"ts":0,"name":"thread_name","args":{{"name":{name}}}}}'
             )
@@ -122,6 +123,24 @@ def _instant_events(tl: Timeline, pid_of_tid: NDArray[np.int64]) -> list[str]:
             strict=True,
         )
     ]
+
+
+def _sample_events(tl: Timeline, pid_of_tid: NDArray[np.int64]) -> list[str]:
+    """An ``i`` event per stack sample kept, named by the function it was in, with its state
+    and stack."""
+    sm = tl.samples
+    labels = [s.label for s in SampledState]
+    out = []
+    for p, t, ts, st, k in zip(pid_of_tid[sm.tid].tolist(), sm.tid.tolist(), _us(sm.t_ns),
+                               sm.state.tolist(), sm.stack.tolist(), strict=True):  # fmt: skip
+        stack = tl.stack_names[k] if k >= 0 else ""
+        state = labels[st] if 0 <= st < len(labels) else "sampled"
+        name = json.dumps(stack.rsplit(";", 1)[-1] if stack else f"({state})")
+        out.append(
+            f'{{"ph":"i","s":"t","pid":{p},"tid":{t},"ts":{ts},"name":{name},"cat":"sample",'
+            f'"args":{{"state":{json.dumps(state)},"stack":{json.dumps(stack)}}}}}'
+        )
+    return out
 
 
 def _call_events(tl: Timeline, pid_of_tid: NDArray[np.int64]) -> list[str]:

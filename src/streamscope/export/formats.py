@@ -13,7 +13,9 @@ EXPORTERS: tuple[tuple[str, str, str], ...] = (
     ("perfetto", "streamscope.export.perfetto:PerfettoExporter", "perfetto (.pftrace)"),
     ("otf2", "streamscope.export.otf2_writer:OTF2Exporter", "otf2 (a directory)"),
     ("chrome", "streamscope.export.chrome:ChromeExporter", "chrome (.json)"),
-)
+    ("folded", "streamscope.export.folded:FoldedExporter",
+     "folded (.folded: each stage's sampled stacks, for flame-graph tools)"),
+)  # fmt: skip
 
 
 def formats_help() -> str:

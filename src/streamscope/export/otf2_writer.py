@@ -113,7 +113,7 @@ class _Archive:
     def write_stage(self, t: ThreadTrack) -> int:
         """A stage's location: Enter and Leave per state slice and call on it, and a
         ``ParameterInt`` per other record; returns the events written."""
-        w = self._writer(t.name, t.pid)
+        w = self._writer(t.label, t.pid)
         ev, inst = self.ev, self.tl.instants
         m = (ev.tid == t.tid) & ~ev.calls_track
         mi = inst.tid == t.tid
@@ -139,7 +139,7 @@ class _Archive:
     def write_calls(self, t: ThreadTrack) -> int:
         """The "STAGE calls" location of a stage whose calls cross its state slices' bounds:
         Enter and Leave per call; returns the events written."""
-        w = self._writer(f"{t.name} calls", t.pid)
+        w = self._writer(f"{t.label} calls", t.pid)
         ev = self.ev
         m = (ev.tid == t.tid) & ev.calls_track
         for time, enter, a in zip(

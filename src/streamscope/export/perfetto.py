@@ -2,11 +2,12 @@
 
 In: a ``Timeline``. Out: a ``.pftrace`` file the Perfetto UI opens: ``TrackDescriptor`` packets
 for a process track per resource (its clock domain and bound widths in the description), a
-thread track per stage (and a "STAGE calls" child track where traced calls cannot nest with its
+thread track per stage or per worker of a pool (and a "STAGE calls" child track where traced calls cannot nest with its
 state slices) and a counter track per counter series; then ``TrackEvent`` packets, sorted by
 time, on one trusted packet sequence: slice begin/end per state slice and per traced call (named
-by function, nested), a counter value per sample and an instant per other raw record (its value
-as a debug annotation). A global "streamscope
+by function, nested), a counter value per sample, an instant per other raw record (its value
+as a debug annotation) and per stack sample kept (named by its function; its state and stack
+as debug annotations). A global "streamscope
 run" track holds one instant at 0 with the run's metadata (clock domains, uncertainty) as JSON.
 
 The few descriptors are built with Perfetto's generated classes; the bulk of events is encoded
@@ -22,7 +23,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from streamscope.core.records import STATE_LABELS
+from streamscope.core.records import STATE_LABELS, SampledState
 from streamscope.export.calls import nest_events, slice_labels
 from streamscope.export.tracks import KIND_NAMES, Timeline
 
@@ -160,7 +161,10 @@ def _events(
     """(timestamps, flat packet bytes, packet lengths, tie ranks) per kind of event; the caller
     sorts them by time, then tie rank (each track's slice events at equal times: in the order
     they nest), then as they come."""
-    parts = [*_slice_events(tl), *_counter_events(tl, counter_tracks), *_instant_events(tl)]
+    parts = [
+        *_slice_events(tl), *_counter_events(tl, counter_tracks), *_instant_events(tl),
+        *_sample_events(tl),
+    ]  # fmt: skip
     out = []
     for ts, body, tie in parts:
         flat, lens = _packets(ts, body)
@@ -244,6 +248,38 @@ def _instant_events(tl: Timeline) -> list[Part]:
     return [(i.t_ns, body, np.zeros(n, dtype=np.int64))]
 
 
+def _sample_events(tl: Timeline) -> list[Part]:
+    """Stack samples: an instant on its worker's track, named by the function it was
+    in (or its state, with no stack read), its state and whole stack as debug annotations."""
+    sm = tl.samples
+    n = len(sm)
+    if not n:
+        return []
+    combos, which = np.unique(
+        sm.stack.astype(np.int64) * 8 + sm.state.astype(np.int64), return_inverse=True
+    )
+    table = []
+    for c in combos.tolist():
+        stack = tl.stack_names[c // 8] if c // 8 >= 0 else ""
+        state = _SAMPLED[c % 8] if c % 8 < len(_SAMPLED) else "sampled"
+        leaf = stack.rsplit(";", 1)[-1] if stack else f"({state})"
+        anns = b""
+        for key, text in (("state", state), ("stack", stack)):
+            ann = _string_field(10, key) + _string_field(6, text)
+            anns += _field_tag(4, 2) + _varint_bytes(len(ann)) + ann
+        table.append(_string_field(23, leaf) + anns)
+    body = _join([
+        _const(_event_head(TYPE_INSTANT), n),
+        _varint(thread_uuid(0) + sm.tid.astype(np.int64)),
+        _lookup(table, which),
+    ])  # fmt: skip
+    return [(sm.t_ns, body, np.zeros(n, dtype=np.int64))]
+
+
+#: A stack sample's state, by its code (``core.records.SampledState``).
+_SAMPLED = tuple(s.label for s in SampledState)
+
+
 def _new_packet(trace: Any) -> Any:
     """A packet added to ``trace`` on the one sequence."""
     p = trace.packet.add()
@@ -297,8 +333,8 @@ def _describe_threads(trace: Any, tl: Timeline) -> None:
         d.uuid = thread_uuid(t.tid)
         d.thread.pid = t.pid
         d.thread.tid = t.tid
-        d.thread.thread_name = f"{t.name} ({t.role})"
-    stage = {t.tid: t.name for t in tl.threads}
+        d.thread.thread_name = f"{t.label} ({t.role})"
+    stage = {t.tid: t.label for t in tl.threads}
     for tid in tl.call_tracks:
         d = _new_packet(trace).track_descriptor
         d.uuid = calls_uuid(tid)

@@ -44,6 +44,8 @@ class ExportSummary:
     traced: bool
     #: Older raw records the flight recorder let go: slices cover the run's last stretch.
     flight_overwritten: int = 0
+    #: Stack samples kept as raw records, as instants on their stages' tracks.
+    samples: int = 0
 
     def line(self) -> str:
         """One line for people."""
@@ -53,9 +55,10 @@ class ExportSummary:
                 f"flight recorder: the run's last {self.events} records, "
                 f"{self.flight_overwritten} older let go"
             )
+        sampled = f", {self.samples} stack samples" if self.samples else ""
         return (
             f"{self.format}: {self.path} — {self.tracks} tracks, {self.slices} state slices, "
-            f"{self.counters} counter samples, {self.events} raw events ({traced})"
+            f"{self.counters} counter samples, {self.events} raw events{sampled} ({traced})"
         )
 
 
@@ -95,4 +98,5 @@ def write_timeline(tl: Timeline, fmt: str, path: str | Path) -> ExportSummary:
         written=written,
         traced=tl.traced,
         flight_overwritten=tl.flight_overwritten,
+        samples=len(tl.samples),
     )

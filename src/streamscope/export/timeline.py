@@ -2,20 +2,23 @@
 
 In: a loaded ``Run`` (its topology, calibration, frame results and, where kept, raw records).
 Out: a ``Timeline`` in virtual ns since the run's start: a process track per resource, a thread
-track per stage, state slices per stage, traced function calls (nested enter/exit slices, from
-trace probes' ENTER/EXIT records), counter series (channel occupancy, every query stat per frame,
-each device clock's bound half-width), instant events for the other raw records, and the clock
-domains with their fits' bound widths. Everything per event is held as numpy columns.
+track per stage (per worker of a stage of several), state slices per worker, traced function
+calls (nested enter/exit slices, from trace probes' ENTER/EXIT records), counter series
+(channel occupancy, every query stat per frame, each device clock's bound half-width), instant
+events for the other raw records, and the clock domains with their fits' bound widths.
+Everything per event is held as numpy columns.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
+from streamscope.analysis.hotspots import stack_rows
 from streamscope.core.records import STATE_LABELS, Kind
 from streamscope.core.topology import HOST, ProbeInfo
 from streamscope.export.calls import call_records, call_slices, call_tracks
@@ -26,6 +29,7 @@ from streamscope.export.tracks import (
     Instants,
     ProcessTrack,
     Slices,
+    StackSamples,
     ThreadTrack,
     Timeline,
 )
@@ -55,14 +59,16 @@ def build_timeline(run: Run, *, instants: bool = True) -> Timeline:
     """The run at ``run`` as a ``Timeline`` (see the module docstring); ``instants=False``
     leaves raw records out of the instant events (slices and counters still use them)."""
     topo = run.topology
-    processes, threads = _tracks(run)
+    processes, threads, worker_tid = _tracks(run)
     pid_of_stage = {t.name: t.pid for t in threads}
     clocks = clock_domains(run)
     rec = _records(run, clocks)
     flight = run.table("flight")
     overwritten = int(sum(flight["overwritten"].tolist())) if len(flight["overwritten"]) else 0
     duration = int(run.duration_ns or (int(rec.ns.max()) if len(rec.ns) else 0))
-    probe_tid = _probe_threads(run, {t.name: t.tid for t in threads})
+    probe_tid = _probe_threads(run, {t.name: t.tid for t in threads if t.worker <= 1})
+    for probe, tid in worker_tid.items():
+        probe_tid[probe] = tid
     slices = _state_slices(topo.probes, rec, probe_tid, duration)
     is_call = call_records(topo.probes, rec.probe_ids, rec.kinds)
     calls, unmatched, still_open = call_slices(
@@ -95,7 +101,35 @@ def build_timeline(run: Run, *, instants: bool = True) -> Timeline:
         calls_open_at_end=still_open,
         uncertainty_ns=_uncertainty(rec.uncertainty_ns, domains),
         clipped=rec.clipped,
+        stacks=tuple((st, state, stack, ns) for st, state, stack, _, ns in stack_rows(run)),
+        **_stack_samples(run, rec, probe_tid),
     )
+
+
+def _stack_samples(run: Run, rec: _Records, probe_tid: NDArray[np.int32]) -> dict[str, Any]:
+    """The STACK records among ``rec`` on their workers' tracks, and the stacks they name
+    (``stack_id``)."""
+    mine = rec.kinds == int(Kind.STACK)
+    if not mine.any():
+        return {}
+    _, named = run.sql("SELECT probe, id, stack FROM stack_id ORDER BY probe, id")
+    names = [str(text) for _, _, text in named]
+    index = {(int(p), int(i)): k for k, (p, i, _) in enumerate(named)}
+    v = rec.values[mine]
+    worker = v >> 32
+    known = (worker >= 0) & (worker < len(probe_tid))
+    tid = np.where(known, probe_tid[np.where(known, worker, 0)], 0)
+    sid = v & 0xFFFFFF
+    stack = np.array([index.get((int(p), int(i)), -1) if i else -1
+                      for p, i in zip(rec.probe_ids[mine].tolist(), sid.tolist(), strict=True)],
+                     dtype=np.int32)  # fmt: skip
+    keep = tid > 0
+    order = np.argsort(rec.ns[mine][keep], kind="stable")
+    samples = StackSamples(
+        tid=tid[keep][order].astype(np.int32), t_ns=rec.ns[mine][keep][order],
+        state=((v[keep] >> 24) & 0xF)[order].astype(np.int8), stack=stack[keep][order],
+    )  # fmt: skip
+    return {"samples": samples, "stack_names": tuple(names)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,22 +170,35 @@ def _records(run: Run, clocks: Domains) -> _Records:
     )
 
 
-def _tracks(run: Run) -> tuple[list[ProcessTrack], list[ThreadTrack]]:
+def _tracks(run: Run) -> tuple[list[ProcessTrack], list[ThreadTrack], dict[int, int]]:
     """A process track per resource (pid from 1), and a thread track per stage on its
-    resource's; a resource missing from the table gets a track of its own."""
+    resource's, or per worker of a stage that has several (each with a state probe of its
+    own: a pool's); a resource missing from the table gets a track of its own. Also: each
+    worker's state probe's track."""
     processes = [
         ProcessTrack(i + 1, r.name, r.kind, r.clock_domain)
         for i, r in enumerate(run.topology.resources)
     ]
     pid_of = {p.name: p.pid for p in processes}
+    states: dict[str, list[int]] = {}
+    for p in run.topology.probes:
+        if p.kind == "state":
+            states.setdefault(p.target, []).append(p.id)
     threads: list[ThreadTrack] = []
+    worker_tid: dict[int, int] = {}
     for s in run.topology.stages:
         if s.resource not in pid_of:
             pid = len(processes) + 1
             processes.append(ProcessTrack(pid, s.resource, "unknown", HOST))
             pid_of[s.resource] = pid
-        threads.append(ThreadTrack(len(threads) + 1, pid_of[s.resource], s.name, s.role))
-    return processes, threads
+        probes = sorted(states.get(s.name, ()))
+        for k, probe in enumerate(probes if len(probes) > 1 else [None]):
+            tid = len(threads) + 1
+            threads.append(ThreadTrack(tid, pid_of[s.resource], s.name, s.role,
+                                       worker=k + 1 if probe is not None else 0))  # fmt: skip
+            if probe is not None:
+                worker_tid[probe] = tid
+    return processes, threads, worker_tid
 
 
 def _probe_threads(run: Run, tid_of: dict[str, int]) -> NDArray[np.int32]:

@@ -84,12 +84,19 @@ class ProcessTrack:
 
 @dataclass(frozen=True, slots=True)
 class ThreadTrack:
-    """A stage on a resource: ``tid`` unique across the run, from 1."""
+    """A stage on a resource: ``tid`` unique across the run, from 1; ``worker``: 0 for the
+    track of a stage with one worker, else which of its workers (from 1), a track each."""
 
     tid: int
     pid: int
     name: str
     role: str
+    worker: int = 0
+
+    @property
+    def label(self) -> str:
+        """The stage's name, with its worker's number where it has several."""
+        return f"{self.name} worker {self.worker}" if self.worker else self.name
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +138,27 @@ class Instants:
     kind: NDArray[np.int8]
     value: I64
     probe: NDArray[np.int32]
+
+    def __len__(self) -> int:
+        return len(self.tid)
+
+
+@dataclass(frozen=True, slots=True)
+class StackSamples:
+    """Stack samples kept as raw records (a traced run's, or the flight recorder's last
+    stretch): on thread ``tid`` (its stage's), at ``t_ns``, the worker's sampled ``state``
+    (``core.records.SampledState``) and its ``stack`` (an index into
+    ``Timeline.stack_names``; -1: none read)."""
+
+    tid: NDArray[np.int32]
+    t_ns: I64
+    state: NDArray[np.int8]
+    stack: NDArray[np.int32]
+
+    @classmethod
+    def empty(cls) -> StackSamples:
+        return cls(np.zeros(0, np.int32), np.zeros(0, np.int64), np.zeros(0, np.int8),
+                   np.zeros(0, np.int32))  # fmt: skip
 
     def __len__(self) -> int:
         return len(self.tid)
@@ -193,6 +221,11 @@ class Timeline:
     #: Largest bound half-width (ns) of the clock maps used for each domain's events.
     uncertainty_ns: dict[str, float] = field(default_factory=dict)
     clipped: int = 0  # events timed before the run's start, moved to 0
+    #: Each stage's sampled stacks over the run: (stage, state, stack, ns), as ``stacks``.
+    stacks: tuple[tuple[str, str, str, int], ...] = ()
+    #: Stack samples kept as raw records, and the stacks they name.
+    samples: StackSamples = field(default_factory=StackSamples.empty)
+    stack_names: tuple[str, ...] = ()
 
     def metadata(self) -> dict[str, Any]:
         """The run and its clock domains as a JSON-able dict (every format stores it)."""

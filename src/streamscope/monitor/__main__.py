@@ -2,7 +2,9 @@
 
 In: a JSON config written by the application (topology, the compiled plan, output file, the ring
 directory, the control socket it already listens on). Out: the run file, and JSON lines on
-stdout: ready, frames as they close, done with the status.
+stdout: ready, frames as they close, done with the status. Started ahead (``--ahead FD``,
+``core.ahead``), it loads its modules first, then waits on ``FD`` for the config's path and
+the descriptors of the control socket and the run file's lock.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pathlib import Path
 import duckdb
 
 from streamscope.aggregate.points import DropCount, FrameResult
+from streamscope.core import ahead
 from streamscope.core.errors import StreamscopeError
 from streamscope.core.process import GROUP_SIGNALS, keep_freed_memory
 from streamscope.core.topology import Topology
@@ -110,6 +113,12 @@ def _say(signals: bytes) -> None:
 
 
 def main(argv: list[str]) -> int:
+    fds: list[int] | None = None
+    if len(argv) == 2 and argv[0] == ahead.FLAG:
+        handed = ahead.receive(int(argv[1]))
+        if handed is None:
+            return 0  # not needed after all
+        argv, fds = [handed[0]], handed[1]
     _say_group_signals()
     keep_freed_memory()  # the estimation's arrays, made and dropped every frame, reuse memory
     if len(argv) != 1:
@@ -117,7 +126,7 @@ def main(argv: list[str]) -> int:
         return 2
     cfg_path = Path(argv[0])
     try:
-        service, store = _start(cfg_path)
+        service, store = _start(cfg_path, fds)
     except (StreamscopeError, OSError, KeyError, ValueError, duckdb.Error) as exc:
         _emit({"event": "error", "error": str(exc)})
         return 2
@@ -132,11 +141,16 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def _start(cfg_path: Path) -> tuple[MonitorService, DuckDBStore]:
+def _start(cfg_path: Path, fds: list[int] | None) -> tuple[MonitorService, DuckDBStore]:
     """The monitor the config at ``cfg_path`` describes (the file is read once and removed:
-    nothing is left behind if the application is killed), with its run file open."""
+    nothing is left behind if the application is killed), with its run file open. ``fds``:
+    started ahead, the control socket's and the lock's descriptors as they came to it (the
+    config's numbers are the application's)."""
     cfg = json.loads(cfg_path.read_text())
     cfg_path.unlink()
+    if fds is not None:
+        cfg["listen_fd"] = fds[0]
+        cfg["lock_fd"] = fds[1] if cfg.get("lock_fd") is not None else None
     topology = Topology.from_dict(cfg["topology"])
     settings = MonitorSettings.from_dict(cfg["settings"])
     plan = Plan.loads(cfg["plan"])  # compiled and sited once, by the application

@@ -152,7 +152,7 @@ class Engine:
         self._host_frames: list[FrameResult] = []
         elsewhere = {target for _, target in self.host_pairs} - measured
         links = topology.link_names
-        self.routes = Routes(topology.tick_periods())
+        self.routes = Routes(topology.tick_periods(), on_table, self.drop_frame_ns)
         summarized = plan.summarized_states
         for p in topology.probes:
             count = p.target in measured or (p.target not in links and p.target not in elsewhere)

@@ -29,6 +29,7 @@ class Keeper:
         self, topology: Topology, on_table: TableSink | None, trace: bool, flight_records: int
     ) -> None:
         self.on_table = on_table
+        self.trace = trace
         #: Channels whose two ends are in different clock domains.
         self.crossing = topology.crossing_channels()
         #: Probes whose raw records are kept for ``retime``: those of clock domains, and both
@@ -49,8 +50,13 @@ class Keeper:
     def keep(self, rec: Records, t: NDArray[np.int64], ledger: Ledger) -> NDArray[np.bool_]:
         """Keep what is kept of ``rec`` (placed at ``t``); returns which records are left to
         reduce (traced calls go to profiles instead)."""
-        if self.on_table is not None and self.keep_raw and len(rec):
-            mask = np.isin(rec["probe"], np.fromiter(self.keep_raw, dtype=np.int64))
+        if self.on_table is not None and (self.trace or self.keep_raw) and len(rec):
+            # with ``trace``, every probe's: those that appear as a program runs too
+            mask = (
+                np.ones(len(rec), dtype=bool)
+                if self.trace
+                else np.isin(rec["probe"], np.fromiter(self.keep_raw, dtype=np.int64))
+            )
             if mask.any():
                 self.on_table(TableRows("record", endtables.record_columns(rec[mask])))
         if self.flight.capacity and len(rec):

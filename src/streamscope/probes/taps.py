@@ -9,13 +9,15 @@ test). Nothing here converts time, formats or sends anything.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from streamscope.core import forksafe, native
 from streamscope.core.options import DEFAULT_TAP_CAPACITY
-from streamscope.core.records import Records
 from streamscope.core.rings import W_FLAGS, anonymous_ring, close_ring, create_ring_file
-from streamscope.transport.ringreader import RingReader
+
+if TYPE_CHECKING:  # reading a ring back is the monitor's (and an inline run's): numpy's
+    from streamscope.core.records import Records
+    from streamscope.transport.ringreader import RingReader
 
 #: Default records per ring (a power of two, ``RunOptions.tap_capacity``'s): at one drain
 #: every 20 ms, a tap may record 3 M events per second before it refuses any.
@@ -113,6 +115,8 @@ class RingTap:
         if self.published:
             raise RuntimeError(f"probe {self.probe}: a published ring is the monitor's to drain")
         if self._reader is None:
+            from streamscope.transport.ringreader import RingReader
+
             self._reader = RingReader(self.mem)
         d = self._reader.drain()
         return d.records, d.dropped

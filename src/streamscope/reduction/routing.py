@@ -14,13 +14,15 @@ from numpy.typing import NDArray
 
 from streamscope.aggregate.frames import runs
 from streamscope.aggregate.stateframes import STATE_MAGIC, decode_state_frames
-from streamscope.core.records import Records
+from streamscope.core.records import Kind, Records
+from streamscope.core.tablerows import TableSink
 from streamscope.core.topology import ProbeInfo
 from streamscope.query.metrics import METRICS
 from streamscope.reduction.channelstream import ChannelEnd, ChannelStream
 from streamscope.reduction.ledger import Ledger
 from streamscope.reduction.pathstream import PathEnd, PathStream
 from streamscope.reduction.servicetimes import SERVICE_KINDS, ServiceTimes
+from streamscope.reduction.stacks import StackCounts
 from streamscope.reduction.streams import (
     EVENT_METRICS,
     EventStream,
@@ -34,7 +36,12 @@ from streamscope.reduction.streams import (
 class Routes:
     """The streams of a run, by probe id (mutable: probes appear while a program runs)."""
 
-    def __init__(self, tick_periods: dict[str, float]) -> None:
+    def __init__(
+        self,
+        tick_periods: dict[str, float],
+        on_table: TableSink | None = None,
+        frame_ns: int = 1_000_000_000,
+    ) -> None:
         self.tick_periods = tick_periods
         self.channels: dict[str, ChannelStream] = {}
         #: One per state probe: a stage worked in by several threads or processes (a drop-in
@@ -61,6 +68,8 @@ class Routes:
         self.on_rewind: Callable[[str, int], None] | None = None
         #: The service times the workers' trackers sampled, by stage.
         self.service = ServiceTimes()
+        #: The stacks the processes' samplers sampled, per frame and stage.
+        self.stacks = StackCounts(frame_ns, on_table)
 
     def add(
         self,
@@ -94,6 +103,8 @@ class Routes:
             self.taps[p.id] = self.stages[p.id] = stream
             self.worker_of[p.id] = resource
             self._workers_of[p.target] = self._workers_of.get(p.target, 0) + 1
+        elif p.kind == "stacks":
+            self.stacks.add_probe(p.id, p.target)
         elif p.kind in ("depart", "arrive"):
             self.taps[p.id] = self._path_ends.setdefault((p.kind, p.target), PathEnd(p.kind))
         elif p.kind in EVENT_METRICS:
@@ -129,6 +140,7 @@ class Routes:
         if not len(rec):
             return []
         rec, t = self._service(rec, t, ledger)
+        rec, t = self._stacks(rec, t, ledger)
         probes = rec["probe"].astype(np.int64)
         values = rec["value"].astype(np.int64)
         ids, starts = runs(probes)
@@ -200,9 +212,30 @@ class Routes:
             ledger.kept(pid, np.sort(tt[mine]))
         return rec[~svc], t[~svc]
 
+    def _stacks(
+        self, rec: Records, t: NDArray[np.int64], ledger: Ledger
+    ) -> tuple[Records, NDArray[np.int64]]:
+        """The samplers' stack records taken out of ``rec`` into ``stacks``; the rest."""
+        mine = rec["kind"] == Kind.STACK
+        if not mine.any():
+            return rec, t
+        taken, tt = rec[mine], t[mine]
+        probes = taken["probe"].astype(np.int64)
+        for pid in np.unique(probes).tolist():
+            sel = probes == pid
+            self.stacks.take(pid, tt[sel], taken["value"][sel].astype(np.int64), self._stage_of)
+            ledger.kept(pid, np.sort(tt[sel]))
+        return rec[~mine], t[~mine]
+
+    def _stage_of(self, worker: int) -> str | None:
+        stream = self.stages.get(worker) or self.gone_stages.get(worker)
+        return stream.name if stream is not None else None
+
     def count_unrecorded(self, end_ns: int, reducers: Reducers) -> None:
         """At the end of the run: the items refused (or late) after each channel end's last
-        kept record, counted all the same (at the time they were known)."""
+        kept record, counted all the same (at the time they were known); the stacks' last
+        counts written."""
+        self.stacks.finish()
         for name, stream in self.channels.items():
             for end, metric in (("tail", "count"), ("head", "throughput")):
                 extra = stream.unrecorded(end, end_ns)
@@ -265,3 +298,4 @@ class Routes:
                 self._stirred.add(ch)  # records after ``until`` wait: reduced next time too
         for stream in (*self.stages.values(), *self.events.values(), *self.paths.values()):
             stream.reduce(until, reducers)
+        self.stacks.flush(until)

@@ -20,12 +20,13 @@ from numpy.typing import NDArray
 
 from streamscope.aggregate.frames import split_at_frames
 from streamscope.aggregate.stateframes import StateFrame
-from streamscope.core.records import STATE_LABELS
+from streamscope.core.records import NO_STATE, STATE_LABELS
 
 I64 = NDArray[np.int64]
 EMPTY = np.zeros(0, dtype=np.int64)
-#: Level of a segment whose value is unknown because records were refused during it.
-UNKNOWN = -1
+#: Level of a segment whose value is unknown: records were refused during it, or its worker
+#: was gone (its process ended, or its work was over: a record of ``NO_STATE``).
+UNKNOWN = NO_STATE
 
 
 @dataclass(frozen=True, slots=True)

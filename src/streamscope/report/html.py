@@ -70,6 +70,10 @@ fill:#0f172a}
 .plots{display:grid;grid-template-columns:repeat(auto-fit,minmax(560px,1fr));gap:10px}
 .ss-plot{min-height:260px;border:1px solid #f1f5f9;border-radius:6px}
 details summary{cursor:pointer;color:#1e3a8a}
+.ss-flame-stage{margin:6px 0}.flame-wrap{margin:6px 0 12px}
+.ss-flame text{font:11px system-ui,-apple-system,"Segoe UI",Roboto,Helvetica,Arial,sans-serif;
+fill:#1f2937;pointer-events:none}
+.ss-flame rect{stroke:#fff;stroke-width:.5}.ss-flame g:hover rect{stroke:#0f172a}
 #ss-errors{display:none}
 """
 
@@ -99,8 +103,28 @@ var q=b.getBoundingClientRect();
 boxes.push([q.left-r.left,q.top-r.top,q.width,q.height].map(function(v){return v.toFixed(1)}).join(','))});
 svg.setAttribute('data-boxes',boxes.join(';'));
 }
+function fit(svg){
+if(!svg)return;
+var wrap=svg.parentNode.getBoundingClientRect(),r=svg.getBoundingClientRect();
+if(!r.width)return;
+var shown=0,trimmed=0;
+svg.querySelectorAll('g.ss-frame').forEach(function(g){
+var t=g.querySelector('text');if(!t)return;
+var w=parseFloat(g.querySelector('rect').getAttribute('width'))-5,s=t.textContent;
+while(s.length>2&&t.getComputedTextLength()>w){s=s.slice(0,-2)+'\u2026';t.textContent=s;trimmed++}
+if(t.getComputedTextLength()>w){t.textContent=''}else{shown++}
+});
+svg.setAttribute('data-shown',[wrap.width,r.width,r.height,shown,trimmed].map(Math.round).join(','));
+}
+function flames(){
+document.querySelectorAll('details.ss-flame-stage').forEach(function(d){
+fit(d.querySelector('svg.ss-flame'));
+d.addEventListener('toggle',function(){try{fit(d.querySelector('svg.ss-flame'))}catch(e){E.push('flame: '+e)}});
+});
+}
 function done(n,ok){
 try{graph()}catch(e){E.push('graph: '+e)}
+try{flames()}catch(e){E.push('flame: '+e)}
 document.body.setAttribute('data-plots',String(n));
 document.body.setAttribute('data-rendered',String(ok));
 document.body.setAttribute('data-errors',String(E.length));

@@ -7,8 +7,11 @@ output is piped), and a closing summary table over all frames.
 
 from __future__ import annotations
 
+import io
+import sys
 import threading
 from collections.abc import Sequence
+from typing import Any
 
 from rich.console import Console
 from rich.live import Live
@@ -75,6 +78,8 @@ class LiveView:
         self.note = ""
         self._lock = threading.Lock()
         self._live: Live | None = None
+        #: In a Jupyter kernel: the one output updated in place (else a line per frame).
+        self._shown: Any = None
         self._units = {q.id: q.unit for q in plan.queries}
         self._labels = {q.id: q.text for q in plan.queries}
 
@@ -84,12 +89,28 @@ class LiveView:
                 self._table(), console=self.console, refresh_per_second=4, transient=False
             )
             self._live.__enter__()
+        else:
+            self._shown = notebook_display()
         return self
 
     def __exit__(self, *exc: object) -> None:
         if self._live is not None:
             self._live.update(self._table())
             self._live.__exit__(None, None, None)
+        self._show()
+
+    def _in_place(self) -> bool:
+        return self._live is not None or self._shown is not None
+
+    def _show(self) -> None:
+        """The table, where it is shown in place."""
+        if self._live is not None:
+            self._live.update(self._table())
+        elif self._shown is not None:
+            text = Console(file=io.StringIO(), width=120, highlight=False, force_jupyter=False,
+                           force_terminal=False)  # fmt: skip
+            text.print(self._table())
+            self._shown.update({"text/plain": text.file.getvalue()}, raw=True)  # type: ignore[attr-defined]
 
     def on_frames(self, results: Sequence[FrameResult], drops: Sequence[DropCount]) -> None:
         with self._lock:
@@ -103,7 +124,7 @@ class LiveView:
                     self.latest[key] = r
                     if key in self.waiting and self.waiting[key].frame <= r.frame:
                         del self.waiting[key]
-                if self._live is None:
+                if not self._in_place():
                     self._printed.add((r.query_id, r.target, r.frame))
                     t0 = fmt_ns(r.t_start_ns)
                     text = describe_points(r.points, self._units.get(r.query_id, ""))
@@ -112,23 +133,21 @@ class LiveView:
                         f"[{t0:>7}] q{r.query_id} {r.target}: {text.rstrip()}{tag}",
                         markup=False, highlight=False, soft_wrap=True,
                     )  # fmt: skip
-            if self._live is None and results and self.lag_ns > LAG_SHOWN_NS:
+            if not self._in_place() and results and self.lag_ns > LAG_SHOWN_NS:
                 self.console.print(
                     f"[monitor lag {fmt_ns(self.lag_ns)}]", markup=False, highlight=False
                 )
             self.dropped += sum(d.dropped for d in drops)
-            if self._live is not None:
-                self._live.update(self._table())
+            self._show()
 
     def on_note(self, text: str) -> None:
         """What the monitor says while the run goes on (a stage that stalls, and goes on):
         printed at once, and the latest under the table."""
         with self._lock:
             self.note = text
-            if self._live is None:
+            if not self._in_place():
                 self.console.print(f"[note] {text}", markup=False, highlight=False, soft_wrap=True)
-            else:
-                self._live.update(self._table())
+            self._show()
 
     def on_lag(self, lag_ns: int) -> None:
         """How far the monitor trails the run (shown under the table)."""
@@ -157,3 +176,16 @@ class LiveView:
             caption += f"\n{self.note}"
         table.caption = caption
         return table
+
+
+def notebook_display() -> Any:
+    """In a Jupyter kernel, one output to update in place (``IPython.display``'s handle);
+    None elsewhere (IPython is not imported for it)."""
+    ipython = sys.modules.get("IPython")
+    shell = getattr(ipython, "get_ipython", lambda: None)() if ipython is not None else None
+    if shell is None or not hasattr(shell, "kernel"):
+        return None
+    from IPython.display import display
+
+    return display({"text/plain": "streamscope: waiting for the first frame"}, raw=True,  # type: ignore[no-untyped-call]
+                   display_id=True)  # fmt: skip

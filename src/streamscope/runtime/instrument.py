@@ -19,6 +19,7 @@ from streamscope.core.errors import ConfigError, StreamscopeError, StreamscopeWa
 from streamscope.core.modes import RunMode, RunStatus
 from streamscope.pipeline.describe.pipeline import plan_probes
 from streamscope.pipeline.program.dropin import REGISTRY
+from streamscope.probes.stacks import period_ns
 from streamscope.query.ast import Query
 from streamscope.query.compile import compile_queries, watches
 from streamscope.query.defaults import CHANNEL_DEFAULTS, PROGRAM_DEFAULTS, STAGE_DEFAULTS
@@ -99,6 +100,29 @@ def monitor(
             yield s
 
 
+@contextmanager
+def watch(
+    queries: Sequence[Query | str] = (),
+    options: RunOptions | None = None,
+    **kwargs: Any,
+) -> Iterator[Session]:
+    """``monitor`` for code as it is written: the standard library's queues (``queue``,
+    ``asyncio``, ``multiprocessing``), threads, processes, pools and tasks made inside the
+    block are watched as ``streamscope run`` watches a program's, the standard classes replaced
+    by recorded ones while the block runs and put back after it (left as they are where
+    something else, ``streamscope run``, put them there). ``kwargs``: ``monitor``'s."""
+    from streamscope.pipeline.program import auto
+
+    with monitor(queries, options, **kwargs) as session:
+        mine = not auto.installed()
+        auto.install()
+        try:
+            yield session
+        finally:
+            if mine:
+                auto.uninstall()
+
+
 def program_plan(queries: Sequence[Query | str], options: RunOptions) -> Plan:
     """The program's queries compiled once, against what it has declared so far (stages and
     queues that appear later are matched as they do), with where each is reduced decided."""
@@ -125,7 +149,8 @@ def _monitored(
     launched = Launched(plan, topology, make_meta(name, opts), opts, on_frames, on_lag, on_note)
     session = Session(opts, group_signal=launched.group_signal, note=launched.control.note,
                       monitor_cpu_ns=launched.monitor_cpu_ns)  # fmt: skip
-    REGISTRY.activate(topology.probes, launched.ring_dir, opts.tap_capacity, watches(plan))
+    REGISTRY.activate(topology.probes, launched.ring_dir, opts.tap_capacity, watches(plan),
+                      period_ns(opts.stack_hz))  # fmt: skip
     launched.begin()
     status, error = RunStatus.COMPLETED, None
     watchdog = _Watchdog(opts.timeout_ns if time_limit else None)

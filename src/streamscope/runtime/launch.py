@@ -12,6 +12,7 @@ start (its imports, the run file) runs beside the first items, not before them.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from streamscope.aggregate.points import DropCount, FrameResult
+from streamscope.core import ahead
 from streamscope.core.clock import Clock, HostClock
 from streamscope.core.errors import ConfigError, RunFileError
 from streamscope.core.modes import RunMode, RunStatus
@@ -43,6 +45,8 @@ from streamscope.transport.channels import InMemoryTransport, UnixSocketTranspor
 from streamscope.transport.control import Control
 from streamscope.transport.wire import MsgType
 
+#: The monitor process's module (``python -m``); ``streamscope run`` starts it ahead.
+MONITOR = "streamscope.monitor"
 #: File names inside a run's private directory.
 SOCKET, RINGS, TRUTH, CONFIG = "monitor.sock", "rings", "truth", "config.json"
 #: The longest (s) a signal this process got waits for the monitor process, still starting, to
@@ -153,21 +157,22 @@ class Launched:
         cfg_path = os.path.join(self.dir, CONFIG)
         with open(cfg_path, "w") as f:
             json.dump(config, f)
-        # The monitor starts with the signals sent to the run's process group held: one that
-        # comes while it starts waits for it to take it, instead of ending it.
-        held = signal.pthread_sigmask(signal.SIG_BLOCK, GROUP_SIGNALS)
-        try:
-            self._proc = subprocess.Popen(
-                [sys.executable, "-m", "streamscope.monitor", cfg_path],
-                stdout=subprocess.PIPE,
-                stdin=subprocess.DEVNULL,
-                text=True,
-                pass_fds=(
-                    listener.fileno(), *([self.lock.fd] if self.lock and self.lock.fd else [])
-                ),
-            )  # fmt: skip
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        fds = (listener.fileno(), *([self.lock.fd] if self.lock and self.lock.fd else []))
+        waiting = ahead.take(MONITOR)
+        if waiting is not None:  # started ahead (``streamscope run``): its modules loaded
+            with contextlib.suppress(OSError):  # (it died meanwhile: one is started now)
+                self._proc = waiting.hand(cfg_path, fds)
+        if self._proc is None:
+            # The monitor starts with the signals sent to the run's process group held: one
+            # that comes while it starts waits for it to take it, instead of ending it.
+            held = signal.pthread_sigmask(signal.SIG_BLOCK, GROUP_SIGNALS)
+            try:
+                self._proc = subprocess.Popen(
+                    [sys.executable, "-m", MONITOR, cfg_path], stdout=subprocess.PIPE,
+                    stdin=subprocess.DEVNULL, text=True, pass_fds=fds,
+                )  # fmt: skip
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, held)
         listener.close()  # the monitor's now
         assert self._proc.stdout is not None
         self._reader = threading.Thread(

@@ -51,6 +51,12 @@ class RunResult:
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", parse(RunStatus, self.status, "run status"))
 
+    def _repr_html_(self) -> str:
+        """In a notebook: the run's findings, pipeline graph and tables."""
+        from streamscope.report.notebook import result_html
+
+        return result_html(self)
+
     def with_program_exit(self, code: int) -> RunResult:
         return replace(self, program_exit=code)
 

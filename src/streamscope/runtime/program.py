@@ -95,12 +95,14 @@ def run_program(
     on_lag: Callable[[int], None] | None = None,
     on_note: Callable[[str], None] | None = None,
     plan: Plan | None = None,
+    on_started: Callable[[], None] | None = None,
 ) -> RunResult:
     """Run ``target`` (a script's path; a module's name with ``module``) as ``__main__`` with
     ``argv`` under the monitor, in a process of its own that writes to this one's standard
     streams. The result's ``program_exit`` is the program's exit status as ``subprocess``
     gives it (None when its time limit stopped it); the run is failed when that is not 0,
-    interrupted when a signal or the time limit ended it. ``plan``: as ``monitor``'s."""
+    interrupted when a signal or the time limit ended it. ``plan``: as ``monitor``'s;
+    ``on_started`` is called once the program's process has started."""
     name = target if module else Path(target).stem
     with (
         monitor(
@@ -111,7 +113,7 @@ def run_program(
     ):  # fmt: skip
         mon = session.monitor_cpu_ns or (lambda: -1)
         busy0, wall0, own0, mon0 = machine_busy_ns(), time.monotonic_ns(), _own_cpu_ns(), mon()
-        end = _run(target, argv, module, options.timeout_ns, session.group_signal)
+        end = _run(target, argv, module, options.timeout_ns, session.group_signal, on_started)
         busy, own, used = machine_busy_ns(), _own_cpu_ns() - own0, mon() - mon0
         if session.note is not None and 0 <= busy0 <= busy and mon0 >= 0 and used >= 0:
             # what the machine ran beside the program, this command and the monitor: the
@@ -144,6 +146,7 @@ def _run(
     module: bool,
     timeout_ns: int | None,
     group_signal: Callable[[int, float], bool | None] | None,
+    on_started: Callable[[], None] | None = None,
 ) -> ProgramEnd:
     """The program's process, from its start to its end (or its time limit). ``group_signal``
     says whether a signal this process got was sent to its whole process group."""
@@ -151,6 +154,8 @@ def _run(
     command = [sys.executable, "-m", "streamscope.pipeline.program.auto.asmain"]
     parent = ["--parent", str(os.getpid())]
     proc = subprocess.Popen([*command, *parent, *(["-m"] if module else []), target, *argv])
+    if on_started is not None:
+        on_started()
     got: list[int] = []
 
     def pass_on(sig: int, _frame: object) -> None:

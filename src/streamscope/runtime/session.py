@@ -16,13 +16,14 @@ from typing import TYPE_CHECKING
 from streamscope.agents.assignments import HostPair
 from streamscope.agents.host import pair_taps
 from streamscope.aggregate.points import DropCount, FrameResult
-from streamscope.core.errors import describe_exception
+from streamscope.core.errors import ConfigError, describe_exception
 from streamscope.core.modes import RunStatus, parse
 from streamscope.core.process import SignalInterrupt, interruption
 from streamscope.core.topology import HOST, Topology
 from streamscope.pipeline.describe.pipeline import Pipeline, plan_probes
 from streamscope.pipeline.run.runner import Outcome, Runner
 from streamscope.probes import tracing
+from streamscope.probes.stacks import ask_stacks, period_ns
 from streamscope.query.ast import Query
 from streamscope.query.compile import compile_queries
 from streamscope.query.defaults import default_queries
@@ -58,6 +59,8 @@ def prepare(
     the plan compiled once, with where each pair is reduced decided (``Plan.sited``: ``trace``
     and ``device_trace`` as ``RunOptions``'). No queries: the defaults (every channel's
     occupancy, throughput and latency, every stage's state)."""
+    if not isinstance(pipeline, Pipeline):
+        raise ConfigError(_not_a_pipeline(pipeline))
     pipeline.validate()
     if not queries:  # none asked: every channel and every stage (query/defaults.py)
         queries = default_queries(pipeline.topology())
@@ -104,6 +107,16 @@ def shipped_probes(plan: Plan, topology: Topology) -> frozenset[int] | None:
         or p.kind in ("depart", "arrive")
         or (p.target in links and (raw is None or p.target in raw))
     )
+
+
+def _not_a_pipeline(what: object) -> str:
+    """What to pass to ``run`` instead of ``what``: a pipeline file's ``pipeline(argv)``
+    function is called with the program's arguments first."""
+    if callable(what):
+        name = getattr(what, "__name__", "it")
+        return (f"ss.run takes a Pipeline, not the function {name}: call it first, as "
+                f"ss.run({name}([]), ...) (its argument: the arguments its program would take)")  # fmt: skip
+    return f"ss.run takes a Pipeline, not {type(what).__name__}"
 
 
 def run(
@@ -240,6 +253,9 @@ def _drive(
         signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     try:
         remote = _hosts(cluster, launched.socket_path, pipeline)  # up before the run starts
+        if launched.ring_dir is not None:  # before any stage's process starts
+            first_free = max((p.id for p in topology.probes), default=0) + 1
+            ask_stacks(launched.ring_dir, period_ns(opts.stack_hz), first_free)
         t0 = launched.begin()
         tracer = tracing.active()
         if tracer is not None and tracer.excluded:

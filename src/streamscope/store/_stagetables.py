@@ -213,6 +213,68 @@ CORE = Table(
     ),
 )
 
+STACKS = Table(
+    "stacks",
+    "Where each stage's time went: its workers' Python stacks, sampled about 100 times a "
+    "second each by a thread of each process that reads them without the interpreter lock "
+    "(fewer while that thread takes more than half a percent of a core), counted per frame, "
+    "state and stack. A busy worker is 'running' when its thread was on a core (or runnable) "
+    "at the sample, 'waiting' when it was not (asleep, on I/O or a lock, the interpreter's "
+    "included; an asyncio task awaiting, with no stack then). At most 1024 stacks per stage "
+    "are told apart; the rest are '[other stacks]'.",
+    (
+        _C("t_ns", "BIGINT NOT NULL", "the frame's start (virtual ns since the run's start)"),
+        _C("frame_ns", "BIGINT NOT NULL", "the frame's length (ns)"),
+        _C("stage", "VARCHAR NOT NULL", "the stage (stage.name)"),
+        _C(
+            "state",
+            "VARCHAR NOT NULL",
+            "running, waiting (both busy), blocked_in, blocked_out or idle",
+        ),
+        _C(
+            "stack",
+            "VARCHAR NOT NULL",
+            "its frames from the root, 'function (file.py:first line)' joined by ';' "
+            "(streamscope's own left out); '' when none was read (not busy, or a task "
+            "awaiting)",
+        ),
+        _C("samples", "BIGINT NOT NULL", "samples of it"),
+        _C("ns", "BIGINT NOT NULL", "the time they stand for (each its sampler's period then)"),
+    ),
+)
+
+STACK_ID = Table(
+    "stack_id",
+    "Each process's stacks by the id its sampler gave them: what the value of a STACK record "
+    "kept in the record table names (its low 24 bits), for timelines of samples.",
+    (
+        _C("probe", "BIGINT NOT NULL", "the sampler's probe (probe.id)"),
+        _C("id", "BIGINT NOT NULL", "the stack's id in that process"),
+        _C("stack", "VARCHAR NOT NULL", "its frames from the root, as in stacks.stack"),
+    ),
+)
+
+STACK_SAMPLER = Table(
+    "stack_sampler",
+    "What each process's stack sampler cost: its thread's CPU time and samples, over its "
+    "wall time (as of its last account, once a second and at the end).",
+    (
+        _C("probe", "BIGINT NOT NULL", "its probe (probe.id)"),
+        _C("process", "VARCHAR NOT NULL", "the process (a resource's name)"),
+        _C(
+            "priority",
+            "VARCHAR NOT NULL",
+            "its thread's: realtime (the lowest real-time priority), nice -10, or normal where "
+            "neither was allowed; a normal one on a machine with no core free takes its "
+            "samples when one frees (a worker going to sleep), and they lean towards waits",
+        ),
+        _C("period_ns", "BIGINT NOT NULL", "the period asked for (ns)"),
+        _C("samples", "BIGINT NOT NULL", "samples taken, one per worker per period"),
+        _C("cpu_ns", "BIGINT NOT NULL", "its thread's CPU time (ns)"),
+        _C("wall_ns", "BIGINT NOT NULL", "the wall time it ran (ns)"),
+    ),
+)
+
 MONITOR = Table(
     "monitor",
     "The monitor's own figures per frame of the run: how far behind the application it was "
@@ -239,6 +301,9 @@ __all__ = [
     "PROFILE",
     "RUNNER",
     "SERVICE",
+    "STACKS",
+    "STACK_ID",
+    "STACK_SAMPLER",
     "STALL",
     "TRACE_EXCLUSION",
     "WORKER",

@@ -17,6 +17,7 @@ from numpy.typing import NDArray
 from streamscope.aggregate.points import DropCount, FrameResult
 from streamscope.core.closing import Closing
 from streamscope.core.errors import QueryError, RunFileError
+from streamscope.core.records import OWN_FRAME
 from streamscope.core.topology import ProbeInfo, Topology
 from streamscope.store import _rows
 from streamscope.store._json import run_json
@@ -162,12 +163,18 @@ class Run(Closing):
 
     def overhead(self) -> list[dict[str, Any]]:
         """The monitoring's own cost per stage: its probes, their events (kept or refused),
-        events per second over the run, and the estimated time spent in them (ns, and as a
-        fraction of the run's duration); for stages run by streamscope's runner, the stage
-        thread's CPU time (``cpu_ns``), the part of it in the stage's own code (``user_ns``,
-        estimated from samples, at most ``cpu_ns``) and what is left for the runner's loop and the channels
-        (``runner_ns``, probes taken out; ``runner_fraction`` of ``cpu_ns``). Sorted by
-        estimated probe time, largest first."""
+        events per second over the run, and the estimated time spent in them
+        (``est_probe_ns``); ``own_code_ns``, the time its sampled stacks found in
+        streamscope's own code (which counts what the probes' estimate does not: the wrappers
+        of a program's queues and threads); ``cost_ns``, the larger of the two (the estimate
+        alone for a stage of streamscope's runner, whose loop is ``runner_ns``), and as a
+        fraction of the run's duration (``fraction``); for stages run by streamscope's
+        runner, the stage thread's CPU time (``cpu_ns``), the part of it in the stage's own
+        code (``user_ns``, estimated from samples, at most ``cpu_ns``) and what is left for
+        the runner's loop and the channels (``runner_ns``, probes taken out;
+        ``runner_fraction`` of ``cpu_ns``); and the stack samplers' threads
+        (``STACK_SAMPLING``: their samples and CPU time). Sorted by ``cost_ns``, largest
+        first."""
         _, rows = self.sql("SELECT probe_id, events, est_probe_ns FROM overhead")
         by_id = {p.id: p for p in self.topology.probes}
         per: dict[str, dict[str, Any]] = {}
@@ -179,10 +186,19 @@ class Run(Closing):
 
         for pid, events, est in rows:
             p = by_id.get(pid)
+            if p is not None and p.kind == "stacks":
+                continue  # no stage's thread writes them: the samplers' own thread, below
             row = row_of(probe_stage(self.topology, p) if p is not None else "?")
             row["probes"] += 1
             row["events"] += int(events)
             row["est_probe_ns"] += float(est)
+        _, sampled = self.sql("SELECT count(*), sum(samples), sum(cpu_ns) FROM stack_sampler")
+        if sampled and sampled[0][0]:
+            row = row_of(STACK_SAMPLING)
+            row["probes"], row["events"] = int(sampled[0][0]), int(sampled[0][1])
+            row["est_probe_ns"] = float(sampled[0][2])
+        for stage, ns in self._own_code_ns().items():
+            row_of(stage)["own_code_ns"] = ns
         _, runner = self.sql("SELECT stage, items, samples, user_ns, cpu_ns FROM runner")
         for stage, items, samples, user_ns, cpu_ns in runner:
             row = row_of(stage)
@@ -198,12 +214,31 @@ class Run(Closing):
                 row["runner_ns"] = max(cpu_ns - user - row["est_probe_ns"], 0.0)
                 row["runner_fraction"] = row["runner_ns"] / cpu_ns if cpu_ns else None
         seconds = (self.duration_ns or 0) / 1e9
-        out = sorted(per.values(), key=lambda r: -r["est_probe_ns"])
+        for row in per.values():  # the runner's loop is its own row (``runner_ns``)
+            own = row.setdefault("own_code_ns", 0.0) if "cpu_ns" not in row else 0.0
+            row.setdefault("own_code_ns", 0.0)
+            row["cost_ns"] = max(row["est_probe_ns"], own)
+        out = sorted(per.values(), key=lambda r: -r["cost_ns"])
         for row in out:
             row["events_per_s"] = row["events"] / seconds if seconds else None
-            row["fraction"] = row["est_probe_ns"] / self.duration_ns if self.duration_ns else None
+            row["fraction"] = row["cost_ns"] / self.duration_ns if self.duration_ns else None
             for key in ("cpu_ns", "user_ns", "items", "runner_ns", "runner_fraction"):
                 row.setdefault(key, None)
+        return out
+
+    def _own_code_ns(self) -> dict[str, float]:
+        """Per stage, the time its sampled stacks found in streamscope's own code (the leaf
+        frame ``OWN_FRAME``: its probes, and the wrappers of a program's queues and threads)
+        while it was on a core or waiting for one: what monitoring cost its threads, measured,
+        where the probes' time is estimated per event."""
+        _, rows = self.sql(
+            "SELECT stage, stack, sum(ns) FROM stacks WHERE state IN ('running', 'waiting') "
+            "GROUP BY stage, stack"
+        )
+        out: dict[str, float] = {}
+        for stage, stack, ns in rows:
+            if ns and (stack == OWN_FRAME or str(stack).endswith(";" + OWN_FRAME)):
+                out[str(stage)] = out.get(str(stage), 0.0) + float(ns)
         return out
 
     def monitor_cost(self) -> dict[str, Any]:
@@ -256,6 +291,10 @@ class Run(Closing):
         return run_json(self)
 
 
+#: The ``overhead`` row of the stack samplers: their threads' CPU time (``stack_sampler``).
+STACK_SAMPLING = "(stack sampling)"
+
+
 def probe_stage(topology: Topology, probe: ProbeInfo) -> str:
     """The stage whose thread runs ``probe``: a channel end's producer or consumer, the stage
     itself, or the stage a declared probe (``STAGE.NAME``) belongs to."""
@@ -268,4 +307,4 @@ def probe_stage(topology: Topology, probe: ProbeInfo) -> str:
     return probe.target
 
 
-__all__ = ["Run", "probe_stage"]
+__all__ = ["STACK_SAMPLING", "Run", "probe_stage"]

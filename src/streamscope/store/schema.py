@@ -32,6 +32,9 @@ from streamscope.store._stagetables import (
     PROFILE,
     RUNNER,
     SERVICE,
+    STACK_ID,
+    STACK_SAMPLER,
+    STACKS,
     STALL,
     TRACE_EXCLUSION,
     WORKER,
@@ -39,7 +42,7 @@ from streamscope.store._stagetables import (
 from streamscope.store.table import Column, Table
 
 FORMAT = "streamscope-run"
-SCHEMA_VERSION = 15
+SCHEMA_VERSION = 16
 STATUSES = tuple(s.value for s in RunStatus)
 UNDER_BIN = -1
 OVER_BIN = -2
@@ -249,6 +252,9 @@ TABLES: tuple[Table, ...] = (
     OVERHEAD,
     RUNNER,
     SERVICE,
+    STACKS,
+    STACK_ID,
+    STACK_SAMPLER,
     MACHINE,
     LINK,
     HOST,

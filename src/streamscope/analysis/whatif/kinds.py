@@ -47,22 +47,28 @@ class WhatIfError(StreamscopeError):
 @dataclass(frozen=True, slots=True)
 class Change:
     """One change: ``target`` (a stage pattern, a channel ``SRC -> DST``, or ``""`` for the
-    machine), ``attr`` (one of ``ATTRIBUTES``), ``value``; ``text`` as the user wrote it."""
+    machine), ``attr`` (one of ``ATTRIBUTES``), ``value``; ``text`` as the user wrote it;
+    ``function``: for ``speed``, the one function of the stage made faster (``speed[FUNC]``:
+    its share of the stage's busy time only)."""
 
     target: str
     attr: str
     value: float
     text: str
+    function: str = ""
 
     @classmethod
     def parse(cls, text: str) -> Change:
         m = re.fullmatch(
-            r"\s*(?:(?P<target>.+?)\.)?(?P<attr>[a-z_]+)\s*=\s*(?P<value>\S+)\s*", text
+            r"\s*(?:(?P<target>.+?)\.)?(?P<attr>[a-z_]+)(?:\[(?P<function>[^\]]*)\])?\s*=\s*"
+            r"(?P<value>\S+)\s*",
+            text,
         )
         if m is None:
             raise WhatIfError(
                 f"bad change {text!r}: write TARGET.ATTRIBUTE=VALUE, e.g. 'walk*.replicas=12', "
-                "'avg.speed=2x', 'avg -> print.capacity=128' or 'cpus=4'"
+                "'avg.speed=2x', 'resize.speed[scale]=2x', 'avg -> print.capacity=128' or "
+                "'cpus=4'"
             )
         target, attr, raw = (m.group("target") or "").strip(), m.group("attr"), m.group("value")
         if len(target) > 1 and target[0] == target[-1] and target[0] in "'\"":
@@ -90,7 +96,12 @@ class Change:
             raise WhatIfError(f"bad change {text!r}: capacity is a channel's (SRC -> DST)")
         if attr in ("replicas", "speed") and "->" in target:
             raise WhatIfError(f"bad change {text!r}: {attr} is a stage's, not a channel's")
-        return cls(target, attr, value, text.strip())
+        function = (m.group("function") or "").strip()
+        if m.group("function") is not None and (attr != "speed" or not function):
+            raise WhatIfError(
+                f"bad change {text!r}: only speed names a function, as STAGE.speed[FUNCTION]=2x"
+            )
+        return cls(target, attr, value, text.strip(), function)
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,7 @@ from streamscope.analysis.breakdown import channel_summary
 from streamscope.analysis.context import BUSY_THRESHOLD
 from streamscope.analysis.groups import range_label, stage_groups
 from streamscope.analysis.whatif.changes import apply_changes
+from streamscope.analysis.whatif.functions import resolve
 from streamscope.analysis.whatif.kinds import (
     OCCUPANCY_TOLERANCE,
     REPLICATIONS,
@@ -54,6 +55,7 @@ class Predictor:
         seed: int = 0,
         tolerance: float = THROUGHPUT_TOLERANCE,
     ) -> None:
+        self.run = run
         try:
             self.model = pipeline_model(run)
             self.seed, self.replications = seed, replications
@@ -66,7 +68,8 @@ class Predictor:
     def predict(self, changes: Sequence[str | Change]) -> WhatIf:
         chs = tuple(c if isinstance(c, Change) else Change.parse(c) for c in changes)
         model = self.model
-        changed = apply_changes(model, chs)
+        stages = [st.name for st in model.network.stages]
+        changed = apply_changes(model, resolve(self.run, stages, chs))
         predicted = None
         if self.check.verdict == "consistent" and chs:
             try:

@@ -36,6 +36,7 @@ from streamscope.model.network import (
     BLOCKED_IN,
     BLOCKED_OUT,
     BUSY,
+    DEFAULT_SWITCH_NS,
     ChannelModel,
     Network,
     SimResult,
@@ -157,7 +158,11 @@ def pipeline_model(run: Run) -> PipelineModel:
                        "in the model, whose cores are shared equally: its CPU time is taken as "
                        "that much longer (it computes all along, so it waited when preempted, "
                        "holding its lock)")  # fmt: skip
-    net, locks = _calibrate_locks(net, shares, throughput, bool(prog.runner))
+    net, locks, waited = _calibrate_locks(net, shares, throughput, bool(prog.runner))
+    for name in waited:
+        assumed.append(f"{name}'s own code waited less than a switch interval an item: those "
+                       "waits are taken for waits on the interpreter lock, which the model makes "
+                       "(what reproduces the measured states best)")  # fmt: skip
     for name, g in locks.items():
         if g < 1:
             where = "the pipeline's process" if name == "main" else name
@@ -205,28 +210,53 @@ def _other_load(
 def _calibrate_locks(
     net: Network, shares: dict[str, tuple[float, float, float]], throughput: float,
     program: bool = False,
-) -> tuple[Network, dict[str, float]]:  # fmt: skip
+) -> tuple[Network, dict[str, float], list[str]]:  # fmt: skip
     """Per interpreter shared by several stages, the share of their CPU time that holds its
     lock (``LOCK_SHARES``): the one whose model best reproduces the measured busy shares and
     throughput. Thread CPU time does not say which part held the lock (numpy and compiled
     code release it while they compute), and the states do: a stage that waits on the lock
-    is busy longer."""
+    is busy longer. Each share is tried with the stages' own waits as measured and, where a
+    stage's own code waited less than a switch interval an item (``_lock_waits``), with those
+    waits taken for waits on the lock (which the model makes of its own): a wait of a few
+    microseconds an item beside a thread that computes is a thread that wanted the lock, not
+    a sleep, after which it would want the lock back and wait up to a switch interval more.
+    Out: the network, each interpreter's share, the stages whose waits were taken so."""
     chosen: dict[str, float] = {}
+    waits: list[str] = []
     for interp in sorted({s.interpreter for s in net.stages}):
         users = [s for s in net.stages if s.interpreter == interp]
         if len(users) < 2 or not any(s.cpu_share > 0 or s.overhead_ns > 0 for s in users):
             continue
-        best: tuple[float, float, Network] | None = None
+        short = _lock_waits(users, net.switch_ns.get(interp, DEFAULT_SWITCH_NS))
+        best: tuple[float, float, Network, tuple[str, ...]] | None = None
         for g in LOCK_SHARES:
-            trial = replace(net, stages=tuple(
-                replace(s, locked=g) if s.interpreter == interp else s for s in net.stages
-            ))  # fmt: skip
-            score = _misfit(trial, users, shares, throughput, program)
-            if best is None or score < best[0] - LOCK_MARGIN:
-                best = (score, g, trial)
+            for taken in ((), tuple(short)) if short else ((),):
+                trial = replace(net, stages=tuple(
+                    short[s.name] if s.name in taken else s for s in net.stages
+                ))  # fmt: skip
+                trial = replace(trial, stages=tuple(
+                    replace(s, locked=g) if s.interpreter == interp else s for s in trial.stages
+                ))  # fmt: skip
+                score = _misfit(trial, users, shares, throughput, program)
+                if best is None or score < best[0] - LOCK_MARGIN:
+                    best = (score, g, trial, taken)
         assert best is not None
         chosen[interp], net = best[1], best[2]
-    return net, chosen
+        waits += best[3]
+    return net, chosen, waits
+
+
+def _lock_waits(users: Sequence[StageModel], switch_ns: float) -> dict[str, StageModel]:
+    """The stages whose own code waited (wall time beyond its CPU time) less than
+    ``switch_ns`` an item on average, each with those waits taken out (its samples its CPU
+    time, all of it CPU time)."""
+    out: dict[str, StageModel] = {}
+    for s in users:
+        if not 0 < s.cpu_share < 1 or not len(s.service):
+            continue
+        if float(s.service.mean()) * (1 - s.cpu_share) < switch_ns:
+            out[s.name] = replace(s, service=s.service * s.cpu_share, cpu_share=1.0)
+    return out
 
 
 def _misfit(

@@ -33,6 +33,8 @@ def in_program_terms(ch: Change, how: Mapping[str, str]) -> str:
         return f"{int(ch.value)} CPUs"
     if ch.attr == "capacity":
         return f"maxsize={int(ch.value)} on the queue {ch.target}"
+    if ch.attr == "speed" and ch.function:
+        return f"{ch.function}() in {ch.target} {ch.value:g}x as fast"
     if ch.attr == "speed":
         return f"{ch.target}'s code {ch.value:g}x as fast"
     n = int(ch.value)

@@ -18,9 +18,10 @@ from typing import Any, Protocol
 
 from streamscope.core import forksafe, native
 from streamscope.core.errors import ConfigError, PipelineError
-from streamscope.core.records import Kind
+from streamscope.core.records import NO_STATE, Kind
 from streamscope.core.rings import declare, next_probe_ids, set_next_probe_id
 from streamscope.core.topology import ChannelInfo, ProbeInfo, ResourceInfo, StageInfo, Topology
+from streamscope.probes.stacks import ProcessStacks
 from streamscope.probes.taps import COST_CALL, Recorder, RingTap, make_tracker
 
 #: Where a process the program starts later (``spawn``) finds the active session.
@@ -91,6 +92,10 @@ class Registry:
         self.capacity = 0
         self.watches: list[dict[str, Any]] = []
         self.owner = 0  # the pid that activated the session
+        #: The stack sampling period asked for (ns; 0: stacks are not sampled), and each
+        #: process's sampler (by pid), made when its first worker is.
+        self.stacks_ns = 0
+        self._stacks: dict[int, ProcessStacks] = {}
         #: How each program stage's name was found (``pipeline.program.auto.naming``), by stage.
         self.named_by: dict[str, str] = {}
         #: Per process (pid): its recorder. Per worker (pid, thread, stage): its tracker.
@@ -153,6 +158,7 @@ class Registry:
                     d = json.loads(found)
                     self.directory, self.capacity = str(d["dir"]), int(d["capacity"])
                     self.watches, self.owner = list(d["watches"]), int(d["owner"])
+                    self.stacks_ns = int(d.get("stacks_ns", 0))
         return self.directory is not None
 
     def adopt(self) -> None:
@@ -166,7 +172,7 @@ class Registry:
     def _session_env(self) -> str:
         return json.dumps(
             {"dir": self.directory, "capacity": self.capacity, "watches": self.watches,
-             "owner": self.owner}
+             "owner": self.owner, "stacks_ns": self.stacks_ns}
         )  # fmt: skip
 
     def recorder(self) -> Recorder | None:
@@ -217,7 +223,26 @@ class Registry:
                     self._trackers[key] = self._declare_worker(stage, resource, worker is None)
                 if worker is None:
                     self._threads.setdefault(key[:2], []).append(key)
+                    self.sample(self._trackers[key])
             return self._trackers[key]
+
+    def sample(self, tracker: native.StateTracker | None, coro: object = None) -> None:
+        """Sample the stack of ``tracker``'s worker: the calling thread (or, ``coro`` given,
+        the asyncio task whose coroutine it is, on the calling thread's loop), while stacks
+        are sampled."""
+        tap = self._tracker_taps.get(id(tracker)) if tracker is not None else None
+        if tap is None or not self.stacks_ns or self.directory is None:
+            return
+        pid = os.getpid()
+        with self.lock:
+            stacks = self._stacks.get(pid)
+            if stacks is None:
+                rec = self.recorder()
+                if rec is None:
+                    return
+                stacks = self._stacks[pid] = ProcessStacks(rec, self.directory, self.stacks_ns)
+        assert tracker is not None
+        stacks.add(tracker, tap.probe, coro)
 
     def _declare_worker(
         self, stage: str, resource: ResourceInfo | None, thread: bool = True
@@ -245,6 +270,17 @@ class Registry:
         self._tracker_taps[id(tracker)] = tap
         return tracker
 
+    def thread_done(self) -> None:
+        """The calling thread's work is over in every stage it worked in (the program's main
+        thread once its code has run: the stream nodes it ran included): their workers here
+        are in no state from now on (``NO_STATE``)."""
+        with self.lock:
+            keys = list(self._threads.get((os.getpid(), threading.get_ident()), ()))
+            trackers = [self._trackers.get(key) for key in keys]
+        for tracker in trackers:
+            if tracker is not None:
+                tracker.set(NO_STATE)
+
     def retire_thread(self) -> None:
         """The calling thread ended: its trackers wait for the next thread of their stages
         (``tracker``); those that waited ``VACANT_FOR_S`` record nothing more (their rings
@@ -255,6 +291,9 @@ class Registry:
         with self.lock:
             for key in self._threads.pop(me, ()):
                 tracker = self._trackers.pop(key, None)
+                stacks = self._stacks.get(key[0])
+                if tracker is not None and stacks is not None:
+                    stacks.remove(tracker)  # its thread is gone: its next one is added anew
                 if tracker is not None:
                     self._vacant.setdefault((key[0], key[2]), []).append((tracker, now))
             for post, held in list(self._vacant.items()):
@@ -289,10 +328,13 @@ class Registry:
         directory: str,
         capacity: int,
         watches: list[dict[str, Any]],
+        stacks_ns: int = 0,
     ) -> None:
         """Turn on the probes a session needs, recording into ``directory``; stages and queues
-        that appear later get probes numbered after these."""
+        that appear later get probes numbered after these. ``stacks_ns``: each worker's stack
+        is sampled this often (0: not at all)."""
         with self.lock:
+            self.stacks_ns = stacks_ns
             self.probes = probes
             self.directory = directory
             self.capacity = capacity
@@ -306,6 +348,10 @@ class Registry:
 
     def deactivate(self) -> None:
         with self.lock:
+            for stacks in self._stacks.values():
+                stacks.stop()
+            self._stacks.clear()
+            self.stacks_ns = 0
             os.environ.pop(SESSION_ENV, None)
             for q in self.queues.values():
                 q.detach()

@@ -25,6 +25,7 @@ from streamscope.pipeline.run.aio import start_loop
 from streamscope.pipeline.run.worker import Channel, LoopStats, StageProbes, run_stage
 from streamscope.probes import tracing
 from streamscope.probes.hardware import Trigger, parse_condition
+from streamscope.probes.stacks import ProcessStacks, asked_period
 from streamscope.probes.storage import make_storage
 from streamscope.probes.taps import (
     COST_CALL,
@@ -33,6 +34,7 @@ from streamscope.probes.taps import (
     COST_NATIVE,
     Recorder,
     RingTap,
+    host_clock,
     make_tracker,
 )
 from streamscope.probes.user import (
@@ -89,6 +91,7 @@ class _StageParts:
     iteration: dict[str, RingTap] = field(default_factory=dict)
     storages: list[Any] = field(default_factory=list)
     trace: tuple[tracing.FunctionTracer, tracing.TraceTap] | None = None
+    state_probe: int = 0  # its state probe, where the monitor drains it (0: none)
 
 
 #: A path's origin tags one item in about TAG_EVERY it puts (jittered), and no two tags closer
@@ -127,6 +130,7 @@ class ProcessShare:
         self.tracer: tracing.FunctionTracer | None = None
         self._parts: dict[str, _StageParts] = {s: _StageParts() for s in stages}
         mine = set(stages)
+        self.stacks: ProcessStacks | None = None
         self._declared(pipeline, probes, stages, rec)
         self._traced(probes, mine, rec)
         for p in probes:
@@ -141,6 +145,13 @@ class ProcessShare:
                 if owner in mine:
                     self._tap_channel(p, channels[p.target], rec, p.id in local)
         self._tag_paths(pipeline, channels, probes, mine, rec)
+        # This process's stack sampler, where the run asked for one (a host-clock process whose
+        # rings the monitor drains: a device's emulated clock is not the samples'); it stops
+        # when the last stage it samples ends.
+        sampled = sum(1 for s in mine if self._parts[s].state_probe)
+        period = asked_period(rec.directory)
+        if period and sampled and rec.directory is not None and rec.clock is host_clock():
+            self.stacks = ProcessStacks(rec, rec.directory, period, stop_after=sampled)
 
     def _tag_paths(
         self,
@@ -193,6 +204,7 @@ class ProcessShare:
         """The state tracker of stage ``p.target``."""
         tap = rec.tap(p.id, Kind.STATE, publish=not private)
         self.trackers[p.target] = make_tracker(p.target, tap)
+        self._parts[p.target].state_probe = p.id if not private else 0
         self._parts[p.target].tracker = self.trackers[p.target]
         if private:
             self.local_taps.append(tap)
@@ -318,6 +330,8 @@ class ProcessShare:
                 tracer.bind_tap(ttap)
 
             unbind = tracer.unbind
+        if self.stacks is not None and parts.tracker is not None and parts.state_probe:
+            bind, unbind = self._sampled(parts.tracker, parts.state_probe, bind, unbind)
         return StageProbes(
             parts.tracker,
             parts.iteration.get("iteration"),
@@ -329,6 +343,27 @@ class ProcessShare:
             unbind,
             self.report,
         )
+
+    def _sampled(
+        self, tracker: native.StateTracker, probe: int,
+        bind: Callable[[], None] | None, unbind: Callable[[], None] | None,
+    ) -> tuple[Callable[[], None], Callable[[], None]]:  # fmt: skip
+        """``bind`` and ``unbind`` that also add the stage's thread to the stack sampler and
+        let it go."""
+        stacks = self.stacks
+        assert stacks is not None
+
+        def bound() -> None:
+            if bind is not None:
+                bind()
+            stacks.add(tracker, probe)
+
+        def unbound() -> None:
+            if unbind is not None:
+                unbind()
+            stacks.remove(tracker)
+
+        return bound, unbound
 
 
 def start_threads(

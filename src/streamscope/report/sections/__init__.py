@@ -12,6 +12,7 @@ from streamscope.report.sections.monitoring import DropsSection, OverheadSection
 from streamscope.report.sections.pipeline import PipelineSection
 from streamscope.report.sections.profiles import ProfilesSection
 from streamscope.report.sections.queries import HISTOGRAMS, LATENCY, QUERIES
+from streamscope.report.sections.stacks import StacksSection
 from streamscope.report.sections.virtual_queues import VirtualQueuesSection
 from streamscope.report.sections.whatif import WhatIfSection
 
@@ -20,6 +21,7 @@ from streamscope.report.sections.whatif import WhatIfSection
 DEFAULT_SECTIONS: tuple[ReportSection, ...] = (
     FindingsSection(),
     WhatIfSection(),
+    StacksSection(),
     PipelineSection(),
     QUERIES,
     HISTOGRAMS,

@@ -26,6 +26,7 @@ from streamscope.core.closing import Closing
 from streamscope.core.errors import ConfigError
 from streamscope.core.extras import require
 from streamscope.runtime.hosts.nodeprocs import (
+    check_interrupted,
     driver_signals_kept,
     ray_processes,
     signals_held,
@@ -140,8 +141,10 @@ class RayCluster(Closing):
         with sigterm_kept(ray):
             try:
                 cluster = Cluster(initialize_head=True, head_node_args=head)
+                check_interrupted()
                 for host in hosts[1:]:
                     cluster.add_node(**node, resources={host: 1})
+                    check_interrupted()
                 with driver_signals_kept(ray):
                     ray.init(address=cluster.address, logging_level="ERROR", log_to_driver=False)
             except BaseException:

@@ -122,12 +122,17 @@ def sigterm_kept(ray: ModuleType) -> Iterator[None]:
     install = getattr(utils, "set_sigterm_handler", None)
     if install is not None:
         utils.set_sigterm_handler = _keep
+    _came.clear()
     try:
         yield
+    except BaseException:
+        _came.clear()  # what came is acted on
+        raise
     finally:
         if install is not None:
             utils.set_sigterm_handler = install
         signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+    check_interrupted()
 
 
 @contextlib.contextmanager
@@ -174,5 +179,23 @@ def _keep(handler: Any) -> None:
     """In place of Ray's ``set_sigterm_handler`` (``sigterm_kept``): nothing is installed."""
 
 
+#: The SIGTERMs ``sigterm_kept``'s handler turned into an interrupt, not yet acted on:
+#: process-wide, as signal handlers are. Its ``KeyboardInterrupt`` is lost where Python ignores
+#: exceptions, which it does in a fork's callbacks (filelock's ``_resume_parent_after_fork``:
+#: beside a busy core a SIGTERM landed there once, and the command ran on as if none had
+#: come): ``check_interrupted`` raises it anew.
+_came: list[int] = []
+
+
 def _interrupt(signum: int, frame: object) -> None:
+    _came.append(signum)
     raise KeyboardInterrupt
+
+
+def check_interrupted() -> None:
+    """Interrupt (``KeyboardInterrupt``) if a SIGTERM came inside ``sigterm_kept``'s block
+    and was not acted on: where each step of a cluster's start returns, and at the block's
+    end."""
+    if _came:
+        _came.clear()
+        raise KeyboardInterrupt

@@ -166,7 +166,8 @@ def main(args: list[str]) -> None:
         else:
             run_path(target)
     finally:
-        leave()  # its main thread: idle while the interpreter ends
+        leave()  # its main thread: its work over while the interpreter ends
+        REGISTRY.thread_done()  # and that of the stages it worked in (a stream's nodes)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ from typing import Any
 from streamscope.pipeline.program.auto import executors, mpqueue, polling, pools, waits
 from streamscope.pipeline.program.auto.channels import forget_channels
 from streamscope.pipeline.program.auto.claims import vacate
-from streamscope.pipeline.program.auto.naming import who_of_process
+from streamscope.pipeline.program.auto.naming import read_interpreter, who_of_process
 from streamscope.pipeline.program.auto.processes import (
     ExecutorWorker,
     PoolWorker,
@@ -68,6 +68,7 @@ def install() -> None:
     process the program starts (idempotent; ``uninstall`` undoes it)."""
     if _saved:
         return
+    read_interpreter()
     _saved.update(
         bootstrap=threading.Thread._bootstrap_inner,  # type: ignore[attr-defined]
         start=multiprocessing.process.BaseProcess.start,

@@ -2,16 +2,23 @@
 file of the session's ring directory, mapped by each process that uses the queue.
 
 In: a queue's id (the file's name). Out: a ``Block`` whose 8-byte numbers (at the offsets
-below) every process using the queue reads and writes under the queue's own locks.
+below) every process using the queue reads and writes under the block's two locks
+(``Block.lock``: insertions, removals), which the kernel lets go of when a process holding one
+dies.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import mmap
 import os
 import struct
+import threading
+from types import TracebackType
 from typing import Any
 
+from streamscope.core import forksafe
 from streamscope.pipeline.program.registry import REGISTRY
 
 #: Longest stage name a ``multiprocessing`` queue shares between processes (bytes, UTF-8).
@@ -42,6 +49,11 @@ class Block:
     def __init__(self, path: str | None) -> None:
         self.path = path
         self._map: mmap.mmap | None = None
+        self._locks = (Held(self, 0), Held(self, 1))
+
+    def lock(self, which: int) -> Held:
+        """Lock ``which`` (0: insertions, 1: removals) of the queue, shared by its processes."""
+        return self._locks[which]
 
     @classmethod
     def made(cls, name: str) -> Block:
@@ -89,4 +101,84 @@ class Block:
         return (Block, (self.path,))
 
 
+class Held:
+    """One of a block's locks: this process's threads take turns (a thread lock, free again in
+    a forked child), then its processes do, on one byte of the block's file (an open file
+    description's lock, ``F_OFD_SETLKW``). The kernel lets go of the byte when the process
+    holding it dies, which a semaphore of the queue's context does not: a pool's worker
+    terminated as it counted its end marker left the pool's task handler waiting on it for
+    ever, and the program with it. A block without a file (no session) is this process's own:
+    the thread lock is all it needs."""
+
+    def __init__(self, block: Block, byte: int) -> None:
+        self.block, self.byte = block, byte
+        # one per file in this process, however many times the queue came to it
+        self.threads = _thread_lock(block.path, byte) if block.path else forksafe.lock()
+
+    def __enter__(self) -> None:
+        self.threads.acquire()
+        try:
+            fd = _lock_fd(self.block.path)
+            if fd is not None:
+                fcntl.fcntl(fd, fcntl.F_OFD_SETLKW, _range(fcntl.F_WRLCK, self.byte))
+        except BaseException:
+            self.threads.release()
+            raise
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        try:
+            fd = _lock_fd(self.block.path)
+            if fd is not None:
+                fcntl.fcntl(fd, fcntl.F_OFD_SETLK, _range(fcntl.F_UNLCK, self.byte))
+        finally:
+            self.threads.release()
+
+
+def _range(kind: int, byte: int) -> bytes:
+    """A ``struct flock`` of one byte (l_type, l_whence, l_start, l_len, l_pid: 0 for an open
+    file description's lock)."""
+    return _FLOCK.pack(kind, os.SEEK_SET, byte, 1, 0)
+
+
+#: Each block file's descriptor, opened once per process for its locks (a forked child opens
+#: its own: a lock taken through a description it shares with its parent would not keep the
+#: parent out), and its threads' locks.
+_lock_fds: dict[str, int] = {}
+_thread_locks: dict[tuple[str, int], threading.Lock] = {}
+_lock_fds_lock = forksafe.lock()
+
+
+def _thread_lock(path: str, byte: int) -> threading.Lock:
+    with _lock_fds_lock:
+        held = _thread_locks.get((path, byte))
+        if held is None:
+            held = _thread_locks[(path, byte)] = forksafe.lock()
+        return held
+
+
+def _lock_fd(path: str | None) -> int | None:
+    if path is None:
+        return None
+    fd = _lock_fds.get(path)
+    if fd is None:
+        with _lock_fds_lock:
+            fd = _lock_fds.get(path)
+            if fd is None:
+                fd = _lock_fds[path] = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+    return fd
+
+
+def _forget_lock_fds() -> None:
+    for fd in _lock_fds.values():  # the parent's descriptions stay open in the parent
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    _lock_fds.clear()
+
+
+os.register_at_fork(after_in_child=_forget_lock_fds)
+
+
 _Q = struct.Struct("q")
+_FLOCK = struct.Struct("hhqqi4x")

@@ -57,16 +57,22 @@ _MPQ = multiprocessing.queues
 class Counts:
     """A recorded ``multiprocessing`` queue's shared counts and ends: sequence numbers of its
     insertions and removals, the stages seen at each end and the channel's probes, in a shared
-    block (``Block``) under two locks of the queue's own context; this process's rings.
-    Passed to other processes with the queue."""
+    block (``Block``) under its two locks; this process's rings. Passed to other processes
+    with the queue."""
 
-    def __init__(self, ctx: Any, capacity: int) -> None:
+    def __init__(self, capacity: int) -> None:
         self.capacity = capacity
         self.id = new_queue_id()
         self.block = Block.made(self.id)
-        self.lock_in = ctx.Lock()
-        self.lock_out = ctx.Lock()
         self.rings: dict[tuple[int, str], Any] = {}
+
+    @property
+    def lock_in(self) -> Any:
+        return self.block.lock(0)
+
+    @property
+    def lock_out(self) -> Any:
+        return self.block.lock(1)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -269,7 +275,7 @@ def _queue_init(init: Callable[..., None]) -> Callable[..., None]:
     def __init__(self: Any, maxsize: int = 0, *, ctx: Any) -> None:  # noqa: N807
         init(self, maxsize, ctx=ctx)
         if not isinstance(self._sem, Places) and not _made_internally(self):
-            self._sem = Places(self._sem, Counts(ctx, _capacity(maxsize)))
+            self._sem = Places(self._sem, Counts(_capacity(maxsize)))
 
     return __init__
 
@@ -318,7 +324,7 @@ def _simple_init(init: Callable[..., None]) -> Callable[..., None]:
     def __init__(self: Any, *, ctx: Any) -> None:  # noqa: N807
         init(self, ctx=ctx)
         if self._wlock is not None and not _made_internally(self):
-            counts = Counts(ctx, 0)
+            counts = Counts(0)
             self._wlock = Locked(self._wlock, counts, "tail")
             self._rlock = Locked(self._rlock, counts, "head")
 

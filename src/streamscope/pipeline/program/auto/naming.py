@@ -109,6 +109,15 @@ def _library_roots() -> tuple[str, ...]:
     return tuple(os.path.join(os.path.realpath(r), "") for r in roots if r)
 
 
+def read_interpreter() -> None:
+    """What naming reads of this interpreter once (``_library_roots``), read now, by the
+    thread that installs the watching: read first by one of the program's threads, it imported
+    sysconfig's data there, and a pool forked meanwhile could copy that import's lock held,
+    its workers then waiting on it forever (a pool of ``pool_rounds.py`` hung 1 run in 4
+    beside a busy core)."""
+    _library_roots()
+
+
 #: The file name of code that cloudpickle carried to this process by value (a function of
 #: the program's ``__main__``, as joblib's loky workers get it): only the program's code is
 #: carried so, a library's goes by reference.
@@ -417,6 +426,7 @@ __all__ = [
     "given_name",
     "programs",
     "queue_id",
+    "read_interpreter",
     "refined",
     "who_of_process",
     "who_of_task",

@@ -58,7 +58,7 @@ def _setup_queues(setup: Callable[[Any], None]) -> Callable[[Any], None]:
         if internal(type(self).__module__) and type(self) is not mpool.Pool:
             return
         if not isinstance(getattr(inqueue, "_rlock", None), Locked) and inqueue._wlock is not None:
-            counts = Counts(self._ctx, 0)
+            counts = Counts(0)
             inqueue._wlock = Locked(inqueue._wlock, counts, "tail")
             inqueue._rlock = Locked(inqueue._rlock, counts, "head")
         recorded = counts_of(inqueue)

@@ -15,7 +15,7 @@ from types import FrameType
 from typing import Any
 
 from streamscope.core import native
-from streamscope.core.records import State
+from streamscope.core.records import NO_STATE, State
 from streamscope.pipeline.program.auto.claims import claim_stage, occupy
 from streamscope.pipeline.program.auto.naming import (
     MAIN_WHO,
@@ -181,10 +181,11 @@ def thread_tracker(end: str = "", queue: str = "") -> native.StateTracker | None
 
 
 def leave() -> None:
-    """The calling thread's work is over: its stage's worker is idle from now on."""
+    """The calling thread's work is over: its stage's worker is in no state from now on
+    (``NO_STATE``: not idle, gone)."""
     tracker = native.bound_tracker()
     if tracker is not None and getattr(thread_state, "entered", False):
-        tracker.set(State.IDLE)
+        tracker.set(NO_STATE)
         native.bind_tracker(None)
     thread_state.entered = False
 

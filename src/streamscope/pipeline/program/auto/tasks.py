@@ -213,6 +213,7 @@ def start_task(task: asyncio.Task[Any]) -> tuple[str | None, native.StateTracker
             tracker = REGISTRY.tracker(name, ("task", next(_task_serial)), _loop_resource())
         if tracker is not None:
             tracker.set(State.BUSY)
+            REGISTRY.sample(tracker, task.get_coro())
             task.add_done_callback(functools.partial(_done, tracker, idle))
     _tasks[task] = (name, tracker)
     return name, tracker

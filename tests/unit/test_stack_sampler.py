@@ -1,0 +1,267 @@
+"""The stack sampler (native and twin alike), its reduction per frame and stage, and the hot
+functions drawn from it: known stacks in known states, read back from the records and tables."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import pytest
+
+from streamscope.analysis.hotspots import summarize, where_time_goes
+from streamscope.core.native import implementations
+from streamscope.core.records import Kind, SampledState, State
+from streamscope.core.rings import anonymous_ring
+from streamscope.core.tablerows import TableRows
+from streamscope.reduction import stacks as reduction
+from streamscope.reduction.stacks import OTHER, OWN, UNREAD, StackCounts
+from streamscope.transport.ringreader import RingReader
+
+IMPLS = implementations()
+
+
+def spin_here(seconds: float) -> None:
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def _table(path: Path) -> dict[int, list[str]]:
+    out = {}
+    for line in path.read_text().splitlines():
+        if not line.startswith("#"):
+            f = line.split("\t")
+            out[int(f[0])] = f[2::3]
+    return out
+
+
+def _decode(mem: Any) -> list[tuple[int, int, int, int]]:
+    """(worker probe, period shift, state, stack id) of each record in the ring."""
+    rec = RingReader(mem).drain().records
+    assert set(rec["kind"].tolist()) <= {int(Kind.STACK)}
+    return [(v >> 32, (v >> 28) & 0xF, (v >> 24) & 0xF, v & 0xFFFFFF)
+            for v in rec["value"].astype(np.int64).tolist()]  # fmt: skip
+
+
+@pytest.mark.parametrize("impl", IMPLS.values(), ids=list(IMPLS))
+def test_a_threads_stack_is_sampled_in_the_state_its_tracker_is_in(
+    impl: ModuleType, tmp_path: Path
+) -> None:
+    mem = anonymous_ring(9, int(Kind.STACK), 1 << 14)
+    sampler = impl.StackSampler(impl.Ring(mem, impl.Clock()), str(tmp_path / "t.tsv"), 2_000_000)
+    tracker = impl.StateTracker("s")
+    removed = threading.Event()
+
+    def worker() -> None:
+        assert sampler.add(tracker, 42)
+        tracker.set(int(State.BUSY))
+        spin_here(0.3)
+        tracker.set(int(State.BLOCKED_IN))
+        time.sleep(0.15)
+        sampler.remove(tracker)
+        removed.set()
+        time.sleep(0.05)
+
+    sampler.start()
+    t = threading.Thread(target=worker)
+    t.start()
+    t.join()
+    sampler.stop()
+    samples = _decode(mem)
+    table = _table(tmp_path / "t.tsv")
+    assert {w for w, *_ in samples} == {42}
+    running = [sid for _, _, st, sid in samples if st == SampledState.RUNNING]
+    blocked = [sid for _, _, st, sid in samples if st == SampledState.BLOCKED_IN]
+    assert len(running) >= 30 and len(blocked) >= 10, samples
+    assert set(blocked) == {0}  # a blocked worker's stack is not read
+    leaves = [table[sid][-1] for sid in running if sid]
+    assert leaves.count("spin_here") >= 0.9 * len(running), leaves
+    assert (
+        table[running[0]][-2]
+        == "test_a_threads_stack_is_sampled_in_the_state_its_tracker_is_in.<locals>.worker"
+    )
+    assert sampler.samples == len(samples) and sampler.cpu_ns > 0
+    assert (tmp_path / "t.tsv").read_text().splitlines()[-1].startswith("#cost\t")
+
+
+@pytest.mark.parametrize("impl", IMPLS.values(), ids=list(IMPLS))
+def test_a_task_is_sampled_while_it_runs_and_waiting_while_it_awaits(
+    impl: ModuleType, tmp_path: Path
+) -> None:
+    mem = anonymous_ring(9, int(Kind.STACK), 1 << 14)
+    sampler = impl.StackSampler(impl.Ring(mem, impl.Clock()), str(tmp_path / "t.tsv"), 2_000_000)
+    tracker = impl.StateTracker("s", None, False)
+
+    async def watched() -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        sampler.add(tracker, 7, task.get_coro())
+        tracker.set(int(State.BUSY))
+        spin_here(0.25)
+        await asyncio.sleep(0.25)  # busy on its item, but not running: another task is
+        tracker.set(int(State.IDLE))
+
+    async def other() -> None:
+        await asyncio.sleep(0.27)
+        spin_here(0.2)
+
+    async def main() -> None:
+        await asyncio.gather(watched(), other())
+
+    sampler.start()
+    t = threading.Thread(target=asyncio.run, args=(main(),))
+    t.start()
+    t.join()
+    sampler.stop()
+    samples = _decode(mem)
+    table = _table(tmp_path / "t.tsv")
+    running = [sid for _, _, st, sid in samples if st == SampledState.RUNNING]
+    waiting = [sid for _, _, st, sid in samples if st == SampledState.WAITING]
+    # (the twin's sampler needs the interpreter's lock, which the spinning task gives up only
+    # every switch interval: fewer samples of it running, the fewer the busier the machine)
+    assert len(running) >= 15 and len(waiting) >= 30, samples
+    # awaiting: no stack of its own, and never the other task's (a sample may find it on its
+    # loop but not run since the last one: waiting, with its own frames)
+    assert waiting.count(0) >= 15
+    assert all(table[sid][0].endswith("watched") for sid in waiting if sid), waiting
+    stacks = [table[sid] for sid in running]
+    # from the task's coroutine up: none of the event loop's frames below it
+    assert all(frames[0].endswith("watched") for frames in stacks), stacks
+    # (a sample may catch it setting up its sleep, its own code too)
+    assert sum(frames[-1] == "spin_here" for frames in stacks) >= 0.9 * len(stacks), stacks
+
+
+def _counts(tmp_path: Path, lines: list[str]) -> tuple[StackCounts, list[TableRows]]:
+    path = tmp_path / "stacks-5.tsv"
+    path.write_text("#period\t1000000\n#process\tmain\n#priority\trealtime\n"
+                    + "".join(x + "\n" for x in lines))  # fmt: skip
+    rows: list[TableRows] = []
+    counts = StackCounts(100, rows.append)
+    counts.add_probe(5, str(path))
+    return counts, rows
+
+
+def _v(worker: int, state: SampledState, sid: int, shift: int = 0) -> int:
+    return worker << 32 | shift << 28 | int(state) << 24 | sid
+
+
+def test_samples_are_counted_per_frame_stage_state_and_stack(tmp_path: Path) -> None:
+    own = reduction._OWN + "pipeline/program/dropin.py"
+    counts, rows = _counts(tmp_path, [
+        "1\t2\tmain\tapp.py\t1\tscale\tapp.py\t12",
+        f"2\t3\tmain\tapp.py\t1\tblur\tapp.py\t30\tQueue.get\t{own}\t40",
+        "#cost\t5000\t7\t90000",
+    ])  # fmt: skip
+    t = np.array([10, 20, 30, 120, 130, 140], dtype=np.int64)
+    v = np.array([_v(1, SampledState.RUNNING, 1), _v(1, SampledState.RUNNING, 1),
+                  _v(1, SampledState.RUNNING, 2, shift=1), _v(1, SampledState.WAITING, 2),
+                  _v(2, SampledState.BLOCKED_IN, 0), _v(3, SampledState.IDLE, 0)],
+                 dtype=np.int64)  # fmt: skip
+    counts.take(5, t, v, {1: "resize", 2: "write"}.get)
+    counts.flush(150)  # only the first frame has ended
+    assert len(rows) == 1
+    got = rows[0].columns
+    assert got["t_ns"] == [0, 0] and got["stage"] == ["resize", "resize"]
+    assert got["stack"] == [
+        "main (app.py:1);blur (app.py:30);(streamscope)",
+        "main (app.py:1);scale (app.py:12)",
+    ]
+    assert got["samples"] == [1, 2] and got["ns"] == [2_000_000, 2_000_000]  # its period then
+    counts.finish()
+    got = rows[1].columns
+    assert got["stage"] == ["resize", "write"] and got["state"] == ["waiting", "blocked_in"]
+    assert got["stack"] == ["main (app.py:1);blur (app.py:30);(streamscope)", ""]  # 3: no stage
+    named = {r.table: r.columns for r in rows[2:]}
+    assert named["stack_id"]["stack"] == [
+        "main (app.py:1);scale (app.py:12)",
+        "main (app.py:1);blur (app.py:30);(streamscope)",
+    ]
+    assert named["stack_sampler"]["cpu_ns"] == [5000]
+    assert named["stack_sampler"]["priority"] == ["realtime"]
+
+
+def test_a_stage_keeps_its_stacks_apart_up_to_a_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(reduction, "MAX_STACKS", 2)
+    counts, rows = _counts(tmp_path, [f"{i}\t1\tf{i}\tapp.py\t{i}" for i in range(1, 5)])
+    v = np.array([_v(1, SampledState.RUNNING, i) for i in (1, 2, 3, 4, 1)], dtype=np.int64)
+    counts.take(5, np.arange(5, dtype=np.int64), v, lambda w: "s")
+    counts.finish()
+    stacks = dict(zip(rows[0].columns["stack"], rows[0].columns["samples"], strict=True))
+    assert stacks == {"f1 (app.py:1)": 2, "f2 (app.py:2)": 1, OTHER: 2}
+
+
+def test_a_frame_the_sampler_could_not_read_is_named_so(tmp_path: Path) -> None:
+    """A code object that ended as it was read is ``?`` in the process's table: it reads as
+    ``[unreadable frame]``, not as a function called ``?`` in a file called ``?``."""
+    counts, rows = _counts(tmp_path, ["1\t2\tmain\tapp.py\t1\t?\t?\t-1"])
+    counts.take(1, np.zeros(1, dtype=np.int64), np.array([_v(1, SampledState.RUNNING, 1)]),
+                lambda w: "s")  # fmt: skip
+    counts.finish()
+    assert rows[0].columns["stack"] == [f"main (app.py:1);{UNREAD}"]
+
+
+def test_hot_functions_are_shares_of_the_busy_time_and_waiting_is_not_one() -> None:
+    rows = [
+        ("resize", "running", "main (a.py:1);scale (a.py:12)", 50, 500),
+        ("resize", "running", "main (a.py:1);scale (a.py:12);helper (b.py:3)", 10, 100),
+        ("resize", "running", "main (a.py:1);blur (a.py:30)", 20, 200),
+        ("resize", "waiting", "main (a.py:1);fetch (a.py:40)", 20, 200),
+        ("resize", "blocked_in", "", 100, 1000),
+        ("read", "blocked_out", "", 10, 100),
+    ]
+    (s,) = summarize(rows).values()
+    assert s.busy_ns == 1000 and s.running == pytest.approx(0.8)
+    assert s.waiting == pytest.approx(0.2)
+    shares = {h.function: (h.self_share, h.total_share) for h in s.functions}
+    assert shares["scale (a.py:12)"] == pytest.approx((0.5, 0.6))
+    assert shares["helper (b.py:3)"] == pytest.approx((0.1, 0.1))
+    assert shares["main (a.py:1)"] == pytest.approx((0.0, 0.8))
+    assert "fetch (a.py:40)" not in shares
+    assert s.waiting_in[0].function == "fetch (a.py:40)"
+    assert where_time_goes(s) == (
+        "resize: 50 % in scale() (a.py:12), 20 % in blur() (a.py:30), 10 % in helper() "
+        "(b.py:3), 20 % waiting in fetch() (a.py:40)"
+    )
+    # the frame that stands for the monitor's own code is named as it is, not as a call
+    own = [("taker", "running", f"main (a.py:1);{OWN}", 60, 600),
+           ("taker", "running", "main (a.py:1);put (q.py:9)", 40, 400)]  # fmt: skip
+    (t,) = summarize(own).values()
+    assert where_time_goes(t) == "taker: 60 % in (streamscope), 40 % in put() (q.py:9)"
+
+
+def test_a_speed_change_may_name_one_function() -> None:
+    from streamscope.analysis.whatif.kinds import Change, WhatIfError
+
+    ch = Change.parse("resize.speed[Image.scale]=2x")
+    assert (ch.target, ch.attr, ch.value, ch.function) == ("resize", "speed", 2.0, "Image.scale")
+    assert Change.parse("resize.speed=2x").function == ""
+    for bad in ("resize.replicas[scale]=2", "resize.speed[]=2x", "a -> b.capacity[f]=4"):
+        with pytest.raises(WhatIfError, match=r"function|capacity"):
+            Change.parse(bad)
+
+
+def test_a_function_speeds_its_stage_up_by_its_share_only() -> None:
+    from streamscope.analysis.whatif.functions import function_shares, names_function
+
+    rows = [
+        ("resize", "running", "main (a.py:1);Image.scale (a.py:12)", 6, 600),
+        ("resize", "running", "main (a.py:1);Image.scale (a.py:12);helper (b.py:3)", 1, 100),
+        ("resize", "waiting", "main (a.py:1);fetch (a.py:40)", 1, 100),
+        ("resize", "running", "main (a.py:1);blur (a.py:30)", 2, 200),
+        ("resize", "blocked_in", "", 50, 5000),
+        ("read", "running", "main (a.py:1);Image.scale (a.py:12)", 9, 900),
+    ]
+    assert names_function("Image.scale (a.py:12)", "scale")
+    assert names_function("Image.scale (a.py:12)", "Image.*")
+    assert not names_function("Image.rescale (a.py:9)", "scale")
+    share, busy, hottest = function_shares(rows, "resize", "scale")
+    assert share == pytest.approx(0.7) and busy == 1000  # what it called included
+    assert hottest[0] == "Image.scale"
+    assert function_shares(rows, "resize", "nothing")[0] == 0.0
