@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from streamscope.analysis.corewaits import COMPUTES, unqueued
+from streamscope.analysis.corewaits import COMPUTES, RUNQ_MARGIN, core_waits, unqueued
+from streamscope.model.network import ChannelModel, Network, StageModel, simulate
 
 
 def test_code_that_computes_loses_the_waits_spread_over_its_computing() -> None:
@@ -34,3 +35,33 @@ def test_code_that_sleeps_keeps_its_samples_whatever_it_waited() -> None:
     assert pool is samples and share == 0.01
     assert unqueued(samples, COMPUTES, 0.0) == (samples, COMPUTES)  # no wait: nothing to take
 
+
+def _cpu_bound(bg: float) -> Network:
+    """One pure-Python stage of 1 ms items on two cores, beside ``bg`` cores of other load."""
+    src = StageModel("src", np.array([1.0e4]), cpu_share=1.0, items=400)
+    work = StageModel("work", np.array([1.0e6]), cpu_share=1.0)
+    sink = StageModel("sink", np.array([1.0e4]), cpu_share=1.0)
+    chans = (ChannelModel("a", "src", "work", 4), ChannelModel("b", "work", "sink", 4))
+    return Network((src, work, sink), chans, cores=2, background_cores=bg)
+
+
+def _per_item(net: Network) -> float:
+    r = simulate(net, seed=7)
+    return r.end_ns / 400
+
+
+@pytest.mark.parametrize("measured", [0.0, 0.5])
+def test_a_stage_busy_all_along_takes_as_long_as_its_waits_for_a_core_made_it(
+    measured: float,
+) -> None:
+    # 0.95 cores of other load at random make the model's stage wait for a core now and then;
+    # the run's thread waited not at all (the other load kept to the other core) or half its
+    # CPU time: either way the model is made to take what the run took, 1 ms x (1 + waits).
+    net = _cpu_bound(0.95)
+    runner = {"work": {"cpu_ns": 400e6, "runq_ns": measured * 400e6}}
+    shares = {"work": (1.0, 0.0, 0.0)}
+    made, out = core_waits(net, runner, shares)
+    meas, sim = out["work"]
+    assert meas == measured and abs(sim - measured) > RUNQ_MARGIN
+    assert _per_item(made) == pytest.approx(1.0e6 * (1 + measured), rel=0.03)
+    assert abs(_per_item(net) - 1.0e6 * (1 + measured)) > 0.03 * 1.0e6  # unchanged, it missed
