@@ -11,7 +11,7 @@ import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from streamscope.core.errors import (
     AppError,
@@ -21,7 +21,9 @@ from streamscope.core.errors import (
     StreamscopeError,
     describe_exception,
 )
-from streamscope.pipeline.describe.pipeline import Pipeline
+
+if TYPE_CHECKING:
+    from streamscope.pipeline.describe.pipeline import Pipeline
 
 APP_MODULE = "__streamscope_app__"
 HINT = "define `def pipeline(argv: list[str]) -> streamscope.Pipeline` in it"
@@ -97,6 +99,8 @@ def load_module(path: Path) -> ModuleType:
 
 def build_pipeline(module: ModuleType, path: Path, argv: list[str]) -> Pipeline:
     """Call the app's ``pipeline(argv)``. ``SystemExit`` from its argument parser passes through."""
+    from streamscope.pipeline.describe.pipeline import Pipeline  # an app's, not a program's
+
     obj: Any = getattr(module, "pipeline", None)
     if obj is None:
         raise PipelineError(f"{path} has no pipeline: {HINT}")

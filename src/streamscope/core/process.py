@@ -65,3 +65,20 @@ def interruption(exc: KeyboardInterrupt) -> str:
     if sig == signal.SIGINT:
         return "interrupted by the user (SIGINT)"
     return f"interrupted by {signal.Signals(sig).name}"
+
+
+def machine_busy_ns() -> int:
+    """CPU time the whole machine has spent busy since it started, every CPU added (ns;
+    ``/proc/stat``), -1 where it cannot be read: what else ran beside a run (the what-if
+    model's background load) is this less the run's own."""
+    try:
+        with open("/proc/stat", encoding="ascii") as f:
+            fields = f.readline().split()
+    except OSError:
+        return -1
+    if not fields or fields[0] != "cpu":
+        return -1
+    # user nice system idle iowait irq softirq steal ...: all but idle and iowait
+    ticks = [int(x) for x in fields[1:9]]
+    busy = sum(ticks) - ticks[3] - ticks[4]
+    return busy * 1_000_000_000 // os.sysconf("SC_CLK_TCK")

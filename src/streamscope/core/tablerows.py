@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
-from numpy.typing import NDArray
+if TYPE_CHECKING:  # numpy is not imported for the name: a run's options build without it
+    from numpy.typing import NDArray
 
-Column = NDArray[Any] | Sequence[Any]
+Column: TypeAlias = "NDArray[Any] | Sequence[Any]"
 
 
 @dataclass(frozen=True, slots=True)

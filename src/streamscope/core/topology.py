@@ -355,3 +355,37 @@ def family(name: str) -> str:
     """The family of a stage or channel a program made many of: its name without the numbers
     that told them apart (``produce #26 -> consume #26``: ``produce -> consume``)."""
     return _NUMBER.sub("", name)
+
+
+#: Per-iteration probes a query can place on any stage (no declaration needed).
+ITERATION_KINDS = ("iteration", "input_wait", "output_wait")
+
+
+def plan_probes(topology: Topology, taps: frozenset[tuple[str, str]]) -> tuple[ProbeInfo, ...]:
+    """Give each needed tap an integer id, in a stable order (channels, then stages)."""
+    domain = {r.name: r.clock_domain for r in topology.resources}
+    stage_domain = {s.name: domain.get(s.resource, HOST) for s in topology.stages}
+    out: list[ProbeInfo] = []
+    for ch in topology.channels:
+        ends: tuple[str, ...] = ("tail", "head")
+        if ch.is_link and (("tail", ch.name) in taps or ("head", ch.name) in taps):
+            # A link's sub-queues are watched whole: each needs both of its ends.
+            ends = ("tail", "send", "deliver", "head")
+            taps = taps | {(e, ch.name) for e in ends}
+        for end in (*ends, "depart", "arrive"):
+            if (end, ch.name) in taps:
+                owner = ch.src if end in ("tail", "send", "depart") else ch.dst
+                out.append(ProbeInfo(len(out) + 1, end, ch.name, stage_domain.get(owner, HOST)))
+    for st in topology.stages:
+        for kind in ("state", *ITERATION_KINDS):
+            if (kind, st.name) in taps:
+                out.append(ProbeInfo(len(out) + 1, kind, st.name, stage_domain[st.name]))
+    for st in topology.stages:
+        if ("trace", st.name) in taps:
+            # The tracer reads the host clock wherever the stage runs.
+            out.append(ProbeInfo(len(out) + 1, "trace", st.name, HOST))
+    for up in topology.user_probes:
+        if (up.kind, up.name) in taps:
+            storage = up.storage if up.kind == "sampler" else ""
+            out.append(ProbeInfo(len(out) + 1, up.kind, up.name, stage_domain[up.stage], storage))
+    return tuple(out)

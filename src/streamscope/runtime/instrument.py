@@ -13,11 +13,11 @@ import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from streamscope.core.errors import ConfigError, StreamscopeError, StreamscopeWarning
 from streamscope.core.modes import RunMode, RunStatus
-from streamscope.pipeline.describe.pipeline import plan_probes
+from streamscope.core.topology import plan_probes
 from streamscope.pipeline.program.dropin import REGISTRY
 from streamscope.probes.stacks import period_ns
 from streamscope.query.ast import Query
@@ -33,8 +33,10 @@ from streamscope.runtime.options import (
     check_out,
     make_meta,
 )
-from streamscope.runtime.session import Callbacks, live_view
 from streamscope.store.writer import InMemoryStore
+
+if TYPE_CHECKING:
+    from streamscope.runtime.session import Callbacks
 
 
 @dataclass(slots=True)
@@ -91,6 +93,8 @@ def monitor(
     plan = plan if plan is not None else program_plan(queries, opts)
     with contextlib.ExitStack() as stack:
         if live:
+            from streamscope.runtime.session import live_view  # a live view's, not every run's
+
             on_frames, on_lag, on_note = stack.enter_context(
                 live_view(plan, on_frames, on_lag, on_note)
             )

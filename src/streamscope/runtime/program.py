@@ -23,11 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from streamscope.core.modes import RunStatus
-from streamscope.core.process import GROUP_SIGNALS
+from streamscope.core.process import GROUP_SIGNALS, machine_busy_ns
 from streamscope.core.rings import declared
-from streamscope.pipeline.program.auto.asmain import RAISED, USED
-from streamscope.pipeline.program.registry import REGISTRY, SESSION_ENV
-from streamscope.pipeline.run.runner import machine_busy_ns
+from streamscope.pipeline.program.registry import RAISED, REGISTRY, SESSION_ENV, USED
 from streamscope.query.ast import Query
 from streamscope.query.plan import Plan
 from streamscope.runtime.instrument import monitor

@@ -19,8 +19,8 @@ from streamscope.aggregate.points import DropCount, FrameResult
 from streamscope.core.errors import ConfigError, describe_exception
 from streamscope.core.modes import RunStatus, parse
 from streamscope.core.process import SignalInterrupt, interruption
-from streamscope.core.topology import HOST, Topology
-from streamscope.pipeline.describe.pipeline import Pipeline, plan_probes
+from streamscope.core.topology import HOST, Topology, plan_probes
+from streamscope.pipeline.describe.pipeline import Pipeline
 from streamscope.pipeline.run.runner import Outcome, Runner
 from streamscope.probes import tracing
 from streamscope.probes.stacks import ask_stacks, period_ns

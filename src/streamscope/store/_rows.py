@@ -9,8 +9,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from streamscope.aggregate.points import (
     DutyPoint,
     FrameResult,
@@ -104,6 +102,8 @@ _STRINGS = {"target", "point", "stat"}
 
 def columns(rows: Sequence[tuple[Any, ...]], names: Sequence[str], table: str) -> dict[str, Any]:
     """Row tuples → sorted ``Columns`` shaped like DuckDB's (for in-memory stores)."""
+    import numpy as np  # the rows' readers and writers need it, a run's options not
+
     idx = [names.index(k) for k in SORT_KEYS[table]]
     ordered = sorted(rows, key=lambda r: [r[i] for i in idx])
     cols: list[Sequence[Any]] = list(zip(*ordered, strict=True)) or [() for _ in names]
@@ -125,6 +125,8 @@ def rebuild(
     Points come back in the order of ``order[query_id]`` (the query's stats); points it does not
     name follow, those from ``stat`` first, by name. Work is per point, not per row.
     """
+    import numpy as np  # the rows' readers and writers need it, a run's options not
+
     points: dict[Key, list[Point]] = {}
     q, t, f, name = (stats[c].tolist() for c in STAT_COLUMNS[:4])
     stat, value = stats["stat"].tolist(), stats["value"].tolist()
@@ -148,6 +150,8 @@ def rebuild(
 
 def _groups(cols: Columns) -> list[tuple[int, int]]:
     """(start, end) of each point's rows: runs of equal (query_id, target, frame, point)."""
+    import numpy as np  # the rows' readers and writers need it, a run's options not
+
     keys = SORT_KEYS["stat"]
     n = len(cols[keys[0]])
     if n == 0:

@@ -13,8 +13,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import numpy as np
-
 from streamscope.aggregate.points import DropCount, FrameResult
 from streamscope.core.tablerows import Column, TableRows
 from streamscope.core.topology import Topology
@@ -219,7 +217,9 @@ class InMemoryStore(BaseStore):
         self.drops.extend((d.probe_id, d.frame, d.dropped, d.recorded) for d in drops)
 
     def _do_table(self, table: str, columns: list[Column]) -> None:
-        cols = [c.tolist() if isinstance(c, np.ndarray) else list(c) for c in columns]
+        cols = [
+            c.tolist() if hasattr(c, "tolist") else list(c) for c in columns
+        ]  # numpy's or a list
         self.tables[table].extend(zip(*cols, strict=True))
 
     def _do_finish(

@@ -12,10 +12,9 @@ from __future__ import annotations
 import mmap
 import pickle
 import struct
+import sys
 from multiprocessing.context import BaseContext
 from typing import Any
-
-import numpy as np
 
 from streamscope.core import native
 from streamscope.core.errors import PipelineError
@@ -41,7 +40,14 @@ def encode_item(item: Any) -> tuple[int, bytes]:
         return _T_BYTES, item
     if type(item) is str:
         return _T_STR, item.encode()
-    if type(item) is np.ndarray and item.dtype.kind in "biufc" and item.ndim <= 8:
+    # An array only where numpy is loaded (by the stage that made the item): not imported for it
+    np = sys.modules.get("numpy")
+    if (
+        np is not None
+        and type(item) is np.ndarray
+        and item.dtype.kind in "biufc"
+        and item.ndim <= 8
+    ):
         head = _ARRAY_HEAD.pack(item.dtype.str.encode(), item.ndim)
         shape = struct.pack(f"<{item.ndim}q", *item.shape)
         return _T_ARRAY, head + shape + np.ascontiguousarray(item).tobytes()
@@ -58,6 +64,8 @@ def decode_item(kind: int, payload: bytes) -> Any:
     if kind == _T_STR:
         return payload.decode()
     if kind == _T_ARRAY:
+        import numpy as np  # an array was sent: its stage had it loaded
+
         dtype, ndim = _ARRAY_HEAD.unpack_from(payload)
         shape = struct.unpack_from(f"<{ndim}q", payload, _ARRAY_HEAD.size)
         start = _ARRAY_HEAD.size + 8 * ndim

@@ -12,7 +12,6 @@ from typing import Any
 
 from streamscope.core.errors import PipelineError
 from streamscope.core.topology import (
-    HOST,
     ChannelInfo,
     ProbeInfo,
     ResourceInfo,
@@ -26,7 +25,6 @@ from streamscope.pipeline.describe.resources import THREAD, LinkSpec, Resource, 
 from streamscope.pipeline.describe.specs import (
     FANIN,
     FANOUT,
-    ITERATION_KINDS,
     LOOP_LAG,
     ChannelSpec,
     StageSpec,
@@ -361,33 +359,3 @@ class Pipeline:
             link.transfer_ns,
             link.latency_ns, None if math.isinf(link.timeout_ns) else link.timeout_ns,
         )  # fmt: skip
-
-
-def plan_probes(topology: Topology, taps: frozenset[tuple[str, str]]) -> tuple[ProbeInfo, ...]:
-    """Give each needed tap an integer id, in a stable order (channels, then stages)."""
-    domain = {r.name: r.clock_domain for r in topology.resources}
-    stage_domain = {s.name: domain.get(s.resource, HOST) for s in topology.stages}
-    out: list[ProbeInfo] = []
-    for ch in topology.channels:
-        ends: tuple[str, ...] = ("tail", "head")
-        if ch.is_link and (("tail", ch.name) in taps or ("head", ch.name) in taps):
-            # A link's sub-queues are watched whole: each needs both of its ends.
-            ends = ("tail", "send", "deliver", "head")
-            taps = taps | {(e, ch.name) for e in ends}
-        for end in (*ends, "depart", "arrive"):
-            if (end, ch.name) in taps:
-                owner = ch.src if end in ("tail", "send", "depart") else ch.dst
-                out.append(ProbeInfo(len(out) + 1, end, ch.name, stage_domain.get(owner, HOST)))
-    for st in topology.stages:
-        for kind in ("state", *ITERATION_KINDS):
-            if (kind, st.name) in taps:
-                out.append(ProbeInfo(len(out) + 1, kind, st.name, stage_domain[st.name]))
-    for st in topology.stages:
-        if ("trace", st.name) in taps:
-            # The tracer reads the host clock wherever the stage runs.
-            out.append(ProbeInfo(len(out) + 1, "trace", st.name, HOST))
-    for up in topology.user_probes:
-        if (up.kind, up.name) in taps:
-            storage = up.storage if up.kind == "sampler" else ""
-            out.append(ProbeInfo(len(out) + 1, up.kind, up.name, stage_domain[up.stage], storage))
-    return tuple(out)

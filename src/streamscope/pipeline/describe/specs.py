@@ -9,14 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from streamscope.core.topology import ITERATION_KINDS
 from streamscope.pipeline.describe.resources import Resource
 
 FANOUT = ("roundrobin", "broadcast")
 #: The timer a stage on an asyncio loop measures its loop's lag with (the loop's first stage).
 LOOP_LAG = "loop_lag"
 STORAGE_SCHEMES = ("centralized", "distributed")
-#: Per-iteration probes a query can place on any stage (no declaration needed).
-ITERATION_KINDS = ("iteration", "input_wait", "output_wait")
 FANIN = ("roundrobin", "zip")
 
 

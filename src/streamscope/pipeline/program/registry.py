@@ -26,6 +26,12 @@ from streamscope.probes.taps import COST_CALL, Recorder, RingTap, make_tracker
 
 #: Where a process the program starts later (``spawn``) finds the active session.
 SESSION_ENV = "STREAMSCOPE_DROPIN_SESSION"
+#: The file, in the session's ring directory, where the program's uncaught exception is told
+#: (``Type: message``) to the process that started it.
+RAISED = "program.raised"
+#: The file, in the session's ring directory, where the program's process lists what it used
+#: that streamscope does not watch (``UNWATCHED``), one per line, as it ends.
+USED = "program.used"
 
 
 def taps_for(
@@ -371,4 +377,4 @@ class Registry:
 #: declare themselves wherever they are made, with no handle to pass them.
 REGISTRY = Registry()
 
-__all__ = ["REGISTRY", "SESSION_ENV", "DeclaredQueue", "Registry", "taps_for"]
+__all__ = ["RAISED", "REGISTRY", "SESSION_ENV", "USED", "DeclaredQueue", "Registry", "taps_for"]

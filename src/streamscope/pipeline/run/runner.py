@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from streamscope.agents.assignments import HostPair, local_queues, local_states
 from streamscope.core.clock import host_now_ticks
 from streamscope.core.errors import PipelineError, describe_exception
-from streamscope.core.process import interruption
+from streamscope.core.process import interruption, machine_busy_ns
 from streamscope.core.topology import HOST, ProbeInfo, Topology
 from streamscope.pipeline.channels.fifo import ThreadChannel
 from streamscope.pipeline.channels.link import LinkChannel, link_counts, save_links_truth
@@ -528,20 +528,3 @@ def make_channels(
         else:
             channels[ch.name] = ProcessChannel(ch.name, ch.capacity, ctx, ch.slot_bytes)
     return channels
-
-
-def machine_busy_ns() -> int:
-    """CPU time the whole machine has spent busy since it started, every CPU added (ns;
-    ``/proc/stat``), -1 where it cannot be read: what else ran beside a run (the what-if
-    model's background load) is this less the run's own."""
-    try:
-        with open("/proc/stat", encoding="ascii") as f:
-            fields = f.readline().split()
-    except OSError:
-        return -1
-    if not fields or fields[0] != "cpu":
-        return -1
-    # user nice system idle iowait irq softirq steal ...: all but idle and iowait
-    ticks = [int(x) for x in fields[1:9]]
-    busy = sum(ticks) - ticks[3] - ticks[4]
-    return busy * 1_000_000_000 // os.sysconf("SC_CLK_TCK")

@@ -27,14 +27,8 @@ from types import TracebackType
 from streamscope.core.process import die_with_parent
 from streamscope.pipeline.program import auto
 from streamscope.pipeline.program.auto.stages import leave
-from streamscope.pipeline.program.registry import REGISTRY
+from streamscope.pipeline.program.registry import RAISED, REGISTRY, USED
 
-#: The file, in the session's ring directory, where the program's uncaught exception is told
-#: (``Type: message``) to the process that started it.
-RAISED = "program.raised"
-#: The file, in the session's ring directory, where the program's process lists what it used
-#: that streamscope does not watch (``UNWATCHED``), one per line, as it ends.
-USED = "program.used"
 #: Libraries a program may pass its items through that streamscope does not watch: the module
 #: that says the program used it, and what it is.
 UNWATCHED = (
