@@ -71,7 +71,7 @@ def once(program: Path, n: int, monitored: bool, tmp: Path) -> tuple[float, floa
     with ss.load(out) as run:
         rows = run.overhead()
         duration = run.duration_ns or 0
-    reported = sum(r["est_probe_ns"] for r in rows) / duration if duration else 0.0
+    reported = sum(r["cost_ns"] for r in rows) / duration if duration else 0.0
     return took, reported
 
 

@@ -20,6 +20,7 @@ from streamscope.core.fmt import fmt_ns, fmt_value, pct
 from streamscope.core.topology import FAMILY_AT, HOST, family
 from streamscope.report.terminal import describe_points
 from streamscope.store.reader import Run, load
+from streamscope.store.run import SETUP
 
 
 def _overall(frames: list[FrameResult], unit: str) -> str:
@@ -269,14 +270,18 @@ def overhead_line(run: Run) -> str | None:
     if not rows:
         return None
     events = sum(r["events"] for r in rows)
-    probe_ns = sum(r["est_probe_ns"] for r in rows)
+    setup_ns = sum(r["cost_ns"] for r in rows if r["stage"] == SETUP)
+    probe_ns = sum(r["est_probe_ns"] for r in rows if r["stage"] != SETUP)
     cost_ns = sum(r["cost_ns"] for r in rows)
     seconds = (run.duration_ns or 0) / 1e9
     rate = f" ({events / seconds:,.0f}/s)" if seconds else ""
     top = rows[0]
     sampled = ""
-    if cost_ns > probe_ns:  # the samples found more in its own code than the probes' estimate
-        sampled = f", {fmt_ns(cost_ns)} in its own code in the program's threads (sampled)"
+    if cost_ns - setup_ns > probe_ns:  # the samples found more in its own code than estimated
+        sampled = (f", {fmt_ns(cost_ns - setup_ns)} in its own code in the program's threads "
+                   "(sampled)")  # fmt: skip
+    if setup_ns:
+        sampled += f", {fmt_ns(setup_ns)} making its threads workers and its queues channels"
     share = "" if not run.duration_ns else f", {pct(cost_ns / run.duration_ns, 2)} of the run"
     runner = [r for r in rows if r["runner_ns"] is not None]
     loop = ""

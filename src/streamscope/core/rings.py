@@ -42,6 +42,7 @@ import weakref
 from pathlib import Path
 from typing import Any
 
+from streamscope.core import forksafe
 from streamscope.core.errors import RunFileError
 from streamscope.core.records import RECORD_FIELDS
 from streamscope.core.topology import Topology
@@ -289,23 +290,27 @@ def set_next_probe_id(directory: str | Path, first: int) -> None:
 #: Probe ids this process took ahead and has not handed out yet, by directory: (next, end).
 #: Process-wide (a forked child takes its own: ``_reserved`` is emptied in it).
 _reserved: dict[str, tuple[int, int]] = {}
+#: Guards ``_reserved`` among this process's threads (free again in a forked child).
+_reserving = forksafe.lock()
 #: How many ids a process takes at once when it hands them out one at a time (a program making
 #: a worker or a queue at a time takes the run's shared counter once per this many).
 _AHEAD = 64
 
 
 def next_probe_ids(directory: str | Path, n: int) -> int:
-    """Take ``n`` probe ids no other process of the run takes; returns the first. One at a time,
-    they come from a block this process took ahead (ids are unique, not dense)."""
+    """Take ``n`` probe ids no other process (nor thread) of the run takes; returns the first.
+    A few at a time, they come from a block this process took ahead (ids are unique, not
+    dense)."""
+    if n > _AHEAD:
+        return _take_ids(directory, n)
     key = str(directory)
-    if n == 1:
+    with _reserving:
         nxt, end = _reserved.get(key, (0, 0))
-        if nxt >= end:
+        if nxt + n > end:
             nxt = _take_ids(directory, _AHEAD)
             end = nxt + _AHEAD
-        _reserved[key] = (nxt + 1, end)
-        return nxt
-    return _take_ids(directory, n)
+        _reserved[key] = (nxt + n, end)
+    return nxt
 
 
 def _forget_reserved() -> None:

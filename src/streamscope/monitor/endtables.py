@@ -43,8 +43,9 @@ RUNNER_FIELDS = (
 LINK_FIELDS = ("transfers", "late", "late_ns")
 #: What a cluster host's agent sent the monitor, and the records it reduced rather than sent.
 HOST_FIELDS = ("messages", "bytes", "kept_records")
-#: The machine's busy CPU time over the run and the run's wall time (``pipeline.run.runner``).
-MACHINE_FIELDS = ("busy_ns", "wall_ns")
+#: The machine's busy CPU time over the run and the run's wall time (``pipeline.run.runner``);
+#: a program's setup of its threads and queues (``runtime.program``).
+MACHINE_FIELDS = ("busy_ns", "wall_ns", "setup_ns", "threads", "queues")
 #: An RTL device's cores' figures (``pipeline.run.child`` notes them as its run ends).
 CORE_FIELDS = ("cycles", "frames", "shifted", "most_shifted")
 

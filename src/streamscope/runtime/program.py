@@ -25,7 +25,7 @@ from pathlib import Path
 from streamscope.core.modes import RunStatus
 from streamscope.core.process import GROUP_SIGNALS, machine_busy_ns
 from streamscope.core.rings import declared
-from streamscope.pipeline.program.registry import RAISED, REGISTRY, SESSION_ENV, USED
+from streamscope.pipeline.program.registry import RAISED, REGISTRY, SESSION_ENV, USED, gathered
 from streamscope.query.ast import Query
 from streamscope.query.plan import Plan
 from streamscope.runtime.instrument import monitor
@@ -119,6 +119,7 @@ def run_program(
             session.note({"machines": {"main": {
                 "busy_ns": max(busy - busy0 - own - used, 0),
                 "wall_ns": time.monotonic_ns() - wall0,
+                **gathered(REGISTRY.directory or "."),  # what watching its threads cost
             }}})  # fmt: skip
         session.ended = end.status(name)
         session.notes.extend(("outlived", f"{text} outlived the program") for text in end.outlived)

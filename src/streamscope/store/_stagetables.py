@@ -141,6 +141,15 @@ MACHINE = Table(
         _C("host", "VARCHAR NOT NULL", "main: the pipeline's own machine"),
         _C("busy_ns", "BIGINT NOT NULL", "CPU ns the machine's CPUs spent busy, all added"),
         _C("wall_ns", "BIGINT NOT NULL", "wall ns from the run's start to its stages' end"),
+        _C(
+            "setup_ns",
+            "BIGINT NOT NULL",
+            "a program's: CPU ns its processes' threads spent making threads stages' workers and "
+            "queues channels (claims, declarations, rings: measured around that work, no probe "
+            "event counts it); 0 for a pipeline",
+        ),
+        _C("threads", "BIGINT NOT NULL", "a program's threads made stages' workers"),
+        _C("queues", "BIGINT NOT NULL", "a program's queues made channels"),
     ),
 )
 

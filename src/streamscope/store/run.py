@@ -173,8 +173,9 @@ class Run(Closing):
         code (``user_ns``, estimated from samples, at most ``cpu_ns``) and what is left for
         the runner's loop and the channels (``runner_ns``, probes taken out;
         ``runner_fraction`` of ``cpu_ns``); and the stack samplers' threads
-        (``STACK_SAMPLING``: their samples and CPU time). Sorted by ``cost_ns``, largest
-        first."""
+        (``STACK_SAMPLING``: their samples and CPU time); a program's threads and queues made
+        workers and channels (``SETUP``: the CPU time its processes spent on that, measured).
+        Sorted by ``cost_ns``, largest first."""
         _, rows = self.sql("SELECT probe_id, events, est_probe_ns FROM overhead")
         by_id = {p.id: p for p in self.topology.probes}
         per: dict[str, dict[str, Any]] = {}
@@ -197,6 +198,9 @@ class Run(Closing):
             row = row_of(STACK_SAMPLING)
             row["probes"], row["events"] = int(sampled[0][0]), int(sampled[0][1])
             row["est_probe_ns"] = float(sampled[0][2])
+        _, setup = self.sql("SELECT sum(setup_ns) FROM machine")
+        if setup and setup[0][0]:
+            row_of(SETUP)["est_probe_ns"] = float(setup[0][0])  # measured, not estimated
         for stage, ns in self._own_code_ns().items():
             row_of(stage)["own_code_ns"] = ns
         _, runner = self.sql("SELECT stage, items, samples, user_ns, cpu_ns FROM runner")
@@ -293,6 +297,9 @@ class Run(Closing):
 
 #: The ``overhead`` row of the stack samplers: their threads' CPU time (``stack_sampler``).
 STACK_SAMPLING = "(stack sampling)"
+#: The ``overhead`` row of a program's threads and queues made workers and channels: the CPU
+#: time its processes spent on that (``machine.setup_ns``).
+SETUP = "(threads and queues)"
 
 
 def probe_stage(topology: Topology, probe: ProbeInfo) -> str:
@@ -307,4 +314,4 @@ def probe_stage(topology: Topology, probe: ProbeInfo) -> str:
     return probe.target
 
 
-__all__ = ["STACK_SAMPLING", "Run", "probe_stage"]
+__all__ = ["SETUP", "STACK_SAMPLING", "Run", "probe_stage"]

@@ -14,6 +14,7 @@ import os
 import threading
 import time
 from fnmatch import fnmatchcase
+from pathlib import Path
 from typing import Any, Protocol
 
 from streamscope.core import forksafe, native
@@ -32,6 +33,9 @@ RAISED = "program.raised"
 #: The file, in the session's ring directory, where the program's process lists what it used
 #: that streamscope does not watch (``UNWATCHED``), one per line, as it ends.
 USED = "program.used"
+#: The file (its name, then the process's pid) each of the program's processes tells what
+#: watching its threads and queues cost in (``auto.costs``).
+SETUP_PREFIX = "setup."
 
 
 def taps_for(
@@ -377,4 +381,21 @@ class Registry:
 #: declare themselves wherever they are made, with no handle to pass them.
 REGISTRY = Registry()
 
-__all__ = ["RAISED", "REGISTRY", "SESSION_ENV", "USED", "DeclaredQueue", "Registry", "taps_for"]
+
+def gathered(directory: str | Path) -> dict[str, int]:
+    """What watching the threads and queues of every process of the program cost, as each told
+    it (``SETUP_PREFIX``), added: ``setup_ns``, ``threads``, ``queues``."""
+    out = {"setup_ns": 0, "threads": 0, "queues": 0}
+    with contextlib.suppress(OSError):
+        for path in Path(directory).glob(f"{SETUP_PREFIX}*"):
+            with contextlib.suppress(OSError, ValueError, TypeError, AttributeError):
+                doc = json.loads(path.read_text())
+                for key in out:
+                    out[key] += int(doc.get(key, 0))
+    return out
+
+
+__all__ = [
+    "RAISED", "REGISTRY", "SESSION_ENV", "SETUP_PREFIX", "USED", "DeclaredQueue", "Registry",
+    "gathered", "taps_for",
+]  # fmt: skip

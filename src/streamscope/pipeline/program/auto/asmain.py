@@ -26,6 +26,7 @@ from types import TracebackType
 
 from streamscope.core.process import die_with_parent
 from streamscope.pipeline.program import auto
+from streamscope.pipeline.program.auto import costs
 from streamscope.pipeline.program.auto.stages import leave
 from streamscope.pipeline.program.registry import RAISED, REGISTRY, USED
 
@@ -132,7 +133,9 @@ def run_module(name: str) -> None:
 
 
 def _tell_used() -> None:
-    """At the program's exit: what of ``UNWATCHED`` it imported."""
+    """At the program's exit: what watching it cost (``costs``), what of ``UNWATCHED`` it
+    imported."""
+    costs.told(REGISTRY.directory)
     used = [what for module, what in UNWATCHED if module in sys.modules]
     if REGISTRY.directory is not None and used:
         with contextlib.suppress(OSError):

@@ -16,6 +16,7 @@ from streamscope.core import forksafe
 from streamscope.core.records import Kind
 from streamscope.core.rings import close_ring, declare, next_probe_ids
 from streamscope.core.topology import ChannelEnd, ChannelInfo, ProbeInfo, Topology
+from streamscope.pipeline.program.auto import costs
 from streamscope.pipeline.program.auto.claims import claim_channel, forget_claims, new_queue_id
 from streamscope.pipeline.program.registry import REGISTRY, taps_for
 from streamscope.probes.taps import COST_CALL, RingTap, host_clock
@@ -204,20 +205,22 @@ class ProgramChannel:
         seen.append(who)
         if self.name is not None:
             if REGISTRY.active():
-                declare_end(self.name, who, end)
+                with costs.spent():
+                    declare_end(self.name, who, end)
             return
         if not (self.srcs and self.dsts) or len({*self.srcs, *self.dsts}) == 1:
             return
         if not REGISTRY.active():
             return
-        self.src = self.srcs[0]
-        self.dst = next((d for d in self.dsts if d != self.src), self.dsts[0])
-        self._name()
-        for stage in self.srcs[1:]:
-            declare_end(self.name or "", stage, "tail")
-        for stage in self.dsts:
-            if stage != self.dst:
-                declare_end(self.name or "", stage, "head")
+        with costs.spent(queues=1):
+            self.src = self.srcs[0]
+            self.dst = next((d for d in self.dsts if d != self.src), self.dsts[0])
+            self._name()
+            for stage in self.srcs[1:]:
+                declare_end(self.name or "", stage, "tail")
+            for stage in self.dsts:
+                if stage != self.dst:
+                    declare_end(self.name or "", stage, "head")
 
     def seen(self, end: str, tracker: Any, who: str | None) -> None:
         """A worker (its ``tracker``) other than the last seen at ``end`` of the named channel

@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from streamscope.pipeline.program.auto import executors, mpqueue, polling, pools, waits
+from streamscope.pipeline.program.auto import costs, executors, mpqueue, polling, pools, waits
 from streamscope.pipeline.program.auto.channels import forget_channels
 from streamscope.pipeline.program.auto.claims import vacate
 from streamscope.pipeline.program.auto.naming import read_interpreter, who_of_process
@@ -120,20 +120,22 @@ def _following_threads(bootstrap: Callable[[Any], None]) -> Callable[[Any], None
     each call as work of the call's stage."""
 
     def bootstrap_inner(self: threading.Thread) -> None:
-        thread_state.who = thread_who(self)
-        thread_state.stage = None
-        target = getattr(self, "_target", None)
-        if getattr(target, "__module__", None) == "concurrent.futures.thread":
-            waits.executor_thread(self)
+        with costs.spent():
+            thread_state.who = thread_who(self)
+            thread_state.stage = None
+            target = getattr(self, "_target", None)
+            if getattr(target, "__module__", None) == "concurrent.futures.thread":
+                waits.executor_thread(self)
         try:
             bootstrap(self)
         finally:
-            leave()
-            who, name = thread_state.who, thread_state.stage
-            if who is not None and name is not None:
-                vacate(who, name)
-            if REGISTRY.active():
-                REGISTRY.retire_thread()  # a thread that ended is a worker gone
+            with costs.spent():
+                leave()
+                who, name = thread_state.who, thread_state.stage
+                if who is not None and name is not None:
+                    vacate(who, name)
+                if REGISTRY.active():
+                    REGISTRY.retire_thread()  # a thread that ended is a worker gone
 
     return bootstrap_inner
 

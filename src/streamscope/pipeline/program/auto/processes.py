@@ -16,6 +16,7 @@ from typing import Any
 
 from streamscope.core import native
 from streamscope.core.records import State
+from streamscope.pipeline.program.auto import costs
 from streamscope.pipeline.program.auto.mpqueue import counts_of
 from streamscope.pipeline.program.auto.naming import (
     FUNCTION,
@@ -33,6 +34,7 @@ from streamscope.pipeline.program.auto.stages import (
     thread_state,
     work_as,
 )
+from streamscope.pipeline.program.registry import REGISTRY
 
 
 def applied(fn: Any) -> Who:
@@ -118,6 +120,7 @@ class StageTarget(ProcessEntry):
             return self.target(*args, **kwargs)
         finally:
             leave()
+            costs.told(REGISTRY.directory)  # a child ends by os._exit: no atexit
 
 
 class PoolWorker(ProcessEntry):
@@ -173,6 +176,7 @@ class PoolWorker(ProcessEntry):
                 completed += 1
         finally:
             leave()
+            costs.told(REGISTRY.directory)  # a child ends by os._exit: no atexit
 
     def _begin(
         self,
@@ -238,6 +242,7 @@ class ExecutorWorker(ProcessEntry):
             return self.target(call_queue, result_queue, *rest, **kw)
         finally:
             leave()
+            costs.told(REGISTRY.directory)  # a child ends by os._exit: no atexit
 
 
 __all__ = [

@@ -16,6 +16,7 @@ from typing import Any
 
 from streamscope.core import native
 from streamscope.core.records import NO_STATE, State
+from streamscope.pipeline.program.auto import costs
 from streamscope.pipeline.program.auto.claims import claim_stage, occupy
 from streamscope.pipeline.program.auto.naming import (
     MAIN_WHO,
@@ -166,15 +167,17 @@ def thread_tracker(end: str = "", queue: str = "") -> native.StateTracker | None
         return tracker
     if getattr(thread_state, "behalf", None) is not None:
         return None  # its time is not that stage's (``on_behalf_of``)
-    name = stage(end, queue)
-    if name is None:
-        return None
-    thread_state.entered = True
-    if not REGISTRY.active():
-        return None
-    REGISTRY.add_stage(name)
-    tracker = REGISTRY.tracker(name)
+    with costs.spent():
+        name = stage(end, queue)
+        if name is None:
+            return None
+        thread_state.entered = True
+        if not REGISTRY.active():
+            return None
+        REGISTRY.add_stage(name)
+        tracker = REGISTRY.tracker(name)
     if tracker is not None:
+        costs.one_more_thread()
         native.bind_tracker(tracker)
         tracker.set(State.BUSY)
     return tracker
@@ -198,6 +201,7 @@ def start_afresh() -> None:
     thread_state.entered = False
     thread_state.stage = thread_state.who = None
     _main_who[0] = None
+    costs.start_afresh()
 
 
 def work_as(who: Who | None) -> None:
