@@ -191,3 +191,22 @@ def test_a_querys_figures_of_quality_keep_their_own_units() -> None:
     assert stat_unit("items/s", "violations") == ""
     assert stat_unit("items", "w1_items") == ""
     assert stat_unit("ns", "p99") == "ns"
+
+
+def test_a_runs_start_and_drain_are_not_taken_for_its_noise() -> None:
+    """Steady frames, +34 %, each run starting in its first frame and draining in its last:
+    faster. Those two frames' rates are a change of rate, not a spread (taken for one, the
+    band was +-42 % and the run was said to be as fast)."""
+    a = make_run("a", {OUT: {"work -> sink": [20.0, *[100.0, 104.0, 96.0] * 2, 10.0]}}, 8 * F)
+    b = make_run("b", {OUT: {"work -> sink": [30.0, *[134.0, 139.0, 129.0] * 2, 15.0]}}, 8 * F)
+    c = compare(a, b)
+    assert c.speed is not None and c.speed.noise is not None and c.speed.noise < 0.1
+    assert c.speed.verdict == "faster", c.headline
+    # the same frames in another order: a swing within the run is spread, as before
+    a = make_run(
+        "a", {OUT: {"work -> sink": [100.0, 20.0, 104.0, 10.0, 96.0, 100.0, 104.0, 96.0]}}, 8 * F
+    )
+    b = make_run(
+        "b", {OUT: {"work -> sink": [134.0, 30.0, 139.0, 15.0, 129.0, 134.0, 139.0, 129.0]}}, 8 * F
+    )
+    assert compare(a, b).speed.verdict == "same"  # type: ignore[union-attr]
