@@ -4,52 +4,34 @@ no more than the CPU time the program's process spent in all (its own clock)."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 from pathlib import Path
+
+from test_start import _bench_program
 
 import streamscope as ss
 from streamscope.store.run import SETUP
 from watched import cli
 
-PROGRAM = """
-import json, queue, sys, threading, time
-
-def add(q, out, k):
-    total = 0
-    while (item := q.get()) is not None:
-        total += item
-    out[k] = total
-
-n = int(sys.argv[1])
-queues = [queue.Queue(8) for _ in range(n)]
-out = [0] * n
-threads = [threading.Thread(target=add, args=(q, out, k)) for k, q in enumerate(queues)]
-for t in threads:
-    t.start()
-for i in range(20):
-    for q in queues:
-        q.put(i)
-for q in queues:
-    q.put(None)
-for t in threads:
-    t.join()
-assert out == [190] * n
-with open(sys.argv[2], "w") as f:
-    json.dump({"cpu_ns": time.process_time_ns()}, f)
+#: Appended to the benchmark's program (inside its ``__main__`` block): its process's CPU time.
+CPU_TOO = """
+    with open(window + ".cpu", "w") as f:
+        f.write(str(time.process_time_ns()))
 """
 
 
 def test_a_programs_threads_and_queues_are_counted_in_what_monitoring_cost(
     tmp_path: Path,
 ) -> None:
-    prog, truth, out = tmp_path / "many.py", tmp_path / "truth.json", tmp_path / "run.duckdb"
-    prog.write_text(PROGRAM)
-    ran = subprocess.run([*cli(), "run", str(prog), "-o", str(out), "--", "40", str(truth)],
+    """``benchmarks/bench_threads.py``'s program (40 threads, a queue each), which also writes
+    the CPU time its process ran in all."""
+    prog, out = tmp_path / "many.py", tmp_path / "run.duckdb"
+    prog.write_text(_bench_program() + CPU_TOO)
+    ran = subprocess.run([*cli(), "run", str(prog), "-o", str(out), "--", "40", str(tmp_path / "window")],
                          capture_output=True, text=True, timeout=120, check=False, cwd=tmp_path,
                          stdin=subprocess.DEVNULL)  # fmt: skip
     assert ran.returncode == 0, ran.stderr[-2000:]
-    cpu_ns = json.loads(truth.read_text())["cpu_ns"]
+    cpu_ns = int((tmp_path / "window.cpu").read_text())
     with ss.load(out) as run:
         _, rows = run.sql("SELECT setup_ns, threads, queues FROM machine WHERE host = 'main'")
         ((setup_ns, threads, queues),) = rows
