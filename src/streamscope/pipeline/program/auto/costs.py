@@ -19,21 +19,23 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from streamscope.core import forksafe
 from streamscope.pipeline.program.registry import SETUP_PREFIX
 
 #: This process's setup so far: CPU ns, threads made workers, queues made channels (a forked
 #: child starts from nothing: ``start_afresh``).
 _SPENT = [0, 0, 0]
-#: Guards ``_SPENT`` across this process's threads.
-_LOCK = threading.Lock()
+#: Guards ``_SPENT`` across this process's threads (free again in a forked child: a fork while
+#: another thread counted must not leave the child's first count waiting for ever).
+_LOCK = forksafe.lock()
 #: How deep each thread of this process is in measured work (the outermost measures it all).
 _DEPTH = threading.local()
 
 
 @contextlib.contextmanager
-def spent(threads: int = 0, queues: int = 0) -> Iterator[None]:
+def spent(queues: int = 0) -> Iterator[None]:
     """Count the calling thread's CPU time in the block as setup (once, however nested), and
-    ``threads`` / ``queues`` more made workers and channels."""
+    ``queues`` more made channels (a thread made a worker: ``one_more_thread``)."""
     depth = getattr(_DEPTH, "n", 0)
     _DEPTH.n = depth + 1
     t0 = time.thread_time_ns() if not depth else 0
@@ -44,7 +46,6 @@ def spent(threads: int = 0, queues: int = 0) -> Iterator[None]:
         took = time.thread_time_ns() - t0 if not depth else 0
         with _LOCK:
             _SPENT[0] += took
-            _SPENT[1] += threads
             _SPENT[2] += queues
 
 
