@@ -30,11 +30,7 @@ def _feed(vq: VirtualQueue, with_states: bool, n: int = 9000) -> None:
     """Insertions every 100 ns, of which the producer spent 90 blocked on a full buffer (so it
     produces one item per 10 ns of work); the bus takes them 4 at a time as soon as the 4th is
     in; the consumer then removes them one per 100 ns, back to back."""
-    t_in = np.arange(1, n + 1, dtype=np.int64) * 100
-    seq = np.arange(1, n + 1, dtype=np.int64)
-    last = t_in[(np.arange(n) // 4) * 4 + 3]  # the insertion that completes each item's batch
-    vq.add_records("tail", "insert", t_in, seq)
-    vq.add_records("tail", "remove", last + 1, seq)
+    t_in, seq, last = _tail(vq, n)
     vq.add_records("head", "insert", last + 2, seq)
     vq.add_records("head", "remove", last + 3 + 100 * (np.arange(n) % 4), seq)
     if with_states:
@@ -42,6 +38,17 @@ def _feed(vq: VirtualQueue, with_states: bool, n: int = 9000) -> None:
         st_t = np.stack([t_in, t_in + 10], axis=1).ravel()
         st_v = np.tile([int(State.BUSY), int(State.BLOCKED_OUT)], n)
         vq.add_records("tail", "state", st_t, st_v.astype(np.int64))
+
+
+def _tail(vq: VirtualQueue, n: int) -> tuple[Any, Any, Any]:
+    """``_feed``'s tail buffer: insertion times, sequence numbers, and each item's batch's last
+    insertion (the bus takes it then)."""
+    t_in = np.arange(1, n + 1, dtype=np.int64) * 100
+    seq = np.arange(1, n + 1, dtype=np.int64)
+    last = t_in[(np.arange(n) // 4) * 4 + 3]  # the insertion that completes each item's batch
+    vq.add_records("tail", "insert", t_in, seq)
+    vq.add_records("tail", "remove", last + 1, seq)
+    return t_in, seq, last
 
 
 def _run(with_states: bool) -> tuple[float, dict[str, list[dict[str, Any]]]]:
@@ -186,3 +193,47 @@ def test_a_frame_its_producer_stopped_in_is_estimated_over_the_whole_frame() -> 
     # The run's first frame is not one its producer stopped in (it started late in it).
     first = frame_inputs(tail_frame, head_frame, (1.0, 1.0), frame, False, False, True)
     assert first is not None and first.span == stop + 1 and not first.final
+
+
+class _DeviceClock(Domains):
+    """The device's ticks are the host's ns, its bounds ``halfwidth`` either side (infinite: no
+    clock burst pins it over the frame, as past a step inside the run's last burst)."""
+
+    def __init__(self, halfwidth: float) -> None:
+        super().__init__(Topology("t"))
+        self.start(0)
+        self.halfwidth = halfwidth
+
+    def to_ns(self, domain: str, ticks: Any) -> tuple[Any, float]:
+        return np.asarray(ticks, dtype=np.int64), self.halfwidth
+
+
+def _device_frame(halfwidth: float) -> dict[str, Any]:
+    """One frame of ``_feed``'s items, its head buffer reduced on a device (summaries only)."""
+    tables: dict[str, list[dict[str, Any]]] = {}
+    sides = {"tail": ("host", 1, 2, 0), "head": ("dev", 3, 4, 0)}
+    vq = VirtualQueue(CH, 0, [(7, (Mean(),))], FRAME, sides,
+                      lambda rows: tables.setdefault(rows.table, []).append(dict(rows.columns)))  # fmt: skip
+    host, _ = _vq(False)
+    _feed(host, False)
+    _tail(vq, 9000)
+    head = host.sides["head"].frames
+    assert head is not None
+    vq.add_summaries("head", head.finish(FRAME))
+    clock = _DeviceClock(halfwidth)
+    vq.advance(FRAME, clock)
+    vq.finish(FRAME, clock, None)
+    return {k: v[0] for k, v in tables["vq_frame"][0].items()}
+
+
+def test_a_frame_whose_device_clock_is_unbounded_gets_no_verdict() -> None:
+    """With the device's frame edges known to 1 us the frame is checked; with its bounds open
+    any discrepancy could be the clock's: no verdict (not 'consistent' by an infinite
+    threshold), and it says why."""
+    bounded = _device_frame(1000.0)
+    assert bounded["verdict"] in ("consistent", "rejected")
+    assert 0.0 < bounded["clock_bias_items"] < bounded["threshold_items"]
+    unbounded = _device_frame(float("inf"))
+    assert unbounded["verdict"] is None and unbounded["decided_by"] == "unbounded"
+    assert unbounded["threshold_items"] is None and unbounded["clock_bias_items"] is None
+    assert unbounded["predicted_mean"] == bounded["predicted_mean"]

@@ -10,6 +10,7 @@ frame's row and levels for the run file.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -218,7 +219,12 @@ class FrameModels:
         estimate: float,
     ) -> None:
         """Self-check the model used (and the renewal model beside the profile one); an
-        assumed input cannot be tested."""
+        assumed input cannot be tested, nor a frame whose edges no clock burst pins on the
+        device (its bias unbounded: any discrepancy could be the clock's, so none is a
+        verdict; ``decided_by`` says ``unbounded``)."""
+        if not math.isfinite(bias):
+            row.update(decided_by="unbounded")
+            return
         use, drawn, runs, renewal_runs = p.use, p.drawn, p.runs, p.renewal_runs
         length, mt, mh = m.length, m.tail, m.head
         check: dict[str, Any] = {

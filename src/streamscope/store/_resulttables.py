@@ -107,7 +107,8 @@ VQ_FRAME = Table(
             "what decided the verdict: chance (W1 within the null quantile), clock (within it "
             "plus the clock bias), tolerance (beyond both, within the tolerance plus the clock "
             "bias), discrepancy (beyond that too: rejected), dependence (the renewal model's gaps are not "
-            "i.i.d.: rejected)",
+            "i.i.d.: rejected), unbounded (no verdict: no clock burst pinned the device's clock "
+            "over the frame)",
         ),
         _C("excess_items", "DOUBLE", "W1 beyond the threshold: the discrepancy that is no chance"),
         _C(

@@ -25,8 +25,9 @@ from streamscope.store._sources import MemorySource, RunSource
 from streamscope.store.runstore import InMemoryStore, QueryRecord, RunMeta
 
 #: The parts of a virtual queue's self-check that decide a frame, in the order they are tried
-#: (``vq_frame.decided_by``).
-DECIDED = ("chance", "clock", "tolerance", "discrepancy", "dependence")
+#: (``vq_frame.decided_by``), and ``unbounded``: a frame left unchecked (no verdict) as the
+#: device's clock bounds were open over it.
+DECIDED = ("chance", "clock", "tolerance", "discrepancy", "dependence", "unbounded")
 
 
 class Run(Closing):
