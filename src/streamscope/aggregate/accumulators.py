@@ -5,6 +5,7 @@ two accumulators of one spec. State is bounded however many batches arrive.
 
 from __future__ import annotations
 
+import math
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -38,6 +39,8 @@ __all__ = [
 ]
 
 F64 = NDArray[np.float64]
+_add = np.add.reduce
+_least = np.minimum.reduce
 
 EXACT_DISTINCT_LIMIT = 4096
 """Quantiles stay exact while at most this many distinct values have been seen."""
@@ -62,17 +65,20 @@ class Accumulator(Protocol):
 
 
 def _prepare(values: ArrayLike, weights: ArrayLike | None) -> tuple[F64, F64 | None]:
-    """Flatten to float64, drop NaN values, and check weights are finite and non-negative."""
+    """Flatten to float64, drop NaN values, and check weights are finite and non-negative.
+
+    Called per target and frame with a few values each where a program has many channels:
+    one reduction tells that no value is NaN (their sum is not), two that the weights are
+    fine (their least is not negative, NaN being neither, and their sum is finite)."""
     v = np.asarray(values, dtype=np.float64).reshape(-1)
     w = None if weights is None else np.asarray(weights, dtype=np.float64).reshape(-1)
     if w is not None and w.shape != v.shape:
         raise ValueError(f"weights has {w.size} entries but values has {v.size}")
-    nan = np.isnan(v)
-    if nan.any():
-        keep = ~nan
+    if math.isnan(_add(v)):  # a NaN among them (or +inf and -inf: none is dropped then)
+        keep = ~np.isnan(v)
         v = v[keep]
         w = None if w is None else w[keep]
-    if w is not None and not bool(np.all(np.isfinite(w) & (w >= 0.0))):
+    if w is not None and w.size and not (_least(w) >= 0.0 and math.isfinite(_add(w))):
         raise ValueError("weights must be finite and non-negative")
     return v, w
 
