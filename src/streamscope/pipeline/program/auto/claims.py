@@ -2,25 +2,21 @@
 
 In: a worker (``naming.Who``) at its first queue operation, or a queue whose two ends are known.
 Out: the stage's or the channel's name, claimed the first time in the session by any of the
-program's processes (a directory of small files in the ring directory, under a file lock, so
-that a pool's processes agree on their stage and no two stages or channels share a name).
+program's processes (a file of lines in the ring directory, appended under a file lock:
+``claimlog``), so that a pool's processes agree on their stage and no two stages or channels
+share a name.
 The lock this process takes around it is free again in a forked child (``core.forksafe``).
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import hashlib
 import itertools
-import json
 import os
-from collections.abc import Iterator, Sequence
-from pathlib import Path
-from typing import Any
+from collections.abc import Sequence
 
 from streamscope.core import forksafe
-from streamscope.pipeline.program.auto.naming import CLAIMS, MAIN_THREAD, PLACE, Who
+from streamscope.pipeline.program.auto.claimlog import ClaimTable, forget, locked
+from streamscope.pipeline.program.auto.naming import MAIN_THREAD, PLACE, Who
 from streamscope.pipeline.program.registry import REGISTRY
 
 #: This process's claims so far: key -> (name, how); and its lock (threads claim at once).
@@ -35,82 +31,20 @@ _live: dict[str, int] = {}
 _vacant: dict[tuple[str, tuple[str, ...]], list[str]] = {}
 
 
-def _digest(text: str) -> str:
-    return hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
-
-
-@contextlib.contextmanager
-def _locked(directory: str) -> Iterator[Path]:
-    """The claim table of the session (a directory of small files), locked against the
-    program's other processes and threads."""
-    table = Path(directory, CLAIMS)
-    fd = _lock_fds.get(directory)
-    if fd is None:
-        table.mkdir(exist_ok=True)
-        fd = _lock_fds[directory] = os.open(table / ".lock", os.O_WRONLY | os.O_CREAT, 0o600)
-    fcntl.flock(fd, fcntl.LOCK_EX)
-    try:
-        yield table
-    finally:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-
-
-#: The claim table's lock file of each session directory, open in this process (a forked
-#: child opens its own: a lock taken through a descriptor it shares with its parent would not
-#: keep the parent out).
-_lock_fds: dict[str, int] = {}
-
-
-def _forget_lock_fds() -> None:
-    _lock_fds.clear()  # the inherited descriptors stay open: closing them is the parent's
-
-
-os.register_at_fork(after_in_child=_forget_lock_fds)
-
-
-def _read(path: Path) -> Any:
-    """A claim file's value (None: none, or one a killed process left half written)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return None
-    try:
-        parts = []
-        while chunk := os.read(fd, 1 << 16):
-            parts.append(chunk)
-        return json.loads(b"".join(parts))
-    except ValueError:
-        return None
-    finally:
-        os.close(fd)
-
-
-def _write(path: Path, value: Any) -> None:
-    """A claim file written in place: every reader and writer holds the table's lock."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.write(fd, json.dumps(value).encode())
-    finally:
-        os.close(fd)
-
-
 #: Per base name, the number from which this process looks for a free ``base #N`` (the names
 #: below it are taken: a claim costs the same whatever the number of names before it).
 _next_number: dict[str, int] = {}
 
 
-def _new_name(table: Path, base: str, how: str) -> tuple[str, str]:
+def _new_name(table: ClaimTable, fd: int, base: str, how: str) -> tuple[str, str]:
     """A name nobody has yet: ``base``, else ``base #N`` (then said to be named by place)."""
     n = _next_number.get(base, 1)
     name = base if n == 1 else f"{base} #{n}"
-    while True:
-        try:
-            os.close(os.open(table / f"n{_digest(name)}", os.O_CREAT | os.O_EXCL))
-            _next_number[base] = n + 1
-            return name, how if n == 1 else PLACE
-        except FileExistsError:
-            n += 1
-            name = f"{base} #{n}"
+    while not table.take(fd, name):
+        n += 1
+        name = f"{base} #{n}"
+    _next_number[base] = n + 1
+    return name, how if n == 1 else PLACE
 
 
 def claim(keys: str | Sequence[str], base: str, how: str) -> tuple[str, str]:
@@ -119,9 +53,9 @@ def claim(keys: str | Sequence[str], base: str, how: str) -> tuple[str, str]:
     (every other key then gets it too), else ``base``, or ``base #N`` when another has that
     already (``how`` then ``place``). Without a session: ``base``.
 
-    The table is a directory of small files (``CLAIMS`` in the ring directory): one per key,
-    holding its name, and one per name taken, made exclusively; a claim costs a few file
-    operations, however many there were before."""
+    The table (``claimlog``) holds one line per key given a name and one per name taken; a
+    claim costs a lock and an append, however many there were before.
+    """
     keys = (keys,) if isinstance(keys, str) else tuple(keys)
     directory = REGISTRY.directory if REGISTRY.active() else None
     if directory is None:
@@ -130,13 +64,12 @@ def claim(keys: str | Sequence[str], base: str, how: str) -> tuple[str, str]:
         got = _claimed.get(keys[0])
         if got is not None:
             return got
-        with _locked(directory) as table:
-            paths = [table / f"k{_digest(k)}" for k in keys]
-            found = next((v for v in map(_read, paths) if v is not None), None)
-            name, how = tuple(found) if found is not None else _new_name(table, base, how)
-            for path in paths:
-                if not path.exists():
-                    _write(path, [name, how])
+        with locked(directory) as (table, fd):
+            found = next((table.values[k] for k in keys if k in table.values), None)
+            name, how = tuple(found) if found is not None else _new_name(table, fd, base, how)
+            for k in keys:
+                if k not in table.values:
+                    table.put(fd, k, [name, how])
         for k in keys:
             _claimed[k] = (name, how)
         return name, how
@@ -157,8 +90,8 @@ def _claim_by_slots(who: Who, key: str) -> tuple[str, str]:
     """``claim`` for a worker handed queues (``who.slots``): the stage of an earlier worker of
     the same code that is ``same_stage`` with it, else a new one; ``key`` (its first
     operation's) names it too. The stages that may be it are those an earlier worker of the
-    same code was handed one of these queues for (one small file per queue and code): a claim
-    costs the same however many stages the code has."""
+    same code was handed one of these queues for (a list per queue and code): a claim costs
+    the same however many stages the code has."""
     directory = REGISTRY.directory if REGISTRY.active() else None
     if directory is None:
         return who.base, who.how
@@ -166,10 +99,10 @@ def _claim_by_slots(who: Who, key: str) -> tuple[str, str]:
         got = _claimed.get(key)
         if got is not None:
             return got
-        with _locked(directory) as table:
+        with locked(directory) as (table, fd):
             hit = None
             for _, queue in who.slots:
-                for cand in _read(table / f"q{_digest(who.ident + '|' + queue)}") or []:
+                for cand in table.lists.get(f"{who.ident}|{queue}", ()):
                     if same_stage(cand[2], who.slots):
                         hit = cand
                         break
@@ -184,16 +117,14 @@ def _claim_by_slots(who: Who, key: str) -> tuple[str, str]:
                         del _vacant[post]
                     named = (name, _how[name])
                 else:
-                    named = _new_name(table, who.base, who.how)
+                    named = _new_name(table, fd, who.base, who.how)
                 hit = [*named, [list(x) for x in who.slots]]
                 for _, queue in who.slots:
-                    path = table / f"q{_digest(who.ident + '|' + queue)}"
-                    _write(path, [*(_read(path) or []), hit])
+                    table.add(fd, f"{who.ident}|{queue}", hit)
             name, how = hit[0], hit[1]
             _how.setdefault(name, how)
-            kpath = table / f"k{_digest(key)}"
-            if not kpath.exists():
-                _write(kpath, [name, how])
+            if key not in table.values:
+                table.put(fd, key, [name, how])
         _claimed[key] = (name, how)
         return name, how
 
@@ -239,9 +170,7 @@ def forget_claims() -> None:
         _live.clear()
         _vacant.clear()
         _how.clear()
-        for fd in _lock_fds.values():
-            os.close(fd)
-        _lock_fds.clear()
+        forget()
 
 
 def claim_stage(who: Who, end: str, queue: str) -> str:

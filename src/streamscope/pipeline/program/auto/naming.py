@@ -36,8 +36,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-#: The claim table's directory in the session's ring directory.
-CLAIMS = "stages.claims"
 #: How a stage's name was found (``StageInfo.named_by``), and the main thread's own.
 GIVEN, FUNCTION, TARGET, PLACE, MAIN_THREAD = "given", "function", "target", "place", "main"
 #: A worker number at the end of a given name (``resize-2``, ``io_0``), dropped from the stage's.
@@ -414,7 +412,6 @@ def who_of_task(name: str, code: types.CodeType, arguments: tuple[Any, ...] = ()
 
 
 __all__ = [
-    "CLAIMS",
     "FUNCTION",
     "GIVEN",
     "MAIN_WHO",
