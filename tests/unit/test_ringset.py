@@ -3,6 +3,7 @@ in time at the end, and a budget that is never exceeded."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -156,3 +157,31 @@ def test_rings_that_go_leave_the_others_found(tmp_path: Path) -> None:
         assert tap.ring.record_at(20, p)
     assert _taken(rs.drain()) == {p: [p] for p in taps}
     assert rs.drain().n_records == 0
+
+
+def test_declarations_are_journal_lines_read_before_the_rings_after_them(
+    tmp_path: Path, capsys: Any
+) -> None:
+    """A probe declared during the run is a line of the journal (no file of its own), read
+    back by the monitor before the ring that follows it and by ``declared``; a line that is
+    not one is said and passed over. The journal's descriptor is closed with the session."""
+    from streamscope.core import rings
+    from streamscope.core.topology import ChannelInfo, ProbeInfo, Topology
+
+    ch = ChannelInfo("a -> b", "a", "b", 8, "queue")
+    probe = ProbeInfo(70, "tail", ch.name, domain="dev")
+    seen: list[Topology] = []
+    rs = RingSet(str(tmp_path), Topology("t"), on_declare=lambda *found: seen.extend(found))
+    rings.declare(tmp_path, Topology("", channels=(ch,), probes=(probe,)))
+    rings.journal(tmp_path, f"{rings.DECLARED} {{not json")
+    rec = Recorder(str(tmp_path), capacity=16)
+    rec.tap(70, Kind.PUT)
+    assert rs.scan() == 1
+    assert [(t.channels, t.probes) for t in seen] == [((ch,), (probe,))]
+    assert [r.domain for r in rs._rings.values()] == ["dev"]  # the declaration came first
+    assert "not a probe declaration" in capsys.readouterr().out
+    assert [n for n in os.listdir(tmp_path) if not n.endswith(rings.SUFFIX)] == [rings.JOURNAL]
+    assert rings.declared(tmp_path, Topology("t")).channels == (ch,)
+    fds = len(os.listdir("/proc/self/fd"))
+    rings.close_journal()
+    assert len(os.listdir("/proc/self/fd")) == fds - 1

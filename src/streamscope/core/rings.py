@@ -90,21 +90,20 @@ def anonymous_ring(probe: int, kind: int, capacity: int, *, flags: int = 0) -> m
 def create_ring_file(
     directory: str | Path, probe: int, kind: int, capacity: int, *, flags: int = 0
 ) -> Any:
-    """A ring the monitor finds in ``directory``: it appears whole (written under a temporary
-    name, then renamed), named after the writing process so that processes never collide.
-    The mapping holds no file descriptor (``map_shared``)."""
+    """A ring the monitor finds in ``directory``, named after the writing process so that
+    processes never collide: the monitor learns of it from the journal line written once its
+    header is (so it never sees one half made). The mapping holds no file descriptor
+    (``map_shared``)."""
     check_capacity(capacity)
-    base = Path(directory) / f"{os.getpid()}-{next(_counter)}"
-    tmp = base.with_suffix(".tmp")
-    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+    name = f"{os.getpid()}-{next(_counter)}{SUFFIX}"
+    fd = os.open(os.path.join(directory, name), os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         os.ftruncate(fd, ring_bytes(capacity))
         mem = map_shared(fd, ring_bytes(capacity))
     finally:
         os.close(fd)
     _init(mem, probe, kind, capacity, flags)
-    os.rename(tmp, base.with_suffix(SUFFIX))
-    journal(directory, f"R {base.name}{SUFFIX}")
+    journal(directory, f"R {name}")
     return mem
 
 
@@ -196,38 +195,58 @@ def ring_directory(base: str) -> str:
     return str(path)
 
 
-#: A declaration: what a probe that appeared during the run measures (``declare``).
-DECLARATION = ".decl"
-_IDS = "next-probe-id"
-
-
 def declare(directory: str | Path, found: Topology) -> None:
     """Tell the monitor what the probes of ``found`` measure, before their rings appear (or
-    that stages or channels no query watches exist): one file per declaration, named after its
-    first probe or a number of its own (written whole, then renamed)."""
-    key = found.probes[0].id if found.probes else next_probe_ids(directory, 1)
-    path = Path(directory) / f"{key}{DECLARATION}"
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(found.to_dict()))
-    os.rename(tmp, path)
-    journal(directory, f"D {path.name}")
+    that stages or channels no query watches exist): a line of the run's journal (``J`` and
+    the topology's JSON, written whole: a program declaring a thousand workers makes no
+    thousand files)."""
+    journal(directory, f"{DECLARED} {json.dumps(found.to_dict())}")
 
 
-#: The run's journal: one line per declaration (``D NAME``) and per ring (``R NAME``) in the
-#: order they were published, appended by every process of the run, so that the monitor finds
-#: what is new by reading on from where it stopped (never by listing a directory that may hold
-#: tens of thousands of files).
+#: The run's journal: one line per declaration (``J`` and its JSON) and per ring (``R NAME``)
+#: in the order they were published, appended by every process of the run, so that the
+#: monitor finds what is new by reading on from where it stopped (never by listing a
+#: directory that may hold tens of thousands of files).
 JOURNAL = "journal"
+#: A journal line's mark for a declaration.
+DECLARED = "J"
+#: The journal this process appends to, open (one at a time: a session's, by directory), and
+#: the process that opened it (a forked child opens its own, so that closing it is its own).
+_journal_fd: list[Any] = [None, None, -1]
+_journal_lock = forksafe.lock()
 
 
 def journal(directory: str | Path, line: str) -> None:
     """Append ``line`` to the run's journal (one write of a whole line, on a descriptor opened
     for appending: lines of different processes never interleave)."""
-    fd = os.open(Path(directory) / JOURNAL, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    key = str(directory)
+    data = f"{line}\n".encode()
+    with _journal_lock:
+        d, fd, pid = _journal_fd
+        if d != key or pid != os.getpid():
+            if fd is not None and pid == os.getpid():
+                os.close(fd)
+            path = os.path.join(key, JOURNAL)
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            _journal_fd[:] = [key, fd, os.getpid()]
+        os.write(fd, data)
+
+
+def close_journal() -> None:
+    """This process appends to no journal any more (its session ended)."""
+    with _journal_lock:
+        _, fd, pid = _journal_fd
+        if fd is not None and pid == os.getpid():
+            os.close(fd)
+        _journal_fd[:] = [None, None, -1]
+
+
+def parse_declaration(text: str) -> Topology:
+    """A declaration's topology from its journal line's JSON (RunFileError: not one)."""
     try:
-        os.write(fd, f"{line}\n".encode())
-    finally:
-        os.close(fd)
+        return Topology.from_dict(json.loads(text))
+    except (ValueError, TypeError, KeyError) as exc:
+        raise RunFileError(f"a journal line is not a probe declaration ({exc})") from exc
 
 
 class JournalReader:
@@ -257,29 +276,18 @@ class JournalReader:
 
 def declared(directory: str | Path, base: Topology) -> Topology:
     """``base`` with everything declared in ``directory`` so far (in the order declared)."""
-    try:
-        names = sorted(n for n in os.listdir(directory) if n.endswith(DECLARATION))
-    except OSError:
-        return base
-    for name in names:
-        try:
-            found = declaration(directory, int(name.removesuffix(DECLARATION)))
-        except (RunFileError, ValueError):
-            continue  # the monitor says so
-        if found is not None:
-            base = base.merged(found)
+    for line in JournalReader(directory).new_lines():
+        what, _, text = line.partition(" ")
+        if what == DECLARED:
+            try:
+                base = base.merged(parse_declaration(text))
+            except RunFileError:
+                continue  # the monitor says so
     return base
 
 
-def declaration(directory: str | Path, probe: int) -> Topology | None:
-    """The declaration of ``probe``'s ring, if one was written (a probe made during the run)."""
-    path = Path(directory) / f"{probe}{DECLARATION}"
-    try:
-        return Topology.from_dict(json.loads(path.read_text()))
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError, TypeError, KeyError) as exc:
-        raise RunFileError(f"{path}: not a probe declaration ({exc})") from exc
+#: The run's shared counter of probe ids (a file in its ring directory).
+_IDS = "next-probe-id"
 
 
 def set_next_probe_id(directory: str | Path, first: int) -> None:

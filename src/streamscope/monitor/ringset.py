@@ -21,7 +21,7 @@ import numpy as np
 from streamscope.core import native
 from streamscope.core.errors import RunFileError
 from streamscope.core.records import Kind, Records, make_records
-from streamscope.core.rings import DECLARATION, SUFFIX, JournalReader, declaration
+from streamscope.core.rings import DECLARED, SUFFIX, JournalReader, parse_declaration
 from streamscope.core.topology import HOST, Topology
 from streamscope.transport.ringreader import RingReader
 
@@ -144,15 +144,14 @@ class RingSet:
         rings: list[str] = []
         for line in self._journal.new_lines():
             what, _, name = line.partition(" ")
-            if what == "D" and name.endswith(DECLARATION):
+            if what == DECLARED:
                 try:
-                    decl = declaration(self.directory, int(name.removesuffix(DECLARATION)))
-                except (RunFileError, ValueError) as exc:
+                    decl = parse_declaration(name)
+                except RunFileError as exc:
                     print(f"streamscope monitor: {exc}")
                     continue
-                if decl is not None:
-                    self._domain.update({p.id: p.domain for p in decl.probes})
-                    found.append(decl)
+                self._domain.update({p.id: p.domain for p in decl.probes})
+                found.append(decl)
             elif what == "R" and name.endswith(SUFFIX):
                 rings.append(name)
         if self._on_declare is not None and found:

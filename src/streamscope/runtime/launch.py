@@ -33,7 +33,7 @@ from streamscope.core.clock import Clock, HostClock
 from streamscope.core.errors import ConfigError, RunFileError
 from streamscope.core.modes import RunMode, RunStatus
 from streamscope.core.process import GROUP_SIGNALS
-from streamscope.core.rings import ring_directory
+from streamscope.core.rings import close_journal, ring_directory
 from streamscope.core.topology import Topology
 from streamscope.monitor.settings import MonitorSettings
 from streamscope.query.plan import Plan
@@ -354,6 +354,7 @@ class Launched:
     def cleanup(self) -> None:
         """Remove the run's private directory (rings, socket) and let go of the run file,
         whatever happened."""
+        close_journal()
         shutil.rmtree(self.dir, ignore_errors=True)
         if self.lock is not None:
             self.lock.release()

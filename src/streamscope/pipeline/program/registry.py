@@ -20,7 +20,7 @@ from typing import Any, Protocol
 from streamscope.core import forksafe, native
 from streamscope.core.errors import ConfigError, PipelineError
 from streamscope.core.records import NO_STATE, Kind
-from streamscope.core.rings import declare, next_probe_ids, set_next_probe_id
+from streamscope.core.rings import close_journal, declare, next_probe_ids, set_next_probe_id
 from streamscope.core.topology import ChannelInfo, ProbeInfo, ResourceInfo, StageInfo, Topology
 from streamscope.probes.stacks import ProcessStacks
 from streamscope.probes.taps import COST_CALL, Recorder, RingTap, make_tracker
@@ -375,6 +375,7 @@ class Registry:
             self.directory = None
             self.watches = []
             self._env_checked = os.getpid()
+        close_journal()
 
 
 #: The drop-in register of this process: process-wide because a program's queues and stages
