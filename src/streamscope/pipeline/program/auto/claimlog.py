@@ -40,6 +40,9 @@ class ClaimTable:
             kind, key, value = json.loads(line)
         except (ValueError, TypeError):
             return  # a line a killed process left half written
+        self._take_in(kind, key, value)
+
+    def _take_in(self, kind: str, key: str, value: Any) -> None:
         if kind == "k":
             self.values.setdefault(key, value)
         elif kind == "q":
@@ -66,7 +69,7 @@ class ClaimTable:
         written = os.write(fd, line)
         self._offset += written
         if written == len(line):
-            self._apply(line)
+            self._take_in(kind, key, value)  # JSON's own shapes (lists): as read back
 
     def put(self, fd: int, key: str, value: Any) -> None:
         """``key`` is given ``value`` (the first value given a key stays)."""
