@@ -261,9 +261,9 @@ class Topology:
         """As ``dataclasses.asdict`` makes it (its parts are flat: fields of plain values), at a
         fraction of its cost: a program declares a topology per queue it makes."""
         out: dict[str, Any] = {"name": self.name}
-        for f in fields(self)[1:]:
-            value = getattr(self, f.name)
-            out[f.name] = tuple(x if isinstance(x, str) else _flat(x) for x in value)
+        for name in _names(Topology)[1:]:
+            value = getattr(self, name)
+            out[name] = tuple(x if isinstance(x, str) else _flat(x) for x in value) if value else ()
         return out
 
     @classmethod
@@ -281,7 +281,20 @@ class Topology:
 
 
 def _flat(part: Any) -> dict[str, Any]:
-    return {f.name: getattr(part, f.name) for f in fields(part)}
+    return {name: getattr(part, name) for name in _names(type(part))}
+
+
+#: The field names of each dataclass flattened so far (``dataclasses.fields`` is slow for a
+#: program declaring a topology per queue and per thread): filled as used, by any thread of the
+#: process, a name list being the same whoever fills it.
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _names(cls: type) -> tuple[str, ...]:
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in fields(cls))
+    return names
 
 
 def _user_probe(d: dict[str, Any]) -> UserProbeInfo:

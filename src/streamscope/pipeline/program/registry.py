@@ -7,6 +7,7 @@ each worker's state tracker, declared to the monitor the first time it works.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import json
 import multiprocessing as mp
@@ -120,6 +121,10 @@ class Registry:
         #: ``VACANT_FOR_S`` is retired. A program starting a thread per piece of work has as
         #: many workers as threads at once, not one per thread it ever started.
         self._vacant: dict[tuple[int, str], list[tuple[native.StateTracker, float]]] = {}
+        #: The same trackers in the order they were left (oldest first): those past
+        #: ``VACANT_FOR_S`` are found at its front, however many stages there are.
+        self._vacated: collections.deque[tuple[float, tuple[int, str], native.StateTracker]]
+        self._vacated = collections.deque()
         self._env_checked = 0
         self.lock = forksafe.rlock()
 
@@ -224,17 +229,21 @@ class Registry:
             return self._trackers[key]
         except KeyError:
             pass
+        # Only the calling thread makes its key's tracker (a task's, its loop's thread): the
+        # lock guards the tables, not the files a new worker is declared with, so that a
+        # thousand threads starting at once do not queue for each other's file work.
         with self.lock:
-            if key not in self._trackers:
-                vacant = self._vacant.get((key[0], stage)) if worker is None else None
-                if vacant:
-                    self._trackers[key] = vacant.pop()[0]
-                else:
-                    self._trackers[key] = self._declare_worker(stage, resource, worker is None)
-                if worker is None:
-                    self._threads.setdefault(key[:2], []).append(key)
-                    self.sample(self._trackers[key])
-            return self._trackers[key]
+            vacant = self._vacant.get((key[0], stage)) if worker is None else None
+            taken = vacant.pop()[0] if vacant else None
+        if taken is None:
+            taken = self._declare_worker(stage, resource, worker is None)
+        with self.lock:
+            tracker = self._trackers.setdefault(key, taken)
+            if worker is None and tracker is taken:
+                self._threads.setdefault(key[:2], []).append(key)
+        if worker is None and tracker is taken:
+            self.sample(tracker)
+        return tracker
 
     def sample(self, tracker: native.StateTracker | None, coro: object = None) -> None:
         """Sample the stack of ``tracker``'s worker: the calling thread (or, ``coro`` given,
@@ -305,12 +314,19 @@ class Registry:
                 if tracker is not None and stacks is not None:
                     stacks.remove(tracker)  # its thread is gone: its next one is added anew
                 if tracker is not None:
-                    self._vacant.setdefault((key[0], key[2]), []).append((tracker, now))
-            for post, held in list(self._vacant.items()):
-                gone += [t for t, since in held if since + VACANT_FOR_S <= now]
-                held[:] = [(t, since) for t, since in held if since + VACANT_FOR_S > now]
-                if not held:
-                    del self._vacant[post]
+                    post = (key[0], key[2])
+                    self._vacant.setdefault(post, []).append((tracker, now))
+                    self._vacated.append((now, post, tracker))
+            while self._vacated and self._vacated[0][0] + VACANT_FOR_S <= now:
+                since, post, tracker = self._vacated.popleft()
+                held = self._vacant.get(post)
+                # each stage's list is oldest first and taken up from its end: the tracker is
+                # at its front if no thread took it up meanwhile (nor left it again since)
+                if held and held[0][0] is tracker and held[0][1] == since:
+                    del held[0]
+                    gone.append(tracker)
+                    if not held:
+                        del self._vacant[post]
         rec = self.recorder()
         for tracker in gone:
             tap = self._tracker_taps.pop(id(tracker), None)
@@ -369,6 +385,7 @@ class Registry:
             self._threads.clear()
             self._tracker_taps.clear()
             self._vacant.clear()
+            self._vacated.clear()
             self._recorders.clear()
             self.named_by.clear()
             self.probes = ()

@@ -29,6 +29,8 @@ _claim_lock = forksafe.lock()
 #: queue). Process-wide, like the claims.
 _live: dict[str, int] = {}
 _vacant: dict[tuple[str, tuple[str, ...]], list[str]] = {}
+#: What each vacant stage waits for (its key in ``_vacant``), process-wide with it.
+_vacant_for: dict[str, tuple[str, tuple[str, ...]]] = {}
 
 
 #: Per base name, the number from which this process looks for a free ``base #N`` (the names
@@ -113,6 +115,7 @@ def _claim_by_slots(who: Who, key: str) -> tuple[str, str]:
                 vacant = _vacant.get(post)
                 if vacant:  # a stage of this code whose threads here all ended: taken up
                     name = vacant.pop()
+                    _vacant_for.pop(name, None)
                     if not vacant:
                         del _vacant[post]
                     named = (name, _how[name])
@@ -142,11 +145,12 @@ def occupy(name: str) -> None:
     """A thread of this process works in stage ``name`` from now on."""
     with _claim_lock:
         _live[name] = _live.get(name, 0) + 1
-        for post, names in list(_vacant.items()):
-            if name in names:
-                names.remove(name)
-                if not names:
-                    del _vacant[post]
+        post = _vacant_for.pop(name, None)
+        if post is not None and name in _vacant.get(post, ()):
+            names = _vacant[post]
+            names.remove(name)
+            if not names:
+                del _vacant[post]
 
 
 def vacate(who: Who, name: str) -> None:
@@ -159,7 +163,9 @@ def vacate(who: Who, name: str) -> None:
             return
         _live.pop(name, None)
         if who.slots and name in _how:
-            _vacant.setdefault(_post(who), []).append(name)
+            post = _post(who)
+            _vacant.setdefault(post, []).append(name)
+            _vacant_for[name] = post
 
 
 def forget_claims() -> None:
@@ -169,6 +175,7 @@ def forget_claims() -> None:
         _next_number.clear()
         _live.clear()
         _vacant.clear()
+        _vacant_for.clear()
         _how.clear()
         forget()
 
