@@ -18,7 +18,8 @@ PURE_PYTHON: bool = os.environ.get("STREAMSCOPE_PURE_PYTHON", "").strip().lower(
 )
 
 #: ``STREAMSCOPE_CACHE``: where streamscope keeps what it builds once and reuses (the Verilator
-#: libraries of RTL devices' cores); ``~/.cache/streamscope`` when unset.
+#: libraries of RTL devices' cores, an empty run file of each schema); ``~/.cache/streamscope``
+#: when unset.
 CACHE_DIR: Path = Path(
     os.environ.get("STREAMSCOPE_CACHE") or Path.home() / ".cache" / "streamscope"
 )

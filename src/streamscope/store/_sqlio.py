@@ -38,10 +38,14 @@ def create(
     meta: RunMeta,
     topology: Topology,
     queries: Sequence[QueryRecord],
+    *,
+    tables: bool = True,
 ) -> None:
-    """Create every table and write the header: meta, run (status 'running'), topology, queries."""
-    for stmt in ddl():
-        con.execute(stmt)
+    """Create every table (``tables``: the file has them already when False) and write the
+    header: meta, run (status 'running'), topology, queries."""
+    if tables:
+        for stmt in ddl():
+            con.execute(stmt)
     con.executemany(
         "INSERT INTO streamscope_meta VALUES (?, ?)",
         [

@@ -120,9 +120,12 @@ class DuckDBStore(BaseStore, Closing):
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             _reserve(self.path)
+            from streamscope.store._template import copy_into
+
+            copied = copy_into(self.path)  # the tables made once per schema, not per run
             self._con = _duckdb().connect(str(self.path))
             with self._transaction() as con:
-                _sqlio().create(con, meta, topology, queries)
+                _sqlio().create(con, meta, topology, queries, tables=not copied)
             self._written = _sqlio().topology_counts(topology)
         except BaseException as exc:
             self.close()
