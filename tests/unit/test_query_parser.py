@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from streamscope.core.errors import QueryError
@@ -495,3 +497,22 @@ def test_the_public_surface_is_pinned() -> None:
         ]
     )
     assert all(hasattr(query_package, name) for name in query_package.__all__)
+
+
+def test_the_parsers_tables_are_kept_and_read_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The parser's tables are made once and kept in the cache directory; a parser read back
+    from them parses as the one made afresh."""
+    from streamscope.query import parser
+
+    monkeypatch.setattr(parser, "CACHE_DIR", tmp_path)
+    parser._lark.cache_clear()
+    try:
+        made = parse_query("occupancy(a -> b): mean every 1s")
+        kept = tmp_path / "query-grammar.lark"
+        assert kept.is_file()
+        parser._lark.cache_clear()
+        assert parse_query("occupancy(a -> b): mean every 1s") == made
+    finally:
+        parser._lark.cache_clear()

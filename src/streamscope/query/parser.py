@@ -5,6 +5,7 @@ lark's exceptions are translated here into "expected X after Y, found Z" with li
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from importlib import resources
 from typing import Any
@@ -12,6 +13,7 @@ from typing import Any
 from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 
+from streamscope.core.config import CACHE_DIR
 from streamscope.core.errors import QueryError
 from streamscope.query.ast import Query
 from streamscope.query.metrics import METRIC_NAMES
@@ -43,13 +45,19 @@ _WORDS: dict[str, str] = {  # in the order they are listed
 
 @functools.cache
 def _lark() -> Lark:
+    """The query parser, its tables kept in the cache directory (``core.config.CACHE_DIR``:
+    Lark checks they were made from this grammar by this Lark, else makes them again; where
+    nothing can be kept it makes them each time, ~20 ms)."""
     grammar = resources.files("streamscope.query").joinpath("grammar.lark").read_text("utf-8")
+    with contextlib.suppress(OSError):
+        CACHE_DIR.mkdir(parents=True, exist_ok=True)
     return Lark(
         grammar,
         parser="lalr",
         start=["file", "single"],
         propagate_positions=True,
         maybe_placeholders=False,
+        cache=str(CACHE_DIR / "query-grammar.lark"),
     )
 
 
