@@ -187,12 +187,11 @@ def _ended(result: RunResult, out: Path, console: Console, report: Path | None) 
     from streamscope.report import write_report
     from streamscope.store.reader import load
 
-    print_summary(out, console)
-    if result.status != "completed":
-        err_console.print(f"streamscope: run {result.status}: {result.error}", markup=False)
-    if out.is_file():
-        with load(out) as run:
-            print_findings(run, console)
+    with load(out) as run:  # once: opening a run file is ~25 ms
+        print_summary(run, out, console)
+        if result.status != "completed":
+            err_console.print(f"streamscope: run {result.status}: {result.error}", markup=False)
+        print_findings(run, console)
     if report is not None and out.is_file():
         written = write_report(out, report)
         console.print(f"report: {written.path}")

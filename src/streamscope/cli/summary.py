@@ -19,7 +19,7 @@ from streamscope.cli.shape import pipeline_table, resources_table, stages_table
 from streamscope.core.fmt import fmt_ns, fmt_value, pct
 from streamscope.core.topology import FAMILY_AT, HOST, family
 from streamscope.report.terminal import describe_points
-from streamscope.store.reader import Run, load
+from streamscope.store.reader import Run
 from streamscope.store.run import SETUP
 
 
@@ -295,21 +295,21 @@ def overhead_line(run: Run) -> str | None:
     )
 
 
-def print_summary(path: Path, console: Console) -> None:
-    with load(path) as run:
-        console.print(summary_table(run))
-        vqs = vq_table(run)
-        if vqs is not None:
-            console.print(vqs)
-        line = overhead_line(run)
-        if line is not None:
-            console.print(line, markup=False, highlight=False)
-        print_notes(run, console)
-        dropped = sum(d.dropped for d in run.drops())
-        if dropped:
-            console.print(
-                f"[yellow]{dropped} probe records were dropped; `streamscope show {path}` lists them[/]"
-            )
+def print_summary(run: Run, path: Path, console: Console) -> None:
+    """The summary of ``run`` (read from ``path``) after it ended."""
+    console.print(summary_table(run))
+    vqs = vq_table(run)
+    if vqs is not None:
+        console.print(vqs)
+    line = overhead_line(run)
+    if line is not None:
+        console.print(line, markup=False, highlight=False)
+    print_notes(run, console)
+    dropped = sum(d.dropped for d in run.drops())
+    if dropped:
+        console.print(
+            f"[yellow]{dropped} probe records were dropped; `streamscope show {path}` lists them[/]"
+        )
 
 
 def frames_table(run: Run, query_id: int, last: int | None) -> Table:
