@@ -282,3 +282,24 @@ def test_a_hand_over_whose_producer_waits_on_it_is_full_that_share() -> None:
     store.finish("completed", None, 1, 2 * F)
     top = the_bottleneck(Run.from_memory(store))
     assert top.target == "slow" and top.evidence["input_full_fraction"] == 0.99, top.evidence
+
+
+def test_a_stack_samplers_lost_samples_are_named_as_its_samples_not_its_file() -> None:
+    """A process's stack sampler's probe targets its stack table's file (in the run's ring
+    directory, gone after the run): its lost records are said of its samples."""
+    from streamscope.aggregate.points import DropCount
+    from streamscope.analysis.health import STACK_SAMPLES
+    from streamscope.core.topology import ProbeInfo
+
+    base = topology(["a", "b"], [("a", "b")])
+    table = "/dev/shm/streamscope-1-x/rings/stacks-9.tsv"
+    topo = Topology(base.name, base.resources, base.stages, base.channels,
+                    (ProbeInfo(9, "stacks", table), ProbeInfo(10, "tail", "a -> b")))  # fmt: skip
+    store = InMemoryStore()
+    store.begin(RunMeta("id", "t", "", "", (), "h", 0, F, "0"), topo, [])
+    store.write_frames([])
+    store.write_drops([DropCount(9, 0, 5, 20), DropCount(10, 1, 3, 30)])
+    store.finish("completed", None, 1, 2 * F)
+    lost = {f.target: f for f in findings(Run.from_memory(store)) if f.kind == "drops"}
+    assert set(lost) == {STACK_SAMPLES, "a -> b"}
+    assert table not in lost[STACK_SAMPLES].title and lost[STACK_SAMPLES].evidence["dropped"] == 5

@@ -17,6 +17,9 @@ from streamscope.analysis.evidence import frame_ranges, rounded
 from streamscope.core.errors import QueryError
 from streamscope.core.fmt import pct
 
+#: What a lost-records finding of a process's stack sampler names.
+STACK_SAMPLES = "stack samples"
+
 
 def run_status(ctx: Context) -> list[Finding]:
     """A run that failed, was interrupted or never finished: its figures cover only part of it."""
@@ -151,6 +154,10 @@ def drops(ctx: Context) -> list[Finding]:
             kind, target = probe.kind, probe.target
         except KeyError:
             kind, target = "?", f"probe {pid}"
+        if kind == "stacks":
+            # a process's stack sampler: its target is where its stack table was kept, a file
+            # that is gone, and its samples are of every stage of the process
+            target = STACK_SAMPLES
         frac = dropped / max(dropped + recorded, 1)
         out.append(
             Finding(
