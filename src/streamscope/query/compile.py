@@ -37,7 +37,6 @@ from streamscope.query.ast import (
     StatAgg,
 )
 from streamscope.query.metrics import BOX_QUANTILES, METRICS
-from streamscope.query.parser import parse_queries, parse_query
 from streamscope.query.plan import CompiledQuery, Plan, TargetPlan
 
 __all__ = ["compile_queries", "new_targets", "watches"]
@@ -100,6 +99,8 @@ def compile_queries(
             f"frames must be at least {_ns(MIN_FRAME_NS)}"
         )
     if isinstance(queries, str):
+        from streamscope.query.parser import parse_queries
+
         queries = parse_queries(queries)
     compiled = [
         _compile_one(i, q, topology, default_frame_ns, open_world, follow)
@@ -179,6 +180,14 @@ def _on_hosts(topology: Topology, route: Sequence[ChannelInfo]) -> str:
     return ""
 
 
+def _parse_query(text: str, *, source: str) -> Query:
+    """``parser.parse_query``, Lark loaded only where a query's text is read (the monitor
+    follows new targets with a plan's parsed queries, and never loads it)."""
+    from streamscope.query.parser import parse_query
+
+    return parse_query(text, source=source)
+
+
 def _compile_one(
     index: int,
     item: Query | str,
@@ -189,11 +198,11 @@ def _compile_one(
 ) -> CompiledQuery:
     source = f"query {index + 1}"
     if isinstance(item, str):
-        query = parse_query(item, source=source)
+        query = _parse_query(item, source=source)
         origin = query.origin
     else:
         # Reading the canonical text back checks a hand-built query by the parser's rules.
-        reread = parse_query(str(item), source=source)
+        reread = _parse_query(str(item), source=source)
         query = item if reread == item else reread
         origin = item.origin if _origin_fits(item) else reread.origin
     assert origin is not None
@@ -257,7 +266,7 @@ def new_targets(
         target = cq.query.target
         if isinstance(target, Path):
             continue  # a path's stages and channels were all known when it was compiled
-        origin = cq.query.origin or parse_query(cq.text, source=f"query {cq.id + 1}").origin
+        origin = cq.query.origin or _parse_query(cq.text, source=f"query {cq.id + 1}").origin
         assert origin is not None
         wanted = METRICS[cq.metric].probe
         if wanted and not isinstance(target, Edge):
