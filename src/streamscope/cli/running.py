@@ -166,7 +166,7 @@ def _grown(plan: Plan) -> Callable[[], tuple[Topology, list[QueryRecord]]]:
     from streamscope.core.rings import declared
     from streamscope.monitor.service import query_records
     from streamscope.pipeline.program.dropin import REGISTRY
-    from streamscope.query.compile import new_targets
+    from streamscope.query.follow import new_targets
 
     def grown() -> tuple[Topology, list[QueryRecord]]:
         topo = declared(REGISTRY.directory or "", REGISTRY.topology())

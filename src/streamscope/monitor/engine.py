@@ -46,7 +46,7 @@ from streamscope.monitor.keeping import Keeper
 from streamscope.monitor.stalls import Stall, StallWatch
 from streamscope.monitor.virtual import SIDES, virtual_queues
 from streamscope.query.ast import Path
-from streamscope.query.compile import new_targets
+from streamscope.query.follow import new_targets
 from streamscope.query.plan import Plan
 from streamscope.reduction.ledger import Ledger
 from streamscope.reduction.littlepath import LittlePath

@@ -7,50 +7,16 @@ from __future__ import annotations
 import difflib
 from collections.abc import Sequence
 from fnmatch import fnmatchcase
-from typing import Any
 
-from streamscope.aggregate.specs import (
-    AggregationSpec,
-    Count,
-    Duty,
-    First,
-    Histogram,
-    Last,
-    Max,
-    Mean,
-    Min,
-    Quantiles,
-    Sum,
-)
+from streamscope.aggregate.specs import Mean
 from streamscope.core.errors import ConfigError, QueryError
-from streamscope.core.records import STATE_LABELS
 from streamscope.core.topology import ChannelInfo, Topology, path_ends
-from streamscope.query.ast import (
-    Agg,
-    Edge,
-    HistogramAgg,
-    Origin,
-    Path,
-    PercentileAgg,
-    QuantilesAgg,
-    Query,
-    StatAgg,
-)
-from streamscope.query.metrics import BOX_QUANTILES, METRICS
+from streamscope.query.aggspecs import query_specs
+from streamscope.query.ast import Edge, Origin, Path, Query, StatAgg
+from streamscope.query.metrics import METRICS
 from streamscope.query.plan import CompiledQuery, Plan, TargetPlan
 
-__all__ = ["compile_queries", "new_targets", "watches"]
-
-_SIMPLE_SPECS: dict[str, AggregationSpec] = {
-    "count": Count(),
-    "sum": Sum(),
-    "min": Min(),
-    "max": Max(),
-    "mean": Mean(),
-    "first": First(),
-    "last": Last(),
-    "duty": Duty(STATE_LABELS),
-}
+__all__ = ["compile_queries"]
 
 
 #: The shortest frame a query may ask for. The monitor drains the rings every 20 ms and closes
@@ -223,7 +189,7 @@ def _compile_one(
     else:
         channels = []
         names = resolver.stages(query.target.name, 0)
-    specs = _specs(query, channels, origin)
+    specs = query_specs(query, channels, origin)
     mean = (Mean(),)
     if query.frame_ns is not None and query.frame_ns < MIN_FRAME_NS:
         col = origin.text.find(" every ") + 2 if " every " in origin.text else 1
@@ -244,86 +210,6 @@ def _compile_one(
             for name in names
         ),
     )
-
-
-def new_targets(
-    plan: Plan,
-    stages: Sequence[str] = (),
-    channels: Sequence[ChannelInfo] = (),
-    probes: Sequence[tuple[str, str]] = (),
-    *,
-    fresh: bool = False,
-) -> list[tuple[int, TargetPlan]]:
-    """What stages, channels or value probes (``(kind, "STAGE.NAME")``) that appeared during
-    the run add to ``plan``'s queries: (query id, target) for each query whose pattern matches
-    one it does not have yet. ``fresh``: none of them was known before (none is a target
-    already: the queries' targets need not be looked through)."""
-    out: list[tuple[int, TargetPlan]] = []
-    # A channel's specs depend on its query and its capacity only: made once per pair.
-    specs_for: dict[tuple[int, int], tuple[AggregationSpec, ...]] = {}
-    for cq in plan.queries:
-        have = set() if fresh else {t.name for t in cq.targets}
-        target = cq.query.target
-        if isinstance(target, Path):
-            continue  # a path's stages and channels were all known when it was compiled
-        origin = cq.query.origin or _parse_query(cq.text, source=f"query {cq.id + 1}").origin
-        assert origin is not None
-        wanted = METRICS[cq.metric].probe
-        if wanted and not isinstance(target, Edge):
-            for kind, name in probes:
-                if kind != wanted or name in have or not fnmatchcase(name, target.name):
-                    continue
-                out.append((cq.id, TargetPlan(name, _specs(cq.query, [], origin))))
-                have.add(name)
-            continue
-        if isinstance(target, Edge):
-            for c in channels:
-                if c.name in have or not (
-                    fnmatchcase(c.src, target.src) and fnmatchcase(c.dst, target.dst)
-                ):
-                    continue
-                key = (cq.id, c.capacity)
-                made = specs_for.get(key)
-                if made is None:
-                    made = specs_for[key] = _specs(cq.query, [c], origin)
-                out.append((cq.id, TargetPlan(c.name, made)))
-                have.add(c.name)
-        elif not METRICS[cq.metric].probe:
-            specs = cq.targets[0].specs if cq.targets else None
-            for name in stages:
-                if name in have or not fnmatchcase(name, target.name):
-                    continue
-                if specs is None:
-                    specs = _specs(cq.query, [], origin)
-                out.append((cq.id, TargetPlan(name, specs)))
-                have.add(name)
-    return out
-
-
-def watches(plan: Plan) -> list[dict[str, Any]]:
-    """What stages and channels that appear during the run need recorded, as plain data (a
-    process the program starts later reads it from its environment): per query, the probe
-    kinds its metric needs and its target's name patterns (``stage``, ``src`` and ``dst``, or
-    ``probe``: a value probe's ``STAGE.NAME``)."""
-    out: list[dict[str, Any]] = []
-    for cq in plan.queries:
-        target = cq.query.target
-        kinds = list(METRICS[cq.metric].taps)
-        if isinstance(target, Path):
-            # A program's path (its mean from Little's law): every queue's ends and every
-            # stage's states, as the stages and queues on it are not known before they appear.
-            if not any(t.littles for t in cq.targets):
-                continue
-            out.append({"kinds": ["tail", "head"], "src": "*", "dst": "*"})
-            out.append({"kinds": ["state"], "stage": "*"})
-            continue
-        if isinstance(target, Edge):
-            out.append({"kinds": kinds, "src": target.src, "dst": target.dst})
-        elif not METRICS[cq.metric].probe:
-            out.append({"kinds": kinds, "stage": target.name})
-        else:  # a value probe the program's instrumentation may make (an event loop's lag)
-            out.append({"kinds": [METRICS[cq.metric].probe], "probe": target.name})
-    return out
 
 
 def _origin_fits(query: Query) -> bool:
@@ -447,67 +333,3 @@ class _Resolver:
             listed = ", ".join(c.name for c in self.topology.channels) or "(none)"
             raise self.error(f"no channel from '{edge.src}' to '{edge.dst}'; channels: {listed}", 0)
         return found
-
-
-def _specs(
-    query: Query, channels: list[ChannelInfo], origin: Origin
-) -> tuple[AggregationSpec, ...]:
-    """The query's specs in written order; all quantiles merge into one ``Quantiles`` spec at
-    the place of the first. A bare histogram gets levels ``0..capacity`` (largest matched);
-    the default one of channels with no fixed capacity, doubling bins (``Histogram.doubling``),
-    so that how often they were empty is known."""
-    written = bool(query.aggregations)
-    aggs = query.aggregations or _defaults(query.metric)
-    specs: list[AggregationSpec] = []
-    qs = tuple(dict.fromkeys(q for a in aggs for q in _quantiles_of(a)))
-    for agg in aggs:
-        if isinstance(agg, StatAgg) and agg.name != "box":
-            specs.append(_SIMPLE_SPECS[agg.name])
-        elif isinstance(agg, PercentileAgg | QuantilesAgg | StatAgg):
-            if not any(isinstance(s, Quantiles) for s in specs):
-                specs.append(Quantiles(qs))
-        elif agg.levels is not None:
-            specs.append(Histogram.levels(*agg.levels))
-        elif agg.edges is not None:
-            specs.append(Histogram(tuple(float(e) for e in agg.edges)))
-        elif agg.span is not None and agg.width is not None:
-            lo, hi = agg.span
-            specs.append(Histogram.from_range(float(lo), float(hi), float(agg.width)))
-        else:
-            capacity = max((c.capacity for c in channels), default=0)
-            if capacity >= 1:
-                specs.append(Histogram.levels(0, capacity))
-            elif not written:
-                specs.append(Histogram.doubling())
-            else:
-                raise QueryError(
-                    f"{channels[0].name if channels else 'this channel'} has no fixed capacity, "
-                    "so a bare histogram has no levels: give histogram(bins=LO..HI)",
-                    text=origin.text,
-                    line=origin.line,
-                    column=origin.columns[0],
-                    source=origin.source,
-                )
-    return tuple(specs)
-
-
-def _quantiles_of(agg: Agg) -> tuple[float, ...]:
-    if isinstance(agg, PercentileAgg):
-        return (agg.q,)
-    if isinstance(agg, QuantilesAgg):
-        return agg.qs
-    if isinstance(agg, StatAgg) and agg.name == "box":
-        return BOX_QUANTILES
-    return ()
-
-
-def _defaults(metric: str) -> tuple[Agg, ...]:
-    out: list[Agg] = []
-    for name in METRICS[metric].defaults:
-        if name == "histogram":
-            out.append(HistogramAgg())
-        elif name.startswith("p"):
-            out.append(PercentileAgg(float(name[1:])))
-        else:
-            out.append(StatAgg(name))
-    return tuple(out)

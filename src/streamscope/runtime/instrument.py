@@ -21,8 +21,9 @@ from streamscope.core.topology import plan_probes
 from streamscope.pipeline.program.dropin import REGISTRY
 from streamscope.probes.stacks import period_ns
 from streamscope.query.ast import Query
-from streamscope.query.compile import compile_queries, watches
+from streamscope.query.compile import compile_queries
 from streamscope.query.defaults import CHANNEL_DEFAULTS, PROGRAM_DEFAULTS, STAGE_DEFAULTS
+from streamscope.query.follow import watches
 from streamscope.query.plan import Plan
 from streamscope.runtime.launch import Launched
 from streamscope.runtime.options import (

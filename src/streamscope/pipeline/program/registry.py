@@ -46,7 +46,7 @@ def taps_for(
     probe: str | None = None,
 ) -> set[str]:
     """The probe kinds a stage, channel or value probe (``STAGE.NAME``) needs for the
-    session's queries (``watches``, as ``query.compile.watches`` gives them)."""
+    session's queries (``watches``, as ``query.follow.watches`` gives them)."""
     kinds: set[str] = set()
     for w in watches:
         if "probe" in w:
