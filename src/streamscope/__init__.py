@@ -9,6 +9,11 @@ nothing: an application's start is not held up by the parts of streamscope it do
 
 from __future__ import annotations
 
+# isort: off
+# First: the process's CPU clock as streamscope starts loading (``core.began``).
+import streamscope.core.began  # noqa: F401
+
+# isort: on
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any

@@ -43,3 +43,31 @@ def test_a_programs_threads_and_queues_are_counted_in_what_monitoring_cost(
     assert row["cost_ns"] == setup_ns and row["fraction"] > 0
     said = ran.stderr[ran.stderr.index("monitoring overhead") :]
     assert "making its threads workers and its queues channels" in " ".join(said.split())
+
+
+def test_a_programs_watched_start_is_counted_within_what_its_process_ran_before_it(
+    tmp_path: Path,
+) -> None:
+    """A program of no thread and no queue writes its process's CPU time at its first line:
+    the run's setup is its process loading streamscope, more than nothing and less than that
+    (which also holds the interpreter's own start, as plainly)."""
+    prog, out, first = tmp_path / "first.py", tmp_path / "run.duckdb", tmp_path / "first"
+    prog.write_text(
+        "import sys, time\n"
+        "open(sys.argv[1], 'w').write(str(time.process_time_ns()))\n"
+        "print('hello')\n"
+    )
+    ran = subprocess.run([*cli(), "run", str(prog), "-o", str(out), "--", str(first)],
+                         capture_output=True, text=True, timeout=120, check=False, cwd=tmp_path,
+                         stdin=subprocess.DEVNULL)  # fmt: skip
+    assert ran.returncode == 0 and ran.stdout == "hello\n", ran.stderr[-2000:]
+    before = int(first.read_text())
+    with ss.load(out) as run:
+        _, rows = run.sql("SELECT setup_ns, threads, queues FROM machine WHERE host = 'main'")
+        ((setup_ns, threads, queues),) = rows
+        (row,) = [r for r in run.overhead() if r["stage"] == SETUP]
+    assert (threads, queues) == (0, 0)
+    assert 0 < setup_ns < before
+    assert row["cost_ns"] == setup_ns
+    said = " ".join(ran.stderr[ran.stderr.index("monitoring overhead") :].split())
+    assert "loading streamscope and making its threads workers" in said

@@ -281,7 +281,7 @@ def overhead_line(run: Run) -> str | None:
         sampled = (f", {fmt_ns(cost_ns - setup_ns)} in its own code in the program's threads "
                    "(sampled)")  # fmt: skip
     if setup_ns:
-        sampled += f", {fmt_ns(setup_ns)} making its threads workers and its queues channels"
+        sampled += f", {fmt_ns(setup_ns)} loading streamscope and making its threads workers and its queues channels"
     share = "" if not run.duration_ns else f", {pct(cost_ns / run.duration_ns, 2)} of the run"
     runner = [r for r in rows if r["runner_ns"] is not None]
     loop = ""

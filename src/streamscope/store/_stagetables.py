@@ -144,9 +144,10 @@ MACHINE = Table(
         _C(
             "setup_ns",
             "BIGINT NOT NULL",
-            "a program's: CPU ns its processes' threads spent making threads stages' workers and "
-            "queues channels (claims, declarations, rings: measured around that work, no probe "
-            "event counts it); 0 for a pipeline",
+            "a program's: CPU ns its process spent loading streamscope before the program's "
+            "first line, and its processes' threads making threads stages' workers and queues "
+            "channels (claims, declarations, rings: measured around that work, no probe event "
+            "counts it); 0 for a pipeline",
         ),
         _C("threads", "BIGINT NOT NULL", "a program's threads made stages' workers"),
         _C("queues", "BIGINT NOT NULL", "a program's queues made channels"),

@@ -174,8 +174,9 @@ class Run(Closing):
         code (``user_ns``, estimated from samples, at most ``cpu_ns``) and what is left for
         the runner's loop and the channels (``runner_ns``, probes taken out;
         ``runner_fraction`` of ``cpu_ns``); and the stack samplers' threads
-        (``STACK_SAMPLING``: their samples and CPU time); a program's threads and queues made
-        workers and channels (``SETUP``: the CPU time its processes spent on that, measured).
+        (``STACK_SAMPLING``: their samples and CPU time); a program's start watched and its
+        threads and queues made workers and channels (``SETUP``: the CPU time its processes
+        spent on that, measured).
         Sorted by ``cost_ns``, largest first."""
         _, rows = self.sql("SELECT probe_id, events, est_probe_ns FROM overhead")
         by_id = {p.id: p for p in self.topology.probes}
@@ -298,9 +299,9 @@ class Run(Closing):
 
 #: The ``overhead`` row of the stack samplers: their threads' CPU time (``stack_sampler``).
 STACK_SAMPLING = "(stack sampling)"
-#: The ``overhead`` row of a program's threads and queues made workers and channels: the CPU
-#: time its processes spent on that (``machine.setup_ns``).
-SETUP = "(threads and queues)"
+#: The ``overhead`` row of a program's start watched and its threads and queues made workers
+#: and channels: the CPU time its processes spent on that (``machine.setup_ns``).
+SETUP = "(start, threads and queues)"
 
 
 def probe_stage(topology: Topology, probe: ProbeInfo) -> str:

@@ -157,6 +157,7 @@ def main(args: list[str]) -> None:
     auto.install()
     sys.argv = [target, *argv]
     sys.excepthook = functools.partial(_excepthook, module)
+    costs.started()
     try:
         if module:
             run_module(target)

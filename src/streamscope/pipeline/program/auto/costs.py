@@ -1,8 +1,9 @@
-"""What watching a program costs its process beyond the probes: the CPU time its threads spend
-making a thread a stage's worker (its stage claimed, its tracker and rings made, and let go as
-it ends) and a queue a channel (named, declared, its taps made). A program of many threads and
-queues spends milliseconds on each, which no probe event counts: here they are measured around
-the work itself, by each thread's own CPU clock (what it ran, not what it waited for).
+"""What watching a program costs its process beyond the probes: the CPU time it spends loading
+streamscope before the program's first line (``started``), and its threads spend making a
+thread a stage's worker (its stage claimed, its tracker and rings made, and let go as it ends)
+and a queue a channel (named, declared, its taps made). A program of many threads and queues
+spends milliseconds on each, which no probe event counts: here they are measured around the
+work itself, by each thread's own CPU clock (what it ran, not what it waited for).
 
 In: the work, wrapped in ``spent``. Out: ``told``, written beside the session's rings as the
 process ends (``SETUP_PREFIX`` and its pid), which the command gathers (``registry.gathered``)
@@ -19,7 +20,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from streamscope.core import forksafe
+from streamscope.core import began, forksafe
 from streamscope.pipeline.program.registry import SETUP_PREFIX
 
 #: This process's setup so far: CPU ns, threads made workers, queues made channels (a forked
@@ -49,6 +50,15 @@ def spent(queues: int = 0) -> Iterator[None]:
             _SPENT[2] += queues
 
 
+def started() -> None:
+    """The program's code starts now in this process (its own, ``asmain``): what the process
+    ran since streamscope began loading (its modules, the watch installed) is setup too, as a
+    plain start runs none of it."""
+    took = time.process_time_ns() - began.CPU_NS
+    with _LOCK:
+        _SPENT[0] += max(took, 0)
+
+
 def one_more_thread() -> None:
     """The calling thread has become a stage's worker (its tracker made)."""
     with _LOCK:
@@ -72,4 +82,4 @@ def told(directory: str | None) -> None:
         Path(directory, f"{SETUP_PREFIX}{os.getpid()}").write_text(json.dumps(doc))
 
 
-__all__ = ["one_more_thread", "spent", "start_afresh", "told"]
+__all__ = ["one_more_thread", "spent", "start_afresh", "started", "told"]
