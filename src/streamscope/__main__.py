@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
+from streamscope.cli import entry
 
-from streamscope.cli import main
-
-sys.exit(main())
+entry()

@@ -26,8 +26,8 @@ from program_runs import (
 import streamscope as ss
 from streamscope.aggregate.points import DutyPoint, ScalarPoint
 from streamscope.analysis import findings
-from streamscope.cli.shape import stages_on
 from streamscope.report import render_report
+from streamscope.report.shape import stages_on
 from watched import cli
 
 

@@ -1,5 +1,5 @@
 """What a run found, said where people look: the end of ``streamscope run``, ``show``, and
-``show --json`` (``cli/said.py``), on the README's quick start (a program run as it is) and on
+``show --json`` (``report/said.py``), on the README's quick start (a program run as it is) and on
 a pipeline written for streamscope (whose bottleneck finding quotes the what-if)."""
 
 from __future__ import annotations
@@ -51,6 +51,54 @@ def test_run_ends_with_the_top_findings(quick_start: tuple[Path, str]) -> None:
     assert quote.startswith("what if: server.replicas=2 (2 threads running server): "), quote
     was, now = (float(x.replace(",", "")) for x in re.findall(r"([\d,.]+)(?: →| items/s)", quote))
     assert 1.8 < now / was < 2.1, quote
+
+
+def test_run_prints_what_its_monitor_process_wrote_of_the_file(
+    quick_start: tuple[Path, str],
+) -> None:
+    """The summary and findings at the end of ``run`` are the monitor process's: written as
+    ``said_text`` writes them from the run file for the command's console (200 columns, not a
+    terminal: no colour), and printed as they are, between the run's start and its file."""
+    from streamscope.report.said import said_text
+
+    run_file, out = quick_start
+    summary, found = said_text(run_file, (200, None, False))
+    assert summary.lstrip().startswith("summary of prog (completed)") and found.startswith(
+        "findings"
+    )
+    assert summary + found in out
+    assert out.rstrip().endswith(f"run file: {run_file.name}")
+
+
+def test_the_monitor_process_writes_the_summary_for_the_console_it_is_given(
+    tmp_path: Path,
+) -> None:
+    """A program run with ``summary_console`` set: the result carries what the monitor process
+    wrote (``extra["said"]``), the run file read as that console shows it; without it nothing
+    is written (the command reads the file itself)."""
+    from streamscope.core.options import RunOptions
+    from streamscope.report.said import said_text
+    from streamscope.runtime.program import run_program
+
+    prog = tmp_path / "two.py"
+    prog.write_text(
+        "import queue, threading\n"
+        "q = queue.Queue(4)\n"
+        "t = threading.Thread(target=lambda: [q.get() for _ in range(50)])\n"
+        "t.start()\n"
+        "for i in range(50):\n    q.put(i)\n"
+        "t.join()\n"
+    )
+    style = (90, "256", True)
+    opts = RunOptions(out=tmp_path / "two.duckdb", summary_console=style)
+    result = run_program(str(prog), [], [], opts)
+    assert result.status == "completed" and result.program_exit == 0
+    summary, found = result.extra["said"]
+    assert (summary, found) == said_text(tmp_path / "two.duckdb", style)
+    assert "\x1b[" in summary  # a terminal's colours, as asked
+    assert max(len(re.sub(r"\x1b\[[0-9;]*m", "", line)) for line in summary.splitlines()) <= 90
+    plain = run_program(str(prog), [], [], RunOptions(out=tmp_path / "plain.duckdb"))
+    assert "said" not in plain.extra
 
 
 def test_show_prints_them_and_show_json_carries_every_one(quick_start: tuple[Path, str]) -> None:

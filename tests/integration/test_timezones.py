@@ -16,8 +16,8 @@ import pytest
 
 import streamscope as ss
 from oracles import benchmark, example
-from streamscope.cli.summary import monitor_line
 from streamscope.monitor.retime import retime
+from streamscope.report.summary import monitor_line
 
 CLOCK = "rate_ppm=37,offset_s=12.5,drift_ppb_s=1,tick_ns=7.5"
 ITEMS = 1500

@@ -309,7 +309,7 @@ def test_frames_where_a_stage_was_not_observed_weigh_nothing_in_whole_run_figure
     """A worker that started late, or is gone, has frames with no observed time (duty
     fractions all 0): the whole-run busy fraction is over the frames it was seen in."""
     from streamscope.aggregate.points import DutyPoint, FrameResult
-    from streamscope.cli.summary import _overall
+    from streamscope.report.summary import _overall
 
     labels = ("idle", "busy", "blocked_in", "blocked_out")
     frames = [
@@ -323,7 +323,7 @@ def test_whole_run_figures_count_violations_and_keep_the_widest_bounds() -> None
     """A crossing latency's frames: its violations are a count (not ns), added over the run;
     its uncertainty is the widest frame's, written as a frame's is."""
     from streamscope.aggregate.points import FrameResult, ScalarPoint
-    from streamscope.cli.summary import _overall
+    from streamscope.report.summary import _overall
 
     frames = [
         FrameResult(

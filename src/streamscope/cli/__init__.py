@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sys
 
-__all__ = ["main"]
+__all__ = ["entry", "main"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,6 +28,14 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if _monitored(args):
             ahead.drop_all()  # one the command did not take (it failed before its run)
+
+
+def entry() -> None:
+    """The ``streamscope`` command: ``main``, then this process ends at once where ending it
+    the long way would do nothing more (``core.process.end_now``)."""
+    from streamscope.core.process import end_now
+
+    end_now(main())
 
 
 def _monitored(args: list[str]) -> bool:

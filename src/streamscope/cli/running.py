@@ -93,6 +93,7 @@ def run_app(app: Path, argv: list[str], request: RunRequest) -> int:
     )
     plan, topology = prepared
     console = Console(highlight=False)
+    opts = _said_by_monitor(opts, console)
     page = None
     if request.serve_port is not None:
         page = open_page(pipeline.name, plan, topology, opts, request.serve_port)
@@ -132,7 +133,7 @@ def run_program(target: str, argv: list[str], request: RunRequest, *, as_module:
         )
     texts = _query_texts(request.query, request.queries)  # none: the session's defaults
     console = Console(highlight=False, stderr=True)
-    opts = request.options_for(target, argv, program=True)
+    opts = _said_by_monitor(request.options_for(target, argv, program=True), console)
     # compiled once: the live view and page label frames by the plan the run is given
     plan = program_plan(texts, opts)
     page = None
@@ -140,12 +141,26 @@ def run_program(target: str, argv: list[str], request: RunRequest, *, as_module:
         name = target if as_module else Path(target).stem
         grown = _grown(plan)
         page = open_page(name, plan, REGISTRY.topology(), opts, request.serve_port, grown)
-    # What reads the run back afterwards loads once the program runs (this process only waits
-    # for it then, and starts no process but by fork and exec; before, it would slow its start)
+    # What reads the run back afterwards, where this process does, loads once the program runs
+    # (this process only waits for it then, and starts no process but by fork and exec;
+    # before, it would slow its start)
+    meanwhile = _load_readers_meanwhile if opts.summary_console is None else None
     start = partial(run_program, target, argv, texts, opts, module=as_module, plan=plan,
-                    on_started=_load_readers_meanwhile)  # fmt: skip
+                    on_started=meanwhile)  # fmt: skip
     result = watch(start, plan, console, page, quiet=request.quiet, out=request.out)
     return _ended(result, request.out, console, request.report)
+
+
+def _said_by_monitor(opts: RunOptions, console: Console) -> RunOptions:
+    """``opts`` with ``console`` for the monitor process to write the run's summary and top
+    findings for (it has the readers loaded, and this process then loads none); a run
+    monitored in this process is read here."""
+    from streamscope.core.modes import RunMode
+
+    if opts.mode != RunMode.PROCESS:
+        return opts
+    return replace(opts, summary_console=(console.width, console.color_system,
+                                          console.is_terminal))  # fmt: skip
 
 
 def _load_readers_meanwhile() -> None:
@@ -155,8 +170,8 @@ def _load_readers_meanwhile() -> None:
 def _load_readers() -> None:
     """Load the modules ``_ended`` reads the run file with (a failure here is its own there)."""
     with contextlib.suppress(Exception):
-        import streamscope.cli.said
-        import streamscope.cli.summary
+        import streamscope.report.said
+        import streamscope.report.summary
         import streamscope.store.reader  # noqa: F401
 
 
@@ -179,25 +194,39 @@ def _grown(plan: Plan) -> Callable[[], tuple[Topology, list[QueryRecord]]]:
 
 def _ended(result: RunResult, out: Path, console: Console, report: Path | None) -> int:
     """After a run: its summary, how it ended if not completed, its top findings, its report if
-    asked, where its file is; the exit status. What reads the run file back is loaded now, not
+    asked, where its file is; the exit status. The summary and findings are the monitor
+    process's where it wrote them; else what reads the run file back is loaded now, not
     before the run (its start stays short)."""
     from streamscope.cli.common import err_console
-    from streamscope.cli.said import print_findings
-    from streamscope.cli.summary import print_summary
-    from streamscope.report import write_report
-    from streamscope.store.reader import load
 
-    with load(out) as run:  # once: opening a run file is ~25 ms
-        print_summary(run, out, console)
-        if result.status != "completed":
-            err_console.print(f"streamscope: run {result.status}: {result.error}", markup=False)
-        print_findings(run, console)
+    said = result.extra.get("said")  # as the monitor process wrote them for this console
+    if said is not None:
+        console.file.write(said[0])
+        _say_status(result, err_console)
+        console.file.write(said[1])
+        console.file.flush()
+    else:
+        from streamscope.report.said import print_findings
+        from streamscope.report.summary import print_summary
+        from streamscope.store.reader import load
+
+        with load(out) as run:  # once: opening a run file is ~25 ms
+            print_summary(run, out, console)
+            _say_status(result, err_console)
+            print_findings(run, console)
     if report is not None and out.is_file():
+        from streamscope.report import write_report
+
         written = write_report(out, report)
         console.print(f"report: {written.path}")
     if result.status == "completed":
         console.print(f"run file: {out}")
     return result.exit_code
+
+
+def _say_status(result: RunResult, console: Console) -> None:
+    if result.status != "completed":
+        console.print(f"streamscope: run {result.status}: {result.error}", markup=False)
 
 
 def _query_texts(query: Sequence[str], queries: Path | None) -> list[Query | str]:

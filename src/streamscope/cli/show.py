@@ -24,8 +24,8 @@ def show(
     its top findings (with --json, every finding and the obvious changes' predictions)."""
     from rich.console import Console
 
-    from streamscope.cli.said import print_findings, said_doc
-    from streamscope.cli.summary import print_run
+    from streamscope.report.said import print_findings, said_doc
+    from streamscope.report.summary import print_run
     from streamscope.store.reader import load
 
     with load(run_file) as run:

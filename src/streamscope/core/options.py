@@ -87,6 +87,11 @@ class RunOptions:
     app: str = ""
     argv: tuple[str, ...] = ()
     command: str = ""
+    #: The console the command that runs the run prints its summary on (its width, colour
+    #: system or None, whether it is a terminal): a monitor process writes the run's summary
+    #: and top findings for it (``RunResult.extra["said"]``), as it would print them. None:
+    #: the command reads the run file itself.
+    summary_console: tuple[int, str | None, bool] | None = None
 
     def __post_init__(self) -> None:
         out: object = self.out
@@ -138,7 +143,9 @@ class RunOptions:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RunOptions:
-        return cls(**{**d, "argv": tuple(d.get("argv", ()))})
+        style = d.get("summary_console")
+        return cls(**{**d, "argv": tuple(d.get("argv", ())),
+                      "summary_console": tuple(style) if style is not None else None})  # fmt: skip
 
 
 #: Options that concern a pipeline's devices only, and why.

@@ -82,3 +82,22 @@ def machine_busy_ns() -> int:
     ticks = [int(x) for x in fields[1:9]]
     busy = sum(ticks) - ticks[3] - ticks[4]
     return busy * 1_000_000_000 // os.sysconf("SC_CLK_TCK")
+
+
+def end_now(code: int) -> None:
+    """End this process with ``code`` once its work is done: its exit handlers run and its
+    standard streams flushed, then at once, skipping the interpreter's teardown (freeing
+    DuckDB's, numpy's and every module's state: 40-60 ms that do nothing for anyone). Where a
+    thread is left to wait for, as ``sys.exit`` ends it."""
+    import atexit
+    import sys
+    import threading
+
+    me = threading.current_thread()
+    if any(not t.daemon and t is not me for t in threading.enumerate()):
+        sys.exit(code)
+    atexit._run_exitfuncs()
+    with contextlib.suppress(OSError, ValueError):
+        sys.stdout.flush()
+        sys.stderr.flush()
+    os._exit(code)

@@ -25,7 +25,7 @@ import duckdb
 from streamscope.aggregate.points import DropCount, FrameResult
 from streamscope.core import ahead
 from streamscope.core.errors import StreamscopeError
-from streamscope.core.process import GROUP_SIGNALS, keep_freed_memory
+from streamscope.core.process import GROUP_SIGNALS, end_now, keep_freed_memory
 from streamscope.core.topology import Topology
 from streamscope.monitor.service import MonitorService
 from streamscope.monitor.settings import MonitorSettings
@@ -126,11 +126,13 @@ def main(argv: list[str]) -> int:
         return 2
     cfg_path = Path(argv[0])
     try:
-        service, store = _start(cfg_path, fds)
+        service, store, style = _start(cfg_path, fds)
     except (StreamscopeError, OSError, KeyError, ValueError, duckdb.Error) as exc:
         _emit({"event": "error", "error": str(exc)})
         return 2
     _emit({"event": "ready"})
+    if style is not None:  # what says the run at its end loads while the run goes on
+        threading.Thread(target=_load_readers, daemon=True, name="readers").start()
     final = service.serve()
     store.close()
     # The run's private directory (rings, socket): the application removes it too, unless it
@@ -138,14 +140,39 @@ def main(argv: list[str]) -> int:
     shutil.rmtree(cfg_path.parent, ignore_errors=True)
     _emit({"event": "done", "status": final.status.value, "error": final.error,
            "events": final.events, "late": final.late})  # fmt: skip
+    if style is not None:
+        _say_run(store.path, style)
     return 0
 
 
-def _start(cfg_path: Path, fds: list[int] | None) -> tuple[MonitorService, DuckDBStore]:
+def _load_readers() -> None:
+    """Load the modules ``_say_run`` reads and says the run with (a failure is its own)."""
+    with contextlib.suppress(Exception):
+        import streamscope.report.said
+        import streamscope.report.summary  # noqa: F401
+
+
+def _say_run(path: Path, style: tuple[int, str | None, bool]) -> None:
+    """The run's summary and top findings, written as the command's console shows them
+    (``report.said.said_text``), for it to print; nothing where they cannot be (the command
+    reads the run file itself then, and says what is wrong)."""
+    try:
+        from streamscope.report.said import said_text
+
+        summary, findings = said_text(path, style)
+    except Exception:
+        return
+    _emit({"event": "said", "summary": summary, "findings": findings})
+
+
+def _start(
+    cfg_path: Path, fds: list[int] | None
+) -> tuple[MonitorService, DuckDBStore, tuple[int, str | None, bool] | None]:
     """The monitor the config at ``cfg_path`` describes (the file is read once and removed:
     nothing is left behind if the application is killed), with its run file open. ``fds``:
     started ahead, the control socket's and the lock's descriptors as they came to it (the
-    config's numbers are the application's)."""
+    config's numbers are the application's). And the console the run's summary is written for
+    (None: none is)."""
     cfg = json.loads(cfg_path.read_text())
     cfg_path.unlink()
     if fds is not None:
@@ -166,8 +193,8 @@ def _start(cfg_path: Path, fds: list[int] | None) -> tuple[MonitorService, DuckD
         on_broken=lambda why: _emit({"event": "broken", "error": why}),
         on_note=(lambda text: _emit({"event": "note", "text": text})) if live else None,
     )  # fmt: skip
-    return service, store
+    return service, store, settings.options.summary_console
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    end_now(main(sys.argv[1:]))  # the run file closed and every line said: no teardown

@@ -228,7 +228,7 @@ class Launched:
                 self._on_note(str(ev.get("text", "")))
             elif kind == "broken":
                 self._error = str(ev.get("error"))
-            elif kind == "done":
+            elif kind in ("done", "said"):
                 self._events.append(ev)
             elif kind in ("signal", "signals"):
                 with self._said:
@@ -336,7 +336,8 @@ class Launched:
                 break
             except KeyboardInterrupt:
                 continue  # the monitor is finishing the file; a second Ctrl-C must not lose it
-        if not self._events:
+        done = [ev for ev in self._events if ev["event"] == "done"]
+        if not done:
             error = self._error or _ended(proc.returncode)
             # Nobody finished the file: finalised here, as failed with the cause, every frame
             # the monitor committed kept.
@@ -346,10 +347,11 @@ class Launched:
                 except RunFileError as e:
                     error += f"; the run file could not be finalised: {e}"
             return RunResult(RunStatus.FAILED, error, opts.out, None, stage)
-        d = self._events[-1]
-        return RunResult(
-            d["status"], d.get("error"), opts.out, None, stage, {"events": d.get("events", 0)}
-        )
+        d = done[-1]
+        extra: dict[str, Any] = {"events": d.get("events", 0)}
+        for said in (ev for ev in self._events if ev["event"] == "said"):
+            extra["said"] = (str(said.get("summary", "")), str(said.get("findings", "")))
+        return RunResult(d["status"], d.get("error"), opts.out, None, stage, extra)
 
     def cleanup(self) -> None:
         """Remove the run's private directory (rings, socket) and let go of the run file,

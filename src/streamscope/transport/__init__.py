@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from streamscope.transport.channels import InMemoryTransport, Transport, UnixSocketTransport
 from streamscope.transport.wire import (
-    EXCHANGE_DTYPE,
     HEADER_SIZE,
     WATERMARK_END,
     Message,
@@ -15,6 +16,15 @@ from streamscope.transport.wire import (
     decode_payload,
     encode,
 )
+
+
+def __getattr__(name: str) -> Any:
+    """``EXCHANGE_DTYPE``, made with numpy when first asked for (a link that carries only
+    control messages never loads numpy)."""
+    from streamscope.transport import wire
+
+    return getattr(wire, name)
+
 
 __all__ = [
     "EXCHANGE_DTYPE",

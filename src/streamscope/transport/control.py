@@ -11,14 +11,17 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-from numpy.typing import NDArray
-
-from streamscope.core.records import Records
+from streamscope.transport import wire
 from streamscope.transport.channels import Transport
-from streamscope.transport.wire import EXCHANGE_DTYPE, MsgType, encode
+from streamscope.transport.wire import MsgType, encode
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
+    from streamscope.core.records import Records
 
 
 class Control:
@@ -60,7 +63,9 @@ class Control:
         t3_ns: NDArray[np.int64],
     ) -> None:
         """One calibration burst of the domain at ``domain_index`` among the run's resources."""
-        rows = np.empty(len(t1_ns), dtype=EXCHANGE_DTYPE)
+        import numpy as np  # a burst's; control messages alone need no numpy
+
+        rows = np.empty(len(t1_ns), dtype=wire.EXCHANGE_DTYPE)
         rows["t1_ns"], rows["t2_ticks"], rows["t3_ns"] = t1_ns, t2_ticks, t3_ns
         data = encode(MsgType.CALIBRATION, domain_index, self._pid, 0, rows)
         with self._lock:

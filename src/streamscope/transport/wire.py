@@ -11,12 +11,17 @@ import json
 import struct
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from streamscope.core.errors import StreamscopeError
-from streamscope.core.records import RECORD_DTYPE, Kind, Records, empty_records
+from streamscope.core.records import RECORD_FIELDS, Kind, empty_records
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from streamscope.core.records import Records
+
+    EXCHANGE_DTYPE: np.dtype[np.void]
 
 MAGIC = b"SSW1"
 #: magic, type, reserved, agent id, pid, watermark ticks, payload length (bytes), record count
@@ -24,8 +29,11 @@ HEADER = struct.Struct("<4sB3xIIqQI4x")
 HEADER_SIZE = HEADER.size
 #: Refuse anything larger: a corrupt length must not make us allocate without bound.
 MAX_PAYLOAD = 1 << 30
-#: A watermark meaning "this sender will send nothing more".
-WATERMARK_END = np.iinfo(np.int64).max
+#: A watermark meaning "this sender will send nothing more" (int64's largest).
+WATERMARK_END = 2**63 - 1
+#: One record's size (bytes): ``RECORD_DTYPE``'s, known without numpy (control messages, all a
+#: program's command line sends, are encoded and checked without it).
+RECORD_SIZE = sum(int(code[2:]) for _, code in RECORD_FIELDS)  # "<u4", "<i8": packed
 
 
 class WireError(StreamscopeError):
@@ -50,7 +58,25 @@ class MsgType(IntEnum):
 
 #: One round trip: host ns before the request, the device's counter, host ns after the reply.
 #: The same 24 bytes as a record, so the header's length check serves both.
-EXCHANGE_DTYPE = np.dtype([("t1_ns", "<i8"), ("t2_ticks", "<i8"), ("t3_ns", "<i8")])
+EXCHANGE_FIELDS = (("t1_ns", "<i8"), ("t2_ticks", "<i8"), ("t3_ns", "<i8"))
+
+
+def __getattr__(name: str) -> Any:
+    """``EXCHANGE_DTYPE``, made with numpy the first time it is asked for."""
+    if name != "EXCHANGE_DTYPE":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import numpy as np
+
+    made = np.dtype(list(EXCHANGE_FIELDS))
+    globals()[name] = made
+    return made
+
+
+def _dtype(mtype: MsgType) -> np.dtype[np.void]:
+    """The record layout a message of ``mtype`` carries."""
+    from streamscope.core import records
+
+    return __getattr__("EXCHANGE_DTYPE") if mtype == MsgType.CALIBRATION else records.RECORD_DTYPE
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,8 +109,9 @@ def encode(
     if payload is not None:
         raise ValueError(f"only SUMMARY messages carry an opaque payload, not {mtype.name}")
     if records is not None and len(records):
-        dtype = EXCHANGE_DTYPE if mtype == MsgType.CALIBRATION else RECORD_DTYPE
-        payload = np.ascontiguousarray(records, dtype=dtype).tobytes()
+        import numpy as np
+
+        payload = np.ascontiguousarray(records, dtype=_dtype(mtype)).tobytes()
         count = len(records)
     elif info is not None:
         payload = json.dumps(info).encode()
@@ -105,7 +132,7 @@ def decode_header(header: bytes) -> tuple[MsgType, int, int, int, int, int]:
         kind = MsgType(mtype)
     except ValueError:
         raise WireError(f"unknown message type {mtype}") from None
-    if length > MAX_PAYLOAD or (count and length != count * RECORD_DTYPE.itemsize):
+    if length > MAX_PAYLOAD or (count and length != count * RECORD_SIZE):
         raise WireError(f"inconsistent payload: {length} bytes for {count} records")
     return kind, agent, pid, watermark, length, count
 
@@ -119,14 +146,16 @@ def decode(data: bytes) -> Message:
 
 
 #: Record kinds a message may carry, and the largest probe id (the run file's INTEGER).
-_KINDS = np.array(sorted(int(k) for k in Kind), dtype=np.uint32)
+_KINDS = sorted(int(k) for k in Kind)
 MAX_PROBE_ID = 2**31 - 1
 
 
 def _check_records(records: Records) -> None:
     """Every field of every record in range, or ``WireError`` saying which (the monitor drops
     the connection that sent it and goes on)."""
-    bad_kind = ~np.isin(records["kind"], _KINDS)
+    import numpy as np
+
+    bad_kind = ~np.isin(records["kind"], np.array(_KINDS, dtype=np.uint32))
     if bad_kind.any():
         i = int(np.argmax(bad_kind))
         raise WireError(f"record {i} has unknown kind {int(records['kind'][i])}")
@@ -147,8 +176,9 @@ def decode_payload(
             raise WireError(f"a SUMMARY message holds no records, header says {count}")
         return Message(kind, agent, pid, watermark, empty_records(), info, bytes(payload))
     if count:
-        dtype = EXCHANGE_DTYPE if kind == MsgType.CALIBRATION else RECORD_DTYPE
-        records = np.frombuffer(payload, dtype=dtype).copy()
+        import numpy as np
+
+        records = np.frombuffer(payload, dtype=_dtype(kind)).copy()
         if kind != MsgType.CALIBRATION:
             _check_records(records)
     else:

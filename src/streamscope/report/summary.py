@@ -15,9 +15,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from streamscope.aggregate.points import DutyPoint, FrameResult, ScalarPoint
-from streamscope.cli.shape import pipeline_table, resources_table, stages_table
 from streamscope.core.fmt import fmt_ns, fmt_value, pct
 from streamscope.core.topology import FAMILY_AT, HOST, family
+from streamscope.report.shape import pipeline_table, resources_table, stages_table
 from streamscope.report.terminal import describe_points
 from streamscope.store.reader import Run
 from streamscope.store.run import SETUP

@@ -8,7 +8,9 @@ and ``said_doc`` (every finding, and the obvious changes' predictions or why the
 
 from __future__ import annotations
 
+import io
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
@@ -71,6 +73,27 @@ def print_findings(run: Run, console: Console, top: int = TOP) -> None:
         console.print(f"  and {len(found) - top} more (show --json holds them all)", style="dim")
 
 
+def said_text(path: Path, style: tuple[int, str | None, bool]) -> tuple[str, str]:
+    """The closing summary and the top findings of the run file at ``path``, as a console of
+    ``style`` (its width, its colour system or None, whether it is a terminal) prints them:
+    what the monitor process, which has DuckDB and numpy loaded already, writes for the command
+    that ran the run to print as it is (the command then loads neither)."""
+    from streamscope.report.summary import print_summary
+    from streamscope.store.reader import load
+
+    width, colours, terminal = style
+
+    def console() -> Console:
+        return Console(file=io.StringIO(), width=width, color_system=colours,  # type: ignore[arg-type]
+                       force_terminal=terminal, highlight=False)  # fmt: skip
+
+    summary, found = console(), console()
+    with load(path) as run:
+        print_summary(run, path, summary)
+        print_findings(run, found)
+    return summary.file.getvalue(), found.file.getvalue()  # type: ignore[attr-defined]
+
+
 def said_doc(run: Run) -> dict[str, Any]:
     """``show --json``'s ``findings`` (every finding, ranked), ``whatif`` (the obvious
     changes' predictions, or why there are none) and ``stacks`` (where each stage's time
@@ -102,4 +125,4 @@ def stacks_doc(run: Run) -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
-__all__ = ["TOP", "print_findings", "quotes", "ranked", "said_doc"]
+__all__ = ["TOP", "print_findings", "quotes", "ranked", "said_doc", "said_text"]
