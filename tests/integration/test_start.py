@@ -35,6 +35,48 @@ def test_a_watched_programs_process_loads_none_of_the_monitors_libraries(tmp_pat
     assert "work" in shown.stdout and "->" in shown.stdout, shown.stdout
 
 
+def test_the_command_reads_nothing_back_of_a_run_its_monitor_said(tmp_path: Path) -> None:
+    """``streamscope run`` of a program: the monitor process writes the run's summary and
+    findings for the command, which then loads neither numpy nor DuckDB (their imports and
+    the reading were 0.2 s of its CPU), and prints them."""
+    out = tmp_path / "run.duckdb"
+    ran = subprocess.run([sys.executable, "-X", "importtime", "-m", "streamscope", "run",
+                          str(APPS / "light.py"), "-o", str(out), "--quiet"],
+                         capture_output=True, text=True, timeout=120, check=False, cwd=tmp_path,
+                         stdin=subprocess.DEVNULL)  # fmt: skip
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    loaded = {line.rsplit("|", 1)[1].strip() for line in ran.stderr.splitlines()
+              if line.startswith("import time:")}  # fmt: skip
+    assert "streamscope.runtime.program" in loaded  # (the command's own imports, as read)
+    assert not {"numpy", "duckdb", "_duckdb", "streamscope.store.reader"} & loaded
+    assert "summary of light (completed)" in ran.stderr and "findings" in ran.stderr
+
+
+def test_a_run_file_is_read_and_written_with_the_engine_alone(tmp_path: Path) -> None:
+    """What reads and writes run files loads DuckDB's engine module, not the ``duckdb``
+    package around it (60-90 ms more of every monitor's start and of ``show``), and the
+    native probe core does not load its pure-Python twin."""
+    import streamscope as ss
+
+    out = tmp_path / "run.duckdb"
+    ran = subprocess.run([*cli(), "run", str(APPS / "light.py"), "-o", str(out), "--quiet"],
+                         capture_output=True, text=True, timeout=120, check=False, cwd=tmp_path,
+                         stdin=subprocess.DEVNULL)  # fmt: skip
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    probe = (
+        "import sys\nimport streamscope as ss, streamscope.store.writer, streamscope.monitor.service\n"
+        f"with ss.load({str(out)!r}) as run: n = len(run.topology.channels)\n"
+        "import streamscope.core.native as native\n"
+        "print(n, 'duckdb' in sys.modules, '_duckdb' in sys.modules, native.IMPLEMENTATION,"
+        " 'streamscope.core._twin' in sys.modules)\n"
+    )
+    got = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         timeout=60, check=True).stdout.split()  # fmt: skip
+    assert got == ["2", "False", "True", "native", "False"], got
+    with ss.load(out) as run:
+        assert run.status == "completed"
+
+
 SIBLINGS = """\
 import os, queue, sys, threading
 q = queue.Queue(4)

@@ -13,9 +13,8 @@ from __future__ import annotations
 import queue
 import threading
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from streamscope.core import _twin
 from streamscope.core.config import PURE_PYTHON
 from streamscope.core.stream import EOS, Aborted
 
@@ -28,7 +27,7 @@ def _load() -> tuple[ModuleType, str]:
             pass
         else:
             return _native, "native"
-    return _twin, "python"
+    return twin(), "python"
 
 
 def configure(impl: ModuleType) -> None:
@@ -37,13 +36,28 @@ def configure(impl: ModuleType) -> None:
     impl.configure(eos=EOS, aborted=Aborted, full=queue.Full, empty=queue.Empty, main_ident=main)
 
 
+def twin() -> ModuleType:
+    """The pure-Python twin, configured: loaded only where it is wanted (no native core, a
+    channel written in Python, a test of both), as it is some 10 ms of every process's start."""
+    from streamscope.core import _twin
+
+    if not getattr(_twin, "configured", False):
+        configure(_twin)
+        _twin.configured = True  # type: ignore[attr-defined]
+    return _twin
+
+
+def __getattr__(name: str) -> Any:
+    """``TagSampler``: a path's origin's sampler of new tags, for a channel written in Python
+    (the twin's: the native FIFO has its own inside); ``StackSampler`` where the native core
+    has none (the twin's)."""
+    if name in ("TagSampler", "StackSampler"):
+        return getattr(twin(), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 _impl, IMPLEMENTATION = _load()
-#: A path's origin's sampler of new tags, for a channel written in Python (the twin's: the
-#: native FIFO has its own inside).
-TagSampler = _twin.TagSampler
 configure(_impl)
-if _impl is not _twin:
-    configure(_twin)
 
 if TYPE_CHECKING:  # the twin is the typed reference: both have the same API
     from streamscope.core._twin import (
@@ -52,6 +66,7 @@ if TYPE_CHECKING:  # the twin is the typed reference: both have the same API
         Ring,
         StackSampler,
         StateTracker,
+        TagSampler,
         astir,
         bind_tracker,
         bound_tracker,
@@ -68,8 +83,10 @@ else:
     Clock = _impl.Clock
     Ring = _impl.Ring
     StateTracker = _impl.StateTracker
-    #: The native core has one where it can read this interpreter's frames (3.11's layout).
-    StackSampler = getattr(_impl, "StackSampler", _twin.StackSampler)
+    #: The native core has one where it can read this interpreter's frames (3.11's layout);
+    #: elsewhere the twin's (``__getattr__``).
+    if hasattr(_impl, "StackSampler"):
+        StackSampler = _impl.StackSampler
     Fifo = _impl.Fifo
     bind_tracker = _impl.bind_tracker
     bound_tracker = _impl.bound_tracker
@@ -86,7 +103,7 @@ else:
 
 def implementations() -> dict[str, ModuleType]:
     """Every implementation this process can load, by name (the tests run them side by side)."""
-    out: dict[str, ModuleType] = {"python": _twin}
+    out: dict[str, ModuleType] = {"python": twin()}
     try:
         from streamscope.core import _native  # type: ignore[attr-defined,unused-ignore]
     except ImportError:

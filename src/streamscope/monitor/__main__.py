@@ -20,8 +20,6 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
-import duckdb
-
 from streamscope.aggregate.points import DropCount, FrameResult
 from streamscope.core import ahead
 from streamscope.core.errors import StreamscopeError
@@ -30,6 +28,7 @@ from streamscope.core.topology import Topology
 from streamscope.monitor.service import MonitorService
 from streamscope.monitor.settings import MonitorSettings
 from streamscope.query.plan import Plan
+from streamscope.store.duck import duckdb
 from streamscope.store.lock import WriterLock
 from streamscope.store.writer import DuckDBStore
 

@@ -77,7 +77,7 @@ def _finish(out: Path) -> None:
 def _left_running(out: Path) -> bool:
     """Whether the run file ``out`` says it is still running (False where it cannot be read:
     gone, not a run file, or open for writing by a live run)."""
-    import duckdb
+    from streamscope.store.duck import duckdb
 
     try:
         with duckdb.connect(str(out), read_only=True) as con:

@@ -10,9 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-import duckdb
-
 from streamscope.store import _rows, _sqlio
+from streamscope.store.duck import duckdb
 
 if TYPE_CHECKING:
     from streamscope.store.runstore import InMemoryStore

@@ -8,10 +8,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-import duckdb
 import numpy as np
 
 from streamscope.store import _rows
+from streamscope.store.duck import duckdb
 from streamscope.store.schema import FORMAT, SCHEMA_VERSION, TABLES, ddl
 
 if TYPE_CHECKING:

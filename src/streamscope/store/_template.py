@@ -19,9 +19,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-import duckdb
-
 from streamscope.core.config import CACHE_DIR
+from streamscope.store.duck import duckdb
 from streamscope.store.schema import ddl
 
 

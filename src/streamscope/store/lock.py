@@ -117,9 +117,8 @@ def repair(path: str | Path, cause: str = WRITER_GONE, *, holding: bool = False)
     its last frame); nothing it holds is removed. A no-op, returning False, when the file is
     finished already or its writer still holds the lock (``holding``: this process holds it,
     and its writer is gone). A stale lock file is removed."""
-    import duckdb
-
     from streamscope.store import _sqlio
+    from streamscope.store.duck import duckdb
 
     p = Path(path)
     if not holding and writer_alive(p):

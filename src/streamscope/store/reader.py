@@ -9,8 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import duckdb
-
 from streamscope.core.errors import RunFileError
 from streamscope.core.topology import (
     ChannelEnd,
@@ -22,6 +20,7 @@ from streamscope.core.topology import (
 )
 from streamscope.store import _sqlio
 from streamscope.store._sources import CONFINED, DuckDBSource
+from streamscope.store.duck import duckdb
 from streamscope.store.lock import WRITER_GONE, repair, writer_alive
 from streamscope.store.run import Run, probe_stage
 from streamscope.store.runstore import QueryRecord, RunMeta

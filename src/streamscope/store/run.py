@@ -10,7 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import numpy as np
 from numpy.typing import NDArray
 
@@ -22,6 +21,7 @@ from streamscope.core.topology import ProbeInfo, Topology
 from streamscope.store import _rows
 from streamscope.store._json import run_json
 from streamscope.store._sources import MemorySource, RunSource
+from streamscope.store.duck import duckdb
 from streamscope.store.runstore import InMemoryStore, QueryRecord, RunMeta
 
 #: The parts of a virtual queue's self-check that decide a frame, in the order they are tried

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
 def _duckdb() -> ModuleType:
     """DuckDB, loaded by what writes a file (an application that only runs never needs it)."""
-    import duckdb
+    from streamscope.store.duck import duckdb
 
     return duckdb
 
