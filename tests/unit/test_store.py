@@ -159,6 +159,25 @@ def test_round_trip_through_a_duckdb_file(run_file: Path) -> None:
             assert second_reader.results(1) == run.results(1)
 
 
+@pytest.mark.parametrize("whole", [True, False])
+def test_a_small_run_read_whole_answers_as_a_large_one_read_by_query(
+    run_file: Path, whole: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run of at most ``WHOLE_READ_FRAMES`` frames is read whole at its first ``results``
+    (three queries in all); a larger one by query and target: the same results either way,
+    for every filter."""
+    import streamscope.store.run as run_module
+
+    monkeypatch.setattr(run_module, "WHOLE_READ_FRAMES", 20_000 if whole else 5)
+    with load(run_file) as run:
+        assert run.results(2) == [_frame(2, f) for f in range(3)]
+        assert run.results(1, "source -> server") == [_frame(1, f) for f in range(3)]
+        assert run.results(target="server") == [_frame(2, f) for f in range(3)]
+        assert run.results() == _sorted(_results(range(3)))
+        assert run.results(1, "server") == [] and run.results(7) == []
+        assert bool(run._whole) is whole  # the way it was read
+
+
 def test_in_memory_store_reads_back_like_the_file(run_file: Path) -> None:
     memory = InMemoryStore()
     _write(memory)
