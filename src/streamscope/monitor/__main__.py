@@ -3,8 +3,9 @@
 In: a JSON config written by the application (topology, the compiled plan, output file, the ring
 directory, the control socket it already listens on). Out: the run file, and JSON lines on
 stdout: ready, frames as they close, done with the status. Started ahead (``--ahead FD``,
-``core.ahead``), it loads its modules first, then waits on ``FD`` for the config's path and
-the descriptors of the control socket and the run file's lock.
+``core.ahead``), it waits on ``FD`` for the config's path and the descriptors of the control
+socket and the run file's lock in a thread that then makes the run file (``_Early``), while it
+loads its modules.
 """
 
 from __future__ import annotations
@@ -19,18 +20,18 @@ import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from streamscope.aggregate.points import DropCount, FrameResult
 from streamscope.core import ahead
 from streamscope.core.errors import StreamscopeError
 from streamscope.core.process import GROUP_SIGNALS, end_now, keep_freed_memory
-from streamscope.core.topology import Topology
-from streamscope.monitor.service import MonitorService
-from streamscope.monitor.settings import MonitorSettings
-from streamscope.query.plan import Plan
 from streamscope.store.duck import duckdb
 from streamscope.store.lock import WriterLock
 from streamscope.store.writer import DuckDBStore
+
+if TYPE_CHECKING:
+    from streamscope.aggregate.points import DropCount, FrameResult
+    from streamscope.monitor.service import MonitorService
 
 #: Lines go out from the monitor's loop (notes) and its writer (frames, once written): one
 #: lock for the process's stdout.
@@ -112,21 +113,25 @@ def _say(signals: bytes) -> None:
 
 
 def main(argv: list[str]) -> int:
-    fds: list[int] | None = None
-    if len(argv) == 2 and argv[0] == ahead.FLAG:
-        handed = ahead.receive(int(argv[1]))
-        if handed is None:
-            return 0  # not needed after all
-        argv, fds = [handed[0]], handed[1]
+    early = _Early(argv)
+    early.start()
+    # The monitor's own modules (numpy, the reductions) load meanwhile: 0.2 s of its start
+    from streamscope.monitor.service import MonitorService  # noqa: F401
+
+    try:
+        got = early.result()
+    except (StreamscopeError, OSError, KeyError, ValueError, duckdb.Error) as exc:
+        _emit({"event": "error", "error": str(exc)})
+        return 2
+    if got is None:
+        return 0  # not needed after all
+    cfg_path, cfg, store = got
     _say_group_signals()
     keep_freed_memory()  # the estimation's arrays, made and dropped every frame, reuse memory
-    if len(argv) != 1:
-        print("usage: python -m streamscope.monitor CONFIG.json", file=sys.stderr)
-        return 2
-    cfg_path = Path(argv[0])
     try:
-        service, store, style = _start(cfg_path, fds)
+        service, style = _start(cfg, store)
     except (StreamscopeError, OSError, KeyError, ValueError, duckdb.Error) as exc:
+        store.close()
         _emit({"event": "error", "error": str(exc)})
         return 2
     _emit({"event": "ready"})
@@ -142,6 +147,55 @@ def main(argv: list[str]) -> int:
     if style is not None:
         _say_run(store.path, style)
     return 0
+
+
+class _Early(threading.Thread):
+    """What starts before the monitor's modules are loaded, beside them: wait for the config
+    (started ahead: its path and descriptors on the socket), read it (the file is read once
+    and removed: nothing is left behind if the application is killed), and make the run file
+    empty (``DuckDBStore.open``: its copy, DuckDB's start; some 50 ms, most outside the
+    interpreter's lock). ``result``: (the config's path, the config, the store), None when
+    the process that started it ahead let it go, or what it raised."""
+
+    def __init__(self, argv: list[str]) -> None:
+        super().__init__(name="early", daemon=True)
+        self._argv = argv
+        self._got: tuple[Path, dict[str, Any], DuckDBStore] | None = None
+        self._raised: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self._got = self._open()
+        except BaseException as exc:  # said by ``result``, in the main thread
+            self._raised = exc
+
+    def result(self) -> tuple[Path, dict[str, Any], DuckDBStore] | None:
+        self.join()
+        if self._raised is not None:
+            raise self._raised
+        return self._got
+
+    def _open(self) -> tuple[Path, dict[str, Any], DuckDBStore] | None:
+        argv, fds = self._argv, None
+        if len(argv) == 2 and argv[0] == ahead.FLAG:
+            handed = ahead.receive(int(argv[1]))
+            if handed is None:
+                return None
+            argv, fds = [handed[0]], handed[1]
+        if len(argv) != 1:
+            raise ValueError("usage: python -m streamscope.monitor CONFIG.json")
+        cfg_path = Path(argv[0])
+        cfg = json.loads(cfg_path.read_text())
+        cfg_path.unlink()
+        if fds is not None:  # the descriptors as they came here (the config's are the sender's)
+            cfg["listen_fd"] = fds[0]
+            cfg["lock_fd"] = fds[1] if cfg.get("lock_fd") is not None else None
+        out = Path(cfg["out"])
+        lock_fd = cfg.get("lock_fd")
+        lock = WriterLock.adopt(out, int(lock_fd)) if lock_fd is not None else None
+        store = DuckDBStore(out, overwrite=cfg["overwrite"], checkpoint_s=1.0, lock=lock)
+        store.open()
+        return cfg_path, cfg, store
 
 
 def _load_readers() -> None:
@@ -165,25 +219,18 @@ def _say_run(path: Path, style: tuple[int, str | None, bool]) -> None:
 
 
 def _start(
-    cfg_path: Path, fds: list[int] | None
-) -> tuple[MonitorService, DuckDBStore, tuple[int, str | None, bool] | None]:
-    """The monitor the config at ``cfg_path`` describes (the file is read once and removed:
-    nothing is left behind if the application is killed), with its run file open. ``fds``:
-    started ahead, the control socket's and the lock's descriptors as they came to it (the
-    config's numbers are the application's). And the console the run's summary is written for
-    (None: none is)."""
-    cfg = json.loads(cfg_path.read_text())
-    cfg_path.unlink()
-    if fds is not None:
-        cfg["listen_fd"] = fds[0]
-        cfg["lock_fd"] = fds[1] if cfg.get("lock_fd") is not None else None
+    cfg: dict[str, Any], store: DuckDBStore
+) -> tuple[MonitorService, tuple[int, str | None, bool] | None]:
+    """The monitor the config ``cfg`` describes, writing to ``store``; and the console the
+    run's summary is written for (None: none is)."""
+    from streamscope.core.topology import Topology
+    from streamscope.monitor.service import MonitorService
+    from streamscope.monitor.settings import MonitorSettings
+    from streamscope.query.plan import Plan
+
     topology = Topology.from_dict(cfg["topology"])
     settings = MonitorSettings.from_dict(cfg["settings"])
     plan = Plan.loads(cfg["plan"])  # compiled and sited once, by the application
-    out = Path(cfg["out"])
-    lock_fd = cfg.get("lock_fd")
-    lock = WriterLock.adopt(out, int(lock_fd)) if lock_fd is not None else None
-    store = DuckDBStore(out, overwrite=cfg["overwrite"], checkpoint_s=1.0, lock=lock)
     live = bool(cfg.get("live", True))
     service = MonitorService(
         plan, topology, store, settings, listener=socket.socket(fileno=int(cfg["listen_fd"])),
@@ -192,7 +239,7 @@ def _start(
         on_broken=lambda why: _emit({"event": "broken", "error": why}),
         on_note=(lambda text: _emit({"event": "note", "text": text})) if live else None,
     )  # fmt: skip
-    return service, store, settings.options.summary_console
+    return service, settings.options.summary_console
 
 
 if __name__ == "__main__":

@@ -84,6 +84,8 @@ class DuckDBStore(BaseStore, Closing):
         self._last_checkpoint = time.monotonic()
         self._writes = 0
         self._con: duckdb.DuckDBPyConnection | None = None
+        #: The file was made from the empty run file kept once per schema (its tables made).
+        self._copied = False
         #: The connection failed (a full disk): ``finish`` reopens the file to say so.
         self._broken = False
         #: Rows of each topology table written so far (the run grows by appending to them).
@@ -109,9 +111,12 @@ class DuckDBStore(BaseStore, Closing):
                 f"{self.path} already exists; choose another path, or pass overwrite=True to replace it"
             )
 
-    def _do_begin(
-        self, meta: RunMeta, topology: Topology, queries: tuple[QueryRecord, ...]
-    ) -> None:
+    def open(self) -> None:
+        """Make the run file, empty (its tables and no row), and connect to it: ``begin`` does
+        it first where this was not called. A monitor process does it while it loads its own
+        modules, so that ``begin`` only writes the run's rows once the run starts."""
+        if self._con is not None:
+            return
         if self._lock is None:
             self._lock = WriterLock(self.path).acquire()
         self._refuse_existing()
@@ -122,17 +127,30 @@ class DuckDBStore(BaseStore, Closing):
             _reserve(self.path)
             from streamscope.store._template import copy_into
 
-            copied = copy_into(self.path)  # the tables made once per schema, not per run
+            self._copied = copy_into(self.path)  # the tables made once per schema, not per run
             self._con = _duckdb().connect(str(self.path))
+        except BaseException as exc:
+            self._undo(exc)
+            raise
+
+    def _undo(self, exc: BaseException) -> None:
+        """A run file that could not be begun: closed and removed; a full disk said plainly."""
+        self.close()
+        self.path.unlink(missing_ok=True)
+        _wal(self.path).unlink(missing_ok=True)
+        if _no_space(exc):
+            raise RunFileError(_full(self.path, exc)) from None
+
+    def _do_begin(
+        self, meta: RunMeta, topology: Topology, queries: tuple[QueryRecord, ...]
+    ) -> None:
+        self.open()
+        try:
             with self._transaction() as con:
-                _sqlio().create(con, meta, topology, queries, tables=not copied)
+                _sqlio().create(con, meta, topology, queries, tables=not self._copied)
             self._written = _sqlio().topology_counts(topology)
         except BaseException as exc:
-            self.close()
-            self.path.unlink(missing_ok=True)
-            _wal(self.path).unlink(missing_ok=True)
-            if _no_space(exc):
-                raise RunFileError(_full(self.path, exc)) from None
+            self._undo(exc)
             raise
 
     def _do_write(self, rows: _rows.Rows | None, drops: Sequence[DropCount]) -> None:
