@@ -11,10 +11,9 @@ import io
 import sys
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
-from rich.live import Live
 from rich.table import Table
 
 from streamscope.aggregate.points import (
@@ -27,7 +26,11 @@ from streamscope.aggregate.points import (
     ScalarPoint,
 )
 from streamscope.core.fmt import fmt_ns, fmt_value
-from streamscope.query.plan import Plan
+
+if TYPE_CHECKING:
+    from rich.live import Live
+
+    from streamscope.query.plan import Plan
 
 
 def describe_points(points: Sequence[Point], unit: str) -> str:
@@ -85,6 +88,8 @@ class LiveView:
 
     def __enter__(self) -> LiveView:
         if self.console.is_terminal:
+            from rich.live import Live  # a live view's, not a summary's
+
             self._live = Live(
                 self._table(), console=self.console, refresh_per_second=4, transient=False
             )
