@@ -54,8 +54,9 @@ def test_the_command_reads_nothing_back_of_a_run_its_monitor_said(tmp_path: Path
 
 def test_a_run_file_is_read_and_written_with_the_engine_alone(tmp_path: Path) -> None:
     """What reads and writes run files loads DuckDB's engine module, not the ``duckdb``
-    package around it (60-90 ms more of every monitor's start and of ``show``), and the
-    native probe core does not load its pure-Python twin."""
+    package around it (60-90 ms more of every monitor's start and of ``show``), the native
+    probe core does not load its pure-Python twin, and a monitor loads the virtual queues'
+    estimation only for a run that has one."""
     import streamscope as ss
 
     out = tmp_path / "run.duckdb"
@@ -68,11 +69,11 @@ def test_a_run_file_is_read_and_written_with_the_engine_alone(tmp_path: Path) ->
         f"with ss.load({str(out)!r}) as run: n = len(run.topology.channels)\n"
         "import streamscope.core.native as native\n"
         "print(n, 'duckdb' in sys.modules, '_duckdb' in sys.modules, native.IMPLEMENTATION,"
-        " 'streamscope.core._twin' in sys.modules)\n"
+        " 'streamscope.core._twin' in sys.modules, 'streamscope.monitor.virtual' in sys.modules)\n"
     )
     got = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                          timeout=60, check=True).stdout.split()  # fmt: skip
-    assert got == ["2", "False", "True", "native", "False"], got
+    assert got == ["2", "False", "True", "native", "False", "False"], got
     with ss.load(out) as run:
         assert run.status == "completed"
 

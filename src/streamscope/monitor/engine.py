@@ -44,7 +44,7 @@ from streamscope.monitor.endtables import (
 )
 from streamscope.monitor.keeping import Keeper
 from streamscope.monitor.stalls import Stall, StallWatch
-from streamscope.monitor.virtual import SIDES, virtual_queues
+from streamscope.monitor.vqlinks import SIDES, virtual_queues
 from streamscope.query.ast import Path
 from streamscope.query.follow import new_targets
 from streamscope.query.plan import Plan

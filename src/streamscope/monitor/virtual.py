@@ -39,8 +39,6 @@ from streamscope.monitor.vqtables import VQTables
 from streamscope.query.plan import Plan
 from streamscope.timebase.domains import Domains
 
-SIDES = ("tail", "head")
-
 
 @dataclass(slots=True)
 class _Side:
