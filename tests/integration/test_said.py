@@ -60,9 +60,11 @@ def test_run_prints_what_its_monitor_process_wrote_of_the_file(
     ``said_text`` writes them from the run file for the command's console (200 columns, not a
     terminal: no colour), and printed as they are, between the run's start and its file."""
     from streamscope.report.said import said_text
+    from streamscope.store.reader import load
 
     run_file, out = quick_start
-    summary, found = said_text(run_file, (200, None, False))
+    with load(run_file) as run:
+        summary, found = said_text(run, (200, None, False))
     assert summary.lstrip().startswith("summary of prog (completed)") and found.startswith(
         "findings"
     )
@@ -79,6 +81,7 @@ def test_the_monitor_process_writes_the_summary_for_the_console_it_is_given(
     from streamscope.core.options import RunOptions
     from streamscope.report.said import said_text
     from streamscope.runtime.program import run_program
+    from streamscope.store.reader import load
 
     prog = tmp_path / "two.py"
     prog.write_text(
@@ -94,7 +97,8 @@ def test_the_monitor_process_writes_the_summary_for_the_console_it_is_given(
     result = run_program(str(prog), [], [], opts)
     assert result.status == "completed" and result.program_exit == 0
     summary, found = result.extra["said"]
-    assert (summary, found) == said_text(tmp_path / "two.duckdb", style)
+    with load(tmp_path / "two.duckdb") as run:
+        assert (summary, found) == said_text(run, style)
     assert "\x1b[" in summary  # a terminal's colours, as asked
     assert max(len(re.sub(r"\x1b\[[0-9;]*m", "", line)) for line in summary.splitlines()) <= 90
     plain = run_program(str(prog), [], [], RunOptions(out=tmp_path / "plain.duckdb"))

@@ -178,6 +178,26 @@ def test_a_small_run_read_whole_answers_as_a_large_one_read_by_query(
         assert bool(run._whole) is whole  # the way it was read
 
 
+def test_a_store_reads_back_what_it_wrote_through_its_own_connection(tmp_path: Path) -> None:
+    """``written``: the finished run read through the writer's connection (the monitor says
+    the run from it), as ``load`` reads the file; closing that run leaves the store's
+    connection open until the store is closed."""
+    path = tmp_path / "w.duckdb"
+    store = DuckDBStore(path)
+    store.begin(META, TOPOLOGY, QUERIES)
+    store.write_frames(_results(range(3)))
+    store.finish("completed", None, META.started_unix_ns + 2_000_000_000, 1_500_000_000)
+    with store.written() as run:
+        mine = (run.status, run.topology, run.queries, run.results())
+    with store.written() as again:  # the connection is still the store's
+        assert again.results(2) == [_frame(2, f) for f in range(3)]
+    store.close()
+    with pytest.raises(RunFileError, match="not open for writing"):
+        store.written()
+    with load(path) as run:
+        assert mine == (run.status, run.topology, run.queries, run.results())
+
+
 def test_in_memory_store_reads_back_like_the_file(run_file: Path) -> None:
     memory = InMemoryStore()
     _write(memory)

@@ -138,14 +138,15 @@ def main(argv: list[str]) -> int:
     if style is not None:  # what says the run at its end loads while the run goes on
         threading.Thread(target=_load_readers, daemon=True, name="readers").start()
     final = service.serve()
+    said = _said(store, style) if style is not None else None
     store.close()
     # The run's private directory (rings, socket): the application removes it too, unless it
     # was killed.
     shutil.rmtree(cfg_path.parent, ignore_errors=True)
     _emit({"event": "done", "status": final.status.value, "error": final.error,
            "events": final.events, "late": final.late})  # fmt: skip
-    if style is not None:
-        _say_run(store.path, style)
+    if said is not None:
+        _emit({"event": "said", "summary": said[0], "findings": said[1]})
     return 0
 
 
@@ -199,23 +200,24 @@ class _Early(threading.Thread):
 
 
 def _load_readers() -> None:
-    """Load the modules ``_say_run`` reads and says the run with (a failure is its own)."""
+    """Load the modules ``_said`` says the run with (a failure is its own)."""
     with contextlib.suppress(Exception):
         import streamscope.report.said
         import streamscope.report.summary  # noqa: F401
 
 
-def _say_run(path: Path, style: tuple[int, str | None, bool]) -> None:
+def _said(store: DuckDBStore, style: tuple[int, str | None, bool]) -> tuple[str, str] | None:
     """The run's summary and top findings, written as the command's console shows them
-    (``report.said.said_text``), for it to print; nothing where they cannot be (the command
-    reads the run file itself then, and says what is wrong)."""
+    (``report.said.said_text``) from the finished file through the store's own connection,
+    for the command to print; None where they cannot be (the command reads the run file
+    itself then, and says what is wrong)."""
     try:
         from streamscope.report.said import said_text
 
-        summary, findings = said_text(path, style)
+        with store.written() as run:
+            return said_text(run, style)
     except Exception:
-        return
-    _emit({"event": "said", "summary": summary, "findings": findings})
+        return None
 
 
 def _start(

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import io
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
@@ -73,13 +72,12 @@ def print_findings(run: Run, console: Console, top: int = TOP) -> None:
         console.print(f"  and {len(found) - top} more (show --json holds them all)", style="dim")
 
 
-def said_text(path: Path, style: tuple[int, str | None, bool]) -> tuple[str, str]:
-    """The closing summary and the top findings of the run file at ``path``, as a console of
-    ``style`` (its width, its colour system or None, whether it is a terminal) prints them:
-    what the monitor process, which has DuckDB and numpy loaded already, writes for the command
-    that ran the run to print as it is (the command then loads neither)."""
+def said_text(run: Run, style: tuple[int, str | None, bool]) -> tuple[str, str]:
+    """The closing summary and the top findings of ``run``, as a console of ``style`` (its
+    width, its colour system or None, whether it is a terminal) prints them: what the monitor
+    process, which has DuckDB and numpy loaded already and the file open, writes for the
+    command that ran the run to print as it is (the command then loads neither)."""
     from streamscope.report.summary import print_summary
-    from streamscope.store.reader import load
 
     width, colours, terminal = style
 
@@ -88,9 +86,9 @@ def said_text(path: Path, style: tuple[int, str | None, bool]) -> tuple[str, str
                        force_terminal=terminal, highlight=False)  # fmt: skip
 
     summary, found = console(), console()
-    with load(path) as run:
-        print_summary(run, path, summary)
-        print_findings(run, found)
+    assert run.path is not None
+    print_summary(run, run.path, summary)
+    print_findings(run, found)
     return summary.file.getvalue(), found.file.getvalue()  # type: ignore[attr-defined]
 
 

@@ -43,10 +43,12 @@ class RunSource(Protocol):
 
 
 class DuckDBSource:
-    """A run file's tables, through its read-only connection."""
+    """A run file's tables, through its read-only connection (or its writer's: ``owned``
+    False, the connection then left open to its writer when the run is closed)."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+    def __init__(self, con: duckdb.DuckDBPyConnection, *, owned: bool = True) -> None:
         self._con = con
+        self._owned = owned
 
     def columns(self, table: str, query_id: int | None, target: str | None) -> _rows.Columns:
         return _sqlio.select_columns(self._con, table, query_id, target)
@@ -58,7 +60,8 @@ class DuckDBSource:
         return self._con
 
     def close(self) -> None:
-        self._con.close()
+        if self._owned:
+            self._con.close()
 
 
 _COLUMNS = {

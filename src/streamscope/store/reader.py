@@ -104,7 +104,13 @@ def _columns_problem(con: duckdb.DuckDBPyConnection) -> str | None:
     return None
 
 
-def _read(p: Path, con: duckdb.DuckDBPyConnection) -> Run:
+def read_written(path: Path, con: duckdb.DuckDBPyConnection) -> Run:
+    """The run its writer's connection ``con`` holds (the file at ``path``), read as ``load``
+    reads a file; closing the run leaves the connection to its writer."""
+    return _read(path, con, owned=False)
+
+
+def _read(p: Path, con: duckdb.DuckDBPyConnection, *, owned: bool = True) -> Run:
     """The run in ``con`` (the file at ``p``), once it is found to be a streamscope run file of
     this schema, whole and consistent."""
     meta = _identity(p, con)
@@ -122,7 +128,7 @@ def _read(p: Path, con: duckdb.DuckDBPyConnection) -> Run:
         duration_ns=run["duration_ns"],
         topology=topology,
         queries=queries,
-        source=DuckDBSource(con),
+        source=DuckDBSource(con, owned=owned),
         path=p,
     )
 

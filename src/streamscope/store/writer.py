@@ -38,6 +38,8 @@ if TYPE_CHECKING:
 
     import duckdb
 
+    from streamscope.store.run import Run
+
 
 def _duckdb() -> ModuleType:
     """DuckDB, loaded by what writes a file (an application that only runs never needs it)."""
@@ -102,6 +104,15 @@ class DuckDBStore(BaseStore, Closing):
             self._lock.release()
             self._lock = None
         super().close()
+
+    def written(self) -> Run:
+        """The run this store wrote, read back through its own connection (as ``load``
+        would read its file, without opening it again) until the store is closed."""
+        from streamscope.store.reader import read_written
+
+        if self._con is None:
+            raise RunFileError(f"{self.path} is not open for writing")
+        return read_written(self.path, self._con)
 
     def _refuse_existing(self) -> None:
         if self.path.is_dir():
