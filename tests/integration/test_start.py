@@ -19,8 +19,9 @@ APPS = Path(__file__).parent / "apps"
 
 def test_a_watched_programs_process_loads_none_of_the_monitors_libraries(tmp_path: Path) -> None:
     """The program's process under ``streamscope run`` imports the probes only: no numpy,
-    DuckDB, rich or the query parser (numpy alone was 50 ms of its start), while its threads
-    and queue are watched all the same."""
+    DuckDB, rich or the query parser (numpy alone was 50 ms of its start), and no asyncio for
+    a program that does not use it (asyncio's are patched once it is imported: 25 ms more),
+    while its threads and queue are watched all the same."""
     plain = subprocess.run([sys.executable, str(APPS / "light.py")], capture_output=True,
                            text=True, timeout=60, check=True)  # fmt: skip
     assert plain.stdout.strip() == "[]"
@@ -228,3 +229,46 @@ def test_watch_in_process_sees_plain_threads_and_queues(tmp_path: Path) -> None:
     assert got["channels"] == ["main -> work", "work -> sink"], got
     assert got["busy"] > 0.5, got  # it sleeps 2 ms an item: busy, the others wait on it
     assert got["html"].startswith('<div class="ss-nb">'), got
+
+
+ASYNCIO_BEFORE = """\
+import asyncio, json
+import streamscope as ss
+standard = (asyncio.Queue, asyncio.Task, asyncio.wait)
+with ss.watch():
+    inside = [asyncio.Queue is not standard[0], asyncio.Task is not standard[1],
+              asyncio.wait is not standard[2]]
+after = [asyncio.Queue is standard[0], asyncio.Task is standard[1], asyncio.wait is standard[2]]
+print(json.dumps({"inside": inside, "after": after}))
+"""
+ASYNCIO_AFTER = """\
+import json, sys
+from streamscope.pipeline.program import auto
+auto.install()
+loaded = "asyncio" in sys.modules
+import asyncio
+inside = [asyncio.Queue.__name__, asyncio.Task.__name__, hasattr(asyncio.wait, "__wrapped__")]
+auto.uninstall()
+after = [asyncio.Queue.__name__, asyncio.Task.__name__, hasattr(asyncio.wait, "__wrapped__")]
+print(json.dumps({"loaded": loaded, "inside": inside, "after": after}))
+"""
+
+
+def test_asyncio_is_patched_whenever_it_is_imported_and_put_back(tmp_path: Path) -> None:
+    """asyncio's queues, tasks and waits are the watched ones while a session is installed,
+    whether the program imported asyncio before (``ss.watch`` in a notebook, whose kernel
+    runs on it) or imports it after (not loaded until then); the standard ones once it ends."""
+
+    def ran(script: str) -> dict[str, object]:
+        (tmp_path / "aio.py").write_text(script)
+        done = subprocess.run([sys.executable, "aio.py"], cwd=tmp_path, capture_output=True,
+                              text=True, timeout=120, check=False, stdin=subprocess.DEVNULL)  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+        got: dict[str, object] = json.loads(done.stdout.splitlines()[-1])
+        return got
+
+    assert ran(ASYNCIO_BEFORE) == {"inside": [True] * 3, "after": [True] * 3}
+    after = ran(ASYNCIO_AFTER)
+    assert after["loaded"] is False
+    assert after["inside"] == ["AutoAsyncQueue", "AutoTask", True], after
+    assert after["after"] == ["Queue", "Task", False], after

@@ -8,6 +8,6 @@ import sys
 
 import two_stages  # noqa: F401 - runs the pipeline
 
-HEAVY = ("numpy", "duckdb", "rich", "typer", "scipy", "lark", "pydantic", "plotly")
+HEAVY = ("numpy", "duckdb", "rich", "typer", "scipy", "lark", "pydantic", "plotly", "asyncio", "ssl")
 
 print(sorted(m for m in HEAVY if m in sys.modules))

@@ -13,11 +13,14 @@ alone, and so is every queue's behaviour.
 Its modules: ``naming`` (what a worker is, the claim table its names come from), ``stages``
 (the calling thread's stage and tracker), ``channels`` (what a queue becomes), the recorded
 queues (``queues``, ``mpqueue``, ``tasks`` for asyncio), ``waits`` (futures, executors,
-joins), ``pools`` (``multiprocessing.Pool``), ``processes`` (the entries processes run under),
-``installer`` (the standard library patched) and ``asmain`` (the program's own process).
+joins), ``aio`` (asyncio, patched once the program imports it), ``pools``
+(``multiprocessing.Pool``), ``processes`` (the entries processes run under), ``installer`` (the
+standard library patched) and ``asmain`` (the program's own process).
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from streamscope.pipeline.program.auto.installer import install, installed, uninstall
 from streamscope.pipeline.program.auto.mpqueue import counts_of
@@ -30,7 +33,19 @@ from streamscope.pipeline.program.auto.queues import (
     StandardSimpleQueue,
 )
 from streamscope.pipeline.program.auto.stages import MAIN, callable_name, stage, thread_who
-from streamscope.pipeline.program.auto.tasks import AutoAsyncQueue, task_who
+
+if TYPE_CHECKING:
+    from streamscope.pipeline.program.auto.tasks import AutoAsyncQueue, task_who
+
+
+def __getattr__(name: str) -> Any:
+    """``AutoAsyncQueue`` and ``task_who``: asyncio's, loaded when asked for (a program that
+    never imports asyncio never loads it because it is watched)."""
+    if name in ("AutoAsyncQueue", "task_who"):
+        from streamscope.pipeline.program.auto import tasks
+
+        return getattr(tasks, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "MAIN",

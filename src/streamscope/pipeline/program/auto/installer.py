@@ -7,13 +7,11 @@ starts run under an entry that does the same there; ``uninstall()`` puts everyth
 
 from __future__ import annotations
 
-import asyncio
-import asyncio.queues
-import asyncio.tasks
 import functools
 import multiprocessing.process
 import os
 import queue
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -41,17 +39,6 @@ from streamscope.pipeline.program.auto.queues import (
     StandardSimpleQueue,
 )
 from streamscope.pipeline.program.auto.stages import internal, leave, thread_state, thread_who
-from streamscope.pipeline.program.auto.tasks import (
-    AutoAsyncLifoQueue,
-    AutoAsyncPriorityQueue,
-    AutoAsyncQueue,
-    AutoTask,
-    StandardAsyncLifoQueue,
-    StandardAsyncPriorityQueue,
-    StandardAsyncQueue,
-    StandardTask,
-    stop_lag_watch,
-)
 from streamscope.pipeline.program.registry import REGISTRY
 
 #: What ``install`` replaced in the standard library, to put back (empty: not installed);
@@ -76,10 +63,6 @@ def install() -> None:
     queue.Queue = AutoQueue  # type: ignore[misc]
     queue.SimpleQueue = AutoSimpleQueue  # type: ignore[misc]
     queue.LifoQueue, queue.PriorityQueue = AutoLifoQueue, AutoPriorityQueue  # type: ignore[misc,assignment]
-    asyncio.Queue = asyncio.queues.Queue = AutoAsyncQueue  # type: ignore[misc]
-    asyncio.LifoQueue = asyncio.queues.LifoQueue = AutoAsyncLifoQueue  # type: ignore[misc,assignment]
-    asyncio.PriorityQueue = asyncio.queues.PriorityQueue = AutoAsyncPriorityQueue  # type: ignore[misc,assignment]
-    asyncio.Task = asyncio.tasks.Task = AutoTask  # type: ignore[misc]
     mpqueue.PATCHES.apply()
     threads = _following_threads(_saved["bootstrap"])
     processes = _following_processes(_saved["start"])
@@ -88,7 +71,7 @@ def install() -> None:
     waits.PATCHES.apply()
     pools.PATCHES.apply()
     executors.PATCHES.apply()
-    polling.install()
+    polling.install()  # asyncio's too, once the program imports it (``aio``)
 
 
 def uninstall() -> None:
@@ -98,10 +81,6 @@ def uninstall() -> None:
     queue.Queue = StandardQueue  # type: ignore[misc]
     queue.SimpleQueue = StandardSimpleQueue  # type: ignore[misc]
     queue.LifoQueue, queue.PriorityQueue = StandardLifoQueue, StandardPriorityQueue  # type: ignore[misc]
-    asyncio.Queue = asyncio.queues.Queue = StandardAsyncQueue  # type: ignore[misc]
-    asyncio.LifoQueue = asyncio.queues.LifoQueue = StandardAsyncLifoQueue  # type: ignore[misc]
-    asyncio.PriorityQueue = asyncio.queues.PriorityQueue = StandardAsyncPriorityQueue  # type: ignore[misc]
-    asyncio.Task = asyncio.tasks.Task = StandardTask  # type: ignore[misc]
     mpqueue.PATCHES.undo()
     threading.Thread._bootstrap_inner = _saved["bootstrap"]  # type: ignore[attr-defined]
     multiprocessing.process.BaseProcess.start = _saved["start"]  # type: ignore[method-assign]
@@ -111,7 +90,9 @@ def uninstall() -> None:
     polling.uninstall()
     _saved.clear()
     forget_channels()
-    stop_lag_watch()
+    tasks = sys.modules.get("streamscope.pipeline.program.auto.tasks")
+    if tasks is not None:  # the program used asyncio
+        tasks.stop_lag_watch()
 
 
 def _following_threads(bootstrap: Callable[[Any], None]) -> Callable[[Any], None]:

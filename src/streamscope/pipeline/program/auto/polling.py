@@ -1,7 +1,7 @@
 """Libraries that wait for their workers their own way: those waits are waits, not work.
 
 In: the modules of ``POLLING``, whenever the program imports them while ``install`` is in
-force. Out: their waits made with the calling worker blocked in. joblib's ``Parallel`` takes
+force. Out: asyncio patched (``aio``); their waits made with the calling worker blocked in. joblib's ``Parallel`` takes
 its workers' results by looking at its jobs every 10 ms and sleeping between looks (every
 ``time.sleep`` of ``joblib.parallel``); mpire's ``map`` and ``imap`` wait on a condition of
 their results' iterator (``mpire.async_result``) that its results thread notifies: the thread
@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from streamscope.core.records import State
-from streamscope.pipeline.program.auto import executors, streams
+from streamscope.pipeline.program.auto import executors
 from streamscope.pipeline.program.auto.mpqueue import LOKY, loky_queues
 from streamscope.pipeline.program.auto.patches import Patches
 from streamscope.pipeline.program.auto.waits import waiting
@@ -82,12 +82,26 @@ def _mpire_results(module: types.ModuleType) -> Patches:
     })  # fmt: skip
 
 
-#: Modules patched as the program imports them: those whose waits for the library's workers
-#: are watched, and loky's executor and queues (``auto.executors``, ``auto.mpqueue``).
+def _asyncio(module: types.ModuleType) -> Patches:
+    from streamscope.pipeline.program.auto import aio
+
+    return aio.patches(module)
+
+
+def _streamz(module: types.ModuleType) -> Patches:
+    from streamscope.pipeline.program.auto import streams
+
+    return streams.stream_nodes(module)
+
+
+#: Modules patched as the program imports them: asyncio (``aio``: loaded only then), those
+#: whose waits for the library's workers are watched, and loky's executor and queues
+#: (``auto.executors``, ``auto.mpqueue``).
 POLLING = {
+    "asyncio": _asyncio,
     "joblib.parallel": _sleeps,
     "mpire.async_result": _mpire_results,
-    "streamz.core": streams.stream_nodes,
+    "streamz.core": _streamz,
     **{f"{m}.process_executor": executors.loky_executor for m in LOKY},
     **{f"{m}.backend.queues": loky_queues for m in LOKY},
 }

@@ -4,19 +4,12 @@ In: the standard library's executors, futures and joins, while ``install`` is in
 each call an executor's thread runs is work of the stage of its function (``ex.submit(fetch,
 url)``: ``fetch``; the thread blocked in while it waits for the next call); a thread waiting on
 futures (``result()``, ``exception()``, ``as_completed``, ``wait``) is blocked in, one joining a
-thread or a process idle (its own work is over), each only while it waits. The same for an
-asyncio task: awaiting ``asyncio.wait`` it is blocked in; awaiting its ``TaskGroup``'s end, a
-``gather`` or another task (``tasks.AutoTask``) idle; reading a stream (``StreamReader``: a
-server's next request, a client's reply) blocked in, draining one blocked out. (Any other await
-is the task's work, as a call to a service is a thread's: ``asyncio.sleep`` included.)
+thread or a process idle (its own work is over), each only while it waits. An asyncio task's
+waits are ``aio``'s, patched once the program imports asyncio.
 """
 
 from __future__ import annotations
 
-import asyncio
-import asyncio.streams
-import asyncio.taskgroups
-import asyncio.tasks
 import concurrent.futures
 import concurrent.futures._base as futures_base
 import concurrent.futures.thread as futures_thread
@@ -32,7 +25,6 @@ from streamscope.core.records import State
 from streamscope.pipeline.program.auto.naming import who_started
 from streamscope.pipeline.program.auto.patches import Patches
 from streamscope.pipeline.program.auto.stages import enter, leave, thread_state
-from streamscope.pipeline.program.auto.tasks import current_tracker, idle_awaiting
 
 
 @contextlib.contextmanager
@@ -116,27 +108,6 @@ def executor_thread(t: threading.Thread) -> None:
     thread_state.executor_queue = getattr(ss, "id", None)
 
 
-def _task_waits(state: State) -> Callable[[Any], Any]:
-    """A coroutine function (``asyncio.wait``, ``TaskGroup.__aexit__``) with the task awaiting
-    it in ``state`` meanwhile."""
-
-    def wrap(fn: Callable[..., Any]) -> Any:
-        @functools.wraps(fn)
-        async def call(*args: Any, **kwargs: Any) -> Any:
-            tracker = current_tracker()
-            if tracker is None:
-                return await fn(*args, **kwargs)
-            prev = tracker.set(state)
-            try:
-                return await fn(*args, **kwargs)
-            finally:
-                tracker.set(prev)
-
-        return call
-
-    return wrap
-
-
 def _blocked_in(fn: Callable[..., Any]) -> Any:
     return _while_waiting(fn, State.BLOCKED_IN, "done")
 
@@ -144,9 +115,6 @@ def _blocked_in(fn: Callable[..., Any]) -> Any:
 def _idle(fn: Callable[..., Any]) -> Any:
     return _while_waiting(fn, State.IDLE)
 
-
-#: What ``asyncio.gather`` returns (a class of the module's own, not in its stubs).
-_GatheringFuture: type = asyncio.tasks._GatheringFuture  # type: ignore[attr-defined]
 
 #: The executors', futures' and joins' methods, watched while installed; process-wide, as the
 #: patched modules are.
@@ -160,14 +128,6 @@ PATCHES = Patches({
     (concurrent.futures, "wait"): _wait,
     (threading.Thread, "join"): _idle,
     (multiprocessing.process.BaseProcess, "join"): _idle,
-    (asyncio.tasks, "wait"): _task_waits(State.BLOCKED_IN),
-    (asyncio, "wait"): _task_waits(State.BLOCKED_IN),
-    (asyncio.taskgroups.TaskGroup, "__aexit__"): _task_waits(State.IDLE),
-    (_GatheringFuture, "__await__"): idle_awaiting,
-    (_GatheringFuture, "__iter__"): idle_awaiting,
-    **{(asyncio.streams.StreamReader, name): _task_waits(State.BLOCKED_IN)
-       for name in ("read", "readline", "readuntil", "readexactly")},
-    (asyncio.streams.StreamWriter, "drain"): _task_waits(State.BLOCKED_OUT),
 })  # fmt: skip
 
 
