@@ -8,6 +8,17 @@ import sys
 
 import two_stages  # noqa: F401 - runs the pipeline
 
-HEAVY = ("numpy", "duckdb", "rich", "typer", "scipy", "lark", "pydantic", "plotly", "asyncio", "ssl")
+HEAVY = (
+    "numpy",
+    "duckdb",
+    "rich",
+    "typer",
+    "scipy",
+    "lark",
+    "pydantic",
+    "plotly",
+    "asyncio",
+    "ssl",
+)
 
 print(sorted(m for m in HEAVY if m in sys.modules))

@@ -47,6 +47,7 @@ def __getattr__(name: str) -> Any:
         return getattr(tasks, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
+
 __all__ = [
     "MAIN",
     "AutoAsyncQueue",
