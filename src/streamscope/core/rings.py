@@ -42,7 +42,7 @@ import weakref
 from pathlib import Path
 from typing import Any
 
-from streamscope.core import forksafe
+from streamscope.core import forksafe, heldio
 from streamscope.core.errors import RunFileError
 from streamscope.core.records import RECORD_FIELDS
 from streamscope.core.topology import Topology
@@ -96,12 +96,14 @@ def create_ring_file(
     (``map_shared``)."""
     check_capacity(capacity)
     name = f"{os.getpid()}-{next(_counter)}{SUFFIX}"
-    fd = os.open(os.path.join(directory, name), os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+    # Its system calls keep the interpreter's lock (``heldio``): a program's threads making
+    # their rings at once are not held up behind each other's.
+    fd = heldio.open_file(os.path.join(directory, name), os.O_RDWR | os.O_CREAT | os.O_EXCL)
     try:
-        os.ftruncate(fd, ring_bytes(capacity))
+        heldio.truncate(fd, ring_bytes(capacity))
         mem = map_shared(fd, ring_bytes(capacity))
     finally:
-        os.close(fd)
+        heldio.close(fd)
     _init(mem, probe, kind, capacity, flags)
     journal(directory, f"R {name}")
     return mem
@@ -123,24 +125,9 @@ def close_ring(mem: Any) -> None:
 _PROT = mmap.PROT_READ | mmap.PROT_WRITE
 
 
-def _libc() -> Any:
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.mmap.restype = ctypes.c_void_p
-        libc.mmap.argtypes = (
-            ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
-            ctypes.c_long,
-        )  # fmt: skip
-        libc.munmap.restype = ctypes.c_int
-        libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
-        libc.madvise.restype = ctypes.c_int
-        libc.madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
-    except (OSError, AttributeError):
-        return None
-    return libc
-
-
-_LIBC = _libc()
+#: The C library (its mmap, munmap and madvise: calls that keep the interpreter's lock,
+#: ``heldio``), None where it cannot be reached.
+_LIBC = heldio.LIBC
 _MAP_FAILED = ctypes.c_void_p(-1).value
 
 
@@ -227,9 +214,9 @@ def journal(directory: str | Path, line: str) -> None:
             if fd is not None and pid == os.getpid():
                 os.close(fd)
             path = os.path.join(key, JOURNAL)
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            fd = heldio.open_file(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
             _journal_fd[:] = [key, fd, os.getpid()]
-        os.write(fd, data)
+        heldio.write(fd, data)  # under ``_journal_lock``: the interpreter's kept (``heldio``)
 
 
 def close_journal() -> None:

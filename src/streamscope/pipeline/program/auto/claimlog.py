@@ -12,11 +12,12 @@ as nothing.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 from collections.abc import Iterator
 from typing import Any
+
+from streamscope.core import heldio
 
 #: The table's file in the ring directory.
 LOG = "claims.log"
@@ -53,20 +54,20 @@ class ClaimTable:
     def read_on(self, fd: int) -> None:
         """Take in what was appended since the last read (the lock held: no writer is at work,
         so a last line without its end was left by one killed while writing: it is ended)."""
-        size = os.fstat(fd).st_size
+        size = heldio.size(fd)
         if size <= self._offset:
             return
-        data = os.pread(fd, size - self._offset, self._offset)
+        data = heldio.pread(fd, size - self._offset, self._offset)
         self._offset += len(data)
         cut = data.rfind(b"\n") + 1
         if cut < len(data):
-            self._offset += os.write(fd, b"\n")
+            self._offset += heldio.write(fd, b"\n")
         for line in data[:cut].splitlines():
             self._apply(line)
 
     def _append(self, fd: int, kind: str, key: str, value: Any) -> None:
         line = json.dumps([kind, key, value]).encode() + b"\n"
-        written = os.write(fd, line)
+        written = heldio.write(fd, line)
         self._offset += written
         if written == len(line):
             self._take_in(kind, key, value)  # JSON's own shapes (lists): as read back
@@ -110,14 +111,16 @@ def locked(directory: str) -> Iterator[tuple[ClaimTable, int]]:
     fd = _fds.get(directory)
     if fd is None:
         path = os.path.join(directory, LOG)
-        fd = _fds[directory] = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+        fd = _fds[directory] = heldio.open_file(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
     table = _tables.setdefault(directory, ClaimTable())
-    fcntl.flock(fd, fcntl.LOCK_EX)
+    # The lock's, the reads' and the appends' system calls keep the interpreter's lock: the
+    # section is over before the program's other threads, waiting on it, get in (``heldio``).
+    heldio.lock(fd)
     try:
         table.read_on(fd)
         yield table, fd
     finally:
-        fcntl.flock(fd, fcntl.LOCK_UN)
+        heldio.unlock(fd)
 
 
 def forget() -> None:
