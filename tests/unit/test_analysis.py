@@ -169,6 +169,29 @@ def test_a_stage_s_working_life_begins_with_its_first_item() -> None:
     assert {b.stage: b for b in stage_breakdown(run)}["work"].frames == (1, 2)
 
 
+def test_a_consumer_s_working_life_begins_with_the_first_item_it_took() -> None:
+    """A consumer at work before its first item (a program's main thread starting its process
+    pools: a third of a frame busy), then waiting on them for their first results, is taken
+    from the frame its input first had items taken in (its throughput, on its own frames):
+    busy all along from there, where its start would have made it 0.7 and no bottleneck."""
+    rows = [duty(0, 0.3, 0.7, 0), duty(0, 0.1, 0.9, 0), duty(0, 0.05, 0.95, 0)] + [
+        duty(0, 1, 0, 0)
+    ] * 6
+    taken = [0.0, 0.0, 0.0] + [40.0] * 6  # items a second into work, from the fourth frame
+    queries = [*STATE, ("throughput(src -> work): mean", "throughput", "items/s", ("mean",))]
+    frames = {
+        (1, "work"): [(F, [d]) for d in rows],
+        (3, "src -> work"): [(F, [ScalarPoint("mean", v)]) for v in taken],
+    }
+    w = {b.stage: b for b in stage_breakdown(make_run(queries, frames))}["work"]
+    assert w.frames == tuple(range(3, 9)) and w.busy == pytest.approx(1.0)
+    unknown = {
+        b.stage: b for b in stage_breakdown(make_run(STATE, {(1, "work"): frames[1, "work"]}))
+    }
+    assert unknown["work"].frames == tuple(range(9))  # its input's items not measured: as before
+    assert unknown["work"].busy == pytest.approx((0.3 + 0.1 + 0.05 + 6) / 9)
+
+
 def test_channel_summary_categories() -> None:
     chans = {c.channel: c for c in channel_summary(bottleneck_run())}
     a = chans["src -> work"]

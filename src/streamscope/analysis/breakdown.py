@@ -96,18 +96,46 @@ def stage_breakdown(run: Run, *, series: Sequence[Series] | None = None) -> list
     ``series``: ``collect(run)`` where the caller has it already (it is not read again).
     """
     duty_series: dict[str, list[Series]] = {}
-    for s in collect(run) if series is None else series:
+    found = collect(run) if series is None else series
+    for s in found:
         if s.query.metric == "state" and s.duty is not None:
             duty_series.setdefault(s.target, []).append(s)
-    return [_one_stage(st, duty_series.get(st.name, [])) for st in run.topology.stages]
+    firsts = _first_items(run, found)
+    return [
+        _one_stage(st, duty_series.get(st.name, []), firsts.get(st.name))
+        for st in run.topology.stages
+    ]
 
 
-def _one_stage(st: StageInfo, found: Sequence[Series]) -> StageBreakdown:
+def _first_items(run: Run, series: Sequence[Series]) -> dict[str, int]:
+    """When each stage took its first item, as the start of the first frame in which a channel
+    into it had items removed at its head (its throughput; virtual ns), where the run
+    measured it."""
+    taken: dict[str, int] = {}
+    for s in series:
+        mean = s.scalars.get("mean") if s.query.metric == "throughput" else None
+        if mean is not None and len(s.spans) == len(mean):
+            some = s.spans[np.isfinite(mean) & (mean > 0), 0]
+            if len(some):
+                taken[s.target] = min(taken.get(s.target, int(some.min())), int(some.min()))
+    topo = run.topology
+    out: dict[str, int] = {}
+    for c in topo.channels:
+        if c.name in taken:
+            for st in topo.consumers(c):
+                out[st] = min(out.get(st, taken[c.name]), taken[c.name])
+    return out
+
+
+def _one_stage(st: StageInfo, found: Sequence[Series], first_item: int | None) -> StageBreakdown:
     """``st`` over its working life in all its state queries (``working_life``): a
     covered-time-weighted mean of the frames from its first it worked in to its last not
     wholly idle (before its first item a stage waits for the others, after its last it is
     idle: a device still starting its simulators, or a loader process still starting, would
-    count against its busy share what no stage did)."""
+    count against its busy share what no stage did), and from its first item taken where
+    that is known (``first_item``: virtual ns; a program's main thread starting two process pools
+    is at work before it, then waits on them for their first results, a second and more
+    beside busy cores, which counted against the consumer it is from then on)."""
     frac: dict[str, float | None] = dict.fromkeys(STATES)
     frames: set[int] = set()
     acc = dict.fromkeys(STATES, 0.0)
@@ -115,6 +143,10 @@ def _one_stage(st: StageInfo, found: Sequence[Series]) -> StageBreakdown:
     for s in found:
         assert s.duty is not None
         ok = working_life(s.duty, s.duty_labels, duty_observed(s.duty, s.covered))
+        if first_item is not None and len(s.spans) == len(ok):
+            after = s.spans[:, 1] > first_item  # frames ending after it: from its frame on
+            if (ok & after).any():
+                ok &= after
         w = s.covered[ok]
         for j, label in enumerate(s.duty_labels):
             if label in acc:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import NDArray
@@ -38,7 +38,8 @@ class Series:
 
     ``frames``: the frame numbers, ascending; ``covered``: the time each observed (ns).
     ``scalars`` holds scalar and quantile stats by name; ``duty`` is ``(frames, labels)`` fractions;
-    ``hists`` the frames' histograms (``None`` where a frame had none).
+    ``hists`` the frames' histograms (``None`` where a frame had none); ``spans``: each frame's
+    start and end (virtual ns from the run's start; empty where not known).
     """
 
     query: QueryRecord
@@ -49,6 +50,7 @@ class Series:
     duty_labels: tuple[str, ...] = ()
     duty: F64 | None = None
     hists: tuple[HistogramPoint | None, ...] = ()
+    spans: I64 = field(default_factory=lambda: np.zeros((0, 2), np.int64))
 
 
 def collect(run: Run) -> list[Series]:
@@ -88,6 +90,7 @@ def _series(query: QueryRecord, target: str, results: Sequence[FrameResult]) -> 
         labels,
         _duty_matrix(duty_rows, n, len(labels)) if labels else None,
         tuple(hists),
+        np.array([(r.t_start_ns, r.t_end_ns) for r in results], np.int64).reshape(n, 2),
     )
 
 
