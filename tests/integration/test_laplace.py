@@ -20,7 +20,7 @@ from streamscope.analysis import compare, findings
 
 FRAME = "250ms"
 #: The flagship's runs: blocks made, and blocks between two results of ``avg``.
-BLOCKS, EVERY = 1200, 120
+BLOCKS, EVERY = 800, 120
 
 
 @pytest.fixture(scope="module")
