@@ -57,3 +57,17 @@ def test_rings_time_one_event_in_1024_as_the_run_goes() -> None:
         tap.ring.record(i)
     assert tap.ring.cost_n == 3  # events 0, 1024 and 2048
     assert tap.ring.cost_ns >= 0
+
+
+def test_only_the_classes_a_run_has_are_timed() -> None:
+    assert set(measure_extras(n=100, repeats=1, classes={COST_CENTRAL})) == {
+        COST_NATIVE,
+        COST_CENTRAL,
+    }
+    book = CostBook()
+    book.add_rings({1: (50, 2, 2000, COST_CALL), 2: (40, 2, 2000, COST_NATIVE)})
+    topo = Topology("t", probes=(ProbeInfo(1, "tail", "a -> b"), ProbeInfo(2, "state", "a")))
+    ns, how = book.model(topo)(1)
+    assert "call measured by the monitor" in how
+    assert set(book.extras(())) == {COST_NATIVE, COST_CALL}  # nothing else was timed
+    assert ns == 25.0 + book.extras(())[COST_CALL]

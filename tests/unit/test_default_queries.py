@@ -2,8 +2,18 @@
 
 from __future__ import annotations
 
+import pytest
+
 import streamscope as ss
-from streamscope.query.defaults import default_queries
+from streamscope.query.defaults import (
+    CHANNEL_DEFAULTS,
+    LOOP_LAG,
+    PROGRAM_DEFAULTS,
+    STAGE_DEFAULTS,
+    default_queries,
+    read_default,
+)
+from streamscope.query.parser import parse_query
 from streamscope.runtime.session import prepare
 
 
@@ -43,3 +53,18 @@ def test_a_single_stage_gets_only_its_state() -> None:
     p = ss.Pipeline("one")
     p.add("only", range(3))
     assert default_queries(p.topology()) == ["state(*)"]
+
+
+@pytest.mark.parametrize("text", [*CHANNEL_DEFAULTS, *STAGE_DEFAULTS, *PROGRAM_DEFAULTS, LOOP_LAG])
+@pytest.mark.parametrize("source", ["query", "query 3"])
+def test_a_default_is_read_without_the_parser_as_the_parser_reads_it(
+    text: str, source: str
+) -> None:
+    read = read_default(text, source)
+    parsed = parse_query(text, source=source)
+    assert read == parsed and read is not None and read.origin == parsed.origin
+
+
+def test_only_the_defaults_are_read_without_the_parser() -> None:
+    assert read_default("occupancy(a -> b)", "query") is None
+    assert read_default("state(*) every 1s", "query") is None

@@ -3,16 +3,27 @@ core/fmt.py, as in the report)."""
 
 from __future__ import annotations
 
-from rich.console import Console
+import functools
+from typing import TYPE_CHECKING
 
 from streamscope.core.errors import ConfigError, QueryError
 from streamscope.query.units import parse_duration
+from streamscope.report.plain import console_for
 
-err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from streamscope.report.plain import PlainConsole
+
+
+@functools.cache
+def err_console() -> Console | PlainConsole:
+    """This process's console on stderr, made when first used (rich only for a terminal)."""
+    return console_for("stderr", soft_wrap=True)
 
 
 def fail(message: str, code: int = 2) -> int:
-    err_console.print(f"streamscope: error: {message}", markup=False)
+    err_console().print(f"streamscope: error: {message}", markup=False)
     return code
 
 

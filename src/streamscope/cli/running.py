@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from streamscope.report.plain import console_for
+
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -26,6 +28,7 @@ if TYPE_CHECKING:
     from streamscope.pipeline.describe.pipeline import Pipeline
     from streamscope.query.ast import Query
     from streamscope.query.plan import Plan
+    from streamscope.report.plain import PlainConsole
     from streamscope.runtime.options import RunOptions, RunResult
     from streamscope.store.writer import QueryRecord
 
@@ -69,8 +72,6 @@ class RunRequest:
 
 def run_app(app: Path, argv: list[str], request: RunRequest) -> int:
     """An app file's pipeline, run monitored; what it shows goes to stdout."""
-    from rich.console import Console
-
     from streamscope.cli.apploader import build_pipeline, default_queries, load_module
     from streamscope.cli.views import open_page, watch
     from streamscope.runtime.session import prepare
@@ -92,7 +93,7 @@ def run_app(app: Path, argv: list[str], request: RunRequest) -> int:
         pipeline, texts, opts.frame_ns, trace=opts.trace, device_trace=opts.device_trace
     )
     plan, topology = prepared
-    console = Console(highlight=False)
+    console = console_for("stdout")
     opts = _said_by_monitor(opts, console)
     page = None
     if request.serve_port is not None:
@@ -115,7 +116,6 @@ def _trace(pipeline: Pipeline, request: RunRequest) -> None:
 def run_program(target: str, argv: list[str], request: RunRequest, *, as_module: bool) -> int:
     """``streamscope run prog.py`` on a program with no pipeline: run it as it is. What
     streamscope says goes to stderr, so the program's stdout stays its own."""
-    from rich.console import Console
 
     from streamscope.cli.views import open_page, watch
     from streamscope.pipeline.program.dropin import REGISTRY
@@ -132,7 +132,7 @@ def run_program(target: str, argv: list[str], request: RunRequest, *, as_module:
             "`streamscope export RUN --format folded`)"
         )
     texts = _query_texts(request.query, request.queries)  # none: the session's defaults
-    console = Console(highlight=False, stderr=True)
+    console = console_for("stderr")
     opts = _said_by_monitor(request.options_for(target, argv, program=True), console)
     # compiled once: the live view and page label frames by the plan the run is given
     plan = program_plan(texts, opts)
@@ -151,7 +151,7 @@ def run_program(target: str, argv: list[str], request: RunRequest, *, as_module:
     return _ended(result, request.out, console, request.report)
 
 
-def _said_by_monitor(opts: RunOptions, console: Console) -> RunOptions:
+def _said_by_monitor(opts: RunOptions, console: Console | PlainConsole) -> RunOptions:
     """``opts`` with ``console`` for the monitor process to write the run's summary and top
     findings for (it has the readers loaded, and this process then loads none); a run
     monitored in this process is read here."""
@@ -192,17 +192,20 @@ def _grown(plan: Plan) -> Callable[[], tuple[Topology, list[QueryRecord]]]:
     return grown
 
 
-def _ended(result: RunResult, out: Path, console: Console, report: Path | None) -> int:
+def _ended(
+    result: RunResult, out: Path, console: Console | PlainConsole, report: Path | None
+) -> int:
     """After a run: its summary, how it ended if not completed, its top findings, its report if
     asked, where its file is; the exit status. The summary and findings are the monitor
     process's where it wrote them; else what reads the run file back is loaded now, not
     before the run (its start stays short)."""
     from streamscope.cli.common import err_console
+    from streamscope.report.plain import PlainConsole
 
     said = result.extra.get("said")  # as the monitor process wrote them for this console
     if said is not None:
         console.file.write(said[0])
-        _say_status(result, err_console)
+        _say_status(result, err_console())
         console.file.write(said[1])
         console.file.flush()
     else:
@@ -210,10 +213,11 @@ def _ended(result: RunResult, out: Path, console: Console, report: Path | None) 
         from streamscope.report.summary import print_summary
         from streamscope.store.reader import load
 
+        tables = console.rich() if isinstance(console, PlainConsole) else console
         with load(out) as run:  # once: opening a run file is ~25 ms
-            print_summary(run, out, console)
-            _say_status(result, err_console)
-            print_findings(run, console)
+            print_summary(run, out, tables)
+            _say_status(result, err_console())
+            print_findings(run, tables)
     if report is not None and out.is_file():
         from streamscope.report import write_report
 
@@ -224,13 +228,15 @@ def _ended(result: RunResult, out: Path, console: Console, report: Path | None) 
     return result.exit_code
 
 
-def _say_status(result: RunResult, console: Console) -> None:
+def _say_status(result: RunResult, console: Console | PlainConsole) -> None:
     if result.status != "completed":
         console.print(f"streamscope: run {result.status}: {result.error}", markup=False)
 
 
 def _query_texts(query: Sequence[str], queries: Path | None) -> list[Query | str]:
     """The queries of ``--queries FILE`` and each ``--query``, parsed (errors say where)."""
+    if queries is None and not query:
+        return []  # the session's defaults, read without the parser (``query/defaults.py``)
     from streamscope.core.errors import ConfigError
     from streamscope.query.parser import parse_queries
 

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from streamscope.core.topology import Topology
     from streamscope.query.plan import Plan
     from streamscope.report.live import LivePage
+    from streamscope.report.plain import PlainConsole
     from streamscope.runtime.options import FramesCallback, RunOptions, RunResult
     from streamscope.store.writer import QueryRecord
 
@@ -30,7 +31,7 @@ LINGER_S = 1.5
 def watch(
     start: Callable[..., RunResult],
     plan: Plan,
-    console: Console,
+    console: Console | PlainConsole,
     page: LivePage | None,
     *,
     quiet: bool,
@@ -76,7 +77,7 @@ def open_page(
         from streamscope.core.errors import ConfigError
 
         raise ConfigError(f"--serve: {exc}") from None
-    err_console.print(f"live page: {url}", markup=False, highlight=False)
+    err_console().print(f"live page: {url}", markup=False, highlight=False)
     return page
 
 

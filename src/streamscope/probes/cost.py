@@ -10,7 +10,7 @@ run's ``overhead`` table multiplies by each probe's events (kept or refused).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from streamscope.core.records import Kind, State
 from streamscope.core.topology import Topology
@@ -64,31 +64,38 @@ Body = Callable[[int], None]
 _CAP = 1 << 14
 
 
-def measure_extras(n: int = 2000, repeats: int = 3) -> dict[int, float]:
-    """ns per event that Python code adds around the native write, by cost class (a few ms)."""
-    ring = RingTap(1, Kind.SAMPLE, _CAP)
-    call = _ring_records(ring)
-    state = _state_changes()
-    interval = _intervals(ring)
-    sample = _samples(ring)
-    central = _central_offers()
-    count = _counts()
-    bare, traced, ttap = _traced_calls(n)
+def measure_extras(
+    n: int = 2000, repeats: int = 3, classes: Collection[int] | None = None
+) -> dict[int, float]:
+    """ns per event that Python code adds around the native write, by cost class (a few ms):
+    of every class, or of ``classes`` alone (those a run's probes are of: a class no probe of
+    the run has costs it nothing, and timing it took the monitor's end 10 ms and more)."""
+    wanted = set(range(len(COST_NAMES)) if classes is None else classes) - {COST_NATIVE}
 
     def per_event(body: Body) -> float:
         return _per_call(body, n, repeats)
 
     out: dict[int, float] = {COST_NATIVE: 0.0}
-    # A ring written from Python (a process channel, a queue shared by processes) or a state
-    # change called from Python (a drop-in stage): the dearer of the two.
-    out[COST_CALL] = max(max(per_event(call), per_event(state)) - _native_mean(ring), 0.0)
-    out[COST_INTERVAL] = max(per_event(interval) - _native_mean(ring), 0.0)
-    out[COST_SAMPLER] = max(per_event(sample) - _native_mean(ring), 0.0)
-    out[COST_CENTRAL] = per_event(central)
-    out[COST_COUNTER] = per_event(count)
-    # Two events (enter, exit) per call, net of the call itself and of the native writes.
-    per_call = per_event(traced) - per_event(bare)
-    out[COST_TRACE] = max(per_call / 2 - _native_mean(ttap), 0.0)
+    if wanted & {COST_CALL, COST_INTERVAL, COST_SAMPLER}:
+        ring = RingTap(1, Kind.SAMPLE, _CAP)
+        if COST_CALL in wanted:
+            # A ring written from Python (a process channel, a queue shared by processes) or a
+            # state change called from Python (a drop-in stage): the dearer of the two.
+            call = max(per_event(_ring_records(ring)), per_event(_state_changes()))
+            out[COST_CALL] = max(call - _native_mean(ring), 0.0)
+        if COST_INTERVAL in wanted:
+            out[COST_INTERVAL] = max(per_event(_intervals(ring)) - _native_mean(ring), 0.0)
+        if COST_SAMPLER in wanted:
+            out[COST_SAMPLER] = max(per_event(_samples(ring)) - _native_mean(ring), 0.0)
+    if COST_CENTRAL in wanted:
+        out[COST_CENTRAL] = per_event(_central_offers())
+    if COST_COUNTER in wanted:
+        out[COST_COUNTER] = per_event(_counts())
+    if COST_TRACE in wanted:
+        # Two events (enter, exit) per call, net of the call itself and of the native writes.
+        bare, traced, ttap = _traced_calls(n)
+        per_call = per_event(traced) - per_event(bare)
+        out[COST_TRACE] = max(per_call / 2 - _native_mean(ttap), 0.0)
     return out
 
 
@@ -217,15 +224,16 @@ class CostBook:
     samples as the run goes and times the extras once, when first asked: so it changes."""
 
     def __init__(self, extras: dict[int, float] | None = None) -> None:
-        self._extras = extras
+        self._extras = dict(extras) if extras is not None else {}
+        self._given = extras is not None
         self._rings: dict[int, RingSample] = {}
 
-    @property
-    def extras(self) -> dict[int, float]:
-        """The Python extras by class, timed on first use (at the end of the run, so the
-        monitor's start stays short)."""
-        if self._extras is None:
-            self._extras = measure_extras()
+    def extras(self, classes: Collection[int]) -> dict[int, float]:
+        """The Python extras of ``classes``, each timed on first use (at the end of the run,
+        so the monitor's start stays short; a class no probe of the run has, never)."""
+        missing = set(classes) - set(self._extras)
+        if missing and not self._given:
+            self._extras.update(measure_extras(classes=missing))
         return self._extras
 
     def add_rings(self, samples: dict[int, RingSample]) -> None:
@@ -240,13 +248,13 @@ class CostBook:
 
     def model(self, topology: Topology) -> CostModel:
         fallback = self.native_mean()
-        extras = self.extras
         classes = {p: s[3] for p, s in self._rings.items()}
         storage_class = {
             p.id: COST_CENTRAL if p.storage == "centralized" else COST_SAMPLER
             for p in topology.probes
             if p.kind == "sampler"
         }
+        extras = self.extras({*classes.values(), *storage_class.values()})
 
         def cost(pid: int) -> tuple[float, str]:
             sample = self._rings.get(pid)

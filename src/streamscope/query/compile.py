@@ -13,6 +13,7 @@ from streamscope.core.errors import ConfigError, QueryError
 from streamscope.core.topology import ChannelInfo, Topology, path_ends
 from streamscope.query.aggspecs import query_specs
 from streamscope.query.ast import Edge, Origin, Path, Query, StatAgg
+from streamscope.query.defaults import read_default
 from streamscope.query.metrics import METRICS
 from streamscope.query.plan import CompiledQuery, Plan, TargetPlan
 
@@ -148,7 +149,11 @@ def _on_hosts(topology: Topology, route: Sequence[ChannelInfo]) -> str:
 
 def _parse_query(text: str, *, source: str) -> Query:
     """``parser.parse_query``, Lark loaded only where a query's text is read (the monitor
-    follows new targets with a plan's parsed queries, and never loads it)."""
+    follows new targets with a plan's parsed queries, and never loads it; the defaults are
+    read without it)."""
+    known = read_default(text, source)
+    if known is not None:
+        return known
     from streamscope.query.parser import parse_query
 
     return parse_query(text, source=source)

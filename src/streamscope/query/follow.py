@@ -13,6 +13,7 @@ from streamscope.aggregate.specs import AggregationSpec
 from streamscope.core.topology import ChannelInfo
 from streamscope.query.aggspecs import query_specs
 from streamscope.query.ast import Edge, Path, Query
+from streamscope.query.defaults import read_default
 from streamscope.query.metrics import METRICS
 from streamscope.query.plan import Plan, TargetPlan
 
@@ -22,6 +23,9 @@ __all__ = ["new_targets", "watches"]
 def _parsed(text: str, source: str) -> Query:
     """A plan's query read again from its text where it lost its place in it (Lark loaded
     only then: the monitor follows targets with parsed queries, and never loads it)."""
+    known = read_default(text, source)
+    if known is not None:
+        return known
     from streamscope.query.parser import parse_query
 
     return parse_query(text, source=source)

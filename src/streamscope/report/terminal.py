@@ -13,9 +13,6 @@ import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.table import Table
-
 from streamscope.aggregate.points import (
     DropCount,
     DutyPoint,
@@ -26,9 +23,12 @@ from streamscope.aggregate.points import (
     ScalarPoint,
 )
 from streamscope.core.fmt import fmt_ns, fmt_value
+from streamscope.report.plain import PlainConsole
 
 if TYPE_CHECKING:
+    from rich.console import Console
     from rich.live import Live
+    from rich.table import Table
 
     from streamscope.query.plan import Plan
 
@@ -69,7 +69,7 @@ LAG_SHOWN_NS = 250_000_000
 class LiveView:
     """Thread-safe sink for frames; renders them as they close."""
 
-    def __init__(self, plan: Plan, console: Console) -> None:
+    def __init__(self, plan: Plan, console: Console | PlainConsole) -> None:
         self.plan = plan
         self.console = console
         self.latest: dict[tuple[int, str], FrameResult] = {}
@@ -87,12 +87,11 @@ class LiveView:
         self._labels = {q.id: q.text for q in plan.queries}
 
     def __enter__(self) -> LiveView:
-        if self.console.is_terminal:
+        console = self.console
+        if console.is_terminal and not isinstance(console, PlainConsole):
             from rich.live import Live  # a live view's, not a summary's
 
-            self._live = Live(
-                self._table(), console=self.console, refresh_per_second=4, transient=False
-            )
+            self._live = Live(self._table(), console=console, refresh_per_second=4, transient=False)
             self._live.__enter__()
         else:
             self._shown = notebook_display()
@@ -112,6 +111,8 @@ class LiveView:
         if self._live is not None:
             self._live.update(self._table())
         elif self._shown is not None:
+            from rich.console import Console
+
             text = Console(file=io.StringIO(), width=120, highlight=False, force_jupyter=False,
                            force_terminal=False)  # fmt: skip
             text.print(self._table())
@@ -159,6 +160,8 @@ class LiveView:
         self.lag_ns = lag_ns
 
     def _table(self) -> Table:
+        from rich.table import Table  # an in-place view's (a terminal's, a notebook's)
+
         table = Table(title="streamscope — latest frames", expand=False)
         table.add_column("query")
         table.add_column("target")

@@ -22,7 +22,7 @@ from streamscope.core.errors import ConfigError
 from streamscope.core.modes import RunStatus, parse
 from streamscope.core.options import RunOptions
 from streamscope.core.version import VERSION
-from streamscope.store.writer import RunMeta, RunStore
+from streamscope.store.runstore import RunMeta, RunStore
 
 __all__ = ["INTERRUPTED", "FramesCallback", "RunOptions", "RunResult", "check_out", "make_meta"]
 
