@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import concurrent.futures.process as cfp
 import functools
 import inspect
 import json
@@ -40,10 +41,14 @@ def test_install_replaces_and_uninstall_restores_the_standard_queues() -> None:
     gathering = asyncio.tasks._GatheringFuture  # type: ignore[attr-defined]
     assert "__await__" not in vars(gathering)  # inherited from asyncio.Future
     loky_put, loky_submit = LokySimpleQueue.put, LokyExecutor.submit
+    cf_submit = cfp.ProcessPoolExecutor.submit
     auto.install()
     try:
-        # loky's modules, imported already, patched (those imported later as they are)
+        # loky's modules, imported already, patched (those imported later as they are); the
+        # standard process executor's likewise (a program run as it is imports it later:
+        # ``test_program_pools``)
         assert LokySimpleQueue.put is not loky_put and LokyExecutor.submit is not loky_submit
+        assert cfp.ProcessPoolExecutor.submit is not cf_submit
         assert asyncio.TaskGroup.__aexit__ is not plain_exit and asyncio.wait is not plain_wait
         assert "__await__" in vars(gathering)
         assert queue.Queue is auto.AutoQueue and queue.SimpleQueue is auto.AutoSimpleQueue
@@ -60,6 +65,7 @@ def test_install_replaces_and_uninstall_restores_the_standard_queues() -> None:
     assert (asyncio.TaskGroup.__aexit__, asyncio.wait) == (plain_exit, plain_wait)
     assert "__await__" not in vars(gathering) and "__iter__" not in vars(gathering)
     assert (LokySimpleQueue.put, LokyExecutor.submit) == (loky_put, loky_submit)
+    assert cfp.ProcessPoolExecutor.submit is cf_submit
 
 
 def test_an_instrumented_queue_keeps_the_standard_behaviour(installed: None) -> None:

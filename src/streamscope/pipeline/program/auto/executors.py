@@ -7,12 +7,11 @@ a channel from the stage that submits work to the stage of the function its work
 are. The executor's own manager thread moves work items into the call queue and reads results
 straight off the result queue's pipe: it is no stage; the items it moves are counted as they go
 in and out, at the ends of the stages it moves them for. loky's executor (joblib's
-``Parallel``) likewise, its module patched as it is imported (``auto.polling``).
+``Parallel``) likewise. Either module is patched as it is imported (``auto.polling``).
 """
 
 from __future__ import annotations
 
-import concurrent.futures.process as cfp
 import functools
 from collections.abc import Callable
 from typing import Any
@@ -57,19 +56,15 @@ def _read_result(read: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return read_
 
 
-#: The executor's methods, recorded while installed.
-PATCHES = Patches({
-    (cfp.ProcessPoolExecutor, "submit"): _submit,
-    (cfp._ExecutorManagerThread, "wait_result_broken_or_wakeup"): _read_result,
-})  # fmt: skip
-
-
-def loky_executor(module: Any) -> Patches:
-    """loky's ``process_executor`` module: the same methods of its own executor."""
+def process_executor(module: Any) -> Patches:
+    """``concurrent.futures.process``, or loky's ``process_executor`` module: its executor's
+    methods, recorded while installed (patched as the program imports it: ``auto.polling``;
+    it loads ``multiprocessing``'s connections, tempfile and subprocess, some 15 ms of the
+    start of a program that may never use it)."""
     return Patches({
         (module.ProcessPoolExecutor, "submit"): _submit,
         (module._ExecutorManagerThread, "wait_result_broken_or_wakeup"): _read_result,
     })  # fmt: skip
 
 
-__all__ = ["PATCHES", "loky_executor"]
+__all__ = ["process_executor"]

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from streamscope.pipeline.program.auto import costs, executors, mpqueue, polling, pools, waits
+from streamscope.pipeline.program.auto import costs, mpqueue, polling, pools, waits
 from streamscope.pipeline.program.auto.channels import forget_channels
 from streamscope.pipeline.program.auto.claims import vacate
 from streamscope.pipeline.program.auto.naming import read_interpreter, who_of_process
@@ -70,7 +70,6 @@ def install() -> None:
     multiprocessing.process.BaseProcess.start = processes  # type: ignore[method-assign,assignment]
     waits.PATCHES.apply()
     pools.PATCHES.apply()
-    executors.PATCHES.apply()
     polling.install()  # asyncio's too, once the program imports it (``aio``)
 
 
@@ -86,7 +85,6 @@ def uninstall() -> None:
     multiprocessing.process.BaseProcess.start = _saved["start"]  # type: ignore[method-assign]
     waits.PATCHES.undo()
     pools.PATCHES.undo()
-    executors.PATCHES.undo()
     polling.uninstall()
     _saved.clear()
     forget_channels()

@@ -95,14 +95,15 @@ def _streamz(module: types.ModuleType) -> Patches:
 
 
 #: Modules patched as the program imports them: asyncio (``aio``: loaded only then), those
-#: whose waits for the library's workers are watched, and loky's executor and queues
-#: (``auto.executors``, ``auto.mpqueue``).
+#: whose waits for the library's workers are watched, the standard library's process
+#: executor and loky's, and loky's queues (``auto.executors``, ``auto.mpqueue``).
 POLLING = {
     "asyncio": _asyncio,
     "joblib.parallel": _sleeps,
     "mpire.async_result": _mpire_results,
     "streamz.core": _streamz,
-    **{f"{m}.process_executor": executors.loky_executor for m in LOKY},
+    "concurrent.futures.process": executors.process_executor,
+    **{f"{m}.process_executor": executors.process_executor for m in LOKY},
     **{f"{m}.backend.queues": loky_queues for m in LOKY},
 }
 #: The patches of each of them imported while installed: process-wide, as the patched modules
