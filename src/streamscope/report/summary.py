@@ -150,7 +150,7 @@ def overhead_table(run: Run) -> Table | None:
     if not rows:
         return None
     table = Table(title="what monitoring cost (measured while it ran)", title_justify="left")
-    cols = ("stage", "probes", "events", "events/s", "probe time", "in its code", "of the run",
+    cols = ("stage", "probes", "events", "events/s", "probe time", "in its code", "of its time",
             "runner", "of its CPU")  # fmt: skip
     for col in cols:
         table.add_column(col, justify="left" if col == "stage" else "right")
@@ -179,7 +179,8 @@ def overhead_table(run: Run) -> Table | None:
     table.caption = (
         "probe time: one event in 1024 timed in the run, plus Python calls' extra; in its "
         "code: the time its sampled stacks found in streamscope's own code (a program's queue "
-        "and thread wrappers too); of the run: the larger of the two; runner: the "
+        "and thread wrappers too); of its time: the larger of the two, of the time the "
+        "program or the pipeline's stages ran; runner: the "
         "stage thread's CPU outside its own code (sampled) and its probes: the loop around it "
         "and its channels\n" + monitor_line(run)
     )
@@ -282,7 +283,8 @@ def overhead_line(run: Run) -> str | None:
                    "(sampled)")  # fmt: skip
     if setup_ns:
         sampled += f", {fmt_ns(setup_ns)} loading streamscope and making its threads workers and its queues channels"
-    share = "" if not run.duration_ns else f", {pct(cost_ns / run.duration_ns, 2)} of the run"
+    worked = run.worked_ns
+    share = "" if not worked else f", {pct(cost_ns / worked, 2)} of the {fmt_ns(worked)} it ran"
     runner = [r for r in rows if r["runner_ns"] is not None]
     loop = ""
     if runner:

@@ -188,6 +188,17 @@ class Run(Closing):
             out.append(d)
         return out
 
+    @property
+    def worked_ns(self) -> int | None:
+        """The time the run's work went on: a program's from its start to its end, a
+        pipeline's stages' from the run's start to their end (the ``machine`` table's wall
+        time on the main host); the run's duration where that is not recorded. What monitoring
+        cost is a share of this: the monitor's own start and end, before and after it, cost
+        the program nothing (they are the monitor process's, said on their own)."""
+        _, rows = self.sql("SELECT max(wall_ns) FROM machine WHERE host = 'main'")
+        wall = rows[0][0] if rows else None
+        return int(wall) if wall else self.duration_ns
+
     def overhead(self) -> list[dict[str, Any]]:
         """The monitoring's own cost per stage: its probes, their events (kept or refused),
         events per second over the run, and the estimated time spent in them
@@ -195,10 +206,10 @@ class Run(Closing):
         streamscope's own code (which counts what the probes' estimate does not: the wrappers
         of a program's queues and threads); ``cost_ns``, the larger of the two (the estimate
         alone for a stage of streamscope's runner, whose loop is ``runner_ns``), and as a
-        fraction of the run's duration (``fraction``); for stages run by streamscope's
-        runner, the stage thread's CPU time (``cpu_ns``), the part of it in the stage's own
-        code (``user_ns``, estimated from samples, at most ``cpu_ns``) and what is left for
-        the runner's loop and the channels (``runner_ns``, probes taken out;
+        fraction of the time the run's work went on (``fraction``, of ``worked_ns``); for
+        stages run by streamscope's runner, the stage thread's CPU time (``cpu_ns``), the part
+        of it in the stage's own code (``user_ns``, estimated from samples, at most
+        ``cpu_ns``) and what is left for the runner's loop and the channels (``runner_ns``, probes taken out;
         ``runner_fraction`` of ``cpu_ns``); and the stack samplers' threads
         (``STACK_SAMPLING``: their samples and CPU time); a program's start watched and its
         threads and queues made workers and channels (``SETUP``: the CPU time its processes
@@ -251,9 +262,10 @@ class Run(Closing):
             row.setdefault("own_code_ns", 0.0)
             row["cost_ns"] = max(row["est_probe_ns"], own)
         out = sorted(per.values(), key=lambda r: -r["cost_ns"])
+        worked = self.worked_ns
         for row in out:
             row["events_per_s"] = row["events"] / seconds if seconds else None
-            row["fraction"] = row["cost_ns"] / self.duration_ns if self.duration_ns else None
+            row["fraction"] = row["cost_ns"] / worked if worked else None
             for key in ("cpu_ns", "user_ns", "items", "runner_ns", "runner_fraction"):
                 row.setdefault(key, None)
         return out

@@ -74,7 +74,7 @@ def overhead_section(run: Run) -> str:
             for r in rows
         ]
         out.append(
-            table(["stage", "probes", "events", "events/s", "probe time", "of the run"], body)
+            table(["stage", "probes", "events", "events/s", "probe time", "of its time"], body)
         )
     out.append("</section>")
     return "".join(out)
