@@ -91,8 +91,9 @@ def test_items_are_timed_at_most_once_a_millisecond_and_a_sources_puts_bound_the
     rec = reader.drain().records
     walls = rec["value"][rec["kind"] == Kind.DURATION]
     cpus = rec["value"][rec["kind"] == Kind.SAMPLE]  # CPU and run queue: neither read
+    spacing = IMPLS[impl].service_spacing_ns()  # 1 ms, unless the process has many workers
     assert n > 200
-    assert 5 <= len(walls) <= 21  # one item per millisecond at most
+    assert min(5, 20_000_000 // spacing // 4) <= len(walls) <= 20_000_000 // spacing + 1
     assert np.all(cpus == -1)  # not read
     assert np.median(walls) >= 20_000
 
@@ -111,3 +112,24 @@ def test_the_monitor_keeps_a_uniform_sample_of_each_stages_service_times() -> No
     walls = [w for w, _, _ in st.kept["s"]]
     assert all(c is None and q == 7 for _, c, q in st.kept["s"])
     assert 300 < np.mean(walls) < 700  # drawn from the whole run, not its start
+
+
+@pytest.mark.parametrize("impl", sorted(IMPLS))
+def test_a_process_of_many_workers_times_each_less_often(impl: str) -> None:
+    """Past eight workers (trackers that record) in a process, each is timed proportionally
+    less often: the process times some 8,000 items a second at most, however many threads."""
+    mod = IMPLS[impl]
+    base = mod.service_spacing_ns()
+    many = [_tracker(mod, cpu=False) for _ in range(160)]
+    spacing = mod.service_spacing_ns()
+    assert spacing >= 20 * 1_000_000 and spacing > base
+    tr, reader = many[0]
+    tr.set(State.BUSY)
+    t0 = time.monotonic_ns()
+    while time.monotonic_ns() - t0 < 20_000_000:  # 20 ms of items, one timed at most
+        _spin(20_000)
+        tr.gave()
+    walls = reader.drain().records
+    assert int(np.sum(walls["kind"] == Kind.DURATION)) <= 1
+    del many, tr, reader
+    assert mod.service_spacing_ns() == base  # the workers gone, the spacing back

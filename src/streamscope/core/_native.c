@@ -203,11 +203,18 @@ static PyObject *m_clock_gap_ns(PyObject *m, PyObject *unused)
     return PyLong_FromLongLong(g_clock_gap_ns);
 }
 
+static PyObject *m_service_spacing_ns(PyObject *m, PyObject *unused)
+{
+    return PyLong_FromLongLong(service_spacing());
+}
+
 static PyMethodDef module_methods[] = {
     {"host_ns", m_host_ns, METH_NOARGS, "CLOCK_MONOTONIC in ns (time.monotonic_ns)."},
     {"bind_tracker", m_bind_tracker, METH_O,
      "Bind a state tracker to the calling thread (None: unbind); returns the previous one."},
     {"bound_tracker", m_bound_tracker, METH_NOARGS, "The calling thread's tracker, or None."},
+    {"service_spacing_ns", m_service_spacing_ns, METH_NOARGS,
+     "How often each worker of this process may have an item's service timed now (ns)."},
     {"configure", (PyCFunction)(void (*)(void))m_configure, METH_VARARGS | METH_KEYWORDS,
      "The objects the FIFO needs: end-of-stream marker, exception classes, main thread."},
     {"load_acquire", (PyCFunction)(void (*)(void))m_load_acquire, METH_FASTCALL,

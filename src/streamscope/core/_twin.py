@@ -22,7 +22,13 @@ from streamscope.core._twin_fifo import (
 )
 from streamscope.core._twin_ring import Ring, astir, load_acquire, store_release
 from streamscope.core._twin_stacks import StackSampler
-from streamscope.core._twin_state import HEARTBEAT_NS, StateTracker, bind_tracker, bound_tracker
+from streamscope.core._twin_state import (
+    HEARTBEAT_NS,
+    StateTracker,
+    bind_tracker,
+    bound_tracker,
+    service_spacing_ns,
+)
 
 __all__ = [
     "HEARTBEAT_NS",
@@ -41,6 +47,7 @@ __all__ = [
     "emit_tag",
     "host_ns",
     "load_acquire",
+    "service_spacing_ns",
     "set_current_tag",
     "store_release",
     "take_tag",

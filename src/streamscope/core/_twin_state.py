@@ -2,7 +2,7 @@
 
 In: a stage's state changes, heartbeats and item boundaries. Out: one STATE record per change
 into the tracker's ring (and a BUSY restated at most every ``HEARTBEAT_NS``), the service time
-of one item at most every ``SERVICE_SPACING_NS``; the thread's tracker for the FIFO.
+of one item at most every ``service_spacing_ns()``; the thread's tracker for the FIFO.
 """
 
 from __future__ import annotations
@@ -15,8 +15,18 @@ from streamscope.core.records import State
 
 #: See ``HEARTBEAT_NS`` in ``_native_state.c``: a busy stage restates BUSY at most this often (ns).
 HEARTBEAT_NS = 100_000_000
-#: See ``SERVICE_SPACING_NS`` in ``_native_state.c``: an item's service timed at most this often.
+#: See ``SERVICE_SPACING_NS`` in ``_native_state.c``: an item's service timed at most this often
+#: by each of a process's first ``SERVICE_WORKERS`` workers, proportionally less often past them.
 SERVICE_SPACING_NS = 1_000_000
+SERVICE_WORKERS = 8
+#: This process's trackers that record (``g_recording_trackers``): per process, as the C core's.
+_recording = [0]
+
+
+def service_spacing_ns() -> int:
+    """See ``_native.service_spacing_ns``."""
+    n = _recording[0]
+    return SERVICE_SPACING_NS * n // SERVICE_WORKERS if n > SERVICE_WORKERS else SERVICE_SPACING_NS
 _BUSY = int(State.BUSY)
 
 
@@ -34,6 +44,7 @@ class StateTracker:
         if ring is not None and not isinstance(ring, Ring):
             raise TypeError("ring must be a Ring or None")
         self.name = name
+        _recording[0] += (ring is not None) - (getattr(self, "ring", None) is not None)
         self.ring = ring
         self.state = 0
         self.beat_ns = 0
@@ -42,6 +53,10 @@ class StateTracker:
         self.open = False
         self.busy_ns = self.busy_since = self.cpu_ns = self.cpu_since = self.next_ns = 0
         self.runq0 = -1
+
+    def __del__(self) -> None:
+        if getattr(self, "ring", None) is not None:
+            _recording[0] -= 1
 
     def heartbeat(self) -> None:
         """See ``_native.StateTracker.heartbeat``."""
@@ -82,7 +97,7 @@ class StateTracker:
                     cpu += time.thread_time_ns() - self.cpu_since
             q = _runq() if self.cpu and self.runq0 >= 0 else -1
             self.open = False
-            self.next_ns = now + SERVICE_SPACING_NS
+            self.next_ns = now + service_spacing_ns()
             ring.service(busy, cpu, q - self.runq0 if q >= self.runq0 >= 0 else -1)
         if not self.open and now >= self.next_ns:
             self.open = True
