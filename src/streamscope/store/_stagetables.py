@@ -161,7 +161,8 @@ SERVICE = Table(
     "every half millisecond of the stage's time (every item slower than that; one in 1024 at "
     "most; for a source, its generator's step), at most 4096 per stage thread. A program's "
     "stage: sampled by its workers' state trackers, one "
-    "item at most every millisecond per worker (the time it was busy from taking the item to "
+    "item at most every millisecond per worker (each proportionally less often in a process "
+    "of more than eight: some 8,000 a second in all; the time it was busy from taking the item to "
     "taking the next, its waits left out; a source's from one put to the next), with the "
     "thread's CPU time over it, at most 4096 per stage (a uniform sample of the run).",
     (
