@@ -24,9 +24,14 @@ from typing import TYPE_CHECKING, Any
 import streamscope.monitor as _monitor_package  # noqa: F401
 from streamscope.core.lazy import lazy_exports
 from streamscope.core.version import VERSION
-from streamscope.query.metrics import METRIC_NAMES
 
 __version__ = VERSION
+#: The metrics' names (``query.metrics.METRIC_NAMES``: a test holds the two equal), written out
+#: so that a process that never reads a query (a watched program's) loads no query module.
+METRIC_NAMES = (
+    "occupancy", "throughput", "count", "interinsertion", "interdeparture", "latency", "state",
+    "iteration", "input_wait", "output_wait", "sample", "counter", "timer",
+)  # fmt: skip
 
 __all__ = [
     "Asyncio",

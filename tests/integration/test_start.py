@@ -21,7 +21,7 @@ APPS = Path(__file__).parent / "apps"
 
 def test_a_watched_programs_process_loads_none_of_the_monitors_libraries(tmp_path: Path) -> None:
     """The program's process under ``streamscope run`` imports the probes only: no numpy,
-    DuckDB, rich or the query parser (numpy alone was 50 ms of its start), and no asyncio for
+    DuckDB, rich or the query modules (numpy alone was 50 ms of its start), and no asyncio for
     a program that does not use it (asyncio's are patched once it is imported: 25 ms more),
     while its threads and queue are watched all the same."""
     plain = subprocess.run([sys.executable, str(APPS / "light.py")], capture_output=True,

@@ -27,6 +27,8 @@ def service_spacing_ns() -> int:
     """See ``_native.service_spacing_ns``."""
     n = _recording[0]
     return SERVICE_SPACING_NS * n // SERVICE_WORKERS if n > SERVICE_WORKERS else SERVICE_SPACING_NS
+
+
 _BUSY = int(State.BUSY)
 
 

@@ -19,6 +19,7 @@ HEAVY = (
     "plotly",
     "asyncio",
     "ssl",
+    "streamscope.query",  # a program reads no query
 )
 
 print(sorted(m for m in HEAVY if m in sys.modules))
