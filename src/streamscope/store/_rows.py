@@ -134,7 +134,11 @@ def rebuild(
         p = _stat_point(name[s], stat[s:e], value[s:e])
         points.setdefault((q[s], t[s], f[s]), []).append(p)
     q, t, f, name, bins, first = (hists[c].tolist() for c in ("query_id", *HIST_COLUMNS[1:5], "hi"))
-    hi, weight = (np.ma.filled(hists[c], np.nan).tolist() for c in ("hi", "weight"))
+    # (NULLs come as a masked array's; ``np.ma`` itself is not loaded for a column with none)
+    hi, weight = (
+        (a.filled(np.nan) if hasattr(a, "filled") else a).tolist()
+        for a in (hists["hi"], hists["weight"])
+    )
     for s, e in _groups(hists):
         p = _histogram(name[s], bins[s:e], first[s:e], hi[s:e], weight[s:e])
         points.setdefault((q[s], t[s], f[s]), []).append(p)

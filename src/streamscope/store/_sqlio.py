@@ -138,6 +138,10 @@ def set_status(
     )
 
 
+#: Up to this many rows with a NULL, ``insert`` inserts them one by one.
+FEW_ROWS = 64
+
+
 def insert(con: duckdb.DuckDBPyConnection, table: str, columns: Sequence[Any]) -> None:
     """Bulk insert columns (in table order) through a registered dict of numpy arrays.
 
@@ -147,6 +151,16 @@ def insert(con: duckdb.DuckDBPyConnection, table: str, columns: Sequence[Any]) -
     if not columns or len(columns[0]) == 0:
         return
     spec = _TABLE[table].columns
+    if len(columns[0]) <= FEW_ROWS and any(
+        "NOT NULL" not in c.sql and any(v is None for v in col)
+        for c, col in zip(spec, columns, strict=True)
+    ):
+        # A few rows with a NULL (a topology's): inserted as they are, where a masked array
+        # would load numpy's masked arrays (9 ms of a monitor's start) for them.
+        marks = ", ".join("?" * len(spec))
+        rows = [list(row) for row in zip(*columns, strict=True)]
+        con.executemany(f"INSERT INTO {table} VALUES ({marks})", rows)  # noqa: S608
+        return
     arrays: dict[str, Any] = {
         c.name: _array(col, c.sql) for c, col in zip(spec, columns, strict=True)
     }
