@@ -19,9 +19,12 @@ from numpy.typing import NDArray
 
 from streamscope.aggregate.points import HistogramPoint
 from streamscope.core.topology import ChannelInfo, ProbeInfo, ResourceInfo, StageInfo, Topology
+from streamscope.monitor import PROCESS_NAME
 from streamscope.store.reader import Run
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+#: The monitor process's module.
+MONITOR = "streamscope.monitor"
 BENCHMARKS = EXAMPLES.parent / "benchmarks"
 F64 = NDArray[np.float64]
 
@@ -83,6 +86,15 @@ def occupancy_ns(r: Run, query_id: int, edge: str, capacity: int) -> tuple[F64, 
         assert h.under == 0 and h.over == 0, f"frame {fr.frame}: under={h.under} over={h.over}"
         weights += np.asarray(h.weights)
     return weights, sum(fr.covered_ns for fr in frames)
+
+
+def is_monitor(p: psutil.Process) -> bool:
+    """Whether ``p`` is a run's monitor process: started afresh (``python -m
+    streamscope.monitor``), or forked from ``streamscope run`` (named ``PROCESS_NAME``)."""
+    try:
+        return p.name() == PROCESS_NAME or MONITOR in " ".join(p.cmdline())
+    except psutil.Error:
+        return False
 
 
 def ray_processes() -> list[str]:

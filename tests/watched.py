@@ -19,6 +19,8 @@ from pathlib import Path
 
 import psutil
 
+from oracles import is_monitor
+
 APP = Path(__file__).parent / "integration" / "apps" / "steady.py"
 #: A line of the live view when stdout is not a terminal: ``[  300ms] q0 src -> work: ...``.
 FRAME_LINE = re.compile(r"^\[\s*[\d.]+\w*\] q0 src -> work: ")
@@ -56,11 +58,8 @@ class Watched:
 
     def monitor(self) -> psutil.Process:
         for p in self.seen.values():
-            try:
-                if "streamscope.monitor" in " ".join(p.cmdline()):
-                    return p
-            except psutil.NoSuchProcess:
-                continue
+            if is_monitor(p):
+                return p
         raise AssertionError(f"no monitor process among {sorted(self.seen)}")
 
     def alive_after(self, grace_s: float) -> list[str]:

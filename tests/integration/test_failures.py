@@ -8,7 +8,6 @@ every frame up to the end, and no process of the run is left behind.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import signal
@@ -23,6 +22,7 @@ import psutil
 import pytest
 
 import streamscope as ss
+from oracles import is_monitor
 from streamscope.aggregate.points import HistogramPoint, ScalarPoint
 from streamscope.runtime import RunOptions, run
 from streamscope.store.reader import Run, load
@@ -456,9 +456,8 @@ def test_a_monitor_paused_for_two_seconds_costs_the_application_only_counted_ref
         monitor = None
         while monitor is None and worker.is_alive():
             for child in psutil.Process().children(recursive=True):
-                with contextlib.suppress(psutil.Error):
-                    if "streamscope.monitor" in " ".join(child.cmdline()):
-                        monitor = child
+                if is_monitor(child):
+                    monitor = child
             time.sleep(0.01)
         assert monitor is not None
         # Pause a monitor that runs (on a busy machine its start-up may take longer than the

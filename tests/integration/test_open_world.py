@@ -13,6 +13,7 @@ from pathlib import Path
 import psutil
 
 import streamscope as ss
+from oracles import is_monitor
 from streamscope.aggregate.points import ScalarPoint
 from streamscope.analysis import findings
 from watched import cli
@@ -136,8 +137,8 @@ def test_items_queued_before_the_consumer_is_known_are_counted(tmp_path: Path) -
 
 
 def _child_of(cli_pid: int, word: str) -> psutil.Process | None:
-    """The process of ``streamscope run`` (``cli_pid``) whose command line has ``word``: its
-    monitor (``streamscope.monitor``), the program (``asmain``)."""
+    """The process of ``streamscope run`` (``cli_pid``) whose command line has ``word``: the
+    program (``asmain``)."""
     for child in psutil.Process(cli_pid).children(recursive=True):
         try:
             if word in " ".join(child.cmdline()):
@@ -166,7 +167,9 @@ def test_a_queue_per_request_keeps_frames_on_time_and_the_monitor_flat(tmp_path:
     t0 = time.monotonic()
     monitor = program = None
     while proc.poll() is None and time.monotonic() - t0 < 300:
-        monitor = monitor or _child_of(proc.pid, "streamscope.monitor")
+        monitor = monitor or next(
+            (c for c in psutil.Process(proc.pid).children(recursive=True) if is_monitor(c)), None
+        )
         program = program or _child_of(proc.pid, "asmain")
         if monitor is not None and program is not None and time.monotonic() - t0 >= 5:
             # While the program runs: what the monitor takes to finish the run afterwards

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
+from oracles import is_monitor
+from streamscope.monitor import PROCESS_NAME
 from streamscope.report.plain import FORCING
 from streamscope.store.run import SETUP
 from watched import cli
@@ -44,15 +48,19 @@ def test_the_command_reads_nothing_back_of_a_run_its_monitor_said(tmp_path: Path
     the reading were 0.2 s of its CPU), and prints them. Asked no queries and writing to no
     terminal, it loads neither the query parser nor rich (their imports and the defaults'
     parsing were some 40 ms of its start)."""
-    out = tmp_path / "run.duckdb"
+    out, loaded_by = tmp_path / "run.duckdb", tmp_path / "modules"
     env = {k: v for k, v in os.environ.items() if k not in FORCING}
-    ran = subprocess.run([sys.executable, "-X", "importtime", "-m", "streamscope", "run",
-                          str(APPS / "light.py"), "-o", str(out), "--quiet"],
-                         capture_output=True, text=True, timeout=120, check=False, cwd=tmp_path,
-                         stdin=subprocess.DEVNULL, env=env)  # fmt: skip
+    # The command as its script runs it, telling at its exit what it loaded (its monitor,
+    # forked from it, drops the command's exit handlers)
+    command = (f"import atexit, sys; atexit.register(lambda: open({str(loaded_by)!r}, 'w')"
+               ".write(chr(10).join(sys.modules))); from streamscope.cli import entry; "
+               f"sys.argv = ['streamscope', 'run', {str(APPS / 'light.py')!r}, '-o', "
+               f"{str(out)!r}, '--quiet']; entry()")  # fmt: skip
+    ran = subprocess.run([sys.executable, "-c", command], capture_output=True, text=True,
+                         timeout=120, check=False, cwd=tmp_path, stdin=subprocess.DEVNULL,
+                         env=env)  # fmt: skip
     assert ran.returncode == 0, ran.stderr[-2000:]
-    loaded = {line.rsplit("|", 1)[1].strip() for line in ran.stderr.splitlines()
-              if line.startswith("import time:")}  # fmt: skip
+    loaded = set(loaded_by.read_text().split())
     assert "streamscope.runtime.program" in loaded  # (the command's own imports, as read)
     assert not {"numpy", "duckdb", "_duckdb", "streamscope.store.reader"} & loaded
     assert not {"rich", "rich.console", "lark", "streamscope.query.parser"} & loaded
@@ -100,16 +108,18 @@ for pid in os.listdir("/proc"):
     try:
         stat = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
         if pid.isdigit() and int(stat[1]) == mine and int(pid) != os.getpid():
-            print(open(f"/proc/{pid}/cmdline").read().replace("\\0", " ").strip())
+            comm = open(f"/proc/{pid}/comm").read().strip()
+            print(comm, "|", open(f"/proc/{pid}/cmdline").read().replace("\\0", " ").strip())
     except OSError:
         pass
 """
 
 
 def test_the_monitor_is_started_ahead_and_the_run_is_watched_by_it(tmp_path: Path) -> None:
-    """``streamscope run`` starts its monitor process before it loads its commands (its own
-    imports go on beside the command's): the monitor beside the program is the one started
-    ahead, and the run it wrote holds the program's stage and channel."""
+    """``streamscope run`` starts its monitor process before it loads its commands, forked
+    once it has loaded what both load (its own imports go on beside the command's): the
+    monitor beside the program is the one started so, and the run it wrote holds the
+    program's stage and channel."""
     import streamscope as ss
 
     prog, out = tmp_path / "siblings.py", tmp_path / "run.duckdb"
@@ -118,8 +128,9 @@ def test_the_monitor_is_started_ahead_and_the_run_is_watched_by_it(tmp_path: Pat
                          capture_output=True, text=True, timeout=120, check=False, cwd=tmp_path,
                          stdin=subprocess.DEVNULL)  # fmt: skip
     assert ran.returncode == 0, ran.stderr[-2000:]
-    monitors = [line for line in ran.stdout.splitlines() if "streamscope.monitor" in line]
-    assert len(monitors) == 1 and " --ahead " in monitors[0], ran.stdout
+    # the command's own fork (its command line the command's), named the monitor
+    monitors = [line for line in ran.stdout.splitlines() if line.startswith(PROCESS_NAME)]
+    assert len(monitors) == 1 and f"run {prog}" in monitors[0], ran.stdout
     with ss.load(out) as run:
         assert run.status == "completed"
         assert [c.name for c in run.topology.channels] == ["main -> take"], run.topology
@@ -130,24 +141,22 @@ def test_a_monitor_started_ahead_and_not_needed_ends(tmp_path: Path) -> None:
     is let go and ends, leaving no process behind; the command says what was wrong."""
     import psutil
 
-    before = {p.pid for p in psutil.process_iter()}
-    ran = subprocess.run([*cli(), "run", str(tmp_path / "missing.py"), "-o",
-                          str(tmp_path / "run.duckdb")], capture_output=True, text=True,
-                         timeout=120, check=False, stdin=subprocess.DEVNULL)  # fmt: skip
-    assert ran.returncode == 2 and "does not exist" in ran.stderr, ran.stderr
+    with subprocess.Popen([*cli(), "run", str(tmp_path / "missing.py"), "-o",
+                           str(tmp_path / "run.duckdb")], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL) as cmd:  # fmt: skip
+        # its own monitor, started ahead by this command, seen while the command lives
+        found: list[psutil.Process] = []
+        with contextlib.suppress(psutil.Error):
+            command = psutil.Process(cmd.pid)
+            while not found and cmd.poll() is None:
+                found = [p for p in command.children() if is_monitor(p)]
+                time.sleep(0.005)
+        _, err = cmd.communicate(timeout=120)
+    assert cmd.returncode == 2 and "does not exist" in err, err
+    assert found, "no monitor was started ahead"
     assert not (tmp_path / "run.duckdb").exists()
-
-    def ahead() -> list[psutil.Process]:
-        found = []
-        for p in psutil.process_iter(["cmdline"]):
-            cmd = p.info["cmdline"] or []
-            if p.pid not in before and "streamscope.monitor" in cmd and "--ahead" in cmd:
-                found.append(p)
-        return found
-
-    left = ahead()
-    psutil.wait_procs(left, timeout=60)  # a guard: it ends as soon as its imports are done
-    assert not [p for p in ahead() if p.is_running() and p.status() != "zombie"], left
+    psutil.wait_procs(found, timeout=60)  # a guard: it ends as soon as its imports are done
+    assert not [p for p in found if p.is_running() and p.status() != "zombie"], found
 
 
 def test_the_overhead_counts_the_time_sampled_in_streamscopes_own_code(tmp_path: Path) -> None:

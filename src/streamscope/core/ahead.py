@@ -9,7 +9,8 @@ and ends.
 
 ``streamscope run`` starts its monitor so, before it loads its commands, the program's
 libraries and compiles the run's queries: the monitor's imports (numpy, DuckDB, the
-reductions) are done by the time the run starts, rather than after it.
+reductions) are done by the time the run starts, rather than after it. Forked from the
+command once it has loaded the modules both need (``core.forked``), it loads only its own.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import socket
 import subprocess
 import sys
 
+from streamscope.core.forked import Forked, fork_module
 from streamscope.core.process import GROUP_SIGNALS
 
 #: The flag a module's ``__main__`` reads: it was started ahead (the socket's descriptor next).
@@ -30,25 +32,31 @@ MAX_TEXT = 1 << 16
 
 class Ahead:
     """One process started ahead, waiting: ``proc`` (its stdout a pipe to this process, its
-    stdin nothing), and this end of the socket it waits on."""
+    stdin nothing), and this end of the socket it waits on. ``fork_as``: forked from this
+    process where that is safe (``core.forked``: it starts with the modules loaded here), and
+    named so (``/proc/PID/comm``, ``pgrep``: its command line is this process's), else
+    started afresh."""
 
-    def __init__(self, module: str) -> None:
+    def __init__(self, module: str, *, fork_as: str | None = None) -> None:
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         # Started with the signals sent to the whole process group held, as the process it
         # stands for would be: one that comes while it starts waits for it.
         held = signal.pthread_sigmask(signal.SIG_BLOCK, GROUP_SIGNALS)
         try:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", module, FLAG, str(theirs.fileno())],
-                stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
-                pass_fds=(theirs.fileno(),),
+            args = [FLAG, str(theirs.fileno())]
+            proc: Forked | None = None
+            if fork_as is not None:
+                proc = fork_module(module, args, fork_as, close=(mine.fileno(),))
+            self.proc: Forked | subprocess.Popen[str] = proc or subprocess.Popen(
+                [sys.executable, "-m", module, *args], stdout=subprocess.PIPE,
+                stdin=subprocess.DEVNULL, text=True, pass_fds=(theirs.fileno(),),
             )  # fmt: skip
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, held)
             theirs.close()
         self.sock = mine
 
-    def hand(self, text: str, fds: tuple[int, ...]) -> subprocess.Popen[str]:
+    def hand(self, text: str, fds: tuple[int, ...]) -> Forked | subprocess.Popen[str]:
         """Send it ``text`` and (copies of) ``fds``; its process, from now on the caller's."""
         try:
             socket.send_fds(self.sock, [text.encode()], list(fds))
@@ -67,11 +75,11 @@ class Ahead:
 _started: dict[str, Ahead] = {}
 
 
-def start(module: str) -> None:
+def start(module: str, *, fork_as: str | None = None) -> None:
     """Start ``module`` ahead (once: a second call while one waits does nothing)."""
     if module not in _started:
         with contextlib.suppress(OSError):
-            _started[module] = Ahead(module)
+            _started[module] = Ahead(module, fork_as=fork_as)
 
 
 def take(module: str) -> Ahead | None:

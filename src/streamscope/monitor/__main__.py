@@ -118,14 +118,6 @@ def main(argv: list[str]) -> int:
     # The monitor's own modules (numpy, the reductions) load meanwhile: 0.2 s of its start
     from streamscope.monitor.service import MonitorService  # noqa: F401
 
-    readers = None
-    if argv[:1] == [ahead.FLAG]:
-        # Started ahead by the command, which has it say the run at its end: what says it
-        # loads while the command still makes the run (not beside the run's own start, nor
-        # after its end).
-        readers = threading.Thread(target=_load_readers, daemon=True, name="readers")
-        readers.start()
-
     try:
         got = early.result()
     except (StreamscopeError, OSError, KeyError, ValueError, duckdb.Error) as exc:
@@ -143,7 +135,7 @@ def main(argv: list[str]) -> int:
         _emit({"event": "error", "error": str(exc)})
         return 2
     _emit({"event": "ready"})
-    if style is not None and readers is None:  # ... loads while the run goes on
+    if style is not None:  # what says the run at its end loads while the run goes on
         threading.Thread(target=_load_readers, daemon=True, name="readers").start()
     final = service.serve()
     said = _said(store, style) if style is not None else None

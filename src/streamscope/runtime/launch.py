@@ -31,6 +31,7 @@ from streamscope.aggregate.points import DropCount, FrameResult
 from streamscope.core import ahead
 from streamscope.core.clock import Clock, HostClock
 from streamscope.core.errors import ConfigError, RunFileError
+from streamscope.core.forked import Forked
 from streamscope.core.modes import RunMode, RunStatus
 from streamscope.core.process import GROUP_SIGNALS
 from streamscope.core.rings import close_journal, ring_directory
@@ -112,7 +113,7 @@ class Launched:
         listener.listen(64)
         self._events: list[dict[str, Any]] = []
         self._error: str | None = None
-        self._proc: subprocess.Popen[str] | None = None
+        self._proc: subprocess.Popen[str] | Forked | None = None
         self._reader: threading.Thread | None = None
         self.store: RunStore | None = None
         self._inline: Any = None
