@@ -4,22 +4,13 @@ than ``--version``)."""
 
 from __future__ import annotations
 
+import importlib
 import sys
 from collections.abc import Callable
 from typing import Any
 
 import typer
 
-from streamscope.cli import calibrate as calibrate_cmd
-from streamscope.cli import compare as compare_cmd
-from streamscope.cli import export as export_cmd
-from streamscope.cli import hw as hw_cmd
-from streamscope.cli import report as report_cmd
-from streamscope.cli import retime as retime_cmd
-from streamscope.cli import run as run_cmd
-from streamscope.cli import show as show_cmd
-from streamscope.cli import sql as sql_cmd
-from streamscope.cli import whatif as whatif_cmd
 from streamscope.cli.common import fail
 from streamscope.core.errors import StreamscopeError
 
@@ -40,13 +31,14 @@ def _options(
     """Monitor streaming pipelines: ask performance queries, run, and read per-frame results."""
 
 
-#: The commands, by name, in the order ``--help`` lists them (``hw``: a group of its own).
-COMMANDS: dict[str, Callable[..., Any]] = {
-    "run": run_cmd.run, "show": show_cmd.show, "sql": sql_cmd.sql,
-    "calibrate": calibrate_cmd.calibrate, "retime": retime_cmd.retime,
-    "report": report_cmd.report, "compare": compare_cmd.compare, "export": export_cmd.export,
-    "whatif": whatif_cmd.whatif,
-}  # fmt: skip
+#: The commands, by name, in the order ``--help`` lists them (``hw``: a group of its own):
+#: each a function of its module (``cli.NAME``), loaded only where its parser is built.
+COMMANDS = ("run", "show", "sql", "calibrate", "retime", "report", "compare", "export", "whatif")
+
+
+def _command(name: str) -> Callable[..., Any]:
+    command: Callable[..., Any] = getattr(importlib.import_module(f"streamscope.cli.{name}"), name)
+    return command
 
 
 def _typer(only: str | None = None) -> typer.Typer:
@@ -63,16 +55,28 @@ def _typer(only: str | None = None) -> typer.Typer:
         context_settings={"help_option_names": ["-h", "--help"]},
     )
     made.callback()(_options)
-    for name, command in COMMANDS.items():
+    for name in COMMANDS:
         if only in (None, name):
             settings = {"ignore_unknown_options": False} if name == "run" else None
-            made.command(name, context_settings=settings)(command)
+            made.command(name, context_settings=settings)(_command(name))
     if only in (None, "hw"):
-        made.add_typer(hw_cmd.app, name="hw")
+        from streamscope.cli import hw
+
+        made.add_typer(hw.app, name="hw")
     return made
 
 
-app = _typer()
+#: The whole command line (``__getattr__`` makes it when this process first asks for it).
+app: typer.Typer
+
+
+def __getattr__(name: str) -> Any:
+    """``app``: the whole command line (every command's parser), made when first asked for."""
+    if name == "app":
+        made = globals()["app"] = _typer()
+        return made
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["app", "main"]
 
@@ -82,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = sys.argv[1:] if argv is None else argv
         named = args[0] if args and (args[0] in COMMANDS or args[0] == "hw") else None
-        result = (app if named is None else _typer(named))(args=args, standalone_mode=False)
+        result = _typer(named)(args=args, standalone_mode=False)
     except StreamscopeError as exc:
         return fail(str(exc), exc.exit_code)
     except (KeyboardInterrupt, typer.Abort):
