@@ -265,3 +265,49 @@ def test_a_function_speeds_its_stage_up_by_its_share_only() -> None:
     assert share == pytest.approx(0.7) and busy == 1000  # what it called included
     assert hottest[0] == "Image.scale"
     assert function_shares(rows, "resize", "nothing")[0] == 0.0
+
+
+@pytest.mark.parametrize("impl", IMPLS.values(), ids=list(IMPLS))
+def test_a_thousand_workers_are_all_sampled_with_a_few_descriptors(
+    impl: ModuleType, tmp_path: Path
+) -> None:
+    """A program of a thousand threads: every worker is sampled (a process's sampler once
+    took 512 at most, and the figure of what monitoring cost missed the others), and the
+    sampler holds 64 descriptors at most for them, whatever the process's limit."""
+    import os
+
+    n = 1000
+    mem = anonymous_ring(9, int(Kind.STACK), 1 << 16)
+    sampler = impl.StackSampler(impl.Ring(mem, impl.Clock()), str(tmp_path / "t.tsv"), 5_000_000)
+    trackers = [impl.StateTracker(f"w{i}") for i in range(n)]
+    added, go = threading.Barrier(n + 1), threading.Event()
+
+    taken: list[bool] = [False] * n
+
+    def worker(i: int) -> None:
+        taken[i] = sampler.add(trackers[i], 1000 + i)
+        trackers[i].set(int(State.BLOCKED_IN))
+        added.wait()
+        go.wait()
+        sampler.remove(trackers[i])
+
+    fds_before = len(os.listdir("/proc/self/fd"))
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    added.wait()
+    held = len(os.listdir("/proc/self/fd")) - fds_before
+    assert all(taken), f"{taken.count(False)} workers refused"
+    sampler.start()
+    seen: set[int] = set()
+    deadline = time.monotonic() + 60  # a cap against a hang: ends once every worker is seen
+    while len(seen) < n and time.monotonic() < deadline:
+        time.sleep(0.02)
+        seen |= {w for w, *_ in _decode(mem)}
+    go.set()
+    for t in threads:
+        t.join()
+    sampler.stop()
+    assert held <= 64
+    assert seen == {1000 + i for i in range(n)}
+    assert len(os.listdir("/proc/self/fd")) <= fds_before  # every descriptor closed again

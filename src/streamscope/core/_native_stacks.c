@@ -27,7 +27,11 @@
 
 #define STACK_DEPTH 64       /* frames read per stack at most (deeper: the root's are cut) */
 #define STACK_TABLE 4096     /* distinct stacks per process at most (a power of two) */
-#define SAMPLER_SLOTS 512    /* workers per process at most */
+#define SAMPLER_SLOTS 65536 /* workers per process at most (their slots grow as they come) */
+/* Workers whose running state is read from a descriptor of their own (/proc/self/task/TID/
+   stat); the others' from their CPU clock alone: a program of thousands of threads holds no
+   thousands of descriptors for being watched (nor runs out of them under a low limit). */
+#define SAMPLER_STATFDS 64
 #define PERIOD_MAX_SHIFT 7   /* the period doubles at most this many times */
 #define COST_EVERY_NS 1000000000LL
 #define SAMPLER_NICE -10
@@ -64,8 +68,8 @@ typedef struct {
     /* what the sampler's thread waits on between samples: ``stop`` wakes it at once */
     pthread_mutex_t wlock;
     pthread_cond_t wake;
-    SamplerSlot slots[SAMPLER_SLOTS];
-    int nslots;
+    SamplerSlot *slots; /* ``cap`` of them, ``nslots`` used so far (grown under ``lock``) */
+    int nslots, cap, nstatfds;
     int64_t base_ns;
     volatile int shift;
     volatile int64_t cpu_ns, samples, wall_ns, read_ns;
@@ -418,6 +422,8 @@ static void Sampler_dealloc(SamplerObject *self)
         Py_XDECREF(Sampler_stop(self, NULL));
         for (int i = 0; i < self->nslots; i++)
             slot_clear(&self->slots[i]);
+        PyMem_RawFree(self->slots);
+        self->slots = NULL;
         if (self->tablefd >= 0)
             close(self->tablefd);
         pthread_mutex_destroy(&self->lock);
@@ -459,7 +465,6 @@ static PyObject *Sampler_add(SamplerObject *self, PyObject *args)
     }
     char path[64];
     snprintf(path, sizeof path, "/proc/self/task/%ld/stat", (long)syscall(SYS_gettid));
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
     pthread_mutex_lock(&self->lock);
     int at = -1;
     for (int i = 0; i < self->nslots; i++)
@@ -467,7 +472,15 @@ static PyObject *Sampler_add(SamplerObject *self, PyObject *args)
             at = i;
             break;
         }
-    if (at < 0 && self->nslots < SAMPLER_SLOTS) {
+    if (at < 0 && self->nslots == self->cap && self->cap < SAMPLER_SLOTS) {
+        int cap = self->cap ? 2 * self->cap : 64;
+        SamplerSlot *grown = PyMem_RawRealloc(self->slots, (size_t)cap * sizeof(SamplerSlot));
+        if (grown != NULL) {
+            self->slots = grown;
+            self->cap = cap;
+        }
+    }
+    if (at < 0 && self->nslots < self->cap) {
         at = self->nslots++;
         self->slots[at] = (SamplerSlot){.statfd = -1}; /* a slot never used yet */
     }
@@ -475,6 +488,12 @@ static PyObject *Sampler_add(SamplerObject *self, PyObject *args)
         SamplerSlot *w = &self->slots[at];
         PyObject *old_t = (PyObject *)w->tracker, *old_c = w->coro;
         int old_fd = w->used ? w->statfd : -1;
+        self->nstatfds -= old_fd >= 0;
+        int fd = -1;
+        if (self->nstatfds < SAMPLER_STATFDS) {
+            fd = open(path, O_RDONLY | O_CLOEXEC);
+            self->nstatfds += fd >= 0;
+        }
         w->tracker = (TrackerObject *)Py_NewRef(tracker);
         w->coro = coro == Py_None ? NULL : Py_NewRef(coro);
         w->probe = (uint32_t)probe;
@@ -492,8 +511,6 @@ static PyObject *Sampler_add(SamplerObject *self, PyObject *args)
         Py_RETURN_TRUE;
     }
     pthread_mutex_unlock(&self->lock);
-    if (fd >= 0)
-        close(fd);
     Py_RETURN_FALSE; /* more workers than slots: this one is not sampled */
 }
 
@@ -505,6 +522,7 @@ static PyObject *Sampler_remove(SamplerObject *self, PyObject *tracker)
     for (int i = 0; i < self->nslots; i++)
         if (self->slots[i].used && self->slots[i].tracker == (TrackerObject *)tracker) {
             gone = self->slots[i];
+            self->nstatfds -= gone.statfd >= 0;
             self->slots[i].used = 0;
             self->slots[i].tracker = NULL;
             self->slots[i].coro = NULL;

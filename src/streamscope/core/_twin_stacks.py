@@ -11,6 +11,7 @@ one measured against the program's own clock.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import sys
@@ -37,16 +38,23 @@ _SAMPLED = {
 }
 
 
+#: See ``SAMPLER_SLOTS`` and ``SAMPLER_STATFDS`` in ``_native_stacks.c``: workers sampled at
+#: most, and those whose running state is read from a descriptor of their own.
+SAMPLER_SLOTS = 65536
+SAMPLER_STATFDS = 64
+
+
 class _Worker:
     __slots__ = ("coro", "ident", "probe", "statfd", "tracker")
 
-    def __init__(self, tracker: StateTracker, probe: int, coro: Any) -> None:
+    def __init__(self, tracker: StateTracker, probe: int, coro: Any, statfd: bool) -> None:
         self.tracker, self.probe, self.coro = tracker, probe, coro
         self.ident = threading.get_ident()
-        try:
-            self.statfd = os.open(f"/proc/self/task/{threading.get_native_id()}/stat", os.O_RDONLY)
-        except OSError:
-            self.statfd = -1
+        self.statfd = -1
+        if statfd:
+            with contextlib.suppress(OSError):
+                path = f"/proc/self/task/{threading.get_native_id()}/stat"
+                self.statfd = os.open(path, os.O_RDONLY)
 
     def close(self) -> None:
         if self.statfd >= 0:
@@ -96,12 +104,12 @@ class StackSampler:
         return self._base << self._shift
 
     def add(self, tracker: StateTracker, probe: int, coro: Any = None) -> bool:
-        w = _Worker(tracker, int(probe), coro)
         with self._lock:
             old = self._workers.get(id(tracker))
-            if old is None and len(self._workers) >= 512:
-                w.close()
+            if old is None and len(self._workers) >= SAMPLER_SLOTS:
                 return False
+            held = sum(w.statfd >= 0 for w in self._workers.values() if w is not old)
+            w = _Worker(tracker, int(probe), coro, held < SAMPLER_STATFDS)
             self._workers[id(tracker)] = w
         if old is not None:
             old.close()
