@@ -58,7 +58,7 @@ def run_status(ctx: Context) -> list[Finding]:
 
 def notes(ctx: Context) -> list[Finding]:
     """What the run said of itself: a program in which nothing was seen (and what it used that
-    is not watched), processes of the program that outlived it."""
+    is not watched), processes of the program that outlived it, stretches rolled up."""
     said = ctx.run.notes()
     out = []
     empty = [text for about, text in said if about == "empty"]
@@ -90,6 +90,19 @@ def notes(ctx: Context) -> list[Finding]:
                 + ".",
                 {"processes": outlived},
                 "join the processes the program starts if their work is part of the run",
+            )
+        )
+    rolled = [text for about, text in said if about == "rolled_up"]
+    if rolled:
+        out.append(
+            Finding(
+                "rolled_up",
+                "info",
+                "",
+                "older frames were rolled up into coarser ones (--keep)",
+                rolled[0][0].upper() + rolled[0][1:] + ".",
+                {"stretches": [list(s) for s in ctx.run.rolled_up()]},
+                "run with a longer --keep to keep more of the run at full resolution",
             )
         )
     return out

@@ -22,14 +22,16 @@ from streamscope.aggregate.points import (
     ScalarPoint,
 )
 from streamscope.store.reader import Run
+from streamscope.store.retention import SUMMED_STATS
 from streamscope.store.schema import quantile_stat
 from streamscope.store.writer import QueryRecord
 
 F64 = NDArray[np.float64]
 I64 = NDArray[np.int64]
 
-#: Whole-run reduction of a scalar stat over frames; any other stat: time-weighted mean.
-_SUMMED = frozenset({"count", "sum", "violations", "rejected"})
+#: Whole-run reduction of a scalar stat over frames; any other stat: time-weighted mean (as
+#: a run's rolled-up frames are merged, so that its whole-run figures stay what they were).
+_SUMMED = SUMMED_STATS
 
 
 @dataclass(frozen=True, slots=True)

@@ -76,6 +76,14 @@ def run(
             help="End the run after this long (e.g. 30s, 5m): it is then interrupted, saying why."
         ),
     ] = None,
+    keep: Annotated[
+        str | None,
+        typer.Option(
+            help="Keep frames at full resolution for this long (e.g. 10m, 1h) and roll older "
+            "ones up into coarser frames as the run goes: a run of any length holds a bounded "
+            "number of frames, and its totals and whole-run figures stay what they were."
+        ),
+    ] = None,
     clock_method: Annotated[
         str,
         typer.Option(
@@ -227,6 +235,7 @@ def run(
         trace=trace,
         flight_records=flight_records, stall_ns=duration_option(stall, "--stall"),
         timeout_ns=duration_option(timeout, "--timeout") if timeout is not None else None,
+        keep_ns=duration_option(keep, "--keep") if keep is not None else None,
         ray_address=ray_address, stack_hz=stacks_hz if stacks else 0.0,
     )  # fmt: skip
     if tap_capacity is not None:

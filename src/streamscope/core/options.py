@@ -29,6 +29,9 @@ DEFAULT_FLIGHT_RECORDS = 200_000
 DEFAULT_VQ_TOLERANCE = 0.15
 #: The shortest stall limit (ns): several heartbeats of a busy stage (``_native_state.c``).
 MIN_STALL_NS = 300_000_000
+#: ``keep_ns`` spans at least this many of the run's frames (``store.retention``'s levels each
+#: hold whole frames of their own).
+KEEP_FRAMES = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +80,10 @@ class RunOptions:
     flight_records: int = DEFAULT_FLIGHT_RECORDS
     #: End the run (as interrupted, saying why) after this long (ns); None: when it ends.
     timeout_ns: int | None = None
+    #: Keep frames at full resolution for this long (ns) and roll older ones up into coarser
+    #: frames as the run goes (``store.retention``), so a run of any length holds few frames;
+    #: None: every frame kept as it is.
+    keep_ns: int | None = None
     #: A pipeline with hosts: the address of a running Ray cluster whose nodes carry the
     #: hosts' names as resources (None: streamscope starts one on this machine, one node per
     #: host, and stops it when the run ends).
@@ -123,6 +130,12 @@ class RunOptions:
             )
         if self.flight_records < 0:
             raise ConfigError(f"flight_records must be 0 or more, not {self.flight_records}")
+        if self.keep_ns is not None and self.keep_ns < KEEP_FRAMES * self.frame_ns:
+            raise ConfigError(
+                f"keep {self.keep_ns / 1e9:g} s is less than {KEEP_FRAMES} frames of "
+                f"{self.frame_ns / 1e9:g} s: keep at least {KEEP_FRAMES * self.frame_ns / 1e9:g} s "
+                f"(or frames shorter)"
+            )
 
     def refuse_pipeline_only(self, what: str) -> None:
         """Refuse what only a ``Pipeline``'s run can honour (its devices, its run loop), for a

@@ -194,7 +194,9 @@ class _Early(threading.Thread):
         out = Path(cfg["out"])
         lock_fd = cfg.get("lock_fd")
         lock = WriterLock.adopt(out, int(lock_fd)) if lock_fd is not None else None
-        store = DuckDBStore(out, overwrite=cfg["overwrite"], checkpoint_s=1.0, lock=lock)
+        store = DuckDBStore(
+            out, overwrite=cfg["overwrite"], checkpoint_s=1.0, lock=lock, keep_ns=cfg.get("keep_ns")
+        )
         store.open()
         return cfg_path, cfg, store
 

@@ -145,6 +145,7 @@ class Launched:
         config = {
             "out": str(opts.out),
             "overwrite": opts.overwrite,
+            "keep_ns": opts.keep_ns,
             "listen_fd": listener.fileno(),
             "socket": self.socket_path,
             "rings": self.ring_dir,
@@ -194,7 +195,7 @@ class Launched:
 
         opts = self.opts
         self.store = (
-            DuckDBStore(opts.out, overwrite=opts.overwrite, lock=self.lock)
+            DuckDBStore(opts.out, overwrite=opts.overwrite, lock=self.lock, keep_ns=opts.keep_ns)
             if opts.out
             else InMemoryStore()
         )

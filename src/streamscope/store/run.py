@@ -22,6 +22,7 @@ from streamscope.store import _rows
 from streamscope.store._json import run_json
 from streamscope.store._sources import DuckDBSource, MemorySource, RunSource
 from streamscope.store.duck import duckdb
+from streamscope.store.retention import ROLLED_UP_SQL, rolled_up_text
 from streamscope.store.runstore import InMemoryStore, QueryRecord, RunMeta
 
 #: The parts of a virtual queue's self-check that decide a frame, in the order they are tried
@@ -314,9 +315,22 @@ class Run(Closing):
 
     def notes(self) -> list[tuple[str, str]]:
         """What the run says of itself besides its figures: ``(about, text)`` in the order
-        written (``about``: ``unwatched``, ``outlived``, ``empty``)."""
+        written (``about``: ``unwatched``, ``outlived``, ``empty``), then which of its
+        stretches were rolled up into coarser frames (``rolled_up``: a run made with
+        ``--keep``)."""
         _, rows = self.sql("SELECT about, text FROM note ORDER BY rowid")
-        return [(str(a), str(t)) for a, t in rows]
+        out = [(str(a), str(t)) for a, t in rows]
+        stretches = self.rolled_up()
+        if stretches:
+            out.append(("rolled_up", rolled_up_text(stretches)))
+        return out
+
+    def rolled_up(self) -> list[tuple[int, int, int, int]]:
+        """The stretches whose frames were rolled up into coarser ones (``--keep``):
+        ``(t_start_ns, t_end_ns, frame_ns, query frame_ns)``, earliest first; none for a run
+        whose frames are all as long as their queries'."""
+        _, rows = self.sql(ROLLED_UP_SQL)
+        return [(int(a), int(b), int(w), int(f)) for a, b, w, f in rows]
 
     def trace_exclusions(self) -> dict[str, str]:
         """Functions left out of tracing, and why."""

@@ -23,6 +23,7 @@ from streamscope.core.tablerows import Column
 from streamscope.core.topology import Topology
 from streamscope.store import _rows
 from streamscope.store.lock import WriterLock
+from streamscope.store.retention import Retention
 from streamscope.store.runstore import (
     APPEND_TABLES,
     ENDED_STATUSES,
@@ -72,8 +73,13 @@ class DuckDBStore(BaseStore, Closing):
         checkpoint_every: int = 1,
         checkpoint_s: float | None = None,
         lock: WriterLock | None = None,
+        keep_ns: int | None = None,
     ) -> None:
         self.path = Path(path)
+        #: ``--keep``: frames older than this (ns) are rolled up as the run goes (None: kept
+        #: whole); the roll-ups themselves, once the run's frame lengths are known (``begin``).
+        self.keep_ns = keep_ns
+        self._retention: Retention | None = None
         #: One writer per file (store/lock.py): given when the caller took it already (the run's
         #: launcher, before the application starts), else taken by ``begin``.
         self._lock = lock
@@ -160,6 +166,9 @@ class DuckDBStore(BaseStore, Closing):
             with self._transaction() as con:
                 _sqlio().create(con, meta, topology, queries, tables=not self._copied)
             self._written = _sqlio().topology_counts(topology)
+            if self.keep_ns is not None:
+                lengths = {q.id: q.frame_ns for q in queries}
+                self._retention = Retention(self.keep_ns, lengths, meta.frame_ns)
         except BaseException as exc:
             self._undo(exc)
             raise
@@ -182,6 +191,11 @@ class DuckDBStore(BaseStore, Closing):
             if drops:
                 cols = [[getattr(d, c) for d in drops] for c in _rows.DROP_COLUMNS]
                 _sqlio().insert(con, "drops", cols)
+            kept = self._retention
+            if kept is not None and rows is not None and rows.frame[4]:
+                now = max(rows.frame[4])
+                if kept.due(now):
+                    kept.roll(con, now)
 
     def _do_table(self, table: str, columns: list[Column]) -> None:
         with self._transaction(checkpoint=False) as con:
@@ -190,6 +204,8 @@ class DuckDBStore(BaseStore, Closing):
     def _do_amend(self, topology: Topology, queries: tuple[QueryRecord, ...] | None) -> None:
         with self._transaction(checkpoint=False) as con:
             _sqlio().append_topology(con, self._written, topology, queries)
+        if self._retention is not None and queries is not None:
+            self._retention.frame_ns.update({q.id: q.frame_ns for q in queries})
         self._written = _sqlio().topology_counts(topology)
 
     def _do_finish(
@@ -207,6 +223,11 @@ class DuckDBStore(BaseStore, Closing):
             # The run's length is what the file holds: up to its last frame written.
             row = self._con.execute("SELECT coalesce(max(t_end_ns), 0) FROM frame").fetchone()
             duration_ns = min(duration_ns, int(row[0]) if row else 0)
+        if self._retention is not None and not self._broken:
+            # the last stretch rolled as the run's end leaves it; a failure here must not cost
+            # the run its status (the frames are all there, only finer than asked)
+            with contextlib.suppress(Exception), self._transaction(checkpoint=False) as con:
+                self._retention.roll(con, duration_ns)
         with self._transaction() as con:
             _sqlio().set_status(con, status, error, ended_unix_ns, duration_ns)
 

@@ -1,0 +1,180 @@
+"""Retention (``--keep``): old frames rolled up in a real run file, the whole-run figures and
+totals unchanged, the frames per target bounded, the levels aligned and ordered."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from streamscope.aggregate.points import (
+    DropCount,
+    DutyPoint,
+    FrameResult,
+    HistogramPoint,
+    QuantilesPoint,
+    ScalarPoint,
+)
+from streamscope.analysis.series import collect, whole_run, whole_run_duty
+from streamscope.core.errors import ConfigError
+from streamscope.core.options import RunOptions
+from streamscope.core.topology import ChannelInfo, ProbeInfo, ResourceInfo, StageInfo, Topology
+from streamscope.store import DuckDBStore, QueryRecord, RunMeta, load
+from streamscope.store.retention import FACTOR, edges, level_age_ns
+
+F = 20_000_000  # 20 ms frames
+TOPOLOGY = Topology(
+    "p",
+    resources=(ResourceInfo("main", "thread"),),
+    stages=(StageInfo("a", "main", "source"), StageInfo("b", "main", "sink")),
+    channels=(ChannelInfo("a -> b", "a", "b", 16),),
+    probes=(ProbeInfo(0, "tail", "a -> b"), ProbeInfo(1, "head", "a -> b")),
+)
+QUERIES = (
+    QueryRecord(
+        0, "occupancy(a -> b)", "occupancy", "items", F, ("a -> b",), ("mean", "max", "histogram")
+    ),
+    QueryRecord(
+        1,
+        "throughput(a -> b): mean, count",
+        "throughput",
+        "items/s",
+        F,
+        ("a -> b",),
+        ("mean", "count"),
+    ),
+    QueryRecord(2, "latency(a -> b)", "latency", "ns", F, ("a -> b",), ("mean", "quantiles")),
+    QueryRecord(3, "state(b)", "state", "", F, ("b",), ("duty",)),
+)
+META = RunMeta(run_id="r", name="p", app="p.py", command="streamscope run p.py", argv=(),
+               host="h", started_unix_ns=0, frame_ns=F, version="0")  # fmt: skip
+EDGES = (0.0, 4.0, 8.0, 16.0)
+
+
+def _frames(k: int, rng: np.random.Generator) -> list[FrameResult]:
+    """Frame ``k`` of every query, with data as a run's would be (some latency frames empty)."""
+    covered = F if k else F // 3
+    span = (k * F, (k + 1) * F, covered)
+    occ = rng.uniform(0, 16, 5)
+    lat = None if rng.random() < 0.1 else float(rng.uniform(1e3, 1e6))
+    busy = float(rng.uniform(0, 1))
+    return [
+        FrameResult(0, "a -> b", k, *span, (
+            ScalarPoint("mean", float(occ.mean())), ScalarPoint("max", float(occ.max())),
+            HistogramPoint(EDGES, tuple(float(x) for x in rng.integers(0, 9, 3)), 1.0, 2.0),
+        )),
+        FrameResult(1, "a -> b", k, *span, (
+            ScalarPoint("mean", float(rng.integers(0, 50)) / (covered / 1e9)),
+            ScalarPoint("count", float(rng.integers(0, 50))),
+        )),
+        FrameResult(2, "a -> b", k, *span, (
+            ScalarPoint("mean", lat),
+            QuantilesPoint((0.5, 0.99), (lat, None if lat is None else lat * 2)),
+        )),
+        FrameResult(3, "b", k, *span, (
+            DutyPoint(("busy", "idle"), (busy, 1.0 - busy)),
+        )),
+    ]  # fmt: skip
+
+
+def _write(path: Path, n: int, keep_ns: int | None, every: int = 25) -> None:
+    rng = np.random.default_rng(1)
+    store = DuckDBStore(path, keep_ns=keep_ns, checkpoint_every=0)
+    store.begin(META, TOPOLOGY, QUERIES)
+    for first in range(0, n, every):
+        frames = [r for k in range(first, min(first + every, n)) for r in _frames(k, rng)]
+        store.write_frames(frames)
+        drops = [DropCount(p, k, 0, 3) for k in range(first, min(first + every, n)) for p in (0, 1)]
+        store.write_drops(drops)
+    store.finish("completed", None, 1, n * F)
+    store.close()
+
+
+def _figures(path: Path) -> dict[str, float | None]:
+    out: dict[str, float | None] = {}
+    with load(path) as run:
+        for s in collect(run):
+            for stat, values in s.scalars.items():
+                out[f"{s.query.id}/{stat}"] = whole_run(values, s.covered, stat)
+            for label, v in (whole_run_duty(s) or {}).items():
+                out[f"{s.query.id}/duty.{label}"] = v
+            hist = [h for h in s.hists if h is not None]
+            if hist:
+                out[f"{s.query.id}/hist"] = sum(h.total for h in hist)
+        rows = run.sql("SELECT sum(dropped), sum(recorded) FROM drops")[1]
+        out["recorded"] = float(rows[0][1])
+    return out
+
+
+def test_a_rolled_up_run_has_the_same_whole_run_figures_and_few_frames(tmp_path: Path) -> None:
+    n = 2000  # 40 s of 20 ms frames
+    whole, kept = tmp_path / "whole.duckdb", tmp_path / "kept.duckdb"
+    _write(whole, n, None)
+    _write(kept, n, 5_000_000_000)
+    a, b = _figures(whole), _figures(kept)
+    assert a.keys() == b.keys()
+    for key, va in a.items():
+        vb = b[key]
+        assert va is not None and vb is not None, key
+        if key.startswith("2/"):
+            continue  # latency: frames without items weigh in the mean, see below
+        assert math.isclose(va, vb, rel_tol=1e-9), (key, va, vb)
+    with load(kept) as run:
+        per_target = run.sql("SELECT query_id, count(*) FROM frame GROUP BY 1")[1]
+        assert all(count <= 400 for _, count in per_target), per_target
+        # throughput: every item of every frame is in the rolled-up frames' rates
+        items = run.sql("SELECT sum(s.value * f.covered_ns / 1e9) FROM stat s JOIN frame f "
+                        "USING (query_id, target, frame) WHERE s.query_id = 1 "
+                        "AND s.stat = 'mean'")[1][0][0]  # fmt: skip
+        spans = run.sql("SELECT t_start_ns, t_end_ns FROM frame WHERE query_id = 0 "
+                        "ORDER BY frame")[1]  # fmt: skip
+    with load(whole) as run:
+        items_whole = run.sql("SELECT sum(s.value * f.covered_ns / 1e9) FROM stat s JOIN frame f "
+                              "USING (query_id, target, frame) WHERE s.query_id = 1 "
+                              "AND s.stat = 'mean'")[1][0][0]  # fmt: skip
+    assert math.isclose(items, items_whole, rel_tol=1e-9)
+    # the frames tile the run: no gap, no overlap, coarser ones earlier
+    assert spans[0][0] == 0 and spans[-1][1] == n * F
+    assert all(x[1] == y[0] for x, y in zip(spans, spans[1:], strict=False))
+    widths = [e - s for s, e in spans]
+    assert widths == sorted(widths, reverse=True) and widths[0] > F and widths[-1] == F
+    assert sum(w == F for w in widths) >= 5_000_000_000 // F
+
+
+def test_the_latency_mean_of_a_rolled_up_run_weighs_frames_with_items() -> None:
+    # a frame without items has no latency: it weighs nothing in its rolled-up frame (the
+    # whole-run mean over rolled-up frames weighs each by all the time it covers, so the two
+    # differ only where some of a rolled-up frame's frames had no item)
+    values = np.array([1.0, np.nan, 3.0])
+    covered = np.array([1.0, 1.0, 1.0])
+    assert whole_run(values, covered, "mean") == 2.0
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    keep_frames=st.integers(4, 400),
+    frame_ms=st.sampled_from([1, 10, 20, 1000]),
+    now_frames=st.integers(0, 10**7),
+)
+def test_the_levels_are_aligned_and_ordered(keep_frames: int, frame_ms: int,
+                                            now_frames: int) -> None:  # fmt: skip
+    f = frame_ms * 1_000_000
+    keep = keep_frames * f
+    now = now_frames * f
+    ends = edges(keep, f, now)
+    for level, end in enumerate(ends):
+        assert end % (f * FACTOR ** (level + 1)) == 0
+        assert end <= now - level_age_ns(keep, level)
+        if level:
+            assert end <= ends[level - 1]
+    assert len(ends) <= 12
+
+
+def test_a_keep_shorter_than_four_frames_is_refused() -> None:
+    with pytest.raises(ConfigError, match=r"at least 0\.08 s"):
+        RunOptions(frame_ns=F, keep_ns=3 * F)
+    assert RunOptions(frame_ns=F, keep_ns=4 * F).keep_ns == 4 * F
