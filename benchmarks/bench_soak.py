@@ -1,0 +1,187 @@
+"""A service watched for a long time: the monitor's memory stays flat, the run file bounded.
+
+The program (as people write one): three threads, a source that paces RATE items a second into
+a ``queue.Queue``, a stage that passes them on to a second queue, a sink that takes them; it
+runs for the given time under ``streamscope run --frame 10ms --keep KEEP`` (10 ms frames for an
+hour are some four days of 1 s frames). Sampled every few seconds: the monitor process's RSS,
+its CPU and the run file's size (with its log). Printed: RSS at the start (after warm-up) and
+the end, its slope over the rest of the run (MB/h), the file's size at half time and at the
+end, the frames per target, the monitor's lag over its last frames against a frame, and the
+peer: the same program without ``--keep`` for a tenth of the time (at least 20 s), whose file
+grows without bound (its MB a minute, and the ratio of what the whole run would have written
+to what ``--keep`` keeps). Targets: RSS flat (it grows by less than max(2 MB, 2 %) over the run
+after warm-up), the file no larger at the end than at half time (within 10 %), the lag at the
+end within a frame.
+
+    python benchmarks/bench_soak.py [--quick] [--minutes M] [--rate N] [--keep DURATION]
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import psutil
+
+import streamscope as ss
+from _harness import machine, parser
+
+PROGRAM = """
+import json, queue, sys, threading, time
+
+def source(q, until, rate, counted):
+    n, t = 0, time.monotonic()
+    per_tick = max(1, rate // 100)
+    while t < until:
+        for _ in range(per_tick):
+            q.put(n)
+            n += 1
+        t += 0.01
+        time.sleep(max(0.0, t - time.monotonic()))
+    q.put(None)
+    counted["put"] = n
+
+def stage(inq, outq):
+    while (item := inq.get()) is not None:
+        outq.put(item * 2)
+    outq.put(None)
+
+def sink(q, counted):
+    got = 0
+    while q.get() is not None:
+        got += 1
+    counted["got"] = got
+
+if __name__ == "__main__":
+    seconds, rate, truth = float(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+    q1, q2, counted = queue.Queue(1024), queue.Queue(1024), {}
+    until = time.monotonic() + seconds
+    threads = [threading.Thread(target=source, args=(q1, until, rate, counted)),
+               threading.Thread(target=stage, args=(q1, q2)),
+               threading.Thread(target=sink, args=(q2, counted))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    with open(truth, "w") as f:
+        json.dump(counted, f)
+"""
+
+MB = 1e6
+FRAME = "10ms"
+FRAME_NS = 10_000_000
+
+
+def _monitor(cli: psutil.Process) -> psutil.Process | None:
+    """The run's monitor: the command's child that runs ``streamscope.monitor`` (a fork of the
+    command named ``streamscope-mon``, or a process of its own)."""
+    for child in cli.children(recursive=True):
+        try:
+            if child.name() == "streamscope-mon" or "streamscope.monitor" in " ".join(
+                child.cmdline()
+            ):
+                return child
+        except psutil.Error:
+            continue
+    return None
+
+
+def _file_bytes(out: Path) -> int:
+    return sum(p.stat().st_size for p in (out, out.with_name(out.name + ".wal")) if p.exists())
+
+
+def soak(tmp: Path, seconds: float, rate: int, keep: str | None, every_s: float) -> dict:
+    """One run of the program under ``streamscope run``; its samples and what its file says."""
+    prog, out, truth = tmp / "service.py", tmp / f"soak-{keep}.duckdb", tmp / "truth.json"
+    prog.write_text(PROGRAM)
+    cli = [str(Path(sys.executable).with_name("streamscope")), "run", str(prog), "-o", str(out),
+           "--overwrite", "--quiet", "--frame", FRAME, *(["--keep", keep] if keep else []),
+           "--", str(seconds), str(rate), str(truth)]  # fmt: skip
+    proc = subprocess.Popen(cli, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            stdin=subprocess.DEVNULL, cwd=tmp)  # fmt: skip
+    samples: list[tuple[float, float, float, int]] = []  # t, rss, cpu, file bytes
+    t0 = time.monotonic()
+    mon = None
+    while proc.poll() is None:
+        time.sleep(every_s)
+        try:
+            mon = (
+                mon if mon is not None and mon.is_running() else _monitor(psutil.Process(proc.pid))
+            )
+            if mon is None:
+                continue
+            cpu = mon.cpu_times()
+            samples.append((time.monotonic() - t0, mon.memory_info().rss / MB,
+                            cpu.user + cpu.system, _file_bytes(out)))  # fmt: skip
+        except psutil.Error:
+            continue
+    err = proc.stderr.read() if proc.stderr else ""
+    if proc.returncode != 0:
+        raise SystemExit(f"the soak run failed ({proc.returncode}):\n{err[-2000:]}")
+    counted = json.loads(truth.read_text())
+    with ss.load(out) as run:
+        per_target = [int(n) for _, n in run.sql(
+            "SELECT query_id || target, count(*) FROM frame GROUP BY 1")[1]]  # fmt: skip
+        lags = [int(x) for (x,) in run.sql(
+            "SELECT lag_ns FROM monitor ORDER BY frame DESC LIMIT 100")[1]]  # fmt: skip
+        duration_s = run.duration_ns / 1e9
+    return {"samples": samples, "counted": counted, "frames": max(per_target, default=0),
+            "lag_ns": lags, "end_bytes": _file_bytes(out), "duration_s": duration_s}  # fmt: skip
+
+
+def main() -> int:
+    ap = parser(__doc__.splitlines()[0])
+    ap.add_argument("--minutes", type=float, default=60.0, help="how long the service runs")
+    ap.add_argument("--rate", type=int, default=20_000, help="items a second through it")
+    ap.add_argument("--keep", default="30s", help="--keep of the watched run")
+    args = ap.parse_args()
+    seconds = 8.0 if args.quick else args.minutes * 60
+    keep = "2s" if args.quick else args.keep
+    every = 1.0 if args.quick else 5.0
+    print(machine())
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        kept = soak(tmp, seconds, args.rate, keep, every)
+        peer_s = max(20.0, seconds / 10) if not args.quick else 3.0
+        peer = soak(tmp, peer_s, args.rate, None, every)
+    s = np.array(kept["samples"], dtype=np.float64)
+    if len(s) < 4:
+        raise SystemExit("too few samples of the monitor: was it found?")
+    warm = s[:, 0] >= min(60.0, seconds / 5)
+    t_h, rss = s[warm, 0] / 3600, s[warm, 1]
+    slope = float(np.polyfit(t_h, rss, 1)[0]) if len(t_h) >= 2 else float("nan")
+    grown = slope * (t_h[-1] - t_h[0])
+    half = s[np.searchsorted(s[:, 0], s[-1, 0] / 2), 3]
+    cpu_share = (s[-1, 2] - s[0, 2]) / max(s[-1, 0] - s[0, 0], 1e-9)
+    lag_ms = max(kept["lag_ns"], default=0) / 1e6
+    print(f"\nthe service: 3 stages, {args.rate:,} items/s, {seconds / 60:g} min, frames of "
+          f"{FRAME}, --keep {keep}; {kept['counted']['put']:,} items put, "
+          f"{kept['counted']['got']:,} taken")  # fmt: skip
+    print(f"monitor RSS: {rss[0]:.1f} MB after warm-up, {s[-1, 1]:.1f} MB at the end; slope "
+          f"{slope:+.2f} MB/h ({grown:+.2f} MB over the run); its CPU {cpu_share * 100:.1f} % "
+          f"of a core")  # fmt: skip
+    print(f"run file: {half / MB:.2f} MB at half time, {kept['end_bytes'] / MB:.2f} MB at the "
+          f"end; {kept['frames']} frames per target at most")  # fmt: skip
+    print(f"monitor lag over its last 100 frames: {lag_ms:.1f} ms at most (a frame: "
+          f"{FRAME_NS / 1e6:g} ms)")  # fmt: skip
+    per_min = peer["end_bytes"] / MB / (peer["duration_s"] / 60)
+    whole = per_min * seconds / 60
+    print(f"peer without --keep ({peer['duration_s']:.0f} s): {per_min:.2f} MB a minute, "
+          f"{whole:.1f} MB over the whole run: {whole / max(kept['end_bytes'] / MB, 1e-9):.1f}x "
+          f"what --keep kept")  # fmt: skip
+    flat = abs(grown) <= max(2.0, 0.02 * rss[0])
+    bounded = kept["end_bytes"] <= 1.1 * half
+    on_time = lag_ms <= FRAME_NS / 1e6
+    for what, ok in (("monitor RSS flat", flat), ("run file bounded", bounded),
+                     ("lag at the end within a frame", on_time)):  # fmt: skip
+        print(f"  target: {what}: {'meets' if ok else 'misses'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
