@@ -174,6 +174,16 @@ def run(
     serve_port: Annotated[
         int, typer.Option(help="Port of --serve's page on 127.0.0.1 (0: any free one).")
     ] = 0,
+    metrics: Annotated[
+        str | None,
+        typer.Option(
+            "--metrics",
+            metavar="[HOST:]PORT",
+            help="Serve the run's figures for Prometheus at /metrics on this address while "
+            "it goes on (127.0.0.1 when only PORT is given; 0: any free port; its address is "
+            "printed).",
+        ),
+    ] = None,
     trace_stage: Annotated[
         list[str] | None,
         typer.Option(
@@ -243,6 +253,7 @@ def run(
     request = RunRequest(
         options=options, out=out, quiet=quiet, query=tuple(query or ()), queries=queries,
         report=report, serve_port=serve_port if serve else None,
+        metrics=_metrics_address(metrics) if metrics is not None else None,
         trace_stages=tuple(trace_stage or ()), trace_modules=tuple(trace_module or ()),
         trace_exclude=tuple(trace_exclude or ()), trace_max_rate=trace_max_rate,
     )  # fmt: skip
@@ -255,6 +266,13 @@ def run(
     if not is_app(app):
         return run_program(str(app), argv, request, as_module=False)
     return run_app(app, argv, request)
+
+
+def _metrics_address(text: str) -> tuple[str, int]:
+    """``--metrics [HOST:]PORT``, read where what serves it is (loaded only when asked)."""
+    from streamscope.report.metrics import metrics_address
+
+    return metrics_address(text)
 
 
 def _every_s(text: str) -> float:

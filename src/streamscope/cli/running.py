@@ -47,6 +47,8 @@ class RunRequest:
     report: Path | None
     #: ``--serve``'s port (0: any free one); ``None`` without ``--serve``.
     serve_port: int | None
+    #: ``--metrics``' address (host, port); ``None`` without ``--metrics``.
+    metrics: tuple[str, int] | None
     trace_stages: tuple[str, ...]
     trace_modules: tuple[str, ...]
     trace_exclude: tuple[str, ...]
@@ -73,7 +75,7 @@ class RunRequest:
 def run_app(app: Path, argv: list[str], request: RunRequest) -> int:
     """An app file's pipeline, run monitored; what it shows goes to stdout."""
     from streamscope.cli.apploader import build_pipeline, default_queries, load_module
-    from streamscope.cli.views import open_page, watch
+    from streamscope.cli.views import open_metrics, open_page, watch
     from streamscope.runtime.session import prepare
     from streamscope.runtime.session import run as run_monitored
 
@@ -98,8 +100,12 @@ def run_app(app: Path, argv: list[str], request: RunRequest) -> int:
     page = None
     if request.serve_port is not None:
         page = open_page(pipeline.name, plan, topology, opts, request.serve_port)
+    metrics = (
+        None if request.metrics is None else open_metrics(pipeline.name, plan, *request.metrics)
+    )
     start = partial(run_monitored, pipeline, texts, opts, prepared=prepared)
-    result = watch(start, plan, console, page, quiet=request.quiet, out=request.out)
+    result = watch(start, plan, console, page, quiet=request.quiet, out=request.out,
+                   metrics=metrics)  # fmt: skip
     return _ended(result, request.out, console, request.report)
 
 
@@ -117,7 +123,7 @@ def run_program(target: str, argv: list[str], request: RunRequest, *, as_module:
     """``streamscope run prog.py`` on a program with no pipeline: run it as it is. What
     streamscope says goes to stderr, so the program's stdout stays its own."""
 
-    from streamscope.cli.views import open_page, watch
+    from streamscope.cli.views import open_metrics, open_page, watch
     from streamscope.pipeline.program.dropin import REGISTRY
     from streamscope.runtime.instrument import program_plan
     from streamscope.runtime.program import run_program
@@ -137,17 +143,19 @@ def run_program(target: str, argv: list[str], request: RunRequest, *, as_module:
     # compiled once: the live view and page label frames by the plan the run is given
     plan = program_plan(texts, opts)
     page = None
+    name = target if as_module else Path(target).stem
     if request.serve_port is not None:
-        name = target if as_module else Path(target).stem
         grown = _grown(plan)
         page = open_page(name, plan, REGISTRY.topology(), opts, request.serve_port, grown)
     # What reads the run back afterwards, where this process does, loads once the program runs
     # (this process only waits for it then, and starts no process but by fork and exec;
     # before, it would slow its start)
     meanwhile = _load_readers_meanwhile if opts.summary_console is None else None
+    metrics = None if request.metrics is None else open_metrics(name, plan, *request.metrics)
     start = partial(run_program, target, argv, texts, opts, module=as_module, plan=plan,
                     on_started=meanwhile)  # fmt: skip
-    result = watch(start, plan, console, page, quiet=request.quiet, out=request.out)
+    result = watch(start, plan, console, page, quiet=request.quiet, out=request.out,
+                   metrics=metrics)  # fmt: skip
     return _ended(result, request.out, console, request.report)
 
 

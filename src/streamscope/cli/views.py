@@ -1,9 +1,10 @@
 """What ``streamscope run`` shows while a run goes on: the terminal's live view of the frames
-as they close (unless ``--quiet``) and, with ``--serve``, the live page on loopback.
+as they close (unless ``--quiet``), with ``--serve`` the live page on loopback and with
+``--metrics`` its figures for Prometheus.
 
 In: a way to start the run with its frame callbacks, the run's plan (for the frames' labels),
-a console, and the live page if asked for. Out: the run's result; the page, told how the run
-ended, stops a moment later.
+a console, and the live page and metrics if asked for. Out: the run's result; the page and the
+metrics, told the run ended, stop a moment later.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
     from streamscope.core.topology import Topology
     from streamscope.query.plan import Plan
     from streamscope.report.live import LivePage
+    from streamscope.report.metrics import MetricsServer
     from streamscope.report.plain import PlainConsole
     from streamscope.runtime.options import FramesCallback, RunOptions, RunResult
     from streamscope.store.writer import QueryRecord
@@ -36,23 +38,41 @@ def watch(
     *,
     quiet: bool,
     out: Path,
+    metrics: MetricsServer | None = None,
 ) -> RunResult:
     """Run by ``start(on_frames=..., on_lag=..., on_note=...)``, its frames shown on
-    ``console`` (not when ``quiet``: then only ``on_frames``, for the page) and on ``page``;
-    the page is ended (from the run file ``out``) however the run ends."""
+    ``console`` (not when ``quiet``: then only ``on_frames``, for the page and the metrics),
+    on ``page`` and in ``metrics``; both are ended (the page from the run file ``out``)
+    however the run ends."""
     from streamscope.report.terminal import LiveView
 
     view = LiveView(plan, console)
-    sinks = [f for f in (None if quiet else view.on_frames, page and page.on_frames) if f]
+    counted = metrics.metrics if metrics is not None else None
+    sinks = [
+        f
+        for f in (
+            None if quiet else view.on_frames,
+            page and page.on_frames,
+            counted and counted.on_frames,
+        )
+        if f
+    ]
     on_frames = _both(*sinks) if sinks else None
     try:
         if quiet:
+            if counted is not None:
+                return start(on_frames=on_frames, on_lag=counted.on_lag)
             return start(on_frames=on_frames)
         with view:
-            return start(on_frames=on_frames, on_lag=view.on_lag, on_note=view.on_note)
+            on_lag = view.on_lag if counted is None else _lags(view.on_lag, counted.on_lag)
+            return start(on_frames=on_frames, on_lag=on_lag, on_note=view.on_note)
     finally:
+        if counted is not None:
+            counted.finish()  # its figures are final: the page's linger serves them too
         if page is not None:
             _end_page(page, out)
+        if metrics is not None:
+            _end_metrics(metrics)
 
 
 def open_page(
@@ -81,6 +101,22 @@ def open_page(
     return page
 
 
+def open_metrics(name: str, plan: Plan, host: str, port: int) -> MetricsServer:
+    """``--metrics``: the run's figures for Prometheus, served before the run starts (their
+    address printed)."""
+    from streamscope.cli.common import err_console
+    from streamscope.core.errors import ConfigError
+    from streamscope.report.metrics import MetricsServer, RunMetrics
+
+    served = MetricsServer(RunMetrics(name, {q.id: q.metric for q in plan.queries}), host, port)
+    try:
+        url = served.start()
+    except OSError as exc:
+        raise ConfigError(f"--metrics: cannot listen on {host}:{port}: {exc}") from None
+    err_console().print(f"metrics: {url}", markup=False, highlight=False)
+    return served
+
+
 def _end_page(page: LivePage, out: Path) -> None:
     """The run ended: the live page says how (from its run file), serves its last report a
     moment longer for open pages to get it, then stops."""
@@ -92,6 +128,32 @@ def _end_page(page: LivePage, out: Path) -> None:
         status, error, duration = done.status, done.error, int(done.duration_ns or 0)
     page.finish(status if status != "running" else "interrupted", error, duration)
     page.stop(linger_s=LINGER_S)
+
+
+def _end_metrics(metrics: MetricsServer) -> None:
+    """The run ended: its final figures are served until a scrape took them (a scraper seen
+    during the run is waited for once more, saying so), then the metrics stop."""
+    wait_s = metrics.metrics.linger_s(LINGER_S)
+    if wait_s > 2 * LINGER_S:
+        from streamscope.cli.common import err_console
+
+        err_console().print(
+            f"metrics: serving the run's final figures until the next scrape (at most "
+            f"{wait_s:.0f} s)",
+            markup=False,
+            highlight=False,
+        )
+    metrics.stop(linger_s=LINGER_S)
+
+
+def _lags(*sinks: Callable[[int], None]) -> Callable[[int], None]:
+    """One lag callback that calls each of ``sinks`` in turn."""
+
+    def call(lag_ns: int) -> None:
+        for sink in sinks:
+            sink(lag_ns)
+
+    return call
 
 
 def _both(*sinks: FramesCallback) -> FramesCallback:
