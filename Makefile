@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck pytest browser fpga bytecode clean
+.PHONY: run test lint typecheck pytest browser prometheus fpga bytecode clean
 
 # The report tests open the HTML report in a real headless browser: Debian's chromium.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo -n)
@@ -41,6 +41,12 @@ browser:
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq \
 	  chromium >/dev/null; } || echo "could not install chromium: the report tests will say so"
 
+# The --metrics test scrapes a run with a real Prometheus server: Debian's prometheus.
+prometheus:
+	@command -v prometheus >/dev/null 2>&1 || { echo "installing Debian's prometheus (--metrics test)"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq \
+	  --no-install-recommends prometheus >/dev/null; } || echo "could not install prometheus: the --metrics test will say so"
+
 # The probe cores' cost: Debian's yosys (synthesis), nextpnr-ice40 and fpga-icestorm (place and
 # route for the maximum frequency).
 fpga:
@@ -52,7 +58,7 @@ fpga:
 # Two workers, each a test file at a time (a file's runs, clusters and fixtures stay together):
 # the suite is mostly CPU, and on a machine whose other cores are busy two of its processes get
 # a fairer share of them than one (16 minutes beside a CPU hog on two cores, 10 with two).
-pytest: $(STAMP) browser fpga bytecode
+pytest: $(STAMP) browser prometheus fpga bytecode
 	$(BIN)/python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --durations=40; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 1; fi; exit $$rc
 
 test: lint typecheck pytest
