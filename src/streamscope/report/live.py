@@ -13,7 +13,8 @@ Only the page's own address is served: a request whose ``Host`` is not the loopb
 and port it listens on is refused (a page elsewhere cannot reach it by DNS rebinding), and so is
 one without the page's token (``?token=``, random per run, printed with the address); the page
 passes the token on in its own requests. The server's threads are streamscope's own: where the
-standard library is watched, they are none of the program's stages.
+standard library is watched, they are none of the program's stages. Its connections are held
+within bounds (``report.liveconn``): idle ones left open by others cannot lock the page out.
 """
 
 from __future__ import annotations
@@ -21,7 +22,10 @@ from __future__ import annotations
 import asyncio
 import html
 import json
+import logging
+import resource
 import secrets
+import socket
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping, Sequence
@@ -176,7 +180,9 @@ class LivePage:
         return None
 
     def _guard(self, app: _ASGIApp) -> _ASGIApp:
-        """``app`` behind ``refusal``: refused requests get 403 and never reach it."""
+        """``app`` behind ``refusal``: refused requests get 403 and never reach it, and their
+        connection is closed (whoever lacks the token holds none of the page's connections
+        busy, e.g. with requests sent ahead and never read)."""
         from starlette.responses import PlainTextResponse
 
         async def guarded(scope: _Scope, receive: _Receive, send: _Send) -> None:
@@ -188,7 +194,10 @@ class LivePage:
                     scope.get("query_string", b"").decode("latin-1"),
                 )
                 if why is not None:
-                    await PlainTextResponse(why + "\n", status_code=403)(scope, receive, send)
+                    refused = PlainTextResponse(
+                        why + "\n", status_code=403, headers={"Connection": "close"}
+                    )
+                    await refused(scope, receive, send)
                     return
             await app(scope, receive, send)
 
@@ -218,6 +227,8 @@ class LivePage:
         from starlette.responses import HTMLResponse, StreamingResponse
         from starlette.routing import Route
 
+        from streamscope.report import liveconn
+
         workers = self._workers = ThreadPoolExecutor(
             2, thread_name_prefix="streamscope-live-page", initializer=own_thread
         )
@@ -239,11 +250,20 @@ class LivePage:
         app = Starlette(
             routes=[Route("/", shell), Route("/report", report), Route("/events", events)]
         )
+        try:  # here, so that a port in use is said by the caller, with its reason
+            sock = socket.create_server((HOST, self._port), backlog=liveconn.BACKLOG)
+        except OSError as exc:
+            raise OSError(f"the live page could not listen on {HOST}:{self._port}: {exc}") from None
         config = uvicorn.Config(
             self._guard(app), host=HOST, port=self._port, log_level="warning",
-            access_log=False, lifespan="off",
+            access_log=False, lifespan="off", ws="none",
+            timeout_keep_alive=int(liveconn.IDLE_TIMEOUT_S),
         )  # fmt: skip
-        server = self._server = uvicorn.Server(config)
+        cap = liveconn.connection_cap(resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+        say = logging.getLogger("uvicorn.error").warning  # to stderr, as the server's own lines
+        server = self._server = liveconn.LimitedServer(
+            config, sock, liveconn.ConnectionLimiter(cap), say
+        )
 
         def serve() -> None:
             own_thread()  # its event loop, tasks and queues are none of the program's
@@ -254,9 +274,10 @@ class LivePage:
         deadline = time.monotonic() + 10.0
         while not server.started:
             if not self._thread.is_alive() or time.monotonic() > deadline:
+                sock.close()
                 raise OSError(f"the live page could not listen on {HOST}:{self._port}")
             time.sleep(0.02)
-        self._port = port = int(server.servers[0].sockets[0].getsockname()[1])
+        self._port = port = int(sock.getsockname()[1])
         self._hosts = frozenset(
             f"{name}{suffix}"
             for name in _LOOPBACK_NAMES
