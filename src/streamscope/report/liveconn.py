@@ -193,7 +193,12 @@ def _many(n: int, what: str) -> str:
 
 
 class _LimitedH11(H11Protocol):
-    """uvicorn's HTTP/1.1 protocol that tells a ``ConnectionLimiter`` of its life."""
+    """uvicorn's HTTP/1.1 protocol that tells a ``ConnectionLimiter`` of its life.
+
+    Its hooks are the h11 protocol's own methods and state (``handle_events`` after bytes are
+    parsed, ``on_response_complete``, ``cycle``): h11 is the one parser uvicorn always has, so
+    the page's server does not change with what else is installed (httptools).
+    """
 
     def __init__(
         self,
