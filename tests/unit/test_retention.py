@@ -23,7 +23,7 @@ from streamscope.analysis.series import collect, whole_run, whole_run_duty
 from streamscope.core.errors import ConfigError
 from streamscope.core.options import RunOptions
 from streamscope.core.topology import ChannelInfo, ProbeInfo, ResourceInfo, StageInfo, Topology
-from streamscope.store import DuckDBStore, QueryRecord, RunMeta, load
+from streamscope.store import DuckDBStore, InMemoryStore, QueryRecord, Run, RunMeta, load
 from streamscope.store.retention import FACTOR, edges, level_age_ns
 
 F = 20_000_000  # 20 ms frames
@@ -178,3 +178,26 @@ def test_a_keep_shorter_than_four_frames_is_refused() -> None:
     with pytest.raises(ConfigError, match=r"at least 0\.08 s"):
         RunOptions(frame_ns=F, keep_ns=3 * F)
     assert RunOptions(frame_ns=F, keep_ns=4 * F).keep_ns == 4 * F
+
+
+def test_a_run_held_in_memory_is_rolled_up_as_its_file_is(tmp_path: Path) -> None:
+    """The live page's run (row lists) keeps the same frames as the run file of ``--keep``."""
+    n, keep = 1200, 3_000_000_000
+    path = tmp_path / "kept.duckdb"
+    _write(path, n, keep)
+    rng = np.random.default_rng(1)
+    mem = InMemoryStore(keep)
+    mem.begin(META, TOPOLOGY, QUERIES)
+    for first in range(0, n, 25):
+        mem.write_frames([r for k in range(first, min(first + 25, n)) for r in _frames(k, rng)])
+        mem.write_drops([DropCount(p, k, 0, 3) for k in range(first, min(first + 25, n))
+                         for p in (0, 1)])  # fmt: skip
+    mem.finish("completed", None, 1, n * F)
+    sql = "SELECT query_id, frame, t_start_ns, t_end_ns, covered_ns FROM frame ORDER BY ALL"
+    with load(path) as on_disk:
+        want = on_disk.sql(sql)[1]
+        want_drops = on_disk.sql("SELECT * FROM drops ORDER BY ALL")[1]
+    with Run.from_memory(mem) as held:
+        assert held.sql(sql)[1] == want
+        assert held.sql("SELECT * FROM drops ORDER BY ALL")[1] == want_drops
+        assert held.rolled_up() and len(want) < 4 * n // 2

@@ -90,7 +90,9 @@ def open_page(
     from streamscope.report.live import LivePage
     from streamscope.runtime.options import make_meta
 
-    page = LivePage(make_meta(name, opts), topology, query_records(plan, topology), port, grown)
+    page = LivePage(
+        make_meta(name, opts), topology, query_records(plan, topology), port, grown, opts.keep_ns
+    )
     try:
         url = page.start()
     except OSError as exc:

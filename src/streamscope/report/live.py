@@ -101,12 +101,15 @@ class LivePage:
         queries: Sequence[QueryRecord],
         port: int = 0,
         grown: Callable[[], tuple[Topology, Sequence[QueryRecord]]] | None = None,
+        keep_ns: int | None = None,
     ) -> None:
         self.name = meta.name
         #: A run that grows while it goes on (a program run as it is): what it has now.
         self._grown = grown
         self._known = {t for q in queries for t in q.targets}
-        self._store = InMemoryStore()
+        #: A long run's frames, rolled up as its file's are (``--keep``): what the page holds
+        #: and renders stays bounded however long the run goes on.
+        self._store = InMemoryStore(keep_ns)
         self._store.begin(meta, topology, queries)
         self._lock = threading.Lock()
         self.version = 0

@@ -20,12 +20,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from streamscope.core.options import KEEP_FRAMES
 
 if TYPE_CHECKING:
     import duckdb
+
+    from streamscope.core.topology import Topology
+    from streamscope.store.runstore import QueryRecord, RunMeta
 
 #: How much longer each level's frames are than the level's before.
 FACTOR = 16
@@ -113,6 +116,36 @@ class Retention:
                 else:
                     done.append(end)
         return merged
+
+
+def roll_rows(
+    kept: Retention,
+    meta: RunMeta,
+    topology: Topology,
+    queries: Sequence[QueryRecord],
+    rows: dict[str, list[tuple[Any, ...]]],
+    now_ns: int,
+) -> dict[str, list[tuple[Any, ...]]]:
+    """``Retention.roll`` over a run held as row lists (``frame``, ``stat``, ``histogram``,
+    ``drops``, ``monitor``, shaped as the file's tables): the lists it leaves, in the same
+    order a run file's rows would have. Made in a DuckDB of its own, in memory (a live page's
+    run: its rows are bounded by the same levels as the file's)."""
+    from streamscope.store import _sqlio
+    from streamscope.store.duck import duckdb as duck
+
+    con = duck.connect()
+    try:
+        _sqlio.create(con, meta, topology, queries)
+        for table, table_rows in rows.items():
+            if table_rows:
+                _sqlio.insert(con, table, list(zip(*table_rows, strict=True)))
+        kept.roll(con, now_ns)
+        return {
+            table: con.execute(f"SELECT * FROM {table} ORDER BY rowid").fetchall()  # noqa: S608
+            for table in rows
+        }
+    finally:
+        con.close()
 
 
 def _roll_results(
@@ -246,5 +279,6 @@ __all__ = [
     "Retention",
     "edges",
     "level_age_ns",
+    "roll_rows",
     "rolled_up_text",
 ]

@@ -17,6 +17,7 @@ from streamscope.aggregate.points import DropCount, FrameResult
 from streamscope.core.tablerows import Column, TableRows
 from streamscope.core.topology import Topology
 from streamscope.store import _rows
+from streamscope.store.retention import Retention, roll_rows
 from streamscope.store.schema import STATUSES, TABLES
 
 #: Tables a run appends to besides frames: calibrations, fits and raw records of clock domains.
@@ -185,7 +186,11 @@ class BaseStore(ABC):
 class InMemoryStore(BaseStore):
     """Keeps a run as row lists shaped like the file's tables; read it with ``Run.from_memory``."""
 
-    def __init__(self) -> None:
+    def __init__(self, keep_ns: int | None = None) -> None:
+        #: ``--keep`` (ns): frames older than this are rolled up as they come, as a run file's
+        #: are (``store.retention``); None: every frame kept.
+        self.keep_ns = keep_ns
+        self._retention: Retention | None = None
         self.meta: RunMeta | None = None
         self.topology = Topology("")
         self.queries: tuple[QueryRecord, ...] = ()
@@ -203,11 +208,16 @@ class InMemoryStore(BaseStore):
         self, meta: RunMeta, topology: Topology, queries: tuple[QueryRecord, ...]
     ) -> None:
         self.meta, self.topology, self.queries = meta, topology, queries
+        if self.keep_ns is not None:
+            lengths = {q.id: q.frame_ns for q in queries}
+            self._retention = Retention(self.keep_ns, lengths, meta.frame_ns)
 
     def _do_amend(self, topology: Topology, queries: tuple[QueryRecord, ...] | None) -> None:
         self.topology = topology
         if queries is not None:
             self.queries = queries
+            if self._retention is not None:
+                self._retention.frame_ns.update({q.id: q.frame_ns for q in queries})
 
     def _do_write(self, rows: _rows.Rows | None, drops: Sequence[DropCount]) -> None:
         if rows is not None:
@@ -215,6 +225,20 @@ class InMemoryStore(BaseStore):
             self.stats.extend(zip(*rows.stat, strict=True))
             self.hists.extend(zip(*rows.hist, strict=True))
         self.drops.extend((d.probe_id, d.frame, d.dropped, d.recorded) for d in drops)
+        kept = self._retention
+        if kept is not None and rows is not None and rows.frame[4]:
+            now = max(rows.frame[4])
+            if kept.due(now):
+                self._roll(kept, now)
+
+    def _roll(self, kept: Retention, now_ns: int) -> None:
+        assert self.meta is not None
+        got = roll_rows(kept, self.meta, self.topology, self.queries, {
+            "frame": self.frames, "stat": self.stats, "histogram": self.hists,
+            "drops": self.drops, "monitor": self.tables["monitor"],
+        }, now_ns)  # fmt: skip
+        self.frames, self.stats, self.hists = got["frame"], got["stat"], got["histogram"]
+        self.drops, self.tables["monitor"] = got["drops"], got["monitor"]
 
     def _do_table(self, table: str, columns: list[Column]) -> None:
         cols = [
@@ -225,6 +249,8 @@ class InMemoryStore(BaseStore):
     def _do_finish(
         self, status: str, error: str | None, ended_unix_ns: int, duration_ns: int
     ) -> None:
+        if self._retention is not None and self.meta is not None:
+            self._roll(self._retention, duration_ns)  # as the run file's last roll-up
         self.status, self.error = status, error
         self.ended_unix_ns, self.duration_ns = ended_unix_ns, duration_ns
 
