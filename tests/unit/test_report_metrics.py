@@ -3,6 +3,7 @@ scrape reads (names, labels, units, counters that only add up), served on loopba
 
 from __future__ import annotations
 
+import socket
 import threading
 import urllib.error
 import urllib.request
@@ -22,7 +23,7 @@ from streamscope.aggregate.points import (
 )
 from streamscope.cli.app import main
 from streamscope.core.errors import ConfigError
-from streamscope.report.metrics import MetricsServer, RunMetrics, metrics_address
+from streamscope.report.metrics import MAX_CONNECTIONS, MetricsServer, RunMetrics, metrics_address
 
 FRAME = 1_000_000_000
 #: The default queries' ids, as a run's plan numbers them.
@@ -184,3 +185,29 @@ def test_served_on_loopback_until_a_scrape_after_the_end_took_the_final_figures(
     assert 'streamscope_run_running{run="r"} 0.0' in late[0]
     with pytest.raises(urllib.error.URLError, match="refused"):
         scrape()
+
+
+def test_idle_connections_cost_a_bounded_number_of_threads() -> None:
+    """Connections past ``MAX_CONNECTIONS`` are closed unanswered, and a scrape gets in again
+    once the idle ones are gone (each is let go after ``REQUEST_TIMEOUT_S`` anyway)."""
+    metrics = RunMetrics("r", METRICS)
+    served = MetricsServer(metrics, "127.0.0.1", 0)
+    url = served.start()
+    metrics.on_frames(frames(0), [])
+    before = threading.active_count()
+    idle = [
+        socket.create_connection(("127.0.0.1", served.port)) for _ in range(MAX_CONNECTIONS + 10)
+    ]
+    try:
+        refused = 0
+        for s in idle[MAX_CONNECTIONS:]:  # each closed by the server: it reads the end
+            s.settimeout(2)  # under the server's own timeout: closed by the cap, not by it
+            refused += s.recv(1) == b""
+        assert refused == 10
+        assert threading.active_count() <= before + MAX_CONNECTIONS
+    finally:
+        for s in idle:
+            s.close()
+    with urllib.request.urlopen(url, timeout=5) as answer:
+        assert b"streamscope_channel_items_total" in answer.read()
+    served.stop()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import re
 import socket
+import sys
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -34,8 +35,12 @@ if TYPE_CHECKING:
 DEFAULT_HOST = "127.0.0.1"
 #: The longest the end of a run waits for a scraper seen during it to scrape once more (s).
 MAX_LINGER_S = 60.0
-#: A scraper that stops reading its response is let go after this long (s).
+#: A scraper that stops reading its response, or a connection that sends no request, is let
+#: go after this long (s).
 REQUEST_TIMEOUT_S = 5.0
+#: Connections answered at once (a thread each); one more is closed at once, unanswered: idle
+#: connections held open (on an address others can reach) cost a bounded number of threads.
+MAX_CONNECTIONS = 32
 
 _ADDRESS = re.compile(r"(?:(?:\[(?P<v6>[^\]]+)\]|(?P<host>[^:\[\]]+)):)?(?P<port>\d{1,5})")
 
@@ -263,16 +268,54 @@ def _seconds(ns: float | None) -> float | None:
     return None if ns is None else ns / 1e9
 
 
+#: Guards every metrics server's count of connections in this process.
+_SERVING = threading.Lock()
+
+
 class _Server(ThreadingMixIn, WSGIServer):
     """A thread per scrape, each streamscope's own (no stage of a program run as it is);
     closing it waits for the answers under way."""
 
     daemon_threads = False
     block_on_close = True
+    #: Connections the system holds for it to take (a burst of them is taken at once, the
+    #: ones past the cap closed at once, not left to be taken seconds later).
+    request_queue_size = 128
+    #: Connections being answered now (each in a thread of its own), and those closed unanswered.
+    active = 0
+    refused = 0
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A connection that timed out or broke is let go quietly: no traceback on the
+        command's stderr per connection (anything else is a fault, said as the server says
+        it)."""
+        if not isinstance(sys.exc_info()[1], OSError):
+            super().handle_error(request, client_address)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with _SERVING:
+            full = self.active >= MAX_CONNECTIONS
+            if full:
+                self.refused += 1
+            else:
+                self.active += 1
+        if full:
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            with _SERVING:
+                self.active -= 1
+            raise
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
         own_thread()
-        super().process_request_thread(request, client_address)
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            with _SERVING:
+                self.active -= 1
 
 
 class _Server6(_Server):
@@ -333,4 +376,11 @@ class MetricsServer:
             self._thread.join(5.0)
 
 
-__all__ = ["DEFAULT_HOST", "MAX_LINGER_S", "MetricsServer", "RunMetrics", "metrics_address"]
+__all__ = [
+    "DEFAULT_HOST",
+    "MAX_CONNECTIONS",
+    "MAX_LINGER_S",
+    "MetricsServer",
+    "RunMetrics",
+    "metrics_address",
+]
