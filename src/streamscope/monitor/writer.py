@@ -13,7 +13,9 @@ from __future__ import annotations
 import queue
 import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 from streamscope.aggregate.points import DropCount, FrameResult
@@ -23,7 +25,19 @@ from streamscope.store.runstore import check_rows
 from streamscope.store.writer import QueryRecord, RunMeta, RunStore
 
 #: Store calls waiting at most (each is one drain's frames, a table's rows, ...).
-QUEUE_LIMIT = 256
+QUEUE_LIMIT = 1024
+#: Frames, drops and table rows that piled up while the last write was made are written as one
+#: (one transaction), and a write of them starts at most this often (s), or, where writes take
+#: long, once ``WRITE_SHARE`` times the last one's time has gone by (at once when a quarter of
+#: the queue is waiting): at 10 ms frames a transaction per frame would take the monitor's
+#: whole core.
+WRITE_EVERY_S = 0.1
+WRITE_SHARE = 4
+
+#: A queued store call: a write that may be merged with its neighbours (``frames``, ``drops``,
+#: ``table``, and what it writes), what shows what was written (``after``, the call), or any
+#: other call (``call``, the call, whether it is made even after a failure).
+_Item = tuple[str, Any, bool]
 
 
 class StoreWriter:
@@ -34,37 +48,78 @@ class StoreWriter:
     def __init__(self, store: RunStore) -> None:
         self.store = store
         self.error: BaseException | None = None
-        self._queue: queue.Queue[tuple[Callable[[], Any], bool] | None] = queue.Queue(QUEUE_LIMIT)
+        self._queue: queue.Queue[_Item | None] = queue.Queue(QUEUE_LIMIT)
         self._thread = threading.Thread(target=self._loop, name="streamscope-writer", daemon=True)
         self._thread.start()
 
     def _loop(self) -> None:
-        while (item := self._queue.get()) is not None:
-            call, always = item
-            if self.error is None or always:
+        stop = False
+        while not stop:
+            # the writes waiting, up to the next call that is not a write's (``begin``,
+            # ``amend``, ``finish``: made in their order), with what shows them (``after``:
+            # made once they are, as each was asked, and after the others among them too)
+            items = [self._queue.get()]
+            while _merged(items[-1]) and len(items) < QUEUE_LIMIT:
                 try:
-                    call()
-                except BaseException as exc:  # reported by the service, never lost
-                    if self.error is None:
-                        # Its words only: a traceback would keep the failed store's objects
-                        # (a broken database connection) alive to the end of the process.
-                        self.error = exc.with_traceback(None)
-                        self.error.__context__ = self.error.__cause__ = None
-                    del exc
-            self._queue.task_done()
-        self._queue.task_done()
+                    items.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            writes = [item for item in items if item is not None and item[0] in _WRITES]
+            began = time.monotonic()
+            if writes:
+                self._make(partial(self._write, writes), always=False)
+            took = time.monotonic() - began
+            for item in items:
+                if item is None:
+                    stop = True
+                elif item[0] not in _WRITES:
+                    self._make(item[1], always=item[2])
+            for _ in items:
+                self._queue.task_done()
+            if writes and not stop:
+                # what closes meanwhile is written with the next (the queue is bounded: a
+                # full one holds the drain loop back, and the rings refuse and count)
+                wait = began + max(WRITE_EVERY_S, WRITE_SHARE * took) - time.monotonic()
+                while wait > 0 and self._queue.qsize() < QUEUE_LIMIT // 4:
+                    time.sleep(min(wait, WRITE_EVERY_S))
+                    wait = began + max(WRITE_EVERY_S, WRITE_SHARE * took) - time.monotonic()
+
+    def _write(self, writes: list[_Item]) -> None:
+        results: list[FrameResult] = []
+        drops: list[DropCount] = []
+        tables: list[TableRows] = []
+        for kind, what, _ in writes:
+            if kind == "frames":
+                results.extend(what)
+            elif kind == "drops":
+                drops.extend(what)
+            else:
+                tables.append(what)
+        self.store.write_batch(results, drops, tables)
+
+    def _make(self, call: Callable[[], Any], *, always: bool) -> None:
+        if self.error is None or always:
+            try:
+                call()
+            except BaseException as exc:  # reported by the service, never lost
+                if self.error is None:
+                    # Its words only: a traceback would keep the failed store's objects
+                    # (a broken database connection) alive to the end of the process.
+                    self.error = exc.with_traceback(None)
+                    self.error.__context__ = self.error.__cause__ = None
+                del exc
 
     def _put(self, call: Callable[[], Any], *, always: bool = False) -> None:
-        self._queue.put((call, always))
+        self._queue.put(("call", call, always))
 
     def begin(self, meta: RunMeta, topology: Topology, queries: Sequence[QueryRecord]) -> None:
         self._put(lambda: self.store.begin(meta, topology, queries))
 
     def write_frames(self, results: Sequence[FrameResult]) -> None:
-        self._put(lambda: self.store.write_frames(results))
+        self._queue.put(("frames", results, False))
 
     def write_drops(self, drops: Sequence[DropCount]) -> None:
-        self._put(lambda: self.store.write_drops(drops))
+        self._queue.put(("drops", drops, False))
 
     def amend(self, topology: Topology, queries: Sequence[QueryRecord] | None) -> None:
         self._put(lambda: self.store.amend(topology, queries))
@@ -72,7 +127,7 @@ class StoreWriter:
     def write_table(self, rows: TableRows) -> None:
         """Checked here, where they are made, and written in the writer's thread."""
         check_rows(rows)
-        self._put(lambda: self.store.write_table(rows))
+        self._queue.put(("table", rows, False))
 
     def finish(self, status: str, error: str | None, ended_unix_ns: int, duration_ns: int) -> None:
         """Made even after a failure: how the run ended is written wherever the file allows."""
@@ -89,7 +144,7 @@ class StoreWriter:
             except Exception as exc:  # a watcher's failure, not the file's
                 print(f"streamscope monitor: could not show frames: {exc!r}", file=sys.stderr)
 
-        self._put(guarded)
+        self._queue.put(("after", guarded, False))
 
     def flush(self) -> None:
         """Wait until every call so far has been made."""
@@ -100,3 +155,12 @@ class StoreWriter:
         if self._thread.is_alive():
             self._queue.put(None)
             self._thread.join()
+
+
+#: The queued writes merged into one.
+_WRITES = frozenset({"frames", "drops", "table"})
+
+
+def _merged(item: _Item | None) -> bool:
+    """Whether ``item`` is a write merged with its neighbours, or what shows one."""
+    return item is not None and item[0] != "call"

@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import numpy as np
+
 from streamscope.aggregate.points import DropCount, FrameResult
 from streamscope.core.tablerows import Column, TableRows
 from streamscope.core.topology import Topology
@@ -96,6 +98,15 @@ class RunStore(Protocol):
         """Append ``rows`` to one of ``APPEND_TABLES`` (checked by ``check_rows``)."""
         ...
 
+    def write_batch(
+        self,
+        results: Sequence[FrameResult],
+        drops: Sequence[DropCount],
+        tables: Sequence[TableRows],
+    ) -> None:
+        """``write_frames``, ``write_drops`` and ``write_table`` of each of ``tables`` at once."""
+        ...
+
     def amend(self, topology: Topology, queries: Sequence[QueryRecord] | None) -> None:
         """The run grew while it went on (stages, channels and probes a drop-in program made
         after monitoring began): ``topology`` extends the one given last (what it adds is
@@ -145,6 +156,39 @@ class BaseStore(ABC):
         if len(rows):
             self._do_table(rows.table, [rows.columns[n] for n in names])
 
+    def write_batch(
+        self,
+        results: Sequence[FrameResult],
+        drops: Sequence[DropCount],
+        tables: Sequence[TableRows],
+    ) -> None:
+        """``write_frames``, ``write_drops`` and ``write_table`` of each of ``tables``, as one
+        write (one transaction, where the store has them): a monitor of short frames writes
+        what piled up meanwhile at once, not a transaction per frame."""
+        self._expect("open", "write_batch")
+        parts: dict[str, list[list[Column]]] = {}  # a table's rows, one insert for them all
+        for rows in tables:
+            names = check_rows(rows)
+            if len(rows):
+                parts.setdefault(rows.table, []).append([rows.columns[n] for n in names])
+        self._do_batch(
+            _rows.flatten(results) if results else None,
+            drops,
+            [(table, _joined(p)) for table, p in parts.items()],
+        )
+
+    def _do_batch(
+        self,
+        rows: _rows.Rows | None,
+        drops: Sequence[DropCount],
+        tables: Sequence[tuple[str, list[Column]]],
+    ) -> None:
+        """Store it (a store of transactions makes it one)."""
+        if rows is not None or drops:
+            self._do_write(rows, drops)
+        for table, columns in tables:
+            self._do_table(table, columns)
+
     @abstractmethod
     def _do_table(self, table: str, columns: list[Column]) -> None:
         """Store it (the subclass's part of the call)."""
@@ -181,6 +225,19 @@ class BaseStore(ABC):
         self, status: str, error: str | None, ended_unix_ns: int, duration_ns: int
     ) -> None:
         """Store it (the subclass's part of the call)."""
+
+
+def _joined(parts: list[list[Column]]) -> list[Column]:
+    """The columns of several rows of one table, one after the other."""
+    if len(parts) == 1:
+        return parts[0]
+    out: list[Column] = []
+    for cols in zip(*parts, strict=True):
+        if all(isinstance(c, np.ndarray) for c in cols):
+            out.append(np.concatenate(cols))
+        else:
+            out.append([v for c in cols for v in c])
+    return out
 
 
 class InMemoryStore(BaseStore):

@@ -174,6 +174,14 @@ class DuckDBStore(BaseStore, Closing):
             raise
 
     def _do_write(self, rows: _rows.Rows | None, drops: Sequence[DropCount]) -> None:
+        self._do_batch(rows, drops, ())
+
+    def _do_batch(
+        self,
+        rows: _rows.Rows | None,
+        drops: Sequence[DropCount],
+        tables: Sequence[tuple[str, list[Column]]],
+    ) -> None:
         self._writes += 1
         every = self.checkpoint_every
         if self.checkpoint_s is not None:
@@ -191,6 +199,8 @@ class DuckDBStore(BaseStore, Closing):
             if drops:
                 cols = [[getattr(d, c) for d in drops] for c in _rows.DROP_COLUMNS]
                 _sqlio().insert(con, "drops", cols)
+            for table, columns in tables:
+                _sqlio().insert(con, table, columns)
             kept = self._retention
             if kept is not None and rows is not None and rows.frame[4]:
                 now = max(rows.frame[4])
