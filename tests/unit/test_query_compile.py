@@ -314,3 +314,25 @@ def test_a_compiled_plan_crosses_to_the_monitor_whole() -> None:
     assert back.estimated == [] and back.host_reduced == {}
     with pytest.raises(ValueError, match="sited"):
         _ = compile_queries(texts, FAN, S).monitor_measured
+
+
+def test_a_large_queues_bare_histogram_has_doubling_bins_with_empty_and_full_their_own() -> None:
+    from streamscope.aggregate.points import HistogramPoint
+    from streamscope.analysis.levels import level_fractions
+    from streamscope.query.aggspecs import LEVEL_BINS
+
+    big = Histogram.doubling_to(1024)
+    assert big.edges == (0.0, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0,
+                         1024.0, 1025.0)  # fmt: skip
+    assert Histogram.doubling_to(1000).edges[-3:] == (512.0, 1000.0, 1001.0)
+    # empty and full are still told apart from the rest
+    w = tuple(float(i + 1) for i in range(len(big.edges) - 1))
+    assert level_fractions(HistogramPoint(big.edges, w), 1024) == (1.0, w[-1])
+    assert LEVEL_BINS == 64
+    wide = _topology(["a", "b"], [("a", "b", 1024)])
+    assert _one("occupancy(a -> b): histogram", wide)[1] == (big,)
+    assert _one("occupancy(a -> b): histogram(bins=0..1024)", wide)[1] == (
+        Histogram.levels(0, 1024),
+    )
+    edge = _topology(["a", "b"], [("a", "b", LEVEL_BINS)])
+    assert _one("occupancy(a -> b): histogram", edge)[1] == (Histogram.levels(0, LEVEL_BINS),)

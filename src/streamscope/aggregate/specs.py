@@ -108,6 +108,18 @@ class Histogram:
             edges.append(2 * edges[-1])
         return cls(tuple(edges))
 
+    @classmethod
+    def doubling_to(cls, capacity: int) -> Histogram:
+        """Levels of a queue of ``capacity``: 0 and 1 a bin each, then bins twice as wide each
+        (2-3, 4-7, ...) below ``capacity``, and ``capacity`` (full) a bin of its own."""
+        edges = [0.0, 1.0]
+        while 2 * edges[-1] < capacity:
+            edges.append(2 * edges[-1])
+        if edges[-1] < capacity:
+            edges.append(float(capacity))
+        edges.append(float(capacity + 1))
+        return cls(tuple(edges))
+
     def create(self) -> Accumulator:
         from streamscope.aggregate.accumulators import HistogramAccumulator
 

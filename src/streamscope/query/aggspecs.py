@@ -31,7 +31,7 @@ from streamscope.query.ast import (
 )
 from streamscope.query.metrics import BOX_QUANTILES, METRICS
 
-__all__ = ["query_specs"]
+__all__ = ["LEVEL_BINS", "query_specs"]
 
 _SIMPLE_SPECS: dict[str, AggregationSpec] = {
     "count": Count(),
@@ -45,11 +45,18 @@ _SIMPLE_SPECS: dict[str, AggregationSpec] = {
 }
 
 
+#: A bare histogram of a channel of up to this capacity has a bin per level; of a larger one,
+#: doubling bins (``Histogram.doubling_to``): a frame of a queue of 10,000 is not 10,002 rows,
+#: and how often it was empty or full is still known.
+LEVEL_BINS = 64
+
+
 def query_specs(
     query: Query, channels: list[ChannelInfo], origin: Origin
 ) -> tuple[AggregationSpec, ...]:
     """The query's specs in written order; all quantiles merge into one ``Quantiles`` spec at
-    the place of the first. A bare histogram gets levels ``0..capacity`` (largest matched);
+    the place of the first. A bare histogram gets levels ``0..capacity`` (largest matched;
+    past ``LEVEL_BINS``, doubling bins with empty and full each a bin of its own);
     the default one of channels with no fixed capacity, doubling bins (``Histogram.doubling``),
     so that how often they were empty is known."""
     written = bool(query.aggregations)
@@ -71,8 +78,10 @@ def query_specs(
             specs.append(Histogram.from_range(float(lo), float(hi), float(agg.width)))
         else:
             capacity = max((c.capacity for c in channels), default=0)
-            if capacity >= 1:
+            if 1 <= capacity <= LEVEL_BINS:
                 specs.append(Histogram.levels(0, capacity))
+            elif capacity > LEVEL_BINS:
+                specs.append(Histogram.doubling_to(capacity))
             elif not written:
                 specs.append(Histogram.doubling())
             else:
