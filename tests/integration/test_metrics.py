@@ -175,6 +175,11 @@ def test_prometheus_scrapes_the_runs_counters_as_show_reports_them(tmp_path: Pat
         for key, seconds in state_s.items():
             assert stored[key] == pytest.approx(seconds, rel=1e-9, abs=1e-9), key
         assert sum(v for (_, (_, state)), v in stored.items() if state != "idle") > 1.0
+        # what watching cost: the monitor's own process, some CPU and less than its run took
+        ((_, cpu_s),) = _last(
+            prometheus, 'streamscope_monitor_cpu_seconds_total{run="prog"}'
+        ).items()
+        assert 0.0 < cpu_s < 60.0
     finally:
         server.terminate()
         try:

@@ -211,3 +211,19 @@ def test_idle_connections_cost_a_bounded_number_of_threads() -> None:
     with urllib.request.urlopen(url, timeout=5) as answer:
         assert b"streamscope_channel_items_total" in answer.read()
     served.stop()
+
+
+def test_the_monitors_cpu_is_a_counter_where_it_is_known() -> None:
+    metrics = RunMetrics("r", METRICS)
+    assert "streamscope_monitor_cpu_seconds_total" not in scrape_text(metrics)
+    metrics.on_lag(5_000_000, 2_500_000_000)
+    metrics.on_lag(6_000_000, 2_000_000_000)  # a late report never takes it back
+    text = scrape_text(metrics)
+    assert 'streamscope_monitor_cpu_seconds_total{run="r"} 2.5' in text
+    assert 'streamscope_monitor_lag_seconds{run="r"} 0.006' in text
+
+
+def scrape_text(metrics: RunMetrics) -> str:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(metrics)
+    return generate_latest(registry).decode()

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from streamscope.report.live import LivePage
     from streamscope.report.metrics import MetricsServer
     from streamscope.report.plain import PlainConsole
-    from streamscope.runtime.options import FramesCallback, RunOptions, RunResult
+    from streamscope.runtime.options import FramesCallback, LagCallback, RunOptions, RunResult
     from streamscope.store.writer import QueryRecord
 
 #: How long the live page stays up after the run, for open pages to get its end (s).
@@ -148,12 +148,12 @@ def _end_metrics(metrics: MetricsServer) -> None:
     metrics.stop(linger_s=LINGER_S)
 
 
-def _lags(*sinks: Callable[[int], None]) -> Callable[[int], None]:
+def _lags(*sinks: LagCallback) -> LagCallback:
     """One lag callback that calls each of ``sinks`` in turn."""
 
-    def call(lag_ns: int) -> None:
+    def call(lag_ns: int, cpu_ns: int | None = None) -> None:
         for sink in sinks:
-            sink(lag_ns)
+            sink(lag_ns, cpu_ns)
 
     return call
 

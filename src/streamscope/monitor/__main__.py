@@ -18,6 +18,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -61,6 +62,7 @@ def _on_frames(results: Sequence[FrameResult], drops: Sequence[DropCount]) -> No
         {
             "event": "frames",
             "lag_ns": _lag[0],
+            "cpu_ns": time.process_time_ns(),  # what watching costs, for --metrics
             "results": [r.to_dict() for r in results],
             "drops": [
                 {

@@ -97,6 +97,7 @@ class RunMetrics:
         self._records = 0
         self._dropped = 0
         self._lag_ns = 0
+        self._cpu_ns: int | None = None
         self.running = True
         self._ended_at = 0.0  # monotonic
         #: Scrapes answered (monotonic times, the latest two) and those answered after the end.
@@ -118,10 +119,13 @@ class RunMetrics:
                 self._records += max(d.recorded, 0)
                 self._dropped += max(d.dropped, 0)
 
-    def on_lag(self, lag_ns: int) -> None:
-        """How far the monitor is behind the program (ns)."""
+    def on_lag(self, lag_ns: int, cpu_ns: int | None = None) -> None:
+        """How far the monitor is behind the program (ns), and its process's CPU time so far
+        (ns; None: not known, a monitor in the program's process)."""
         with self._lock:
             self._lag_ns = lag_ns
+            if cpu_ns is not None:
+                self._cpu_ns = max(self._cpu_ns or 0, cpu_ns)
 
     def finish(self) -> None:
         """The run ended: every frame is in, the figures are final."""
@@ -177,8 +181,8 @@ class RunMetrics:
                 "latency_mean": dict(self._latency_mean.value),
                 "latency": dict(self._latency.value),
             }
-            records, dropped, lag_ns, running = (
-                self._records, self._dropped, self._lag_ns, self.running,
+            records, dropped, lag_ns, cpu_ns, running = (
+                self._records, self._dropped, self._lag_ns, self._cpu_ns, self.running,
             )  # fmt: skip
         run = self.run
         counter = CounterMetricFamily(
@@ -214,6 +218,16 @@ class RunMetrics:
         ):  # fmt: skip
             counter = CounterMetricFamily(name, doc, labels=("run",))
             counter.add_metric((run,), n)
+            yield counter
+        if cpu_ns is not None:
+            counter = CounterMetricFamily(
+                "streamscope_monitor_cpu_seconds_total",
+                "CPU time of the monitor's process since the run started: what watching costs "
+                "besides the probes in the program's threads.",
+                labels=("run",),
+                unit="seconds",
+            )
+            counter.add_metric((run,), cpu_ns / 1e9)
             yield counter
         for name, doc, v in (
             ("streamscope_monitor_lag_seconds",

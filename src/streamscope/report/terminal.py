@@ -155,7 +155,7 @@ class LiveView:
                 self.console.print(f"[note] {text}", markup=False, highlight=False, soft_wrap=True)
             self._show()
 
-    def on_lag(self, lag_ns: int) -> None:
+    def on_lag(self, lag_ns: int, cpu_ns: int | None = None) -> None:
         """How far the monitor trails the run (shown under the table)."""
         self.lag_ns = lag_ns
 

@@ -29,6 +29,7 @@ from streamscope.runtime.launch import Launched
 from streamscope.runtime.options import (
     INTERRUPTED,
     FramesCallback,
+    LagCallback,
     RunOptions,
     RunResult,
     check_out,
@@ -67,7 +68,7 @@ def monitor(
     options: RunOptions | None = None,
     *,
     on_frames: FramesCallback | None = None,
-    on_lag: Callable[[int], None] | None = None,
+    on_lag: LagCallback | None = None,
     on_note: Callable[[str], None] | None = None,
     name: str = "program",
     live: bool = False,

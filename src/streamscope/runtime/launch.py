@@ -39,7 +39,7 @@ from streamscope.core.topology import Topology
 from streamscope.monitor.settings import MonitorSettings
 from streamscope.query.plan import Plan
 from streamscope.runtime.leftovers import record_run_file, sweep
-from streamscope.runtime.options import FramesCallback, RunOptions, RunResult
+from streamscope.runtime.options import FramesCallback, LagCallback, RunOptions, RunResult
 from streamscope.store.lock import WriterLock, repair
 from streamscope.store.writer import DuckDBStore, InMemoryStore, RunMeta, RunStore
 from streamscope.transport.channels import InMemoryTransport, UnixSocketTransport
@@ -67,7 +67,7 @@ class Launched:
         meta: RunMeta,
         opts: RunOptions,
         on_frames: FramesCallback | None = None,
-        on_lag: Callable[[int], None] | None = None,
+        on_lag: LagCallback | None = None,
         on_note: Callable[[str], None] | None = None,
         clock: Clock | None = None,
     ) -> None:
@@ -93,7 +93,7 @@ class Launched:
         topology: Topology,
         meta: RunMeta,
         on_frames: FramesCallback | None,
-        on_lag: Callable[[int], None] | None,
+        on_lag: LagCallback | None,
     ) -> None:
         opts = self.opts
         self.dir = ring_directory(tempfile.gettempdir())
@@ -219,7 +219,8 @@ class Launched:
                 continue
             kind = ev.get("event")
             if kind == "frames" and self._on_lag is not None:
-                self._on_lag(int(ev.get("lag_ns", 0)))
+                cpu = ev.get("cpu_ns")
+                self._on_lag(int(ev.get("lag_ns", 0)), int(cpu) if cpu is not None else None)
             if kind == "frames" and on_frames is not None:
                 results = [FrameResult.from_dict(r) for r in ev["results"]]
                 drops = [DropCount(**d) for d in ev["drops"]]

@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from streamscope.aggregate.points import DropCount, FrameResult
 from streamscope.core import native
@@ -24,9 +24,25 @@ from streamscope.core.options import RunOptions
 from streamscope.core.version import VERSION
 from streamscope.store.runstore import RunMeta, RunStore
 
-__all__ = ["INTERRUPTED", "FramesCallback", "RunOptions", "RunResult", "check_out", "make_meta"]
+__all__ = [
+    "INTERRUPTED",
+    "FramesCallback",
+    "LagCallback",
+    "RunOptions",
+    "RunResult",
+    "check_out",
+    "make_meta",
+]
 
 FramesCallback = Callable[[Sequence[FrameResult], Sequence[DropCount]], None]
+
+
+class LagCallback(Protocol):
+    """Told, with each batch of frames, how far the monitor is behind the program (ns) and,
+    where it runs in a process of its own, that process's CPU time so far (ns; None where it
+    is not known: a monitor in a thread of the program's process)."""
+
+    def __call__(self, lag_ns: int, cpu_ns: int | None = None) -> None: ...
 
 
 #: Why a run was interrupted by Ctrl-C.

@@ -29,7 +29,7 @@ from streamscope.pipeline.program.registry import RAISED, REGISTRY, SESSION_ENV,
 from streamscope.query.ast import Query
 from streamscope.query.plan import Plan
 from streamscope.runtime.instrument import monitor
-from streamscope.runtime.options import FramesCallback, RunOptions, RunResult
+from streamscope.runtime.options import FramesCallback, LagCallback, RunOptions, RunResult
 
 #: A program stopped at its time limit gets SIGINT (as after Ctrl-C), then this long (s) to end
 #: before it and its processes are killed.
@@ -90,7 +90,7 @@ def run_program(
     *,
     module: bool = False,
     on_frames: FramesCallback | None = None,
-    on_lag: Callable[[int], None] | None = None,
+    on_lag: LagCallback | None = None,
     on_note: Callable[[str], None] | None = None,
     plan: Plan | None = None,
     on_started: Callable[[], None] | None = None,

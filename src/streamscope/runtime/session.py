@@ -32,6 +32,7 @@ from streamscope.runtime.functrace import TracingSession
 from streamscope.runtime.launch import Launched
 from streamscope.runtime.options import (
     FramesCallback,
+    LagCallback,
     RunOptions,
     RunResult,
     check_out,
@@ -125,7 +126,7 @@ def run(
     options: RunOptions | None = None,
     *,
     on_frames: FramesCallback | None = None,
-    on_lag: Callable[[int], None] | None = None,
+    on_lag: LagCallback | None = None,
     on_note: Callable[[str], None] | None = None,
     live: bool = False,
     prepared: tuple[Plan, Topology] | None = None,
@@ -157,7 +158,7 @@ def _run(
     topology: Topology,
     opts: RunOptions,
     on_frames: FramesCallback | None,
-    on_lag: Callable[[int], None] | None,
+    on_lag: LagCallback | None,
     on_note: Callable[[str], None] | None,
 ) -> RunResult:
     traced = TracingSession(pipeline) if pipeline.tracing is not None else None
@@ -199,14 +200,14 @@ def _cluster(pipeline: Pipeline, opts: RunOptions) -> RayCluster | None:
     return RayCluster.start(hosts)
 
 
-Callbacks = tuple[FramesCallback | None, Callable[[int], None] | None, Callable[[str], None] | None]
+Callbacks = tuple[FramesCallback | None, LagCallback | None, Callable[[str], None] | None]
 
 
 @contextmanager
 def live_view(
     plan: Plan,
     on_frames: FramesCallback | None = None,
-    on_lag: Callable[[int], None] | None = None,
+    on_lag: LagCallback | None = None,
     on_note: Callable[[str], None] | None = None,
 ) -> Iterator[Callbacks]:
     """The terminal's live view of ``plan``'s frames on stderr while the block runs: the
@@ -222,10 +223,10 @@ def live_view(
         if on_frames is not None:
             on_frames(results, drops)
 
-    def lag(ns: int) -> None:
-        view.on_lag(ns)
+    def lag(lag_ns: int, cpu_ns: int | None = None) -> None:
+        view.on_lag(lag_ns)
         if on_lag is not None:
-            on_lag(ns)
+            on_lag(lag_ns, cpu_ns)
 
     def note(text: str) -> None:
         view.on_note(text)
