@@ -9,6 +9,7 @@ from pathlib import Path
 
 import streamscope as ss
 from streamscope.analysis import findings
+from streamscope.report import render_report
 from watched import cli
 
 PROGRAM = """
@@ -72,6 +73,7 @@ def test_a_long_run_keeps_few_frames_and_every_item(tmp_path: Path) -> None:
         assert run.duration_ns - max(b for _, b, _, _ in stretches) <= 5.7e9
         said = [f for f in findings(run) if f.kind == "rolled_up"]
         assert said and "--keep" in said[0].title
+        assert "rolled up into coarser frames" in render_report(run)[0]  # the report says so
     shown = subprocess.run([*cli(), "show", str(out)], capture_output=True, text=True,
                            timeout=120, check=False)  # fmt: skip
     assert shown.returncode == 0, shown.stderr
