@@ -13,8 +13,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import numpy as np
-
 from streamscope.aggregate.points import DropCount, FrameResult
 from streamscope.core.tablerows import Column, TableRows
 from streamscope.core.topology import Topology
@@ -233,7 +231,9 @@ def _joined(parts: list[list[Column]]) -> list[Column]:
         return parts[0]
     out: list[Column] = []
     for cols in zip(*parts, strict=True):
-        if all(isinstance(c, np.ndarray) for c in cols):
+        if all(hasattr(c, "dtype") for c in cols):  # numpy's: loaded by whoever made them
+            import numpy as np
+
             out.append(np.concatenate(cols))
         else:
             out.append([v for c in cols for v in c])
