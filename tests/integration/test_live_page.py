@@ -148,7 +148,7 @@ def test_the_live_page_of_a_program_run_as_it_is_grows_with_it(tmp_path: Path) -
 
 
 #: A program that makes items until the file named first exists (at most two minutes).
-_UNTIL_TOLD = """
+UNTIL_TOLD = """
 import pathlib, queue, sys, threading, time
 stop, q = pathlib.Path(sys.argv[1]), queue.Queue(4)
 def produce():
@@ -174,7 +174,7 @@ def test_the_live_page_serves_its_own_address_with_its_token_only(tmp_path: Path
     served, and the run file holds the program's stages alone, none of the server's."""
     port = _free_port()
     app, stop, out = tmp_path / "until_told.py", tmp_path / "stop", tmp_path / "p.duckdb"
-    app.write_text(_UNTIL_TOLD)
+    app.write_text(UNTIL_TOLD)
     proc = subprocess.Popen(
         [*cli(), "run", str(app), "--serve", "--serve-port", str(port), "-o", str(out),
          "--quiet", "--", str(stop)],

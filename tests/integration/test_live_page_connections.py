@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from test_live_page import UNTIL_TOLD
 
 from streamscope.report.liveconn import connection_cap
 from watched import cli
@@ -28,26 +29,6 @@ IDLE = 1000
 COMMAND_NOFILE = 1000
 #: The address ``--serve`` prints: loopback, its port, its token.
 ADDRESS = re.compile(r"live page: http://127\.0\.0\.1:(\d+)/\?token=([A-Za-z0-9_-]{40,})$")
-
-#: A program that makes items until the file named first exists (at most two minutes).
-_UNTIL_TOLD = """
-import pathlib, queue, sys, threading, time
-stop, q = pathlib.Path(sys.argv[1]), queue.Queue(4)
-def produce():
-    end = time.monotonic() + 120
-    while not stop.exists() and time.monotonic() < end:
-        q.put(1)
-        time.sleep(0.002)
-    q.put(None)
-def consume():
-    while q.get() is not None:
-        pass
-workers = [threading.Thread(target=produce), threading.Thread(target=consume)]
-for w in workers:
-    w.start()
-for w in workers:
-    w.join()
-"""
 
 
 @pytest.fixture
@@ -121,7 +102,7 @@ def test_a_thousand_idle_connections_leave_the_page_to_its_token(
 ) -> None:
     port = _free_port()
     app, stop, out = tmp_path / "until_told.py", tmp_path / "stop", tmp_path / "p.duckdb"
-    app.write_text(_UNTIL_TOLD)
+    app.write_text(UNTIL_TOLD)  # the live page tests' own program
     stderr = tmp_path / "stderr.txt"
     cap = connection_cap(COMMAND_NOFILE)
     held: list[socket.socket] = []
