@@ -49,6 +49,15 @@ QUERIES = (
     ),
     QueryRecord(2, "latency(a -> b)", "latency", "ns", F, ("a -> b",), ("mean", "quantiles")),
     QueryRecord(3, "state(b)", "state", "", F, ("b",), ("duty",)),
+    QueryRecord(
+        4,
+        "sample(b.x): first, last, min, sum",
+        "sample",
+        "",
+        F,
+        ("b.x",),
+        ("first", "last", "min", "sum"),
+    ),
 )
 META = RunMeta(run_id="r", name="p", app="p.py", command="streamscope run p.py", argv=(),
                host="h", started_unix_ns=0, frame_ns=F, version="0")  # fmt: skip
@@ -77,6 +86,11 @@ def _frames(k: int, rng: np.random.Generator) -> list[FrameResult]:
         )),
         FrameResult(3, "b", k, *span, (
             DutyPoint(("busy", "idle"), (busy, 1.0 - busy)),
+        )),
+        FrameResult(4, "b.x", k, *span, (
+            ScalarPoint("first", None if k < 3 else float(k)),
+            ScalarPoint("last", float(k)), ScalarPoint("min", float(occ.min())),
+            ScalarPoint("sum", float(occ.sum())),
         )),
     ]  # fmt: skip
 
