@@ -120,7 +120,8 @@ def test_readme_shows_exactly_the_two_setup_commands() -> None:
 def test_every_page_has_something_to_run_or_none_is_expected() -> None:
     """The pages whose commands are run: a page that loses its runnable blocks is said here."""
     has = {p.name for p in PAGES if any(runnable(lang, b) for lang, b in fences(p.read_text()))}
-    assert {"README.md", "guide.md", "queries.md", "devices-and-hosts.md", "fpga-cores.md"} <= has
+    assert {"README.md", "guide.md", "queries.md", "devices-and-hosts.md", "fpga-cores.md",
+            "services.md"} <= has  # fmt: skip
 
 
 @pytest.mark.slow
@@ -174,7 +175,7 @@ def test_the_guides_python_runs_as_written(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "name", ["queries.md", "devices-and-hosts.md", "fpga-cores.md"], ids=lambda n: n
+    "name", ["queries.md", "devices-and-hosts.md", "fpga-cores.md", "services.md"], ids=lambda n: n
 )
 def test_docs_commands_run_as_written(name: str, tmp_path: Path) -> None:
     page = DOCS / name
@@ -187,6 +188,7 @@ def test_docs_commands_run_as_written(name: str, tmp_path: Path) -> None:
         "queries.md": ['"dropped":', '"recorded":'],
         "devices-and-hosts.md": ["W1 to", "truth", "completed"],
         "fpga-cores.md": ["trigger:", "module ss_trigger", "0x0fff"],
+        "services.md": ["words stored", "metrics: http://127.0.0.1:", "receive -> parse"],
     }[name]
     out = proc.stdout + proc.stderr
     assert all(s in out for s in said), out[-3000:]
