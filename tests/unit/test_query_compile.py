@@ -328,7 +328,7 @@ def test_a_large_queues_bare_histogram_has_doubling_bins_with_empty_and_full_the
     # empty and full are still told apart from the rest
     w = tuple(float(i + 1) for i in range(len(big.edges) - 1))
     assert level_fractions(HistogramPoint(big.edges, w), 1024) == (1.0, w[-1])
-    assert LEVEL_BINS == 64
+    assert LEVEL_BINS == 256
     wide = _topology(["a", "b"], [("a", "b", 1024)])
     assert _one("occupancy(a -> b): histogram", wide)[1] == (big,)
     assert _one("occupancy(a -> b): histogram(bins=0..1024)", wide)[1] == (

@@ -48,7 +48,7 @@ _SIMPLE_SPECS: dict[str, AggregationSpec] = {
 #: A bare histogram of a channel of up to this capacity has a bin per level; of a larger one,
 #: doubling bins (``Histogram.doubling_to``): a frame of a queue of 10,000 is not 10,002 rows,
 #: and how often it was empty or full is still known.
-LEVEL_BINS = 64
+LEVEL_BINS = 256
 
 
 def query_specs(
