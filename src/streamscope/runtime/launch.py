@@ -39,7 +39,13 @@ from streamscope.core.topology import Topology
 from streamscope.monitor.settings import MonitorSettings
 from streamscope.query.plan import Plan
 from streamscope.runtime.leftovers import record_run_file, sweep
-from streamscope.runtime.options import FramesCallback, LagCallback, RunOptions, RunResult
+from streamscope.runtime.options import (
+    FramesCallback,
+    LagCallback,
+    RunOptions,
+    RunResult,
+    told_lag,
+)
 from streamscope.store.lock import WriterLock, repair
 from streamscope.store.writer import DuckDBStore, InMemoryStore, RunMeta, RunStore
 from streamscope.transport.channels import InMemoryTransport, UnixSocketTransport
@@ -220,7 +226,9 @@ class Launched:
             kind = ev.get("event")
             if kind == "frames" and self._on_lag is not None:
                 cpu = ev.get("cpu_ns")
-                self._on_lag(int(ev.get("lag_ns", 0)), int(cpu) if cpu is not None else None)
+                told_lag(
+                    self._on_lag, int(ev.get("lag_ns", 0)), int(cpu) if cpu is not None else None
+                )
             if kind == "frames" and on_frames is not None:
                 results = [FrameResult.from_dict(r) for r in ev["results"]]
                 drops = [DropCount(**d) for d in ev["drops"]]

@@ -7,6 +7,7 @@ returns.
 
 from __future__ import annotations
 
+import inspect
 import os
 import socket
 import time
@@ -32,6 +33,7 @@ __all__ = [
     "RunResult",
     "check_out",
     "make_meta",
+    "told_lag",
 ]
 
 FramesCallback = Callable[[Sequence[FrameResult], Sequence[DropCount]], None]
@@ -43,6 +45,21 @@ class LagCallback(Protocol):
     is not known: a monitor in a thread of the program's process)."""
 
     def __call__(self, lag_ns: int, cpu_ns: int | None = None) -> None: ...
+
+
+def told_lag(callback: Callable[..., None], lag_ns: int, cpu_ns: int | None) -> None:
+    """``callback`` told the lag, and the monitor's CPU where it takes a second argument: a
+    caller's ``on_lag`` of one argument (as ``ss.run`` documents it) is told the lag alone."""
+    try:
+        params = inspect.signature(callback).parameters.values()
+    except (TypeError, ValueError):
+        callback(lag_ns)
+        return
+    takes = sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params)
+    if takes >= 2 or any(p.kind == p.VAR_POSITIONAL for p in params):
+        callback(lag_ns, cpu_ns)
+    else:
+        callback(lag_ns)
 
 
 #: Why a run was interrupted by Ctrl-C.

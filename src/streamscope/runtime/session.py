@@ -37,6 +37,7 @@ from streamscope.runtime.options import (
     RunResult,
     check_out,
     make_meta,
+    told_lag,
 )
 from streamscope.transport.control import Control
 from streamscope.transport.wire import MsgType
@@ -226,7 +227,7 @@ def live_view(
     def lag(lag_ns: int, cpu_ns: int | None = None) -> None:
         view.on_lag(lag_ns)
         if on_lag is not None:
-            on_lag(lag_ns, cpu_ns)
+            told_lag(on_lag, lag_ns, cpu_ns)
 
     def note(text: str) -> None:
         view.on_note(text)
