@@ -43,8 +43,7 @@ def calibrate(
 
     Exit status: 0 done (whether or not the truth was inside), 2 invalid input.
     """
-    from rich.console import Console
-
+    from streamscope.report.console import SafeConsole
     from streamscope.timebase.emulated import EmulatedClockSpec
     from streamscope.timebase.roundtrip import calibrate_emulated
 
@@ -54,7 +53,7 @@ def calibrate(
     if as_json:
         typer.echo(json.dumps(result.to_dict(), indent=2))
         return 0
-    out = Console(highlight=False)
+    out = SafeConsole()
     for name, value in _lines(spec, result):
         out.print(f"{name:<20} {value}", markup=False)
     return 0

@@ -34,10 +34,9 @@ def compare(
     """Compare two runs: first whether B is faster than A (throughput and duration), then each
     query's figures over the whole run, stages and drops, with whether B is better, worse or
     the same as A."""
-    from rich.console import Console
-
     from streamscope.analysis import compare as compare_runs
     from streamscope.core.errors import ConfigError
+    from streamscope.report.console import SafeConsole
     from streamscope.store.reader import load
 
     if not tolerance >= 0:
@@ -47,7 +46,7 @@ def compare(
     if as_json:
         typer.echo(json.dumps(result.to_dict(), indent=2, allow_nan=False))
         return 0
-    print_comparison(result, Console(highlight=False))
+    print_comparison(result, SafeConsole())
     return 0
 
 
@@ -62,12 +61,13 @@ def print_comparison(result: Comparison, console: Console) -> None:
         console.print("only in A: " + "; ".join(result.only_a), markup=False)
     if result.only_b:
         console.print("only in B: " + "; ".join(result.only_b), markup=False)
-    console.print(f"[bold]{result.summary}[/]")
+    console.print(result.summary, style="bold", markup=False)
 
 
 def comparison_table(result: Comparison) -> Table:
     """The rows of ``result`` as a rich table: figure, A, B, change, verdict."""
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(
         title=f"A = {result.name_a} ({result.path_a or '-'})\n"
@@ -93,7 +93,7 @@ def comparison_table(result: Comparison) -> Table:
             _fmt(r, r.a),
             _fmt(r, r.b),
             _change(r),
-            f"[{style}]{verdict}[/]" if style else verdict,
+            Text(verdict, style=style),
         )
     return table
 

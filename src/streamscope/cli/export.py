@@ -28,6 +28,7 @@ def export(
     (ns since the run's start) — stage states as slices, channel occupancy and every query stat
     as counters, raw records as events where the run was traced (--trace), and each clock
     domain's fits and bound widths as metadata."""
+    from streamscope.cli.common import echo
     from streamscope.core.errors import ConfigError
     from streamscope.export import FORMATS, export_run, extension
 
@@ -36,5 +37,5 @@ def export(
         raise ConfigError(f"unknown --format {fmt!r}; valid: {', '.join(FORMATS)}")
     out = output if output is not None else run_file.with_suffix(extension(name))
     summary = export_run(run_file, name, out)
-    typer.echo(summary.line())
+    echo(summary.line())
     return 0

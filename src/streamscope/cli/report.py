@@ -28,6 +28,7 @@ def report(
     """Write an HTML report of a run: findings, the pipeline with its performance, per-frame
     plots, histograms, latency box-whiskers, virtual queues and clock calibration. The file is
     self-contained (plotly.js inlined) and works offline."""
+    from streamscope.cli.common import echo
     from streamscope.core.errors import ConfigError
     from streamscope.report import write_report
 
@@ -37,7 +38,5 @@ def report(
     if target.parent and not target.parent.is_dir():
         raise ConfigError(f"--out {target}: the folder {target.parent} does not exist")
     summary = write_report(run_file, target, compare_with=compare_with)
-    typer.echo(
-        f"wrote {summary.path} ({summary.bytes / 1e6:.1f} MB): {', '.join(summary.sections)}"
-    )
+    echo(f"wrote {summary.path} ({summary.bytes / 1e6:.1f} MB): {', '.join(summary.sections)}")
     return 0

@@ -20,6 +20,7 @@ def retime(
 ) -> int:
     """Re-time a run: fit each clock domain to every calibration burst of the run (interpolating
     between bursts) and recompute the frames of every channel that crosses clock domains."""
+    from streamscope.cli.common import echo
     from streamscope.monitor.retime import retime as retime_run
 
     if method not in ("hull", "timetrial"):
@@ -28,9 +29,9 @@ def retime(
         raise ConfigError(f"unknown --method {method!r}; valid: hull, timetrial")
     r = retime_run(run_file, method=method)
     if not r.domains:
-        typer.echo(f"{run_file}: no calibrated clock domain; nothing to re-time")
+        echo(f"{run_file}: no calibrated clock domain; nothing to re-time")
         return 0
-    typer.echo(
+    echo(
         f"{run_file}: re-timed {len(r.targets)} target(s), {r.frames} frames, from {r.records} raw "
         f"records and {r.bursts} calibration bursts of {', '.join(r.domains)}"
     )

@@ -22,8 +22,7 @@ def show(
 ) -> int:
     """Show a recorded run: its status, pipeline, every query's frames and dropped records, and
     its top findings (with --json, every finding and the obvious changes' predictions)."""
-    from rich.console import Console
-
+    from streamscope.report.console import SafeConsole
     from streamscope.report.said import print_findings, said_doc
     from streamscope.report.summary import print_run
     from streamscope.store.reader import load
@@ -33,7 +32,7 @@ def show(
             doc = {**run.to_json(), **said_doc(run)}
             typer.echo(json.dumps(doc, indent=2, allow_nan=False))
             return 0
-        console = Console(highlight=False)
+        console = SafeConsole()
         print_run(run, console, last)
         print_findings(run, console)
     return 0

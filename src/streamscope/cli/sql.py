@@ -55,15 +55,20 @@ def sql(
 ) -> int:
     """Run SQL over a run file. The tables are documented in docs/run-file.md. Only the run
     file can be reached: no other file, extension or network."""
-    from rich.console import Console
     from rich.table import Table
 
+    from streamscope.report.console import SafeConsole
     from streamscope.store.reader import load
 
     with load(run_file) as run:
         columns, rows = run.sql(query)
     if fmt == "csv":
         w = csv.writer(sys.stdout)
+        if sys.stdout.isatty():  # exact where the values go to a file or a program
+            from streamscope.core.safetext import safe_text
+
+            columns = [safe_text(c) for c in columns]
+            rows = [tuple(safe_text(v) if isinstance(v, str) else v for v in r) for r in rows]
         w.writerow(columns)
         w.writerows(rows)
     elif fmt == "json":
@@ -73,7 +78,7 @@ def sql(
         table = Table(*columns)
         for r in rows:
             table.add_row(*("NULL" if v is None else str(v) for v in r))
-        Console(highlight=False).print(table)
+        SafeConsole().print(table)
     else:
         from streamscope.core.errors import ConfigError
 

@@ -47,11 +47,10 @@ def whatif(
     own service times; the unchanged model must first reproduce the run, or nothing is
     predicted (exit status 3). On a program, replicas are its threads, processes or tasks
     taking from the same queue, and each prediction says what to change in it."""
-    from rich.console import Console
-
     from streamscope.analysis import findings
     from streamscope.analysis.whatif import Change, Predictor
     from streamscope.core.errors import ConfigError
+    from streamscope.report.console import SafeConsole
     from streamscope.store.reader import load
 
     if replications < 2:
@@ -72,14 +71,14 @@ def whatif(
         if as_json:
             typer.echo(json.dumps(results[0].to_dict(), indent=2, allow_nan=False))
         else:
-            print_whatif(results[0], Console(highlight=False))
+            print_whatif(results[0], SafeConsole())
         return code
     if as_json:
         doc = {"check": p.check.verdict, "misses": list(p.check.misses),
                "predictions": [w.to_dict() for w in results]}  # fmt: skip
         typer.echo(json.dumps(doc, indent=2, allow_nan=False))
         return code
-    print_obvious(p, results, Console(highlight=False))
+    print_obvious(p, results, SafeConsole())
     return code
 
 
@@ -128,18 +127,20 @@ def whatif_table(result: WhatIf) -> Table:
     """Rows: throughput, each stage's busy and blocked shares, each channel's occupancy, the
     limit; columns: measured, the unchanged model, the prediction, its change."""
     from rich.table import Table
+    from rich.text import Text
 
     from streamscope.core.fmt import pct
+    from streamscope.core.safetext import safe_text
 
     pred = result.predicted
-    from rich.markup import escape
-
-    # escaped: a function's speed-up (speed[FUNC]) is not a style
-    changes = escape(", ".join(c.text for c in result.changes) or "(none)")
+    changes = safe_text(", ".join(c.text for c in result.changes) or "(none)")
+    # a Text, never markup: a function's speed-up (speed[FUNC]) is not a style
     table = Table(
-        title=f"what if {changes}\nmodel: the {'program' if result.measured.program else 'pipeline'}"
-        " simulated from the run's service times; "
-        f"self-check {result.check.verdict}",
+        title=Text(
+            f"what if {changes}\nmodel: the "
+            f"{'program' if result.measured.program else 'pipeline'} simulated from the run's "
+            f"service times; self-check {result.check.verdict}"
+        ),
         title_justify="left",
     )
     for col, justify in (("figure", "left"), ("measured", "right"), ("model", "right"),

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from streamscope.aggregate.points import DropCount, FrameResult
 from streamscope.core import native
 from streamscope.core.modes import RunStatus, parse
+from streamscope.core.safetext import safe_text
 from streamscope.core.tablerows import TableRows
 from streamscope.core.topology import Topology
 from streamscope.monitor.control import INBOX_LIMIT, ControlServer, Disconnect, Inbox
@@ -327,9 +328,10 @@ class MonitorService:
             self.engine.handle(msg)
         except (ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError) as e:
             self.control.bad_messages += 1
+            said = f"{type(e).__name__}: {e}"  # it may quote what the program sent
             print(
                 f"streamscope monitor: refused a {msg.type.name} message from agent {msg.agent}: "
-                f"{type(e).__name__}: {e}",
+                f"{safe_text(said)}",
                 file=sys.stderr,
             )
 

@@ -1,10 +1,11 @@
 """A console for a stream that is not a terminal, without loading rich (some 20 ms of a
 command's start): what a run says there is plain lines, as rich would write them.
 
-In: the standard stream to write to. Out: ``console_for(stream)``, a rich ``Console`` where the
-stream is a terminal or rich would treat it as one (``FORCE_COLOR``, ``TTY_COMPATIBLE``,
-``TTY_INTERACTIVE``), else a ``PlainConsole`` of the same width, colour system (none) and
-``is_terminal`` (False) as rich's.
+In: the standard stream to write to. Out: ``console_for(stream)``, a rich ``Console`` (our
+``SafeConsole``) where the stream is a terminal or rich would treat it as one (``FORCE_COLOR``,
+``TTY_COMPATIBLE``, ``TTY_INTERACTIVE``), else a ``PlainConsole`` of the same width, colour
+system (none) and ``is_terminal`` (False) as rich's. Both show control characters in what they
+print as escapes (``core.safetext``): a stream that is no terminal now may be one later.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from __future__ import annotations
 import os
 import sys
 from typing import TYPE_CHECKING, Literal, TextIO
+
+from streamscope.core.safetext import safe_text
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -23,7 +26,7 @@ FORCING = ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE")
 class PlainConsole:
     """``rich.console.Console``'s part that a run's command uses, for a stream that is not a
     terminal: lines written as they are (rich writes no styles there, and its ``soft_wrap``
-    lines unbroken; these are never broken, a path included)."""
+    lines unbroken; these are never broken, a path included), control characters escaped."""
 
     is_terminal = False
     color_system: str | None = None
@@ -52,12 +55,12 @@ class PlainConsole:
 
     def rich(self) -> Console:
         """Rich's console for the same stream, to render its tables (as plain as this)."""
-        from rich.console import Console
+        from streamscope.report.console import SafeConsole
 
-        return Console(highlight=False, stderr=self._stream == "stderr")
+        return SafeConsole(stderr=self._stream == "stderr")
 
     def print(self, *objects: object, sep: str = " ", end: str = "\n", **_: object) -> None:
-        self.file.write(sep.join(str(o) for o in objects) + end)
+        self.file.write(safe_text(sep.join(str(o) for o in objects)) + end)
 
 
 def console_for(
@@ -71,9 +74,9 @@ def console_for(
     except (AttributeError, ValueError):
         tty = False
     if tty or any(k in os.environ for k in FORCING):
-        from rich.console import Console
+        from streamscope.report.console import SafeConsole
 
-        return Console(highlight=False, stderr=stream == "stderr", soft_wrap=soft_wrap)
+        return SafeConsole(stderr=stream == "stderr", soft_wrap=soft_wrap)
     return PlainConsole(stream)
 
 

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
+from rich.markup import escape
 
 from streamscope.analysis import findings
 from streamscope.analysis.context import SEVERITY_ORDER
@@ -55,9 +56,10 @@ def print_findings(run: Run, console: Console, top: int = TOP) -> None:
     if not found:
         return
     said, pred = quotes(run, found[:top])
-    console.print("[bold]findings[/]")
+    console.print("findings", style="bold")
     for f in found[:top]:
-        console.print(f"  [{_COLOUR.get(f.severity, 'white')}]{f.severity}[/]: ", end="")
+        colour = _COLOUR.get(f.severity, "white")
+        console.print(f"  [{colour}]{escape(f.severity)}[/]: ", end="", markup=True)
         console.print(f.title, markup=False, soft_wrap=True)
         advice = f.suggestion if pred is None else pred.advice(f)
         if advice:
@@ -82,8 +84,10 @@ def said_text(run: Run, style: tuple[int, str | None, bool]) -> tuple[str, str]:
     width, colours, terminal = style
 
     def console() -> Console:
-        return Console(file=io.StringIO(), width=width, color_system=colours,  # type: ignore[arg-type]
-                       force_terminal=terminal, highlight=False)  # fmt: skip
+        from streamscope.report.console import SafeConsole
+
+        return SafeConsole(file=io.StringIO(), width=width, color_system=colours,
+                           force_terminal=terminal)  # fmt: skip
 
     summary, found = console(), console()
     assert run.path is not None

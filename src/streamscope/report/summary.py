@@ -64,11 +64,12 @@ def print_run(run: Run, console: Console, last: int | None = None) -> None:
     monitoring cost, and the probe records it dropped."""
     m = run.meta
     console.print(
-        f"[bold]{m.name}[/]  app={m.app or '-'}  status=[bold]{run.status}[/]  "
-        f"duration={fmt_ns(run.duration_ns)}  frame={fmt_ns(m.frame_ns)}"
+        f"[bold]{escape(m.name)}[/]  app={escape(m.app or '-')}  "
+        f"status=[bold]{escape(run.status)}[/]  duration={fmt_ns(run.duration_ns)}  frame={fmt_ns(m.frame_ns)}",
+        markup=True,
     )
     if run.error:
-        console.print(f"[red]error:[/] {run.error}", markup=True)
+        console.print(f"[red]error:[/] {escape(run.error)}", markup=True)
     print_notes(run, console)
     tables = [
         resources_table(run),
@@ -310,7 +311,8 @@ def print_summary(run: Run, path: Path, console: Console) -> None:
     dropped = sum(d.dropped for d in run.drops())
     if dropped:
         console.print(
-            f"[yellow]{dropped} probe records were dropped; `streamscope show {path}` lists them[/]"
+            f"{dropped} probe records were dropped; `streamscope show {path}` lists them",
+            style="yellow",
         )
 
 

@@ -111,10 +111,10 @@ class LiveView:
         if self._live is not None:
             self._live.update(self._table())
         elif self._shown is not None:
-            from rich.console import Console
+            from streamscope.report.console import SafeConsole
 
-            text = Console(file=io.StringIO(), width=120, highlight=False, force_jupyter=False,
-                           force_terminal=False)  # fmt: skip
+            text = SafeConsole(file=io.StringIO(), width=120, force_jupyter=False,
+                               force_terminal=False)  # fmt: skip
             text.print(self._table())
             self._shown.update({"text/plain": text.file.getvalue()}, raw=True)  # type: ignore[attr-defined]
 

@@ -213,11 +213,10 @@ def live_view(
 ) -> Iterator[Callbacks]:
     """The terminal's live view of ``plan``'s frames on stderr while the block runs: the
     callbacks to give the run, each also calling the one given here (if any)."""
-    from rich.console import Console
-
+    from streamscope.report.console import SafeConsole
     from streamscope.report.terminal import LiveView
 
-    view = LiveView(plan, Console(stderr=True, highlight=False))
+    view = LiveView(plan, SafeConsole(stderr=True))
 
     def frames(results: Sequence[FrameResult], drops: Sequence[DropCount]) -> None:
         view.on_frames(results, drops)
