@@ -28,6 +28,7 @@ from streamscope.core.errors import StreamscopeError
 from streamscope.core.process import GROUP_SIGNALS, end_now, keep_freed_memory
 from streamscope.store.duck import duckdb
 from streamscope.store.lock import WriterLock
+from streamscope.store.private import keep_private
 from streamscope.store.writer import DuckDBStore
 
 if TYPE_CHECKING:
@@ -115,6 +116,7 @@ def _say(signals: bytes) -> None:
 
 
 def main(argv: list[str]) -> int:
+    keep_private()  # the run file and DuckDB's log beside it hold the program's command line
     early = _Early(argv)
     early.start()
     # The monitor's own modules (numpy, the reductions) load meanwhile: 0.2 s of its start

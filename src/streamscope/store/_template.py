@@ -54,9 +54,9 @@ def _make(path: Path) -> None:
 
 
 def copy_into(target: Path) -> bool:
-    """Make ``target`` (absent) a copy of this schema's empty run file, made first if there is
-    none; False when none can be kept or copied (a read-only home, a full disk): nothing of
-    ``target`` is left then."""
+    """Make ``target`` (absent, or empty: its mode is kept) a copy of this schema's empty run
+    file, made first if there is none; False when none can be kept or copied (a read-only
+    home, a full disk): nothing of ``target`` is left then."""
     path = template_path()
     try:
         if not path.is_file():

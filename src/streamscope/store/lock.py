@@ -1,6 +1,7 @@
 """One writer per run file, and what to do with a file whose writer is gone.
 
-In: a run file's path. Out: ``WriterLock``, an exclusive ``flock`` on ``<file>.lock`` beside it,
+In: a run file's path. Out: ``WriterLock``, an exclusive ``flock`` on ``<file>.lock`` beside it
+(its owner's alone, as the run file: ``store.private``),
 taken before the run file is created and held until the run is finished (a child that inherits
 the descriptor, the monitor process, holds it too: the lock lasts while either lives, and the
 kernel drops it when both are gone, however they ended); ``writer_alive``, whether anyone holds
@@ -18,6 +19,7 @@ import time
 from pathlib import Path
 
 from streamscope.core.errors import RunFileError
+from streamscope.store.private import PRIVATE
 
 #: Said when a file is found ``running`` with nobody writing it.
 WRITER_GONE = "the process that wrote this run ended without finishing it (killed, or crashed)"
@@ -47,7 +49,7 @@ class WriterLock:
         lp = lock_path(self.path)
         lp.parent.mkdir(parents=True, exist_ok=True)
         while True:
-            fd = os.open(lp, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            fd = os.open(lp, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, PRIVATE)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError as e:

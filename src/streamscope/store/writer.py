@@ -23,6 +23,7 @@ from streamscope.core.tablerows import Column
 from streamscope.core.topology import Topology
 from streamscope.store import _rows
 from streamscope.store.lock import WriterLock
+from streamscope.store.private import make_private, match_mode
 from streamscope.store.retention import Retention
 from streamscope.store.runstore import (
     APPEND_TABLES,
@@ -144,8 +145,12 @@ class DuckDBStore(BaseStore, Closing):
             _reserve(self.path)
             from streamscope.store._template import copy_into
 
+            # made private before a byte of the run is in it (it will hold the command line)
+            mode = make_private(self.path)
             self._copied = copy_into(self.path)  # the tables made once per schema, not per run
             self._con = _duckdb().connect(str(self.path))
+            if not self._copied:  # DuckDB made the file anew: private before any row is in it
+                os.chmod(self.path, mode)
         except BaseException as exc:
             self._undo(exc)
             raise
@@ -287,6 +292,10 @@ class _Transaction:
                 self.con.execute("CHECKPOINT")
         except Exception as e:
             raise self._failed(e) from None
+        if not self.checkpoint and self.store is not None:
+            # DuckDB's log, made with the process's umask: the monitor's keeps it private, a
+            # program's (``--inline``) may not
+            match_mode(_wal(self.store.path), self.store.path)
 
     def _failed(self, exc: BaseException) -> BaseException:
         if self.store is not None:
