@@ -26,12 +26,28 @@ typedef struct {
 static inline int64_t ld(int64_t *p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
 static inline void st(int64_t *p, int64_t v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
 
+/* A word of the header plus n, wrapping as unsigned: the words are shared memory that another
+   process may have overwritten with anything, and a signed overflow is no defined result. */
+static inline void bump(int64_t *p, int64_t n)
+{
+    st(p, (int64_t)((uint64_t)ld(p) + (uint64_t)n));
+}
+
+/* Whether `need` slots are free at write position w, given read position r. Slots in use are
+   never more than the capacity; positions that say otherwise were overwritten (the monitor
+   finds it, counts it and moves the read position on): the ring counts as full till then. */
+static inline int ring_fits(uint64_t cap, uint64_t w, uint64_t r, uint64_t need)
+{
+    uint64_t used = w - r;
+    return used <= cap && cap - used >= need;
+}
+
 static inline int ring_room(RingObject *g, uint64_t w, uint64_t need)
 {
-    if (g->cap - (w - g->r_cache) >= need)
+    if (ring_fits(g->cap, w, g->r_cache, need))
         return 1;
     g->r_cache = (uint64_t)__atomic_load_n(&g->hdr[H_R], __ATOMIC_ACQUIRE);
-    return g->cap - (w - g->r_cache) >= need;
+    return ring_fits(g->cap, w, g->r_cache, need);
 }
 
 /* One record, or one counted refusal. Returns 1 when kept. */
@@ -41,7 +57,7 @@ static inline int ring_store(RingObject *g, uint32_t kind, uint32_t probe, int64
     int64_t *h = g->hdr;
     uint64_t w = (uint64_t)ld(&h[H_W]);
     if (!ring_room(g, w, 1)) {
-        st(&h[H_DROPPED], ld(&h[H_DROPPED]) + 1);
+        bump(&h[H_DROPPED], 1);
         st(&h[H_REFUSED], value);
         return 0;
     }
@@ -56,14 +72,14 @@ static inline int ring_store(RingObject *g, uint32_t kind, uint32_t probe, int64
 
 static inline int ring_sampled(RingObject *g)
 {
-    return ((uint64_t)(ld(&g->hdr[H_W]) + ld(&g->hdr[H_DROPPED])) & SAMPLE_MASK) == 0;
+    return (((uint64_t)ld(&g->hdr[H_W]) + (uint64_t)ld(&g->hdr[H_DROPPED])) & SAMPLE_MASK) == 0;
 }
 
 static inline void ring_cost(RingObject *g, int64_t t0)
 {
     int64_t c = host_ns() - t0 - g_clock_gap_ns;
-    st(&g->hdr[H_COST_NS], ld(&g->hdr[H_COST_NS]) + (c > 0 ? c : 0));
-    st(&g->hdr[H_COST_N], ld(&g->hdr[H_COST_N]) + 1);
+    bump(&g->hdr[H_COST_NS], c > 0 ? c : 0);
+    bump(&g->hdr[H_COST_N], 1);
 }
 
 /* A full ring refuses before the clock is read: when the monitor falls behind, the
@@ -72,7 +88,7 @@ static inline int ring_refused(RingObject *g, int64_t value)
 {
     if (ring_room(g, (uint64_t)ld(&g->hdr[H_W]), 1))
         return 0;
-    st(&g->hdr[H_DROPPED], ld(&g->hdr[H_DROPPED]) + 1);
+    bump(&g->hdr[H_DROPPED], 1);
     st(&g->hdr[H_REFUSED], value); /* a channel's last sequence number: its totals stay exact */
     return 1;
 }
@@ -145,8 +161,7 @@ static int Ring_init(RingObject *self, PyObject *args, PyObject *kw)
         return -1;
     }
     int64_t cap = h[H_CAPACITY];
-    if (cap < 0 || (cap & (cap - 1)) ||
-        self->view.len < HEADER_BYTES + cap * (Py_ssize_t)RECORD_BYTES) {
+    if (cap < 0 || (cap & (cap - 1)) || cap > (self->view.len - HEADER_BYTES) / RECORD_BYTES) {
         PyErr_SetString(PyExc_ValueError, "ring capacity is not a power of two, or the buffer "
                                           "is too small for it");
         return -1;
@@ -240,7 +255,8 @@ static PyObject *Ring_free(RingObject *self, PyObject *unused)
     RING_READY(self);
     uint64_t w = (uint64_t)ld(&self->hdr[H_W]);
     ring_room(self, w, self->cap ? self->cap : 1);
-    return PyLong_FromUnsignedLongLong(self->cap - (w - self->r_cache));
+    uint64_t used = w - self->r_cache;
+    return PyLong_FromUnsignedLongLong(used <= self->cap ? self->cap - used : 0);
 }
 
 static PyObject *Ring_refuse(RingObject *self, PyObject *const *args, Py_ssize_t nargs)
@@ -258,7 +274,7 @@ static PyObject *Ring_refuse(RingObject *self, PyObject *const *args, Py_ssize_t
         return NULL;
     }
     if (self->gen == g_fork_gen)
-        st(&self->hdr[H_DROPPED], ld(&self->hdr[H_DROPPED]) + n);
+        bump(&self->hdr[H_DROPPED], n);
     Py_RETURN_NONE;
 }
 
@@ -271,7 +287,9 @@ static PyObject *Ring_add(RingObject *self, PyObject *arg)
     RING_READY(self);
     if (self->gen == g_fork_gen) {
         st(&self->hdr[H_LAST], clock_now(self->clock));
-        __atomic_store_n(&self->hdr[H_TOTAL], ld(&self->hdr[H_TOTAL]) + n, __ATOMIC_RELEASE);
+        __atomic_store_n(&self->hdr[H_TOTAL],
+                         (int64_t)((uint64_t)ld(&self->hdr[H_TOTAL]) + (uint64_t)n),
+                         __ATOMIC_RELEASE);
     }
     Py_RETURN_NONE;
 }
@@ -321,7 +339,7 @@ static PyObject *Ring_enter(RingObject *self, PyObject *arg)
         ring_store(self, KIND_ENTER, self->probe, clock_now(self->clock), fid);
         self->depth++;
     } else {
-        st(&h[H_DROPPED], ld(&h[H_DROPPED]) + 2);
+        bump(&h[H_DROPPED], 2);
     }
     if (sampled)
         ring_cost(self, t0);

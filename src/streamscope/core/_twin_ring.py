@@ -37,8 +37,28 @@ from streamscope.core.rings import (
 _KIND_ENTER, _KIND_EXIT = int(Kind.ENTER), int(Kind.EXIT)
 _KIND_DURATION, _KIND_SAMPLE = int(Kind.DURATION), int(Kind.SAMPLE)
 _MASK = SAMPLE_EVERY - 1
+_U64 = (1 << 64) - 1
 _monotonic_ns = time.monotonic_ns
 _gap = clock_gap_ns()
+
+
+def _wrapped(v: int) -> int:
+    """``v`` as a 64-bit word holds it (what the native core's unsigned sums leave)."""
+    return ((v + (1 << 63)) & _U64) - (1 << 63)
+
+
+def _bump(h: Any, word: int, n: int) -> None:
+    """Header word ``word`` plus ``n``, wrapping as the native core's does: the header is
+    shared memory another process may have overwritten with anything."""
+    h[word] = _wrapped(h[word] + n)
+
+
+def _fits(cap: int, w: int, r: int, need: int) -> bool:
+    """``_native_ring.c``'s ``ring_fits``: slots in use are never more than the capacity;
+    positions that say otherwise were overwritten, and the ring counts as full."""
+    used = (w - r) & _U64
+    return used <= cap and cap - used >= need
+
 
 # A ring forked into a child stays the parent's: the child's writes would race the parent's.
 _fork_gen = [0]
@@ -76,7 +96,7 @@ class Ring:
                 "not a streamscope ring (bad magic): make it with streamscope.core.rings"
             )
         cap = h[W_CAPACITY]
-        if cap < 0 or cap & (cap - 1) or len(view) < HEADER_BYTES + cap * RECORD_BYTES:
+        if cap < 0 or cap & (cap - 1) or cap > (len(view) - HEADER_BYTES) // RECORD_BYTES:
             raise ValueError(
                 "ring capacity is not a power of two, or the buffer is too small for it"
             )
@@ -93,10 +113,12 @@ class Ring:
         self._calls: list[int] = []
 
     def _room(self, w: int, need: int) -> bool:
-        if self._cap - (w - self._r_cache) >= need:
+        cap = self._cap
+        used = (w - self._r_cache) & _U64  # ``_fits``, inline: the hot path's
+        if used <= cap and cap - used >= need:
             return True
         self._r_cache = self._h[W_R]
-        return self._cap - (w - self._r_cache) >= need
+        return _fits(cap, w, self._r_cache, need)
 
     def _store(self, kind: int, probe: int, ticks: int, value: int) -> bool:
         h = self._h
@@ -106,7 +128,7 @@ class Ring:
                 h[W_REFUSED] = value
             except ValueError:
                 raise OverflowError("Python int too large to convert to C long") from None
-            h[W_DROPPED] += 1
+            _bump(h, W_DROPPED, 1)
             return False
         i = (w & self._mask) * 3
         s = self._s
@@ -116,7 +138,10 @@ class Ring:
         except ValueError:
             raise OverflowError("Python int too large to convert to C long") from None
         s[i] = kind | ((probe - (1 << 32) if probe >= 1 << 31 else probe) << 32)
-        h[W_W] = w + 1
+        try:
+            h[W_W] = w + 1
+        except ValueError:  # an overwritten header's: wraps as the native core's
+            h[W_W] = _wrapped(w + 1)
         return True
 
     def service(self, busy: int, cpu: int, runq: int) -> None:
@@ -135,13 +160,13 @@ class Ring:
 
     def _cost(self, t0: int) -> None:
         h = self._h
-        h[W_COST_NS] += max(_monotonic_ns() - t0 - _gap, 0)
-        h[W_COST_N] += 1
+        _bump(h, W_COST_NS, max(_monotonic_ns() - t0 - _gap, 0))
+        _bump(h, W_COST_N, 1)
 
     def _refused(self, value: int) -> bool:
         if self._room(self._h[W_W], 1):
             return False
-        self._h[W_DROPPED] += 1
+        _bump(self._h, W_DROPPED, 1)
         self._h[W_REFUSED] = value
         return True
 
@@ -191,18 +216,19 @@ class Ring:
     def free(self) -> int:
         w = self._h[W_W]
         self._room(w, self._cap or 1)
-        return self._cap - (w - self._r_cache)
+        used = (w - self._r_cache) & _U64
+        return self._cap - used if used <= self._cap else 0
 
     def refuse(self, n: int = 1) -> None:
         if n < 0:
             raise ValueError("refusals only count up")
         if self._gen == _fork_gen[0]:
-            self._h[W_DROPPED] += n
+            _bump(self._h, W_DROPPED, n)
 
     def add(self, n: int) -> None:
         if self._gen == _fork_gen[0]:
             self._h[W_LAST] = self.clock.now()
-            self._h[W_TOTAL] += n
+            _bump(self._h, W_TOTAL, n)
 
     def enter(self, fid: int) -> bool:
         if fid <= 0:
@@ -223,7 +249,7 @@ class Ring:
             self._store(_KIND_ENTER, self.probe, self.clock.now(), fid)
             self._depth += 1
         else:
-            self._h[W_DROPPED] += 2
+            _bump(self._h, W_DROPPED, 2)
         if sampled:
             self._cost(t0)
         return ok
