@@ -135,8 +135,12 @@ class Mapped:
     """What a shared mapping offers besides its bytes (mixed into its ctypes array type)."""
 
     def madvise(self, option: int, start: int = 0, length: int | None = None) -> None:
+        """As ``mmap.mmap.madvise``, within the mapping only (ValueError past it, as there):
+        advice past its end would fall on whatever this process maps beside it."""
         size = ctypes.sizeof(self)  # type: ignore[arg-type]
         n = size - start if length is None else length
+        if not (0 <= start <= size and 0 <= n <= size - start):
+            raise ValueError(f"madvise: bytes {start}+{n} lie outside the {size}-byte mapping")
         if _LIBC.madvise(ctypes.addressof(self) + start, n, option) != 0:  # type: ignore[arg-type]
             err = ctypes.get_errno()
             raise OSError(err, os.strerror(err))
