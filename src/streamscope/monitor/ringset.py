@@ -6,7 +6,9 @@ record array per drain (in raw ticks, each ring's records together), the refusal
 counted since the last drain, counter registers as COUNT records, and what recording cost, as
 the rings sampled it while the run went on. The records of one drain are at most the rings'
 capacity: the monitor's memory never grows with its backlog; a ring the monitor does not drain
-in time refuses, and counts what it refuses.
+in time refuses, and counts what it refuses. A ring found damaged (``RingReader.damage``,
+``monitor.ringdamage``) loses what was wrong, and the run's notes say which ring and what
+(``damage_notes``).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from streamscope.core.errors import RunFileError
 from streamscope.core.records import Kind, Records, make_records
 from streamscope.core.rings import DECLARED, SUFFIX, JournalReader, parse_declaration
 from streamscope.core.topology import HOST, Topology
+from streamscope.monitor.ringdamage import DAMAGED, damage_text, sound
 from streamscope.transport.ringreader import RingReader
 
 
@@ -119,7 +122,9 @@ class RingSet:
         self._domain = {p.id: p.domain for p in topology.probes}
         self._rings: dict[str, _Ring] = {}
         self._turn = 0
-        self.bad: list[str] = []
+        #: Rings that could not be opened: name -> why.
+        self.bad: dict[str, str] = {}
+        self._unread: dict[str, str] = {}  # of those, the ones whose contents were wrong
         self._on_declare = on_declare
         self._journal = JournalReader(directory)
         #: Rings closed by their writers and removed so far; probes of those since the last
@@ -134,6 +139,10 @@ class RingSet:
         self._order: list[_Ring] = []
         self._addrs = np.zeros(64, dtype=np.uint64)
         self._flags = np.zeros(64, dtype=np.uint8)
+        #: The probes declared so far, sorted (None: to be made again from ``_domain``).
+        self._known: np.ndarray | None = None
+        #: Rings retired after they were found damaged: (name, probe, pid, damage).
+        self._damaged: list[tuple[str, int, int, dict[str, int]]] = []
 
     def scan(self) -> int:
         """Open the rings made since the last scan (after reading the declarations of probes
@@ -151,6 +160,7 @@ class RingSet:
                     print(f"streamscope monitor: {exc}")
                     continue
                 self._domain.update({p.id: p.domain for p in decl.probes})
+                self._known = None
                 found.append(decl)
             elif what == "R" and name.endswith(SUFFIX):
                 rings.append(name)
@@ -164,8 +174,10 @@ class RingSet:
                 reader = RingReader.open(path)
             except (OSError, ValueError) as exc:
                 if name not in self.bad:
-                    self.bad.append(name)
+                    self.bad[name] = str(exc).replace(f"{path}: ", "").replace(path, name)
                     print(f"streamscope monitor: cannot read ring {path}: {exc}")
+                    if isinstance(exc, ValueError):  # its contents: it was damaged
+                        self._unread[name] = self.bad[name]
                 continue
             ring = self._rings[name] = _Ring(reader, self._domain.get(reader.probe, HOST))
             self._place(ring)
@@ -192,6 +204,7 @@ class RingSet:
                     limits = self._aligned(rings, pending, budget, to_ns)
                 else:
                     limits = self._shares(rings, pending, budget)
+        taken: dict[str, list[tuple[RingReader, Records]]] = {}
         for ring in rings:
             closed = ring.reader.closed  # read first: every record it wrote is drained below
             d = ring.reader.drain(limits[id(ring)] if limits is not None else None)
@@ -212,12 +225,35 @@ class RingSet:
                     np.array([d.total], dtype=np.int64),
                 )
             if len(recs):
-                out.records.setdefault(ring.domain, []).append(recs)
-                out.n_records += len(recs)
+                taken.setdefault(ring.domain, []).append((ring.reader, recs))
             if d.dropped:
                 pid = ring.reader.probe
                 out.drops.append((pid, d.dropped))
                 out.refused[pid] = max(out.refused.get(pid, d.refused), d.refused)
+        for dom, parts in taken.items():
+            recs = sound(parts, self._known_ids, self.scan)
+            if len(recs):
+                out.records[dom] = [recs]
+                out.n_records += len(recs)
+        return out
+
+    def _known_ids(self) -> np.ndarray:
+        if self._known is None:
+            self._known = np.array(sorted(self._domain), dtype=np.uint32)
+        return self._known
+
+    def damage_notes(self) -> list[tuple[str, str]]:
+        """Each ring found damaged (``about``: ``damaged``): which, whose, and what was wrong."""
+        found = [*self._damaged]
+        found += [
+            (name, r.reader.probe, r.reader.pid, r.reader.damage)
+            for name, r in self._rings.items()
+            if r.reader.damage
+        ]
+        out = [
+            (DAMAGED, f"ring {name} could not be read: {why}") for name, why in self._unread.items()
+        ]
+        out += [(DAMAGED, damage_text(*f)) for f in found]
         return out
 
     def _astir(self) -> list[_Ring]:
@@ -301,6 +337,9 @@ class RingSet:
         self._rings.pop(os.path.basename(path), None)
         self._unplace(ring)
         self._add_cost(self._spent, ring.reader)
+        if ring.reader.damage:
+            name = os.path.basename(path)
+            self._damaged.append((name, ring.reader.probe, ring.reader.pid, ring.reader.damage))
         self.retired += 1
         self.closed.append(ring.reader.probe)
         with contextlib.suppress(OSError):

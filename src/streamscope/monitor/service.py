@@ -392,7 +392,7 @@ class MonitorService:
             eng.cost_model = book.model(eng.topology)
         self._amend(None)
         eng.finish(end_ns)
-        notes = [*notes, *eng.path_notes()]
+        notes = [*notes, *eng.path_notes(), *(self.rings.damage_notes() if self.rings else ())]
         if notes:
             self.writer.write_table(TableRows("note", {
                 "about": [a for a, _ in notes], "text": [t for _, t in notes],
