@@ -18,7 +18,7 @@ setup(
             depends=[
                 *(
                     f"src/streamscope/core/_native_{part}.c"
-                    for part in ("clock", "ring", "state", "fifo", "stacks")
+                    for part in ("clock", "ring", "state", "fifo", "stacks", "guard")
                 ),
                 "src/streamscope/core/_native_layout.h",
             ],

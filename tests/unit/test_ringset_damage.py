@@ -3,12 +3,15 @@ counted as that ring's damage and named in the run's notes; the other rings are 
 
 from __future__ import annotations
 
+import os
 import struct
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from streamscope.core import rings
+import pytest
+
+from streamscope.core import native, rings
 from streamscope.core.records import Kind
 from streamscope.monitor.ringdamage import DAMAGED
 from streamscope.monitor.ringset import RingSet
@@ -93,3 +96,21 @@ def test_a_ring_overwritten_before_it_was_found_is_named(tmp_path: Path) -> None
     ((about, text),) = rs.damage_notes()
     assert about == DAMAGED
     assert text.endswith("could not be read: not a streamscope ring (bad magic)")
+
+
+@pytest.mark.skipif(
+    native.IMPLEMENTATION != "native", reason="only the native core answers a SIGBUS"
+)
+def test_a_ring_truncated_under_the_monitor_reads_as_zeros_and_is_named(tmp_path: Path) -> None:
+    """Reading a mapping past its file's end is a SIGBUS: the reader's guard maps zeros there,
+    and the ring is named as cut short; the other ring is read as ever."""
+    rs, _, taps = _set(tmp_path, 1, 2)
+    taps[1].ring.record_at(100, 1)
+    taps[2].ring.record_at(100, 2)
+    assert _values(rs.drain()) == [(1, 1), (2, 2)]
+    os.truncate(tmp_path / _files(tmp_path)[1], 0)  # ring 1's writer writes no more
+    taps[2].ring.record_at(101, 3)
+    assert _values(rs.drain()) == [(2, 3)]
+    ((about, text),) = rs.damage_notes()
+    assert about == DAMAGED
+    assert "(probe 1) was damaged: file truncated: 1 time" in text

@@ -7,8 +7,9 @@
    The same API exists in pure Python (streamscope/core/_twin.py); the tests run both side by
    side. Layout of a ring: streamscope/core/rings.py, generated into _native_layout.h. This file
    holds what the parts share and the module; the parts are each in a file of its own beside its
-   twin (_native_clock.c, _native_ring.c, _native_state.c, _native_fifo.c), included below as
-   one translation unit so that the hot paths inline across them as before.
+   twin (_native_clock.c, _native_ring.c, _native_state.c, _native_fifo.c, _native_stacks.c,
+   _native_guard.c), included below as one translation unit so that the hot paths inline across
+   them as before.
 
    Locking rules of the FIFO (it releases the interpreter lock while it waits):
    - nobody blocks on a FIFO's mutex while holding the interpreter lock (LOCK() tries first,
@@ -64,6 +65,7 @@ static inline int64_t host_ns(void)
 #include "_native_state.c"
 #include "_native_fifo.c"
 #include "_native_stacks.c"
+#include "_native_guard.c"
 
 /* ==== module functions ===================================================================== */
 
@@ -223,6 +225,12 @@ static PyMethodDef module_methods[] = {
      "Write 64-bit word ``word`` of a buffer with release order."},
     {"astir", (PyCFunction)(void (*)(void))m_astir, METH_FASTCALL,
      "Mark which rings (header addresses) hold anything for the monitor; returns how many."},
+    {"guard_mapping", (PyCFunction)(void (*)(void))m_guard_mapping, METH_FASTCALL,
+     "A SIGBUS reading this mapping (a truncated file) maps zeros over it, not a crash."},
+    {"unguard_mapping", (PyCFunction)m_unguard_mapping, METH_O,
+     "Let a guarded mapping go (before unmapping it); whether it was cut short."},
+    {"mapping_faulted", (PyCFunction)m_mapping_faulted, METH_O,
+     "Whether a guarded mapping was cut short (its file truncated under it)."},
     {"current_tag", native_current_tag, METH_NOARGS,
      "The calling thread's path tag: what its next put carries (0: none)."},
     {"emit_tag", native_emit_tag, METH_NOARGS,

@@ -20,7 +20,15 @@ from streamscope.core._twin_fifo import (
     set_current_tag,
     take_tag,
 )
-from streamscope.core._twin_ring import Ring, astir, load_acquire, store_release
+from streamscope.core._twin_ring import (
+    Ring,
+    astir,
+    guard_mapping,
+    load_acquire,
+    mapping_faulted,
+    store_release,
+    unguard_mapping,
+)
 from streamscope.core._twin_stacks import StackSampler
 from streamscope.core._twin_state import (
     HEARTBEAT_NS,
@@ -45,10 +53,13 @@ __all__ = [
     "configure",
     "current_tag",
     "emit_tag",
+    "guard_mapping",
     "host_ns",
     "load_acquire",
+    "mapping_faulted",
     "service_spacing_ns",
     "set_current_tag",
     "store_release",
     "take_tag",
+    "unguard_mapping",
 ]

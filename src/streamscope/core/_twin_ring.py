@@ -333,3 +333,16 @@ def astir(addresses: Any, out: Any) -> int:
         flags[i] = int(b)
         busy += b
     return busy
+
+
+def guard_mapping(address: int, size: int) -> None:
+    """See ``_native_guard.c``: Python cannot answer a SIGBUS where it happens, so the twin
+    guards nothing (a monitor on the twin dies of a ring truncated under it)."""
+
+
+def unguard_mapping(address: int) -> bool:
+    return False
+
+
+def mapping_faulted(address: int) -> bool:
+    return False

@@ -3,7 +3,8 @@
 In: nothing (the choice is made once, at import). Out: ``Clock``, ``Ring``, ``StateTracker``,
 ``Fifo``, ``StackSampler``, ``astir``, ``bind_tracker``, ``bound_tracker``, ``current_tag``, ``set_current_tag``,
 ``emit_tag``, ``take_tag``, ``host_ns``, ``load_acquire``,
-``store_release`` and ``clock_gap_ns`` from one implementation, named by ``IMPLEMENTATION`` (``"native"`` or
+``store_release``, ``clock_gap_ns`` and the ring reader's ``guard_mapping``, ``unguard_mapping`` and
+``mapping_faulted`` from one implementation, named by ``IMPLEMENTATION`` (``"native"`` or
 ``"python"``). The twin is used when the extension was not built (no compiler at install) or
 when ``STREAMSCOPE_PURE_PYTHON`` is set (see ``core.config``).
 """
@@ -73,11 +74,14 @@ if TYPE_CHECKING:  # the twin is the typed reference: both have the same API
         clock_gap_ns,
         current_tag,
         emit_tag,
+        guard_mapping,
         host_ns,
         load_acquire,
+        mapping_faulted,
         set_current_tag,
         store_release,
         take_tag,
+        unguard_mapping,
     )
 else:
     Clock = _impl.Clock
@@ -93,6 +97,9 @@ else:
     host_ns = _impl.host_ns
     load_acquire = _impl.load_acquire
     astir = _impl.astir
+    guard_mapping = _impl.guard_mapping
+    unguard_mapping = _impl.unguard_mapping
+    mapping_faulted = _impl.mapping_faulted
     store_release = _impl.store_release
     clock_gap_ns = _impl.clock_gap_ns
     current_tag = _impl.current_tag
@@ -126,10 +133,13 @@ __all__ = [
     "clock_gap_ns",
     "current_tag",
     "emit_tag",
+    "guard_mapping",
     "host_ns",
     "implementations",
     "load_acquire",
+    "mapping_faulted",
     "set_current_tag",
     "store_release",
     "take_tag",
+    "unguard_mapping",
 ]

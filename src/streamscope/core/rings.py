@@ -154,10 +154,12 @@ class Mapped:
 _types: dict[int, Any] = {}
 
 
-def map_shared(fd: int, size: int) -> Any:
+def map_shared(fd: int, size: int, *, guard: Any = None) -> Any:
     """``size`` bytes of the file ``fd`` mapped shared, read and write; ``fd`` may be closed
     at once. Where the C library cannot be reached, an ``mmap.mmap`` (which holds a
-    descriptor)."""
+    descriptor). ``guard``: the probe core (``core.native``) whose ``guard_mapping`` makes a
+    read past the file's end, once another process truncated it, read zeros instead of
+    killing this process with SIGBUS (a reader's mappings, never a writer's)."""
     if _LIBC is None:
         return mmap.mmap(fd, size)
     addr = _LIBC.mmap(None, size, _PROT, mmap.MAP_SHARED, fd, 0)
@@ -168,8 +170,17 @@ def map_shared(fd: int, size: int) -> Any:
     if kind is None:
         kind = _types[size] = type("SharedMapping", (ctypes.c_char * size, Mapped), {})
     mem = kind.from_address(addr)
-    weakref.finalize(mem, _LIBC.munmap, addr, size)
+    if guard is not None:
+        guard.guard_mapping(addr, size)
+        weakref.finalize(mem, _unmap_guarded, guard, addr, size)
+    else:
+        weakref.finalize(mem, _LIBC.munmap, addr, size)
     return mem
+
+
+def _unmap_guarded(guard: Any, addr: int, size: int) -> None:
+    guard.unguard_mapping(addr)  # first: the address may be mapped again at once
+    _LIBC.munmap(addr, size)
 
 
 def file_size(fd: int) -> int:

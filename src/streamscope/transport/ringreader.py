@@ -78,6 +78,9 @@ CLOSED_WORD = "closed word overwritten"
 REFUSALS = "refusal count overwritten"
 #: The sampled cost words out of bounds (the ring's cost is not counted).
 COST = "cost words overwritten"
+#: The ring's file truncated under the reader (read as zeros from then on; the native core's
+#: reader only, ``core.rings.map_shared``'s guard).
+TRUNCATED = "file truncated"
 #: Records of a kind no probe writes (dropped, one each).
 KIND = "records of an unknown kind"
 
@@ -192,7 +195,7 @@ class RingReader:
             size = file_size(fd)
             if size < HEADER_BYTES:
                 raise ValueError(f"{path}: truncated ({size} bytes)")
-            mem = map_shared(fd, size)
+            mem = map_shared(fd, size, guard=native)  # truncated under it: zeros, not SIGBUS
         finally:
             os.close(fd)
         return cls(mem, str(path))
@@ -270,6 +273,8 @@ class RingReader:
         h = self._head[:_WORDS].tolist()  # every other word, read once, then checked
         if h[:_FIXED] != self._fixed:
             self._found(HEADER)
+            if self.address and native.mapping_faulted(self.address):
+                self._found(TRUNCATED, 0)  # what is past the file's end reads as zeros now
             if self._head.flags.writeable:
                 self._head[:_FIXED] = self._fixed
         r = self._r
