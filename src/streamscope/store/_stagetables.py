@@ -70,12 +70,12 @@ NOTE = Table(
     "note",
     "What the run says of itself besides its figures: what a program used that is not "
     "watched, processes of its that outlived it, a run that found no stage or channel, a "
-    "path whose mean latency is from Little's law.",
+    "path whose mean latency is from Little's law, a ring something else overwrote.",
     (
         _C(
             "about",
             "VARCHAR NOT NULL",
-            "what the note concerns: unwatched, outlived, empty, littles_law",
+            "what the note concerns: unwatched, outlived, empty, littles_law, damaged",
         ),
         _C("text", "VARCHAR NOT NULL", "the note, in words"),
     ),
