@@ -37,6 +37,13 @@ _OWN = os.path.dirname(os.path.abspath(streamscope.__file__)) + os.sep
 _LABELS = {int(s): s.label for s in SampledState}
 
 
+def _count(text: str, most: int = 1 << 62) -> int:
+    """A count or a duration the sampler wrote (ValueError: not a decimal from 0 to ``most``)."""
+    if not (text.isascii() and text.isdigit()) or int(text) > most:
+        raise ValueError(f"not a count: {text[:20]!r}")
+    return int(text)
+
+
 class _Table:
     """One process's stack table file, read as far as needed."""
 
@@ -59,17 +66,22 @@ class _Table:
         end = data.rfind(b"\n") + 1  # a line being written is read next time
         self.offset += end
         for raw in data[:end].decode("utf-8", "replace").splitlines():
-            self._line(raw.split("\t"))
+            try:
+                self._line(raw.split("\t"))
+            except ValueError:
+                # Not a line the sampler writes: the file is the run's, in a directory any
+                # process of the user can write, and what is wrong in it is passed over.
+                continue
 
     def _line(self, f: list[str]) -> None:
         if f[0] == "#period" and len(f) > 1:
-            self.period_ns = int(f[1])
+            self.period_ns = _count(f[1], 60_000_000_000) or self.period_ns
         elif f[0] == "#process" and len(f) > 1:
             self.process = f[1]
         elif f[0] == "#priority" and len(f) > 1:
             self.priority = f[1]
         elif f[0] == "#cost" and len(f) > 3:
-            self.cost = (int(f[1]), int(f[2]), int(f[3]))
+            self.cost = (_count(f[1]), _count(f[2]), _count(f[3]))
         elif f[0].isdigit() and len(f) > 1:
             frames: list[str] = []
             for name, file, line in zip(f[2::3], f[3::3], f[4::3], strict=False):
@@ -80,7 +92,7 @@ class _Table:
                 )  # fmt: skip
                 if not (frame == OWN and frames and frames[-1] == OWN):
                     frames.append(frame.replace(";", ":"))
-            self.stacks[int(f[0])] = ";".join(frames)
+            self.stacks[_count(f[0])] = ";".join(frames)
 
     def stack(self, sid: int) -> str:
         if sid == 0:
