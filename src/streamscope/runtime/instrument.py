@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from streamscope.core.errors import ConfigError, StreamscopeError, StreamscopeWarning
 from streamscope.core.modes import RunMode, RunStatus
+from streamscope.core.process import interruption
 from streamscope.core.topology import plan_probes
 from streamscope.pipeline.program.dropin import REGISTRY
 from streamscope.probes.stacks import period_ns
@@ -27,7 +28,6 @@ from streamscope.query.follow import watches
 from streamscope.query.plan import Plan
 from streamscope.runtime.launch import Launched
 from streamscope.runtime.options import (
-    INTERRUPTED,
     FramesCallback,
     LagCallback,
     RunOptions,
@@ -161,17 +161,19 @@ def _monitored(
     status, error = RunStatus.COMPLETED, None
     watchdog = _Watchdog(opts.timeout_ns if time_limit else None)
     try:
+        launched.let_signals_in()  # one that came while the monitor started ends the run here
         yield session
         if session.ended is not None:
             status, error = session.ended
-    except KeyboardInterrupt:
-        status, error = RunStatus.INTERRUPTED, watchdog.why or INTERRUPTED
+    except KeyboardInterrupt as exc:
+        status, error = RunStatus.INTERRUPTED, watchdog.why or interruption(exc)
         if not watchdog.why:
             raise  # the user's Ctrl-C goes on; a time limit asked for ends here
     except BaseException as exc:
         status, error = RunStatus.FAILED, f"{type(exc).__name__}: {exc}"
         raise
     finally:
+        launched.hold_signals()  # the run is ending: a signal now ends nothing more
         watchdog.cancel()
         REGISTRY.deactivate()
         launched.end(status, error, session.notes)

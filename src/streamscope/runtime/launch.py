@@ -8,6 +8,10 @@ The application never waits for the monitor to be ready: the control socket is b
 listening here before the monitor starts (the kernel holds connections until it accepts them),
 and the probes' rings are memory the monitor maps whenever it gets there. The monitor's own
 start (its imports, the run file) runs beside the first items, not before them.
+
+Whenever the monitor dies, from its first instant on, this process finishes the run file as
+failed, saying why (``runtime.unfinished``); from the monitor's start to the moment the run
+can end on Ctrl-C or SIGTERM, and while its end is told, those wait (``runtime.heldsignals``).
 """
 
 from __future__ import annotations
@@ -23,14 +27,14 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
 from streamscope.aggregate.points import DropCount, FrameResult
 from streamscope.core import ahead
 from streamscope.core.clock import Clock, HostClock
-from streamscope.core.errors import ConfigError, RunFileError
+from streamscope.core.errors import ConfigError
 from streamscope.core.forked import Forked
 from streamscope.core.modes import RunMode, RunStatus
 from streamscope.core.process import GROUP_SIGNALS
@@ -38,6 +42,7 @@ from streamscope.core.rings import close_journal, ring_directory
 from streamscope.core.topology import Topology
 from streamscope.monitor.settings import MonitorSettings
 from streamscope.query.plan import Plan
+from streamscope.runtime.heldsignals import HeldSignals
 from streamscope.runtime.leftovers import record_run_file, sweep
 from streamscope.runtime.options import (
     FramesCallback,
@@ -46,7 +51,7 @@ from streamscope.runtime.options import (
     RunResult,
     told_lag,
 )
-from streamscope.store.lock import WriterLock, repair
+from streamscope.store.lock import WriterLock
 from streamscope.store.writer import DuckDBStore, InMemoryStore, RunMeta, RunStore
 from streamscope.transport.channels import InMemoryTransport, UnixSocketTransport
 from streamscope.transport.control import Control
@@ -59,6 +64,9 @@ SOCKET, RINGS, TRUTH, CONFIG = "monitor.sock", "rings", "truth", "config.json"
 #: The longest (s) a signal this process got waits for the monitor process, still starting, to
 #: say whether it got it too (``Launched.group_signal``).
 MONITOR_START_S = 10.0
+#: The run files this process's runs took, in order (process-wide: a command that a signal
+#: ends says whether its run had a file, and which).
+TAKEN: list[Path] = []
 
 
 class Launched:
@@ -83,15 +91,23 @@ class Launched:
         if opts.mode == RunMode.PROCESS and opts.out is None:
             raise ConfigError("a dedicated monitor process needs an output file (--out)")
         self.opts = opts
-        #: One writer per run file, from before the application starts to the file's end.
-        self.lock = WriterLock(opts.out).acquire() if opts.out is not None else None
+        #: Ctrl-C and SIGTERM wait while the monitor is started, until the run can end on
+        #: them (``let_signals_in``), and while its end is told (``end`` to ``cleanup``).
+        self.signals = HeldSignals()
+        self.signals.hold()
+        self.lock = None
         try:
+            #: One writer per run file, from before the application starts to the file's end.
+            self.lock = WriterLock(opts.out).acquire() if opts.out is not None else None
             self._on_note = on_note
             self._launch(plan, topology, meta, on_frames, on_lag)
         except BaseException:
             if self.lock is not None:
                 self.lock.release()
+            self.signals.let_in()  # one that came meanwhile ends the command now
             raise
+        if opts.out is not None:
+            TAKEN.append(opts.out)
 
     def _launch(
         self,
@@ -102,6 +118,11 @@ class Launched:
         on_lag: LagCallback | None,
     ) -> None:
         opts = self.opts
+        #: What the run file says of the run, should this process have to write it.
+        self._about = (meta, topology, plan)
+        self._t0 = 0
+        #: The monitor process said it is ready (its start is over); the run's end was told.
+        self._ready = self._told = False
         self.dir = ring_directory(tempfile.gettempdir())
         if opts.out is not None:
             record_run_file(self.dir, opts.out)
@@ -133,8 +154,10 @@ class Launched:
         #: came while it started).
         self._saying = False
         if opts.mode == RunMode.PROCESS:
-            self._start_process(plan, topology, meta, listener, on_frames)
+            # Connected while this process listens too: the link holds, whenever the monitor
+            # accepts it, and says the monitor is gone (its sends fail) if it dies first.
             self.control = Control(UnixSocketTransport(self.socket_path))
+            self._start_process(plan, topology, meta, listener, on_frames)
         else:
             inbox = self._start_inline(plan, topology, meta, listener, on_frames)
             self.control = Control(InMemoryTransport(inbox))
@@ -233,6 +256,8 @@ class Launched:
                 results = [FrameResult.from_dict(r) for r in ev["results"]]
                 drops = [DropCount(**d) for d in ev["drops"]]
                 on_frames(results, drops)
+            elif kind == "ready":
+                self._ready = True
             elif kind == "error":
                 self._error = f"the monitor process failed to start: {ev.get('error')}"
             elif kind == "note" and self._on_note is not None:
@@ -294,7 +319,7 @@ class Launched:
 
     def begin(self) -> int:
         """Tell the monitor the application starts now; returns the host's ticks then."""
-        t0 = self.clock.now_ticks()
+        t0 = self._t0 = self.clock.now_ticks()
         self.control.send(MsgType.START, t0, info={})
         return t0
 
@@ -303,7 +328,9 @@ class Launched:
     ) -> None:
         """Tell the monitor how the application ended (after its last records), with what
         the run says of itself (``notes``: ``(about, text)``), and close the link; ``finish``
-        then waits for the run file."""
+        then waits for the run file. Ctrl-C and SIGTERM end nothing from here on."""
+        self.hold_signals()
+        self._told = True
         end = self.clock.now_ticks()  # after the last records, so none lies beyond the end
         info = {"status": status.value, "error": error, "notes": [list(n) for n in notes]}
         self.control.send(MsgType.FINISH, end, info=info)
@@ -321,11 +348,29 @@ class Launched:
             return None
         if self._reader is not None:
             self._reader.join(timeout=1.0)  # its last words may still be in the pipe
-        return self._error or f"{_ended(proc.returncode)} while the run went on"
+        return self._error or self._died(" while the run went on")
+
+    def _died(self, later: str = "") -> str:
+        """How the monitor process ended, and when: ``later`` once it was ready."""
+        assert self._proc is not None
+        return _ended(self._proc.returncode) + (later if self._ready else " while it started")
+
+    def let_signals_in(self, during: Mapping[int, Any] | None = None) -> None:
+        """The run can end on Ctrl-C or SIGTERM from now on (``during``: their handlers while it
+        goes on, by signal; else those before it): one that came while the monitor started is
+        handled now (``KeyboardInterrupt`` raised here)."""
+        self.signals.let_in(during)
+
+    def hold_signals(self) -> None:
+        """The run is ending: Ctrl-C and SIGTERM end nothing more (they are counted)."""
+        self.signals.hold()
 
     def finish(self, stage: str | None) -> RunResult:
         """Wait for the monitor to finish the run file (after the application sent FINISH)."""
         opts = self.opts
+        if not self._told:  # (the run broke off before it could say how it ended)
+            self.hold_signals()
+            self.control.close()  # the monitor finishes the file as failed when it sees that
         if self._inline is not None:
             final = self._inline.join()
             if opts.out and self.store is not None:
@@ -349,28 +394,33 @@ class Launched:
                 continue  # the monitor is finishing the file; a second Ctrl-C must not lose it
         done = [ev for ev in self._events if ev["event"] == "done"]
         if not done:
-            error = self._error or _ended(proc.returncode)
-            # Nobody finished the file: finalised here, as failed with the cause, every frame
-            # the monitor committed kept.
-            if opts.out is not None and opts.out.is_file():
-                try:
-                    repair(opts.out, f"the run stopped: {error}", holding=self.lock is not None)
-                except RunFileError as e:
-                    error += f"; the run file could not be finalised: {e}"
-            return RunResult(RunStatus.FAILED, error, opts.out, None, stage)
+            status, error = self._finish_failed(self._error or self._died())
+            return RunResult(status, error, opts.out, None, stage)
         d = done[-1]
         extra: dict[str, Any] = {"events": d.get("events", 0)}
         for said in (ev for ev in self._events if ev["event"] == "said"):
             extra["said"] = (str(said.get("summary", "")), str(said.get("findings", "")))
         return RunResult(d["status"], d.get("error"), opts.out, None, stage, extra)
 
+    def _finish_failed(self, error: str) -> tuple[RunStatus, str | None]:
+        """The monitor died before it finished the run file (``error``: how): finished here
+        (``runtime.unfinished``); how the run ended, and why."""
+        out, lock = self.opts.out, self.lock
+        if out is None or lock is None or lock.fd is None:
+            return RunStatus.FAILED, error
+        from streamscope.runtime.unfinished import monitor_died  # loads DuckDB: only now
+
+        return monitor_died(out, self._about, error, lock_fd=lock.fd,
+                            overwrite=self.opts.overwrite, t0_ticks=self._t0)  # fmt: skip
+
     def cleanup(self) -> None:
         """Remove the run's private directory (rings, socket) and let go of the run file,
-        whatever happened."""
+        whatever happened; Ctrl-C and SIGTERM are handled as before the run."""
         close_journal()
         shutil.rmtree(self.dir, ignore_errors=True)
         if self.lock is not None:
             self.lock.release()
+        self.signals.release()
 
     @property
     def path(self) -> Path:

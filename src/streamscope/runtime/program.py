@@ -47,14 +47,16 @@ _PR_SET_CHILD_SUBREAPER = 36
 class ProgramEnd:
     """How the program's process ended: ``returncode`` as ``subprocess`` gives it (negative:
     killed by that signal), the signal that reached it from outside while it ran (None:
-    none), why it was stopped at its time limit (None: it was not), what it raised (its
-    exception, as ``Type: message``) and its processes still running after it ended."""
+    none), why it was stopped at its time limit or never started (None: it was not), what it
+    raised (its exception, as ``Type: message``), its processes still running after it ended,
+    and whether it started at all (a signal came first)."""
 
     returncode: int
     signalled: int | None = None
     stopped: str | None = None
     raised: str | None = None
     outlived: tuple[str, ...] = ()
+    started: bool = True
 
     def status(self, name: str) -> tuple[RunStatus, str | None]:
         """The run's status, and why it was not completed."""
@@ -123,7 +125,7 @@ def run_program(
             }}})  # fmt: skip
         session.ended = end.status(name)
         session.notes.extend(("outlived", f"{text} outlived the program") for text in end.outlived)
-        seen = _nothing_seen()
+        seen = _nothing_seen() if end.started else None
         if seen is not None:
             session.notes.append(("empty", seen))
     assert session.result is not None
@@ -152,22 +154,34 @@ def _run(
     raised = Path(REGISTRY.directory or ".", RAISED)
     command = [sys.executable, "-m", "streamscope.pipeline.program.auto.asmain"]
     parent = ["--parent", str(os.getpid())]
-    proc = subprocess.Popen([*command, *parent, *(["-m"] if module else []), target, *argv])
-    if on_started is not None:
-        on_started()
     got: list[int] = []
+    running: list[subprocess.Popen[bytes]] = []
 
     def pass_on(sig: int, _frame: object) -> None:
         got.append(sig)
+        if not running:
+            return  # the program is not started (below)
         group = group_signal(sig, GROUP_WAIT_S) if group_signal is not None else None
         if group is None:  # no one to ask: the terminal's Ctrl-C went to the group
             group = sig == signal.SIGINT and _foreground()
         if not group:  # once, as plain Python gets it
             with contextlib.suppress(ProcessLookupError):
-                proc.send_signal(sig)
+                running[0].send_signal(sig)
 
     stopped = None
     with _handling(PASSED_ON, pass_on):
+        if got:  # a signal came before the program started: it does not
+            why = f"interrupted by {_signame(got[0])} before the program started"
+            return ProgramEnd(128 + got[0], got[0], why, started=False)
+        proc = subprocess.Popen([*command, *parent, *(["-m"] if module else []), target, *argv])
+        running.append(proc)
+        for sig in dict.fromkeys(got):
+            # It came while the program's process was made, which may have missed it: passed
+            # on (where the program got it too, as sent to the whole group, it gets it twice)
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(sig)
+        if on_started is not None:
+            on_started()
         try:
             proc.wait(None if timeout_ns is None else timeout_ns / 1e9)
         except subprocess.TimeoutExpired:

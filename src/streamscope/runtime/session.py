@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import signal
-import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
@@ -248,11 +247,10 @@ def _drive(
     """Run the pipeline; always tells the monitor how it ended."""
     control: Control = launched.control
     outcome = Outcome("interrupted", "interrupted before the pipeline started")
-    previous = signal.getsignal(signal.SIGTERM)
-    on_main = threading.current_thread() is threading.main_thread()
-    if on_main:
-        signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     try:
+        # From here SIGTERM interrupts the run as Ctrl-C does (``Launched.cleanup`` puts back
+        # its handler); either that came while the monitor started does so now.
+        launched.let_signals_in({signal.SIGTERM: _sigterm_as_interrupt})
         remote = _hosts(cluster, launched.socket_path, pipeline)  # up before the run starts
         if launched.ring_dir is not None:  # before any stage's process starts
             first_free = max((p.id for p in topology.probes), default=0) + 1
@@ -294,8 +292,6 @@ def _drive(
         outcome = Outcome("interrupted", interruption(exc))
     finally:
         launched.end(parse(RunStatus, outcome.status, "run status"), outcome.error)
-        if on_main:
-            signal.signal(signal.SIGTERM, previous)
     return outcome
 
 
