@@ -1,6 +1,7 @@
 """The ``streamscope`` command (its commands: ``cli.app``). ``--version`` is answered here, before
 the commands and their libraries are loaded; ``run`` starts its monitor process here, ahead,
-so that the monitor loads its own libraries while this process loads the command's."""
+so that the monitor loads its own libraries while this process loads the command's. From its
+first instant, Ctrl-C or SIGTERM ends ``run`` as docs/cli.md says (``entry``)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,17 @@ __all__ = ["entry", "main"]
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Console entry point. Bad input never ends in a traceback."""
+    """Console entry point. Bad input never ends in a traceback, nor does a signal."""
     args = sys.argv[1:] if argv is None else argv
+    try:
+        return _main(argv, args)
+    except KeyboardInterrupt as exc:  # before the command was read, or as it ended
+        from streamscope.cli.interrupted import interrupted
+
+        return interrupted(exc, args[0] if args else None)
+
+
+def _main(argv: list[str] | None, args: list[str]) -> int:
     if args == ["--version"]:
         from streamscope.core.version import VERSION
 
@@ -42,9 +52,19 @@ def main(argv: list[str] | None = None) -> int:
 
 def entry() -> None:
     """The ``streamscope`` command: ``main``, then this process ends at once where ending it
-    the long way would do nothing more (``core.process.end_now``)."""
-    from streamscope.core.process import end_now
+    the long way would do nothing more (``core.process.end_now``). ``run`` ends on SIGTERM as
+    on Ctrl-C from here on, before anything else is loaded."""
+    from streamscope.core.process import SignalInterrupt, end_now
 
+    if sys.argv[1:2] == ["run"]:
+        import signal
+
+        def interrupt(signum: int, frame: object) -> None:
+            raise SignalInterrupt(signum)
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            if signal.getsignal(sig) is not signal.SIG_IGN:  # (ignored: as its parent asked)
+                signal.signal(sig, interrupt)
     end_now(main())
 
 

@@ -4,6 +4,7 @@ than ``--version``)."""
 
 from __future__ import annotations
 
+import functools
 import importlib
 import sys
 from collections.abc import Callable
@@ -12,7 +13,9 @@ from typing import Any
 import typer
 
 from streamscope.cli.common import fail
+from streamscope.cli.interrupted import interrupted
 from streamscope.core.errors import StreamscopeError
+from streamscope.runtime.heldsignals import HeldSignals
 
 
 def _version(value: bool) -> None:
@@ -36,14 +39,31 @@ def _options(
 COMMANDS = ("run", "show", "sql", "calibrate", "retime", "report", "compare", "export", "whatif")
 
 
-def _command(name: str) -> Callable[..., Any]:
+def _command(name: str, held: HeldSignals | None = None) -> Callable[..., Any]:
+    """The command ``name``; Ctrl-C or a signal that ends it is said (the parser's own
+    handling ends it with 130 and nothing said). ``held``: the signals held back while the
+    command line is read, let in while the command runs."""
     command: Callable[..., Any] = getattr(importlib.import_module(f"streamscope.cli.{name}"), name)
-    return command
+
+    @functools.wraps(command)
+    def said(*args: Any, **kwargs: Any) -> Any:
+        try:
+            if held is not None:
+                held.let_in()  # one that came while the command line was read ends it here
+            return command(*args, **kwargs)
+        except KeyboardInterrupt as exc:
+            return interrupted(exc, name)
+        finally:
+            if held is not None:
+                held.hold()  # and one that comes as it returns, once it has (``main``)
+
+    return said
 
 
-def _typer(only: str | None = None) -> typer.Typer:
+def _typer(only: str | None = None, held: HeldSignals | None = None) -> typer.Typer:
     """The command line with every command, or with the command ``only`` alone: what runs one
-    command builds its parser only (the parsers of all of them were some 11 ms of each)."""
+    command builds its parser only (the parsers of all of them were some 11 ms of each).
+    ``held``: as ``_command``'s."""
     made = typer.Typer(
         name="streamscope",
         help="Monitor streaming pipelines: ask performance queries, run, and read per-frame "
@@ -58,7 +78,7 @@ def _typer(only: str | None = None) -> typer.Typer:
     for name in COMMANDS:
         if only in (None, name):
             settings = {"ignore_unknown_options": False} if name == "run" else None
-            made.command(name, context_settings=settings)(_command(name))
+            made.command(name, context_settings=settings)(_command(name, held))
     if only in (None, "hw"):
         from streamscope.cli import hw
 
@@ -82,15 +102,22 @@ __all__ = ["app", "main"]
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Console entry point. Bad input never ends in a traceback."""
+    """Console entry point. Bad input never ends in a traceback, nor does Ctrl-C."""
+    # Ctrl-C and SIGTERM wait while the command line is read, where the parser would end the
+    # command on them with 130 and nothing said: the command, or this, says them.
+    held, named = HeldSignals(), None
     try:
         args = sys.argv[1:] if argv is None else argv
         named = args[0] if args and (args[0] in COMMANDS or args[0] == "hw") else None
-        result = _typer(named)(args=args, standalone_mode=False)
+        held.hold()
+        try:
+            result = _typer(named, held)(args=args, standalone_mode=False)
+        finally:
+            held.let_in()
     except StreamscopeError as exc:
         return fail(str(exc), exc.exit_code)
-    except (KeyboardInterrupt, typer.Abort):
-        return fail("interrupted", 130)
+    except (KeyboardInterrupt, typer.Abort) as exc:
+        return interrupted(exc, named)
     except typer.Exit as exc:
         return int(exc.exit_code or 0)
     except typer.TyperException as exc:  # usage errors: the parser's own message and status
