@@ -24,6 +24,7 @@ from streamscope.core.errors import ConfigError
 from streamscope.core.options import RunOptions
 from streamscope.core.topology import ChannelInfo, ProbeInfo, ResourceInfo, StageInfo, Topology
 from streamscope.store import DuckDBStore, InMemoryStore, QueryRecord, Run, RunMeta, load
+from streamscope.store import writer as store_writer
 from streamscope.store.retention import FACTOR, edges, level_age_ns
 
 F = 20_000_000  # 20 ms frames
@@ -95,9 +96,9 @@ def _frames(k: int, rng: np.random.Generator) -> list[FrameResult]:
     ]  # fmt: skip
 
 
-def _write(path: Path, n: int, keep_ns: int | None, every: int = 25) -> None:
+def _write(path: Path, n: int, keep_ns: int | None, every: int = 25, fold: int = 0) -> None:
     rng = np.random.default_rng(1)
-    store = DuckDBStore(path, keep_ns=keep_ns, checkpoint_every=0)
+    store = DuckDBStore(path, keep_ns=keep_ns, checkpoint_every=fold)
     store.begin(META, TOPOLOGY, QUERIES)
     for first in range(0, n, every):
         frames = [r for k in range(first, min(first + every, n)) for r in _frames(k, rng)]
@@ -157,6 +158,34 @@ def test_a_rolled_up_run_has_the_same_whole_run_figures_and_few_frames(tmp_path:
     widths = [e - s for s, e in spans]
     assert widths == sorted(widths, reverse=True) and widths[0] > F and widths[-1] == F
     assert sum(w == F for w in widths) >= 5_000_000_000 // F
+
+
+def test_a_kept_run_opens_its_file_afresh_as_it_rolls_up_and_loses_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What DuckDB keeps in memory of each roll-up's deletes goes when the file is opened
+    again: the store does so every ``REOPEN_ROLLS`` roll-ups, after a write that folded the
+    log, and every figure is the same as a run kept whole."""
+    monkeypatch.setattr(store_writer, "REOPEN_ROLLS", 2)
+    opened: list[int] = []
+    reopen = DuckDBStore._reopen
+
+    def counted(self: DuckDBStore) -> None:
+        opened.append(id(self))
+        reopen(self)
+
+    monkeypatch.setattr(DuckDBStore, "_reopen", counted)
+    n = 1000
+    whole, kept = tmp_path / "whole.duckdb", tmp_path / "kept.duckdb"
+    _write(whole, n, None)
+    assert not opened  # no roll-up, no reopening
+    _write(kept, n, 2_000_000_000, fold=1)
+    assert len(opened) >= 10, opened  # 36 roll-ups, one every 16 frames past the first 2 s
+    a, b = _figures(whole), _figures(kept)
+    assert a.keys() == b.keys()
+    for key, va in a.items():
+        if not key.startswith("2/"):
+            assert va is not None and math.isclose(va, b[key] or math.nan, rel_tol=1e-9), key
 
 
 def test_the_latency_mean_of_a_rolled_up_run_weighs_frames_with_items() -> None:
