@@ -51,19 +51,26 @@ class ControlServer:
         self.socket_path = socket_path
         self.bad_messages = 0
         self._server = listener
+        #: The listening socket is this server's own (bound here, not handed over by a parent).
+        self._own = listener is None
+        self._acceptor: threading.Thread | None = None
         if self._server is None and socket_path is not None:
             self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             self._server.bind(socket_path)
             os.chmod(socket_path, 0o600)
             self._server.listen(64)
         if self._server is not None:
-            threading.Thread(target=self._accept, name="streamscope-accept", daemon=True).start()
+            self._acceptor = threading.Thread(
+                target=self._accept, name="streamscope-accept", daemon=True
+            )
+            self._acceptor.start()
 
     def _accept(self) -> None:
-        assert self._server is not None
+        server = self._server  # ``close`` lets go of it while this waits
+        assert server is not None
         while True:
             try:
-                conn, _ = self._server.accept()
+                conn, _ = server.accept()
             except OSError:
                 return
             threading.Thread(target=self._read, args=(conn,), daemon=True).start()
@@ -90,13 +97,21 @@ class ControlServer:
                 self.inbox.put(Disconnect(agent))
 
     def close(self) -> None:
+        """Stop accepting: the accepting thread ends (a monitor in the program's own process
+        would otherwise leave one behind per run, blocked in ``accept`` for good: closing a
+        socket does not wake a thread blocked on it, shutting it down does)."""
         if self._server is not None:
+            if self._own:  # a socket handed over is its maker's to shut down
+                with contextlib.suppress(OSError):
+                    self._server.shutdown(socket.SHUT_RDWR)
             with contextlib.suppress(OSError):
                 self._server.close()
             if self.socket_path is not None:
                 with contextlib.suppress(OSError):
                     os.unlink(self.socket_path)
             self._server = None
+        if self._own and self._acceptor is not None:
+            self._acceptor.join(5.0)
 
 
 def _read_exact(conn: socket.socket, n: int) -> bytes | None:
