@@ -8,7 +8,12 @@ run itself, so that every step of the start is hit whatever the machine's load: 
 process made (the interpreter's start, its imports, before the monitor is forked), its monitor
 process there (the monitor's start, while the command loads the app and compiles the queries),
 the run file made (the monitor has the run: the program is started, or the pipeline), and
-the run's first output (its first frames).
+the run's first output (its first frames). Steps too short to hit so are hit by pausing the
+command there.
+
+A try that is not over within ``BOUND_S`` fails the test at once, saying what each process of
+it was doing (its threads' signals and waits, the command's Python stacks); whatever is left of
+every try is killed however the test ends.
 """
 
 from __future__ import annotations
@@ -23,10 +28,11 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 import pytest
 
@@ -35,8 +41,10 @@ from streamscope.core.process import SignalInterrupt, interruption
 from streamscope.monitor import PROCESS_NAME
 from watched import cli
 
-#: The longest a try may take to end before the test fails (a hang, not a figure).
-CAP_S = 120
+#: The longest a try may take, from its start to the end of every process of its session, before
+#: the test fails (a hang, not a figure): what each of its processes was doing is said, and every
+#: try still running is killed.
+BOUND_S = 60
 #: Tries at once.
 AT_ONCE = 8
 
@@ -67,6 +75,44 @@ def _children(pid: int) -> list[int]:
     with contextlib.suppress(OSError, ValueError):
         return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
     return []
+
+
+def _session(sid: int) -> list[int]:
+    """The live processes of the session ``sid`` (a try's, whoever their parent now is)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            stat = (entry / "stat").read_text()
+            fields = stat[stat.rindex(")") + 2 :].split()
+            if int(fields[3]) == sid and fields[0] != "Z":
+                found.append(int(entry.name))
+    return sorted(found)
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _threads(pid: int) -> list[str]:
+    """Each thread of ``pid``: its state, its signals (blocked, caught, pending) and where it
+    waits in the kernel."""
+    said = []
+    with contextlib.suppress(OSError):
+        for task in sorted(Path(f"/proc/{pid}/task").iterdir()):
+            with contextlib.suppress(OSError, KeyError):
+                status = dict(
+                    line.split(":\t", 1) for line in (task / "status").read_text().splitlines()
+                )
+                said.append(
+                    f"  thread {task.name} {status['Name']} {status['State']}: blocked "
+                    f"{status['SigBlk']}, caught {status['SigCgt']}, pending "
+                    f"{status['SigPnd']}/{status['ShdPnd']}, in {(task / 'wchan').read_text()}"
+                )
+    return said
 
 
 def _is_monitor(pid: int) -> bool:
@@ -105,68 +151,113 @@ def _catches_sigterm(pid: int) -> bool:
 @dataclass
 class Try:
     """One ``streamscope run`` of ``kind`` (``program``, ``released`` or ``app``) in a session
-    of its own, into ``out``."""
+    of its own, into ``out``, that must be over within ``BOUND_S`` of its start."""
 
     kind: str
     out: Path
     proc: subprocess.Popen[str] = field(init=False)
     stdout: list[str] = field(default_factory=list)
     output: threading.Event = field(default_factory=threading.Event)
-    stderr: str = ""
-    _reading: threading.Thread = field(init=False)
+    said: list[str] = field(default_factory=list)
+    #: It said ``paused`` on stderr (``PAUSED``, ``INTERRUPTED``).
+    paused: threading.Event = field(default_factory=threading.Event)
+    deadline: float = 0.0
+    _reading: list[threading.Thread] = field(default_factory=list)
 
     def start(self, tmp: Path, command: list[str] | None = None) -> None:
-        """``command``: what runs ``streamscope`` (its script unless given)."""
+        """``command``: what runs ``streamscope`` (its script unless given). Its interpreters
+        dump their threads' stacks if killed by SIGABRT (``hung``)."""
         script = tmp / {"app": "tiny_app.py", "program": "waits.py"}.get(self.kind, "released.py")
         args = ["--frame", "100ms"] if self.kind == "app" else ["--quiet"]
+        self.deadline = time.monotonic() + BOUND_S
         self.proc = subprocess.Popen(
             [*(command or cli()), "run", str(script), "-o", str(self.out), *args],
             stdin=subprocess.PIPE if command or self.kind == "released" else subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+            env={**os.environ, "PYTHONFAULTHANDLER": "1"},
         )  # fmt: skip
-        self._reading = threading.Thread(target=self._read, daemon=True)
-        self._reading.start()
+        assert self.proc.stdout is not None and self.proc.stderr is not None
+        for stream, lines, seen, mark in (
+            (self.proc.stdout, self.stdout, self.output, None),
+            (self.proc.stderr, self.said, self.paused, "paused\n"),
+        ):
+            reading = threading.Thread(
+                target=self._read, args=(stream, lines, seen, mark), daemon=True
+            )
+            reading.start()
+            self._reading.append(reading)
 
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.stdout.append(line)
-            self.output.set()
+    @staticmethod
+    def _read(stream: IO[str], lines: list[str], seen: threading.Event, mark: str | None) -> None:
+        for line in stream:
+            lines.append(line)
+            if mark is None or line == mark:
+                seen.set()
 
-    def wait_for(self, seen: Callable[[], bool]) -> None:
+    @property
+    def stderr(self) -> str:
+        return "".join(self.said)
+
+    def wait_for(self, seen: Callable[[], bool], what: str = "") -> None:
         """Until ``seen()`` (or the run ended: nothing more will come)."""
-        deadline = time.monotonic() + CAP_S
-        while not seen() and self.proc.poll() is None:
-            assert time.monotonic() < deadline, f"{self.kind}: {''.join(self.stdout)[-2000:]}"
-            time.sleep(0.005)
+        self._within(lambda: seen() or self.proc.poll() is not None, what or "awaited step")
 
     def end(self) -> int:
-        """Its status once it ended; every process of its session gone by then."""
-        err = self.proc.stderr
-        assert err is not None
-        said: list[str] = []
-        reading = threading.Thread(target=lambda: said.append(err.read()), daemon=True)
-        reading.start()
-        rc = self.proc.wait(timeout=CAP_S)
-        deadline = time.monotonic() + CAP_S
-        while time.monotonic() < deadline:  # (a monitor ends once it finished the file)
-            try:
-                os.killpg(self.proc.pid, 0)
-            except ProcessLookupError:
-                reading.join(CAP_S)
-                self._reading.join(CAP_S)
-                self.stderr = "".join(said)
-                return rc
-            time.sleep(0.02)
-        raise AssertionError(f"processes of the run outlived it: {''.join(self.stdout)}")
+        """Its status once it ended; every process of its session gone, its output read."""
+        self._within(lambda: self.proc.poll() is not None, "end of the command", 0.02)
+        # (a monitor ends once it finished the file)
+        self._within(lambda: not _group_alive(self.proc.pid), "end of the run's processes", 0.02)
+        for reading in self._reading:
+            reading.join(max(self.deadline - time.monotonic(), 0))
+        return self.proc.returncode
+
+    def _within(self, done: Callable[[], bool], what: str, every_s: float = 0.005) -> None:
+        """Until ``done()``, failing with what the run was doing if ``BOUND_S`` passes first."""
+        while not done():
+            if time.monotonic() >= self.deadline:
+                raise AssertionError(f"{self.kind} {self.out.name}: {BOUND_S} s, and no {what}\n"
+                                     + self.hung())  # fmt: skip
+            time.sleep(every_s)
+
+    def hung(self) -> str:
+        """What each process of its session was doing (its threads' states, signals and
+        waits), then, the command killed by SIGABRT, its threads' Python stacks; every
+        process of it is killed."""
+        said = []
+        for pid in _session(self.proc.pid):
+            with contextlib.suppress(OSError):
+                command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+                said.append(f"{pid} {command.decode(errors='replace')[:160]}")
+            said.extend(_threads(pid))
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.proc.pid, signal.SIGABRT)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(5)
+        self.kill()
+        self._reading[-1].join(5)  # (the stacks come before the stream's end)
+        said.append(f"stdout: {''.join(self.stdout)[-1000:]}")
+        said.append(f"stderr: {self.stderr[-6000:]}")
+        return "\n".join(said)
 
     def run(self) -> ss.Run | None:
         return ss.load(self.out) if self.out.exists() else None
 
     def kill(self) -> None:
-        """Whatever is left of it (nothing where it never started: another try failed)."""
+        """Whatever is left of it (nothing where it never started)."""
         with contextlib.suppress(ProcessLookupError, AttributeError):
             os.killpg(self.proc.pid, signal.SIGKILL)
+
+
+@pytest.fixture(autouse=True)
+def ctrl_c_as_a_terminal_sends_it() -> Iterator[None]:
+    """The tries' commands get SIGINT as Ctrl-C sends it, whatever this process was started
+    as: a shell starts a job in the background with it ignored, and a command keeps it so."""
+    ignored = signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    if ignored:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    if ignored:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 @pytest.fixture
@@ -178,12 +269,22 @@ def scripts(tmp_path: Path) -> Path:
 
 
 def _all_at_once(tries: list[tuple[Try, Callable[[], str]]]) -> list[str]:
-    """Each try's check, ``AT_ONCE`` at a time; what each returned. Whatever is left of them
-    is killed after."""
+    """Each try's check, ``AT_ONCE`` at a time; what each returned. The first to fail ends the
+    test: the tries not begun are not, those running are killed. Whatever is left of every try
+    is killed however the test ends."""
+    pool = ThreadPoolExecutor(AT_ONCE)
     try:
-        with ThreadPoolExecutor(AT_ONCE) as pool:
-            return list(pool.map(lambda t: t[1](), tries))
+        checks = [pool.submit(check) for _, check in tries]
+        for done in as_completed(checks):
+            if done.exception() is not None:
+                for check in checks:
+                    check.cancel()
+                for t, _ in tries:
+                    t.kill()
+                done.result()
+        return [check.result() for check in checks]
     finally:
+        pool.shutdown(cancel_futures=True)  # (each bounded: its run ends, or is killed, by then)
         for t, _ in tries:
             t.kill()
 
@@ -199,10 +300,11 @@ def _kill_monitors(t: Try, after_s: float) -> str:
     seen: dict[int, float] = {}
     killed: set[int] = set()
     released = t.kind != "released"
-    deadline = time.monotonic() + CAP_S
     while t.proc.poll() is None:
         now = time.monotonic()
-        assert now < deadline, f"{t.kind} {after_s}: {sorted(seen)} seen, {sorted(killed)} killed"
+        if now >= t.deadline:
+            raise AssertionError(f"{after_s}: {sorted(seen)} seen, {sorted(killed)} killed\n"
+                                 + t.hung())  # fmt: skip
         kids = _children(t.proc.pid)
         for pid in kids:
             if pid not in seen and _is_monitor(pid):
@@ -234,7 +336,7 @@ def _kill_monitors(t: Try, after_s: float) -> str:
         assert run.status == "failed"
         assert run.error == f"the run stopped: {said[0].split(': ', 2)[2]}"
     shown = subprocess.run([*cli(), "show", str(t.out)], capture_output=True, text=True,
-                           timeout=CAP_S, check=False)  # fmt: skip
+                           timeout=BOUND_S, check=False)  # fmt: skip
     assert shown.returncode == 0, shown.stderr
     assert "status=failed" in shown.stdout and "killed (SIGKILL)" in shown.stdout
     return str(run.error)
@@ -276,11 +378,11 @@ def _signal_at(t: Try, sig: signal.Signals, to: str, moment: str, delay_s: float
     documented; returns which ending it was."""
     t.start(t.out.parent)
     if moment == "monitor":
-        t.wait_for(lambda: any(map(_is_monitor, _children(t.proc.pid))))
+        t.wait_for(lambda: any(map(_is_monitor, _children(t.proc.pid))), "monitor")
     elif moment == "file":
-        t.wait_for(t.out.exists)  # made once the monitor has the run
+        t.wait_for(t.out.exists, "run file")  # made once the monitor has the run
     elif moment == "output":
-        t.wait_for(t.output.is_set)
+        t.wait_for(t.output.is_set, "output")
     time.sleep(delay_s)
     ours = _catches_sigterm(t.proc.pid)
     with contextlib.suppress(ProcessLookupError):
@@ -393,32 +495,35 @@ entry()
 """
 
 
-@pytest.mark.parametrize(
-    ("kind", "step", "sig", "to", "ending"),
-    [
-        ("app", "launched", signal.SIGTERM, "group", "the pipeline's run"),
-        ("program", "launched", signal.SIGINT, "command", "as the run started"),
-        ("program", "program", signal.SIGTERM, "group", "before the program"),
-    ],
-    ids=["app-held", "program-held", "program-not-started"],
+def _at_pause(t: Try, script: list[str], sig: signal.Signals, to: str) -> str:
+    """Run ``streamscope`` by ``script`` (``PAUSED``, ``INTERRUPTED``), send ``sig`` to it
+    (``to``: as ``_signal_at``) once it is paused, then let it go on; check that it ended as
+    documented, and returns which ending it was."""
+    t.start(t.out.parent, [sys.executable, "-c", *script])
+    t.wait_for(t.paused.is_set, "pause")
+    ours = _catches_sigterm(t.proc.pid)
+    (os.killpg if to == "group" else os.kill)(t.proc.pid, sig)
+    assert t.proc.stdin is not None
+    with contextlib.suppress(BrokenPipeError):  # (a run that ended on it at once)
+        t.proc.stdin.write("\n")  # (the signal came before it: it is handled first)
+        t.proc.stdin.close()
+    return _ended_as_documented(t, sig, t.end(), ours)
+
+
+#: The steps between (``PAUSED``): where, what is sent to whom, and how the run must end.
+BETWEEN = (
+    ("app", "launched", signal.SIGTERM, "group", "the pipeline's run"),
+    ("program", "launched", signal.SIGINT, "command", "as the run started"),
+    ("program", "program", signal.SIGTERM, "group", "before the program"),
 )
-def test_a_signal_at_the_steps_between_ends_it_as_documented(
-    scripts: Path, kind: str, step: str, sig: signal.Signals, to: str, ending: str
-) -> None:
+
+
+def test_a_signal_at_the_steps_between_ends_it_as_documented(scripts: Path) -> None:
     """The steps too short for a drawn moment to hit often, each hit: a signal while the
     monitor is handed the run waits, then interrupts the run, its file finished; one as the
     program is about to start interrupts the run before it, the program never started."""
-    t = Try(kind, scripts / "paused.duckdb")
-    t.start(scripts, [sys.executable, "-c", PAUSED, step])
-    assert t.proc.stderr is not None and t.proc.stdin is not None
-    for line in t.proc.stderr:
-        if line == "paused\n":
-            break
-    ours = _catches_sigterm(t.proc.pid)
-    (os.killpg if to == "group" else os.kill)(t.proc.pid, sig)
-    t.proc.stdin.write("\n")  # (the signal came before it: it is handled first)
-    t.proc.stdin.close()
-    try:
-        assert _ended_as_documented(t, sig, t.end(), ours) == ending
-    finally:
-        t.kill()
+    tries = []
+    for i, (kind, step, sig, to, _) in enumerate(BETWEEN):
+        t = Try(kind, scripts / f"paused{i}.duckdb")
+        tries.append((t, functools.partial(_at_pause, t, [PAUSED, step], sig, to)))
+    assert _all_at_once(tries) == [ending for *_, ending in BETWEEN]
