@@ -8,8 +8,8 @@ run itself, so that every step of the start is hit whatever the machine's load: 
 process made (the interpreter's start, its imports, before the monitor is forked), its monitor
 process there (the monitor's start, while the command loads the app and compiles the queries),
 the run file made (the monitor has the run: the program is started, or the pipeline), and
-the run's first output (its first frames). Steps too short to hit so are hit by pausing the
-command there.
+the run's first output (its first frames). Steps too short to hit so, and a signal whose
+interruption is lost on its way, are hit by pausing the command there.
 
 A try that is not over within ``BOUND_S`` fails the test at once, saying what each process of
 it was doing (its threads' signals and waits, the command's Python stacks); whatever is left of
@@ -527,3 +527,79 @@ def test_a_signal_at_the_steps_between_ends_it_as_documented(scripts: Path) -> N
         t = Try(kind, scripts / f"paused{i}.duckdb")
         tries.append((t, functools.partial(_at_pause, t, [PAUSED, step], sig, to)))
     assert _all_at_once(tries) == [ending for *_, ending in BETWEEN]
+
+
+#: ``streamscope`` whose interruption is lost on its way, paused (as ``PAUSED``) where a signal
+#: interrupts it (``step``): as it prepares the run, before its monitor has it (``prepared``);
+#: once the run began, before the program starts (``begun``); or as a pipeline runs
+#: (``running``). The signal comes inside a weakref's callback (``dropped``: Python says what is
+#: raised there was ignored and goes on; the import system lets go of each module's lock through
+#: one, after every import), or inside a bare ``except:`` (``caught``: a library's, or an app's
+#: own code).
+INTERRUPTED = """
+import sys, weakref
+from streamscope.cli import entry
+import streamscope.cli.running as running
+import streamscope.runtime.launch as launch
+import streamscope.runtime.program as program
+
+step, how = sys.argv[1:3]
+del sys.argv[1:3]
+
+def pause():
+    print("paused", file=sys.stderr, flush=True)
+    sys.stdin.readline()
+
+def lost():
+    if how == "dropped":
+        class Gone:
+            pass
+        gone = Gone()
+        ref = weakref.ref(gone, lambda ref: pause())
+        del gone
+    else:
+        try:
+            pause()
+        except BaseException:
+            pass
+
+def after_lost(step):
+    def paused(*args, **kwargs):
+        if not seen:
+            seen.append(lost())
+        return step(*args, **kwargs)
+    return paused
+
+seen = []
+if step == "prepared":
+    running._query_texts = after_lost(running._query_texts)
+elif step == "begun":
+    program._reaping = after_lost(program._reaping)
+else:
+    launch.Launched.failure = after_lost(launch.Launched.failure)
+entry()
+"""
+
+#: Where the interruption is lost, how, what is sent to whom, and how the run must end.
+LOST = (
+    ("program", "prepared", "dropped", signal.SIGTERM, "command", "before the run"),
+    ("program", "begun", "dropped", signal.SIGINT, "group", "before the program"),
+    ("app", "prepared", "caught", signal.SIGTERM, "group", "before the run"),
+    ("program", "begun", "caught", signal.SIGINT, "command", "before the program"),
+    ("app", "running", "dropped", signal.SIGTERM, "group", "the pipeline's run"),
+)
+
+
+def test_a_signal_whose_interruption_is_lost_on_its_way_still_ends_it(scripts: Path) -> None:
+    """Ctrl-C or SIGTERM whose ``KeyboardInterrupt`` Python drops (raised in a weakref's
+    callback) or something catches, while the command prepares the run, as the program is
+    about to start or while a pipeline runs: the run ends on it all the same, at its next step
+    (before it takes its file, before the program starts, at once), as docs/cli.md says for
+    that step, and nothing is said to have been ignored."""
+    tries = []
+    for i, (kind, step, how, sig, to, _) in enumerate(LOST):
+        t = Try(kind, scripts / f"lost{i}.duckdb")
+        tries.append((t, functools.partial(_at_pause, t, [INTERRUPTED, step, how], sig, to)))
+    assert _all_at_once(tries) == [ending for *_, ending in LOST]
+    for t, _ in tries:
+        assert "Exception ignored" not in t.stderr, t.stderr[-3000:]

@@ -54,17 +54,12 @@ def entry() -> None:
     """The ``streamscope`` command: ``main``, then this process ends at once where ending it
     the long way would do nothing more (``core.process.end_now``). ``run`` ends on SIGTERM as
     on Ctrl-C from here on, before anything else is loaded."""
-    from streamscope.core.process import SignalInterrupt, end_now
+    from streamscope.core.process import end_now
 
     if sys.argv[1:2] == ["run"]:
-        import signal
+        from streamscope.runtime.heldsignals import interrupting
 
-        def interrupt(signum: int, frame: object) -> None:
-            raise SignalInterrupt(signum)
-
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            if signal.getsignal(sig) is not signal.SIG_IGN:  # (ignored: as its parent asked)
-                signal.signal(sig, interrupt)
+        interrupting()  # none lost on the way, even where Python drops what a handler raises
     end_now(main())
 
 

@@ -48,8 +48,8 @@ def _command(name: str, held: HeldSignals | None = None) -> Callable[..., Any]:
     @functools.wraps(command)
     def said(*args: Any, **kwargs: Any) -> Any:
         try:
-            if held is not None:
-                held.let_in()  # one that came while the command line was read ends it here
+            if held is not None:  # one that came while the command line was read ends it here,
+                held.let_in(start=True)  # as does one whose interruption was lost before
             return command(*args, **kwargs)
         except KeyboardInterrupt as exc:
             return interrupted(exc, name)

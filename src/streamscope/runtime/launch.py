@@ -42,7 +42,7 @@ from streamscope.core.rings import close_journal, ring_directory
 from streamscope.core.topology import Topology
 from streamscope.monitor.settings import MonitorSettings
 from streamscope.query.plan import Plan
-from streamscope.runtime.heldsignals import HeldSignals
+from streamscope.runtime.heldsignals import HeldSignals, handle_dropped
 from streamscope.runtime.leftovers import record_run_file, sweep
 from streamscope.runtime.options import (
     FramesCallback,
@@ -92,9 +92,11 @@ class Launched:
             raise ConfigError("a dedicated monitor process needs an output file (--out)")
         self.opts = opts
         #: Ctrl-C and SIGTERM wait while the monitor is started, until the run can end on
-        #: them (``let_signals_in``), and while its end is told (``end`` to ``cleanup``).
+        #: them (``let_signals_in``), and while its end is told (``end`` to ``cleanup``); one
+        #: whose interruption was lost on its way before ends the command here, before the
+        #: run takes its file.
         self.signals = HeldSignals()
-        self.signals.hold()
+        self.signals.hold(start=True)
         self.lock = None
         try:
             #: One writer per run file, from before the application starts to the file's end.
@@ -337,7 +339,10 @@ class Launched:
         self.control.close()
 
     def failure(self) -> str | None:
-        """Why the monitor can no longer record this run (None while it can)."""
+        """Why the monitor can no longer record this run (None while it can). A signal whose
+        interruption was lost on its way (``heldsignals.dropped``) interrupts the run here: a
+        pipeline's run asks while it goes on."""
+        handle_dropped()
         if self._error is not None:
             return self._error
         if self._inline is not None:
@@ -358,8 +363,9 @@ class Launched:
     def let_signals_in(self, during: Mapping[int, Any] | None = None) -> None:
         """The run can end on Ctrl-C or SIGTERM from now on (``during``: their handlers while it
         goes on, by signal; else those before it): one that came while the monitor started is
-        handled now (``KeyboardInterrupt`` raised here)."""
-        self.signals.let_in(during)
+        handled now (``KeyboardInterrupt`` raised here), as is one whose interruption was lost
+        on its way before (``heldsignals.dropped``)."""
+        self.signals.let_in(during, start=True)
 
     def hold_signals(self) -> None:
         """The run is ending: Ctrl-C and SIGTERM end nothing more (they are counted)."""

@@ -28,6 +28,7 @@ from streamscope.core.rings import declared
 from streamscope.pipeline.program.registry import RAISED, REGISTRY, SESSION_ENV, USED, gathered
 from streamscope.query.ast import Query
 from streamscope.query.plan import Plan
+from streamscope.runtime.heldsignals import dropped
 from streamscope.runtime.instrument import monitor
 from streamscope.runtime.options import FramesCallback, LagCallback, RunOptions, RunResult
 
@@ -170,6 +171,7 @@ def _run(
 
     stopped = None
     with _handling(PASSED_ON, pass_on):
+        got.extend(dropped())  # (one whose interruption was lost on its way: as come now)
         if got:  # a signal came before the program started: it does not
             why = f"interrupted by {_signame(got[0])} before the program started"
             return ProgramEnd(128 + got[0], got[0], why, started=False)
