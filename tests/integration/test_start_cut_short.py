@@ -531,13 +531,15 @@ def test_a_signal_at_the_steps_between_ends_it_as_documented(scripts: Path) -> N
 
 #: ``streamscope`` whose interruption is lost on its way, paused (as ``PAUSED``) where a signal
 #: interrupts it (``step``): as it prepares the run, before its monitor has it (``prepared``);
-#: once the run began, before the program starts (``begun``); or as a pipeline runs
-#: (``running``). The signal comes inside a weakref's callback (``dropped``: Python says what is
-#: raised there was ignored and goes on; the import system lets go of each module's lock through
-#: one, after every import), or inside a bare ``except:`` (``caught``: a library's, or an app's
-#: own code).
+#: once the run began, before the program starts (``begun``); as a pipeline runs
+#: (``running``); as it waits for the program (``waiting``). The signal comes inside a weakref's
+#: callback (``dropped``: Python says what is raised there was ignored and goes on; the import
+#: system lets go of each module's lock through one, after every import), inside a bare
+#: ``except:`` (``caught``: a library's, or an app's own code), or to another thread than the
+#: waiting one, which alone runs Python's handlers, between its instructions (``unseen``: as
+#: one that comes just before it waits).
 INTERRUPTED = """
-import sys, weakref
+import signal, sys, weakref
 from streamscope.cli import entry
 import streamscope.cli.running as running
 import streamscope.runtime.launch as launch
@@ -551,7 +553,10 @@ def pause():
     sys.stdin.readline()
 
 def lost():
-    if how == "dropped":
+    if how == "unseen":
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        print("paused", file=sys.stderr, flush=True)
+    elif how == "dropped":
         class Gone:
             pass
         gone = Gone()
@@ -567,7 +572,10 @@ def after_lost(step):
     def paused(*args, **kwargs):
         if not seen:
             seen.append(lost())
-        return step(*args, **kwargs)
+        try:
+            return step(*args, **kwargs)
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
     return paused
 
 seen = []
@@ -575,6 +583,8 @@ if step == "prepared":
     running._query_texts = after_lost(running._query_texts)
 elif step == "begun":
     program._reaping = after_lost(program._reaping)
+elif step == "waiting":
+    program._wait = after_lost(program._wait)
 else:
     launch.Launched.failure = after_lost(launch.Launched.failure)
 entry()
@@ -587,15 +597,17 @@ LOST = (
     ("app", "prepared", "caught", signal.SIGTERM, "group", "before the run"),
     ("program", "begun", "caught", signal.SIGINT, "command", "before the program"),
     ("app", "running", "dropped", signal.SIGTERM, "group", "the pipeline's run"),
+    ("program", "waiting", "unseen", signal.SIGTERM, "command", "the program's run"),
 )
 
 
 def test_a_signal_whose_interruption_is_lost_on_its_way_still_ends_it(scripts: Path) -> None:
     """Ctrl-C or SIGTERM whose ``KeyboardInterrupt`` Python drops (raised in a weakref's
     callback) or something catches, while the command prepares the run, as the program is
-    about to start or while a pipeline runs: the run ends on it all the same, at its next step
-    (before it takes its file, before the program starts, at once), as docs/cli.md says for
-    that step, and nothing is said to have been ignored."""
+    about to start or while a pipeline runs, or one that comes as the command is about to
+    wait for its program: the run ends on it all the same, at its next step (before it takes
+    its file, before the program starts, at once), as docs/cli.md says for that step, and
+    nothing is said to have been ignored."""
     tries = []
     for i, (kind, step, how, sig, to, _) in enumerate(LOST):
         t = Try(kind, scripts / f"lost{i}.duckdb")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -185,7 +186,7 @@ def _run(
         if on_started is not None:
             on_started()
         try:
-            proc.wait(None if timeout_ns is None else timeout_ns / 1e9)
+            _wait(proc, None if timeout_ns is None else timeout_ns / 1e9)
         except subprocess.TimeoutExpired:
             stopped = f"stopped after its time limit of {timeout_ns / 1e9:g} s"  # type: ignore[operator]
             _stop(proc)
@@ -194,6 +195,60 @@ def _run(
     with contextlib.suppress(OSError):
         text = raised.read_text().strip() or None
     return ProgramEnd(proc.returncode, got[0] if got else None, stopped, text, outlived)
+
+
+def _wait(proc: subprocess.Popen[bytes], timeout_s: float | None) -> None:
+    """Until the program's process ended (``subprocess.TimeoutExpired`` after ``timeout_s``),
+    each signal this process gets handled as it comes (``pass_on``). Python runs a handler
+    between two of its instructions: a signal that came after the last of them, as this
+    process was about to wait, would be handled once the program ended (never, for one that
+    runs on); so the wait wakes on the signals' wakeup fd, written as each comes, and on the
+    program's end (its pidfd). Where either cannot be had, as ``Popen.wait`` waits."""
+    with _woken_by_signals() as woken:
+        pidfd = None
+        if woken is not None:
+            with contextlib.suppress(AttributeError, OSError):  # (not Linux 5.3+; reaped)
+                pidfd = os.pidfd_open(proc.pid)
+        if woken is None or pidfd is None:
+            proc.wait(timeout_s)
+            return
+        try:
+            deadline = None if timeout_s is None else time.monotonic() + timeout_s
+            while proc.poll() is None:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise subprocess.TimeoutExpired(proc.args, timeout_s or 0.0)
+                select.select([pidfd, woken], [], [], left)
+                with contextlib.suppress(BlockingIOError):
+                    os.read(woken, 512)  # (their handlers ran as select returned)
+        finally:
+            os.close(pidfd)
+
+
+@contextlib.contextmanager
+def _woken_by_signals() -> Iterator[int | None]:
+    """A descriptor readable once a signal came to this process while the block runs (the
+    process's signal wakeup fd), or None where it can have none: not on the main thread, or
+    one of another's is there (left to it)."""
+    woken, wake = os.pipe()
+    os.set_blocking(woken, False)
+    os.set_blocking(wake, False)
+    try:
+        try:
+            other = signal.set_wakeup_fd(wake, warn_on_full_buffer=False)
+        except ValueError:  # not the main thread: the signals are not its
+            yield None
+            return
+        try:
+            if other != -1:
+                signal.set_wakeup_fd(other)
+            yield woken if other == -1 else None
+        finally:
+            if other == -1:
+                signal.set_wakeup_fd(-1)
+    finally:
+        os.close(woken)
+        os.close(wake)
 
 
 def _nothing_seen() -> str | None:
