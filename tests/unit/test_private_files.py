@@ -10,22 +10,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from test_store_writer import QUERIES, TOPOLOGY, F  # the same two-stage run
 
 from streamscope.aggregate.points import FrameResult, ScalarPoint
-from streamscope.core.topology import ChannelInfo, ResourceInfo, StageInfo, Topology
-from streamscope.store import DuckDBStore, QueryRecord, RunMeta, _template
+from streamscope.store import DuckDBStore, RunMeta, _template
 from streamscope.store.private import keep_private, make_private
 
-F = 10_000_000
-TOPOLOGY = Topology(
-    "p",
-    resources=(ResourceInfo("main", "thread"),),
-    stages=(StageInfo("a", "main", "source"), StageInfo("b", "main", "sink")),
-    channels=(ChannelInfo("a -> b", "a", "b", 16),),
-)
-QUERIES = (
-    QueryRecord(0, "throughput(a -> b)", "throughput", "items/s", F, ("a -> b",), ("mean",)),
-)
 META = RunMeta(run_id="r", name="p", app="p.py", command="p.py --token s3cret",
                argv=("--token", "s3cret"), host="h", started_unix_ns=0, frame_ns=F,
                version="0")  # fmt: skip
