@@ -1,6 +1,7 @@
 """``streamscope.Queue`` is a ``queue.Queue``: CPython's own ``test_queue`` (its ``QueueTest``,
 the tests every FIFO queue must pass) runs against it, outside a session and inside one that
-records every queue the tests make.
+records every queue the tests make; and against the ``queue.Queue`` a program run as it is
+gets (``AutoQueue``, whose put and get are its own).
 
 The interpreter's ``test`` package is part of a standard CPython install; where a distribution
 strips it, these tests say so and are skipped (CPython's own suite is the oracle here).
@@ -18,6 +19,7 @@ import pytest
 
 import streamscope as ss
 from streamscope.core.modes import RunMode
+from streamscope.pipeline.program.auto import AutoQueue
 from streamscope.pipeline.program.dropin import REGISTRY
 from streamscope.runtime.options import RunOptions
 
@@ -44,6 +46,18 @@ def test_the_queue_is_a_queue_queue() -> None:
     assert isinstance(q, queue.Queue) and q.maxsize == 2
     q.maxsize = 1
     assert q.maxsize == 1
+
+
+class Program:
+    class Queue(AutoQueue):
+        """The ``queue.Queue`` of a program run as it is, as the tests make theirs (made in
+        the standard library's code, the class would be the standard one)."""
+
+
+class ProgramQueueTest(cpython.QueueTest, unittest.TestCase):  # type: ignore[misc,name-defined]
+    """CPython's ``QueueTest`` against the program's ``queue.Queue``."""
+
+    queue = types.SimpleNamespace(Queue=Program.Queue, Full=queue.Full, Empty=queue.Empty)
 
 
 class SSQueueTest(cpython.QueueTest, unittest.TestCase):  # type: ignore[misc,name-defined]

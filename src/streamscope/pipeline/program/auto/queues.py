@@ -13,6 +13,7 @@ from time import monotonic
 from typing import Any
 
 from streamscope.core import forksafe
+from streamscope.core.native import bound_tracker
 from streamscope.core.records import State
 from streamscope.pipeline.program.auto.channels import ProgramChannel
 from streamscope.pipeline.program.auto.stages import (
@@ -28,6 +29,14 @@ StandardQueue = queue.Queue
 StandardSimpleQueue = queue.SimpleQueue
 StandardLifoQueue = queue.LifoQueue
 StandardPriorityQueue = queue.PriorityQueue
+
+
+def wake(cond: threading.Condition) -> None:
+    """``cond.notify()`` (its lock held), skipped where no thread waits on it: the standard
+    notify first checks that the lock is held by taking it and letting go, twice the cost of a
+    put where nobody waits."""
+    if getattr(cond, "_waiters", True):
+        cond.notify()
 
 
 class AutoQueue(StandardQueue):  # type: ignore[type-arg]
@@ -46,36 +55,38 @@ class AutoQueue(StandardQueue):  # type: ignore[type-arg]
 
     def put(self, item: Any, block: bool = True, timeout: float | None = None) -> None:
         ss = self._ss
-        tracker = thread_tracker("out", ss.id)
+        tracker = bound_tracker() or thread_tracker("out", ss.id)
+        mutex = self.mutex
         if ss.name is None:
-            with self.mutex:
+            with mutex:
                 ss.saw("tail", stage())
         elif tracker is not ss.put_by:
-            with self.mutex:
+            with mutex:
                 ss.seen("tail", tracker, stage())
-        with self.not_full:
-            if self.maxsize > 0:
-                if not block:
-                    if self._qsize() >= self.maxsize:
-                        raise queue.Full
-                elif self._qsize() >= self.maxsize:
-                    prev = tracker.set(State.BLOCKED_OUT) if tracker is not None else 0
-                    try:
-                        if timeout is None:
-                            while self._qsize() >= self.maxsize:
-                                self.not_full.wait()
-                        elif timeout < 0:
-                            raise ValueError("'timeout' must be a non-negative number")
-                        else:
-                            endtime = monotonic() + timeout
-                            while self._qsize() >= self.maxsize:
-                                remaining = endtime - monotonic()
-                                if remaining <= 0.0:
-                                    raise queue.Full
-                                self.not_full.wait(remaining)
-                    finally:
-                        if tracker is not None:
-                            tracker.set(prev)
+        with mutex:  # ``not_full``'s lock, entered without the condition's Python frames
+            if self.maxsize <= 0:
+                pass
+            elif not block:
+                if self._qsize() >= self.maxsize:
+                    raise queue.Full
+            elif timeout is not None and timeout < 0:
+                raise ValueError("'timeout' must be a non-negative number")
+            elif self._qsize() >= self.maxsize:
+                prev = tracker.set(State.BLOCKED_OUT) if tracker is not None else 0
+                try:
+                    if timeout is None:
+                        while self._qsize() >= self.maxsize:
+                            self.not_full.wait()
+                    else:
+                        endtime = monotonic() + timeout
+                        while self._qsize() >= self.maxsize:
+                            remaining = endtime - monotonic()
+                            if remaining <= 0.0:
+                                raise queue.Full
+                            self.not_full.wait(remaining)
+                finally:
+                    if tracker is not None:
+                        tracker.set(prev)
             self._put(item)
             self.unfinished_tasks += 1
             ss.n_in += 1
@@ -83,31 +94,32 @@ class AutoQueue(StandardQueue):  # type: ignore[type-arg]
                 ss.tail.record(ss.n_in)
             elif ss.name is None:
                 ss.put_early()
-            self.not_empty.notify()
+            wake(self.not_empty)
         if tracker is not None:
             tracker.gave()
 
     def get(self, block: bool = True, timeout: float | None = None) -> Any:
         ss = self._ss
-        tracker = thread_tracker("in", ss.id)
+        tracker = bound_tracker() or thread_tracker("in", ss.id)
+        mutex = self.mutex
         if ss.name is None:
-            with self.mutex:
+            with mutex:
                 ss.saw("head", stage())
         elif tracker is not ss.got_by:
-            with self.mutex:
+            with mutex:
                 ss.seen("head", tracker, stage())
-        with self.not_empty:
+        with mutex:  # ``not_empty``'s lock
             if not block:
                 if not self._qsize():
                     raise queue.Empty
+            elif timeout is not None and timeout < 0:
+                raise ValueError("'timeout' must be a non-negative number")
             elif not self._qsize():
                 prev = tracker.set(State.BLOCKED_IN) if tracker is not None else 0
                 try:
                     if timeout is None:
                         while not self._qsize():
                             self.not_empty.wait()
-                    elif timeout < 0:
-                        raise ValueError("'timeout' must be a non-negative number")
                     else:
                         endtime = monotonic() + timeout
                         while not self._qsize():
@@ -122,7 +134,7 @@ class AutoQueue(StandardQueue):  # type: ignore[type-arg]
             ss.n_out += 1
             if ss.head is not None:
                 ss.head.record(ss.n_out)
-            self.not_full.notify()
+            wake(self.not_full)
         if tracker is not None:
             tracker.took()
         return item
