@@ -1,5 +1,8 @@
 """A monitored ``streamscope.Queue`` put+get against a bare ``queue.Queue`` put+get (target:
-<= 1.10x), and the framework's channel with nothing monitored (target: <= 1.0x).
+<= 1.10x), the framework's channel with nothing monitored (target: <= 1.0x), and a program's
+own ``queue.Queue`` watched as ``streamscope run`` watches it (``ss.watch``, default queries:
+its ends and its threads' states recorded where two threads' stages use it; one thread's own
+queue is no channel).
 
 In: nothing (synthetic integers). Out: ns per put+get pair for a bare ``queue.Queue``, the
 framework's ``ThreadChannel`` without taps, and a drop-in ``streamscope.Queue`` inside a
@@ -101,10 +104,22 @@ def variants(
         out.unlink()
         return figures
 
+    def watched() -> tuple[float, ...]:
+        out = tmp / f"{label}-w-{time.monotonic_ns()}.duckdb"
+        opts = ss.RunOptions(out=out, mode="process", frame_ns=100_000_000)
+        with ss.watch([], opts) as m:
+            q = queue.Queue(CAPACITY)  # the program's own, as ``streamscope run`` watches it
+            figures = _per_pair(lambda: run(q, n), n)
+        if m.result is None or m.result.status != "completed":
+            raise RuntimeError(f"the watched session did not complete: {m.result}")
+        out.unlink()
+        return figures
+
     return [
         ("queue.Queue (bare)", bare),
         ("ThreadChannel, no taps", channel),
         ("ss.Queue, monitored", monitored),
+        ("queue.Queue, watched", watched),
     ]
 
 
@@ -151,9 +166,11 @@ def main() -> int:
         wall = by_metric[0]
         mon = paired_ratios(wall[2], wall[0]).median
         ch = paired_ratios(wall[1], wall[0]).median
+        watched = paired_ratios(wall[3], wall[0]).median
         print(
             f"  {name}: monitored {mon:.2f}x wall ({'meets' if mon <= TARGET_MONITORED else 'misses'}), "
-            f"ThreadChannel {ch:.2f}x wall ({'meets' if ch <= TARGET_CHANNEL else 'misses'})"
+            f"ThreadChannel {ch:.2f}x wall ({'meets' if ch <= TARGET_CHANNEL else 'misses'}); "
+            f"the program's queue.Queue watched {watched:.2f}x wall"
         )
     return 0
 

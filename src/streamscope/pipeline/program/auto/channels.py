@@ -180,8 +180,8 @@ class ProgramChannel:
         #: Every stage seen putting into the queue and taking from it, in the order seen.
         self.srcs: list[str] = []
         self.dsts: list[str] = []
-        #: The tracker of the last worker seen at each end once the channel is named: a put or
-        #: get by another looks whether its stage is new there (``seen``).
+        #: The tracker of the last worker seen at each end: a put or get by another looks
+        #: whether its stage is new there (``seen``).
         self.put_by: Any = None
         self.got_by: Any = None
 
@@ -223,8 +223,9 @@ class ProgramChannel:
                     declare_end(self.name or "", stage, "head")
 
     def seen(self, end: str, tracker: Any, who: str | None) -> None:
-        """A worker (its ``tracker``) other than the last seen at ``end`` of the named channel
-        puts or gets, for the stage ``who``."""
+        """A worker (its ``tracker``) other than the last seen at ``end`` puts or gets, for the
+        stage ``who`` (a thread queue asks only then: the same worker again is the same stage,
+        whether the channel is named yet or not)."""
         if end == "tail":
             self.put_by = tracker
         else:

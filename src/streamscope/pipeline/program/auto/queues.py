@@ -57,10 +57,7 @@ class AutoQueue(StandardQueue):  # type: ignore[type-arg]
         ss = self._ss
         tracker = bound_tracker() or thread_tracker("out", ss.id)
         mutex = self.mutex
-        if ss.name is None:
-            with mutex:
-                ss.saw("tail", stage())
-        elif tracker is not ss.put_by:
+        if tracker is not ss.put_by or (tracker is None and ss.name is None):
             with mutex:
                 ss.seen("tail", tracker, stage())
         with mutex:  # ``not_full``'s lock, entered without the condition's Python frames
@@ -102,10 +99,7 @@ class AutoQueue(StandardQueue):  # type: ignore[type-arg]
         ss = self._ss
         tracker = bound_tracker() or thread_tracker("in", ss.id)
         mutex = self.mutex
-        if ss.name is None:
-            with mutex:
-                ss.saw("head", stage())
-        elif tracker is not ss.got_by:
+        if tracker is not ss.got_by or (tracker is None and ss.name is None):
             with mutex:
                 ss.seen("head", tracker, stage())
         with mutex:  # ``not_empty``'s lock
