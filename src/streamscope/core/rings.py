@@ -73,10 +73,13 @@ def check_capacity(capacity: int) -> None:
         raise ValueError(f"ring capacity must be 0 or a power of two, got {capacity}")
 
 
+#: The header's first words, ``W_MAGIC`` to ``W_FLAGS``, written at once.
+_HEAD = struct.Struct("<6q")
+assert tuple(range(6)) == (W_MAGIC, W_PROBE, W_KIND, W_CAPACITY, W_PID, W_FLAGS)
+
+
 def _init(mem: mmap.mmap, probe: int, kind: int, capacity: int, flags: int) -> None:
-    for word, value in ((W_MAGIC, MAGIC | (VERSION << 32)), (W_PROBE, probe), (W_KIND, kind),
-                        (W_CAPACITY, capacity), (W_PID, os.getpid()), (W_FLAGS, flags)):  # fmt: skip
-        struct.pack_into("<q", mem, word * 8, value)
+    _HEAD.pack_into(mem, 0, MAGIC | (VERSION << 32), probe, kind, capacity, os.getpid(), flags)
 
 
 def anonymous_ring(probe: int, kind: int, capacity: int, *, flags: int = 0) -> mmap.mmap:
