@@ -41,6 +41,10 @@ def _main(argv: list[str] | None, args: list[str]) -> int:
         from streamscope.monitor import PROCESS_NAME
 
         ahead.start("streamscope.monitor", fork_as=PROCESS_NAME if fork else None)
+    if args[:1] != ["run"]:  # a run's program inherits this process's environment
+        from streamscope.core.process import one_math_thread
+
+        one_math_thread()
     from streamscope.cli.app import main as run
 
     try:

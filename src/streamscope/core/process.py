@@ -35,6 +35,21 @@ KEEP_FREED_BYTES = 64 << 20
 HEAP_BLOCK_BYTES = 32 << 20
 
 
+#: What the math libraries numpy may be built on read for their number of threads.
+MATH_THREADS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def one_math_thread() -> None:
+    """Before numpy loads in this process: its linear algebra runs on the calling thread. At
+    load, OpenBLAS starts a thread per core that spins while it waits for work (again after
+    each call that used it): some 60 ms of CPU at the monitor's start, a third of what
+    ``streamscope show`` spent, on a machine whose cores the program needs. The matrices here
+    are small; one thread does them as fast. Only for streamscope's own processes (the
+    monitor, the commands that read a run): never a program's, which keeps what it was given."""
+    for name in MATH_THREADS:
+        os.environ[name] = "1"
+
+
 def keep_freed_memory() -> bool:
     """Ask the C library's malloc to keep up to ``KEEP_FREED_BYTES`` of freed memory for the
     next allocations, and to take blocks under ``HEAP_BLOCK_BYTES`` from its heap rather than

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from streamscope.core import ahead
 from streamscope.core.errors import StreamscopeError
-from streamscope.core.process import GROUP_SIGNALS, end_now, keep_freed_memory
+from streamscope.core.process import GROUP_SIGNALS, end_now, keep_freed_memory, one_math_thread
 from streamscope.store.duck import duckdb
 from streamscope.store.lock import WriterLock
 from streamscope.store.private import keep_private
@@ -117,6 +117,7 @@ def _say(signals: bytes) -> None:
 
 def main(argv: list[str]) -> int:
     keep_private()  # the run file and DuckDB's log beside it hold the program's command line
+    one_math_thread()  # before numpy loads, and before a thread that may read the environment
     early = _Early(argv)
     early.start()
     # The monitor's own modules (numpy, the reductions) load meanwhile: 0.2 s of its start
