@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+
+import pytest
 
 from streamscope.aggregate.points import DropCount, FrameResult, ScalarPoint
 from streamscope.core.tablerows import Column, TableRows
 from streamscope.core.topology import ChannelInfo, ResourceInfo, StageInfo, Topology
+from streamscope.monitor import writer as writer_module
 from streamscope.monitor.writer import StoreWriter
 from streamscope.store import InMemoryStore, QueryRecord, RunMeta, _rows
 
@@ -114,3 +117,35 @@ def test_writes_are_spaced_while_frames_keep_closing() -> None:
     writer.close()
     assert len(store.frames) == k
     assert len(counted) <= 12, (len(counted), k)  # WRITE_EVERY_S: about one in 0.1 s
+
+
+def _within(call: Callable[[], None], limit_s: float = 60.0) -> bool:
+    """Whether ``call`` returned (in a thread of its own) before ``limit_s``: a cap on a
+    hang, far above what the call takes."""
+    done = threading.Thread(target=call, daemon=True)
+    done.start()
+    done.join(limit_s)
+    return not done.is_alive()
+
+
+def test_a_flush_and_the_end_do_not_wait_out_the_pause_between_writes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # a pause between writes that would outlast the test: what is waited for must end it
+    monkeypatch.setattr(writer_module, "WRITE_EVERY_S", 3600.0)
+    store = InMemoryStore()
+    writer = StoreWriter(store)
+    writer.begin(META, TOPOLOGY, QUERIES)
+    writer.write_frames([frame(0)])
+    for _ in range(3000):  # the first write is made at once; the pause follows it
+        if store.frames:
+            break
+        time.sleep(0.01)
+    assert len(store.frames) == 1
+    writer.write_frames([frame(1)])
+    assert _within(writer.flush), "flush waited for the pause to end"
+    assert len(store.frames) == 2
+    writer.write_frames([frame(2)])
+    writer.finish("completed", None, 1, 3 * F)
+    assert _within(writer.close), "the run's end waited for the pause to end"
+    assert len(store.frames) == 3 and store.status == "completed"
