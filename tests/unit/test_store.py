@@ -188,14 +188,14 @@ def test_a_store_reads_back_what_it_wrote_through_its_own_connection(tmp_path: P
     store.write_frames(_results(range(3)))
     store.finish("completed", None, META.started_unix_ns + 2_000_000_000, 1_500_000_000)
     with store.written() as run:
-        mine = (run.status, run.topology, run.queries, run.results())
+        mine = (run.meta, run.status, run.topology, run.queries, run.results())
     with store.written() as again:  # the connection is still the store's
         assert again.results(2) == [_frame(2, f) for f in range(3)]
     store.close()
     with pytest.raises(RunFileError, match="not open for writing"):
         store.written()
     with load(path) as run:
-        assert mine == (run.status, run.topology, run.queries, run.results())
+        assert mine == (run.meta, run.status, run.topology, run.queries, run.results())
 
 
 def test_in_memory_store_reads_back_like_the_file(run_file: Path) -> None:

@@ -106,14 +106,19 @@ def _columns_problem(con: duckdb.DuckDBPyConnection) -> str | None:
 
 def read_written(path: Path, con: duckdb.DuckDBPyConnection) -> Run:
     """The run its writer's connection ``con`` holds (the file at ``path``), read as ``load``
-    reads a file; closing the run leaves the connection to its writer."""
+    reads a file but for the checks of its schema (the writer made its tables); closing the
+    run leaves the connection to its writer."""
     return _read(path, con, owned=False)
 
 
 def _read(p: Path, con: duckdb.DuckDBPyConnection, *, owned: bool = True) -> Run:
     """The run in ``con`` (the file at ``p``), once it is found to be a streamscope run file of
-    this schema, whole and consistent."""
-    meta = _identity(p, con)
+    this schema, whole and consistent (``owned``: a file opened here; the schema of one this
+    process wrote is its own, not checked again: a tenth of a short run's end)."""
+    if owned:
+        meta = _identity(p, con)
+    else:
+        meta = dict(con.execute("SELECT key, value FROM streamscope_meta").fetchall())
     run = _run_row(p, con)
     topology = _topology(p, con, run["pipeline"])
     queries = tuple(
