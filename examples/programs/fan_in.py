@@ -10,7 +10,7 @@ import sys
 import threading
 import time
 
-from _stamps import entered, left, work
+from _stamps import entered, left, waiting, work
 
 
 def produce(name, q, n, pause):
@@ -34,7 +34,8 @@ def slow(q, n):
 def sink(q, producers, out):
     done = 0
     while done < producers:
-        item = q.get()
+        with waiting("sink"):
+            item = q.get()
         left("fast, slow -> sink")
         if item is None:
             done += 1

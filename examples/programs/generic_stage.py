@@ -11,7 +11,7 @@ import sys
 import threading
 import time
 
-from _stamps import entered, left, work
+from _stamps import entered, left, waiting, work
 
 STEPS = {}
 
@@ -45,7 +45,8 @@ def score(x):
 def stage(j, name):
     fn = STEPS[name]
     while True:
-        x = qs[j].get()
+        with waiting(name):
+            x = qs[j].get()
         if j == 1:
             left("queue 1")
         if x is None:
@@ -53,7 +54,8 @@ def stage(j, name):
             return
         with work(name):
             y = fn(x)
-        qs[j + 1].put(y)
+        with waiting(name):
+            qs[j + 1].put(y)
         if j == 0:
             entered("queue 1")
 

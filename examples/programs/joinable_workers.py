@@ -9,12 +9,13 @@ import multiprocessing as mp
 import sys
 import time
 
-from _stamps import entered, left, work
+from _stamps import entered, left, waiting, work
 
 
 def worker(tasks, results):
     while True:
-        item = tasks.get()
+        with waiting("worker"):
+            item = tasks.get()
         left("tasks")
         if item is None:
             tasks.task_done()
