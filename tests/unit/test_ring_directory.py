@@ -140,9 +140,9 @@ def test_a_file_finished_already_is_left_alone(
     taken: list[Path] = []
     acquire = WriterLock.acquire
 
-    def watched(self: WriterLock) -> WriterLock:
+    def watched(self: WriterLock, why: str = "") -> WriterLock:
         taken.append(self.path)
-        return acquire(self)
+        return acquire(self, why)
 
     monkeypatch.setattr(WriterLock, "acquire", watched)
     left = _left(tmp_path, _dead_pid(), "0ddba11")
@@ -150,3 +150,82 @@ def test_a_file_finished_already_is_left_alone(
     assert sweep(tmp_path) == [left]
     assert taken == [] and not lock_path(out).exists()
     assert _status(out) == f"failed: {WRITER_GONE}"
+
+
+#: A process that repairs the run file argv[1] as a run sweeping leftovers does: it takes the
+#: file's lock saying so and (argv[3] == "open") its DuckDB connection, says it is ready (argv[2]
+#: appears), and finishes only once told (argv[2] is removed).
+REPAIRER = """
+import os, sys, time
+from pathlib import Path
+import duckdb
+from streamscope.store.lock import REPAIRING, WriterLock, repair
+out, ready = Path(sys.argv[1]), Path(sys.argv[2])
+lock = WriterLock(out).acquire(REPAIRING)
+con = duckdb.connect(str(out)) if sys.argv[3] == "open" else None
+ready.write_text("ready")
+while ready.exists():
+    time.sleep(0.005)
+if con is not None:
+    con.close()
+repair(out, holding=True)
+lock.release()
+"""
+
+
+@pytest.mark.parametrize("holds", ["lock", "open"])
+def test_a_reader_waits_for_a_repair_under_way_elsewhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, holds: str
+) -> None:
+    """A command opening a killed run's file while another process repairs it (a run sweeping
+    what killed runs left) waits for that repair and reads the file finished: it neither says
+    the file is locked by a run still going (``open``: the repairer holds its DuckDB connection)
+    nor reads it as still running (``lock``: only the lock is held yet)."""
+    from streamscope.store import reader
+
+    out, ready = tmp_path / "killed.duckdb", tmp_path / "ready"
+    _running_file(out)
+    lock_path(out).unlink()
+    repairer = subprocess.Popen([sys.executable, "-c", REPAIRER, str(out), str(ready), holds])
+    try:
+        while not ready.exists():
+            assert repairer.poll() is None, "the repairer ended before it was ready"
+            time.sleep(0.005)
+        waited: list[bool] = []
+        wait = reader.wait_for_repair
+
+        def told_then_wait(path: Path) -> bool:
+            ready.unlink()  # the repair goes on only once this command found it under way
+            waited.append(wait(path))
+            return waited[-1]
+
+        monkeypatch.setattr(reader, "wait_for_repair", told_then_wait)
+        with reader.load(out) as run:
+            assert (run.status, run.error) == ("failed", WRITER_GONE)
+        assert waited == [True]
+    finally:
+        assert repairer.wait(timeout=60) == 0
+    assert not lock_path(out).exists()
+
+
+def test_a_repair_by_a_command_says_so_in_the_lock_it_takes(tmp_path: Path) -> None:
+    """``repair`` from a command (holding no lock) takes the file's lock, saying it repairs, so
+    that another reader waits for it; the lock goes when it is done."""
+    out = tmp_path / "killed.duckdb"
+    _running_file(out)
+    lock_path(out).unlink()
+    seen: list[str] = []
+    connect = duckdb.connect
+
+    def watched(path: str, *args: object, **kwargs: object) -> duckdb.DuckDBPyConnection:
+        seen.append(lock_path(out).read_text())
+        return connect(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    with pytest.MonkeyPatch.context() as mp:
+        from streamscope.store import duck
+
+        mp.setattr(duck.duckdb, "connect", watched)
+        assert repair(out)
+    assert len(seen) == 1 and seen[0].startswith(f"pid {os.getpid()},") and "repairing" in seen[0]
+    assert _status(out) == f"failed: {WRITER_GONE}"
+    assert not lock_path(out).exists()

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from streamscope.core.errors import RunFileError
-from streamscope.store.lock import WriterLock, repair
+from streamscope.store.lock import REPAIRING, WriterLock, repair
 
 #: In a run's private directory: the path of its run file, for the run that finds it left.
 RUN_FILE = "run-file"
@@ -63,7 +63,7 @@ def _finish(out: Path) -> None:
     if not out.parent.is_dir() or not _left_running(out):
         return
     try:
-        lock = WriterLock(out).acquire()
+        lock = WriterLock(out).acquire(REPAIRING)
     except (RunFileError, OSError):
         return  # a live run writes it now, or its folder is not ours to write
     try:

@@ -23,6 +23,10 @@ from streamscope.store.private import PRIVATE
 
 #: Said when a file is found ``running`` with nobody writing it.
 WRITER_GONE = "the process that wrote this run ended without finishing it (killed, or crashed)"
+#: What a lock taken to repair a file says after its holder (a reader waits for it to end).
+REPAIRING = "repairing it"
+#: How long (s) a reader waits for another process's repair before it says who holds the file.
+REPAIR_WAIT_S = 30.0
 
 
 def lock_path(path: Path) -> Path:
@@ -45,7 +49,8 @@ class WriterLock:
         lock.fd = fd
         return lock
 
-    def acquire(self) -> WriterLock:
+    def acquire(self, why: str = "") -> WriterLock:
+        """Take the lock (``why``: what its holder does, said after its pid to who finds it)."""
         lp = lock_path(self.path)
         lp.parent.mkdir(parents=True, exist_ok=True)
         while True:
@@ -71,7 +76,8 @@ class WriterLock:
                 break
             os.close(fd)
         os.ftruncate(fd, 0)
-        os.write(fd, f"pid {os.getpid()}, since {time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode())
+        said = f"pid {os.getpid()}, since {time.strftime('%Y-%m-%d %H:%M:%S')}"
+        os.write(fd, f"{said}{', ' + why if why else ''}\n".encode())
         self.fd = fd
         return self
 
@@ -114,17 +120,55 @@ def writer_alive(path: str | Path) -> bool:
     return False
 
 
+def wait_for_repair(path: str | Path, limit_s: float = REPAIR_WAIT_S) -> bool:
+    """Wait while another process repairs the run file at ``path`` (its lock says
+    ``REPAIRING``), up to ``limit_s``; whether there was such a repair, ended now."""
+    lp = lock_path(Path(path))
+    try:
+        fd = os.open(lp, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        if REPAIRING not in _holder(fd):
+            return False
+        deadline = time.monotonic() + limit_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                return True
+            except OSError:
+                if time.monotonic() > deadline:
+                    return False  # the caller says who holds it
+                time.sleep(0.01)
+    finally:
+        os.close(fd)
+
+
 def repair(path: str | Path, cause: str = WRITER_GONE, *, holding: bool = False) -> bool:
     """Finalise a run file left ``running`` as ``failed`` with ``cause`` (the duration: up to
     its last frame); nothing it holds is removed. A no-op, returning False, when the file is
-    finished already or its writer still holds the lock (``holding``: this process holds it,
-    and its writer is gone). A stale lock file is removed."""
+    finished already or another process holds its lock: its writer, or another repair
+    (``holding``: this process holds it, and its writer is gone; otherwise the lock is taken
+    for the repair, saying so, and a stale lock file goes with it)."""
+    p = Path(path)
+    if holding:
+        return _repair(p, cause)
+    try:
+        lock = WriterLock(p).acquire(REPAIRING)
+    except RunFileError as e:
+        if writer_alive(p):
+            return False
+        raise RunFileError(f"{p} cannot be repaired: {e}") from None
+    try:
+        return _repair(p, cause)
+    finally:
+        lock.release()
+
+
+def _repair(p: Path, cause: str) -> bool:
     from streamscope.store import _sqlio
     from streamscope.store.duck import duckdb
 
-    p = Path(path)
-    if not holding and writer_alive(p):
-        return False
     try:
         con = duckdb.connect(str(p))
     except duckdb.Error as e:
@@ -143,6 +187,4 @@ def repair(path: str | Path, cause: str = WRITER_GONE, *, holding: bool = False)
     finally:
         con.close()
     p.with_name(p.name + ".reserve").unlink(missing_ok=True)  # a killed writer's reserve
-    if not holding:
-        lock_path(p).unlink(missing_ok=True)
     return True

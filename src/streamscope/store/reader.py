@@ -21,7 +21,7 @@ from streamscope.core.topology import (
 from streamscope.store import _sqlio
 from streamscope.store._sources import CONFINED, DuckDBSource
 from streamscope.store.duck import duckdb
-from streamscope.store.lock import WRITER_GONE, repair, writer_alive
+from streamscope.store.lock import WRITER_GONE, repair, wait_for_repair, writer_alive
 from streamscope.store.run import Run, probe_stage
 from streamscope.store.runstore import QueryRecord, RunMeta
 from streamscope.store.schema import FORMAT, SCHEMA_VERSION, STATUSES, TABLE_NAMES, TABLES
@@ -37,7 +37,15 @@ def load(path: str | Path) -> Run:
     """
     p = Path(path)
     run = _open(p)
-    if run.status != "running" or writer_alive(p):
+    while run.status == "running" and writer_alive(p):
+        # Its writer runs, or another process (a command like this one, a run sweeping what
+        # killed runs left) is repairing it: that is waited for, and the file read again.
+        run.close()  # (a reader open stops the repair)
+        waited = wait_for_repair(p)
+        run = _open(p)
+        if not waited:
+            return run
+    if run.status != "running":
         return run
     # Its writer is gone (killed, crashed, a full disk): the file is finalised as failed, with
     # every frame it committed, once and for all; where it cannot be written, only as read.
@@ -56,10 +64,14 @@ def _open(p: Path) -> Run:
     if not p.is_file():
         what = "is a directory, not a run file" if p.is_dir() else "does not exist"
         raise RunFileError(f"{p} {what}")
-    try:
-        con = duckdb.connect(str(p), read_only=True, config=dict(CONFINED))
-    except duckdb.Error as e:
-        raise RunFileError(f"{p} cannot be opened: {_open_problem(str(e))}") from None
+    while True:
+        try:
+            con = duckdb.connect(str(p), read_only=True, config=dict(CONFINED))
+            break
+        except duckdb.Error as e:
+            if "lock" in str(e).lower() and wait_for_repair(p):
+                continue  # another process was repairing it: it is finished now
+            raise RunFileError(f"{p} cannot be opened: {_open_problem(str(e))}") from None
     try:
         return _read(p, con)
     except duckdb.Error as e:
