@@ -22,6 +22,7 @@ from streamscope.aggregate.points import (
 from streamscope.analysis.series import collect, whole_run, whole_run_duty
 from streamscope.core.errors import ConfigError
 from streamscope.core.options import RunOptions
+from streamscope.core.tablerows import TableRows
 from streamscope.core.topology import ChannelInfo, ProbeInfo, ResourceInfo, StageInfo, Topology
 from streamscope.store import DuckDBStore, InMemoryStore, QueryRecord, Run, RunMeta, load
 from streamscope.store import writer as store_writer
@@ -96,12 +97,26 @@ def _frames(k: int, rng: np.random.Generator) -> list[FrameResult]:
     ]  # fmt: skip
 
 
+def _stacks(first: int, last: int) -> TableRows:
+    """The ``stacks`` rows of frames ``first`` to ``last`` (excluded): stage b's samples, a
+    few stacks in two states, as a process's sampler counts them per frame."""
+    rows = [(k * F, F, "b", ("running", "waiting")[k % 2], f"main;f{k % 3}", 1 + k % 2)
+            for k in range(first, last)]  # fmt: skip
+    return TableRows("stacks", {
+        "t_ns": [r[0] for r in rows], "frame_ns": [r[1] for r in rows],
+        "stage": [r[2] for r in rows], "state": [r[3] for r in rows],
+        "stack": [r[4] for r in rows], "samples": [r[5] for r in rows],
+        "ns": [r[5] * F // 2 for r in rows],
+    })  # fmt: skip
+
+
 def _write(path: Path, n: int, keep_ns: int | None, every: int = 25, fold: int = 0) -> None:
     rng = np.random.default_rng(1)
     store = DuckDBStore(path, keep_ns=keep_ns, checkpoint_every=fold)
     store.begin(META, TOPOLOGY, QUERIES)
     for first in range(0, n, every):
         frames = [r for k in range(first, min(first + every, n)) for r in _frames(k, rng)]
+        store.write_table(_stacks(first, min(first + every, n)))
         store.write_frames(frames)
         drops = [DropCount(p, k, 0, 3) for k in range(first, min(first + every, n)) for p in (0, 1)]
         store.write_drops(drops)
@@ -122,6 +137,11 @@ def _figures(path: Path) -> dict[str, float | None]:
                 out[f"{s.query.id}/hist"] = sum(h.total for h in hist)
         rows = run.sql("SELECT sum(dropped), sum(recorded) FROM drops")[1]
         out["recorded"] = float(rows[0][1])
+        for state, stack, samples, ns in run.sql(
+            "SELECT state, stack, sum(samples), sum(ns) FROM stacks GROUP BY ALL"
+        )[1]:
+            out[f"stacks/{state}/{stack}"] = float(samples)
+            out[f"stacks/{state}/{stack}/ns"] = float(ns)
     return out
 
 
@@ -158,6 +178,11 @@ def test_a_rolled_up_run_has_the_same_whole_run_figures_and_few_frames(tmp_path:
     widths = [e - s for s, e in spans]
     assert widths == sorted(widths, reverse=True) and widths[0] > F and widths[-1] == F
     assert sum(w == F for w in widths) >= 5_000_000_000 // F
+    # the sampled stacks are rolled up with the frames: each in the frame its rows fell in
+    with load(kept) as run:
+        stacks = run.sql("SELECT t_ns, frame_ns, count(*) FROM stacks GROUP BY ALL ORDER BY 1")[1]
+    assert [(t, w) for t, w, _ in stacks] == [(s, e - s) for s, e in spans]
+    assert all(rows <= 6 for _, _, rows in stacks)  # its 2 states x 3 stacks at most
 
 
 def test_a_kept_run_opens_its_file_afresh_as_it_rolls_up_and_loses_nothing(
@@ -235,12 +260,16 @@ def test_a_run_held_in_memory_is_rolled_up_as_its_file_is(tmp_path: Path) -> Non
         mem.write_frames([r for k in range(first, min(first + 25, n)) for r in _frames(k, rng)])
         mem.write_drops([DropCount(p, k, 0, 3) for k in range(first, min(first + 25, n))
                          for p in (0, 1)])  # fmt: skip
+        mem.write_table(_stacks(first, min(first + 25, n)))
     mem.finish("completed", None, 1, n * F)
     sql = "SELECT query_id, frame, t_start_ns, t_end_ns, covered_ns FROM frame ORDER BY ALL"
     with load(path) as on_disk:
         want = on_disk.sql(sql)[1]
         want_drops = on_disk.sql("SELECT * FROM drops ORDER BY ALL")[1]
+        want_stacks = on_disk.sql("SELECT * FROM stacks ORDER BY ALL")[1]
     with Run.from_memory(mem) as held:
         assert held.sql(sql)[1] == want
         assert held.sql("SELECT * FROM drops ORDER BY ALL")[1] == want_drops
+        assert held.sql("SELECT * FROM stacks ORDER BY ALL")[1] == want_stacks
         assert held.rolled_up() and len(want) < 4 * n // 2
+    assert len(want_stacks) < n // 2

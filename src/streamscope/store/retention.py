@@ -3,10 +3,11 @@ stretches rolled up into coarser frames, so that a run of any length holds few f
 
 In: a run file's connection, the run's keep span, its queries' and its own frame lengths, and how
 far the run has got. Out: the file's ``frame``/``stat``/``histogram`` rows (and the per-frame
-``drops`` and ``monitor`` rows) older than the keep span merged into frames ``FACTOR`` times
-longer, in place, as the whole-run figures merge them (``whole_run``: extremes keep, counts and
-sums add, anything else is the mean weighted by the time each frame observed), so that every
-whole-run figure and every total (items through a channel) is what it was.
+``drops``, ``monitor`` and ``stacks`` rows) older than the keep span merged into frames
+``FACTOR`` times longer, in place, as the whole-run figures merge them (``whole_run``: extremes
+keep, counts and sums add, anything else is the mean weighted by the time each frame observed),
+so that every whole-run figure and every total (items through a channel, a stack's time) is
+what it was.
 
 The levels (``edges``): frames of length ``f`` are kept for ``keep``; older ones become frames of
 ``16 f``, kept for ``keep * 16 / 4`` more; older ones frames of ``256 f``, kept for
@@ -216,9 +217,24 @@ def _roll_results(
 
 
 def _roll_per_frame(con: duckdb.DuckDBPyConnection, f: int, width: int, lo: int, hi: int) -> None:
-    """The run's per-frame rows (``drops`` per probe, the ``monitor``'s own) of frames ``f``
-    ns long within ``[lo, hi)`` merged into frames of ``width``: counts add, the lag keeps its
-    most."""
+    """The run's per-frame rows (``drops`` per probe, the ``monitor``'s own, the ``stacks``
+    sampled) of frames ``f`` ns long within ``[lo, hi)`` merged into frames of ``width``:
+    counts and times add, the lag keeps its most."""
+    con.execute(
+        f"""CREATE OR REPLACE TEMP TABLE roll_k AS
+        SELECT t_ns // {width} * {width} AS t_ns, stage, state, stack,
+          sum(samples) AS samples, sum(ns) AS ns, min(rowid) AS o
+        FROM stacks WHERE t_ns >= {lo} AND t_ns < {hi} AND frame_ns < {width}
+        GROUP BY t_ns // {width}, stage, state, stack"""  # noqa: S608
+    )
+    con.execute(
+        f"DELETE FROM stacks WHERE t_ns >= {lo} AND t_ns < {hi} AND frame_ns < {width}"  # noqa: S608
+    )
+    con.execute(
+        f"INSERT INTO stacks SELECT t_ns, {width}, stage, state, stack, samples, ns "  # noqa: S608
+        "FROM roll_k ORDER BY t_ns, o"
+    )
+    con.execute("DROP TABLE roll_k")
     first, last, per = lo // f, hi // f, width // f
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE roll_d AS

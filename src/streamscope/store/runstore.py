@@ -292,10 +292,11 @@ class InMemoryStore(BaseStore):
         assert self.meta is not None
         got = roll_rows(kept, self.meta, self.topology, self.queries, {
             "frame": self.frames, "stat": self.stats, "histogram": self.hists,
-            "drops": self.drops, "monitor": self.tables["monitor"],
+            "drops": self.drops, "monitor": self.tables["monitor"], "stacks": self.tables["stacks"],
         }, now_ns)  # fmt: skip
         self.frames, self.stats, self.hists = got["frame"], got["stat"], got["histogram"]
         self.drops, self.tables["monitor"] = got["drops"], got["monitor"]
+        self.tables["stacks"] = got["stacks"]
 
     def _do_table(self, table: str, columns: list[Column]) -> None:
         cols = [
