@@ -315,3 +315,59 @@ def test_a_thousand_workers_are_all_sampled_with_a_few_descriptors(
     assert held <= 64
     assert seen == {1000 + i for i in range(n)}
     assert len(os.listdir("/proc/self/fd")) <= fds_before  # every descriptor closed again
+
+
+@pytest.mark.parametrize("impl", IMPLS.values(), ids=list(IMPLS))
+def test_among_many_workers_at_rest_each_pass_samples_the_busy_and_a_share_of_the_rest(
+    impl: ModuleType, tmp_path: Path
+) -> None:
+    """300 workers at rest and one busy: every pass samples the busy one; each worker at rest
+    is sampled one pass in 8 (300 >> 3 <= 64), its sample standing for 8 periods, so a pass
+    costs what some 40 samples do, not 300, and the time the samples stand for is unchanged."""
+    n = 300
+    mem = anonymous_ring(9, int(Kind.STACK), 1 << 16)
+    sampler = impl.StackSampler(impl.Ring(mem, impl.Clock()), str(tmp_path / "t.tsv"), 2_000_000)
+    trackers = [impl.StateTracker(f"w{i}") for i in range(n + 1)]
+    added, done = threading.Barrier(n + 2), threading.Event()
+
+    def resting(i: int) -> None:
+        assert sampler.add(trackers[i], 1000 + i)
+        trackers[i].set(int(State.BLOCKED_IN))
+        added.wait()
+        done.wait()
+        sampler.remove(trackers[i])
+
+    def busy() -> None:
+        assert sampler.add(trackers[n], 7)
+        trackers[n].set(int(State.BUSY))
+        added.wait()
+        while not done.is_set():
+            spin_here(0.001)
+        sampler.remove(trackers[n])
+
+    threads = [threading.Thread(target=resting, args=(i,)) for i in range(n)]
+    threads.append(threading.Thread(target=busy))
+    for t in threads:
+        t.start()
+    added.wait()
+    sampler.start()
+    samples: list[tuple[int, int, int, int]] = []
+    while sum(w == 7 for w, *_ in samples) < 100:  # the suite's timeout caps a hang
+        time.sleep(0.02)
+        samples += _decode(mem)
+    sampler.stop()
+    samples += _decode(mem)
+    done.set()
+    for t in threads:
+        t.join()
+    mine = [(sh, st) for w, sh, st, _ in samples if w == 7]
+    rest = [(w, sh, st) for w, sh, st, _ in samples if w != 7]
+    assert all(st in (SampledState.RUNNING, SampledState.WAITING) for _, st in mine)
+    assert {st for _, _, st in rest} == {SampledState.BLOCKED_IN}
+    # one pass in 8 each: a pass samples 300 / 8 of them (37 or 38), 8 periods each
+    passes = len(mine)
+    assert 37 * passes - 38 <= len(rest) <= 38 * passes + 38
+    assert min(sh for _, sh, _ in rest) >= 3
+    stood = sum(1 << sh for _, sh, _ in rest)
+    assert stood == pytest.approx(n * sum(1 << sh for sh, _ in mine), rel=0.05)
+    assert {w for w, _, _ in rest} == {1000 + i for i in range(n)}

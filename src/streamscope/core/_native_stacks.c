@@ -6,7 +6,9 @@
    period into the sampler's ring, its value the worker's state probe, the state the worker
    was in at that instant (busy on a core, busy but waiting: asleep, on I/O or a lock, the
    interpreter's included; blocked on input or output; idle), the period then and the stack's
-   id; each stack, the first time it is seen, one line in the process's stack table file
+   id (a worker at rest, among more than SAMPLER_RESTING of them, one period in 2^k, k raised
+   as they are more: what a pass costs is then the busy workers', and a program of thousands
+   of threads keeps its busy ones sampled at the period asked, not at the slowest one); each stack, the first time it is seen, one line in the process's stack table file
    (id, then each frame from the root: qualified name, file, first line), written whole.
 
    The stack is read as a profiler outside the process reads it: the thread state's current
@@ -34,6 +36,10 @@
 #define SAMPLER_STATFDS 64
 #define PERIOD_MAX_SHIFT 7   /* the period doubles at most this many times */
 #define COST_EVERY_NS 1000000000LL
+/* Workers at rest (not busy) sampled a pass at most, about: among more, each one pass in 2^k
+   (its record's period 2^k times as long), k at most REST_MAX_SHIFT. */
+#define SAMPLER_RESTING 64
+#define REST_MAX_SHIFT 7
 #define SAMPLER_NICE -10
 /* The sampler's share of one core it keeps to, at 100 samples a second asked (more asked,
    more allowed, in proportion; a quarter of a core at most): over it, the period doubles;
@@ -72,6 +78,7 @@ typedef struct {
     int nslots, cap, nstatfds;
     int64_t base_ns;
     volatile int shift;
+    uint64_t passes;
     volatile int64_t cpu_ns, samples, wall_ns, read_ns;
     int64_t nstacks, refused_stacks;
     uint64_t keys[STACK_TABLE];
@@ -240,6 +247,10 @@ static void sample_all(SamplerObject *s)
     PyCodeObject *codes = s->codes;
     pthread_mutex_lock(&s->lock);
     int64_t ticks = clock_now(s->ring->clock);
+    int rest = 0; /* workers at rest are sampled one pass in 2^rest (see the top) */
+    while (rest < REST_MAX_SHIFT && (s->nslots >> rest) > SAMPLER_RESTING)
+        rest++;
+    uint64_t turn = ((uint64_t)1 << rest) - 1, pass = s->passes++;
     for (int i = 0; i < s->nslots; i++) {
         SamplerSlot *w = &s->slots[i];
         if (!w->used)
@@ -248,8 +259,13 @@ static void sample_all(SamplerObject *s)
         int klass = st == BUSY ? S_RUNNING : st == BLOCKED_IN ? S_BLOCKED_IN
                   : st == BLOCKED_OUT ? S_BLOCKED_OUT : S_IDLE;
         uint32_t id = 0;
-        if (klass != S_RUNNING)
+        int shift = s->shift;
+        if (klass != S_RUNNING) {
+            if (((pass + (uint64_t)i) & turn) != 0)
+                continue; /* not its pass: its clock is read again at its next */
+            shift += rest;
             ran_since(w); /* its clock's reading kept, for the next busy sample */
+        }
         if (klass == S_RUNNING) {
             int depth = read_stack(s, w->tstate, w->iframe, codes);
             if (depth < 0)
@@ -259,7 +275,7 @@ static void sample_all(SamplerObject *s)
             if (depth > 0)
                 id = stack_id(s, codes, depth);
         }
-        int64_t value = ((int64_t)w->probe << 32) | ((int64_t)s->shift << 28) |
+        int64_t value = ((int64_t)w->probe << 32) | ((int64_t)shift << 28) |
                         ((int64_t)klass << 24) | (int64_t)(id & 0xFFFFFF);
         ring_store(s->ring, s->ring->kind, s->ring->probe, ticks, value);
         s->samples++;

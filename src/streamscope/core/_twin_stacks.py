@@ -29,6 +29,8 @@ STACK_DEPTH = 64
 STACK_TABLE = 4096
 COST_BUDGET = 0.005
 PERIOD_MAX_SHIFT = 7
+SAMPLER_RESTING = 64
+REST_MAX_SHIFT = 7
 
 
 _SAMPLED = {
@@ -85,6 +87,7 @@ class StackSampler:
         self._table = open(table, "a", encoding="utf-8")  # noqa: SIM115 - closed by stop
         self._base = int(period_ns)
         self._shift = 0
+        self._passes = 0
         self._workers: dict[int, _Worker] = {}
         self._ids: dict[tuple[Any, ...], int] = {}
         self._lock = threading.Lock()
@@ -170,17 +173,27 @@ class StackSampler:
         frames = sys._current_frames()
         with self._lock:
             workers = list(self._workers.values())
-        for w in workers:
+        rest = 0  # workers at rest: sampled one pass in 2**rest (see _native_stacks.c)
+        while rest < REST_MAX_SHIFT and len(workers) >> rest > SAMPLER_RESTING:
+            rest += 1
+        turn, this = (1 << rest) - 1, self._passes
+        self._passes += 1
+        for i, w in enumerate(workers):
             st = w.tracker.state
             klass = _SAMPLED.get(int(st), SampledState.IDLE)
             sid = 0
-            if klass == SampledState.RUNNING:
+            shift = self._shift
+            if klass != SampledState.RUNNING:
+                if (this + i) & turn:
+                    continue
+                shift += rest
+            else:
                 stack = _stack(frames.get(w.ident), w.coro)
                 if stack is None or not _running(w.statfd):
                     klass = SampledState.WAITING
                 if stack:
                     sid = self._id(stack)
-            value = (w.probe << 32) | (self._shift << 28) | (int(klass) << 24) | (sid & 0xFFFFFF)
+            value = (w.probe << 32) | (shift << 28) | (int(klass) << 24) | (sid & 0xFFFFFF)
             self._ring.record(value)
             self.samples += 1
 

@@ -228,7 +228,9 @@ STACKS = Table(
     "stacks",
     "Where each stage's time went: its workers' Python stacks, sampled about 100 times a "
     "second each by a thread of each process that reads them without the interpreter lock "
-    "(fewer while that thread takes more than half a percent of a core), counted per frame, "
+    "(fewer while that thread takes more than half a percent of a core; a worker at rest, "
+    "among more than 64, one pass in 2^k, each of its samples standing for 2^k periods), "
+    "counted per frame, "
     "state and stack. A busy worker is 'running' when its thread was on a core (or runnable) "
     "at the sample, 'waiting' when it was not (asleep, on I/O or a lock, the interpreter's "
     "included; an asyncio task awaiting, with no stack then). At most 1024 stacks per stage "
