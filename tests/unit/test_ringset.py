@@ -166,7 +166,7 @@ def test_declarations_are_journal_lines_read_before_the_rings_after_them(
     back by the monitor before the ring that follows it and by ``declared``; a line that is
     not one is said and passed over. The journal's descriptor is closed with the session."""
     from streamscope.core import rings
-    from streamscope.core.topology import ChannelInfo, ProbeInfo, Topology
+    from streamscope.core.topology import ChannelInfo, ProbeInfo, StageInfo, Topology
 
     ch = ChannelInfo("a -> b", "a", "b", 8, "queue")
     probe = ProbeInfo(70, "tail", ch.name, domain="dev")
@@ -182,6 +182,9 @@ def test_declarations_are_journal_lines_read_before_the_rings_after_them(
     assert "not a probe declaration" in capsys.readouterr().out
     assert [n for n in os.listdir(tmp_path) if not n.endswith(rings.SUFFIX)] == [rings.JOURNAL]
     assert rings.declared(tmp_path, Topology("t")).channels == (ch,)
+    assert rings.declares(tmp_path, Topology("t")) == (False, True)  # a channel, no stage
+    rings.declare(tmp_path, Topology("", stages=(StageInfo("a", "main", "source"),)))
+    assert rings.declares(tmp_path, Topology("t")) == (True, True)
     fds = len(os.listdir("/proc/self/fd"))
     rings.close_journal()
     assert len(os.listdir("/proc/self/fd")) == fds - 1

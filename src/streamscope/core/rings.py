@@ -279,6 +279,24 @@ class JournalReader:
         return data[:cut].decode(errors="replace").splitlines()
 
 
+def declares(directory: str | Path, base: Topology) -> tuple[bool, bool]:
+    """Whether ``base`` with what was declared in ``directory`` has a stage, and a channel
+    (read only as far as both are found: a program of thousands of threads declares thousands
+    of times, and ``declared`` merges each into the whole)."""
+    stage, channel = bool(base.stages), bool(base.channels)
+    for line in JournalReader(directory).new_lines():
+        if stage and channel:
+            break
+        what, _, text = line.partition(" ")
+        if what == DECLARED:
+            try:
+                part = parse_declaration(text)
+            except RunFileError:
+                continue
+            stage, channel = stage or bool(part.stages), channel or bool(part.channels)
+    return stage, channel
+
+
 def declared(directory: str | Path, base: Topology) -> Topology:
     """``base`` with everything declared in ``directory`` so far (in the order declared)."""
     for line in JournalReader(directory).new_lines():

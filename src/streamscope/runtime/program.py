@@ -25,7 +25,7 @@ from pathlib import Path
 
 from streamscope.core.modes import RunStatus
 from streamscope.core.process import GROUP_SIGNALS, machine_busy_ns
-from streamscope.core.rings import declared
+from streamscope.core.rings import declares
 from streamscope.pipeline.program.registry import RAISED, REGISTRY, SESSION_ENV, USED, gathered
 from streamscope.query.ast import Query
 from streamscope.query.plan import Plan
@@ -257,10 +257,10 @@ def _nothing_seen() -> str | None:
     directory = REGISTRY.directory
     if directory is None:
         return None
-    topo = declared(directory, REGISTRY.topology())
-    if topo.stages and topo.channels:
+    stage, channel = declares(directory, REGISTRY.topology())
+    if stage and channel:
         return None
-    missing = "no stage and no channel" if not topo.stages else "no channel"
+    missing = "no stage and no channel" if not stage else "no channel"
     used = []
     with contextlib.suppress(OSError):
         used = Path(directory, USED).read_text().splitlines()
