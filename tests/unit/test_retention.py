@@ -24,6 +24,7 @@ from streamscope.core.errors import ConfigError
 from streamscope.core.options import RunOptions
 from streamscope.core.tablerows import TableRows
 from streamscope.core.topology import ChannelInfo, ProbeInfo, ResourceInfo, StageInfo, Topology
+from streamscope.report.data import vq_levels
 from streamscope.store import DuckDBStore, InMemoryStore, QueryRecord, Run, RunMeta, load
 from streamscope.store import writer as store_writer
 from streamscope.store.retention import FACTOR, edges, level_age_ns
@@ -110,6 +111,20 @@ def _stacks(first: int, last: int) -> TableRows:
     })  # fmt: skip
 
 
+def _levels(first: int, last: int) -> TableRows:
+    """A virtual queue's ``vq_level`` rows of frames ``first`` to ``last`` (excluded), on the
+    occupancy query's target: two series, their fractions changing from frame to frame, a
+    level missing from some frames (never at it)."""
+    rows = []
+    for k in range(first, last):
+        top = 3 if k % 5 else 2  # level 2 absent one frame in five
+        raw = [1.0 + (k * (i + 1)) % 7 for i in range(top)]
+        rows += [(0, "a -> b", k, s, i, x / sum(raw)) for s in ("predicted", "tail")
+                 for i, x in enumerate(raw)]  # fmt: skip
+    names = ("query_id", "target", "frame", "series", "level", "fraction")
+    return TableRows("vq_level", {c: [r[j] for r in rows] for j, c in enumerate(names)})
+
+
 def _write(path: Path, n: int, keep_ns: int | None, every: int = 25, fold: int = 0) -> None:
     rng = np.random.default_rng(1)
     store = DuckDBStore(path, keep_ns=keep_ns, checkpoint_every=fold)
@@ -117,6 +132,7 @@ def _write(path: Path, n: int, keep_ns: int | None, every: int = 25, fold: int =
     for first in range(0, n, every):
         frames = [r for k in range(first, min(first + every, n)) for r in _frames(k, rng)]
         store.write_table(_stacks(first, min(first + every, n)))
+        store.write_table(_levels(first, min(first + every, n)))
         store.write_frames(frames)
         drops = [DropCount(p, k, 0, 3) for k in range(first, min(first + every, n)) for p in (0, 1)]
         store.write_drops(drops)
@@ -142,6 +158,8 @@ def _figures(path: Path) -> dict[str, float | None]:
         )[1]:
             out[f"stacks/{state}/{stack}"] = float(samples)
             out[f"stacks/{state}/{stack}/ns"] = float(ns)
+        for series, levels in vq_levels(run, 0, "a -> b").overall.items():
+            out.update((f"vq/{series}/{i}", x) for i, x in enumerate(levels))
     return out
 
 
@@ -183,6 +201,13 @@ def test_a_rolled_up_run_has_the_same_whole_run_figures_and_few_frames(tmp_path:
         stacks = run.sql("SELECT t_ns, frame_ns, count(*) FROM stacks GROUP BY ALL ORDER BY 1")[1]
     assert [(t, w) for t, w, _ in stacks] == [(s, e - s) for s, e in spans]
     assert all(rows <= 6 for _, _, rows in stacks)  # its 2 states x 3 stacks at most
+    # and a virtual queue's level distributions: one per series and frame, summing to 1
+    with load(kept) as run:
+        levels = run.sql("SELECT frame, series, sum(fraction), count(*) FROM vq_level "
+                         "GROUP BY ALL ORDER BY ALL")[1]  # fmt: skip
+        frames = run.sql("SELECT frame FROM frame WHERE query_id = 0 ORDER BY frame")[1]
+    assert sorted({f for f, *_ in levels}) == [f for (f,) in frames]
+    assert all(math.isclose(total, 1.0) and n <= 3 for _, _, total, n in levels)
 
 
 def test_a_kept_run_opens_its_file_afresh_as_it_rolls_up_and_loses_nothing(
@@ -261,15 +286,19 @@ def test_a_run_held_in_memory_is_rolled_up_as_its_file_is(tmp_path: Path) -> Non
         mem.write_drops([DropCount(p, k, 0, 3) for k in range(first, min(first + 25, n))
                          for p in (0, 1)])  # fmt: skip
         mem.write_table(_stacks(first, min(first + 25, n)))
+        mem.write_table(_levels(first, min(first + 25, n)))
     mem.finish("completed", None, 1, n * F)
     sql = "SELECT query_id, frame, t_start_ns, t_end_ns, covered_ns FROM frame ORDER BY ALL"
     with load(path) as on_disk:
         want = on_disk.sql(sql)[1]
         want_drops = on_disk.sql("SELECT * FROM drops ORDER BY ALL")[1]
         want_stacks = on_disk.sql("SELECT * FROM stacks ORDER BY ALL")[1]
+        levels = "SELECT * EXCLUDE (fraction), round(fraction, 12) FROM vq_level ORDER BY ALL"
+        want_levels = on_disk.sql(levels)[1]  # (sums in another order: the last bits differ)
     with Run.from_memory(mem) as held:
         assert held.sql(sql)[1] == want
         assert held.sql("SELECT * FROM drops ORDER BY ALL")[1] == want_drops
         assert held.sql("SELECT * FROM stacks ORDER BY ALL")[1] == want_stacks
+        assert held.sql(levels)[1] == want_levels
         assert held.rolled_up() and len(want) < 4 * n // 2
     assert len(want_stacks) < n // 2

@@ -3,11 +3,11 @@ stretches rolled up into coarser frames, so that a run of any length holds few f
 
 In: a run file's connection, the run's keep span, its queries' and its own frame lengths, and how
 far the run has got. Out: the file's ``frame``/``stat``/``histogram`` rows (and the per-frame
-``drops``, ``monitor`` and ``stacks`` rows) older than the keep span merged into frames
-``FACTOR`` times longer, in place, as the whole-run figures merge them (``whole_run``: extremes
-keep, counts and sums add, anything else is the mean weighted by the time each frame observed),
-so that every whole-run figure and every total (items through a channel, a stack's time) is
-what it was.
+``drops``, ``monitor``, ``stacks`` and ``vq_level`` rows) older than the keep span merged into
+frames ``FACTOR`` times longer, in place, as the whole-run figures merge them (``whole_run``:
+extremes keep, counts and sums add, anything else is the mean weighted by the time each frame
+observed), so that every whole-run figure and every total (items through a channel, a stack's
+time, a virtual queue's time at each level) is what it was.
 
 The levels (``edges``): frames of length ``f`` are kept for ``keep``; older ones become frames of
 ``16 f``, kept for ``keep * 16 / 4`` more; older ones frames of ``256 f``, kept for
@@ -192,6 +192,7 @@ def _roll_results(
           (b + 1) * {width} AS t_end_ns, sum(covered_ns) AS covered_ns, b
         FROM roll_m GROUP BY query_id, target, b"""  # noqa: S608
     )
+    _roll_levels(con)
     for table in ("stat", "histogram", "frame"):
         con.execute(
             f"DELETE FROM {table} t USING roll_m m WHERE t.query_id = m.query_id "  # noqa: S608
@@ -210,10 +211,42 @@ def _roll_results(
         "h.hi, h.weight FROM roll_h h JOIN roll_f f USING (query_id, target, b) "
         "ORDER BY f.frame, h.o"
     )
+    con.execute(
+        "INSERT INTO vq_level SELECT v.query_id, v.target, f.frame, v.series, v.level, "
+        "v.fraction FROM roll_v v JOIN roll_f f USING (query_id, target, b) "
+        "ORDER BY f.frame, v.o"
+    )
     row = con.execute("SELECT count(*) FROM roll_f").fetchone()
-    for temp in ("roll_m", "roll_s", "roll_h", "roll_f"):
+    for temp in ("roll_m", "roll_s", "roll_h", "roll_f", "roll_v"):
         con.execute(f"DROP TABLE {temp}")
     return n - (int(row[0]) if row else 0)
+
+
+def _roll_levels(con: duckdb.DuckDBPyConnection) -> None:
+    """A virtual queue's level distributions (``vq_level``) of the frames in ``roll_m``, per
+    longer frame (``roll_v``, their rows deleted): each level's fraction the mean of its
+    frames' weighted by the time each observed, over the frames that have that series (a
+    frame without a row for a level was never at it), so the whole run's distribution is what
+    it was."""
+    con.execute(
+        """CREATE OR REPLACE TEMP TABLE roll_v AS
+        WITH l AS (
+          SELECT v.query_id, v.target, m.b, v.frame, v.series, v.level, v.fraction, v.rowid AS o,
+            m.covered_ns::DOUBLE AS w
+          FROM vq_level v JOIN roll_m m USING (query_id, target, frame)),
+        per AS (
+          SELECT query_id, target, b, series, sum(w) AS w, count(*) AS n FROM (
+            SELECT DISTINCT query_id, target, b, frame, series, w FROM l) GROUP BY ALL)
+        SELECT l.query_id, l.target, l.b, l.series, l.level, CASE WHEN per.w > 0
+            THEN sum(l.fraction * l.w) / per.w ELSE sum(l.fraction) / per.n END AS fraction,
+          min(l.o) AS o
+        FROM l JOIN per USING (query_id, target, b, series)
+        GROUP BY l.query_id, l.target, l.b, l.series, l.level, per.w, per.n"""
+    )
+    con.execute(
+        "DELETE FROM vq_level t USING roll_m m WHERE t.query_id = m.query_id "
+        "AND t.target = m.target AND t.frame = m.frame"
+    )
 
 
 def _roll_per_frame(con: duckdb.DuckDBPyConnection, f: int, width: int, lo: int, hi: int) -> None:

@@ -28,6 +28,8 @@ _APPENDED = (
     "stack_id",
 )  # fmt: skip
 APPEND_TABLES = {t.name: t for t in TABLES if t.name in _APPENDED}
+#: Of those, the ones ``--keep`` rolls up with the frames (``store.retention``).
+_ROLLED = ("monitor", "stacks", "vq_level")
 
 ENDED_STATUSES = tuple(s for s in STATUSES if s != "running")
 
@@ -292,11 +294,12 @@ class InMemoryStore(BaseStore):
         assert self.meta is not None
         got = roll_rows(kept, self.meta, self.topology, self.queries, {
             "frame": self.frames, "stat": self.stats, "histogram": self.hists,
-            "drops": self.drops, "monitor": self.tables["monitor"], "stacks": self.tables["stacks"],
+            "drops": self.drops,
+            **{t: self.tables[t] for t in _ROLLED},
         }, now_ns)  # fmt: skip
         self.frames, self.stats, self.hists = got["frame"], got["stat"], got["histogram"]
-        self.drops, self.tables["monitor"] = got["drops"], got["monitor"]
-        self.tables["stacks"] = got["stacks"]
+        self.drops = got["drops"]
+        self.tables.update((t, got[t]) for t in _ROLLED)
 
     def _do_table(self, table: str, columns: list[Column]) -> None:
         cols = [
