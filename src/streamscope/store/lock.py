@@ -106,42 +106,50 @@ def _holder(fd: int) -> str:
 
 def writer_alive(path: str | Path) -> bool:
     """Whether a process holds the writer's lock of the run file at ``path``."""
-    lp = lock_path(Path(path))
-    try:
-        fd = os.open(lp, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
+    fd = _lock_file(path)
+    if fd is None:
         return False
     try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except OSError:
-        return True
+        return not _free(fd)
     finally:
         os.close(fd)
-    return False
 
 
 def wait_for_repair(path: str | Path, limit_s: float = REPAIR_WAIT_S) -> bool:
     """Wait while another process repairs the run file at ``path`` (its lock says
     ``REPAIRING``), up to ``limit_s``; whether there was such a repair, ended now."""
-    lp = lock_path(Path(path))
-    try:
-        fd = os.open(lp, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
+    fd = _lock_file(path)
+    if fd is None:
         return False
     try:
         if REPAIRING not in _holder(fd):
             return False
         deadline = time.monotonic() + limit_s
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-                return True
-            except OSError:
-                if time.monotonic() > deadline:
-                    return False  # the caller says who holds it
-                time.sleep(0.01)
+        while not _free(fd):
+            if time.monotonic() > deadline:
+                return False  # the caller says who holds it
+            time.sleep(0.01)
+        return True
     finally:
         os.close(fd)
+
+
+def _lock_file(path: str | Path) -> int | None:
+    """A descriptor of the lock file of the run file at ``path`` (None: there is none)."""
+    try:
+        return os.open(lock_path(Path(path)), os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+
+
+def _free(fd: int) -> bool:
+    """Whether nobody holds the lock of the lock file ``fd`` (a shared lock taken to see, held
+    until ``fd`` is closed)."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    return True
 
 
 def repair(path: str | Path, cause: str = WRITER_GONE, *, holding: bool = False) -> bool:
