@@ -371,3 +371,56 @@ def test_among_many_workers_at_rest_each_pass_samples_the_busy_and_a_share_of_th
     stood = sum(1 << sh for _, sh, _ in rest)
     assert stood == pytest.approx(n * sum(1 << sh for sh, _ in mine), rel=0.05)
     assert {w for w, _, _ in rest} == {1000 + i for i in range(n)}
+
+
+@pytest.mark.parametrize("impl", IMPLS.values(), ids=list(IMPLS))
+def test_a_worker_without_a_descriptor_that_turns_busy_asleep_is_sampled_waiting(
+    impl: ModuleType, tmp_path: Path
+) -> None:
+    """The 70th worker of a process (past the 64 that hold their stat file open) runs while at
+    rest, then turns busy and sleeps (a thread woken from a queue, then waiting for the
+    interpreter's lock): its first busy sample reads its stat file then and finds it asleep,
+    where its CPU clock alone (it ran since its last sample) said running."""
+    n = 70
+    mem = anonymous_ring(9, int(Kind.STACK), 1 << 16)
+    sampler = impl.StackSampler(impl.Ring(mem, impl.Clock()), str(tmp_path / "t.tsv"), 2_000_000)
+    trackers = [impl.StateTracker(f"w{i}") for i in range(n)]
+    added, done, asleep = threading.Event(), threading.Event(), threading.Event()
+    order = threading.Lock()
+
+    def other(i: int) -> None:
+        with order:
+            assert sampler.add(trackers[i], 1000 + i)
+        trackers[i].set(int(State.BLOCKED_IN))
+        added.wait()
+        done.wait()
+        sampler.remove(trackers[i])
+
+    def subject() -> None:
+        assert sampler.add(trackers[-1], 7)  # added last: no descriptor left for it
+        trackers[-1].set(int(State.BLOCKED_IN))
+        added.wait()
+        spin_here(0.1)  # at rest, running: sampled so, its clock moving on
+        trackers[-1].set(int(State.BUSY))
+        asleep.wait(0.3)  # busy, asleep
+        trackers[-1].set(int(State.BLOCKED_IN))
+        sampler.remove(trackers[-1])
+
+    others = [threading.Thread(target=other, args=(i,)) for i in range(n - 1)]
+    for t in others:
+        t.start()
+    while sum(int(tr.state) == int(State.BLOCKED_IN) for tr in trackers[:-1]) < n - 1:
+        time.sleep(0.005)
+    me = threading.Thread(target=subject)
+    me.start()
+    sampler.start()
+    added.set()
+    me.join()
+    sampler.stop()
+    done.set()
+    for t in [*others, me]:
+        t.join()
+    mine = [st for w, _, st, _ in _decode(mem) if w == 7]
+    busy = [st for st in mine if st in (SampledState.RUNNING, SampledState.WAITING)]
+    assert mine.count(SampledState.BLOCKED_IN) >= 5 and len(busy) >= 5, mine
+    assert busy[0] == SampledState.WAITING, mine
