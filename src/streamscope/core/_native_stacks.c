@@ -31,8 +31,7 @@
 #define STACK_TABLE 4096     /* distinct stacks per process at most (a power of two) */
 #define SAMPLER_SLOTS 65536 /* workers per process at most (their slots grow as they come) */
 /* Workers whose running state is read from a descriptor of their own (/proc/self/task/TID/
-   stat); the others' from their CPU clock, and their stat file opened for the sample where
-   they have just turned busy (``slot_running``): a program of thousands of threads holds no
+   stat); the others' from their CPU clock alone: a program of thousands of threads holds no
    thousands of descriptors for being watched (nor runs out of them under a low limit). */
 #define SAMPLER_STATFDS 64
 #define PERIOD_MAX_SHIFT 7   /* the period doubles at most this many times */
@@ -61,8 +60,6 @@ typedef struct {
     clockid_t cpuclock;     /* that thread's CPU clock, and its reading at the last sample */
     int has_clock;
     int64_t last_cpu;
-    pid_t tid;     /* that thread's id, for its stat file where it holds no descriptor */
-    int was_busy;  /* busy at the last pass that read its state */
 } SamplerSlot;
 
 typedef struct {
@@ -245,24 +242,6 @@ static int thread_running(int fd)
     return !(p && p[1] == ' ' && p[2] != 'R');
 }
 
-/* Whether worker w's thread is on a core or runnable: from its stat file, through its own
-   descriptor, or (one of the workers beyond SAMPLER_STATFDS) opened now where it has just
-   turned busy; else from its CPU clock alone. A worker woken from a queue that waits for the
-   interpreter's lock in the next instant has run since its last sample (which its clock alone
-   would call running); among thousands of threads most busy samples are such. */
-static int slot_running(SamplerSlot *w, int was_busy)
-{
-    if (w->statfd >= 0 || was_busy)
-        return thread_running(w->statfd);
-    char path[64];
-    snprintf(path, sizeof path, "/proc/self/task/%ld/stat", (long)w->tid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    int running = thread_running(fd);
-    if (fd >= 0)
-        close(fd);
-    return running;
-}
-
 static void sample_all(SamplerObject *s)
 {
     PyCodeObject *codes = s->codes;
@@ -281,8 +260,6 @@ static void sample_all(SamplerObject *s)
                   : st == BLOCKED_OUT ? S_BLOCKED_OUT : S_IDLE;
         uint32_t id = 0;
         int shift = s->shift;
-        int was_busy = w->was_busy;
-        w->was_busy = klass == S_RUNNING;
         if (klass != S_RUNNING) {
             if (((pass + (uint64_t)i) & turn) != 0)
                 continue; /* not its pass: its clock is read again at its next */
@@ -293,11 +270,8 @@ static void sample_all(SamplerObject *s)
             int depth = read_stack(s, w->tstate, w->iframe, codes);
             if (depth < 0)
                 klass = S_WAITING; /* a task busy on an item but not running: it awaits */
-            else {
-                int ran = ran_since(w), on_core = slot_running(w, was_busy); /* both, always */
-                if (!ran || !on_core)
-                    klass = S_WAITING;
-            }
+            else if (!ran_since(w) | !thread_running(w->statfd)) /* both read, always */
+                klass = S_WAITING;
             if (depth > 0)
                 id = stack_id(s, codes, depth);
         }
@@ -544,8 +518,6 @@ static PyObject *Sampler_add(SamplerObject *self, PyObject *args)
         w->statfd = fd;
         w->has_clock = pthread_getcpuclockid(pthread_self(), &w->cpuclock) == 0;
         w->last_cpu = -1;
-        w->tid = (pid_t)syscall(SYS_gettid);
-        w->was_busy = 0;
         w->used = 1;
         pthread_mutex_unlock(&self->lock);
         if (old_fd >= 0 && old_fd != fd)

@@ -47,30 +47,16 @@ SAMPLER_STATFDS = 64
 
 
 class _Worker:
-    __slots__ = ("coro", "ident", "path", "probe", "statfd", "tracker", "was_busy")
+    __slots__ = ("coro", "ident", "probe", "statfd", "tracker")
 
     def __init__(self, tracker: StateTracker, probe: int, coro: Any, statfd: bool) -> None:
         self.tracker, self.probe, self.coro = tracker, probe, coro
         self.ident = threading.get_ident()
-        self.path = f"/proc/self/task/{threading.get_native_id()}/stat"
         self.statfd = -1
-        self.was_busy = False
         if statfd:
             with contextlib.suppress(OSError):
-                self.statfd = os.open(self.path, os.O_RDONLY)
-
-    def running(self, was_busy: bool) -> bool:
-        """See ``slot_running`` in ``_native_stacks.c``."""
-        if self.statfd >= 0 or was_busy:
-            return _running(self.statfd)
-        try:
-            fd = os.open(self.path, os.O_RDONLY)
-        except OSError:
-            return True
-        try:
-            return _running(fd)
-        finally:
-            os.close(fd)
+                path = f"/proc/self/task/{threading.get_native_id()}/stat"
+                self.statfd = os.open(path, os.O_RDONLY)
 
     def close(self) -> None:
         if self.statfd >= 0:
@@ -197,14 +183,13 @@ class StackSampler:
             klass = _SAMPLED.get(int(st), SampledState.IDLE)
             sid = 0
             shift = self._shift
-            was_busy, w.was_busy = w.was_busy, klass == SampledState.RUNNING
             if klass != SampledState.RUNNING:
                 if (this + i) & turn:
                     continue
                 shift += rest
             else:
                 stack = _stack(frames.get(w.ident), w.coro)
-                if stack is None or not w.running(was_busy):
+                if stack is None or not _running(w.statfd):
                     klass = SampledState.WAITING
                 if stack:
                     sid = self._id(stack)
