@@ -39,6 +39,7 @@ import mmap
 import os
 import struct
 import weakref
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -279,33 +280,37 @@ class JournalReader:
         return data[:cut].decode(errors="replace").splitlines()
 
 
+def _declarations(directory: str | Path) -> Iterator[Topology]:
+    """What was declared in ``directory`` so far, in the order declared (a line that is not a
+    declaration passed over: the monitor says so)."""
+    for line in JournalReader(directory).new_lines():
+        what, _, text = line.partition(" ")
+        if what == DECLARED:
+            try:
+                yield parse_declaration(text)
+            except RunFileError:
+                continue
+
+
 def declares(directory: str | Path, base: Topology) -> tuple[bool, bool]:
     """Whether ``base`` with what was declared in ``directory`` has a stage, and a channel
     (read only as far as both are found: a program of thousands of threads declares thousands
     of times, and ``declared`` merges each into the whole)."""
     stage, channel = bool(base.stages), bool(base.channels)
-    for line in JournalReader(directory).new_lines():
+    for part in _declarations(directory):
         if stage and channel:
             break
-        what, _, text = line.partition(" ")
-        if what == DECLARED:
-            try:
-                part = parse_declaration(text)
-            except RunFileError:
-                continue
-            stage, channel = stage or bool(part.stages), channel or bool(part.channels)
+        stage, channel = stage or bool(part.stages), channel or bool(part.channels)
     return stage, channel
 
 
 def declared(directory: str | Path, base: Topology) -> Topology:
     """``base`` with everything declared in ``directory`` so far (in the order declared)."""
-    for line in JournalReader(directory).new_lines():
-        what, _, text = line.partition(" ")
-        if what == DECLARED:
-            try:
-                base = base.merged(parse_declaration(text))
-            except RunFileError:
-                continue  # the monitor says so
+    for part in _declarations(directory):
+        try:
+            base = base.merged(part)
+        except RunFileError:
+            continue  # the monitor says so
     return base
 
 
