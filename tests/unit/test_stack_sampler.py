@@ -371,3 +371,32 @@ def test_among_many_workers_at_rest_each_pass_samples_the_busy_and_a_share_of_th
     stood = sum(1 << sh for _, sh, _ in rest)
     assert stood == pytest.approx(n * sum(1 << sh for sh, _ in mine), rel=0.05)
     assert {w for w, _, _ in rest} == {1000 + i for i in range(n)}
+
+
+@pytest.mark.parametrize("impl", IMPLS.values(), ids=list(IMPLS))
+def test_the_samples_come_as_a_poisson_stream(impl: ModuleType, tmp_path: Path) -> None:
+    """The gaps between passes are memoryless (exponential, mean one period): what a program
+    does just after a sample (a worker waiting for a core gets it as the sampler's pass ends)
+    does not change how soon the next one comes, so each state gets its share of samples
+    (PASTA). Gaps of half to one and a half periods left the half period after such a change
+    bare, and a stage asleep after its work showed up to 6 points less asleep than its own
+    clock beside a busy core."""
+    period = 1_000_000
+    mem = anonymous_ring(9, int(Kind.STACK), 1 << 14)
+    sampler = impl.StackSampler(impl.Ring(mem, impl.Clock()), str(tmp_path / "t.tsv"), period)
+    tracker = impl.StateTracker("s")
+    assert sampler.add(tracker, 5)
+    tracker.set(int(State.BLOCKED_IN))  # at rest: a sample costs no stack read
+    sampler.start()
+    ticks: list[int] = []
+    while len(ticks) < 1500:  # the suite's timeout caps a hang
+        time.sleep(0.05)
+        ticks += RingReader(mem).drain().records["ticks"].astype(np.int64).tolist()
+    sampler.stop()
+    sampler.remove(tracker)
+    gaps = np.diff(np.array(ticks)) / period
+    # exponential: 39 % of gaps under half a period (none when drawn from 0.5 to 1.5), and
+    # past half a period, another period on average to go (half of one when uniform)
+    assert 0.30 <= float(np.mean(gaps < 0.5)) <= 0.48, np.percentile(gaps, [5, 25, 50, 75, 95])
+    past = gaps[gaps >= 0.5] - 0.5
+    assert 0.8 <= float(past.mean()) <= 1.3, np.percentile(gaps, [5, 25, 50, 75, 95])

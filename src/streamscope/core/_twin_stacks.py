@@ -149,7 +149,7 @@ class StackSampler:
         nxt, last, c_last, w_last = t0, t0, 0, 0
         draw = random.Random(t0)
         while True:
-            nxt += self.period_ns // 2 + draw.randrange(self.period_ns)  # see _native_stacks.c
+            nxt += int(draw.expovariate(1.0) * self.period_ns)  # Poisson: see _native_stacks.c
             now = time.monotonic_ns()
             if self._stop.wait(max(nxt - now, 0) / 1e9):
                 break
