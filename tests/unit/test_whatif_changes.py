@@ -163,7 +163,7 @@ def test_a_thread_that_lost_its_core_more_than_its_share_is_slowed_by_the_rest()
     shares = {"src": (0.5, 0.0, 0.5), "work": (0.95, 0.05, 0.0), "sink": (0.5, 0.5, 0.0)}
     slowed, said = core_waits(net, runner, shares)
     assert set(said) == {"work"}  # three cores, three threads: the model makes none wait
-    assert said["work"] == pytest.approx((0.4, 0.0), abs=1e-9)
+    assert said["work"][:2] == pytest.approx((0.4, 0.0), abs=1e-9) and not said["work"][2]
     work = slowed.stage("work")
     assert work.service.mean() == pytest.approx(2 * MS * 1.4)
     assert work.cpu_share == pytest.approx(1.0)

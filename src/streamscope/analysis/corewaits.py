@@ -37,6 +37,12 @@ RUNQ_MARGIN = 0.03
 PASSES = 3
 
 
+def waits_taken(share: float, queued: float) -> bool:
+    """Whether ``unqueued`` takes a stage's waits for a core out of its samples: code whose
+    wall time is ``COMPUTES`` or more on a core or waiting for one."""
+    return queued > 0 and share * (1 + queued) >= COMPUTES
+
+
 def unqueued(
     pool: NDArray[np.float64], share: float, queued: float
 ) -> tuple[NDArray[np.float64], float]:
@@ -46,7 +52,7 @@ def unqueued(
     for a core when it is woken, some hundreds of microseconds an item beside a busy core,
     which the simulation, sharing the cores by CPU time, would not make again (taken out,
     a tandem of two 4 ms sleepers was modelled 12 % faster than it ran): its samples stay."""
-    if queued <= 0 or share * (1 + queued) < COMPUTES:
+    if not waits_taken(share, queued):
         return pool, share
     kept = max(1.0 - queued * share, share)
     return pool * kept, share / kept
@@ -74,8 +80,8 @@ def service_samples(
 
 def core_waits(
     net: Network, runner: dict[str, dict[str, float]],
-    shares: dict[str, tuple[float, float, float]],
-) -> tuple[Network, dict[str, tuple[float, float]]]:  # fmt: skip
+    shares: dict[str, tuple[float, float, float]], taken: frozenset[str] = frozenset(),
+) -> tuple[Network, dict[str, tuple[float, float, bool]]]:  # fmt: skip
     """Each stage thread's measured wait for a core (the run queue's, per ns of its CPU time)
     against the model's: where it waited more than ``RUNQ_MARGIN`` beyond (what else ran took
     its core first: the OS wakes a thread on the core of the one that woke it, and the monitor
@@ -92,10 +98,19 @@ def core_waits(
     out: it is stretched never, but shrunk where the model makes it wait more than it did
     (beside a CPU hog on two CPUs, a stage computing 3 ms and sleeping 10 ms an item waited 9 %
     of its CPU time, the model's other load at random made it 32 %, its rate 8 % under the
-    run's; only its computing is shrunk). Out: the network, and for each stage stretched or
-    shrunk, its measured wait and the unchanged model's."""
+    run's; only its computing is shrunk).
+
+    Which waits the samples hold decides what the model's are to add up to. A stage busy all
+    along whose waits ``unqueued`` took out of its samples (``taken``: its code computes)
+    gets them back as a stage that computes all along does, whatever its CPU share (a stage
+    computing 3 ms and sleeping 10 ms an item beside a hog and a load on and off waited 2.5 ns
+    for a core per ns of CPU; taken out and not put back, its model ran 27 % fast). One whose
+    samples hold its waits (it sleeps) has the model's waits on top of them: it is shrunk
+    until they add nothing (so left on top, the same stage's model ran 10-13 % slow). Out: the
+    network, and for each stage stretched or shrunk, its measured wait, the unchanged model's,
+    and whether its samples held its waits."""
     measured: dict[str, float] = {}
-    out: dict[str, tuple[float, float]] = {}
+    out: dict[str, tuple[float, float, bool]] = {}
     slowed = net
     for n in range(PASSES):
         runs = [simulate(slowed, seed=2000 + i, resample=True) for i in range(2)]
@@ -103,16 +118,20 @@ def core_waits(
         for s in slowed.stages:
             r = runner.get(s.name)
             cpu = sum(x.cpu[s.name] for x in runs)
-            busy = shares.get(s.name, (0.0,))[0] >= CPU_BOUND and s.cpu_share >= CPU_BOUND
+            along = shares.get(s.name, (0.0,))[0] >= CPU_BOUND
+            busy = along and (s.cpu_share >= CPU_BOUND or s.name in taken)
+            held = along and not busy  # busy all along, its samples holding its waits
             if (n and s.name not in measured) or r is None or r["cpu_ns"] <= 0 or cpu <= 0:
                 continue
             meas = r["runq_ns"] / r["cpu_ns"]
             sim = sum(x.runq[s.name] for x in runs) / cpu
-            if not n and (abs(meas - sim) <= RUNQ_MARGIN or (not busy and sim <= meas)):
+            want = 0.0 if held else meas  # the waits the model is to add
+            if not n and (abs(want - sim) <= RUNQ_MARGIN or (not busy and sim <= want)):
                 continue
             if not n:
-                measured[s.name], out[s.name] = meas, (meas, sim)
-            stretch[s.name] = (1 + meas) / (1 + sim)  # CPU time x k, the model's waits: the run's
+                measured[s.name], out[s.name] = want, (meas, sim, held)
+            # CPU time x k, the model's waits: the run's
+            stretch[s.name] = (1 + measured[s.name]) / (1 + sim)
         if not stretch:
             break
         slowed = replace(net, stages=tuple(

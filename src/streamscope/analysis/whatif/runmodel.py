@@ -13,7 +13,7 @@ from dataclasses import replace
 import numpy as np
 
 from streamscope.analysis.breakdown import channel_summary
-from streamscope.analysis.corewaits import core_waits, service_samples
+from streamscope.analysis.corewaits import core_waits, service_samples, waits_taken
 from streamscope.analysis.groups import StageGroup, stage_groups
 from streamscope.analysis.series import collect
 from streamscope.analysis.whatif.kinds import (
@@ -75,6 +75,7 @@ def pipeline_model(run: Run) -> PipelineModel:
     groups = stage_groups(topo) if not prog.runner else []
     stages = []
     assumed: list[str] = list(prog.assumed)
+    taken: set[str] = set()  # the stages whose waits for a core are out of their samples
     linked = {n for c in topo.channels for n in (*topo.producers(c), *topo.consumers(c))}
     for st in topo.stages:
         if prog.runner and st.name not in linked:  # a program's thread no queue joins
@@ -99,6 +100,8 @@ def pipeline_model(run: Run) -> PipelineModel:
             share = own_cpu / float(pool.mean()) if pool.mean() > 0 else 1.0
         overhead = max(cpu_item - own_cpu, 0.0)
         queued = r["runq_ns"] / r["cpu_ns"] if r["cpu_ns"] > 0 else 0.0
+        if waits_taken(share, queued):
+            taken.add(st.name)
         pool, share = service_samples(
             pool, share, queued, own_cpu, one_core=r["user_ns"] <= r["user_wall_ns"]
         )
@@ -152,9 +155,13 @@ def pipeline_model(run: Run) -> PipelineModel:
         assumed += prog.assumed[before:]
     else:
         shares, throughput = _measured_states(run, topo, runner)
-    net, slowed = core_waits(net, runner, shares)
-    for name, (meas, sim) in slowed.items():
-        if meas > sim:
+    net, slowed = core_waits(net, runner, shares, frozenset(taken))
+    for name, (meas, sim, held) in slowed.items():
+        if held:
+            assumed.append(f"{name} waited {pct(meas)} of its CPU time for a core, which its "
+                           f"service times hold; the model's waits, {pct(sim)}, would come on "
+                           "top: its CPU time is taken as that much shorter")  # fmt: skip
+        elif meas > sim:
             assumed.append(f"{name} waited {pct(meas)} of its CPU time for a core against "
                            f"{pct(sim)} in the model, whose cores are shared equally: its CPU "
                            "time is taken as that much longer (it computes all along, so it "
