@@ -71,3 +71,13 @@ def test_only_the_classes_a_run_has_are_timed() -> None:
     assert "call measured by the monitor" in how
     assert set(book.extras(())) == {COST_NATIVE, COST_CALL}  # nothing else was timed
     assert ns == 25.0 + book.extras(())[COST_CALL]
+
+
+def test_a_call_is_timed_net_of_the_fastest_empty_loop_not_the_slowest() -> None:
+    """Each repeat times the calls, then an empty loop; a busy core may preempt either. The
+    extra is the fastest calls less the fastest empty loop: a repeat whose empty loop was
+    preempted (900 ns where it takes 100) does not make the calls look free."""
+    from streamscope.probes import cost
+
+    stamps = iter([0, 1000, 1900, 2000, 3000, 3100])  # repeat 1: empty preempted; repeat 2 not
+    assert cost._per_call(lambda k: None, 10, 2, lambda: next(stamps)) == 90.0  # (1000-100)/10
