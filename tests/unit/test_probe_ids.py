@@ -48,3 +48,32 @@ def test_threads_and_a_forked_child_never_take_one_id_twice(tmp_path: Path) -> N
     every = [i for ids in got for i in ids] + child
     assert len(every) == len(set(every)), "an id taken twice"
     assert len(child) == sum(sizes) * 10
+
+
+def test_ids_are_taken_without_letting_the_programs_other_threads_in(tmp_path: Path) -> None:
+    """The counter's system calls keep the interpreter's lock: a program's thread taking ids
+    does not give its turn to the others at each call (and wait for it back behind them)."""
+    import sys
+
+    set_next_probe_id(tmp_path, 1)
+    spins, stop = [0], threading.Event()
+
+    def spin() -> None:
+        while not stop.is_set():
+            spins[0] += 1
+
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(0.5)  # the spinner gets in only where the lock is let go
+    t = threading.Thread(target=spin)
+    t.start()
+    try:
+        while spins[0] == 0:
+            pass  # the spinner has run: it holds the lock or waits for it from now on
+        seen = spins[0]
+        firsts = [next_probe_ids(tmp_path, 100) for _ in range(5)]  # past a block: the file
+        assert spins[0] == seen, "the lock was let go while ids were taken"
+    finally:
+        stop.set()
+        t.join()
+        sys.setswitchinterval(before)
+    assert firsts == sorted(set(firsts))
