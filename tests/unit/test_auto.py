@@ -130,6 +130,42 @@ def test_a_programs_subclass_keeps_its_own_storage(installed: None) -> None:
     assert isinstance(queue.PriorityQueue(), queue.PriorityQueue)  # unchanged classes stay
 
 
+def test_a_queues_own_steps_run_in_the_standard_librarys_frames(installed: None) -> None:
+    """A program's put and get run the standard ``Queue.put`` and ``Queue.get`` (their frames
+    in queue.py and threading.py), with streamscope's steps inside them: the stacks sampled
+    show the queue's own work as the program's and only what is added as streamscope's (a
+    copy of the standard steps in streamscope's frames made a program of 2,000 threads report
+    44 % of its time as monitoring where 20-25 % was)."""
+    import sys
+
+    q = queue.Queue(4)
+    q.put(0)
+    q.get()  # the thread's first put and get: its naming done
+    calls: list[tuple[str, str]] = []
+
+    def profile(frame, event, arg):  # type: ignore[no-untyped-def]
+        if event == "call":
+            calls.append((Path(frame.f_code.co_filename).name, frame.f_code.co_name))
+
+    sys.setprofile(profile)
+    try:
+        q.put(1)
+        q.get()
+    finally:
+        sys.setprofile(None)
+    assert ("queue.py", "put") in calls and ("queue.py", "get") in calls
+    put, get = calls.index(("queue.py", "put")), calls.index(("queue.py", "get"))
+    assert calls[put:get].count(("queue.py", "_put")) == 1  # the standard storage's step
+    assert calls[put:get].count(("queues.py", "notify")) == 1  # the record, where it notifies
+    assert calls[get:].count(("queue.py", "_get")) == 1
+    assert calls[get:].count(("queues.py", "notify")) == 1
+    assert ("threading.py", "__enter__") in calls and ("threading.py", "notify") in calls
+    # a program that gives its queue new storage: what it holds stays the queue's
+    q.queue = type(q.queue)([5])  # type: ignore[assignment]
+    q.put(6)
+    assert [q.get(), q.get()] == [5, 6] and q.empty()
+
+
 def test_lifo_and_priority_queues_are_watched_and_keep_their_order(installed: None) -> None:
     lifo, prio = queue.LifoQueue(), queue.PriorityQueue()
     assert isinstance(lifo, auto.AutoQueue) and isinstance(prio, auto.AutoQueue)

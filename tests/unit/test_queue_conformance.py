@@ -1,7 +1,7 @@
 """``streamscope.Queue`` is a ``queue.Queue``: CPython's own ``test_queue`` (its ``QueueTest``,
 the tests every FIFO queue must pass) runs against it, outside a session and inside one that
 records every queue the tests make; and against the ``queue.Queue`` a program run as it is
-gets (``AutoQueue``, whose put and get are its own).
+gets (``AutoQueue``, whose put and get are the standard ones around its records).
 
 The interpreter's ``test`` package is part of a standard CPython install; where a distribution
 strips it, these tests say so and are skipped (CPython's own suite is the oracle here).

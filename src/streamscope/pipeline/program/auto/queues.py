@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import queue
 import threading
-from time import monotonic
 from typing import Any
 
 from streamscope.core import forksafe
@@ -31,17 +30,56 @@ StandardLifoQueue = queue.LifoQueue
 StandardPriorityQueue = queue.PriorityQueue
 
 
-def wake(cond: threading.Condition) -> None:
-    """``cond.notify()`` (its lock held), skipped where no thread waits on it: the standard
-    notify first checks that the lock is held by taking it and letting go, twice the cost of a
-    put where nobody waits."""
-    if getattr(cond, "_waiters", True):
-        cond.notify()
+class _End(threading.Condition):
+    """A queue's ``not_empty`` (``tail``: notified by each put once it stored its item) or
+    ``not_full`` (``head``: by each get once it took one): the item is recorded there, under
+    the queue's lock, and the calling worker marked blocked (in or out) while it waits."""
+
+    def __init__(self, lock: Any, ss: ProgramChannel, end: str) -> None:
+        super().__init__(lock)
+        self._ss = ss
+        self._tail = end == "tail"
+        self._state = int(State.BLOCKED_IN if self._tail else State.BLOCKED_OUT)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        tracker = bound_tracker()
+        if tracker is None:
+            return super().wait(timeout)
+        prev = tracker.set(self._state)
+        try:
+            return super().wait(timeout)
+        finally:
+            tracker.set(prev)
+
+    def notify(self, n: int = 1) -> None:
+        ss = self._ss
+        tracker = bound_tracker()
+        if self._tail:
+            ss.n_in += 1
+            if ss.tail is not None:
+                ss.tail.record(ss.n_in)
+            elif ss.name is None:
+                ss.put_early()
+            if tracker is not None:
+                tracker.gave()
+        else:
+            ss.n_out += 1
+            if ss.head is not None:
+                ss.head.record(ss.n_out)
+            if tracker is not None:
+                tracker.took()
+        super().notify(n)
 
 
 class AutoQueue(StandardQueue):  # type: ignore[type-arg]
     """``queue.Queue`` as the program made it, its insertions and removals recorded and its
-    waits marked (the standard implementation's steps, in the same order, under its lock)."""
+    waits marked. Its ``put`` and ``get`` are the standard ones, step for step, in their own
+    frames, and so is its storage (the standard class's or a subclass's): the stacks sampled
+    show the queue's own work as the program's and only what is added as streamscope's (a
+    copy of the standard steps in streamscope's frames made a program of 2,000 threads report
+    44 % of its time as monitoring where 20-25 % was). Each item is recorded where the
+    standard ``put`` and ``get`` notify the other side, under the queue's lock, and the
+    waits are marked by the same two conditions (``_End``)."""
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Any:
         standard = _STANDARD.get(cls)
@@ -51,87 +89,25 @@ class AutoQueue(StandardQueue):  # type: ignore[type-arg]
 
     def __init__(self, maxsize: int = 0) -> None:
         super().__init__(maxsize)
-        self._ss = ProgramChannel(maxsize if maxsize > 0 else 0)
+        self._ss = ss = ProgramChannel(maxsize if maxsize > 0 else 0)
+        self.not_empty = _End(self.mutex, ss, "tail")
+        self.not_full = _End(self.mutex, ss, "head")
 
     def put(self, item: Any, block: bool = True, timeout: float | None = None) -> None:
         ss = self._ss
         tracker = bound_tracker() or thread_tracker("out", ss.id)
-        mutex = self.mutex
         if tracker is not ss.put_by or (tracker is None and ss.name is None):
-            with mutex:
+            with self.mutex:  # as it comes, before it may wait for room
                 ss.seen("tail", tracker, stage())
-        with mutex:  # ``not_full``'s lock, entered without the condition's Python frames
-            if self.maxsize <= 0:
-                pass
-            elif not block:
-                if self._qsize() >= self.maxsize:
-                    raise queue.Full
-            elif timeout is not None and timeout < 0:
-                raise ValueError("'timeout' must be a non-negative number")
-            elif self._qsize() >= self.maxsize:
-                prev = tracker.set(State.BLOCKED_OUT) if tracker is not None else 0
-                try:
-                    if timeout is None:
-                        while self._qsize() >= self.maxsize:
-                            self.not_full.wait()
-                    else:
-                        endtime = monotonic() + timeout
-                        while self._qsize() >= self.maxsize:
-                            remaining = endtime - monotonic()
-                            if remaining <= 0.0:
-                                raise queue.Full
-                            self.not_full.wait(remaining)
-                finally:
-                    if tracker is not None:
-                        tracker.set(prev)
-            self._put(item)
-            self.unfinished_tasks += 1
-            ss.n_in += 1
-            if ss.tail is not None:
-                ss.tail.record(ss.n_in)
-            elif ss.name is None:
-                ss.put_early()
-            wake(self.not_empty)
-        if tracker is not None:
-            tracker.gave()
+        StandardQueue.put(self, item, block, timeout)
 
     def get(self, block: bool = True, timeout: float | None = None) -> Any:
         ss = self._ss
         tracker = bound_tracker() or thread_tracker("in", ss.id)
-        mutex = self.mutex
         if tracker is not ss.got_by or (tracker is None and ss.name is None):
-            with mutex:
+            with self.mutex:  # as it comes, before it may wait for an item
                 ss.seen("head", tracker, stage())
-        with mutex:  # ``not_empty``'s lock
-            if not block:
-                if not self._qsize():
-                    raise queue.Empty
-            elif timeout is not None and timeout < 0:
-                raise ValueError("'timeout' must be a non-negative number")
-            elif not self._qsize():
-                prev = tracker.set(State.BLOCKED_IN) if tracker is not None else 0
-                try:
-                    if timeout is None:
-                        while not self._qsize():
-                            self.not_empty.wait()
-                    else:
-                        endtime = monotonic() + timeout
-                        while not self._qsize():
-                            remaining = endtime - monotonic()
-                            if remaining <= 0.0:
-                                raise queue.Empty
-                            self.not_empty.wait(remaining)
-                finally:
-                    if tracker is not None:
-                        tracker.set(prev)
-            item = self._get()
-            ss.n_out += 1
-            if ss.head is not None:
-                ss.head.record(ss.n_out)
-            wake(self.not_full)
-        if tracker is not None:
-            tracker.took()
-        return item
+        return StandardQueue.get(self, block, timeout)
 
     def put_nowait(self, item: Any) -> None:
         self.put(item, block=False)
