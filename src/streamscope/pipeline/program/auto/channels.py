@@ -185,6 +185,22 @@ class ProgramChannel:
         self.put_by: Any = None
         self.got_by: Any = None
 
+    def inserted(self) -> None:
+        """An item went in (under the queue's lock): counted, and recorded where the tail is
+        watched (its time kept meanwhile, before the channel is named)."""
+        self.n_in += 1
+        if self.tail is not None:
+            self.tail.record(self.n_in)
+        elif self.name is None:
+            self.put_early()
+
+    def removed(self) -> None:
+        """An item came out (under the queue's lock): counted, and recorded where the head is
+        watched."""
+        self.n_out += 1
+        if self.head is not None:
+            self.head.record(self.n_out)
+
     def put_early(self) -> None:
         """An insertion before the channel is named (``n_in`` counted already)."""
         if REGISTRY.active():

@@ -129,11 +129,7 @@ def _result_set(set_: Callable[..., None]) -> Callable[..., None]:
         ss = getattr(self, "_ss", None)
         if ss is not None:
             with _lock_of(self):
-                ss.n_in += 1
-                if ss.tail is not None:
-                    ss.tail.record(ss.n_in)
-                elif ss.name is None:
-                    ss.put_early()
+                ss.inserted()
         set_(self, i, obj)
 
     return result_set
@@ -166,9 +162,7 @@ def _result_next(next_: Callable[..., Any]) -> Callable[..., Any]:
         with waiting(State.BLOCKED_IN) if wait else contextlib.nullcontext():
             item = next_(self, timeout)
         with _lock_of(self):
-            ss.n_out += 1
-            if ss.head is not None:
-                ss.head.record(ss.n_out)
+            ss.removed()
         if tracker is not None:
             tracker.took()
         return item

@@ -30,6 +30,11 @@ StandardLifoQueue = queue.LifoQueue
 StandardPriorityQueue = queue.PriorityQueue
 
 
+#: The standard condition's steps, called as they are (no ``super()`` made an item).
+_WAIT = threading.Condition.wait
+_NOTIFY = threading.Condition.notify
+
+
 class _End(threading.Condition):
     """A queue's ``not_empty`` (``tail``: notified by each put once it stored its item) or
     ``not_full`` (``head``: by each get once it took one): the item is recorded there, under
@@ -44,10 +49,10 @@ class _End(threading.Condition):
     def wait(self, timeout: float | None = None) -> bool:
         tracker = bound_tracker()
         if tracker is None:
-            return super().wait(timeout)
+            return _WAIT(self, timeout)
         prev = tracker.set(self._state)
         try:
-            return super().wait(timeout)
+            return _WAIT(self, timeout)
         finally:
             tracker.set(prev)
 
@@ -55,20 +60,15 @@ class _End(threading.Condition):
         ss = self._ss
         tracker = bound_tracker()
         if self._tail:
-            ss.n_in += 1
-            if ss.tail is not None:
-                ss.tail.record(ss.n_in)
-            elif ss.name is None:
-                ss.put_early()
+            ss.inserted()
             if tracker is not None:
                 tracker.gave()
         else:
-            ss.n_out += 1
-            if ss.head is not None:
-                ss.head.record(ss.n_out)
+            ss.removed()
             if tracker is not None:
                 tracker.took()
-        super().notify(n)
+        if self._waiters:  # type: ignore[attr-defined]  # the standard notify, where it wakes anyone
+            _NOTIFY(self, n)  # (else it only checks that the lock is held, as it is here)
 
 
 class AutoQueue(StandardQueue):  # type: ignore[type-arg]
@@ -151,11 +151,7 @@ class AutoSimpleQueue(StandardSimpleQueue):  # type: ignore[type-arg]
                 ss.seen("tail", tracker, None if waking else stage())
         with self._ss_lock:
             super().put(item, block, timeout)
-            ss.n_in += 1
-            if ss.tail is not None:
-                ss.tail.record(ss.n_in)
-            elif ss.name is None:
-                ss.put_early()
+            ss.inserted()
         if tracker is not None:
             tracker.gave()
 
@@ -180,9 +176,7 @@ class AutoSimpleQueue(StandardSimpleQueue):  # type: ignore[type-arg]
                 if tracker is not None:
                     tracker.set(prev)
         with self._ss_lock:
-            ss.n_out += 1
-            if ss.head is not None:
-                ss.head.record(ss.n_out)
+            ss.removed()
         if tracker is not None:
             tracker.took()
         return item

@@ -280,11 +280,7 @@ class AutoAsyncQueue(StandardAsyncQueue):  # type: ignore[type-arg]
         ss = self._ss
         tracker = self._end("tail")
         super().put_nowait(item)
-        ss.n_in += 1
-        if ss.tail is not None:
-            ss.tail.record(ss.n_in)
-        elif ss.name is None:
-            ss.put_early()
+        ss.inserted()
         if tracker is not None:
             tracker.gave()
 
@@ -299,9 +295,7 @@ class AutoAsyncQueue(StandardAsyncQueue):  # type: ignore[type-arg]
                 # iteration does): it waits until it gets an item.
                 tracker.set(State.BLOCKED_IN)
             raise
-        ss.n_out += 1
-        if ss.head is not None:
-            ss.head.record(ss.n_out)
+        ss.removed()
         if tracker is not None:
             if _current_task() is None:
                 tracker.set(State.BUSY)
