@@ -170,16 +170,19 @@ class StackSampler:
                 self._write(f"#cost\t{self.cpu_ns}\t{self.samples}\t{wall}\n")
 
     def _sample(self) -> None:
-        frames = sys._current_frames()
         with self._lock:
             workers = list(self._workers.values())
+        # Each worker's state first, then the stacks, as the native sampler reads them: the
+        # stacks read first were a pass's stale ones where the interpreter switched threads
+        # between (a worker found busy with the stack of its call before it turned busy).
+        states = [w.tracker.state for w in workers]
+        frames = sys._current_frames()
         rest = 0  # workers at rest: sampled one pass in 2**rest (see _native_stacks.c)
         while rest < REST_MAX_SHIFT and len(workers) >> rest > SAMPLER_RESTING:
             rest += 1
         turn, this = (1 << rest) - 1, self._passes
         self._passes += 1
-        for i, w in enumerate(workers):
-            st = w.tracker.state
+        for i, (w, st) in enumerate(zip(workers, states, strict=True)):
             klass = _SAMPLED.get(int(st), SampledState.IDLE)
             sid = 0
             shift = self._shift
