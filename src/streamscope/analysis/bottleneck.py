@@ -77,9 +77,9 @@ def _handed_over(
     keeps its producer waiting) is judged by the stages at its ends, where each has it alone
     on that side: full while its producer waited to put (blocked out), where that is most of
     the producer's time and the consumer was busy most of its own (the producer waited on
-    it, not on something beyond), empty while its consumer waited to take (blocked in). A
-    hand-over holds its item for no time, so its fill reads empty throughout, whoever
-    waits. (A synchronous
+    it, not on something beyond: nor on a busier stage it hands its items to), empty while
+    its consumer waited to take (blocked in). A hand-over holds its item for no time, so its
+    fill reads empty throughout, whoever waits. (A synchronous
     stream's stage, its items brought by its loop's thread, waited 13-17 % of its time
     between items beside two CPU hogs, 0.83 busy: the main thread emitting into it, blocked
     out 99.7 % of the time, says it limits the rate.)"""
@@ -91,6 +91,8 @@ def _handed_over(
         return c
     if dst is None or dst.busy is None or dst.busy < ctx.mostly:
         return c  # what its producer waited on lies further on (a stream's tasks all at work)
+    if _busier_beyond(dst, by_stage, ctx):
+        return c
     if sum(1 for o in ctx.channels if c.srcs[0] in o.srcs) != 1:
         return c
     empty = c.empty_fraction
@@ -98,6 +100,28 @@ def _handed_over(
     if alone and dst.blocked_in is not None:
         empty = dst.blocked_in
     return replace(c, full_fraction=src.blocked_out, empty_fraction=empty)
+
+
+def _busier_beyond(
+    stage: StageBreakdown, by_stage: dict[str, StageBreakdown], ctx: Context
+) -> bool:
+    """Whether ``stage`` hands its items over (alone, by calling: no capacity) to a stage, or
+    along a chain of such hand-overs, that is busy past the threshold and busier than it: a
+    producer waiting on ``stage`` waits on that one (streamz's ``map_async``, half busy while
+    its tasks wait for the loop, calling the ``map`` that computes on it)."""
+    seen = {stage.stage}
+    at = stage
+    while True:
+        outs = [o for o in ctx.channels if at.stage in o.srcs]
+        if len(outs) != 1 or outs[0].full_fraction is not None or len(outs[0].dsts) != 1:
+            return False
+        nxt = by_stage.get(outs[0].dsts[0])
+        if nxt is None or nxt.stage in seen or nxt.busy is None:
+            return False
+        if nxt.busy >= ctx.busy_threshold and nxt.busy > (stage.busy or 0.0):
+            return True
+        seen.add(nxt.stage)
+        at = nxt
 
 
 def _units(ctx: Context) -> tuple[list[Unit], list[str]]:
