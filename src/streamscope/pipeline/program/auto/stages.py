@@ -57,9 +57,19 @@ thread_state = threading.local()
 _main_who: list[Who | None] = [MAIN_WHO]
 
 
+#: ``internal``'s answer per module name seen in this process (asked at every thread's start
+#: and queue's making: a program has a few modules, and thousands of threads).
+_internal: dict[str, bool] = {}
+
+
 def internal(module: str | None) -> bool:
     """Whether ``module`` is streamscope's or the standard library's own (not the program's)."""
-    return not module or any(module == m or module.startswith(m + ".") for m in _OWN)
+    if not module:
+        return True
+    known = _internal.get(module)
+    if known is None:
+        known = _internal[module] = any(module == m or module.startswith(m + ".") for m in _OWN)
+    return known
 
 
 def own_thread() -> None:
