@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -231,3 +232,21 @@ def test_joblib_workers_are_the_function_they_run(tmp_path: Path) -> None:
         assert not contradictions(run, found), contradictions(run, found)
         (top,) = [f for f in found if f.kind == "bottleneck"]
         assert top.target == "score", top.title
+
+
+def test_the_stamps_load_nothing_the_program_did_not(tmp_path: Path) -> None:
+    """A stamp takes its time and writes a line: where it imported asyncio to ask for the
+    current task, a pool worker's first stamp cost it 25 ms (100 ms beside busy cores) that
+    its stamps showed as a gap in its work and the run as busy."""
+    from program_corpus import PROGRAMS
+
+    code = (
+        "import sys, _stamps\n"
+        "with _stamps.work('s'):\n    pass\n"
+        "print(sorted(m for m in ('asyncio', 'ssl') if m in sys.modules))\n"
+    )
+    env = {**os.environ, "PROGRAM_STAMPS": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         cwd=PROGRAMS, check=True, stdin=subprocess.DEVNULL)  # fmt: skip
+    assert out.stdout == "[]\n", out.stdout
+    assert len((next(tmp_path.glob("stamps-*.txt"))).read_text().splitlines()) == 1
