@@ -159,9 +159,7 @@ def test_a_queues_own_steps_run_in_the_standard_librarys_frames(installed: None)
     assert calls[put:get].count(("queues.py", "notify")) == 1  # the record, where it notifies
     assert calls[get:].count(("queue.py", "_get")) == 1
     assert calls[get:].count(("queues.py", "notify")) == 1
-    assert calls[0] == ("queue.py", "put")  # no frame of streamscope's around the standard one
-    assert calls[put:get].count(("queues.py", "__enter__")) == 1  # its lock: the worker seen
-    assert ("threading.py", "__enter__") in calls  # and the lock taken in the standard frame
+    assert ("threading.py", "__enter__") in calls  # the queue's lock, by its condition
     # a program that gives its queue new storage: what it holds stays the queue's
     q.queue = type(q.queue)([5])  # type: ignore[assignment]
     q.put(6)

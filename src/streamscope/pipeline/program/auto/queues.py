@@ -33,36 +33,18 @@ StandardPriorityQueue = queue.PriorityQueue
 #: The standard condition's steps, called as they are (no ``super()`` made an item).
 _WAIT = threading.Condition.wait
 _NOTIFY = threading.Condition.notify
-_ENTER = threading.Condition.__enter__
 
 
 class _End(threading.Condition):
-    """A queue's ``not_empty`` (``tail``: notified by each put once it stored its item, entered
-    by each get) or ``not_full`` (``head``: notified by each get once it took one, entered by
-    each put): the item is recorded where it is notified, under the queue's lock; the calling
-    worker is seen at its end of the queue as it enters (``__enter__``: the first step of the
-    standard ``put`` and ``get``), and marked blocked (in or out) while it waits."""
+    """A queue's ``not_empty`` (``tail``: notified by each put once it stored its item) or
+    ``not_full`` (``head``: by each get once it took one): the item is recorded there, under
+    the queue's lock, and the calling worker marked blocked (in or out) while it waits."""
 
     def __init__(self, lock: Any, ss: ProgramChannel, end: str) -> None:
         super().__init__(lock)
         self._ss = ss
         self._tail = end == "tail"
         self._state = int(State.BLOCKED_IN if self._tail else State.BLOCKED_OUT)
-        # entering: a get (``in``, at the queue's head) or a put (``out``, at its tail)
-        self._op, self._at = ("in", "head") if self._tail else ("out", "tail")
-
-    def __enter__(self) -> bool:
-        ss = self._ss
-        tracker = bound_tracker() or thread_tracker(self._op, ss.id)
-        _ENTER(self)  # the queue's lock taken in the standard frame: its waits are the program's
-        last = ss.got_by if self._tail else ss.put_by
-        if tracker is not last or (tracker is None and ss.name is None):
-            try:  # as it comes, before it may wait for an item or for room
-                ss.seen(self._at, tracker, stage())
-            except BaseException:
-                self._lock.release()  # type: ignore[attr-defined]
-                raise
-        return True
 
     def wait(self, timeout: float | None = None) -> bool:
         tracker = bound_tracker()
@@ -91,15 +73,13 @@ class _End(threading.Condition):
 
 class AutoQueue(StandardQueue):  # type: ignore[type-arg]
     """``queue.Queue`` as the program made it, its insertions and removals recorded and its
-    waits marked. Its ``put`` and ``get`` are the standard ones, not overridden (a frame of
-    streamscope's around each cost a program's main thread dealing items to 500 threads a
-    third of its time per put), and so is its storage (the standard class's or a subclass's): the stacks sampled
+    waits marked. Its ``put`` and ``get`` are the standard ones, step for step, in their own
+    frames, and so is its storage (the standard class's or a subclass's): the stacks sampled
     show the queue's own work as the program's and only what is added as streamscope's (a
     copy of the standard steps in streamscope's frames made a program of 2,000 threads report
     44 % of its time as monitoring where 20-25 % was). Each item is recorded where the
-    standard ``put`` and ``get`` notify the other side, under the queue's lock; the worker is
-    seen where they enter the queue's lock, and its waits marked, by the same two conditions
-    (``_End``)."""
+    standard ``put`` and ``get`` notify the other side, under the queue's lock, and the
+    waits are marked by the same two conditions (``_End``)."""
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Any:
         standard = _STANDARD.get(cls)
@@ -112,6 +92,28 @@ class AutoQueue(StandardQueue):  # type: ignore[type-arg]
         self._ss = ss = ProgramChannel(maxsize if maxsize > 0 else 0)
         self.not_empty = _End(self.mutex, ss, "tail")
         self.not_full = _End(self.mutex, ss, "head")
+
+    def put(self, item: Any, block: bool = True, timeout: float | None = None) -> None:
+        ss = self._ss
+        tracker = bound_tracker() or thread_tracker("out", ss.id)
+        if tracker is not ss.put_by or (tracker is None and ss.name is None):
+            with self.mutex:  # as it comes, before it may wait for room
+                ss.seen("tail", tracker, stage())
+        StandardQueue.put(self, item, block, timeout)
+
+    def get(self, block: bool = True, timeout: float | None = None) -> Any:
+        ss = self._ss
+        tracker = bound_tracker() or thread_tracker("in", ss.id)
+        if tracker is not ss.got_by or (tracker is None and ss.name is None):
+            with self.mutex:  # as it comes, before it may wait for an item
+                ss.seen("head", tracker, stage())
+        return StandardQueue.get(self, block, timeout)
+
+    def put_nowait(self, item: Any) -> None:
+        self.put(item, block=False)
+
+    def get_nowait(self) -> Any:
+        return self.get(block=False)
 
     def join(self) -> None:
         """``Queue.join``: the calling worker waits for what it put to be worked off
