@@ -68,6 +68,11 @@ def make_run(
         add(f"state({stage}): duty", "state", "state", stage, [duty(busy)])
     for ch, (full, empty) in fills.items():
         add(f"occupancy({ch}): mean, histogram", "occupancy", "items", ch, occ(full, empty))
+    return _stored(topo, queries, results)
+
+
+def _stored(topo: Topology, queries: list[QueryRecord], results: list[FrameResult]) -> Run:
+    """A completed run of two frames of ``topo``, held in memory."""
     store = InMemoryStore()
     store.begin(RunMeta("id", "t", "", "", (), "h", 0, F, "0"), topo, queries)
     store.write_frames(results)
@@ -257,6 +262,17 @@ def test_a_replica_only_a_little_busier_than_the_rest_is_no_straggler() -> None:
     assert not any(f.target == "walk2" for f in found), [f.title for f in found]
 
 
+def _states_run(topo: Topology, shares: dict[str, tuple[float, ...]]) -> Run:
+    """A run of two frames of ``topo`` whose stages spent them in the states ``shares`` gives
+    (idle, busy, blocked in, blocked out), each stage's by a ``state`` query of its own."""
+    queries = [QueryRecord(i, f"state({s}): duty", "state", "state", F, (s,), ("duty",))
+               for i, s in enumerate(shares)]  # fmt: skip
+    results = [FrameResult(q.id, q.targets[0], k, k * F, (k + 1) * F, F,
+                           (DutyPoint(LABELS, shares[q.targets[0]]),))
+               for q in queries for k in range(2)]  # fmt: skip
+    return _stored(topo, queries, results)
+
+
 def test_a_hand_over_whose_producer_waits_on_it_is_full_that_share() -> None:
     """A streamz hand-over (a channel of no capacity: its fill says nothing of its being full)
     whose one producer waited to hand items over 99 % of the time: the stage it hands them to
@@ -268,19 +284,9 @@ def test_a_hand_over_whose_producer_waits_on_it_is_full_that_share() -> None:
          StageInfo("even", "main", "sink")),
         (ChannelInfo("main -> slow", "main", "slow", 0), ChannelInfo("slow -> even", "slow", "even", 0)),
     )  # fmt: skip
-    queries = [QueryRecord(i, f"state({s}): duty", "state", "state", F, (s,), ("duty",))
-               for i, s in enumerate(("main", "slow", "even"))]  # fmt: skip
     shares = {"main": (0.0, 0.01, 0.0, 0.99), "slow": (0.0, 0.75, 0.25, 0.0),
               "even": (0.0, 0.01, 0.99, 0.0)}  # fmt: skip
-    results = [FrameResult(q.id, q.targets[0], k, k * F, (k + 1) * F, F,
-                           (DutyPoint(LABELS, shares[q.targets[0]]),))
-               for q in queries for k in range(2)]  # fmt: skip
-    store = InMemoryStore()
-    store.begin(RunMeta("id", "t", "", "", (), "h", 0, F, "0"), topo, queries)
-    store.write_frames(results)
-    store.write_drops([])
-    store.finish("completed", None, 1, 2 * F)
-    top = the_bottleneck(Run.from_memory(store))
+    top = the_bottleneck(_states_run(topo, shares))
     assert top.target == "slow" and top.evidence["input_full_fraction"] == 0.99, top.evidence
 
 
@@ -298,20 +304,9 @@ def test_a_hand_over_whose_consumer_hands_over_to_a_busier_stage_is_not_full() -
          ChannelInfo("fetch -> parse", "fetch", "parse", 0),
          ChannelInfo("parse -> keep", "parse", "keep", 0)),
     )  # fmt: skip
-    names = ("main", "fetch", "parse", "keep")
-    queries = [QueryRecord(i, f"state({s}): duty", "state", "state", F, (s,), ("duty",))
-               for i, s in enumerate(names)]  # fmt: skip
     shares = {"main": (0.0, 0.01, 0.0, 0.99), "fetch": (0.47, 0.53, 0.0, 0.0),
               "parse": (0.0, 0.96, 0.04, 0.0), "keep": (0.0, 0.01, 0.99, 0.0)}  # fmt: skip
-    results = [FrameResult(q.id, q.targets[0], k, k * F, (k + 1) * F, F,
-                           (DutyPoint(LABELS, shares[q.targets[0]]),))
-               for q in queries for k in range(2)]  # fmt: skip
-    store = InMemoryStore()
-    store.begin(RunMeta("id", "t", "", "", (), "h", 0, F, "0"), topo, queries)
-    store.write_frames(results)
-    store.write_drops([])
-    store.finish("completed", None, 1, 2 * F)
-    top = the_bottleneck(Run.from_memory(store))
+    top = the_bottleneck(_states_run(topo, shares))
     assert top.target == "parse", (top.target, top.evidence)
 
 
