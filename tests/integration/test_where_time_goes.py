@@ -286,7 +286,11 @@ def test_one_function_made_faster_gains_what_the_rerun_shows(tmp_path: Path) -> 
 
     (as_is, truth), (fast, faster) = run("as_is"), run("fast", "fast")
     k = round(truth["doze"] / faster["doze"], 2)  # both runs take the same items
-    assert 1.5 < k < 2.1, (truth, faster)
+    # Each sleep lasts what it asked (10 ms, then 5 ms, an item) and its waking up more, as
+    # long as the machine makes it in each run (beside a busy core, a run's wakings took 1.1 ms
+    # an item and its rerun's 0.2 ms: 2.14x): K is what the stamps say, the rerun faster.
+    assert truth["doze"] >= 200 * 10e6 and faster["doze"] >= 200 * 5e6, (truth, faster)
+    assert k > 1.5, (truth, faster)
     doc = whatif(as_is, "--set", f"worker.speed[doze]={k}x")
     assert doc["check"]["verdict"] == "consistent", doc
     assert f"doze() in worker {k:g}x as fast" in doc["sentence"], doc["sentence"]
