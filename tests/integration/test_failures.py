@@ -180,6 +180,27 @@ def test_a_killed_monitor_stops_the_run_and_the_file_is_finalised_as_failed(
         assert run.duration_ns == frames[-1].t_end_ns
 
 
+def test_a_monitor_that_crashes_says_where_it_was(
+    start: Callable[..., Watched], tmp_path: Path
+) -> None:
+    """A fault in the monitor process (SIGSEGV, as a library it loads may raise): the run
+    stops and says so in one line, and the monitor's threads' Python stacks at the fault are
+    on the run's stderr, to say where it happened."""
+    out = tmp_path / "crashed.duckdb"
+    w = start_steady(start, out, "thread")
+    wait_for_frames(w, 5)
+    w.monitor().send_signal(signal.SIGSEGV)
+    _, stderr = w.proc.communicate(timeout=60)
+    assert w.proc.returncode == 1, stderr
+    said = [line for line in stderr.splitlines() if line.startswith("streamscope:")]
+    assert len(said) == 1 and "SIGSEGV" in said[0], stderr
+    assert "Fatal Python error: Segmentation fault" in stderr, stderr
+    assert 'File "' in stderr and "monitor" in stderr, stderr  # its frames, streamscope's
+    assert not w.alive_after(grace_s=2.0)
+    with load(out) as run:
+        assert run.status == "failed" and run.error is not None and "SIGSEGV" in run.error
+
+
 def test_a_file_left_running_by_a_killed_run_is_repaired_when_opened(
     start: Callable[..., Watched], tmp_path: Path
 ) -> None:

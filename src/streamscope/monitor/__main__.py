@@ -11,6 +11,7 @@ loads its modules.
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import json
 import os
 import shutil
@@ -116,6 +117,10 @@ def _say(signals: bytes) -> None:
 
 
 def main(argv: list[str]) -> int:
+    # A crash of the process (a fault in a library it loads) says where, on the run's stderr,
+    # beside the run's one line that the monitor was killed by it (seen once: SIGSEGV while it
+    # started, with nothing more to go on).
+    faulthandler.enable(all_threads=True)
     keep_private()  # the run file and DuckDB's log beside it hold the program's command line
     one_math_thread()  # before numpy loads, and before a thread that may read the environment
     early = _Early(argv)
