@@ -51,7 +51,8 @@ _QUEUE_DEPTH, _QUEUE_LOOKS = 6, 256
 #: How many of a tuple's or list's items are looked at.
 _ITEMS = 8
 #: Values that neither are a queue nor hold one: passed over before any look (a thread handed
-#: a list of numbers looked into each, and its start cost 40 us more).
+#: a queue and a list of 500 numbers looked into the first eight: its start took 15-16 us
+#: where it takes 9-10).
 _PLAIN = frozenset({int, float, complex, bool, str, bytes, type(None)})
 
 
