@@ -35,28 +35,37 @@ def add(q, out, k):
 
 if __name__ == "__main__":
     n, window = int(sys.argv[1]), sys.argv[2]
-    t0 = time.perf_counter()
+    stamps = [time.perf_counter()]
     queues = [queue.Queue(16) for _ in range(n)]
     out = [0] * n
     threads = [threading.Thread(target=add, args=(q, out, k)) for k, q in enumerate(queues)]
     for t in threads:
         t.start()
+    stamps.append(time.perf_counter())
     for i in range(100):
         for q in queues:
             q.put(i)
+        if i == 0:
+            stamps.append(time.perf_counter())
     for q in queues:
         q.put(None)
     for t in threads:
         t.join()
-    took = time.perf_counter() - t0
+    stamps.append(time.perf_counter())
     assert out == [4950] * n, "lost items"
     with open(window, "w") as f:
-        f.write(repr(took))
+        f.write(repr(stamps))
 """
 
+#: The program's phases, between its stamps: its threads started; the first item put into each
+#: queue (each channel's first insertion, and each thread's first item); the other 99 items
+#: and the ``None``s, and the threads joined.
+PHASES = ("start threads", "first items", "other items, join")
 
-def once(program: Path, n: int, monitored: bool, tmp: Path) -> tuple[float, float | None]:
-    """The program's own work window (s), and for a monitored run the overhead it reports."""
+
+def once(program: Path, n: int, monitored: bool, tmp: Path) -> tuple[list[float], float | None]:
+    """The program's own phases (s, ``PHASES``), and for a monitored run the overhead it
+    reports."""
     window, out = tmp / "window", tmp / "run.duckdb"
     cli = [str(Path(sys.executable).with_name("streamscope")), "run"]
     head = [*cli, str(program), "-o", str(out), "--overwrite", "--quiet", "--"] if monitored else [
@@ -66,7 +75,8 @@ def once(program: Path, n: int, monitored: bool, tmp: Path) -> tuple[float, floa
     if proc.returncode != 0:
         raise SystemExit(f"{n} threads ({'monitored' if monitored else 'plain'}) failed:\n"
                          f"{proc.stderr[-2000:]}")  # fmt: skip
-    took = float(window.read_text())
+    stamps = [float(x) for x in window.read_text().strip("[]").split(",")]
+    took = [b - a for a, b in zip(stamps, stamps[1:], strict=False)]
     if not monitored:
         return took, None
     with ss.load(out) as run:
@@ -82,20 +92,29 @@ def main() -> int:
     counts = args.threads or ([100] if args.quick else [500, 2000])
     reps = args.reps or (1 if args.quick else 3)
     print(machine())
-    rows, verdicts = [], []
+    rows, verdicts, phases = [], [], []
     with tempfile.TemporaryDirectory(prefix="bench-threads-") as tmp:
         d = Path(tmp)
         program = d / "threads.py"
         program.write_text(PROGRAM)
         for n in counts:
-            plain, mon, said = [], [], []
+            plain: list[list[float]] = []
+            mon: list[list[float]] = []
+            said = []
             for r in range(reps):
                 for monitored in (False, True) if r % 2 == 0 else (True, False):
                     took, reported = once(program, n, monitored, d)
                     (mon if monitored else plain).append(took)
                     if reported is not None:
                         said.append(reported)
-            p, m, s = statistics.median(plain), statistics.median(mon), statistics.median(said)
+            p, m = (statistics.median(sum(x) for x in runs) for runs in (plain, mon))
+            s = statistics.median(said)
+            for k, phase in enumerate(PHASES):
+                pk, mk = (statistics.median(x[k] for x in runs) for runs in (plain, mon))
+                each = n if k < 2 else 99 * n  # a thread and its queue; an item
+                phases.append([str(n), phase, f"{pk * 1e3:.0f}", f"{mk * 1e3:.0f}",
+                               f"{(mk - pk) / each * 1e6:.2f}",
+                               "a thread and its queue" if k < 2 else "an item"])  # fmt: skip
             measured = (m - p) / m
             rows.append([str(n), f"{p:.3f}", f"{m:.3f}", f"{m / p:.2f}x", f"{measured:.1%}",
                          f"{s:.2%}"])  # fmt: skip
@@ -109,6 +128,8 @@ def main() -> int:
     print(f"\nthe program's own work window, median of {reps}")
     print(table(["threads", "plain s", "monitored s", "ratio", "added (measured)",
                  "overhead reported"], rows))  # fmt: skip
+    print("\nwhere it goes: each phase's median (ms), and what monitoring added to it")
+    print(table(["threads", "phase", "plain ms", "monitored ms", "added us", "per"], phases))
     print("\n".join(verdicts))
     return 0
 
