@@ -12,7 +12,7 @@ import threading
 import time
 from pathlib import Path
 
-from streamscope.pipeline.program.auto.mpblock import SEQ_IN, Block
+from streamscope.pipeline.program.auto.mpblock import BLOCK_BYTES, SEQ_IN, Block
 
 FORK = mp.get_context("fork")
 
@@ -20,7 +20,7 @@ FORK = mp.get_context("fork")
 def _block(tmp_path: Path) -> Block:
     path = tmp_path / "counts"
     with open(path, "wb") as f:
-        f.truncate(1 << 16)
+        f.truncate(BLOCK_BYTES)
     return Block(str(path))
 
 

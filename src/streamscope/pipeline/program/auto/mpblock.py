@@ -33,7 +33,11 @@ SEQ_IN, SEQ_OUT, PROBES, ENDS = 0, 8, 16, 40
 #: EARLY)``: recorded when it is, so that what waited in the queue meanwhile counts.
 EARLY = 1 << 12
 EARLY_AT = ENDS + 2 * NAME_BYTES
-_BLOCK = EARLY_AT + 8 * EARLY
+#: ... and of the latest ``EARLY`` removals made before it (a pool's workers take their first
+#: tasks before they know the function they apply, the stage at the queue's head), likewise.
+EARLY_OUT_AT = EARLY_AT + 8 * EARLY
+#: The whole block (bytes).
+BLOCK_BYTES = EARLY_OUT_AT + 8 * EARLY
 #: The session's directory of counts blocks, in its ring directory.
 COUNTS = "queue.counts"
 
@@ -65,7 +69,7 @@ class Block:
         path = os.path.join(folder, name)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
         try:
-            os.ftruncate(fd, _BLOCK)
+            os.ftruncate(fd, BLOCK_BYTES)
         finally:
             os.close(fd)
         return cls(path)
@@ -75,11 +79,11 @@ class Block:
         mapped = self._map
         if mapped is None:
             if self.path is None:
-                mapped = mmap.mmap(-1, _BLOCK)
+                mapped = mmap.mmap(-1, BLOCK_BYTES)
             else:
                 fd = os.open(self.path, os.O_RDWR)
                 try:
-                    mapped = mmap.mmap(fd, _BLOCK)
+                    mapped = mmap.mmap(fd, BLOCK_BYTES)
                 finally:
                     os.close(fd)
             self._map = mapped

@@ -33,6 +33,7 @@ from streamscope.pipeline.program.auto.claims import new_queue_id
 from streamscope.pipeline.program.auto.mpblock import (
     EARLY,
     EARLY_AT,
+    EARLY_OUT_AT,
     ENDS,
     NAME_BYTES,
     PROBES,
@@ -95,20 +96,21 @@ class Counts:
         return self.block.get(PROBES + 8 * i)
 
     def inserted(self) -> None:
-        ring = self.ring("tail")
-        with self.lock_in:
-            seq = self.block.add(SEQ_IN)
-            if ring is not None:
-                ring.record(seq)
-            elif not self.probe(0) and REGISTRY.active():  # before the channel: when, kept
-                self.block.set(EARLY_AT + 8 * (seq % EARLY), host_clock().now())
+        self._count("tail", self.lock_in, SEQ_IN, EARLY_AT)
 
     def removed(self) -> None:
-        ring = self.ring("head")
-        with self.lock_out:
-            seq = self.block.add(SEQ_OUT)
+        self._count("head", self.lock_out, SEQ_OUT, EARLY_OUT_AT)
+
+    def _count(self, end: str, lock: Any, seq_at: int, early_at: int) -> None:
+        """One more item in (``tail``) or out (``head``): numbered, and recorded; before the
+        channel is declared, its time kept (the latest ``EARLY``) to be recorded when it is."""
+        ring = self.ring(end)
+        with lock:
+            seq = self.block.add(seq_at)
             if ring is not None:
                 ring.record(seq)
+            elif not self.probe(0) and REGISTRY.active():
+                self.block.set(early_at + 8 * (seq % EARLY), host_clock().now())
 
     def ring(self, end: str) -> Any:
         """This process's ring for ``end`` (made on first use; None: unwatched, or no session)."""
@@ -143,22 +145,24 @@ class Counts:
                 self._early()
 
     def _early(self) -> None:
-        """What went in (and out) before both ends were known, recorded as the channel is
-        declared: each of the latest ``EARLY`` insertions at its own time (the ones before
-        counted with the first of them), so that a queue filled before its reader came holds
-        its items while they waited; the removals counted from here."""
-        seq_in, seq_out = self.seq_in, self.seq_out
-        tail = self.ring("tail") if seq_in else None
-        if tail is not None:
-            for n in range(max(seq_in - EARLY + 1, 1), seq_in + 1):
-                ticks = self.block.get(EARLY_AT + 8 * (n % EARLY))
-                if ticks > 0:  # (0: put while no session was active; the next one counts it)
-                    tail.record_at(ticks, n)
-            if self.block.get(EARLY_AT + 8 * (seq_in % EARLY)) <= 0:
-                tail.record(seq_in)
-        head = self.ring("head") if seq_out else None
-        if head is not None:
-            head.record(seq_out)
+        """What went in and out before both ends were known, recorded as the channel is
+        declared: each of the latest ``EARLY`` insertions and removals at its own time (the ones
+        before counted with the first of them), so that a queue filled before its reader came
+        holds its items while they waited, and items a pool's workers took before they knew
+        their function left it when they did (stamped at the declaration instead, they had
+        waited there in their latency and not in its occupancy: Little's law read 0.5 on a
+        plain ``Pool.map``)."""
+        for end, seq_at, early_at in (("tail", SEQ_IN, EARLY_AT), ("head", SEQ_OUT, EARLY_OUT_AT)):
+            seq = self.block.get(seq_at)
+            ring = self.ring(end) if seq else None
+            if ring is None:
+                continue
+            for n in range(max(seq - EARLY + 1, 1), seq + 1):
+                ticks = self.block.get(early_at + 8 * (n % EARLY))
+                if ticks > 0:  # (0: while no session was active; the next one counts it)
+                    ring.record_at(ticks, n)
+            if self.block.get(early_at + 8 * (seq % EARLY)) <= 0:
+                ring.record(seq)
 
     def enter(self, end: str) -> native.StateTracker | None:
         """The calling worker puts (``tail``) or gets (``head``): its tracker, its stage
