@@ -34,6 +34,7 @@ def _submit(submit: Callable[..., Any]) -> Callable[..., Any]:
             calls.saw("tail", who)
             results = counts_of(getattr(self, "_result_queue", None))
             if results is not None:
+                results.mark_results()  # before its first worker starts
                 results.saw("head", who)
         return submit(self, fn, *args, **kwargs)
 
@@ -42,12 +43,12 @@ def _submit(submit: Callable[..., Any]) -> Callable[..., Any]:
 
 def _read_result(read: Callable[[Any], Any]) -> Callable[[Any], Any]:
     """``wait_result_broken_or_wakeup``: a result read off the result queue's pipe is a
-    removal."""
+    removal (a worker's exit notice, its pid, is none: it was not counted in)."""
 
     @functools.wraps(read)
     def read_(self: Any) -> Any:
         got = read(self)
-        if got[0] is not None:
+        if got[0] is not None and type(got[0]) is not int:
             results = counts_of(self.result_queue)
             if results is not None:
                 results.removed()

@@ -36,8 +36,13 @@ EARLY_AT = ENDS + 2 * NAME_BYTES
 #: ... and of the latest ``EARLY`` removals made before it (a pool's workers take their first
 #: tasks before they know the function they apply, the stage at the queue's head), likewise.
 EARLY_OUT_AT = EARLY_AT + 8 * EARLY
+#: ... then what the queue is to the library that made it: ``RESULTS``, a process executor's
+#: result queue, into which its workers also put their pids as they exit (no items of the
+#: program's: its manager may never read them).
+ROLE = EARLY_OUT_AT + 8 * EARLY
+RESULTS = 1
 #: The whole block (bytes).
-BLOCK_BYTES = EARLY_OUT_AT + 8 * EARLY
+BLOCK_BYTES = ROLE + 8
 #: The session's directory of counts blocks, in its ring directory.
 COUNTS = "queue.counts"
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import multiprocessing.queues
 import os
+import threading
 from collections.abc import Callable
 from contextlib import nullcontext
 from typing import Any
@@ -37,6 +38,8 @@ from streamscope.pipeline.program.auto.mpblock import (
     ENDS,
     NAME_BYTES,
     PROBES,
+    RESULTS,
+    ROLE,
     SEQ_IN,
     SEQ_OUT,
     Block,
@@ -90,6 +93,16 @@ class Counts:
     @property
     def seq_out(self) -> int:
         return self.block.get(SEQ_OUT)
+
+    @property
+    def results(self) -> bool:
+        """A process executor's result queue (``mark_results``)."""
+        return self.block.get(ROLE) == RESULTS
+
+    def mark_results(self) -> None:
+        """The queue is a process executor's result queue: its workers' exit notices (their
+        pids) are not counted as items (``_simple_put``)."""
+        self.block.set(ROLE, RESULTS)
 
     def probe(self, i: int) -> int:
         """The channel's probes: 0 declared?, 1 tail, 2 head."""
@@ -215,7 +228,7 @@ class Locked:
 
     def __enter__(self) -> bool:
         got: bool = self.lock.__enter__()
-        if self.end == "tail":
+        if self.end == "tail" and not getattr(_uncounted, "on", False):
             self.counts.inserted()
         return got
 
@@ -229,6 +242,11 @@ class Locked:
 
     def release(self) -> None:
         self.lock.release()
+
+
+#: Set while the calling thread puts what is no item of the program's (``_simple_put``): its
+#: write lock does not count it. Per thread of the process, as puts are.
+_uncounted = threading.local()
 
 
 def counts_of(q: Any) -> Counts | None:
@@ -340,6 +358,14 @@ def _simple_put(put: Callable[..., None]) -> Callable[..., None]:
         lock = self._wlock
         if not isinstance(lock, Locked):
             put(self, obj)
+        elif type(obj) is int and lock.counts.results:
+            # A process executor's worker telling its manager it exited (its pid): the manager
+            # may join it without reading that, and it is no result of the program's.
+            _uncounted.on = True
+            try:
+                put(self, obj)
+            finally:
+                _uncounted.on = False
         else:
             _put(lock.counts, put, self, obj)
 
