@@ -190,3 +190,59 @@ def test_a_programs_pool_doubled_about_doubles_its_rate(
     assert terms in first["sentence"], first["sentence"]
     gain = first["predicted"]["throughput"] / first["measured"]["throughput"]
     assert 1.8 < gain < 2.1, first["sentence"]
+
+
+#: A producer process and consumer processes on a ``multiprocessing.Queue``, as its
+#: documentation writes them; each consumer sums what it took and puts its total to the main
+#: process, which takes one item per consumer in all.
+SUMMED = """
+import sys, time
+from multiprocessing import Process, Queue
+
+def producer(q, n, consumers):
+    for i in range(n):
+        q.put(i)
+    for _ in range(consumers):
+        q.put(None)
+
+def consumer(q, out):
+    total = 0
+    while (x := q.get()) is not None:
+        time.sleep(0.01)
+        total += x
+    out.put(total)
+
+if __name__ == "__main__":
+    n, consumers = int(sys.argv[1]), int(sys.argv[2])
+    q, out = Queue(10), Queue()
+    procs = [Process(target=producer, args=(q, n, consumers))]
+    procs += [Process(target=consumer, args=(q, out)) for _ in range(consumers)]
+    for p in procs:
+        p.start()
+    print(sum(out.get() for _ in range(consumers)))
+    for p in procs:
+        p.join()
+"""
+
+
+def test_a_program_whose_last_stage_takes_one_total_is_measured_where_its_items_flow(
+    tmp_path: Path,
+) -> None:
+    """The main process takes one item, the consumer's total: no rate to go by. The program's
+    rate is measured where its items flow, at the consumer's takes, and a second consumer
+    about doubles it. (Measured at the main process's one item, the prediction was 0 items/s,
+    -100 %.)"""
+    prog, out = tmp_path / "summed.py", tmp_path / "summed.duckdb"
+    prog.write_text(SUMMED)
+    ran = subprocess.run([*cli(), "run", str(prog), "--out", str(out), "--quiet", "--", "150",
+                          "1"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                         check=False)  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout == f"{sum(range(150))}\n"
+    r = streamscope("whatif", out, "--set", "consumer.replicas=2", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert "2 processes running consumer" in doc["sentence"], doc["sentence"]
+    measured = doc["measured"]["throughput"]
+    assert measured > 50, measured  # items/s: 150 items of 10 ms, not one total
+    assert 1.8 < doc["predicted"]["throughput"] / measured < 2.1, doc["sentence"]

@@ -153,6 +153,9 @@ class Network:
     #: Each interpreter's switch interval (ns; ``sys.getswitchinterval``), 5 ms where not given
     #: (a worker's own interpreter: its stage's interpreter's where not given).
     switch_ns: dict[str, float] = field(default_factory=dict)
+    #: The stages whose takes measure a program's rate (empty: its sinks; what-if's
+    #: ``programrun.rate_stages``).
+    rate_at: tuple[str, ...] = ()
 
     def stage(self, name: str) -> StageModel:
         for s in self.stages:

@@ -303,12 +303,9 @@ def program_states(
         shares[name] = (b / (b + i + o), i / (b + i + o), o / (b + i + o))
     owner = {back: name for name, back in prog.split.items()}
     rate = 0.0
-    for s in net.stages:
-        ins = [c for c in net.channels if c.dst == s.name]
-        if not ins or any(s.name in putters(c) for c in net.channels):
-            continue
-        b, i, o, n = work.get(owner.get(s.name, s.name), (0.0, 0.0, 0.0, 1.0))
-        taken = sum(prog.items.get(c.name, 0.0) for c in ins)
+    for name in rate_stages(net, prog.items):
+        b, i, o, n = work.get(owner.get(name, name), (0.0, 0.0, 0.0, 1.0))
+        taken = sum(prog.items.get(c.name, 0.0) for c in net.channels if c.dst == name)
         if b + i + o > 0:
             rate += taken / ((b + i + o) / max(n, 1.0) / 1e9)
     if not rate > 0:
@@ -320,16 +317,56 @@ def program_states(
     return shares, rate
 
 
-def sinks_rate(net: Network, r: SimResult) -> float:
-    """Items/s the sinks took while they ran (``program_states``' measure, in a simulation)."""
-    rate = 0.0
-    for s in net.stages:
-        ins = [c for c in net.channels if c.dst == s.name]
-        if not ins or any(s.name in putters(c) for c in net.channels):
+#: Fewer items than this taken over a run give a stage no rate to go by (a program's main
+#: thread taking the one total its workers summed up): the stages putting into it measure the
+#: program's rate instead.
+RATE_ITEMS = 20
+
+
+def rate_stages(net: Network, items: dict[str, float]) -> tuple[str, ...]:
+    """The stages whose takes measure a program's rate (``items``: what each channel carried):
+    its sinks (stages that take and put nothing), each that took fewer than ``RATE_ITEMS``
+    replaced by the stages that put into it and take themselves (a reduction's result is one
+    item; its inputs are the flow: measured at its one item, a second consumer of the inputs
+    came out at 0 items/s)."""
+    chosen: list[str] = []
+    todo = [s.name for s in net.stages if _ins(net, s.name) and not _puts(net, s.name)]
+    seen: set[str] = set()
+    while todo:
+        name = todo.pop(0)
+        if name in seen:
             continue
-        st = r.states[s.name]
+        seen.add(name)
+        ins = _ins(net, name)
+        ups = [p for c in ins for p in putters(c) if _ins(net, p)]
+        if sum(items.get(c.name, 0.0) for c in ins) < RATE_ITEMS and ups:
+            todo += ups
+        else:
+            chosen.append(name)
+    return tuple(chosen)
+
+
+def _ins(net: Network, name: str) -> list[ChannelModel]:
+    return [c for c in net.channels if c.dst == name]
+
+
+def _puts(net: Network, name: str) -> bool:
+    return any(name in putters(c) for c in net.channels)
+
+
+def sinks_rate(net: Network, r: SimResult) -> float:
+    """Items/s the stages that measure the program's rate (``Network.rate_at``: ``rate_stages``
+    of the run; its sinks where not given) took while they ran (``program_states``' measure,
+    in a simulation)."""
+    at = net.rate_at or tuple(
+        s.name for s in net.stages if _ins(net, s.name) and not _puts(net, s.name)
+    )
+    rate = 0.0
+    for name in at:
+        s = net.stage(name)
+        st = r.states[name]
         work = st[BUSY] + st[BLOCKED_IN] + st[BLOCKED_OUT]
-        taken = sum(len(r.take_times[c.name]) for c in ins)
+        taken = sum(len(r.take_times[c.name]) for c in _ins(net, name))
         rate += taken / (work / s.workers / 1e9) if work > 0 else 0.0
     return rate
 
@@ -341,6 +378,7 @@ __all__ = [
     "channel_items",
     "program_inputs",
     "program_states",
+    "rate_stages",
     "sinks_rate",
     "split_clients",
 ]

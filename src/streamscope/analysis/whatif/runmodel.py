@@ -27,6 +27,7 @@ from streamscope.analysis.whatif.programrun import (
     ProgramInputs,
     program_inputs,
     program_states,
+    rate_stages,
     sinks_rate,
     split_clients,
 )
@@ -152,6 +153,7 @@ def pipeline_model(run: Run) -> PipelineModel:
     if prog.runner:
         before = len(prog.assumed)
         shares, throughput = program_states(run, net, prog)
+        net = replace(net, rate_at=rate_stages(net, prog.items))
         assumed += prog.assumed[before:]
     else:
         shares, throughput = _measured_states(run, topo, runner)
