@@ -202,3 +202,57 @@ def test_a_process_executors_results_are_the_calls_it_ran(tmp_path: Path, kind: 
             assert last["tail"] == 12, last  # a result per call (joblib batches them)
         law = [f for f in findings(run) if f.kind == "littles_law" and f.target == "work -> main"]
         assert [f.severity for f in law] == ["info"], [f.title for f in law]
+
+
+def test_a_managers_queues_are_channels_between_the_processes_that_use_them(
+    tmp_path: Path,
+) -> None:
+    """``Manager().Queue()``, as the ``multiprocessing`` documentation lists it: the queue lives
+    in the manager's process, and the program's processes reach it through proxies. Its work
+    queue is the channel from the main process to the workers' stage and its result queue the
+    one back, every item counted in and out (200 numbers and a ``None`` per worker), and
+    Little's law holds on both. (Nothing of such a program was seen.)"""
+    prog = tmp_path / "managed.py"
+    prog.write_text(
+        "import time\n"
+        "from multiprocessing import Manager, Process\n"
+        "def worker(q, r):\n"
+        "    while (x := q.get()) is not None:\n"
+        "        time.sleep(0.002)\n"
+        "        r.put(x * 2)\n"
+        "if __name__ == '__main__':\n"
+        "    with Manager() as m:\n"
+        "        q, r = m.Queue(), m.Queue()\n"
+        "        ps = [Process(target=worker, args=(q, r)) for _ in range(2)]\n"
+        "        for p in ps:\n"
+        "            p.start()\n"
+        "        for i in range(200):\n"
+        "            q.put(i)\n"
+        "        for _ in ps:\n"
+        "            q.put(None)\n"
+        "        print(sum(r.get() for _ in range(200)))\n"
+        "        for p in ps:\n"
+        "            p.join()\n"
+    )
+    out = tmp_path / "managed.duckdb"
+    proc = subprocess.run(
+        [*cli(), "run", str(prog), "-o", str(out), "--quiet"],
+        capture_output=True, text=True, timeout=120, check=False, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout == f"{sum(2 * i for i in range(200))}\n"
+    with ss.load(out) as run:
+        assert {c.name for c in run.topology.channels} == {"main -> worker", "worker -> main"}
+        probes = [p for p in run.topology.probes if p.kind == "state" and p.target == "worker"]
+        assert len(probes) == 2  # a worker per process
+        _, rows = run.sql(
+            "SELECT p.target, p.kind, count(*), max(r.value) FROM record r "
+            "JOIN probe p ON r.probe_id = p.id WHERE p.kind IN ('tail', 'head') "
+            "GROUP BY p.target, p.kind"
+        )
+        ends = {(t, k): (n, last) for t, k, n, last in rows}
+        for end in ("tail", "head"):
+            assert ends[("main -> worker", end)] == (202, 202), ends
+            assert ends[("worker -> main", end)] == (200, 200), ends
+        law = {f.target: f.severity for f in findings(run) if f.kind == "littles_law"}
+        assert law == {"main -> worker": "info", "worker -> main": "info"}, law

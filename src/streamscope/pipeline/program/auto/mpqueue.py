@@ -64,10 +64,12 @@ class Counts:
     block (``Block``) under its two locks; this process's rings. Passed to other processes
     with the queue."""
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, key: str | None = None) -> None:
+        """``key``: a queue's id its processes share without passing it (a manager's queue:
+        ``auto.managed``); else a new one."""
         self.capacity = capacity
-        self.id = new_queue_id()
-        self.block = Block.made(self.id)
+        self.id = key or new_queue_id()
+        self.block = Block.shared(key) if key else Block.made(self.id)
         self.rings: dict[tuple[int, str], Any] = {}
 
     @property

@@ -88,6 +88,12 @@ def _asyncio(module: types.ModuleType) -> Patches:
     return aio.patches(module)
 
 
+def _managers(module: types.ModuleType) -> Patches:
+    from streamscope.pipeline.program.auto import managed
+
+    return managed.patches(module)
+
+
 def _streamz(module: types.ModuleType) -> Patches:
     from streamscope.pipeline.program.auto import streams
 
@@ -102,6 +108,7 @@ POLLING = {
     "joblib.parallel": _sleeps,
     "mpire.async_result": _mpire_results,
     "streamz.core": _streamz,
+    "multiprocessing.managers": _managers,
     "concurrent.futures.process": executors.process_executor,
     **{f"{m}.process_executor": executors.process_executor for m in LOKY},
     **{f"{m}.backend.queues": loky_queues for m in LOKY},
