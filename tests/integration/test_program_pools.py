@@ -256,3 +256,52 @@ def test_a_managers_queues_are_channels_between_the_processes_that_use_them(
             assert ends[("worker -> main", end)] == (200, 200), ends
         law = {f.target: f.severity for f in findings(run) if f.kind == "littles_law"}
         assert law == {"main -> worker": "info", "worker -> main": "info"}, law
+
+
+def test_a_pipes_directions_are_channels_between_its_two_processes(tmp_path: Path) -> None:
+    """``multiprocessing.Pipe()``, as its documentation shows it: the main process sends
+    numbers to a child, which answers each doubled. Each direction is a channel, every
+    message counted in and out (200 and a ``None`` one way, 200 back), and Little's law holds
+    on both; ``multiprocessing``'s own pipes (inside its queues, its pools) are no channels of
+    the program's. (Nothing of such a program was seen.)"""
+    prog = tmp_path / "piped.py"
+    prog.write_text(
+        "import time\n"
+        "from multiprocessing import Pipe, Process\n"
+        "def double(conn):\n"
+        "    while (x := conn.recv()) is not None:\n"
+        "        time.sleep(0.001)\n"
+        "        conn.send(2 * x)\n"
+        "    conn.close()\n"
+        "if __name__ == '__main__':\n"
+        "    parent_conn, child_conn = Pipe()\n"
+        "    p = Process(target=double, args=(child_conn,))\n"
+        "    p.start()\n"
+        "    total = 0\n"
+        "    for i in range(200):\n"
+        "        parent_conn.send(i)\n"
+        "        total += parent_conn.recv()\n"
+        "    parent_conn.send(None)\n"
+        "    p.join()\n"
+        "    print(total)\n"
+    )
+    out = tmp_path / "piped.duckdb"
+    proc = subprocess.run(
+        [*cli(), "run", str(prog), "-o", str(out), "--quiet"],
+        capture_output=True, text=True, timeout=120, check=False, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout == f"{sum(2 * i for i in range(200))}\n"
+    with ss.load(out) as run:
+        assert {c.name for c in run.topology.channels} == {"main -> double", "double -> main"}
+        _, rows = run.sql(
+            "SELECT p.target, p.kind, count(*), max(r.value) FROM record r "
+            "JOIN probe p ON r.probe_id = p.id WHERE p.kind IN ('tail', 'head') "
+            "GROUP BY p.target, p.kind"
+        )
+        ends = {(t, k): (n, last) for t, k, n, last in rows}
+        for end in ("tail", "head"):
+            assert ends[("main -> double", end)] == (201, 201), ends
+            assert ends[("double -> main", end)] == (200, 200), ends
+        law = {f.target: f.severity for f in findings(run) if f.kind == "littles_law"}
+        assert law == {"main -> double": "info", "double -> main": "info"}, law

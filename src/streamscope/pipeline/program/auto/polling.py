@@ -94,6 +94,12 @@ def _managers(module: types.ModuleType) -> Patches:
     return managed.patches(module)
 
 
+def _connections(module: types.ModuleType) -> Patches:
+    from streamscope.pipeline.program.auto import pipes
+
+    return pipes.patches(module)
+
+
 def _streamz(module: types.ModuleType) -> Patches:
     from streamscope.pipeline.program.auto import streams
 
@@ -109,6 +115,7 @@ POLLING = {
     "mpire.async_result": _mpire_results,
     "streamz.core": _streamz,
     "multiprocessing.managers": _managers,
+    "multiprocessing.connection": _connections,
     "concurrent.futures.process": executors.process_executor,
     **{f"{m}.process_executor": executors.process_executor for m in LOKY},
     **{f"{m}.backend.queues": loky_queues for m in LOKY},
