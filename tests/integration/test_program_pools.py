@@ -204,6 +204,33 @@ def test_a_process_executors_results_are_the_calls_it_ran(tmp_path: Path, kind: 
         assert [f.severity for f in law] == ["info"], [f.title for f in law]
 
 
+def _watched(tmp_path: Path, source: str, *args: str) -> tuple[Path, str]:
+    """``source`` run as a program under ``streamscope run``: its run file and its stdout."""
+    prog, out = tmp_path / "prog.py", tmp_path / "prog.duckdb"
+    prog.write_text(source)
+    proc = subprocess.run(
+        [*cli(), "run", str(prog), "-o", str(out), "--quiet", "--", *args],
+        capture_output=True, text=True, timeout=120, check=False, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return out, proc.stdout
+
+
+def _ends(run: ss.Run) -> dict[tuple[str, str], tuple[int, int]]:
+    """Per channel and end (``tail``, ``head``): its records, and the last item they count."""
+    _, rows = run.sql(
+        "SELECT p.target, p.kind, count(*), max(r.value) FROM record r "
+        "JOIN probe p ON r.probe_id = p.id WHERE p.kind IN ('tail', 'head') "
+        "GROUP BY p.target, p.kind"
+    )
+    return {(t, k): (n, last) for t, k, n, last in rows}
+
+
+def _laws(run: ss.Run) -> dict[str, str]:
+    """Each channel's Little's law finding's severity."""
+    return {f.target: f.severity for f in findings(run) if f.kind == "littles_law"}
+
+
 def test_a_managers_queues_are_channels_between_the_processes_that_use_them(
     tmp_path: Path,
 ) -> None:
@@ -212,8 +239,8 @@ def test_a_managers_queues_are_channels_between_the_processes_that_use_them(
     queue is the channel from the main process to the workers' stage and its result queue the
     one back, every item counted in and out (200 numbers and a ``None`` per worker), and
     Little's law holds on both. (Nothing of such a program was seen.)"""
-    prog = tmp_path / "managed.py"
-    prog.write_text(
+    out, stdout = _watched(
+        tmp_path,
         "import time\n"
         "from multiprocessing import Manager, Process\n"
         "def worker(q, r):\n"
@@ -232,30 +259,18 @@ def test_a_managers_queues_are_channels_between_the_processes_that_use_them(
         "            q.put(None)\n"
         "        print(sum(r.get() for _ in range(200)))\n"
         "        for p in ps:\n"
-        "            p.join()\n"
+        "            p.join()\n",
     )
-    out = tmp_path / "managed.duckdb"
-    proc = subprocess.run(
-        [*cli(), "run", str(prog), "-o", str(out), "--quiet"],
-        capture_output=True, text=True, timeout=120, check=False, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout == f"{sum(2 * i for i in range(200))}\n"
+    assert stdout == f"{sum(2 * i for i in range(200))}\n"
     with ss.load(out) as run:
         assert {c.name for c in run.topology.channels} == {"main -> worker", "worker -> main"}
         probes = [p for p in run.topology.probes if p.kind == "state" and p.target == "worker"]
         assert len(probes) == 2  # a worker per process
-        _, rows = run.sql(
-            "SELECT p.target, p.kind, count(*), max(r.value) FROM record r "
-            "JOIN probe p ON r.probe_id = p.id WHERE p.kind IN ('tail', 'head') "
-            "GROUP BY p.target, p.kind"
-        )
-        ends = {(t, k): (n, last) for t, k, n, last in rows}
+        ends = _ends(run)
         for end in ("tail", "head"):
             assert ends[("main -> worker", end)] == (202, 202), ends
             assert ends[("worker -> main", end)] == (200, 200), ends
-        law = {f.target: f.severity for f in findings(run) if f.kind == "littles_law"}
-        assert law == {"main -> worker": "info", "worker -> main": "info"}, law
+        assert _laws(run) == {"main -> worker": "info", "worker -> main": "info"}
 
 
 def test_a_pipes_directions_are_channels_between_its_two_processes(tmp_path: Path) -> None:
@@ -264,8 +279,8 @@ def test_a_pipes_directions_are_channels_between_its_two_processes(tmp_path: Pat
     message counted in and out (200 and a ``None`` one way, 200 back), and Little's law holds
     on both; ``multiprocessing``'s own pipes (inside its queues, its pools) are no channels of
     the program's. (Nothing of such a program was seen.)"""
-    prog = tmp_path / "piped.py"
-    prog.write_text(
+    out, stdout = _watched(
+        tmp_path,
         "import time\n"
         "from multiprocessing import Pipe, Process\n"
         "def double(conn):\n"
@@ -283,25 +298,13 @@ def test_a_pipes_directions_are_channels_between_its_two_processes(tmp_path: Pat
         "        total += parent_conn.recv()\n"
         "    parent_conn.send(None)\n"
         "    p.join()\n"
-        "    print(total)\n"
+        "    print(total)\n",
     )
-    out = tmp_path / "piped.duckdb"
-    proc = subprocess.run(
-        [*cli(), "run", str(prog), "-o", str(out), "--quiet"],
-        capture_output=True, text=True, timeout=120, check=False, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout == f"{sum(2 * i for i in range(200))}\n"
+    assert stdout == f"{sum(2 * i for i in range(200))}\n"
     with ss.load(out) as run:
         assert {c.name for c in run.topology.channels} == {"main -> double", "double -> main"}
-        _, rows = run.sql(
-            "SELECT p.target, p.kind, count(*), max(r.value) FROM record r "
-            "JOIN probe p ON r.probe_id = p.id WHERE p.kind IN ('tail', 'head') "
-            "GROUP BY p.target, p.kind"
-        )
-        ends = {(t, k): (n, last) for t, k, n, last in rows}
+        ends = _ends(run)
         for end in ("tail", "head"):
             assert ends[("main -> double", end)] == (201, 201), ends
             assert ends[("double -> main", end)] == (200, 200), ends
-        law = {f.target: f.severity for f in findings(run) if f.kind == "littles_law"}
-        assert law == {"main -> double": "info", "double -> main": "info"}, law
+        assert _laws(run) == {"main -> double": "info", "double -> main": "info"}

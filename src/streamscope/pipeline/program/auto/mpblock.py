@@ -66,31 +66,25 @@ class Block:
 
     @classmethod
     def made(cls, name: str) -> Block:
-        directory = REGISTRY.directory if REGISTRY.active() else None
-        if directory is None:
-            return cls(None)
-        folder = os.path.join(directory, COUNTS)
-        os.makedirs(folder, exist_ok=True)
-        path = os.path.join(folder, name)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
-        try:
-            os.ftruncate(fd, BLOCK_BYTES)
-        finally:
-            os.close(fd)
-        return cls(path)
+        """A new block named ``name`` (a queue made now, passed with it to other processes)."""
+        return cls._file(name, os.O_EXCL)
 
     @classmethod
     def shared(cls, name: str) -> Block:
         """The block named ``name``, made by whichever of the session's processes asks first:
         a queue that its processes find by a name they share (a manager's, by its token)
         rather than receive with it."""
+        return cls._file(name, 0)
+
+    @classmethod
+    def _file(cls, name: str, flags: int) -> Block:
         directory = REGISTRY.directory if REGISTRY.active() else None
         if directory is None:
             return cls(None)
         folder = os.path.join(directory, COUNTS)
         os.makedirs(folder, exist_ok=True)
         path = os.path.join(folder, name)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | flags, 0o600)
         try:
             if os.fstat(fd).st_size < BLOCK_BYTES:
                 os.ftruncate(fd, BLOCK_BYTES)  # (twice at worst: the same size, nothing lost)
