@@ -308,3 +308,32 @@ def test_a_pipes_directions_are_channels_between_its_two_processes(tmp_path: Pat
             assert ends[("main -> double", end)] == (201, 201), ends
             assert ends[("double -> main", end)] == (200, 200), ends
         assert _laws(run) == {"main -> double": "info", "double -> main": "info"}
+
+
+def test_an_asyncio_tasks_calls_run_in_a_thread_pool_are_the_tasks_to_hand_out(
+    tmp_path: Path,
+) -> None:
+    """``loop.run_in_executor(pool, blocking, i)`` from ``async def main()``, as the asyncio
+    documentation shows it: the task hands the calls to the pool, so the pool's queue is the
+    channel from the task's stage (``main``) to ``blocking``, and the thread running the event
+    loop is no stage of its own. (It put the calls and the pool's wake-up at its shutdown, and
+    came out as a second stage ``main #2`` beside the task's.)"""
+    out, stdout = _watched(
+        tmp_path,
+        "import asyncio, concurrent.futures, time\n"
+        "def blocking(x):\n"
+        "    time.sleep(0.005)\n"
+        "    return x\n"
+        "async def main():\n"
+        "    loop = asyncio.get_running_loop()\n"
+        "    with concurrent.futures.ThreadPoolExecutor(4) as pool:\n"
+        "        rs = await asyncio.gather(\n"
+        "            *(loop.run_in_executor(pool, blocking, i) for i in range(100)))\n"
+        "    print(sum(rs))\n"
+        "asyncio.run(main())\n",
+    )
+    assert stdout == f"{sum(range(100))}\n"
+    with ss.load(out) as run:
+        assert {c.name for c in run.topology.channels} == {"main -> blocking"}
+        assert {s.name for s in run.topology.stages} == {"main", "blocking"}
+        assert _ends(run)[("main -> blocking", "head")][0] >= 100  # the calls (and the wake-up)

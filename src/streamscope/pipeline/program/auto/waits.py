@@ -16,6 +16,7 @@ import concurrent.futures.thread as futures_thread
 import contextlib
 import functools
 import multiprocessing.process
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -24,7 +25,7 @@ from streamscope.core import native
 from streamscope.core.records import State
 from streamscope.pipeline.program.auto.naming import who_started
 from streamscope.pipeline.program.auto.patches import Patches
-from streamscope.pipeline.program.auto.stages import enter, leave, thread_state
+from streamscope.pipeline.program.auto.stages import enter, leave, on_behalf_of, thread_state
 
 
 @contextlib.contextmanager
@@ -99,6 +100,23 @@ def _work_item_run(run: Callable[[Any], None]) -> Callable[[Any], None]:
     return run_item
 
 
+def _from_task(method: Callable[..., Any]) -> Callable[..., Any]:
+    """``ThreadPoolExecutor.submit`` (and ``shutdown``, which wakes its threads through the
+    same queue) from an asyncio task of the program's (``await loop.run_in_executor(pool, fn,
+    x)``): the task puts into the executor's queue, not the thread running its event loop."""
+
+    @functools.wraps(method)
+    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        tasks = sys.modules.get("streamscope.pipeline.program.auto.tasks")  # asyncio's, if used
+        name = tasks.current_worker("out")[0] if tasks is not None else None
+        if name is None:
+            return method(self, *args, **kwargs)
+        with on_behalf_of(name):
+            return method(self, *args, **kwargs)
+
+    return call
+
+
 def executor_thread(t: threading.Thread) -> None:
     """In a thread an executor started, before it runs: an executor of the program's (its
     work queue recorded) has its calls claimed as work taken from that queue; one the standard
@@ -120,6 +138,8 @@ def _idle(fn: Callable[..., Any]) -> Any:
 #: patched modules are.
 PATCHES = Patches({
     (futures_thread._WorkItem, "run"): _work_item_run,
+    (futures_thread.ThreadPoolExecutor, "submit"): _from_task,
+    (futures_thread.ThreadPoolExecutor, "shutdown"): _from_task,
     (futures_base.Future, "result"): _blocked_in,
     (futures_base.Future, "exception"): _blocked_in,
     (futures_base, "as_completed"): _as_completed,
