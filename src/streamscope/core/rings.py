@@ -175,9 +175,13 @@ def map_shared(fd: int, size: int, *, guard: Any = None) -> Any:
     mem = kind.from_address(addr)
     if guard is not None:
         guard.guard_mapping(addr, size)
-        weakref.finalize(mem, _unmap_guarded, guard, addr, size)
+        unmap = weakref.finalize(mem, _unmap_guarded, guard, addr, size)
     else:
-        weakref.finalize(mem, _LIBC.munmap, addr, size)
+        unmap = weakref.finalize(mem, _LIBC.munmap, addr, size)
+    # Not as the interpreter exits: its daemon threads still run then, and one recording into
+    # a ring unmapped under it was killed by SIGSEGV (a program whose daemon workers were busy
+    # as it ended, 8 runs in 10). The process's end takes the mapping with it.
+    unmap.atexit = False
     return mem
 
 
