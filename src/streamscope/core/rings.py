@@ -173,15 +173,15 @@ def map_shared(fd: int, size: int, *, guard: Any = None) -> Any:
     if kind is None:
         kind = _types[size] = type("SharedMapping", (ctypes.c_char * size, Mapped), {})
     mem = kind.from_address(addr)
+    # Unmapped once nothing refers to it, but not as the interpreter exits (``atexit``): its
+    # daemon threads still run then, and one recording into a ring unmapped under it was
+    # killed by SIGSEGV (a program whose daemon workers were busy as it ended, 8 runs in 10).
+    # The process's end takes the mapping with it.
     if guard is not None:
         guard.guard_mapping(addr, size)
-        unmap = weakref.finalize(mem, _unmap_guarded, guard, addr, size)
+        weakref.finalize(mem, _unmap_guarded, guard, addr, size).atexit = False
     else:
-        unmap = weakref.finalize(mem, _LIBC.munmap, addr, size)
-    # Not as the interpreter exits: its daemon threads still run then, and one recording into
-    # a ring unmapped under it was killed by SIGSEGV (a program whose daemon workers were busy
-    # as it ended, 8 runs in 10). The process's end takes the mapping with it.
-    unmap.atexit = False
+        weakref.finalize(mem, _LIBC.munmap, addr, size).atexit = False
     return mem
 
 
