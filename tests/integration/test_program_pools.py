@@ -337,3 +337,35 @@ def test_an_asyncio_tasks_calls_run_in_a_thread_pool_are_the_tasks_to_hand_out(
         assert {c.name for c in run.topology.channels} == {"main -> blocking"}
         assert {s.name for s in run.topology.stages} == {"main", "blocking"}
         assert _ends(run)[("main -> blocking", "head")][0] >= 100  # the calls (and the wake-up)
+
+
+THREAD_POOLS = {
+    "ThreadPool": "from multiprocessing.pool import ThreadPool\n"
+    "with ThreadPool(4) as pool:\n"
+    "    print(sum(pool.map(f, range(200))))\n",
+    "joblib threads": "from joblib import Parallel, delayed\n"
+    "print(sum(Parallel(n_jobs=4, prefer='threads')(delayed(f)(i) for i in range(200))))\n",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(THREAD_POOLS))
+def test_a_thread_pool_is_a_stage_of_its_threads(tmp_path: Path, kind: str) -> None:
+    """``multiprocessing.pool.ThreadPool`` (and joblib's ``Parallel`` preferring threads, which
+    runs on one), as their documentation shows them: its threads are the stage of the function
+    they apply (``f``, four workers), its task queue the channel from the caller's stage, every
+    task counted in and out (the pool's end markers are its own), and Little's law holds.
+    (Nothing of such a program was seen: the pool makes its queues for itself and its threads
+    run its loop.)"""
+    out, stdout = _watched(
+        tmp_path,
+        "import time\ndef f(x):\n    time.sleep(0.004)\n    return x * x\n" + THREAD_POOLS[kind],
+    )
+    assert stdout == f"{sum(x * x for x in range(200))}\n"
+    with ss.load(out) as run:
+        assert {c.name for c in run.topology.channels} == {"main -> f"}
+        assert {s.name for s in run.topology.stages} == {"main", "f"}
+        probes = [p for p in run.topology.probes if p.kind == "state" and p.target == "f"]
+        assert len(probes) == 4  # a worker per thread
+        ends = _ends(run)
+        assert ends[("main -> f", "tail")] == ends[("main -> f", "head")], ends
+        assert _laws(run) == {"main -> f": "info"}

@@ -159,7 +159,7 @@ class ProgramChannel:
     """One thread queue's names, counts and rings (used under the queue's own lock)."""
 
     __slots__ = (
-        "__weakref__", "capacity", "dst", "dsts", "early", "got_by", "head", "id", "n_in",
+        "__weakref__", "capacity", "dst", "dsts", "early", "early_out", "got_by", "head", "id", "n_in",
         "n_out", "name", "put_by", "src", "srcs", "tail", "taps", "transport",
     )  # fmt: skip
 
@@ -176,6 +176,9 @@ class ProgramChannel:
         #: Ticks of the latest insertions made before the channel was named (its consumer not
         #: known yet): recorded when it is, so that what waited in the queue meanwhile counts.
         self.early: deque[int] | None = None
+        #: ... and of the latest removals (a pool's worker takes its first task before it
+        #: knows the function it applies, the stage at the queue's head).
+        self.early_out: deque[int] | None = None
         self.taps: list[RingTap] = []
         #: Every stage seen putting into the queue and taking from it, in the order seen.
         self.srcs: list[str] = []
@@ -200,6 +203,10 @@ class ProgramChannel:
         self.n_out += 1
         if self.head is not None:
             self.head.record(self.n_out)
+        elif self.name is None and REGISTRY.active():
+            if self.early_out is None:
+                self.early_out = deque(maxlen=EARLY)
+            self.early_out.append(host_clock().now())
 
     def put_early(self) -> None:
         """An insertion before the channel is named (``n_in`` counted already)."""
@@ -272,11 +279,13 @@ class ProgramChannel:
             taps = [end_tap(tail, "tail"), end_tap(head, "head")]
             self.tail, self.head = (t.ring if t is not None else None for t in taps)
             self.taps = [t for t in taps if t is not None]
-        early, self.early = self.early, None
-        if early and self.tail is not None:
-            first = self.n_in - len(early) + 1
-            for i, ticks in enumerate(early):
-                self.tail.record_at(ticks, first + i)
+        for ring, early, count in ((self.tail, self.early, self.n_in),
+                                   (self.head, self.early_out, self.n_out)):  # fmt: skip
+            if early and ring is not None:
+                first = count - len(early) + 1
+                for i, ticks in enumerate(early):
+                    ring.record_at(ticks, first + i)
+        self.early = self.early_out = None
         _channels.add(self)
 
     def _ring(self, kind: int) -> Any:

@@ -24,10 +24,19 @@ from streamscope.core.records import State
 from streamscope.pipeline.program.auto.channels import ProgramChannel
 from streamscope.pipeline.program.auto.claims import claim_stage
 from streamscope.pipeline.program.auto.mpqueue import Counts, Locked, counts_of
-from streamscope.pipeline.program.auto.naming import Who
+from streamscope.pipeline.program.auto.naming import Who, who_started
 from streamscope.pipeline.program.auto.patches import Patches
 from streamscope.pipeline.program.auto.processes import applied
-from streamscope.pipeline.program.auto.stages import internal, on_behalf_of, stage, thread_tracker
+from streamscope.pipeline.program.auto.queues import AutoSimpleQueue, StandardSimpleQueue
+from streamscope.pipeline.program.auto.stages import (
+    enter,
+    internal,
+    leave,
+    on_behalf_of,
+    stage,
+    thread_state,
+    thread_tracker,
+)
 from streamscope.pipeline.program.auto.waits import waiting
 
 #: The function and pool of the ``imap`` call the calling thread is in (``imap`` makes its
@@ -74,6 +83,49 @@ def _setup_queues(setup: Callable[[Any], None]) -> Callable[[Any], None]:
     return setup_queues
 
 
+class _PoolTasks(AutoSimpleQueue):
+    """A ``ThreadPool``'s task queue (``multiprocessing.pool.ThreadPool``, ``multiprocessing.dummy
+    .Pool``), recorded: its worker threads, which run ``multiprocessing.pool``'s loop, work as
+    the function of each task they take (``pool.map(parse, …)``: ``parse``), as a process
+    pool's do."""
+
+    def _counted(self, item: Any) -> bool:
+        return item is not None  # a worker told to end: the pool's own
+
+    def get(self, block: bool = True, timeout: float | None = None) -> Any:
+        if not block:  # the pool ending (``_help_stuff_finish``): what it drains is no stage's
+            task = StandardSimpleQueue.get(self, False)
+            if task is not None:
+                with self._ss_lock:
+                    self._ss.removed()
+            return task
+        task = super().get(block, timeout)
+        if isinstance(task, tuple) and len(task) == 5:
+            # the program's function, through map's helpers or a library's wrapper (joblib's
+            # batch of calls), as an executor's call is found
+            who = who_started(task[2], tuple(task[3]), dict(task[4]), None, True)
+            if who != getattr(thread_state, "who", None):
+                leave()
+                tracker = enter(who, self._ss.id)
+                with self._ss_lock:  # the queue's head known now: the channel named
+                    self._ss.seen("head", tracker, stage())
+        return task
+
+
+def _thread_setup_queues(setup: Callable[[Any], None]) -> Callable[[Any], None]:
+    """``ThreadPool._setup_queues``: a program's thread pool's task queue recorded."""
+
+    @functools.wraps(setup)
+    def setup_queues(self: Any) -> None:
+        setup(self)
+        if internal(type(self).__module__) and type(self) is not mpool.ThreadPool:
+            return
+        self._inqueue = _PoolTasks()
+        self._quick_put = self._inqueue.put
+
+    return setup_queues
+
+
 def _handing(method: Callable[..., Any]) -> Callable[..., Any]:
     """A call that hands the pool work (``map``, ``imap``, ``apply_async``…): its task queue's
     tail is the caller's stage, or, for an ``imap`` chain, the stage whose results it takes."""
@@ -82,6 +134,11 @@ def _handing(method: Callable[..., Any]) -> Callable[..., Any]:
     def hand(self: Any, func: Any, iterable: Any = (), *args: Any, **kwargs: Any) -> Any:
         counts = counts_of(getattr(self, "_inqueue", None))
         feeds = _pool_stage(self, func)
+        tasks = getattr(self, "_inqueue", None)
+        if isinstance(tasks, _PoolTasks) and tasks._ss.name is None:  # a thread pool's
+            thread_tracker("out", tasks._ss.id)
+            with tasks._ss_lock:
+                tasks._ss.saw("tail", stage())
         if counts is not None and not counts.probe(0):
             ss = getattr(iterable, "_ss", None)
             if isinstance(ss, ProgramChannel) and ss.src is not None:
@@ -217,6 +274,7 @@ def _blocked(fn: Callable[..., Any]) -> Callable[..., Any]:
 #: The pools' methods, recorded while installed; process-wide, as the patched module is.
 PATCHES = Patches({
     (mpool.Pool, "_setup_queues"): _setup_queues,
+    (mpool.ThreadPool, "_setup_queues"): _thread_setup_queues,
     **{(mpool.Pool, m): _handing for m in (
         "map", "map_async", "starmap", "starmap_async", "imap", "imap_unordered", "apply_async",
     )},

@@ -151,7 +151,8 @@ class AutoSimpleQueue(StandardSimpleQueue):  # type: ignore[type-arg]
                 ss.seen("tail", tracker, None if waking else stage())
         with self._ss_lock:
             super().put(item, block, timeout)
-            ss.inserted()
+            if self._counted(item):
+                ss.inserted()
         if tracker is not None:
             tracker.gave()
 
@@ -175,11 +176,17 @@ class AutoSimpleQueue(StandardSimpleQueue):  # type: ignore[type-arg]
             finally:
                 if tracker is not None:
                     tracker.set(prev)
-        with self._ss_lock:
-            ss.removed()
-        if tracker is not None:
-            tracker.took()
+        if self._counted(item):
+            with self._ss_lock:
+                ss.removed()
+            if tracker is not None:
+                tracker.took()
         return item
+
+    def _counted(self, item: Any) -> bool:
+        """Whether ``item`` is one of the program's (a library's own, such as a pool's end
+        marker, is passed on uncounted)."""
+        return True
 
     def put_nowait(self, item: Any) -> None:
         self.put(item, block=False)
