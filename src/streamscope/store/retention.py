@@ -28,8 +28,6 @@ from streamscope.core.options import KEEP_FRAMES
 if TYPE_CHECKING:
     import duckdb
 
-    from streamscope.core.topology import Topology
-    from streamscope.store.runstore import QueryRecord, RunMeta
 
 #: How much longer each level's frames are than the level's before.
 FACTOR = 16
@@ -120,23 +118,18 @@ class Retention:
 
 
 def roll_rows(
-    kept: Retention,
-    meta: RunMeta,
-    topology: Topology,
-    queries: Sequence[QueryRecord],
-    rows: dict[str, list[tuple[Any, ...]]],
-    now_ns: int,
+    kept: Retention, rows: dict[str, list[tuple[Any, ...]]], now_ns: int
 ) -> dict[str, list[tuple[Any, ...]]]:
     """``Retention.roll`` over a run held as row lists (``frame``, ``stat``, ``histogram``,
     ``drops``, ``monitor``, shaped as the file's tables): the lists it leaves, in the same
-    order a run file's rows would have. Made in a DuckDB of its own, in memory (a live page's
-    run: its rows are bounded by the same levels as the file's)."""
+    order a run file's rows would have. Made in a DuckDB of its own, in memory, holding those
+    tables alone (a live page's run: its rows are bounded by the same levels as the file's)."""
     from streamscope.store import _sqlio
     from streamscope.store.duck import duckdb as duck
 
     con = duck.connect()
     try:
-        _sqlio.create(con, meta, topology, queries)
+        _sqlio.create_tables(con, list(rows))
         for table, table_rows in rows.items():
             if table_rows:
                 _sqlio.insert(con, table, list(zip(*table_rows, strict=True)))

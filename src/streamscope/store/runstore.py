@@ -292,7 +292,7 @@ class InMemoryStore(BaseStore):
 
     def _roll(self, kept: Retention, now_ns: int) -> None:
         assert self.meta is not None
-        got = roll_rows(kept, self.meta, self.topology, self.queries, {
+        got = roll_rows(kept, {
             "frame": self.frames, "stat": self.stats, "histogram": self.hists,
             "drops": self.drops,
             **{t: self.tables[t] for t in _ROLLED},
