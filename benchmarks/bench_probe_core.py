@@ -8,7 +8,7 @@ and, where valgrind is installed, the instructions per event counted by ``valgri
 --tool=callgrind`` on the same loops (repeatable on a noisy machine: the difference of two
 otherwise identical runs, divided by the events).
 
-    python benchmarks/bench_probe_core.py [--quick] [--reps N]
+    python benchmarks/bench_probe_core.py [--quick] [--reps N] [--events N]
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from _harness import (
     interleave,
     machine,
     paired_ratios,
-    parse_args,
+    parser,
     table,
 )
 from streamscope.core import native, rings
@@ -182,10 +182,12 @@ def callgrind(what: str, n: int) -> float | None:
 
 
 def main() -> int:
-    args = parse_args(__doc__.splitlines()[0])
+    ap = parser(__doc__.splitlines()[0])
+    ap.add_argument("--events", type=int, default=None, help="events per timed loop")
+    args = ap.parse_args()
     quick = args.quick
     reps = args.reps or (3 if quick else 15)
-    n = 50_000 if quick else 400_000
+    n = args.events or (50_000 if quick else 400_000)
     print(machine())
     print(
         f"probe core in use: {native.IMPLEMENTATION}; {reps} interleaved repetitions, {n:,} events"

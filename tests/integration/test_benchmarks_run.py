@@ -41,7 +41,7 @@ SMOKE_ARGS: dict[str, tuple[str, ...]] = {
     "bench_load.py": ("--seconds", "1"),
     "bench_overhead.py": ("--reps", "1"),
     "bench_pipeline.py": ("--reps", "1"),
-    "bench_probe_core.py": ("--reps", "1"),
+    "bench_probe_core.py": ("--reps", "1", "--events", "5000"),
     "bench_putget.py": ("--reps", "1"),
     "bench_queues.py": ("--reps", "1"),
     "bench_reduction.py": ("--reps", "1"),
