@@ -3,14 +3,15 @@
 The program (as people write one): N threads, a ``queue.Queue`` each; its main thread deals 100
 items to each queue, then a ``None``; each thread adds its items up. Its own clock gives its
 work window (from before the first thread starts to after the last one is joined). Each N runs
-plainly and under ``streamscope run``, alternately; printed: the median windows, what monitoring
-added (as a share of the monitored window, the measured overhead) and the overhead the run
-reports (what monitoring cost its threads, as a share of the time the program ran:
-``streamscope run``'s "% of the ... it ran"). The targets: the reported figure within
+plainly, under ``streamscope run`` and under viztracer (the peer: a tracer that also watches
+every thread of a program as it is, each call of each), in turn; printed: the median windows,
+what monitoring added (as a share of the monitored window, the measured overhead) and the
+overhead the run reports (what monitoring cost its threads, as a share of the time the program
+ran: ``streamscope run``'s "% of the ... it ran"). The targets: the reported figure within
 max(5 points, a third of the measured one), and the monitored window <= 1.5x plain at 500
 threads.
 
-    python benchmarks/bench_threads.py [--quick] [--reps N] [--threads N...]
+    python benchmarks/bench_threads.py [--quick] [--reps N] [--threads N...] [--no-peer]
 """
 
 from __future__ import annotations
@@ -63,21 +64,30 @@ if __name__ == "__main__":
 PHASES = ("start threads", "first items", "other items, join")
 
 
-def once(program: Path, n: int, monitored: bool, tmp: Path) -> tuple[list[float], float | None]:
-    """The program's own phases (s, ``PHASES``), and for a monitored run the overhead it
-    reports."""
+#: The ways the program is run: plainly, watched by streamscope, traced by the peer.
+PLAIN, STREAMSCOPE, PEER = "plain", "streamscope", "viztracer"
+
+
+def once(program: Path, n: int, how: str, tmp: Path) -> tuple[list[float], float | None]:
+    """The program's own phases (s, ``PHASES``) run ``how``, and for a run of streamscope's
+    the overhead it reports."""
     window, out = tmp / "window", tmp / "run.duckdb"
-    cli = [str(Path(sys.executable).with_name("streamscope")), "run"]
-    head = [*cli, str(program), "-o", str(out), "--overwrite", "--quiet", "--"] if monitored else [
-        sys.executable, str(program)]  # fmt: skip
+    bin_dir = Path(sys.executable).parent
+    head = {
+        PLAIN: [sys.executable, str(program)],
+        STREAMSCOPE: [str(bin_dir / "streamscope"), "run", str(program), "-o", str(out),
+                      "--overwrite", "--quiet", "--"],
+        PEER: [str(bin_dir / "viztracer"), "--quiet", "-o", str(tmp / "trace.json"),
+               str(program)],
+    }[how]  # fmt: skip
     proc = subprocess.run([*head, str(n), str(window)], capture_output=True, text=True,
                           check=False, cwd=tmp, stdin=subprocess.DEVNULL)  # fmt: skip
     if proc.returncode != 0:
-        raise SystemExit(f"{n} threads ({'monitored' if monitored else 'plain'}) failed:\n"
-                         f"{proc.stderr[-2000:]}")  # fmt: skip
+        raise SystemExit(f"{n} threads ({how}) failed:\n{proc.stderr[-2000:]}")
+    (tmp / "trace.json").unlink(missing_ok=True)
     stamps = [float(x) for x in window.read_text().strip("[]").split(",")]
     took = [b - a for a, b in zip(stamps, stamps[1:], strict=False)]
-    if not monitored:
+    if how != STREAMSCOPE:
         return took, None
     with ss.load(out) as run:
         rows = run.overhead()
@@ -88,9 +98,11 @@ def once(program: Path, n: int, monitored: bool, tmp: Path) -> tuple[list[float]
 def main() -> int:
     ap = parser(__doc__.splitlines()[0])
     ap.add_argument("--threads", type=int, nargs="*", default=None, help="thread counts")
+    ap.add_argument("--no-peer", action="store_true", help="leave viztracer out")
     args = ap.parse_args()
     counts = args.threads or ([100] if args.quick else [500, 2000])
     reps = args.reps or (1 if args.quick else 3)
+    hows = [PLAIN, STREAMSCOPE] + ([] if args.no_peer else [PEER])
     print(machine())
     rows, verdicts, phases = [], [], []
     with tempfile.TemporaryDirectory(prefix="bench-threads-") as tmp:
@@ -98,26 +110,27 @@ def main() -> int:
         program = d / "threads.py"
         program.write_text(PROGRAM)
         for n in counts:
-            plain: list[list[float]] = []
-            mon: list[list[float]] = []
+            runs: dict[str, list[list[float]]] = {h: [] for h in hows}
             said = []
             for r in range(reps):
-                for monitored in (False, True) if r % 2 == 0 else (True, False):
-                    took, reported = once(program, n, monitored, d)
-                    (mon if monitored else plain).append(took)
+                for how in hows[r % len(hows) :] + hows[: r % len(hows)]:  # in turn
+                    took, reported = once(program, n, how, d)
+                    runs[how].append(took)
                     if reported is not None:
                         said.append(reported)
-            p, m = (statistics.median(sum(x) for x in runs) for runs in (plain, mon))
+            whole = {h: statistics.median(sum(x) for x in got) for h, got in runs.items()}
+            p, m = whole[PLAIN], whole[STREAMSCOPE]
             s = statistics.median(said)
             for k, phase in enumerate(PHASES):
-                pk, mk = (statistics.median(x[k] for x in runs) for runs in (plain, mon))
+                at = {h: statistics.median(x[k] for x in got) for h, got in runs.items()}
                 each = n if k < 2 else 99 * n  # a thread and its queue; an item
-                phases.append([str(n), phase, f"{pk * 1e3:.0f}", f"{mk * 1e3:.0f}",
-                               f"{(mk - pk) / each * 1e6:.2f}",
+                phases.append([str(n), phase, *(f"{at[h] * 1e3:.0f}" for h in hows),
+                               f"{(at[STREAMSCOPE] - at[PLAIN]) / each * 1e6:.2f}",
                                "a thread and its queue" if k < 2 else "an item"])  # fmt: skip
             measured = (m - p) / m
-            rows.append([str(n), f"{p:.3f}", f"{m:.3f}", f"{m / p:.2f}x", f"{measured:.1%}",
-                         f"{s:.2%}"])  # fmt: skip
+            peer = [f"{whole[PEER]:.3f}", f"{whole[PEER] / p:.2f}x"] if PEER in whole else []
+            rows.append([str(n), f"{p:.3f}", f"{m:.3f}", f"{m / p:.2f}x", *peer,
+                         f"{measured:.1%}", f"{s:.2%}"])  # fmt: skip
             ok = abs(s - measured) <= max(0.05, measured / 3)
             verdicts.append(f"  {n} threads: reported {s:.2%} against {measured:.1%} measured: "
                             f"{'meets' if ok else 'misses'} the target (within max(5 points, a "
@@ -126,10 +139,11 @@ def main() -> int:
                 verdicts.append(f"  500 threads: monitored window {m / p:.2f}x plain: "
                                 f"{'meets' if m / p <= 1.5 else 'misses'} the target <= 1.5x")  # fmt: skip
     print(f"\nthe program's own work window, median of {reps}")
-    print(table(["threads", "plain s", "monitored s", "ratio", "added (measured)",
-                 "overhead reported"], rows))  # fmt: skip
-    print("\nwhere it goes: each phase's median (ms), and what monitoring added to it")
-    print(table(["threads", "phase", "plain ms", "monitored ms", "added us", "per"], phases))
+    peer_cols = ["viztracer s", "ratio"] if PEER in hows else []
+    print(table(["threads", "plain s", "streamscope s", "ratio", *peer_cols,
+                 "added (measured)", "overhead reported"], rows))  # fmt: skip
+    print("\nwhere it goes: each phase's median (ms), and what streamscope added to it")
+    print(table(["threads", "phase", *(f"{h} ms" for h in hows), "added us", "per"], phases))
     print("\n".join(verdicts))
     return 0
 
