@@ -41,6 +41,9 @@ EARLY_OUT_AT = EARLY_AT + 8 * EARLY
 #: program's: its manager may never read them).
 ROLE = EARLY_OUT_AT + 8 * EARLY
 RESULTS = 1
+#: ... or ``TASKS``, a ``Pool``'s task queue, into which the pool also puts an end marker for
+#: each worker (``None``: no task of the program's).
+TASKS = 2
 #: The whole block (bytes).
 BLOCK_BYTES = ROLE + 8
 #: The session's directory of counts blocks, in its ring directory.

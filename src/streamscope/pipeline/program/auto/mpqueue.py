@@ -42,6 +42,7 @@ from streamscope.pipeline.program.auto.mpblock import (
     ROLE,
     SEQ_IN,
     SEQ_OUT,
+    TASKS,
     Block,
 )
 from streamscope.pipeline.program.auto.patches import Patches
@@ -105,6 +106,16 @@ class Counts:
         """The queue is a process executor's result queue: its workers' exit notices (their
         pids) are not counted as items (``_simple_put``)."""
         self.block.set(ROLE, RESULTS)
+
+    @property
+    def tasks(self) -> bool:
+        """A ``Pool``'s task queue (``mark_tasks``)."""
+        return self.block.get(ROLE) == TASKS
+
+    def mark_tasks(self) -> None:
+        """The queue is a ``Pool``'s task queue: its end markers are not counted as items
+        (``task_items``), so a removal is counted once a worker has read its task."""
+        self.block.set(ROLE, TASKS)
 
     def probe(self, i: int) -> int:
         """The channel's probes: 0 declared?, 1 tail, 2 head."""
@@ -235,8 +246,8 @@ class Locked:
         return got
 
     def __exit__(self, *exc: object) -> None:
-        if self.end == "head" and exc[0] is None:
-            self.counts.removed()
+        if self.end == "head" and exc[0] is None and not self.counts.tasks:
+            self.counts.removed()  # (a pool's task: counted once read whole, ``_simple_get``)
         self.lock.__exit__(*exc)
 
     def acquire(self, *args: Any, **kwargs: Any) -> bool:
@@ -244,6 +255,13 @@ class Locked:
 
     def release(self) -> None:
         self.lock.release()
+
+
+def task_items(task: Any) -> int:
+    """How many items a ``Pool``'s task is (one call, or one chunk of a ``map``'s items: the
+    channel's unit): one, or none for the end marker each worker is told to end by (counted,
+    a pool of 2 workers mapping 6 items had 8)."""
+    return 0 if task is None else 1
 
 
 #: Set while the calling thread puts what is no item of the program's (``_simple_put``): its
@@ -379,7 +397,10 @@ def _simple_get(get: Callable[..., Any]) -> Callable[..., Any]:
         lock = self._rlock
         if not isinstance(lock, Locked):
             return get(self)
-        return _take(lock.counts, not self._poll(), get, self)
+        item = _take(lock.counts, not self._poll(), get, self)
+        if lock.counts.tasks and task_items(item):
+            lock.counts.removed()
+        return item
 
     return get_
 
@@ -413,4 +434,7 @@ PATCHES = Patches({
 })  # fmt: skip
 
 
-__all__ = ["EXECUTOR", "LOKY", "PATCHES", "Counts", "Locked", "Places", "counts_of", "loky_queues"]
+__all__ = [
+    "EXECUTOR", "LOKY", "PATCHES", "Counts", "Locked", "Places", "counts_of", "loky_queues",
+    "task_items",
+]  # fmt: skip

@@ -23,7 +23,7 @@ from streamscope.core import forksafe
 from streamscope.core.records import State
 from streamscope.pipeline.program.auto.channels import ProgramChannel
 from streamscope.pipeline.program.auto.claims import claim_stage
-from streamscope.pipeline.program.auto.mpqueue import Counts, Locked, counts_of
+from streamscope.pipeline.program.auto.mpqueue import Counts, Locked, counts_of, task_items
 from streamscope.pipeline.program.auto.naming import Who, who_started
 from streamscope.pipeline.program.auto.patches import Patches
 from streamscope.pipeline.program.auto.processes import applied
@@ -72,10 +72,12 @@ def _setup_queues(setup: Callable[[Any], None]) -> Callable[[Any], None]:
             inqueue._rlock = Locked(inqueue._rlock, counts, "head")
         recorded = counts_of(inqueue)
         if recorded is not None:
+            recorded.mark_tasks()
             send = inqueue._writer.send
 
             def quick_put(obj: Any) -> None:
-                recorded.inserted()
+                if task_items(obj):
+                    recorded.inserted()
                 send(obj)
 
             self._quick_put = quick_put
@@ -89,13 +91,13 @@ class _PoolTasks(AutoSimpleQueue):
     the function of each task they take (``pool.map(parse, …)``: ``parse``), as a process
     pool's do."""
 
-    def _counted(self, item: Any) -> bool:
-        return item is not None  # a worker told to end: the pool's own
+    def _items(self, item: Any) -> int:
+        return task_items(item)  # a worker told to end: the pool's own
 
     def get(self, block: bool = True, timeout: float | None = None) -> Any:
         if not block:  # the pool ending (``_help_stuff_finish``): what it drains is no stage's
             task = StandardSimpleQueue.get(self, False)
-            if task is not None:
+            if task_items(task):
                 with self._ss_lock:
                     self._ss.removed()
             return task

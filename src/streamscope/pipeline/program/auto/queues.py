@@ -151,7 +151,7 @@ class AutoSimpleQueue(StandardSimpleQueue):  # type: ignore[type-arg]
                 ss.seen("tail", tracker, None if waking else stage())
         with self._ss_lock:
             super().put(item, block, timeout)
-            if self._counted(item):
+            if self._items(item):
                 ss.inserted()
         if tracker is not None:
             tracker.gave()
@@ -176,17 +176,17 @@ class AutoSimpleQueue(StandardSimpleQueue):  # type: ignore[type-arg]
             finally:
                 if tracker is not None:
                     tracker.set(prev)
-        if self._counted(item):
+        if self._items(item):
             with self._ss_lock:
                 ss.removed()
             if tracker is not None:
                 tracker.took()
         return item
 
-    def _counted(self, item: Any) -> bool:
-        """Whether ``item`` is one of the program's (a library's own, such as a pool's end
-        marker, is passed on uncounted)."""
-        return True
+    def _items(self, item: Any) -> int:
+        """How many of the program's items ``item`` is: one, or none for a library's own,
+        such as a pool's end marker (passed on uncounted)."""
+        return 1
 
     def put_nowait(self, item: Any) -> None:
         self.put(item, block=False)
