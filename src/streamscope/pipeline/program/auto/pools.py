@@ -209,7 +209,10 @@ def _result_next(next_: Callable[..., Any]) -> Callable[..., Any]:
     def result_next(self: Any, timeout: float | None = None) -> Any:
         ss = getattr(self, "_ss", None)
         if ss is None:
-            return next_(self, timeout)
+            # a thread pool's results (no channel of their own): the caller waits for the next
+            # blocked in all the same (it read busy 99 % while its pool's threads worked)
+            with waiting(State.BLOCKED_IN) if not self._items else contextlib.nullcontext():
+                return next_(self, timeout)
         tracker = thread_tracker("in", ss.id)
         taker = stage()
         feeds = getattr(self, "_ss_feeds", None)
