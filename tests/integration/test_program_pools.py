@@ -177,7 +177,9 @@ def test_a_process_executors_results_are_the_calls_it_ran(tmp_path: Path, kind: 
     their documentation shows them: the result channel carries what the workers' calls
     returned, every one of them taken, and Little's law holds on it. (Each worker also puts
     its pid into the result queue as it exits, which the executor's manager may never read:
-    counted as items, they sat in the channel to the end, and L / λW read 8.6 and 33.)"""
+    counted as items, they sat in the channel to the end, and L / λW read 8.6 and 33.) The
+    call channel carries the calls, not the end marker each worker is told to end by (12
+    calls read 14)."""
     prog = tmp_path / "pool.py"
     prog.write_text(
         "import json, sys, time\n"
@@ -201,8 +203,11 @@ def test_a_process_executors_results_are_the_calls_it_ran(tmp_path: Path, kind: 
         )
         last = dict(rows)
         assert last["tail"] == last["head"], last  # every result put was taken
+        calls = _ends(run)
+        assert calls[("main -> work", "tail")] == calls[("main -> work", "head")], calls
         if kind == "executor":
             assert last["tail"] == 12, last  # a result per call (joblib batches them)
+            assert calls[("main -> work", "tail")] == (12, 12), calls  # no end markers
         law = [f for f in findings(run) if f.kind == "littles_law" and f.target == "work -> main"]
         assert [f.severity for f in law] == ["info"], [f.title for f in law]
 

@@ -29,6 +29,7 @@ def _submit(submit: Callable[..., Any]) -> Callable[..., Any]:
     def submit_(self: Any, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
         calls = counts_of(getattr(self, "_call_queue", None))
         if calls is not None and not calls.probe(0):
+            calls.mark_tasks()  # its end markers are no calls
             thread_tracker("out", calls.id)
             who = stage()
             calls.saw("tail", who)

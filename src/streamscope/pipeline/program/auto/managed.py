@@ -23,7 +23,7 @@ from contextlib import nullcontext
 from typing import Any
 
 from streamscope.core.records import State
-from streamscope.pipeline.program.auto.mpqueue import Counts
+from streamscope.pipeline.program.auto.mpcounts import Counts
 from streamscope.pipeline.program.auto.patches import Patches
 from streamscope.pipeline.program.auto.waits import waiting
 from streamscope.pipeline.program.registry import REGISTRY

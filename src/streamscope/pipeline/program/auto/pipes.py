@@ -23,7 +23,7 @@ from types import FrameType
 from typing import Any
 
 from streamscope.core.records import State
-from streamscope.pipeline.program.auto.mpqueue import Counts
+from streamscope.pipeline.program.auto.mpcounts import Counts
 from streamscope.pipeline.program.auto.patches import Patches
 from streamscope.pipeline.program.auto.stages import in_own_thread, internal
 from streamscope.pipeline.program.auto.waits import waiting

@@ -23,7 +23,8 @@ from streamscope.core import forksafe
 from streamscope.core.records import State
 from streamscope.pipeline.program.auto.channels import ProgramChannel
 from streamscope.pipeline.program.auto.claims import claim_stage
-from streamscope.pipeline.program.auto.mpqueue import Counts, Locked, counts_of, task_items
+from streamscope.pipeline.program.auto.mpcounts import Counts
+from streamscope.pipeline.program.auto.mpqueue import Locked, counts_of, task_items
 from streamscope.pipeline.program.auto.naming import Who, who_started
 from streamscope.pipeline.program.auto.patches import Patches
 from streamscope.pipeline.program.auto.processes import applied
