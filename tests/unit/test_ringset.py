@@ -188,3 +188,43 @@ def test_declarations_are_journal_lines_read_before_the_rings_after_them(
     fds = len(os.listdir("/proc/self/fd"))
     rings.close_journal()
     assert len(os.listdir("/proc/self/fd")) == fds - 1
+
+
+def test_rings_made_by_the_slab_are_read_and_their_slab_goes_with_its_last_ring(
+    tmp_path: Path,
+) -> None:
+    """A program's rings, many to a file (``core.slabs``): 20 taps make two slabs of 16 slots,
+    each ring read whole by the monitor as a ring of its own file is; a slab's file is removed
+    once every slot of it was retired and drained, not before; a slot starts a page."""
+    from streamscope.core.slabs import SLAB_RINGS, SLAB_SUFFIX, slot_bytes
+
+    rec = Recorder(str(tmp_path), capacity=16, slab=True)
+    taps = [rec.tap(100 + i, Kind.PUT) for i in range(SLAB_RINGS + 4)]
+    for i, tap in enumerate(taps):
+        for v in range(1, i % 5 + 2):
+            assert tap.ring.record_at(v, 10 * i + v)
+
+    def made(p: Path) -> int:  # a slab's serial in its process
+        return int(p.stem.rpartition("-")[2])
+
+    slabs = sorted(tmp_path.glob(f"*{SLAB_SUFFIX}"), key=made)
+    assert len(slabs) == 2 and not list(tmp_path.glob("*.ring"))
+    assert {p.stat().st_size for p in slabs} == {SLAB_RINGS * slot_bytes(16)}
+    assert slot_bytes(16) % 4096 == 0
+    rs = RingSet(str(tmp_path), SimpleNamespace(probes=[]))  # type: ignore[arg-type]
+    assert rs.scan() == SLAB_RINGS + 4
+    got = _taken(rs.drain())
+    assert got == {100 + i: [10 * i + v for v in range(1, i % 5 + 2)] for i in range(len(taps))}
+    first, rest = taps[:SLAB_RINGS], taps[SLAB_RINGS:]
+    for tap in first[:-1]:
+        rec.retire(tap)
+    rest[0].ring.record_at(9, 7)
+    rec.retire(rest[0])
+    assert _taken(rs.drain()) == {100 + SLAB_RINGS: [7]}
+    assert len(list(tmp_path.glob(f"*{SLAB_SUFFIX}"))) == 2  # a slot of each still open
+    first[-1].ring.record_at(9, 8)
+    rec.retire(first[-1])
+    assert _taken(rs.drain()) == {100 + SLAB_RINGS - 1: [8]}  # its last record first
+    assert sorted(tmp_path.glob(f"*{SLAB_SUFFIX}")) == slabs[1:]
+    assert sorted(rs.take_closed()) == sorted(t.probe for t in [*first, rest[0]])
+    assert rs.scan() == len(rest) - 1

@@ -78,7 +78,8 @@ _HEAD = struct.Struct("<6q")
 assert tuple(range(6)) == (W_MAGIC, W_PROBE, W_KIND, W_CAPACITY, W_PID, W_FLAGS)
 
 
-def _init(mem: mmap.mmap, probe: int, kind: int, capacity: int, flags: int) -> None:
+def init_header(mem: Any, probe: int, kind: int, capacity: int, flags: int) -> None:
+    """Write a new ring's header (its writer's process the calling one)."""
     _HEAD.pack_into(mem, 0, MAGIC | (VERSION << 32), probe, kind, capacity, os.getpid(), flags)
 
 
@@ -86,7 +87,7 @@ def anonymous_ring(probe: int, kind: int, capacity: int, *, flags: int = 0) -> m
     """A ring only this process (and processes it forks later) can see."""
     check_capacity(capacity)
     mem = mmap.mmap(-1, ring_bytes(capacity))
-    _init(mem, probe, kind, capacity, flags)
+    init_header(mem, probe, kind, capacity, flags)
     return mem
 
 
@@ -107,7 +108,7 @@ def create_ring_file(
         mem = map_shared(fd, ring_bytes(capacity))
     finally:
         heldio.close(fd)
-    _init(mem, probe, kind, capacity, flags)
+    init_header(mem, probe, kind, capacity, flags)
     journal(directory, f"R {name}")
     return mem
 
@@ -169,10 +170,7 @@ def map_shared(fd: int, size: int, *, guard: Any = None) -> Any:
     if addr is None or addr == _MAP_FAILED:
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err))
-    kind: Any = _types.get(size)
-    if kind is None:
-        kind = _types[size] = type("SharedMapping", (ctypes.c_char * size, Mapped), {})
-    mem = kind.from_address(addr)
+    mem = mapping_type(size).from_address(addr)
     # Unmapped once nothing refers to it, but not as the interpreter exits (``atexit``): its
     # daemon threads still run then, and one recording into a ring unmapped under it was
     # killed by SIGSEGV (a program whose daemon workers were busy as it ended, 8 runs in 10).
@@ -183,6 +181,15 @@ def map_shared(fd: int, size: int, *, guard: Any = None) -> Any:
     else:
         weakref.finalize(mem, _LIBC.munmap, addr, size).atexit = False
     return mem
+
+
+def mapping_type(size: int) -> Any:
+    """The ctypes type of a shared mapping of ``size`` bytes (``Mapped``'s methods with it):
+    made once per size in a process."""
+    kind: Any = _types.get(size)
+    if kind is None:
+        kind = _types[size] = type("SharedMapping", (ctypes.c_char * size, Mapped), {})
+    return kind
 
 
 def _unmap_guarded(guard: Any, addr: int, size: int) -> None:

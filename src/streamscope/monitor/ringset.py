@@ -17,13 +17,22 @@ import contextlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from streamscope.core import native
 from streamscope.core.errors import RunFileError
 from streamscope.core.records import Kind, Records, make_records
-from streamscope.core.rings import DECLARED, SUFFIX, JournalReader, parse_declaration
+from streamscope.core.rings import (
+    DECLARED,
+    SUFFIX,
+    JournalReader,
+    file_size,
+    map_shared,
+    parse_declaration,
+)
+from streamscope.core.slabs import SLAB_RINGS, slab_slot, slot_view
 from streamscope.core.topology import HOST, Topology
 from streamscope.monitor.ringdamage import DAMAGED, damage_text, sound
 from streamscope.transport.ringreader import RingReader
@@ -143,6 +152,9 @@ class RingSet:
         self._known: np.ndarray | None = None
         #: Rings retired after they were found damaged: (name, probe, pid, damage).
         self._damaged: list[tuple[str, int, int, dict[str, int]]] = []
+        #: Each slab file (``core.slabs``) mapped so far: its mapping, a slot's size, and how
+        #: many of its slots were announced and retired (removed once all were both).
+        self._slabs: dict[str, list[Any]] = {}
 
     def scan(self) -> int:
         """Open the rings made since the last scan (after reading the declarations of probes
@@ -162,7 +174,7 @@ class RingSet:
                 self._domain.update({p.id: p.domain for p in decl.probes})
                 self._known = None
                 found.append(decl)
-            elif what == "R" and name.endswith(SUFFIX):
+            elif what == "R" and (name.endswith(SUFFIX) or slab_slot(name) is not None):
                 rings.append(name)
         if self._on_declare is not None and found:
             self._on_declare(*found)
@@ -171,7 +183,7 @@ class RingSet:
                 continue
             path = os.path.join(self.directory, name)
             try:
-                reader = RingReader.open(path)
+                reader = self._open(name, path)
             except (OSError, ValueError) as exc:
                 if name not in self.bad:
                     self.bad[name] = str(exc).replace(f"{path}: ", "").replace(path, name)
@@ -182,6 +194,42 @@ class RingSet:
             ring = self._rings[name] = _Ring(reader, self._domain.get(reader.probe, HOST))
             self._place(ring)
         return len(self._rings)
+
+    def _open(self, name: str, path: str) -> RingReader:
+        """The ring ``name``: a file of its own, or a slot of a slab (mapped once)."""
+        slot = slab_slot(name)
+        if slot is None:
+            return RingReader.open(path)
+        file, i = slot
+        slab = self._slabs.get(file)
+        if slab is None:
+            fd = os.open(os.path.join(self.directory, file), os.O_RDWR)
+            try:
+                size = file_size(fd)
+                if size < SLAB_RINGS or size % SLAB_RINGS:
+                    raise ValueError(f"{file}: not a slab of {SLAB_RINGS} rings ({size} bytes)")
+                mem = map_shared(fd, size, guard=native)  # truncated: zeros, not SIGBUS
+            finally:
+                os.close(fd)
+            slab = self._slabs[file] = [mem, size // SLAB_RINGS, 0, 0]
+        slab[2] += 1
+        return RingReader(slot_view(slab[0], i, slab[1]), path)
+
+    def _let_go(self, path: str) -> None:
+        """A retired ring's file removed: its own, or its slab once every slot of it was
+        announced and retired."""
+        slot = slab_slot(os.path.basename(path))
+        if slot is not None:
+            slab = self._slabs.get(slot[0])
+            if slab is None:
+                return
+            slab[3] += 1
+            if slab[2] < SLAB_RINGS or slab[3] < SLAB_RINGS:
+                return
+            del self._slabs[slot[0]]
+            path = os.path.join(self.directory, slot[0])
+        with contextlib.suppress(OSError):
+            os.unlink(path)
 
     def drain(self, budget: int | None = None, to_ns: ToNs | None = None) -> Drain:
         """Take every ring's new records (at most ``budget`` in all), refusals and counter
@@ -342,8 +390,7 @@ class RingSet:
             self._damaged.append((name, ring.reader.probe, ring.reader.pid, ring.reader.damage))
         self.retired += 1
         self.closed.append(ring.reader.probe)
-        with contextlib.suppress(OSError):
-            os.unlink(path)
+        self._let_go(path)
         ring.reader.close()
 
     def take_closed(self) -> list[int]:
@@ -395,3 +442,4 @@ class RingSet:
             with contextlib.suppress(BufferError, ValueError):
                 ring.reader.close()
         self._rings.clear()
+        self._slabs.clear()

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 from streamscope.core import forksafe, native
 from streamscope.core.options import DEFAULT_TAP_CAPACITY
 from streamscope.core.rings import W_FLAGS, anonymous_ring, close_ring, create_ring_file
+from streamscope.core.slabs import slab_ring
 
 if TYPE_CHECKING:  # reading a ring back is the monitor's (and an inline run's): numpy's
     from streamscope.core.records import Records
@@ -78,13 +79,17 @@ class RingTap:
         clock: native.Clock | None = None,
         directory: str | None = None,
         cost: int = COST_NATIVE,
+        slab: bool = False,
     ) -> None:
+        """``slab``: a published ring is a slot of a slab file (``core.slabs``), not a file of
+        its own."""
         self.probe = int(probe)
         self.kind = int(kind)
         if directory is None:
             self.mem = anonymous_ring(self.probe, self.kind, capacity, flags=cost)
         else:
-            self.mem = create_ring_file(directory, self.probe, self.kind, capacity, flags=cost)
+            make = slab_ring if slab else create_ring_file
+            self.mem = make(directory, self.probe, self.kind, capacity, flags=cost)
         self.published = directory is not None
         self.ring = native.Ring(self.mem, clock if clock is not None else host_clock())
         self._reader: RingReader | None = None
@@ -133,15 +138,19 @@ def make_tracker(name: str, tap: RingTap | None, cpu: bool = True) -> native.Sta
 
 class Recorder:
     """Makes one process's taps, all reading that process's clock: published in the run's
-    ring directory (``directory``; the monitor drains them) or private (``directory`` None)."""
+    ring directory (``directory``; the monitor drains them) or private (``directory`` None);
+    ``slab``: published as slots of slab files (a process making rings by the hundred)."""
 
     def __init__(
         self,
         directory: str | None = None,
         clock: native.Clock | None = None,
         capacity: int = DEFAULT_CAPACITY,
+        *,
+        slab: bool = False,
     ) -> None:
         self.directory = directory
+        self.slab = slab
         self.clock = clock if clock is not None else host_clock()
         self.capacity = capacity
         #: The taps in use, in the order made (a dict as an ordered set: a retired one goes in
@@ -178,6 +187,7 @@ class Recorder:
             clock=self.clock,
             directory=self.directory if publish else None,
             cost=cost,
+            slab=self.slab,
         )
         with self._lock:
             self._taps[tap] = None

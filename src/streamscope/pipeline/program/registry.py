@@ -197,9 +197,9 @@ class Registry:
         pid = os.getpid()
         rec = self._recorders.get(pid)
         if rec is None:
-            with self.lock:
+            with self.lock:  # (its rings in slabs: a program makes them by the hundred)
                 rec = self._recorders.setdefault(
-                    pid, Recorder(self.directory, capacity=self.capacity)
+                    pid, Recorder(self.directory, capacity=self.capacity, slab=True)
                 )
         return rec
 
