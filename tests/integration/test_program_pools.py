@@ -67,7 +67,8 @@ def test_a_process_pool_is_a_stage_of_its_workers(tmp_path: Path, kind: str, met
     first: a worker that has sent its result is preempted by the thread it woke (the pool's
     result handler) and waits, runnable, for a core; beside a CPU hog and another test the
     stamps covered 0.87-0.91 of the workers' time while they were busy 0.99 by the monitor
-    (that far, the test once took the stamps for the whole truth)."""
+    (that far, the test once took the stamps for the whole truth). Each item it timed took
+    the call's 10 ms at least."""
     prog = tmp_path / "pool.py"
     prog.write_text(
         "import json, multiprocessing as mp, os, sys, time\n"
@@ -110,6 +111,11 @@ def test_a_process_pool_is_a_stage_of_its_workers(tmp_path: Path, kind: str, met
         )
         got = busy_share(run, "parse", both)
         assert got >= sum(own.values()) / 2 - 0.02, (got, own)
+        # Each item it timed took at least the call's 10 ms: a worker's first task was taken
+        # before it knew its stage, and its result's put was timed as a source's item (to the
+        # next take: 0.02-2 ms, one such sample per worker, its service mean 2-3 % short)
+        _, rows = run.sql("SELECT min(wall_ns), count(*) FROM service WHERE stage = 'parse'")
+        assert rows[0][1] > 0 and rows[0][0] >= 10_000_000, rows
 
 
 def test_a_pools_first_tasks_leave_its_task_queue_when_its_workers_take_them(

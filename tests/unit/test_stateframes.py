@@ -125,3 +125,10 @@ def test_a_stage_busy_since_its_last_record_is_seen_stalled_from_its_frames() ->
     (stall,) = watch.current()
     assert stall.stage == "hung" and stall.start_ns == 20_001_000
     assert stream.spent_ns[1] == 500_000_000 - 5_000_000  # busy from its first record on
+    assert stream.first_record_t == 0  # in its first frame (a host keeps the records)
+    raw = StageStream("kept")
+    raw.add(np.array([7_000, 9_000]), np.array([1, 2]))
+    raw.advance(5_000)
+    assert raw.first_record_t == -1  # none before 5 us
+    raw.advance(20_000)
+    assert raw.first_record_t == 7_000

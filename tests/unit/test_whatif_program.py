@@ -10,6 +10,7 @@ from streamscope.analysis.whatif.kinds import Change
 from streamscope.analysis.whatif.programrun import (
     RESULTS,
     ProgramInputs,
+    began_late,
     sinks_rate,
     split_clients,
 )
@@ -69,3 +70,23 @@ def test_changes_are_said_in_the_programs_terms() -> None:
         "resize's code 2x as fast",
         "8 CPUs",
     ]
+
+
+def test_a_sink_is_timed_from_when_the_stages_its_items_come_through_began() -> None:
+    """A program's rate is its sinks' items over their working time, and the model starts
+    every stage at once: a pool forked 50 ms after its client began, the client's results
+    waited 50 ms more than in the model (its rate read 5 % low on a 0.85 s run). Only the
+    stages its items come through count; one that began before it counts nothing."""
+    stages = [_stage("main", 1.0), _stage("square", 10.0, workers=2), _stage("log", 1.0)]
+    channels = [ChannelModel("main -> square", "main", "square", 3),
+                ChannelModel("square -> main", "square", "main", 200),
+                ChannelModel("main -> log", "main", "log", 10)]  # fmt: skip
+    prog = ProgramInputs(runner={"main": {"items_out": 200.0}}, busy={"main": 0.01})
+    stages, channels = split_clients(stages, channels, prog)
+    net = Network(tuple(stages), tuple(channels), cores=4)
+    owner = {back: name for name, back in prog.split.items()}
+    back = RESULTS.format("main")
+    began = {"main": 100e6, "square": 150e6, "log": 400e6}
+    assert began_late(net, back, began, owner) == 50e6  # not log's: none of its items
+    assert began_late(net, "log", began, owner) == 0.0  # main began before it
+    assert began_late(net, "square", {"main": 100e6}, owner) == 0.0  # its own start unknown

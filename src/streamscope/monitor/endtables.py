@@ -85,7 +85,8 @@ def flight_tables(flight: FlightRecorder) -> Iterator[Table]:
 def worker_table(
     stages: Mapping[int, StageStream], worker_of: Mapping[int, str]
 ) -> Iterator[Table]:
-    """Each stage worker's (state probe's) resource and ns in each state."""
+    """Each stage worker's (state probe's) resource, ns in each state, and when its first
+    state record came."""
     pids = sorted(p for p, s in stages.items() if any(s.spent_ns))
     if not pids:
         return
@@ -97,6 +98,7 @@ def worker_table(
     for i, label in enumerate(STATE_LABELS):
         cols[f"{label}_ns"] = [s[i] for s in spent]
     cols["unknown_ns"] = [s[-1] for s in spent]
+    cols["began_ns"] = [stages[p].first_record_t for p in pids]
     yield TableRows("worker", cols)
 
 

@@ -217,6 +217,7 @@ class StageStream(Stream):
         self.state = 0 if start_ns is None else UNKNOWN  # idle until the first record
         self.gone = False  # the worker's process ended: nothing is known after its last record
         self.spent_ns = [0] * (len(STATE_LABELS) + 1)
+        self.first_record_t = -1  # when its first record came (-1: none yet)
 
     def add(self, t_ns: I64, value: I64) -> None:
         late = t_ns < self.last_t
@@ -241,6 +242,8 @@ class StageStream(Stream):
         if len(s):
             self.state = int(s[-1])
             self.last_record_t = int(t[-1])
+            if self.first_record_t < 0:
+                self.first_record_t = int(t[0])
         if self.gone and not len(self._pending.merged()[0]):
             seg.level[seg.start >= self.last_record_t] = UNKNOWN
             self.state = UNKNOWN
@@ -281,6 +284,8 @@ class SummarizedStage(StageStream):
         for f in frames:
             self.frames[f.frame] = f
             latest = f if latest is None or f.frame > latest.frame else latest
+            if self.first_record_t < 0:  # its first record came in this frame
+                self.first_record_t = f.frame * self.frame_ns
         if latest is not None and latest.last_record == latest.last_record:  # not NaN
             self.state = latest.end_state
             self.last_record_t = to_ns(int(latest.last_record))

@@ -40,6 +40,12 @@ WORKER = Table(
         _C("blocked_in_ns", "BIGINT NOT NULL", "ns waiting for an input"),
         _C("blocked_out_ns", "BIGINT NOT NULL", "ns waiting for room in an output"),
         _C("unknown_ns", "BIGINT NOT NULL", "ns unknown (records refused, or gone)"),
+        _C(
+            "began_ns",
+            "BIGINT NOT NULL",
+            "ns into the run its first state record came (a "
+            "worker that began late: a pool's process forked, a thread started; -1: none)",
+        ),
     ),
 )
 

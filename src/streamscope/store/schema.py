@@ -42,7 +42,7 @@ from streamscope.store._stagetables import (
 from streamscope.store.table import Column, Table
 
 FORMAT = "streamscope-run"
-SCHEMA_VERSION = 17
+SCHEMA_VERSION = 18
 STATUSES = tuple(s.value for s in RunStatus)
 UNDER_BIN = -1
 OVER_BIN = -2

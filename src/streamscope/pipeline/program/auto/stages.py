@@ -226,9 +226,14 @@ def work_as(who: Who | None) -> None:
 
 def enter(who: Who, queue: str) -> native.StateTracker | None:
     """The calling thread works as ``who``, a worker of the pool that takes from ``queue``
-    (a process pool's, an executor's): its stage claimed now, its tracker busy."""
+    (a process pool's, an executor's): its stage claimed now, its tracker busy. The item that
+    told it its stage is taken already: its service is timed from here (else its result's
+    put read as a source's item, timed to the next take: a few µs)."""
     work_as(who)
-    return thread_tracker("in", queue)
+    tracker = thread_tracker("in", queue)
+    if tracker is not None:
+        tracker.took()
+    return tracker
 
 
 __all__ = [
