@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+import pytest
 
 from streamscope.aggregate.points import DropCount, FrameResult, HistogramPoint, ScalarPoint
 from streamscope.core.options import RunOptions
@@ -163,3 +164,14 @@ def test_records_of_a_domain_never_calibrated_are_counted_as_dropped() -> None:
     )
     eng.finish(250)
     assert sum(d.dropped for d in drops if d.probe_id == 2) == 3
+
+
+def test_a_long_monitor_cycle_is_followed_by_as_long_a_rest() -> None:
+    """The monitor cycles every ``DRAIN_S`` while its cycles are short; one that took long (many
+    rings, each drained and reduced apart) is followed by a rest as long, ``MAX_REST_S`` at
+    most: it takes half a core at most from the program it watches."""
+    from streamscope.monitor.service import DRAIN_S, MAX_REST_S, next_cycle
+
+    assert next_cycle(10.0, 10.001) == 10.0 + DRAIN_S  # short: on the beat
+    assert next_cycle(10.0, 10.03) == pytest.approx(10.06)  # 30 ms: 30 ms of rest
+    assert next_cycle(10.0, 10.2) == pytest.approx(10.2 + MAX_REST_S)  # capped

@@ -158,35 +158,38 @@ class Routes:
             if tap is None:
                 ledger.kept(pid, pt)
                 continue
+            # (each probe's few records a drain: scalars first, masks only where they matter)
+            lo = int(pt.min()) if len(pt) else 0
             if isinstance(tap, ChannelEnd) and len(pv):
                 top = int(np.argmax(pv))  # a late record's items still count (at the end at worst)
                 tap.note_refused(int(pv[top]), int(pt[top]))
-            if (
-                isinstance(tap, ChannelEnd)
-                and len(pt)
-                and (int(pt.min()) < tap.start_ns or tap.channel.unheard)
-            ):
-                ch = tap.channel
-                first = max(int(pt.min()), 0)
-                later = ch.unheard and first > ch.start_ns
-                ch.unheard = False
-                if self.on_rewind is not None and ch.rewindable and (first < ch.start_ns or later):
-                    # Items put before the consumer was known, and nothing of the channel
-                    # reduced yet: it begins with the first of them. (Or it was declared
-                    # before the monitor's time had reached its making: then too.)
-                    ch.rewind(first)
-                    self.on_rewind(ch.name, first)
-            if isinstance(tap, ChannelEnd) and len(pt) and int(pt.min()) < tap.start_ns:
-                # From before the channel appeared: what it held then, not late.
-                before = pt < tap.start_ns
-                ledger.kept(pid, pt[before])
-                tap.absorb(pt[before], pv[before])
-                pt, pv = pt[~before], pv[~before]
+                if lo < tap.start_ns or tap.channel.unheard:
+                    ch = tap.channel
+                    first = max(lo, 0)
+                    later = ch.unheard and first > ch.start_ns
+                    ch.unheard = False
+                    if (
+                        self.on_rewind is not None
+                        and ch.rewindable
+                        and (first < ch.start_ns or later)
+                    ):
+                        # Items put before the consumer was known, and nothing of the channel
+                        # reduced yet: it begins with the first of them. (Or it was declared
+                        # before the monitor's time had reached its making: then too.)
+                        ch.rewind(first)
+                        self.on_rewind(ch.name, first)
+                if lo < tap.start_ns:
+                    # From before the channel appeared: what it held then, not late.
+                    before = pt < tap.start_ns
+                    ledger.kept(pid, pt[before])
+                    tap.absorb(pt[before], pv[before])
+                    pt, pv = pt[~before], pv[~before]
             # Too late to place in time (its span is already reduced): dropped, not recorded.
-            late = pt < tap.last_t
-            if late.any():
-                ledger.drop(pid, int(pt[late].min()), int(late.sum()), late=True)
-                pt, pv = pt[~late], pv[~late]
+            if len(pt) and lo < tap.last_t:
+                late = pt < tap.last_t
+                if late.any():
+                    ledger.drop(pid, int(pt[late].min()), int(late.sum()), late=True)
+                    pt, pv = pt[~late], pv[~late]
             ledger.kept(pid, pt)
             if isinstance(tap, ChannelEnd | PathEnd):
                 tap.halfwidth_ns = halfwidth
