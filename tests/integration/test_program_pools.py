@@ -391,3 +391,40 @@ def test_a_thread_pool_is_a_stage_of_its_threads(tmp_path: Path, kind: str) -> N
             "SELECT avg(value) FROM stat WHERE target = 'main' AND stat = 'duty.blocked_in'"
         )
         assert waited > 0.5, waited
+
+
+LEFT_BEHIND = """
+import queue, sys, threading, time
+q = queue.Queue()
+def consume():
+    for _ in range(80):
+        q.get()
+        time.sleep(0.005)
+t = threading.Thread(target=consume)
+t.start()
+for i in range(100):
+    q.put(i)
+    time.sleep(0.002)
+t.join()
+print(q.qsize())
+"""
+
+
+def test_a_program_that_ends_with_items_queued_is_held_to_littles_law_on_what_came_out(
+    tmp_path: Path,
+) -> None:
+    """A consumer takes 80 of the 100 items put and ends; the program ends with the rest
+    queued. Those items count in the mean occupancy L (their time in the queue until the end)
+    and in neither the throughput (removals) nor the latency (they never came out): the run
+    says how many the queue held at its end, as the program counts them, and Little's law is
+    checked on L less their time (it read L / λW = 1.65, "does not hold")."""
+    out, stdout = _watched(tmp_path, LEFT_BEHIND)
+    left = int(stdout)
+    assert left == 20
+    with ss.load(out) as run:
+        _, rows = run.sql("SELECT channel, items, ns FROM leftover")
+        assert [(c, n) for c, n, _ in rows] == [("main -> consume", left)], rows
+        (law,) = [f for f in findings(run) if f.kind == "littles_law"]
+        assert law.severity == "info", law.detail
+        assert law.evidence["left_items"] == left
+        assert law.evidence["L_with_left_items"] > law.evidence["L_items"]

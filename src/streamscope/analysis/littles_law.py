@@ -1,8 +1,11 @@
 """The Little's law pass: on each channel, does the mean occupancy L equal throughput × latency λ·W?
 
 In: a ``Context`` whose run measured a channel's occupancy, throughput and latency (their
-``mean``). Out: one ``littles_law`` ``Finding`` per such channel: ``info`` where the three agree
-within ``littles_tolerance``, ``warning`` where they do not (so at least one is off).
+``mean``), and what each channel still held when it or the run ended (``leftover``). Out: one
+``littles_law`` ``Finding`` per such channel: ``info`` where the three agree within
+``littles_tolerance``, ``warning`` where they do not (so at least one is off). Items a channel
+still held at its end count in L (their time in it) and in neither λ (removals) nor W (they
+never came out): their time is taken out of L first, and the finding says so.
 """
 
 from __future__ import annotations
@@ -30,16 +33,20 @@ class _Law:
     big_w: float
     frames: I64
     same_grid: bool
+    #: The ns over which L is a mean (the frames' covered time, added).
+    covered_ns: float
 
 
 def littles_law(ctx: Context) -> list[Finding]:
     """One finding per channel with all three measurements, in topology order."""
     out = []
+    _, rows = ctx.run.sql("SELECT channel, items, ns FROM leftover")
+    left = {str(c): (int(n), float(ns)) for c, n, ns in rows}
     for ch in ctx.run.topology.channels:
         law = _measure(ctx.series, ch.name)
         if law is None:
             continue
-        found = _finding(ch, law, ctx.littles_tolerance)
+        found = _finding(ch, law, ctx.littles_tolerance, left.get(ch.name, (0, 0.0)))
         if found is not None:
             out.append(found)
     return out
@@ -68,7 +75,8 @@ def _measure(series: Sequence[Series], channel: str) -> _Law | None:
     lv, tv, wv = (whole_run(s.scalars["mean"], s.covered, "mean") for s in (occ, thr, lat))
     if lv is None or tv is None or wv is None:
         return None
-    return _Law(lv, tv, wv, np.union1d(occ.frames, thr.frames), False)
+    covered = float(occ.covered[~np.isnan(occ.scalars["mean"])].sum())
+    return _Law(lv, tv, wv, np.union1d(occ.frames, thr.frames), False, covered)
 
 
 def _on_shared_frames(occ: Series, thr: Series, lat: Series) -> _Law | None:
@@ -91,18 +99,27 @@ def _on_shared_frames(occ: Series, thr: Series, lat: Series) -> _Law | None:
     big_l = float(np.dot(l_v[ok], c) / c.sum())
     lam = float(np.dot(t_v[ok], c) / c.sum())
     big_w = float(np.dot(w_v[ok][wok], n[wok]) / n[wok].sum())
-    return _Law(big_l, lam, big_w, common[ok], True)
+    return _Law(big_l, lam, big_w, common[ok], True, float(c.sum()))
 
 
-def _finding(ch: ChannelInfo, law: _Law, tolerance: float) -> Finding | None:
-    """The finding for ``ch``: ``None`` when nothing flowed and nothing waited."""
+def _finding(
+    ch: ChannelInfo, law: _Law, tolerance: float, left: tuple[int, float]
+) -> Finding | None:
+    """The finding for ``ch``: ``None`` when nothing flowed and nothing waited. ``left``: the
+    items it held at its end and their ns in it, taken out of L."""
     product = law.lam * law.big_w / 1e9
-    if product <= 0 and law.big_l <= 0:
+    held, held_ns = left
+    big_l = law.big_l
+    if held > 0 and law.covered_ns > 0:
+        big_l = max(law.big_l - held_ns / law.covered_ns, 0.0)
+    if product <= 0 and big_l <= 0:
         return None
-    ratio = law.big_l / product if product > 0 else math.inf
+    ratio = big_l / product if product > 0 else math.inf
     evidence = {
         "channel": ch.name,
-        "L_items": rounded(law.big_l),
+        "L_items": rounded(big_l),
+        "L_with_left_items": rounded(law.big_l),
+        "left_items": held,
         "lambda_per_s": rounded(law.lam),
         "W_ns": rounded(law.big_w, 1),
         "lambda_W_items": rounded(product),
@@ -112,8 +129,14 @@ def _finding(ch: ChannelInfo, law: _Law, tolerance: float) -> Finding | None:
         "frames": frame_ranges(int(f) for f in law.frames),
     }
     kind_of_l = "the model's estimate of " if ch.is_link else ""
+    less = (
+        f" (less the {held:,} item{'s' if held != 1 else ''} it still held at its end: "
+        f"{law.big_l:.3g} with their time in it, which λ and W do not count)"
+        if big_l != law.big_l
+        else ""
+    )
     detail = (
-        f"Over the whole run, {kind_of_l}the mean occupancy L = {law.big_l:.3g} items and "
+        f"Over the whole run, {kind_of_l}the mean occupancy L = {big_l:.3g} items{less} and "
         f"throughput × mean latency λ·W = {law.lam:.4g}/s × {law.big_w / 1e6:.4g} ms = "
         f"{product:.3g} items (L / λW = {ratio:.3g}, tolerance ±{tolerance * 100:.0f} %)."
     )

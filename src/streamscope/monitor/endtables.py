@@ -102,12 +102,21 @@ def worker_table(
     yield TableRows("worker", cols)
 
 
-def ended_table(ended: Sequence[tuple[str, str, int]]) -> Iterator[Table]:
-    """The channels and stages that ended while the run went on: (kind, name, end ns)."""
+def ended_table(
+    ended: Sequence[tuple[str, str, int]], left: Mapping[str, tuple[int, int]]
+) -> Iterator[Table]:
+    """The channels and stages that ended while the run went on: (kind, name, end ns); and
+    the items each channel still held when it or the run ended, with their ns in it."""
     if ended:
         yield TableRows("ended", {
             "kind": [k for k, _, _ in ended], "name": [n for _, n, _ in ended],
             "t_end_ns": [t for _, _, t in ended],
+        })  # fmt: skip
+    held = sorted((c, n, ns) for c, (n, ns) in left.items() if n > 0)
+    if held:
+        yield TableRows("leftover", {
+            "channel": [c for c, _, _ in held], "items": [n for _, n, _ in held],
+            "ns": [ns for _, _, ns in held],
         })  # fmt: skip
 
 

@@ -604,7 +604,7 @@ class Engine:
             *endtables.worker_table(
                 {**self.routes.gone_stages, **self.routes.stages}, self.routes.worker_of
             ),
-            *endtables.ended_table(self.ended),
+            *endtables.ended_table(self.ended, self.routes.left),
             *endtables.stall_table(self.stalls.rows()),
             *endtables.runner_table(self.runner),
             *endtables.service_table(self.service, self.routes.service),

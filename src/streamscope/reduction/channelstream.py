@@ -286,6 +286,12 @@ class ChannelStream:
         self._open_seq, self._open_t = self._open_seq[keep], self._open_t[keep]
         return Events(lat_t, lat_v), int((~found).sum())
 
+    def left(self, end_ns: int) -> tuple[int, int]:
+        """The items inserted and never removed (as their records say), and their time in the
+        channel up to ``end_ns`` (ns, added): what the channel held when it or the run ended."""
+        t = self._open_t
+        return len(t), int(np.clip(end_ns - t, 0, None).sum()) if len(t) else 0
+
     def feed(self, out: ChannelOutput, reducers: Reducers, since: int, until: int) -> None:
         name = self.name
         for metric in QUALITY_METRICS:

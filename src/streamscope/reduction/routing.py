@@ -44,6 +44,8 @@ class Routes:
     ) -> None:
         self.tick_periods = tick_periods
         self.channels: dict[str, ChannelStream] = {}
+        #: What each channel held when it (or the run) ended: items, and their ns in it.
+        self.left: dict[str, tuple[int, int]] = {}
         #: One per state probe: a stage worked in by several threads or processes (a drop-in
         #: program's pool) has one per worker, and its duty is theirs on average.
         self.stages: dict[int, StageStream] = {}
@@ -236,10 +238,11 @@ class Routes:
 
     def count_unrecorded(self, end_ns: int, reducers: Reducers) -> None:
         """At the end of the run: the items refused (or late) after each channel end's last
-        kept record, counted all the same (at the time they were known); the stacks' last
-        counts written."""
+        kept record, counted all the same (at the time they were known); what each channel
+        held (``left``); the stacks' last counts written."""
         self.stacks.finish()
         for name, stream in self.channels.items():
+            self.left[name] = stream.left(end_ns)
             for end, metric in (("tail", "count"), ("head", "throughput")):
                 extra = stream.unrecorded(end, end_ns)
                 if len(extra.t):
@@ -270,10 +273,12 @@ class Routes:
 
     def end_channel(self, name: str, end_ns: int, reducers: Reducers) -> None:
         """A channel ended (its queue dropped, every record of it reduced up to ``end_ns``):
-        the items refused after its last records counted, its streams let go."""
+        the items refused after its last records counted, what it held kept (``left``), its
+        streams let go."""
         stream = self.channels.pop(name, None)
         if stream is None:
             return
+        self.left[name] = stream.left(end_ns)
         for end, metric in (("tail", "count"), ("head", "throughput")):
             extra = stream.unrecorded(end, end_ns)
             if len(extra.t):

@@ -87,6 +87,18 @@ NOTE = Table(
     ),
 )
 
+LEFTOVER = Table(
+    "leftover",
+    "Items still in each channel when it or the run ended (inserted, never removed), and "
+    "their time in it until then: the mean occupancy L counts that time, the latency W none "
+    "of it (those items never came out), so Little's law is checked on L less it.",
+    (
+        _C("channel", "VARCHAR NOT NULL", "the channel (channel.name)"),
+        _C("items", "BIGINT NOT NULL", "items it held at its end (their insertions recorded)"),
+        _C("ns", "BIGINT NOT NULL", "their ns in it until that end, added"),
+    ),
+)
+
 ENDED = Table(
     "ended",
     "Channels and stages that ended while the run went on: a queue the program dropped "
@@ -313,6 +325,7 @@ MONITOR = Table(
 
 __all__ = [
     "ENDED",
+    "LEFTOVER",
     "MACHINE",
     "MONITOR",
     "NOTE",

@@ -24,8 +24,8 @@ from streamscope.store.schema import STATUSES, TABLES
 _APPENDED = (
     "calibration", "clock_fit", "clock_truth", "flight", "worker", "stall", "record", "vq_frame",
     "vq_level", "virtual_queue", "overhead", "profile", "trace_exclusion", "monitor", "runner",
-    "service", "machine", "link", "host", "core", "note", "ended", "stacks", "stack_sampler",
-    "stack_id",
+    "service", "machine", "link", "host", "core", "note", "ended", "leftover", "stacks",
+    "stack_sampler", "stack_id",
 )  # fmt: skip
 APPEND_TABLES = {t.name: t for t in TABLES if t.name in _APPENDED}
 #: Of those, the ones ``--keep`` rolls up with the frames (``store.retention``).

@@ -24,6 +24,7 @@ from streamscope.store._stagetables import (
     CORE,
     ENDED,
     HOST,
+    LEFTOVER,
     LINK,
     MACHINE,
     MONITOR,
@@ -263,6 +264,7 @@ TABLES: tuple[Table, ...] = (
     VIRTUAL_QUEUE,
     NOTE,
     ENDED,
+    LEFTOVER,
     RECORD,
 )
 TABLE_NAMES = tuple(t.name for t in TABLES)
