@@ -104,6 +104,7 @@ class _Worker:
     zip_in: bool
     left: int  # a source's items still to make (-1: unbounded)
     in_order: bool = False
+    start: float = 0.0  # when it begins (``StageModel.start_ns``)
     state: int = IDLE
     since: float = 0.0
     spent: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0, 0.0])
@@ -207,6 +208,7 @@ class Simulation:
                     zip_in=s.fanin == "zip",
                     left=-1 if ins else source_items(s, k),
                     in_order=s.in_order,
+                    start=max(float(s.start_ns), 0.0),
                 )
                 for ci in outs:
                     self.chans[ci].producers += 1
@@ -248,7 +250,7 @@ class Simulation:
         for ch in self.chans:
             ch.levels = [0.0] * (ch.cap + 1)
         for w in self.workers:
-            self._at(0.0, _START, w.idx)
+            self._at(w.start, _START, w.idx)
         # Background load: a whole core's worth is a thread that never stops (as a CPU hog
         # is), the rest jobs of ``background_job_ns`` arriving at random.
         whole = int(self.net.background_cores)
@@ -302,7 +304,7 @@ class Simulation:
         self.bg_part = float(net.background_cores) - int(net.background_cores)
         workers = [
             (self.draws[i], w.cpu_share, w.overhead, w.locked, w.ratio, w.lock, w.ins, w.outs,
-             w.broadcast, w.zip_in, w.left, w.in_order)
+             w.broadcast, w.zip_in, w.left, w.in_order, w.start)
             for i, w in enumerate(self.workers)
         ]  # fmt: skip
         end, finished, chans, workers_out, lock_busy, cores_busy = _netsim.run(

@@ -72,6 +72,7 @@ typedef struct {
     int64_t pending, rr_out, rr_in, zip_left;
     int done, holds, in_cpu, resume, put_ci;
     double job_t, job_w, runq, worked;
+    double start; /* when it begins (ns) */
 } Worker;
 
 typedef struct {
@@ -285,7 +286,7 @@ static PyObject *vec_array(double **a, Py_ssize_t n)
 /* run(workers, chans, switches, cores, bg_cores, bg_job_ns, monitor_ns, monitor_job_ns, horizon,
        pool, gap)
    workers: per worker (first pool, cpu_share, overhead, locked, ratio, lock, ins, outs,
-   broadcast, zip_in, left, in_order); chans: per channel (capacity, delay); switches: per lock
+   broadcast, zip_in, left, in_order, start); chans: per channel (capacity, delay); switches: per lock
    its switch interval; pool(i): worker i's next pool; gap(): the next background gap.
    Returns (end, finished, [(puts, takes, levels)], [(spent, runq, worked)], [lock busy],
    cores_busy): the arrays as bytearrays of float64. */
@@ -360,9 +361,9 @@ static PyObject *sim_run(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
         Worker *w = &s.ws[i];
         PyObject *pool, *ins, *outs;
         long long left;
-        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(wl, i), "OddddiOOppLp", &pool, &w->cpu_share,
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(wl, i), "OddddiOOppLpd", &pool, &w->cpu_share,
                               &w->overhead, &w->locked, &w->ratio, &w->lock, &ins, &outs,
-                              &w->broadcast, &w->zip_in, &left, &w->in_order))
+                              &w->broadcast, &w->zip_in, &left, &w->in_order, &w->start))
             goto done;
         w->idx = i;
         w->left = left;

@@ -283,7 +283,7 @@ static void cpu_tick(Sim *s)
 static void run(Sim *s)
 {
     for (int i = 0; i < s->n; i++)
-        at(s, 0.0, START, i, 0);
+        at(s, s->ws[i].start > 0 ? s->ws[i].start : 0.0, START, i, 0);
     int64_t whole = (int64_t)s->bg_cores;
     for (int64_t i = 0; i < whole; i++)
         cpu_start(s, (int)(BG - 1 - i), INFINITY);

@@ -120,6 +120,10 @@ class StageModel:
     #: pool), its switch interval ``interpreter``'s unless ``Network.switch_ns`` names it; else
     #: all share ``interpreter``'s lock (threads of one process).
     own_interpreters: bool = False
+    #: Its workers begin this long after the others that begin first (ns): a program's stage
+    #: begins as the program starts it (a process pool's workers when it forks them, some
+    #: tens of ms after the first call handed to them), idle till then.
+    start_ns: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

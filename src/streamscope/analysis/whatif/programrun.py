@@ -65,6 +65,10 @@ class ProgramInputs:
     busy: dict[str, float] = field(default_factory=dict)
     #: The queues with no bound (modelled with the most each held).
     unbounded: set[str] = field(default_factory=set)
+    #: How long after the first stage each stage began (ns: its workers' first records, their
+    #: mean): a process pool's workers begin when it forks them, some tens of ms after the
+    #: first call handed to them, and the run's rate and occupancy hold that wait.
+    start: dict[str, float] = field(default_factory=dict)
 
 
 def channel_items(run: Run) -> dict[str, float]:
@@ -113,12 +117,15 @@ def program_inputs(run: Run) -> ProgramInputs:
         if c is not None and q is not None:
             runq.setdefault(str(s), []).append(int(q))
     _, wrows = run.sql("SELECT stage, resource, busy_ns, busy_ns + blocked_in_ns + "
-                       "blocked_out_ns FROM worker")  # fmt: skip
+                       "blocked_out_ns, began_ns FROM worker")  # fmt: skip
     busy: dict[str, float] = {}
+    began: dict[str, list[int]] = {}
     worked: dict[str, float] = {}
     resources: dict[str, list[str]] = {}
-    for stage, res, b, w in wrows:
+    for stage, res, b, w, t0 in wrows:
         resources.setdefault(str(stage), []).append(str(res))
+        if t0 is not None and t0 >= 0:
+            began.setdefault(str(stage), []).append(int(t0))
         busy[str(stage)] = busy.get(str(stage), 0.0) + float(b or 0)
         worked[str(stage)] = worked.get(str(stage), 0.0) + float(w or 0)
     lacking = [s.name for s in topo.stages if not pairs.get(s.name) and s.name not in busy]
@@ -138,6 +145,12 @@ def program_inputs(run: Run) -> ProgramInputs:
     kinds = {r.name: r.kind for r in topo.resources}
     out = ProgramInputs(items=items)
     out.busy = {s: busy[s] / worked[s] for s in busy if worked.get(s, 0) > 0}
+    first = {s: float(np.mean(t)) for s, t in began.items()}
+    out.start = {s: t - min(first.values()) for s, t in first.items()}
+    for s, t in sorted(out.start.items()):
+        if t >= 1e6:
+            out.assumed.append(f"{s} began {t / 1e6:.0f} ms after the first stage (its workers' "
+                               "first records): in the model too")  # fmt: skip
     share = _shares_of_put(topo.channels, topo.producers, busy, pairs)
     for st in topo.stages:
         ins = [c for c in topo.channels if st.name in topo.consumers(c)]
@@ -283,13 +296,11 @@ def program_states(
     program's sinks took while they ran (a program's sources may run far ahead of the rest
     into unbounded queues: what its last stages take is its rate)."""
     _, rows = run.sql("SELECT stage, sum(busy_ns), sum(blocked_in_ns), sum(blocked_out_ns), "
-                      "count(*), avg(began_ns) FILTER (WHERE began_ns >= 0) FROM worker "
-                      "GROUP BY stage")  # fmt: skip
+                      "count(*) FROM worker GROUP BY stage")  # fmt: skip
     work = {
         str(r[0]): (float(r[1] or 0), float(r[2] or 0), float(r[3] or 0), float(r[4] or 1))
         for r in rows
     }
-    began = {str(r[0]): float(r[5]) for r in rows if r[5] is not None}
     shares = {}
     sources = {s.name for s in net.stages if not any(s.name in takers(c) for c in net.channels)}
     for name, (b, i, o, _n) in work.items():
@@ -308,9 +319,8 @@ def program_states(
     for name in rate_stages(net, prog.items):
         b, i, o, n = work.get(owner.get(name, name), (0.0, 0.0, 0.0, 1.0))
         taken = sum(prog.items.get(c.name, 0.0) for c in net.channels if c.dst == name)
-        each = (b + i + o) / max(n, 1.0) - began_late(net, name, began, owner)
-        if each > 0:
-            rate += taken / (each / 1e9)
+        if b + i + o > 0:
+            rate += taken / ((b + i + o) / max(n, 1.0) / 1e9)
     if not rate > 0:
         raise WhatIfError(
             f"{run.path or 'the run'}: its last stages' states were not recorded, so how fast "
@@ -318,29 +328,6 @@ def program_states(
             "queries have one)"
         )
     return shares, rate
-
-
-def began_late(net: Network, name: str, began: dict[str, float], owner: dict[str, str]) -> float:
-    """How long (ns) after the stage ``name`` began the last of the stages its items come
-    through began (each at its workers' mean first record), 0 if none began after it. The
-    model starts every stage at once; a program's stages begin as it starts them (a process
-    pool's workers when it forks them, 20-60 ms after the first call handed to them beside a
-    busy core), and ``name`` waited that long for its first item more than in the model: a
-    pool of two doing 10 ms items for 0.85 s read its rate 5 % low, and the what-if model
-    that much fast."""
-    mine = began.get(owner.get(name, name))
-    if mine is None:
-        return 0.0
-    ups: set[str] = set()
-    todo = [name]
-    while todo:
-        for c in _ins(net, todo.pop()):
-            for p in putters(c):
-                if p not in ups and p != name:
-                    ups.add(p)
-                    todo.append(p)
-    latest = max((began.get(owner.get(u, u), mine) for u in ups), default=mine)
-    return max(latest - mine, 0.0)
 
 
 #: Fewer items than this taken over a run give a stage no rate to go by (a program's main
@@ -401,7 +388,6 @@ __all__ = [
     "RESULTS",
     "SHARED_KINDS",
     "ProgramInputs",
-    "began_late",
     "channel_items",
     "program_inputs",
     "program_states",

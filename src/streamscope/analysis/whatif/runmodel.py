@@ -113,6 +113,7 @@ def pipeline_model(run: Run) -> PipelineModel:
             interpreter=interp[st.name], fanout=st.fanout, fanin=st.fanin,
             items=int(r["items"]) if role == "source" else 0,
             workers=prog.workers.get(st.name, 1), own_interpreters=st.name in prog.own,
+            start_ns=prog.start.get(st.name, 0.0),
         ))  # fmt: skip
     channels = []
     for c in topo.channels:
