@@ -290,7 +290,10 @@ def test_one_function_made_faster_gains_what_the_rerun_shows(tmp_path: Path) -> 
     # long as the machine makes it in each run (beside a busy core, a run's wakings took 1.1 ms
     # an item and its rerun's 0.2 ms: 2.14x): K is what the stamps say, the rerun faster.
     assert truth["doze"] >= 200 * 10e6 and faster["doze"] >= 200 * 5e6, (truth, faster)
-    assert k > 1.5, (truth, faster)
+    # ... and only that much: beside a busy core the rerun's 5 ms sleeps woke 2.3 ms late each
+    # while the run's 10 ms ones woke 0.9 ms late (1.49x). What is held to the rerun is the
+    # prediction at the K the stamps say; K clearly above 1 is all the experiment needs.
+    assert k > 1.25, (truth, faster)
     doc = whatif(as_is, "--set", f"worker.speed[doze]={k}x")
     assert doc["check"]["verdict"] == "consistent", doc
     assert f"doze() in worker {k:g}x as fast" in doc["sentence"], doc["sentence"]
